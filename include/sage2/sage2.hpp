@@ -1,0 +1,88 @@
+// sage2 — SageAttention2 (quantized attention) compiled at run time by NVRTC.
+// Public C++ API. The C ABI with the same capabilities is in sage2/sage2.h.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+// CUstream and cudaStream_t are both pointers to this opaque type, so a stream from
+// either API (or torch.cuda.current_stream().cuda_stream) can be passed directly.
+struct CUstream_st;
+
+namespace sage2 {
+
+// ---------------------------------------------------------------------------------------------
+// Errors: every failure is a sage2::Error carrying a code and a message that names the offending
+// values (and, for compile failures, the kernel key and the full NVRTC log).
+// The numeric values are part of the C ABI (sage2_status in sage2.h) and never change.
+enum class ErrorCode : int {
+  Ok = 0,
+  InvalidArgument = 1,   // a caller-supplied value is wrong (the message names it)
+  Unsupported = 2,       // valid request this build/device cannot serve (e.g. arch sm_80)
+  NoDriver = 3,          // libcuda.so.1 could not be loaded
+  DriverError = 4,       // a CUDA driver call failed (message carries the driver's name/text)
+  CompileError = 5,      // NVRTC rejected generated source (message carries key + log)
+  NvrtcMissing = 6,      // libnvrtc could not be used
+  CacheError = 7,        // the on-disk cache could not be used (normally only a warning)
+  OutOfMemory = 8,       // device or workspace allocation failed
+  Internal = 9,          // a bug in sage2
+};
+
+const char* error_code_name(ErrorCode code) noexcept;
+
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorCode code, const std::string& message);
+  ErrorCode code() const noexcept { return code_; }
+
+ private:
+  ErrorCode code_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Basic enums shared by the API, the kernels' specs and the CPU reference.
+enum class DType : int { F16 = 0, BF16 = 1, F32 = 2 };
+const char* dtype_name(DType t) noexcept;
+std::size_t dtype_size(DType t) noexcept;
+
+// Causal masking when q_len != kv_len:
+//  TopLeft     — query i sees keys j <= i            (torch SDPA's is_causal)
+//  BottomRight — query i sees keys j <= i + kv_len - q_len   (FlashAttention >= 2.1)
+// Default is TopLeft, matching torch.nn.functional.scaled_dot_product_attention.
+enum class CausalMode : int { None = 0, TopLeft = 1, BottomRight = 2 };
+const char* causal_mode_name(CausalMode m) noexcept;
+
+enum class QkBits : int { Auto = 0, Int4 = 4, Int8 = 8 };
+enum class Toggle : int { Auto = 0, On = 1, Off = 2 };
+
+// ---------------------------------------------------------------------------------------------
+// A rank-4 tensor view [batch, heads, seq, dim] with element strides. HND and NHD layouts are
+// the same view with different strides; the last dim must be contiguous (stride_dim == 1).
+struct TensorRef {
+  const void* data = nullptr;
+  DType dtype = DType::F16;
+  std::int64_t batch = 0, heads = 0, seq = 0, dim = 0;
+  std::int64_t stride_batch = 0, stride_head = 0, stride_seq = 0, stride_dim = 1;
+
+  // Contiguous [batch, heads, seq, dim] (HND).
+  static TensorRef hnd(const void* data, DType dtype, std::int64_t batch, std::int64_t heads,
+                       std::int64_t seq, std::int64_t dim);
+  // Contiguous [batch, seq, heads, dim] (NHD).
+  static TensorRef nhd(const void* data, DType dtype, std::int64_t batch, std::int64_t heads,
+                       std::int64_t seq, std::int64_t dim);
+  std::int64_t numel() const { return batch * heads * seq * dim; }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Library-wide facts.
+struct VersionInfo {
+  std::string library;      // e.g. "0.1.0"
+  int nvrtc_major = 0, nvrtc_minor = 0;  // 0/0 when libnvrtc is unusable
+  int driver_version = 0;   // cuDriverGetVersion, 0 when no driver was found
+};
+VersionInfo version_info();
+
+}  // namespace sage2

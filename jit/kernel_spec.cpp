@@ -1,0 +1,145 @@
+#include "jit/kernel_spec.hpp"
+
+#include <cstdio>
+#include <sstream>
+
+#include "jit/embedded_templates.hpp"
+
+namespace sage2::jit {
+
+const char* arch_name(Arch a) noexcept {
+  switch (a) {
+    case Arch::Sm89: return "sm_89";
+    case Arch::Sm90a: return "sm_90a";
+  }
+  return "?";
+}
+
+Arch parse_arch(const std::string& s) {
+  if (s == "sm_89" || s == "89") return Arch::Sm89;
+  if (s == "sm_90a" || s == "sm_90" || s == "90" || s == "90a") return Arch::Sm90a;
+  throw Error(ErrorCode::InvalidArgument,
+              "arch '" + s + "' is not supported; supported archs are sm_89 (Ada) and sm_90a (Hopper)");
+}
+
+const char* family_name(KernelFamily f) noexcept {
+  switch (f) {
+    case KernelFamily::Quantize: return "quantize";
+    case KernelFamily::DeltaS: return "delta_s";
+    case KernelFamily::AttentionMma: return "attn_mma";
+    case KernelFamily::AttentionWgmma: return "attn_wgmma";
+  }
+  return "?";
+}
+
+const char* quant_op_name(QuantOp op) noexcept {
+  switch (op) {
+    case QuantOp::None: return "none";
+    case QuantOp::ChannelStats: return "channel_stats";
+    case QuantOp::QuantizeQ: return "quantize_q";
+    case QuantOp::QuantizeK: return "quantize_k";
+    case QuantOp::QuantizeV: return "quantize_v";
+  }
+  return "?";
+}
+
+static int round_up(int x, int m) { return (x + m - 1) / m * m; }
+
+int qk_dim_padded(int head_dim, int qk_bits) { return round_up(head_dim, qk_bits == 4 ? 64 : 32); }
+int qk_row_bytes(int head_dim, int qk_bits) {
+  return qk_bits == 4 ? qk_dim_padded(head_dim, 4) / 2 : qk_dim_padded(head_dim, 8);
+}
+int v_dim_padded(int head_dim) { return round_up(head_dim, 32); }
+
+std::uint64_t fnv1a64(const void* data, std::size_t n, std::uint64_t h) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (std::size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+KernelSpec KernelSpec::canonical() const {
+  KernelSpec c = *this;
+  const bool attention = family == KernelFamily::AttentionMma || family == KernelFamily::AttentionWgmma;
+  if (attention) {
+    c.op = QuantOp::None;
+    c.consumer = family;
+  } else {
+    c.causal = CausalMode::None;
+    c.two_level_accum = true;
+    c.return_lse = false;
+  }
+  if (family == KernelFamily::DeltaS) {
+    // ΔS reads fp32 q̄ and the un-quantized input K; bits and V smoothing do not matter.
+    c.op = QuantOp::None;
+    c.qk_bits = 8;
+    c.smooth_q = true;
+    c.smooth_v = false;
+    c.out_dtype = DType::F32;
+  }
+  if (family == KernelFamily::Quantize) {
+    c.out_dtype = in_dtype;
+    // Statistics and V do not depend on the Q/K code width or Q smoothing.
+    if (op == QuantOp::ChannelStats || op == QuantOp::QuantizeV) {
+      c.qk_bits = 8;
+      c.smooth_q = false;
+      c.smooth_k = false;
+      if (op == QuantOp::ChannelStats) c.smooth_v = false;
+      c.tile = TileConfig{};
+      c.tile.bk = tile.bk;  // V is padded to the KV tile
+    }
+    if (op == QuantOp::QuantizeK) { c.smooth_q = false; c.smooth_v = false; }
+    if (op == QuantOp::QuantizeQ) { c.smooth_v = false; }
+    c.tile.stages = 1;
+  }
+  return c;
+}
+
+void KernelSpec::validate() const {
+  auto bad = [](const std::string& what) { throw Error(ErrorCode::InvalidArgument, "kernel spec: " + what); };
+  if (head_dim < 1 || head_dim > 512) bad("head_dim=" + std::to_string(head_dim) + " outside 1..512");
+  if (qk_bits != 4 && qk_bits != 8) bad("qk_bits=" + std::to_string(qk_bits) + " (must be 4 or 8)");
+  if (tile.warps < 1 || tile.warps > 16) bad("warps=" + std::to_string(tile.warps) + " outside 1..16");
+  if (tile.bq < 16 || (tile.bq % (16 * tile.warps) != 0 && family != KernelFamily::AttentionWgmma))
+    bad("bq=" + std::to_string(tile.bq) + " must be a multiple of 16*warps=" + std::to_string(16 * tile.warps));
+  if (tile.bk < 16 || tile.bk % 16 != 0) bad("bk=" + std::to_string(tile.bk) + " must be a positive multiple of 16");
+  if (tile.stages < 1 || tile.stages > 8) bad("stages=" + std::to_string(tile.stages) + " outside 1..8");
+  if (in_dtype == DType::F32) bad("in_dtype=f32 (inputs are f16 or bf16)");
+  if (family == KernelFamily::Quantize && op == QuantOp::None) bad("quantize spec without an op");
+  if (family == KernelFamily::AttentionWgmma || consumer == KernelFamily::AttentionWgmma) {
+    if (arch != Arch::Sm90a) bad("the wgmma family needs sm_90a, got " + std::string(arch_name(arch)));
+    if (qk_bits != 8) bad("the wgmma family is 8-bit only, got qk_bits=4");
+    if (tile.warps % 4 != 0) bad("the wgmma family needs whole warpgroups, got warps=" + std::to_string(tile.warps));
+    if (tile.bq % (64 * (tile.warps / 4)) != 0)
+      bad("wgmma bq=" + std::to_string(tile.bq) + " must be a multiple of 64 per warpgroup");
+  }
+}
+
+std::string KernelSpec::key() const {
+  const KernelSpec c = canonical();
+  char src[17];
+  std::snprintf(src, sizeof src, "%016llx", static_cast<unsigned long long>(templates_hash()));
+  std::ostringstream k;
+  k << family_name(c.family);
+  if (c.family == KernelFamily::Quantize) k << '.' << quant_op_name(c.op);
+  k << '|' << arch_name(c.arch) << "|d" << c.head_dim << '|' << family_name(c.consumer)
+    << "|bq" << c.tile.bq << ".bk" << c.tile.bk << ".w" << c.tile.warps << ".s" << c.tile.stages
+    << "|int" << c.qk_bits << "|sq" << c.smooth_q << ".sk" << c.smooth_k << ".sv" << c.smooth_v << '|'
+    << dtype_name(c.in_dtype) << '>' << dtype_name(c.out_dtype) << "|causal:" << causal_mode_name(c.causal)
+    << "|acc2:" << c.two_level_accum << ".lse:" << c.return_lse << "|src:" << src;
+  return k.str();
+}
+
+std::string KernelSpec::entry_name() const {
+  switch (family) {
+    case KernelFamily::Quantize: return std::string("sage2_") + quant_op_name(op);
+    case KernelFamily::DeltaS: return "sage2_delta_s";
+    case KernelFamily::AttentionMma: return "sage2_attention_mma";
+    case KernelFamily::AttentionWgmma: return "sage2_attention_wgmma";
+  }
+  return "sage2_unknown";
+}
+
+}  // namespace sage2::jit

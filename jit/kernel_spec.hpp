@@ -1,0 +1,89 @@
+// KernelSpec: the single description of one kernel specialisation. From it come
+//  - the canonical cache key (key()),
+//  - the generated source (jit/source_builder: spec values as constexpr before the template),
+//  - the NVRTC options (jit/nvrtc_compiler),
+//  - the launch shape (jit/launch_shape),
+//  - and, for the attention families, the quantization layout (jit/quant_layout).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "sage2/sage2.hpp"
+
+namespace sage2::jit {
+
+// The GPU architectures sage2 generates code for. sm_89 (Ada) has fast INT4 mma; sm_90a
+// (Hopper) adds wgmma/TMA. Anything else is rejected with ErrorCode::Unsupported.
+enum class Arch : int { Sm89 = 0, Sm90a = 1 };
+const char* arch_name(Arch a) noexcept;        // "sm_89", "sm_90a"
+Arch parse_arch(const std::string& s);          // throws InvalidArgument; accepts sm_89/sm_90/sm_90a
+
+enum class KernelFamily : int {
+  Quantize = 0,        // smoothing statistics, per-thread INT4/INT8 Q/K, FP8 V
+  DeltaS = 1,          // ΔS = q̄_i · γ(K_j)ᵀ in fp32 (smooth-Q only)
+  AttentionMma = 2,    // mma.sync family (sm_89 and sm_90)
+  AttentionWgmma = 3,  // wgmma + TMA family (sm_90a)
+};
+const char* family_name(KernelFamily f) noexcept;
+
+// Entry points of the quantize family (one template, several kernels).
+enum class QuantOp : int {
+  None = 0,
+  ChannelStats = 1,  // per (batch, head, channel): sum, min, max over tokens (K mean, V mean/absmax)
+  QuantizeQ = 2,     // Q block: optional smooth-Q mean, per-thread INT4/INT8, q·k̄ LSE bias
+  QuantizeK = 3,     // K block: subtract k̄, per-thread INT4/INT8
+  QuantizeV = 4,     // V: optional subtract mean, FP8 E4M3 per channel, transposed [d, n]
+};
+const char* quant_op_name(QuantOp op) noexcept;
+
+// Tile configuration of the attention kernel. The quantize kernels take the config of the
+// attention kernel that will consume their output: the quantization layout derives from it.
+struct TileConfig {
+  int bq = 128;     // query rows per CTA
+  int bk = 64;      // keys per KV tile
+  int warps = 4;    // warps per CTA (compute warps for the mma family)
+  int stages = 1;   // pipeline stages for K/V loads
+  bool operator==(const TileConfig&) const = default;
+};
+
+struct KernelSpec {
+  KernelFamily family = KernelFamily::Quantize;
+  Arch arch = Arch::Sm90a;
+  QuantOp op = QuantOp::None;               // Quantize family only
+  KernelFamily consumer = KernelFamily::AttentionMma;  // Quantize/DeltaS: which attention reads it
+  int head_dim = 128;                       // original head dim (1..512)
+  CausalMode causal = CausalMode::None;     // attention only
+  TileConfig tile{};
+  int qk_bits = 8;                          // 4 or 8
+  bool smooth_q = false;
+  bool smooth_k = true;
+  bool smooth_v = false;
+  DType in_dtype = DType::F16;
+  DType out_dtype = DType::F16;
+  bool two_level_accum = true;              // attention only
+  bool return_lse = false;                  // attention only
+
+  // Copy with the fields that do not affect this family's code reset to fixed values, so two
+  // specs that generate the same code have the same key.
+  KernelSpec canonical() const;
+  // The one canonical key string, e.g.
+  //   "quantize.quantize_q|sm_90a|d128|mma|bq128.bk64.w4.s1|int8|sq1.sk1.sv0|f16>f16|src:1a2b3c4d"
+  // It includes a hash of the template text, so editing a template never loads a stale cubin.
+  std::string key() const;
+  // Name of the extern "C" __global__ entry in the generated module.
+  std::string entry_name() const;
+  // Throws InvalidArgument (naming the field and value) when the spec cannot be generated.
+  void validate() const;
+
+  bool operator==(const KernelSpec&) const = default;
+};
+
+// Padded head dims (the quantize kernel pads, no extra launches).
+int qk_dim_padded(int head_dim, int qk_bits);   // multiple of the mma k: 32 (int8) / 64 (int4)
+int qk_row_bytes(int head_dim, int qk_bits);    // bytes of one quantized Q/K row
+int v_dim_padded(int head_dim);                 // multiple of 32 (FP8 P̂V̂ n tiles)
+
+std::uint64_t fnv1a64(const void* data, std::size_t n, std::uint64_t seed = 1469598103934665603ull);
+
+}  // namespace sage2::jit

@@ -1,0 +1,52 @@
+#include "jit/quant_layout.hpp"
+
+namespace sage2::jit {
+
+const char* mma_shape_name(MmaShape s) noexcept {
+  switch (s) {
+    case MmaShape::M16N8K64_S4: return "m16n8k64.s4";
+    case MmaShape::M16N8K32_S8: return "m16n8k32.s8";
+    case MmaShape::WGMMA_M64NK32_S8: return "wgmma.m64nNk32.s8";
+  }
+  return "?";
+}
+
+MmaShape mma_shape_for(const KernelSpec& spec) {
+  const KernelFamily attn =
+      (spec.family == KernelFamily::AttentionMma || spec.family == KernelFamily::AttentionWgmma)
+          ? spec.family : spec.consumer;
+  if (attn == KernelFamily::AttentionWgmma) return MmaShape::WGMMA_M64NK32_S8;
+  return spec.qk_bits == 4 ? MmaShape::M16N8K64_S4 : MmaShape::M16N8K32_S8;
+}
+
+QuantLayout quant_layout(const KernelSpec& spec) {
+  QuantLayout l;
+  l.shape = mma_shape_for(spec);
+  l.bq = spec.tile.bq;
+  l.bk = spec.tile.bk;
+  l.warps = spec.tile.warps;
+  return l;
+}
+
+int QuantLayout::q_groups_per_block() const { return warps * 8; }
+
+int QuantLayout::q_warp(int r) const {
+  if (shape == MmaShape::WGMMA_M64NK32_S8) {
+    const int groups = warps / 4;
+    const int rows_per_group = bq / groups;
+    const int wg = r / rows_per_group;
+    const int in_tile = (r % rows_per_group) % 64;
+    return wg * 4 + in_tile / 16;
+  }
+  return r / (bq / warps);
+}
+
+int QuantLayout::q_group(int r) const { return q_warp(r) * 8 + r % 8; }
+
+std::vector<int> q_group_table(const QuantLayout& l) {
+  std::vector<int> t(static_cast<std::size_t>(l.bq));
+  for (int r = 0; r < l.bq; ++r) t[static_cast<std::size_t>(r)] = l.q_group(r);
+  return t;
+}
+
+}  // namespace sage2::jit

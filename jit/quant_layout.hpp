@@ -1,0 +1,59 @@
+// Per-thread quantization layout: which tokens share a scale.
+//
+// The rule (DESIGN.md): the tokens whose dot products land in one thread's accumulator fragment
+// share a scale. The layout is therefore DERIVED from the attention kernel's TileConfig and the
+// mma instruction it uses — never configured separately — and the quantize kernel receives it
+// through the same KernelSpec, so producer and consumer cannot disagree.
+//
+// Accumulator fragments (PTX ISA, "Matrix Fragments for mma.m16n8k*" and "wgmma .m64nNk*"):
+//  mma.sync m16n8k32 (.s8) and m16n8k64 (.s4), C/D fragment of a warp, lane l:
+//     groupID = l >> 2, tid = l % 4
+//     rows  groupID and groupID + 8            (of the 16-row tile)
+//     cols  2*tid and 2*tid + 1                 (of the 8-col tile)
+//  wgmma m64nNk32 (.s8), D fragment of a warpgroup, warp w (0..3) of the group, lane l:
+//     rows  16*w + groupID and 16*w + groupID + 8
+//     cols  8*j + 2*tid and 8*j + 2*tid + 1     (j = 0..N/8-1)
+// Hence:
+//  - keys: a thread always sees keys with (key % 8) / 2 == tid  → 4 K groups per KV block;
+//  - queries (mma.sync): each warp owns bq/warps consecutive rows; a thread sees the rows of its
+//    warp with row % 8 == groupID → 8 Q groups per warp;
+//  - queries (wgmma): each warpgroup owns bq/(warps/4) consecutive rows, cut in 64-row tiles;
+//    warp w of the group sees rows 16*w + {groupID, groupID+8} of each tile → 8 per warp.
+#pragma once
+
+#include <vector>
+
+#include "jit/kernel_spec.hpp"
+
+namespace sage2::jit {
+
+enum class MmaShape : int {
+  M16N8K64_S4 = 0,    // mma.sync INT4 (Ada; emulated on Hopper)
+  M16N8K32_S8 = 1,    // mma.sync INT8
+  WGMMA_M64NK32_S8 = 2,  // wgmma INT8 (Hopper)
+};
+const char* mma_shape_name(MmaShape s) noexcept;
+
+struct QuantLayout {
+  MmaShape shape = MmaShape::M16N8K32_S8;
+  int bq = 128, bk = 64, warps = 4;
+
+  int q_groups_per_block() const;       // warps * 8
+  int k_groups_per_block() const { return 4; }
+  int q_group(int row_in_block) const;  // 0 .. q_groups_per_block()-1
+  int k_group(int key_in_block) const { return (key_in_block % 8) / 2; }
+  // The fragment owner of query row r / key c, as (warp, lane-group) — used by tests to check
+  // groups against the PTX ISA tables written out independently.
+  int q_warp(int row_in_block) const;
+};
+
+// The layout the attention kernel described by `spec` (or the quantize kernel feeding it) uses.
+// For a Quantize or DeltaS spec, the consumer family's mma is used.
+MmaShape mma_shape_for(const KernelSpec& spec);
+QuantLayout quant_layout(const KernelSpec& spec);
+
+// Table of q_group for every row of a block (emitted verbatim into the generated device source:
+// the device never re-derives the layout).
+std::vector<int> q_group_table(const QuantLayout& l);
+
+}  // namespace sage2::jit

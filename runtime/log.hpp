@@ -1,0 +1,22 @@
+// Logging to stderr, filtered by SAGE2_LOG_LEVEL (error | warn | info | debug; default warn).
+#pragma once
+
+#include <string>
+
+namespace sage2::log {
+
+enum class Level : int { Error = 0, Warn = 1, Info = 2, Debug = 3 };
+
+Level current_level();
+void write(Level level, const std::string& message);
+inline void error(const std::string& m) { write(Level::Error, m); }
+inline void warn(const std::string& m) { write(Level::Warn, m); }
+inline void info(const std::string& m) { write(Level::Info, m); }
+inline void debug(const std::string& m) { write(Level::Debug, m); }
+// Warns once per process for a given topic (e.g. "cache-readonly:/path"); later calls are debug.
+void warn_once(const std::string& topic, const std::string& message);
+// Tests capture what would be written. Pass nullptr to restore stderr.
+using Sink = void (*)(Level, const std::string&);
+void set_sink(Sink sink);
+
+}  // namespace sage2::log

@@ -1,0 +1,94 @@
+// Specification: a KernelSpec has exactly one canonical key; fields that do not change the
+// generated code do not change the key, and every field that does, does.
+#include <doctest/doctest.h>
+
+#include <set>
+
+#include "jit/kernel_spec.hpp"
+#include "jit/quant_layout.hpp"
+
+using namespace sage2;
+using namespace sage2::jit;
+
+TEST_CASE("equal specs give equal keys; the key names the arch and head dim") {
+  KernelSpec a;
+  a.family = KernelFamily::Quantize;
+  a.op = QuantOp::QuantizeK;
+  KernelSpec b = a;
+  CHECK(a.key() == b.key());
+  CHECK(a.key().find("sm_90a") != std::string::npos);
+  CHECK(a.key().find("|d128|") != std::string::npos);
+}
+
+TEST_CASE("fields irrelevant to a family are normalised out of its key") {
+  KernelSpec a;
+  a.family = KernelFamily::Quantize;
+  a.op = QuantOp::QuantizeK;
+  KernelSpec b = a;
+  b.causal = CausalMode::BottomRight;  // quantize does not mask
+  b.return_lse = true;
+  b.smooth_v = true;                   // K quantize ignores V smoothing
+  CHECK(a.key() == b.key());
+}
+
+TEST_CASE("every code-relevant field changes the attention key") {
+  KernelSpec base;
+  base.family = KernelFamily::AttentionMma;
+  std::set<std::string> keys{base.key()};
+  auto add = [&](KernelSpec s) { CHECK(keys.insert(s.key()).second); };
+  KernelSpec s = base; s.arch = Arch::Sm89; add(s);
+  s = base; s.head_dim = 64; add(s);
+  s = base; s.causal = CausalMode::TopLeft; add(s);
+  s = base; s.causal = CausalMode::BottomRight; add(s);
+  s = base; s.tile.bq = 64; add(s);
+  s = base; s.tile.bk = 128; add(s);
+  s = base; s.tile.warps = 8; add(s);
+  s = base; s.tile.stages = 2; add(s);
+  s = base; s.qk_bits = 4; add(s);
+  s = base; s.smooth_q = true; add(s);
+  s = base; s.smooth_k = false; add(s);
+  s = base; s.smooth_v = true; add(s);
+  s = base; s.in_dtype = DType::BF16; add(s);
+  s = base; s.out_dtype = DType::BF16; add(s);
+  s = base; s.two_level_accum = false; add(s);
+  s = base; s.return_lse = true; add(s);
+  s = base; s.family = KernelFamily::AttentionWgmma; add(s);
+}
+
+TEST_CASE("validate names the offending field and value") {
+  KernelSpec s;
+  s.head_dim = 600;
+  try {
+    s.validate();
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::InvalidArgument);
+    CHECK(std::string(e.what()).find("head_dim=600") != std::string::npos);
+  }
+  s.head_dim = 128;
+  s.qk_bits = 6;
+  CHECK_THROWS_AS(s.validate(), Error);
+  s.qk_bits = 4;
+  s.family = KernelFamily::AttentionWgmma;
+  CHECK_THROWS_AS(s.validate(), Error);  // wgmma family is 8-bit only
+}
+
+TEST_CASE("unsupported arch strings are rejected with the list of supported ones") {
+  CHECK(parse_arch("sm_90") == Arch::Sm90a);
+  CHECK(parse_arch("sm_89") == Arch::Sm89);
+  try {
+    parse_arch("sm_80");
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("sm_89") != std::string::npos);
+  }
+}
+
+TEST_CASE("padded head dims follow the mma k of the code width") {
+  CHECK(qk_dim_padded(1, 8) == 32);
+  CHECK(qk_dim_padded(80, 8) == 96);
+  CHECK(qk_dim_padded(80, 4) == 128);
+  CHECK(qk_row_bytes(80, 4) == 64);
+  CHECK(qk_row_bytes(128, 8) == 128);
+  CHECK(v_dim_padded(80) == 96);
+}
