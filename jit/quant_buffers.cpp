@@ -1,0 +1,62 @@
+#include "jit/quant_buffers.hpp"
+
+namespace sage2::jit {
+
+QuantBuffers quant_buffers(const QuantProblem& p, const KernelSpec& s) {
+  QuantBuffers b;
+  b.p = p;
+  b.layout = quant_layout(s);
+  b.qk_bits = s.qk_bits;
+  b.smooth_q = s.smooth_q;
+  b.smooth_k = s.smooth_k;
+  b.smooth_v = s.smooth_v;
+  b.q_blocks = (p.q_len + s.tile.bq - 1) / s.tile.bq;
+  b.k_blocks = (p.kv_len + s.tile.bk - 1) / s.tile.bk;
+  b.q_len_pad = b.q_blocks * s.tile.bq;
+  b.kv_len_pad = b.k_blocks * s.tile.bk;
+  b.d_qk = qk_dim_padded(p.head_dim, s.qk_bits);
+  b.row_bytes = qk_row_bytes(p.head_dim, s.qk_bits);
+  b.d_v = v_dim_padded(p.head_dim);
+  return b;
+}
+
+std::int64_t QuantBuffers::q_codes() const { return p.batch * p.q_heads * q_len_pad * row_bytes; }
+std::int64_t QuantBuffers::q_scale() const {
+  return p.batch * p.q_heads * q_blocks * layout.q_groups_per_block();
+}
+std::int64_t QuantBuffers::q_mean() const { return smooth_q ? p.batch * p.q_heads * q_blocks * d_qk : 0; }
+std::int64_t QuantBuffers::q_kbias() const { return smooth_k ? p.batch * p.q_heads * q_len_pad : 0; }
+std::int64_t QuantBuffers::k_codes() const { return p.batch * p.kv_heads * kv_len_pad * row_bytes; }
+std::int64_t QuantBuffers::k_scale() const { return p.batch * p.kv_heads * k_blocks * layout.k_groups_per_block(); }
+std::int64_t QuantBuffers::k_mean() const { return p.batch * p.kv_heads * d_qk; }
+std::int64_t QuantBuffers::k_stats() const { return p.batch * p.kv_heads * 3 * d_qk; }
+std::int64_t QuantBuffers::v_codes() const { return p.batch * p.kv_heads * d_v * kv_len_pad; }
+std::int64_t QuantBuffers::v_scale() const { return p.batch * p.kv_heads * d_v; }
+std::int64_t QuantBuffers::v_mean() const { return p.batch * p.kv_heads * d_v; }
+std::int64_t QuantBuffers::v_stats() const { return p.batch * p.kv_heads * 3 * d_v; }
+
+QuantBuffers::Offsets QuantBuffers::offsets() const {
+  Offsets o{};
+  std::size_t at = 0;
+  auto place = [&](std::int64_t count, std::size_t elem) {
+    const std::size_t here = at;
+    at += (static_cast<std::size_t>(count) * elem + 255) / 256 * 256;
+    return here;
+  };
+  o.q_codes = place(q_codes(), 1);
+  o.q_scale = place(q_scale(), 4);
+  o.q_mean = place(q_mean(), 4);
+  o.q_kbias = place(q_kbias(), 4);
+  o.k_codes = place(k_codes(), 1);
+  o.k_scale = place(k_scale(), 4);
+  o.k_mean = place(k_mean(), 4);
+  o.k_stats = place(k_stats(), 4);
+  o.v_codes = place(v_codes(), 1);
+  o.v_scale = place(v_scale(), 4);
+  o.v_mean = place(v_mean(), 4);
+  o.v_stats = place(v_stats(), 4);
+  o.total = at;
+  return o;
+}
+
+}  // namespace sage2::jit

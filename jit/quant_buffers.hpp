@@ -1,0 +1,73 @@
+// Layout of everything the quantize stage writes (the attention stage's inputs), for one call.
+// One struct derives every shape from (problem sizes, attention KernelSpec); the quantize
+// kernels, the CPU reference and the workspace planner all use it.
+//
+// Numerics of the quantize stage (the CPU reference implements exactly these float ops):
+//  stats  (per batch, head, channel c over the valid tokens n < len):  sum, min, max   (fp32)
+//  k̄[c]  = smooth_k ? sum_K[c] / kv_len : 0
+//  Q/K group g of a block (QuantLayout::q_group / k_group), x = float(input) - mean:
+//     amax  = max |x| over the group's valid rows and real channels (NaN/Inf propagate)
+//     scale = amax / R                                  R = 127 (int8) or 7 (int4)
+//     inv   = (amax > 0 && amax finite) ? R / amax : 0
+//     t     = x * inv;  t = (t is NaN) ? 0 : t;  code = rint(clamp(t, -R, R))  (ties to even)
+//  Padded rows/channels hold code 0. INT4 codes are packed two per byte: element 2j in the low
+//  nibble, 2j+1 in the high nibble (two's complement), as mma .s4 reads them.
+//  q̄ (smooth_q): mean of float(Q) over the block's valid rows, per channel.
+//  q_kbias[i] = Σ_c float(Q[i,c]) · k̄[c]  (fp32, unscaled; LSE adds it back times sm_scale)
+//  V (per channel c): μ = smooth_v ? sum_V[c]/kv_len : 0;
+//     amax = smooth_v ? max(max_V[c] - μ, μ - min_V[c]) : max(|max_V[c]|, |min_V[c]|)
+//     scale = amax / 448;  inv = (amax > 0 && finite) ? 448 / amax : 0
+//     code = e4m3_rn_satfinite((float(V[n,c]) - μ) * inv)      stored transposed [c][n]
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "jit/kernel_spec.hpp"
+#include "jit/quant_layout.hpp"
+
+namespace sage2::jit {
+
+struct QuantProblem {
+  std::int64_t batch = 1, q_heads = 1, kv_heads = 1, q_len = 1, kv_len = 1;
+  int head_dim = 128;
+};
+
+struct QuantBuffers {
+  QuantProblem p;
+  QuantLayout layout;
+  int qk_bits = 8;
+  bool smooth_q = false, smooth_k = true, smooth_v = false;
+
+  std::int64_t q_blocks = 0, k_blocks = 0;      // ceil(len / bq), ceil(len / bk)
+  std::int64_t q_len_pad = 0, kv_len_pad = 0;   // blocks * tile
+  int d_qk = 0;        // padded Q/K head dim (elements)
+  int row_bytes = 0;   // bytes of one quantized Q/K row
+  int d_v = 0;         // padded V head dim
+
+  // Element counts of each buffer ([dims] in row-major order). Absent buffers have count 0.
+  std::int64_t q_codes() const;   // i8  [B][Hq][q_len_pad][row_bytes]
+  std::int64_t q_scale() const;   // f32 [B][Hq][q_blocks][q_groups_per_block]
+  std::int64_t q_mean() const;    // f32 [B][Hq][q_blocks][d_qk]            (smooth_q)
+  std::int64_t q_kbias() const;   // f32 [B][Hq][q_len_pad]                 (smooth_k)
+  std::int64_t k_codes() const;   // i8  [B][Hkv][kv_len_pad][row_bytes]
+  std::int64_t k_scale() const;   // f32 [B][Hkv][k_blocks][4]
+  std::int64_t k_mean() const;    // f32 [B][Hkv][d_qk]  (zeros when !smooth_k)
+  std::int64_t k_stats() const;   // f32 [B][Hkv][3][d_qk]   sum, min, max
+  std::int64_t v_codes() const;   // u8 (e4m3) [B][Hkv][d_v][kv_len_pad]
+  std::int64_t v_scale() const;   // f32 [B][Hkv][d_v]
+  std::int64_t v_mean() const;    // f32 [B][Hkv][d_v]   (zeros when !smooth_v)
+  std::int64_t v_stats() const;   // f32 [B][Hkv][3][d_v]
+
+  // Byte offsets of each buffer inside one workspace allocation (each 256-byte aligned).
+  struct Offsets {
+    std::size_t q_codes, q_scale, q_mean, q_kbias, k_codes, k_scale, k_mean, k_stats, v_codes,
+        v_scale, v_mean, v_stats, total;
+  };
+  Offsets offsets() const;
+};
+
+// attention_spec: the spec of the attention kernel that will consume the buffers.
+QuantBuffers quant_buffers(const QuantProblem& p, const KernelSpec& attention_spec);
+
+}  // namespace sage2::jit
