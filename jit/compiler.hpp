@@ -1,0 +1,49 @@
+// KernelSpec → generated source → NVRTC → cubin.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "jit/kernel_spec.hpp"
+
+namespace sage2::jit {
+
+// What ptxas reported for the compiled entry (parsed from the NVRTC log, --ptxas-options=-v).
+struct PtxasFacts {
+  int registers = -1;          // -1 when not reported
+  int spill_store_bytes = 0;
+  int spill_load_bytes = 0;
+  int stack_frame_bytes = 0;
+  int static_shared_bytes = 0;
+  int constant_bytes = 0;
+};
+
+struct CompiledKernel {
+  std::string key;             // spec.key()
+  Arch arch = Arch::Sm90a;
+  std::string entry;           // spec.entry_name()
+  std::vector<char> cubin;
+  PtxasFacts facts;
+  double compile_seconds = 0;
+  int nvrtc_major = 0, nvrtc_minor = 0;  // the NVRTC that produced the cubin
+  std::string log;             // the full NVRTC log (warnings + ptxas info)
+};
+
+// The complete CUDA source NVRTC compiles for `spec`: a preamble of constexpr values derived
+// from the spec (including the quantization layout tables) followed by #include of the family
+// template. The embedded templates are handed to NVRTC as headers.
+std::string generate_source(const KernelSpec& spec);
+// The NVRTC options for `spec` (arch, std, fast-math policy, ptxas verbosity).
+std::vector<std::string> nvrtc_options(const KernelSpec& spec);
+
+// Compiles with NVRTC. Throws Error(CompileError) carrying the key and the whole log on failure,
+// Error(NvrtcMissing) when libnvrtc cannot be loaded. Honors SAGE2_DUMP_DIR.
+CompiledKernel compile(const KernelSpec& spec);
+
+// NVRTC version of the loaded library; {0,0} when NVRTC is unavailable (never throws).
+std::pair<int, int> nvrtc_version() noexcept;
+
+// Parses ptxas -v output in an NVRTC log.
+PtxasFacts parse_ptxas_facts(const std::string& log);
+
+}  // namespace sage2::jit
