@@ -77,6 +77,47 @@ struct TensorRef {
 };
 
 // ---------------------------------------------------------------------------------------------
+// A Context binds sage2 to one CUDA device. If the calling thread has a current CUDA context on
+// that device (e.g. PyTorch's), sage2 uses it; otherwise it retains the device's primary
+// context. Kernels are compiled (or loaded from the disk cache) on first use and kept per
+// Context. A Context may be used from several threads at once.
+struct ContextOptions {
+  bool disk_cache = true;     // false: compile in memory only (also SAGE2_DISABLE_DISK_CACHE=1)
+  std::string cache_dir;      // empty: $SAGE2_CACHE_DIR, $XDG_CACHE_HOME/sage2, ~/.cache/sage2
+};
+
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string name;
+  std::string arch;           // "sm_89" or "sm_90a" (the code target sage2 uses)
+  int sm_count = 0;
+  std::size_t total_memory = 0;
+};
+
+class Context {
+ public:
+  // Throws NoDriver (no libcuda), InvalidArgument (bad ordinal), Unsupported (arch).
+  explicit Context(int device = 0, ContextOptions options = {});
+  ~Context();
+  Context(Context&&) noexcept;
+  Context& operator=(Context&&) noexcept;
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const DeviceInfo& device() const;
+  const std::string& cache_dir() const;  // empty when the disk cache is disabled
+
+  class Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  Impl* impl_;
+};
+
+// Number of CUDA devices visible (0 without a driver; never throws).
+int device_count() noexcept;
+
+// ---------------------------------------------------------------------------------------------
 // Library-wide facts.
 struct VersionInfo {
   std::string library;      // e.g. "0.1.0"

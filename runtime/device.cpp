@@ -1,0 +1,57 @@
+#include "runtime/device.hpp"
+
+namespace sage2::runtime {
+
+std::string DeviceFacts::cc_string() const {
+  return "sm_" + std::to_string(cc_major) + std::to_string(cc_minor);
+}
+
+int device_count() {
+  if (!driver::available()) return 0;
+  int n = 0;
+  if (driver::api().cuDeviceGetCount(&n) != CUDA_SUCCESS) return 0;
+  return n;
+}
+
+DeviceFacts device_facts(int ordinal) {
+  const auto& a = driver::api();
+  const int n = device_count();
+  if (ordinal < 0 || ordinal >= n)
+    throw Error(ErrorCode::InvalidArgument,
+                "device=" + std::to_string(ordinal) + " but " + std::to_string(n) + " CUDA device(s) are visible");
+  CUdevice dev;
+  driver::check(a.cuDeviceGet(&dev, ordinal), "cuDeviceGet");
+  DeviceFacts f;
+  f.ordinal = ordinal;
+  char name[256] = {};
+  driver::check(a.cuDeviceGetName(name, sizeof name, dev), "cuDeviceGetName");
+  f.name = name;
+  auto attr = [&](CUdevice_attribute at) {
+    int v = 0;
+    driver::check(a.cuDeviceGetAttribute(&v, at, dev), "cuDeviceGetAttribute");
+    return v;
+  };
+  f.cc_major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+  f.cc_minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+  f.sm_count = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  f.max_shared_per_block_optin = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+  f.max_shared_per_sm = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
+  f.l2_bytes = attr(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
+  size_t total = 0;
+  driver::check(a.cuDeviceTotalMem_v2(&total, dev), "cuDeviceTotalMem");
+  f.total_memory = total;
+  if (f.cc_major == 8 && f.cc_minor == 9) f.arch = jit::Arch::Sm89;
+  if (f.cc_major == 9 && f.cc_minor == 0) f.arch = jit::Arch::Sm90a;
+  return f;
+}
+
+jit::Arch require_supported_arch(const DeviceFacts& f) {
+  if (f.arch) return *f.arch;
+  throw Error(ErrorCode::Unsupported,
+              "device " + std::to_string(f.ordinal) + " (" + f.name + ") is " + f.cc_string() +
+                  "; sage2 generates code for sm_89 (Ada) and sm_90a (Hopper) only: the algorithm needs "
+                  "FP8 e4m3 tensor-core mma (sm_89+) and its kernels are written and tuned for those two "
+                  "architectures");
+}
+
+}  // namespace sage2::runtime
