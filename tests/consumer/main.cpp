@@ -1,0 +1,19 @@
+// Uses the installed headers and library: the C++ API, the C ABI, and the no-GPU error path.
+#include <sage2/sage2.h>
+
+#include <cstdio>
+#include <sage2/sage2.hpp>
+
+int main() {
+  const sage2::VersionInfo v = sage2::version_info();
+  std::printf("sage2 %s, C ABI %s, devices %d\n", v.library.c_str(), sage2_version(), sage2_device_count());
+  if (v.library != sage2_version()) return 1;
+  sage2_context* ctx = nullptr;
+  const sage2_status s = sage2_context_create(0, nullptr, 0, &ctx);
+  if (s == SAGE2_OK) {
+    sage2_context_destroy(ctx);
+  } else {
+    std::printf("context: %s: %s\n", sage2_status_name(s), sage2_last_error());
+  }
+  return 0;
+}
