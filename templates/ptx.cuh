@@ -1,0 +1,319 @@
+// Inline-PTX wrappers used by every kernel family. Self-contained: no CUDA toolkit header, only
+// NVRTC builtins (threadIdx, __syncthreads, ...). Everything lives in namespace `ptx`.
+//
+// Conventions
+//  - Shared-memory operands are 32-bit shared-window addresses (see smem_addr()).
+//  - Packed pairs: the element named `lo` lands in bits [0, 16) (or [0, 8) for FP8 pairs), `hi`
+//    above it — i.e. memory order on a little-endian machine. Note that PTX's two-source cvt
+//    forms (cvt.*x2.f32 d, a, b) put `a` in the UPPER half; the wrappers below pass (hi, lo).
+//  - mma fragments are arrays of 32-bit registers exactly as the PTX ISA's "Matrix Fragments"
+//    tables list them (a0..a3, b0..b1, c0..c3); the wrappers do not reorder anything.
+//  - Requirements: sm_80+ for everything except the e4m3 instructions (sm_89+).
+#pragma once
+
+#include "types.cuh"
+
+#ifndef SAGE2_DEVICE_INLINE
+#define SAGE2_DEVICE_INLINE __device__ __forceinline__
+#endif
+
+namespace ptx {
+
+struct alignas(16) u32x4 {
+  u32 x, y, z, w;
+};
+struct alignas(8) u32x2 {
+  u32 x, y;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Bit casts and small scalar helpers
+SAGE2_DEVICE_INLINE u32 f32_bits(float f) {
+  u32 r;
+  asm("mov.b32 %0, %1;" : "=r"(r) : "f"(f));
+  return r;
+}
+SAGE2_DEVICE_INLINE float bits_f32(u32 u) {
+  float r;
+  asm("mov.b32 %0, %1;" : "=f"(r) : "r"(u));
+  return r;
+}
+// |x| by clearing the sign bit: exact for every input, NaN stays NaN (positive payload).
+SAGE2_DEVICE_INLINE float abs_f32(float x) { return bits_f32(f32_bits(x) & 0x7fffffffu); }
+// For non-negative floats and NaNs with a clear sign bit, the bit patterns order like the
+// values and every NaN compares above +Inf: an unsigned max over these bits is a
+// NaN-propagating max of magnitudes.
+SAGE2_DEVICE_INLINE u32 abs_bits(float x) { return f32_bits(x) & 0x7fffffffu; }
+
+// NaN-propagating min/max (PTX max.NaN / min.NaN): if either input is NaN the result is NaN.
+SAGE2_DEVICE_INLINE float max_nan(float a, float b) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+SAGE2_DEVICE_INLINE float min_nan(float a, float b) {
+  float r;
+  asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+// IEEE max/min that return the non-NaN operand when exactly one is NaN.
+SAGE2_DEVICE_INLINE float max_f32(float a, float b) {
+  float r;
+  asm("max.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+SAGE2_DEVICE_INLINE float min_f32(float a, float b) {
+  float r;
+  asm("min.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+SAGE2_DEVICE_INLINE u32 max_u32(u32 a, u32 b) { return a > b ? a : b; }
+
+// Round to nearest integer, ties to even (cvt.rni). NaN converts to 0 in PTX; callers that
+// care handle NaN before.
+SAGE2_DEVICE_INLINE i32 rint_s32(float x) {
+  i32 r;
+  asm("cvt.rni.s32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+
+// Fast 2^x (ex2.approx.ftz.f32; max rel. error 2^-22, subnormal results flush to zero).
+SAGE2_DEVICE_INLINE float exp2_approx(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conversions
+SAGE2_DEVICE_INLINE float f16_to_f32(u16 h) {
+  float r;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(h));
+  return r;
+}
+SAGE2_DEVICE_INLINE u16 f32_to_f16(float f) {
+  u16 r;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(f));
+  return r;
+}
+// bf16 is the upper half of an f32: widening is exact.
+SAGE2_DEVICE_INLINE float bf16_to_f32(u16 h) { return bits_f32(static_cast<u32>(h) << 16); }
+SAGE2_DEVICE_INLINE u16 f32_to_bf16(float f) {
+  u16 r;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(f));
+  return r;
+}
+// Two floats → f16x2 / bf16x2 (lo in bits 0..15).
+SAGE2_DEVICE_INLINE u32 pack_f16x2(float lo, float hi) {
+  u32 r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+SAGE2_DEVICE_INLINE u32 pack_bf16x2(float lo, float hi) {
+  u32 r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+SAGE2_DEVICE_INLINE void unpack_f16x2(u32 v, float& lo, float& hi) {
+  lo = f16_to_f32(static_cast<u16>(v & 0xffffu));
+  hi = f16_to_f32(static_cast<u16>(v >> 16));
+}
+SAGE2_DEVICE_INLINE void unpack_bf16x2(u32 v, float& lo, float& hi) {
+  lo = bits_f32(v << 16);
+  hi = bits_f32(v & 0xffff0000u);
+}
+// Two floats → two FP8 E4M3 codes, round to nearest even, saturating to ±448 (NaN stays NaN).
+// Result bits 0..7 hold `lo`, bits 8..15 hold `hi`.
+SAGE2_DEVICE_INLINE u16 f32x2_to_e4m3x2(float lo, float hi) {
+  u16 r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+// Two FP8 E4M3 codes (bits 0..7 = lo) → f16x2 (bits 0..15 = lo). Exact.
+SAGE2_DEVICE_INLINE u32 e4m3x2_to_f16x2(u16 v) {
+  u32 r;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r) : "h"(v));
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Warp shuffles (full-warp variants take the member mask explicitly; default all lanes).
+SAGE2_DEVICE_INLINE u32 shfl_xor(u32 v, int lane_mask, u32 members = 0xffffffffu) {
+  u32 r;
+  asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, %3;" : "=r"(r) : "r"(v), "r"(lane_mask), "r"(members));
+  return r;
+}
+SAGE2_DEVICE_INLINE float shfl_xor(float v, int lane_mask, u32 members = 0xffffffffu) {
+  return bits_f32(shfl_xor(f32_bits(v), lane_mask, members));
+}
+SAGE2_DEVICE_INLINE u32 shfl_idx(u32 v, int src_lane, u32 members = 0xffffffffu) {
+  u32 r;
+  asm volatile("shfl.sync.idx.b32 %0, %1, %2, 0x1f, %3;" : "=r"(r) : "r"(v), "r"(src_lane), "r"(members));
+  return r;
+}
+SAGE2_DEVICE_INLINE float shfl_idx(float v, int src_lane, u32 members = 0xffffffffu) {
+  return bits_f32(shfl_idx(f32_bits(v), src_lane, members));
+}
+SAGE2_DEVICE_INLINE u32 shfl_down(u32 v, int delta, u32 members = 0xffffffffu) {
+  u32 r;
+  asm volatile("shfl.sync.down.b32 %0, %1, %2, 0x1f, %3;" : "=r"(r) : "r"(v), "r"(delta), "r"(members));
+  return r;
+}
+SAGE2_DEVICE_INLINE float shfl_down(float v, int delta, u32 members = 0xffffffffu) {
+  return bits_f32(shfl_down(f32_bits(v), delta, members));
+}
+SAGE2_DEVICE_INLINE u32 shfl_up(u32 v, int delta, u32 members = 0xffffffffu) {
+  u32 r;
+  asm volatile("shfl.sync.up.b32 %0, %1, %2, 0x0, %3;" : "=r"(r) : "r"(v), "r"(delta), "r"(members));
+  return r;
+}
+SAGE2_DEVICE_INLINE float shfl_up(float v, int delta, u32 members = 0xffffffffu) {
+  return bits_f32(shfl_up(f32_bits(v), delta, members));
+}
+// Butterfly reductions over aligned groups of WIDTH consecutive lanes (WIDTH: power of 2 ≤ 32).
+// Every lane of the warp must call them (full mask); each lane gets its group's result.
+template <int WIDTH>
+SAGE2_DEVICE_INLINE float group_sum(float v) {
+#pragma unroll
+  for (int m = WIDTH / 2; m > 0; m >>= 1) v += shfl_xor(v, m);
+  return v;
+}
+template <int WIDTH>
+SAGE2_DEVICE_INLINE float group_max_nan(float v) {
+#pragma unroll
+  for (int m = WIDTH / 2; m > 0; m >>= 1) v = max_nan(v, shfl_xor(v, m));
+  return v;
+}
+template <int WIDTH>
+SAGE2_DEVICE_INLINE u32 group_max_u32(u32 v) {
+#pragma unroll
+  for (int m = WIDTH / 2; m > 0; m >>= 1) v = max_u32(v, shfl_xor(v, m));
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Addresses, loads, stores
+SAGE2_DEVICE_INLINE u32 smem_addr(const void* p) {
+  u32 r;
+  asm("{\n\t.reg .u64 t;\n\tcvta.to.shared.u64 t, %1;\n\tcvt.u32.u64 %0, t;\n\t}" : "=r"(r) : "l"(p));
+  return r;
+}
+// Read-only (non-coherent) global loads: only for data no kernel writes during the launch.
+SAGE2_DEVICE_INLINE u32x4 ld_nc_v4(const void* p) {
+  u32x4 r;
+  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  return r;
+}
+SAGE2_DEVICE_INLINE u16 ld_nc_u16(const void* p) {
+  u16 r;
+  asm volatile("ld.global.nc.u16 %0, [%1];" : "=h"(r) : "l"(p));
+  return r;
+}
+SAGE2_DEVICE_INLINE void st_v4(void* p, u32x4 v) {
+  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+SAGE2_DEVICE_INLINE void st_v2(void* p, u32 x, u32 y) {
+  asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(x), "r"(y) : "memory");
+}
+SAGE2_DEVICE_INLINE void st_u32(void* p, u32 x) {
+  asm volatile("st.global.u32 [%0], %1;" ::"l"(p), "r"(x) : "memory");
+}
+SAGE2_DEVICE_INLINE void st_f32(float* p, float x) {
+  asm volatile("st.global.f32 [%0], %1;" ::"l"(p), "f"(x) : "memory");
+}
+// Shared-memory reductions.
+SAGE2_DEVICE_INLINE void red_max_shared_u32(u32 smem, u32 v) {
+  asm volatile("red.shared.max.u32 [%0], %1;" ::"r"(smem), "r"(v) : "memory");
+}
+
+// ---------------------------------------------------------------------------------------------
+// cp.async (global → shared, bypassing L1: .cg, 16 bytes). `gmem` must be a global address and
+// both addresses 16-byte aligned.
+SAGE2_DEVICE_INLINE void cp_async_16(u32 smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem), "l"(gmem) : "memory");
+}
+// Copies src_bytes (0..16) and zero-fills the rest of the 16 bytes. With src_bytes == 0 nothing
+// is read (pass any valid pointer, e.g. the tensor base) and the destination becomes zeros.
+SAGE2_DEVICE_INLINE void cp_async_16_zfill(u32 smem, const void* gmem, u32 src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem), "l"(gmem), "r"(src_bytes)
+               : "memory");
+}
+// Predicated form: the whole 16 bytes when `valid`, zeros otherwise.
+SAGE2_DEVICE_INLINE void cp_async_16_pred(u32 smem, const void* gmem, bool valid) {
+  cp_async_16_zfill(smem, gmem, valid ? 16u : 0u);
+}
+SAGE2_DEVICE_INLINE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// Waits until at most N of this thread's committed groups are still pending.
+template <int N>
+SAGE2_DEVICE_INLINE void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+SAGE2_DEVICE_INLINE void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
+// ---------------------------------------------------------------------------------------------
+// ldmatrix: 8x8 b16 matrices from shared memory. Lanes 8i..8i+7 supply the row addresses of
+// matrix i (x1: lanes 0-7, x2: 0-15, x4: 0-31). `.trans` transposes each matrix.
+SAGE2_DEVICE_INLINE void ldmatrix_x1(u32& r0, u32 smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];" : "=r"(r0) : "r"(smem));
+}
+SAGE2_DEVICE_INLINE void ldmatrix_x2(u32& r0, u32& r1, u32 smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];" : "=r"(r0), "=r"(r1) : "r"(smem));
+}
+SAGE2_DEVICE_INLINE void ldmatrix_x4(u32& r0, u32& r1, u32& r2, u32& r3, u32 smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(smem));
+}
+SAGE2_DEVICE_INLINE void ldmatrix_x1_trans(u32& r0, u32 smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];" : "=r"(r0) : "r"(smem));
+}
+SAGE2_DEVICE_INLINE void ldmatrix_x2_trans(u32& r0, u32& r1, u32 smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
+               : "=r"(r0), "=r"(r1) : "r"(smem));
+}
+SAGE2_DEVICE_INLINE void ldmatrix_x4_trans(u32& r0, u32& r1, u32& r2, u32& r3, u32 smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(smem));
+}
+SAGE2_DEVICE_INLINE void ldmatrix_x4(u32 (&r)[4], u32 smem) { ldmatrix_x4(r[0], r[1], r[2], r[3], smem); }
+SAGE2_DEVICE_INLINE void ldmatrix_x4_trans(u32 (&r)[4], u32 smem) {
+  ldmatrix_x4_trans(r[0], r[1], r[2], r[3], smem);
+}
+
+// ---------------------------------------------------------------------------------------------
+// mma.sync, A row-major (4 regs), B column-major (2 regs), C/D 4 regs. acc += A·B in place.
+// m16n8k32 s8·s8 → s32
+SAGE2_DEVICE_INLINE void mma_s8_m16n8k32(i32 (&acc)[4], const u32 (&a)[4], const u32 (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+r"(acc[0]), "+r"(acc[1]), "+r"(acc[2]), "+r"(acc[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+// m16n8k64 s4·s4 → s32 (8 nibbles per register, element 2j in the low nibble of its byte)
+SAGE2_DEVICE_INLINE void mma_s4_m16n8k64(i32 (&acc)[4], const u32 (&a)[4], const u32 (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k64.row.col.s32.s4.s4.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+r"(acc[0]), "+r"(acc[1]), "+r"(acc[2]), "+r"(acc[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+// m16n8k32 e4m3·e4m3 → f32 (sm_89+)
+SAGE2_DEVICE_INLINE void mma_e4m3_m16n8k32(float (&acc)[4], const u32 (&a)[4], const u32 (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+// m16n8k16 f16·f16 → f32
+SAGE2_DEVICE_INLINE void mma_f16_m16n8k16(float (&acc)[4], const u32 (&a)[4], const u32 (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+}  // namespace ptx
