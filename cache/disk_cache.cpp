@@ -1,0 +1,604 @@
+// On-disk cubin cache: file system side (atomic writes, loads that never trust the bytes,
+// maintenance, bundles). The entry format itself is in cache/entry_format.cpp.
+#include "cache/disk_cache.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <system_error>
+
+#include "runtime/env.hpp"
+#include "runtime/log.hpp"
+
+namespace sage2::cache {
+namespace {
+
+constexpr char kBundleMagic[8] = {'S', '2', 'B', 'U', 'N', 'D', 'L', 'E'};
+constexpr const char* kTempPrefix = ".tmp-";
+constexpr const char* kTempSuffix = ".s2c-partial";
+
+std::string errno_text(int e) { return std::error_code(e, std::generic_category()).message(); }
+
+// Keys and reasons that come from a file may hold anything: keep messages short and printable.
+std::string printable(const std::string& s, std::size_t max = 160) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size() && out.size() < max; ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+  }
+  if (out.size() >= max && s.size() > max) out += "...";
+  return out;
+}
+
+std::string join(const std::string& dir, const std::string& name) {
+  if (dir.empty()) return name;
+  if (dir.back() == '/') return dir + name;
+  return dir + "/" + name;
+}
+
+std::string parent_dir(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+bool ends_with(const std::string& s, const char* suffix) {
+  const std::size_t n = std::strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+// "<16 lower-case hex digits>.s2c"
+bool is_entry_name(const std::string& name) {
+  if (name.size() != 20 || !ends_with(name, ".s2c")) return false;
+  for (int i = 0; i < 16; ++i) {
+    const char c = name[i];
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+bool is_temp_name(const std::string& name) {
+  return name.rfind(kTempPrefix, 0) == 0 && ends_with(name, kTempSuffix);
+}
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+double mtime_seconds(const struct stat& st) {
+  return static_cast<double>(st.st_mtim.tv_sec) + 1e-9 * static_cast<double>(st.st_mtim.tv_nsec);
+}
+
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f = -1) : fd(f) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() { reset(); }
+  void reset() {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
+};
+
+bool write_all(int fd, const char* p, std::size_t n, int& err) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, std::min<std::size_t>(n, 1u << 30));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      err = errno;
+      return false;
+    }
+    if (w == 0) { err = EIO; return false; }
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  return true;
+}
+
+// Reads up to n bytes; returns how many were read (short only at end of file), -1 on error.
+ssize_t read_up_to(int fd, char* p, std::size_t n, int& err) {
+  std::size_t got = 0;
+  while (got < n) {
+    const ssize_t r = ::read(fd, p + got, std::min<std::size_t>(n - got, 1u << 30));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      err = errno;
+      return -1;
+    }
+    if (r == 0) break;
+    got += static_cast<std::size_t>(r);
+  }
+  return static_cast<ssize_t>(got);
+}
+
+// Reads a whole regular file of at most max_bytes. Returns false with a reason otherwise.
+bool read_file(int fd, const struct stat& st, std::uint64_t max_bytes, std::vector<char>& out, std::string& why) {
+  if (!S_ISREG(st.st_mode)) { why = "not a regular file"; return false; }
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  if (size > max_bytes) { why = "file of " + std::to_string(size) + " bytes exceeds the entry size limit"; return false; }
+  out.resize(size + 1);  // one extra byte detects a file that grew since fstat
+  int err = 0;
+  const ssize_t got = read_up_to(fd, out.data(), out.size(), err);
+  if (got < 0) { why = "read failed: " + errno_text(err); return false; }
+  out.resize(static_cast<std::size_t>(got));
+  return true;
+}
+
+// Unlinks `path` only if it is still the inode we examined (a concurrent writer may have
+// replaced a bad entry with a good one in the meantime). Returns 0 or an errno value.
+int remove_if_same(const std::string& path, dev_t dev, ino_t ino) {
+  struct stat now {};
+  if (::lstat(path.c_str(), &now) != 0) return errno == ENOENT ? 0 : errno;
+  if (now.st_dev != dev || now.st_ino != ino) return 0;  // replaced: leave the new one alone
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return errno;
+  return 0;
+}
+
+// mkdir -p; returns 0 or an errno value.
+int make_dirs(const std::string& dir) {
+  if (dir.empty()) return ENOENT;
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) == 0) return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+  const std::string parent = parent_dir(dir);
+  if (parent != dir && parent != "." && parent != "/") {
+    if (int e = make_dirs(parent)) return e;
+  }
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return errno;
+  if (::stat(dir.c_str(), &st) != 0) return errno;
+  return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+}
+
+// A file written under a temporary name in the target directory, then fsync'ed and renamed
+// over the final name, so readers only ever see complete files.
+class AtomicFile {
+ public:
+  // Returns false with a reason; on success the temp file is open for writing.
+  bool open(const std::string& dir, const std::string& final_name, std::string& why) {
+    dir_ = dir;
+    final_path_ = join(dir, final_name);
+    static std::atomic<std::uint64_t> counter{0};
+    static const std::uint64_t salt = [] {
+      std::random_device rd;
+      return (static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^
+             static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    }();
+    for (int attempt = 0; attempt < 8; ++attempt) {
+      const std::uint64_t n = counter.fetch_add(1);
+      char name[96];
+      std::snprintf(name, sizeof name, "%s%ld-%llu-%08llx%s", kTempPrefix, static_cast<long>(::getpid()),
+                    static_cast<unsigned long long>(n),
+                    static_cast<unsigned long long>(jit::fnv1a64(&n, sizeof n, salt) & 0xffffffffull), kTempSuffix);
+      temp_path_ = join(dir, name);
+      const int fd = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      if (fd >= 0) {
+        fd_.fd = fd;
+        return true;
+      }
+      if (errno != EEXIST) {
+        why = "cannot create " + temp_path_ + ": " + errno_text(errno);
+        temp_path_.clear();
+        return false;
+      }
+    }
+    why = "cannot create a unique temporary file in " + dir;
+    temp_path_.clear();
+    return false;
+  }
+  bool write(const char* p, std::size_t n, std::string& why) {
+    int err = 0;
+    if (!write_all(fd_.fd, p, n, err)) { why = "write to " + temp_path_ + " failed: " + errno_text(err); return false; }
+    return true;
+  }
+  bool pwrite_at(const char* p, std::size_t n, off_t off, std::string& why) {
+    const ssize_t w = ::pwrite(fd_.fd, p, n, off);
+    if (w != static_cast<ssize_t>(n)) {
+      why = "write to " + temp_path_ + " failed: " + errno_text(w < 0 ? errno : EIO);
+      return false;
+    }
+    return true;
+  }
+  bool commit(std::string& why) {
+    if (::fsync(fd_.fd) != 0) { why = "fsync of " + temp_path_ + " failed: " + errno_text(errno); return false; }
+    const int fd = fd_.fd;
+    fd_.fd = -1;
+    if (::close(fd) != 0) { why = "close of " + temp_path_ + " failed: " + errno_text(errno); return false; }
+    if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
+      why = "rename to " + final_path_ + " failed: " + errno_text(errno);
+      return false;
+    }
+    temp_path_.clear();
+    // Make the rename itself durable; failure here does not undo a complete, visible file.
+    Fd d(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (d.fd >= 0) (void)::fsync(d.fd);
+    return true;
+  }
+  ~AtomicFile() {
+    fd_.reset();
+    if (!temp_path_.empty()) ::unlink(temp_path_.c_str());
+  }
+
+ private:
+  std::string dir_, final_path_, temp_path_;
+  Fd fd_;
+};
+
+bool write_atomic(const std::string& dir, const std::string& name, const std::vector<char>& bytes,
+                  bool create_dir, std::string& why) {
+  if (create_dir) {
+    if (int e = make_dirs(dir)) { why = "cannot create directory " + dir + ": " + errno_text(e); return false; }
+  }
+  AtomicFile f;
+  return f.open(dir, name, why) && f.write(bytes.data(), bytes.size(), why) && f.commit(why);
+}
+
+struct DirEntry {
+  std::string name, path;
+  struct stat st {};
+};
+
+// Lists entry files (and, when asked, temp files) of `dir`. Missing directory → empty.
+std::vector<DirEntry> scan(const std::string& dir, bool temps) {
+  std::vector<DirEntry> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) {
+    if (errno == ENOENT) return out;
+    throw Error(ErrorCode::CacheError, "cannot read cache directory " + dir + ": " + errno_text(errno));
+  }
+  while (dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (temps ? !is_temp_name(name) : !is_entry_name(name)) continue;
+    DirEntry de;
+    de.path = join(dir, name);
+    de.name = std::move(name);
+    if (::lstat(de.path.c_str(), &de.st) != 0) continue;  // vanished meanwhile
+    out.push_back(std::move(de));
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end(), [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
+  return out;
+}
+
+void sweep_stale_temps(const std::string& dir) {
+  const double now = now_seconds();
+  for (const auto& t : scan(dir, /*temps=*/true))
+    if (now - mtime_seconds(t.st) > kStaleTempSeconds) (void)remove_if_same(t.path, t.st.st_dev, t.st.st_ino);
+}
+
+// Reads and verifies one entry file: valid means the bytes deserialize and the file name is the
+// one its key maps to. `bytes` receives the raw file content.
+EntryInfo inspect(const DirEntry& de, std::vector<char>& bytes, dev_t& dev, ino_t& ino) {
+  EntryInfo info;
+  info.file = de.path;
+  dev = de.st.st_dev;
+  ino = de.st.st_ino;
+  info.size_bytes = static_cast<std::uint64_t>(de.st.st_size);
+  info.age_seconds = std::max(0.0, now_seconds() - mtime_seconds(de.st));
+  Fd fd(::open(de.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (fd.fd < 0) {
+    info.problem = "cannot open: " + errno_text(errno);
+    return info;
+  }
+  struct stat st {};
+  if (::fstat(fd.fd, &st) != 0) {
+    info.problem = "cannot stat: " + errno_text(errno);
+    return info;
+  }
+  dev = st.st_dev;
+  ino = st.st_ino;
+  info.size_bytes = static_cast<std::uint64_t>(st.st_size);
+  info.age_seconds = std::max(0.0, now_seconds() - mtime_seconds(st));
+  std::string why;
+  if (!read_file(fd.fd, st, kMaxEntryBytes, bytes, why)) {
+    info.problem = why;
+    return info;
+  }
+  auto k = DiskCache::try_deserialize(bytes.data(), bytes.size(), &why);
+  if (!k) {
+    info.problem = why;
+    return info;
+  }
+  info.key = k->key;
+  info.arch = jit::arch_name(k->arch);
+  if (DiskCache::entry_file_name(k->key) != de.name) {
+    info.problem = "file name does not match its key (expected " + DiskCache::entry_file_name(k->key) + ")";
+    return info;
+  }
+  info.valid = true;
+  return info;
+}
+
+void put_u64(char* p, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xffu);
+}
+std::uint32_t get_u32(const char* p) {
+  std::uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<std::uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  return v;
+}
+std::uint64_t get_u64(const char* p) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<std::uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  return v;
+}
+
+}  // namespace
+
+DiskCache::DiskCache(std::string dir, bool disabled) : dir_(std::move(dir)), disabled_(disabled) {}
+
+DiskCache DiskCache::from_env() {
+  return DiskCache(env::cache_dir(), env::flag("SAGE2_DISABLE_DISK_CACHE"));
+}
+
+std::string DiskCache::entry_path(const std::string& key) const { return join(dir_, entry_file_name(key)); }
+
+std::optional<jit::CompiledKernel> DiskCache::load(const std::string& key) const {
+  if (disabled_) return std::nullopt;
+  const std::string path = entry_path(key);
+  try {
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.fd < 0) {
+      const int e = errno;
+      if (e != ENOENT && e != ENOTDIR)
+        log::warn_once("cache-unreadable:" + path,
+                       "cannot read kernel cache entry " + path + ": " + errno_text(e) + "; recompiling");
+      return std::nullopt;
+    }
+    struct stat st {};
+    if (::fstat(fd.fd, &st) != 0) return std::nullopt;
+
+    std::string why;
+    std::vector<char> bytes;
+    std::optional<jit::CompiledKernel> k;
+    if (read_file(fd.fd, st, kMaxEntryBytes, bytes, why)) {
+      k = try_deserialize(bytes.data(), bytes.size(), &why);
+      if (k && k->key != key) {
+        why = "it holds another key ('" + printable(k->key) + "')";
+        k.reset();
+      }
+    }
+    if (k) {
+      (void)::futimens(fd.fd, nullptr);  // last use, for prune(); harmless if not permitted
+      return k;
+    }
+    std::string outcome = "removed it; the kernel will be recompiled";
+    if (S_ISREG(st.st_mode)) {
+      if (int e = remove_if_same(path, st.st_dev, st.st_ino))
+        outcome = "could not remove it (" + errno_text(e) + "); the kernel will be recompiled";
+    } else {
+      outcome = "left it in place; the kernel will be compiled in memory";
+    }
+    log::warn_once("cache-bad-entry:" + path, "bad kernel cache entry " + path + " for key '" +
+                                                  printable(key) + "': " + why + "; " + outcome);
+    return std::nullopt;
+  } catch (const std::exception& e) {
+    log::warn_once("cache-bad-entry:" + path,
+                   "cannot load kernel cache entry " + path + ": " + e.what() + "; recompiling");
+    return std::nullopt;
+  }
+}
+
+bool DiskCache::store(const jit::CompiledKernel& k) const {
+  if (disabled_) return false;
+  try {
+    const std::vector<char> bytes = serialize(k);
+    std::string why;
+    if (write_atomic(dir_, entry_file_name(k.key), bytes, /*create_dir=*/true, why)) return true;
+    log::warn_once("cache-unusable:" + dir_, "cannot write to the kernel cache in " + dir_ + " (" + why +
+                                                 "); compiled kernels are kept in memory only");
+  } catch (const std::exception& e) {
+    log::warn_once("cache-unusable:" + dir_, std::string("cannot store a kernel in the disk cache ") + dir_ +
+                                                 ": " + e.what() + "; compiled kernels are kept in memory only");
+  }
+  return false;
+}
+
+std::vector<EntryInfo> DiskCache::list() const {
+  std::vector<EntryInfo> out;
+  if (disabled_) return out;
+  std::vector<char> bytes;
+  for (const auto& de : scan(dir_, false)) {
+    dev_t dev;
+    ino_t ino;
+    out.push_back(inspect(de, bytes, dev, ino));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const EntryInfo& a, const EntryInfo& b) {
+    return a.key != b.key ? a.key < b.key : a.file < b.file;
+  });
+  return out;
+}
+
+std::vector<EntryInfo> DiskCache::verify(bool remove_bad, std::size_t* checked) const {
+  std::vector<EntryInfo> bad;
+  if (checked) *checked = 0;
+  if (disabled_) return bad;
+  std::vector<char> bytes;
+  const auto entries = scan(dir_, false);
+  if (checked) *checked = entries.size();
+  for (const auto& de : entries) {
+    dev_t dev;
+    ino_t ino;
+    EntryInfo info = inspect(de, bytes, dev, ino);
+    if (info.valid) continue;
+    if (remove_bad) {
+      if (int e = remove_if_same(de.path, dev, ino)) info.problem += " (could not remove: " + errno_text(e) + ")";
+      else info.removed = true;
+    }
+    bad.push_back(std::move(info));
+  }
+  if (remove_bad) sweep_stale_temps(dir_);
+  return bad;
+}
+
+std::uint64_t DiskCache::total_bytes() const {
+  if (disabled_) return 0;
+  std::uint64_t total = 0;
+  for (const auto& de : scan(dir_, false)) total += static_cast<std::uint64_t>(de.st.st_size);
+  return total;
+}
+
+std::uint64_t DiskCache::prune(std::uint64_t max_bytes) const {
+  if (disabled_) return 0;
+  sweep_stale_temps(dir_);
+  auto entries = scan(dir_, false);
+  std::uint64_t total = 0;
+  for (const auto& de : entries) total += static_cast<std::uint64_t>(de.st.st_size);
+  // Oldest first; ties broken by name so the result is deterministic.
+  std::sort(entries.begin(), entries.end(), [](const DirEntry& a, const DirEntry& b) {
+    const double ta = mtime_seconds(a.st), tb = mtime_seconds(b.st);
+    return ta != tb ? ta < tb : a.name < b.name;
+  });
+  std::uint64_t freed = 0;
+  for (const auto& de : entries) {
+    if (total <= max_bytes) break;
+    if (remove_if_same(de.path, de.st.st_dev, de.st.st_ino) == 0) {
+      const auto sz = static_cast<std::uint64_t>(de.st.st_size);
+      freed += sz;
+      total -= sz;
+    }
+  }
+  return freed;
+}
+
+std::size_t DiskCache::clear() const {
+  if (disabled_) return 0;
+  std::size_t removed = 0;
+  for (const auto& de : scan(dir_, false))
+    if (::unlink(de.path.c_str()) == 0) ++removed;
+  sweep_stale_temps(dir_);
+  return removed;
+}
+
+std::size_t DiskCache::export_bundle(const std::string& path) const {
+  auto fail = [&](const std::string& why) -> void {
+    throw Error(ErrorCode::CacheError, "cannot export the cache to " + path + ": " + why);
+  };
+  const std::string dir = parent_dir(path);
+  const std::string name = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
+  if (name.empty()) fail("the bundle path names a directory");
+  std::string why;
+  AtomicFile f;
+  if (!f.open(dir, name, why)) fail(why);
+  char header[kBundleHeaderBytes] = {};
+  std::memcpy(header, kBundleMagic, sizeof kBundleMagic);
+  if (!f.write(header, sizeof header, why)) fail(why);  // rewritten with the count at the end
+
+  std::uint64_t count = 0;
+  std::vector<char> bytes;
+  const auto entries = disabled_ ? std::vector<DirEntry>{} : scan(dir_, false);
+  for (const auto& de : entries) {
+    dev_t dev;
+    ino_t ino;
+    const EntryInfo info = inspect(de, bytes, dev, ino);
+    if (!info.valid) {
+      log::warn("not exporting bad cache entry " + info.file + ": " + info.problem);
+      continue;
+    }
+    char len[8];
+    put_u64(len, bytes.size());
+    if (!f.write(len, sizeof len, why) || !f.write(bytes.data(), bytes.size(), why)) fail(why);
+    ++count;
+  }
+  header[8] = static_cast<char>(kBundleFormatVersion & 0xff);
+  header[9] = static_cast<char>((kBundleFormatVersion >> 8) & 0xff);
+  header[10] = static_cast<char>((kBundleFormatVersion >> 16) & 0xff);
+  header[11] = static_cast<char>((kBundleFormatVersion >> 24) & 0xff);
+  put_u64(header + 16, count);
+  put_u64(header + 24, jit::fnv1a64(header, 24));
+  if (!f.pwrite_at(header, sizeof header, 0, why) || !f.commit(why)) fail(why);
+  return static_cast<std::size_t>(count);
+}
+
+DiskCache::ImportResult DiskCache::import_bundle(const std::string& path) const {
+  auto fail = [&](const std::string& why) -> void {
+    throw Error(ErrorCode::CacheError, "cannot import bundle " + path + ": " + why);
+  };
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.fd < 0) fail(errno_text(errno));
+  struct stat st {};
+  if (::fstat(fd.fd, &st) != 0) fail(errno_text(errno));
+  if (!S_ISREG(st.st_mode)) fail("not a regular file");
+  const auto file_size = static_cast<std::uint64_t>(st.st_size);
+
+  char header[kBundleHeaderBytes];
+  int err = 0;
+  const ssize_t got = read_up_to(fd.fd, header, sizeof header, err);
+  if (got < 0) fail("read failed: " + errno_text(err));
+  if (static_cast<std::size_t>(got) < sizeof header) fail("too short to be a sage2 cache bundle");
+  if (std::memcmp(header, kBundleMagic, sizeof kBundleMagic) != 0) fail("not a sage2 cache bundle (bad magic)");
+  if (get_u64(header + 24) != jit::fnv1a64(header, 24)) fail("the bundle header is corrupt (checksum mismatch)");
+  const std::uint32_t version = get_u32(header + 8);
+  if (version != kBundleFormatVersion)
+    fail("bundle format version " + std::to_string(version) + " (this build reads " +
+         std::to_string(kBundleFormatVersion) + ")");
+  const std::uint64_t count = get_u64(header + 16);
+
+  ImportResult r;
+  std::uint64_t offset = kBundleHeaderBytes;
+  std::vector<char> blob;
+  std::string why;
+  for (std::uint64_t i = 0; i < count; ++i) {
+    char len_bytes[8];
+    const ssize_t n = read_up_to(fd.fd, len_bytes, sizeof len_bytes, err);
+    const std::uint64_t remaining = file_size > offset + 8 ? file_size - offset - 8 : 0;
+    const std::uint64_t len = n == 8 ? get_u64(len_bytes) : 0;
+    if (n != 8 || len > kMaxEntryBytes || len > remaining) {
+      const std::uint64_t rest = count - i;
+      log::warn("bundle " + path + " is damaged at byte " + std::to_string(offset) + " (entry " +
+                std::to_string(i + 1) + " of " + std::to_string(count) + "); the " + std::to_string(rest) +
+                " remaining entries are rejected");
+      r.rejected += static_cast<std::size_t>(rest);
+      return r;
+    }
+    offset += 8;
+    blob.resize(static_cast<std::size_t>(len));
+    const ssize_t b = read_up_to(fd.fd, blob.data(), blob.size(), err);
+    if (b != static_cast<ssize_t>(len)) {
+      const std::uint64_t rest = count - i;
+      log::warn("bundle " + path + " could not be read at byte " + std::to_string(offset) + "; the " +
+                std::to_string(rest) + " remaining entries are rejected");
+      r.rejected += static_cast<std::size_t>(rest);
+      return r;
+    }
+    offset += len;
+    auto k = try_deserialize(blob.data(), blob.size(), &why);
+    if (!k) {
+      log::warn("bundle " + path + ": entry " + std::to_string(i + 1) + " rejected: " + why);
+      ++r.rejected;
+      continue;
+    }
+    if (disabled_) {
+      ++r.failed;
+      continue;
+    }
+    // The verified bytes are stored as they are, so the imported file is identical to the exported one.
+    if (write_atomic(dir_, entry_file_name(k->key), blob, /*create_dir=*/true, why)) {
+      ++r.imported;
+    } else {
+      log::warn("cannot store entry " + std::to_string(i + 1) + " of bundle " + path + ": " + why);
+      ++r.failed;
+    }
+  }
+  if (offset < file_size)
+    log::warn("bundle " + path + " has " + std::to_string(file_size - offset) +
+              " unexpected bytes after its last entry; ignored");
+  return r;
+}
+
+}  // namespace sage2::cache
