@@ -1,0 +1,74 @@
+#include <utility>
+
+#include "runtime/context_impl.hpp"
+#include "runtime/env.hpp"
+#include "runtime/log.hpp"
+
+namespace sage2 {
+
+Context::Impl::Impl(int device, const ContextOptions& options) {
+  const auto& a = driver::api();
+  facts_ = runtime::device_facts(device);
+  arch_ = runtime::require_supported_arch(facts_);
+  driver::check(a.cuDeviceGet(&dev_, device), "cuDeviceGet");
+  // Prefer the caller's current context on this device (framework interop).
+  CUcontext cur = nullptr;
+  driver::check(a.cuCtxGetCurrent(&cur), "cuCtxGetCurrent");
+  CUdevice cur_dev = -1;
+  if (cur && a.cuCtxGetDevice(&cur_dev) == CUDA_SUCCESS && cur_dev == dev_) {
+    ctx_ = cur;
+  } else {
+    driver::check(a.cuDevicePrimaryCtxRetain(&ctx_, dev_), "cuDevicePrimaryCtxRetain");
+    owns_primary_ = true;
+  }
+  const bool disabled = !options.disk_cache || env::flag("SAGE2_DISABLE_DISK_CACHE");
+  const std::string dir = options.cache_dir.empty() ? env::cache_dir() : options.cache_dir;
+  loader_ = std::make_unique<runtime::KernelLoader>(ctx_, arch_, cache::DiskCache(dir, disabled));
+  info.ordinal = device;
+  info.name = facts_.name;
+  info.arch = jit::arch_name(arch_);
+  info.sm_count = facts_.sm_count;
+  info.total_memory = facts_.total_memory;
+}
+
+Context::Impl::~Impl() {
+  loader_.reset();  // unloads modules while the context is alive
+  if (owns_primary_ && driver::available()) driver::api().cuDevicePrimaryCtxRelease_v2(dev_);
+}
+
+Context::Context(int device, ContextOptions options) : impl_(new Impl(device, options)) {}
+Context::~Context() { delete impl_; }
+Context::Context(Context&& o) noexcept : impl_(std::exchange(o.impl_, nullptr)) {}
+Context& Context::operator=(Context&& o) noexcept {
+  if (this != &o) {
+    delete impl_;
+    impl_ = std::exchange(o.impl_, nullptr);
+  }
+  return *this;
+}
+const DeviceInfo& Context::device() const { return impl_->info; }
+const std::string& Context::cache_dir() const {
+  static const std::string none;
+  const auto& d = impl_->kernels().disk();
+  return d.disabled() ? none : d.dir();
+}
+
+int device_count() noexcept {
+  try {
+    return runtime::device_count();
+  } catch (...) {
+    return 0;
+  }
+}
+
+VersionInfo version_info() {
+  VersionInfo v;
+  v.library = SAGE2_VERSION;
+  auto [maj, min] = jit::nvrtc_version();
+  v.nvrtc_major = maj;
+  v.nvrtc_minor = min;
+  if (driver::available()) driver::api().cuDriverGetVersion(&v.driver_version);
+  return v;
+}
+
+}  // namespace sage2

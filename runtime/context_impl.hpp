@@ -1,0 +1,32 @@
+// Internals of sage2::Context (used by the API implementation, tools and tests).
+#pragma once
+
+#include <memory>
+
+#include "runtime/device.hpp"
+#include "runtime/kernel_loader.hpp"
+#include "sage2/sage2.hpp"
+
+namespace sage2 {
+
+class Context::Impl {
+ public:
+  Impl(int device, const ContextOptions& options);
+  ~Impl();
+
+  CUcontext cu_context() const { return ctx_; }
+  const runtime::DeviceFacts& facts() const { return facts_; }
+  jit::Arch arch() const { return arch_; }
+  runtime::KernelLoader& kernels() { return *loader_; }
+  DeviceInfo info;
+
+ private:
+  runtime::DeviceFacts facts_;
+  jit::Arch arch_;
+  CUcontext ctx_ = nullptr;
+  CUdevice dev_ = 0;
+  bool owns_primary_ = false;
+  std::unique_ptr<runtime::KernelLoader> loader_;
+};
+
+}  // namespace sage2

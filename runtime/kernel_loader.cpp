@@ -1,0 +1,97 @@
+#include "runtime/kernel_loader.hpp"
+
+#include <chrono>
+
+#include "runtime/log.hpp"
+
+namespace sage2::runtime {
+
+KernelLoader::KernelLoader(CUcontext ctx, jit::Arch arch, cache::DiskCache disk)
+    : ctx_(ctx), arch_(arch), disk_(std::move(disk)) {}
+
+KernelLoader::~KernelLoader() {
+  if (!driver::available()) return;
+  const auto& a = driver::api();
+  CUcontext cur = nullptr;
+  a.cuCtxGetCurrent(&cur);
+  const bool push = cur != ctx_;
+  if (push && a.cuCtxPushCurrent_v2(ctx_) != CUDA_SUCCESS) return;  // context already gone
+  for (auto& [key, slot] : slots_)
+    if (slot->kernel && slot->kernel->module) a.cuModuleUnload(slot->kernel->module);
+  if (push) {
+    CUcontext popped;
+    a.cuCtxPopCurrent_v2(&popped);
+  }
+}
+
+std::size_t KernelLoader::loaded_count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::size_t n = 0;
+  for (const auto& [k, s] : slots_) n += s->kernel ? 1 : 0;
+  return n;
+}
+
+LoadedKernel& KernelLoader::get(jit::KernelSpec spec) {
+  spec.arch = arch_;
+  const std::string key = spec.key();
+  std::shared_ptr<Slot> slot;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& s = slots_[key];
+    if (!s) s = std::make_shared<Slot>();
+    slot = s;
+  }
+  // call_once rethrows and lets a later caller retry when loading failed.
+  std::call_once(slot->once, [&] { slot->kernel = load(spec); });
+  return *slot->kernel;
+}
+
+std::unique_ptr<LoadedKernel> KernelLoader::load(const jit::KernelSpec& spec) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto k = std::make_unique<LoadedKernel>();
+  k->key = spec.key();
+  std::optional<jit::CompiledKernel> compiled = disk_.load(k->key);
+  k->source = compiled ? KernelSource::DiskCache : KernelSource::Compiled;
+  if (!compiled) {
+    compiled = jit::compile(spec);
+    disk_.store(*compiled);
+  }
+  k->facts = compiled->facts;
+  const auto& a = driver::api();
+  driver::ScopedContext scope(ctx_);
+  const CUresult r = a.cuModuleLoadData(&k->module, compiled->cubin.data());
+  if (r != CUDA_SUCCESS)
+    throw Error(ErrorCode::DriverError, "cuModuleLoadData for kernel " + k->key + ": " + driver::error_text(r));
+  const std::string entry = spec.entry_name();
+  const CUresult r2 = a.cuModuleGetFunction(&k->function, k->module, entry.c_str());
+  if (r2 != CUDA_SUCCESS) {
+    a.cuModuleUnload(k->module);
+    throw Error(ErrorCode::Internal,
+                "kernel " + k->key + " has no entry '" + entry + "': " + driver::error_text(r2));
+  }
+  k->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  log::debug(std::string(k->source == KernelSource::DiskCache ? "loaded from disk cache " : "compiled ") +
+             k->key + " in " + std::to_string(k->load_seconds * 1e3) + " ms");
+  return k;
+}
+
+void launch(LoadedKernel& k, const jit::LaunchShape& s, void* params, CUstream stream) {
+  const auto& a = driver::api();
+  if (s.dynamic_smem > k.smem_limit_set.load(std::memory_order_relaxed)) {
+    driver::check(a.cuFuncSetAttribute(k.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                       static_cast<int>(s.dynamic_smem)),
+                  ("cuFuncSetAttribute(max dynamic smem) for " + k.key).c_str());
+    k.smem_limit_set.store(s.dynamic_smem, std::memory_order_relaxed);
+  }
+  void* args[] = {params};
+  const CUresult r = a.cuLaunchKernel(k.function, s.grid[0], s.grid[1], s.grid[2], s.block[0], s.block[1],
+                                      s.block[2], static_cast<unsigned>(s.dynamic_smem), stream, args, nullptr);
+  if (r != CUDA_SUCCESS)
+    throw Error(r == CUDA_ERROR_OUT_OF_MEMORY ? ErrorCode::OutOfMemory : ErrorCode::DriverError,
+                "cuLaunchKernel " + k.key + " grid(" + std::to_string(s.grid[0]) + "," + std::to_string(s.grid[1]) +
+                    "," + std::to_string(s.grid[2]) + ") block(" + std::to_string(s.block[0]) + "," +
+                    std::to_string(s.block[1]) + "," + std::to_string(s.block[2]) + ") smem " +
+                    std::to_string(s.dynamic_smem) + ": " + driver::error_text(r));
+}
+
+}  // namespace sage2::runtime

@@ -1,0 +1,60 @@
+// KernelSpec → CUfunction for one CUDA context: in-memory cache, then the disk cache, then NVRTC.
+// Thread-safe; concurrent requests for one key compile it once.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "cache/disk_cache.hpp"
+#include "jit/compiler.hpp"
+#include "jit/launch_shape.hpp"
+#include "runtime/driver.hpp"
+
+namespace sage2::runtime {
+
+enum class KernelSource { Compiled, DiskCache };
+
+struct LoadedKernel {
+  std::string key;
+  CUmodule module = nullptr;
+  CUfunction function = nullptr;
+  jit::PtxasFacts facts;
+  KernelSource source = KernelSource::Compiled;
+  double load_seconds = 0;            // compile (or disk read) + module load
+  std::atomic<std::size_t> smem_limit_set{48 * 1024};  // dynamic smem the function is allowed
+};
+
+class KernelLoader {
+ public:
+  KernelLoader(CUcontext ctx, jit::Arch arch, cache::DiskCache disk);
+  ~KernelLoader();
+  KernelLoader(const KernelLoader&) = delete;
+  KernelLoader& operator=(const KernelLoader&) = delete;
+
+  // The spec's arch is overridden by the loader's (a context has one arch).
+  LoadedKernel& get(jit::KernelSpec spec);
+  const cache::DiskCache& disk() const { return disk_; }
+  std::size_t loaded_count() const;
+
+ private:
+  struct Slot {
+    std::once_flag once;
+    std::unique_ptr<LoadedKernel> kernel;
+  };
+  std::unique_ptr<LoadedKernel> load(const jit::KernelSpec& spec);
+
+  CUcontext ctx_;
+  jit::Arch arch_;
+  cache::DiskCache disk_;
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Slot>> slots_;
+};
+
+// Launches on `stream` with `params` (a pointer to the kernel's single by-value parameter
+// struct), raising the function's dynamic shared memory limit first when needed.
+void launch(LoadedKernel& k, const jit::LaunchShape& shape, void* params, CUstream stream);
+
+}  // namespace sage2::runtime

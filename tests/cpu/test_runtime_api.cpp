@@ -1,0 +1,87 @@
+// Specification of the runtime's behaviour without a GPU: the library loads, says plainly that
+// no driver was found, and the C ABI reports it through status codes and messages.
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+#include "runtime/driver.hpp"
+#include "sage2/sage2.h"
+#include "sage2/sage2.hpp"
+
+namespace {
+struct Run {
+  int exit_code;
+  std::string output;
+};
+Run run(const std::string& cmd) {
+  Run r{-1, {}};
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) r.output.append(buf, n);
+  const int st = pclose(p);
+  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+}  // namespace
+
+TEST_CASE("runtime: without a driver, Context creation fails with NoDriver naming libcuda") {
+  if (sage2::driver::available()) {
+    MESSAGE("a CUDA driver is present here; the no-driver path is covered by the sage2-info case");
+    return;
+  }
+  CHECK(sage2::device_count() == 0);
+  try {
+    sage2::Context ctx(0);
+    FAIL("Context(0) succeeded without a driver");
+  } catch (const sage2::Error& e) {
+    CHECK(e.code() == sage2::ErrorCode::NoDriver);
+    CHECK(std::string(e.what()).find("libcuda") != std::string::npos);
+  }
+}
+
+TEST_CASE("runtime: sage2-info says plainly that no driver was found and exits 3") {
+  const Run r = run("SAGE2_LIBCUDA=/nonexistent/libcuda.so.1 SAGE2_CACHE_DIR=/tmp/sage2-info-test " SAGE2_TOOLS_DIR
+                    "/sage2-info");
+  CHECK(r.exit_code == 3);
+  CHECK(r.output.find("no CUDA driver found") != std::string::npos);
+  CHECK(r.output.find("sage2 ") != std::string::npos);
+  CHECK(run(SAGE2_TOOLS_DIR "/sage2-info --bogus").exit_code == 2);
+}
+
+TEST_CASE("C API: status codes and messages") {
+  CHECK(std::string(sage2_status_name(SAGE2_ERROR_INVALID_ARGUMENT)) == "invalid_argument");
+  CHECK(std::string(sage2_status_name(SAGE2_ERROR_NO_DRIVER)) == "no_driver");
+  CHECK(std::string(sage2_version()) == sage2::version_info().library);
+
+  CHECK(sage2_context_create(0, nullptr, 1, nullptr) == SAGE2_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(sage2_last_error()).find("out is NULL") != std::string::npos);
+
+  CHECK(sage2_context_destroy(nullptr) == SAGE2_OK);
+  CHECK(std::string(sage2_last_error()).empty());
+
+  char name[8], arch[8];
+  CHECK(sage2_context_device(nullptr, name, sizeof name, arch, sizeof arch) == SAGE2_ERROR_INVALID_ARGUMENT);
+
+  if (!sage2::driver::available()) {
+    sage2_context* ctx = reinterpret_cast<sage2_context*>(0x1);
+    CHECK(sage2_context_create(0, nullptr, 1, &ctx) == SAGE2_ERROR_NO_DRIVER);
+    CHECK(ctx == nullptr);
+    CHECK(std::string(sage2_last_error()).find("no CUDA driver found") != std::string::npos);
+  }
+}
+
+TEST_CASE("C API: status values equal the C++ error codes") {
+  CHECK(static_cast<int>(sage2::ErrorCode::InvalidArgument) == SAGE2_ERROR_INVALID_ARGUMENT);
+  CHECK(static_cast<int>(sage2::ErrorCode::Unsupported) == SAGE2_ERROR_UNSUPPORTED);
+  CHECK(static_cast<int>(sage2::ErrorCode::NoDriver) == SAGE2_ERROR_NO_DRIVER);
+  CHECK(static_cast<int>(sage2::ErrorCode::DriverError) == SAGE2_ERROR_DRIVER);
+  CHECK(static_cast<int>(sage2::ErrorCode::CompileError) == SAGE2_ERROR_COMPILE);
+  CHECK(static_cast<int>(sage2::ErrorCode::NvrtcMissing) == SAGE2_ERROR_NVRTC_MISSING);
+  CHECK(static_cast<int>(sage2::ErrorCode::CacheError) == SAGE2_ERROR_CACHE);
+  CHECK(static_cast<int>(sage2::ErrorCode::OutOfMemory) == SAGE2_ERROR_OUT_OF_MEMORY);
+  CHECK(static_cast<int>(sage2::ErrorCode::Internal) == SAGE2_ERROR_INTERNAL);
+}

@@ -1,0 +1,69 @@
+// Shared helpers of the GPU suite: one Context for the process, device buffers, poison fills.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/context_impl.hpp"
+#include "runtime/device.hpp"
+#include "runtime/driver.hpp"
+
+namespace sage2::test {
+
+// Empty when the GPU suite can run; otherwise why not.
+inline std::string gpu_unavailable_reason() {
+  if (!driver::available()) return driver::unavailable_reason();
+  const int n = runtime::device_count();
+  if (n == 0) return "no CUDA device visible";
+  const auto f = runtime::device_facts(0);
+  if (!f.arch) return "device 0 (" + f.name + ", " + f.cc_string() + ") is not sm_89/sm_90";
+  return {};
+}
+
+inline Context& gpu_context() {
+  static Context ctx(0);
+  return ctx;
+}
+
+// Device allocation owned by the test.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
+    driver::ScopedContext s(gpu_context().impl().cu_context());
+    driver::check(driver::api().cuMemAlloc_v2(&ptr_, bytes ? bytes : 1), "cuMemAlloc");
+  }
+  ~DeviceBuffer() {
+    if (ptr_) driver::api().cuMemFree_v2(ptr_);
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  CUdeviceptr ptr() const { return ptr_; }
+  void* get() const { return reinterpret_cast<void*>(ptr_); }
+  std::size_t bytes() const { return bytes_; }
+  void upload(const void* src, std::size_t n, std::size_t offset = 0) {
+    driver::ScopedContext s(gpu_context().impl().cu_context());
+    driver::check(driver::api().cuMemcpyHtoD_v2(ptr_ + offset, src, n), "cuMemcpyHtoD");
+  }
+  void download(void* dst, std::size_t n, std::size_t offset = 0) const {
+    driver::ScopedContext s(gpu_context().impl().cu_context());
+    driver::check(driver::api().cuMemcpyDtoH_v2(dst, ptr_ + offset, n), "cuMemcpyDtoH");
+  }
+  void poison(unsigned char byte = 0xA5) {
+    driver::ScopedContext s(gpu_context().impl().cu_context());
+    driver::check(driver::api().cuMemsetD8_v2(ptr_, byte, bytes_), "cuMemsetD8");
+  }
+
+ private:
+  CUdeviceptr ptr_ = 0;
+  std::size_t bytes_;
+};
+
+inline void synchronize() {
+  driver::ScopedContext s(gpu_context().impl().cu_context());
+  driver::check(driver::api().cuCtxSynchronize(), "cuCtxSynchronize");
+}
+
+}  // namespace sage2::test

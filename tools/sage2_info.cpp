@@ -1,0 +1,52 @@
+// sage2-info: what sage2 sees on this machine — library, NVRTC and driver versions, devices and
+// their code targets, the cache directory and its entries.
+// Exit codes: 0 a supported GPU was found; 3 no driver; 4 driver present but no supported GPU.
+#include <cstdio>
+#include <cstring>
+
+#include "cache/disk_cache.hpp"
+#include "runtime/device.hpp"
+#include "runtime/env.hpp"
+#include "sage2/sage2.hpp"
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
+      std::printf("usage: sage2-info\n  Prints versions, devices and the kernel cache.\n"
+                  "  Exit: 0 supported GPU found, 3 no CUDA driver, 4 no supported GPU, 2 usage.\n");
+      return 0;
+    }
+    std::fprintf(stderr, "sage2-info: unknown argument '%s' (try --help)\n", argv[i]);
+    return 2;
+  }
+  const sage2::VersionInfo v = sage2::version_info();
+  std::printf("sage2 %s\n", v.library.c_str());
+  if (v.nvrtc_major)
+    std::printf("NVRTC %d.%d\n", v.nvrtc_major, v.nvrtc_minor);
+  else
+    std::printf("NVRTC not found: kernels can only come from the disk cache\n");
+  const auto cache = sage2::cache::DiskCache::from_env();
+  if (cache.disabled()) {
+    std::printf("disk cache: disabled (SAGE2_DISABLE_DISK_CACHE)\n");
+  } else {
+    std::size_t n = 0, bad = 0;
+    for (const auto& e : cache.list()) (e.valid ? n : bad)++;
+    std::printf("disk cache: %s (%zu entries, %zu invalid)\n", cache.dir().c_str(), n, bad);
+  }
+  if (!sage2::driver::available()) {
+    std::printf("driver: %s\n", sage2::driver::unavailable_reason().c_str());
+    return 3;
+  }
+  std::printf("driver: CUDA %d.%d\n", v.driver_version / 1000, (v.driver_version % 1000) / 10);
+  const int n = sage2::runtime::device_count();
+  int supported = 0;
+  for (int d = 0; d < n; ++d) {
+    const auto f = sage2::runtime::device_facts(d);
+    std::printf("device %d: %s, %s, %d SMs, %.1f GiB, %d KiB smem/block opt-in -> %s\n", d, f.name.c_str(),
+                f.cc_string().c_str(), f.sm_count, f.total_memory / 1073741824.0, f.max_shared_per_block_optin / 1024,
+                f.arch ? sage2::jit::arch_name(*f.arch) : "unsupported");
+    supported += f.arch ? 1 : 0;
+  }
+  if (n == 0) std::printf("no CUDA device visible\n");
+  return supported ? 0 : 4;
+}
