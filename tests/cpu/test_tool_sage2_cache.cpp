@@ -1,0 +1,230 @@
+// Specification: the sage2-cache tool lists, verifies, prunes, clears, exports and imports a
+// cache directory, and says so through documented exit codes: 0 ok, 1 bad entries found or a
+// partial failure, 2 usage error.
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "cache/disk_cache.hpp"
+#include "jit/kernel_spec.hpp"
+
+using namespace sage2;
+using sage2::cache::DiskCache;
+
+namespace {
+
+struct ToolTempDir {
+  std::string path;
+  ToolTempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/sage2-tool-test-XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    REQUIRE(::mkdtemp(buf.data()) != nullptr);
+    path = buf.data();
+  }
+  ~ToolTempDir() { (void)std::system(("rm -rf '" + path + "'").c_str()); }
+  std::string operator/(const std::string& name) const { return path + "/" + name; }
+};
+
+struct RunResult {
+  int code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+std::string tool_path() { return std::string(SAGE2_TOOLS_DIR) + "/sage2-cache"; }
+
+RunResult run_tool(const std::string& args, const std::string& env = "") {
+  const std::string cmd = env + (env.empty() ? "" : " ") + "'" + tool_path() + "' " + args + " 2>&1";
+  RunResult r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::array<char, 4096> buf{};
+  std::size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+jit::CompiledKernel tool_kernel(jit::Arch arch, int head_dim, std::size_t cubin_bytes) {
+  jit::KernelSpec spec;
+  spec.family = jit::KernelFamily::Quantize;
+  spec.op = jit::QuantOp::QuantizeQ;
+  spec.arch = arch;
+  spec.head_dim = head_dim;
+  jit::CompiledKernel k;
+  k.key = spec.key();
+  k.arch = arch;
+  k.entry = spec.entry_name();
+  k.cubin.resize(cubin_bytes);
+  std::mt19937 rng(static_cast<unsigned>(head_dim));
+  for (auto& c : k.cubin) c = static_cast<char>(rng());
+  k.facts.registers = 40;
+  k.compile_seconds = 0.2;
+  k.nvrtc_major = 13;
+  return k;
+}
+
+bool file_exists(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+void flip_middle_byte(const std::string& p) {
+  std::fstream f(p, std::ios::binary | std::ios::in | std::ios::out);
+  f.seekg(0, std::ios::end);
+  const auto size = static_cast<long>(f.tellg());
+  f.seekg(size / 2);
+  char c = 0;
+  f.read(&c, 1);
+  c ^= 0x40;
+  f.seekp(size / 2);
+  f.write(&c, 1);
+}
+
+}  // namespace
+
+TEST_CASE("sage2-cache tool: list, verify, export, import, prune, clear on a temp cache") {
+  REQUIRE_MESSAGE(::access(tool_path().c_str(), X_OK) == 0,
+                  "sage2-cache is not built at " << tool_path() << " (build target sage2-cache)");
+  ToolTempDir tmp;
+  const std::string dir = tmp / "cache";
+  DiskCache cache(dir);
+  std::vector<jit::CompiledKernel> ks = {tool_kernel(jit::Arch::Sm90a, 128, 20000),
+                                         tool_kernel(jit::Arch::Sm89, 64, 10000),
+                                         tool_kernel(jit::Arch::Sm90a, 256, 30000)};
+  for (const auto& k : ks) REQUIRE(cache.store(k));
+  const std::string d = "--dir '" + dir + "' ";
+
+  auto r = run_tool(d + "list");
+  CHECK(r.code == 0);
+  for (const auto& k : ks) CHECK(r.out.find(k.key) != std::string::npos);
+  CHECK(r.out.find("sm_89") != std::string::npos);
+  CHECK(r.out.find("3 entries") != std::string::npos);
+
+  r = run_tool("list --json", "SAGE2_CACHE_DIR='" + dir + "'");  // directory from the environment
+  REQUIRE(r.code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["dir"] == dir);
+  REQUIRE(j["entries"].size() == 3);
+  for (const auto& e : j["entries"]) {
+    CHECK(e["valid"] == true);
+    CHECK(e["size_bytes"].get<std::uint64_t>() > 10000);
+    CHECK(e["age_seconds"].get<double>() >= 0);
+  }
+
+  r = run_tool(d + "verify");
+  CHECK(r.code == 0);
+  CHECK(r.out.find("3 entries checked, 0 bad") != std::string::npos);
+
+  r = run_tool(d + "export '" + (tmp / "all.s2b") + "'");
+  CHECK(r.code == 0);
+  CHECK(r.out.find("exported 3 entries") != std::string::npos);
+
+  // One corrupted entry: verify reports it (exit 1), --json names it, --remove deletes it.
+  const std::string victim = cache.entry_path(ks[1].key);
+  flip_middle_byte(victim);
+  r = run_tool(d + "verify");
+  CHECK(r.code == 1);
+  CHECK(r.out.find(victim) != std::string::npos);
+  r = run_tool(d + "verify --json");
+  CHECK(r.code == 1);
+  j = nlohmann::json::parse(r.out);
+  CHECK(j["checked"] == 3);
+  REQUIRE(j["bad"].size() == 1);
+  CHECK(j["bad"][0]["file"] == victim);
+  CHECK(j["bad"][0]["valid"] == false);
+  CHECK(file_exists(victim));
+  r = run_tool(d + "verify --remove");
+  CHECK(r.code == 1);
+  CHECK_FALSE(file_exists(victim));
+  CHECK(run_tool(d + "verify").code == 0);
+
+  // Import the earlier bundle into a fresh directory.
+  const std::string dir2 = tmp / "other";
+  r = run_tool("import '" + (tmp / "all.s2b") + "' --dir '" + dir2 + "'");
+  CHECK(r.code == 0);
+  CHECK(r.out.find("imported 3, rejected 0") != std::string::npos);
+  for (const auto& k : ks) CHECK(DiskCache(dir2).load(k.key).has_value());
+
+  // A damaged bundle: partial import, exit 1, the rejected count reported.
+  {
+    std::ifstream in(tmp / "all.s2b", std::ios::binary);
+    std::vector<char> b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    b.resize(b.size() - 100);
+    std::ofstream out(tmp / "cut.s2b", std::ios::binary);
+    out.write(b.data(), static_cast<std::streamsize>(b.size()));
+  }
+  r = run_tool("--dir '" + (tmp / "third") + "' import '" + (tmp / "cut.s2b") + "'");
+  CHECK(r.code == 1);
+  CHECK(r.out.find("imported 2, rejected 1") != std::string::npos);
+  r = run_tool(d + "import '" + (tmp / "missing.s2b") + "'");
+  CHECK(r.code == 1);
+  CHECK(r.out.find("missing.s2b") != std::string::npos);
+
+  // prune: sizes in bytes and with suffixes.
+  CHECK(run_tool(d + "prune --max-size 100M").code == 0);
+  CHECK(run_tool(d + "prune --max-size=2G").code == 0);
+  CHECK(DiskCache(dir).list().size() == 2);
+  r = run_tool(d + "prune --max-size 0");
+  CHECK(r.code == 0);
+  CHECK(r.out.find("freed") != std::string::npos);
+  CHECK(DiskCache(dir).list().empty());
+
+  r = run_tool("--dir '" + dir2 + "' clear");
+  CHECK(r.code == 0);
+  CHECK(r.out.find("removed 3 entries") != std::string::npos);
+  CHECK(DiskCache(dir2).list().empty());
+
+  // A missing directory is an empty cache, not an error.
+  r = run_tool("--dir '" + (tmp / "nowhere") + "' list");
+  CHECK(r.code == 0);
+  CHECK(r.out.find("0 entries") != std::string::npos);
+}
+
+TEST_CASE("sage2-cache tool: usage errors exit 2 with a message; --help exits 0") {
+  REQUIRE_MESSAGE(::access(tool_path().c_str(), X_OK) == 0,
+                  "sage2-cache is not built at " << tool_path() << " (build target sage2-cache)");
+  ToolTempDir tmp;
+  const std::string d = "--dir '" + tmp.path + "' ";
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"", "no command"},
+      {d + "frobnicate", "unknown command"},
+      {d + "list --bogus", "unknown option"},
+      {d + "list extra", "takes no arguments"},
+      {d + "prune", "--max-size"},
+      {d + "prune --max-size 12X", "invalid size"},
+      {d + "prune --max-size -5", "invalid size"},
+      {d + "prune --max-size 99999999999999999999", "invalid size"},
+      {d + "export", "needs exactly 1"},
+      {d + "import a b", "needs exactly 1"},
+      {d + "clear --json", "does not apply"},
+      {"list --dir", "--dir needs a value"},
+  };
+  for (const auto& [args, says] : bad) {
+    CAPTURE(args);
+    const auto r = run_tool(args);
+    CHECK(r.code == 2);
+    CHECK(r.out.find(says) != std::string::npos);
+    CHECK(r.out.find("usage:") != std::string::npos);
+  }
+  for (const char* help : {"--help", "-h", "help"}) {
+    const auto r = run_tool(help);
+    CHECK(r.code == 0);
+    CHECK(r.out.find("exit codes") != std::string::npos);
+  }
+}
