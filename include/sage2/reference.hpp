@@ -1,0 +1,320 @@
+// sage2::reference — the CPU reference of sage2 (no GPU needed).
+//
+// Three things live here:
+//  1. exact attention in double precision (the ground truth every accuracy number is measured
+//     against);
+//  2. the reference of the GPU *quantize stage*: the exact buffers described in
+//     jit/quant_buffers.hpp, produced with the same float operations (bit-faithful);
+//  3. an emulation of the quantized attention kernel, driven by the same jit::KernelSpec the GPU
+//     kernels are generated from, plus ablation knobs (EmulationOptions) that the spec does not
+//     carry. The emulation *defines* the float-op contract the GPU attention kernel follows.
+//
+// Users debugging accuracy can call these directly; the GPU test suite uses them as its oracle.
+//
+// =============================================================================================
+// NUMERICS CONTRACT OF THE ATTENTION EMULATION (one query row i of head (b, h); kv head
+// h_kv = h / (q_heads / kv_heads); all arithmetic fp32 unless said otherwise)
+// =============================================================================================
+//  Quantize stage (jit/quant_buffers.hpp, reproduced exactly by quantize_stage()):
+//    k̄ = smooth_k ? mean_n K : 0;  γK_j = float(K_j) - k̄
+//    q̄_b = smooth_q ? mean of Q over query block b (valid rows) : 0;  γQ_i = float(Q_i) - q̄_b
+//    INT4/INT8 symmetric per group g:  δ_g = amax_g / R,  inv_g = R / amax_g (0 if amax_g is 0 or
+//    not finite),  code = rint(clamp(nan→0(x·inv_g), -R, R))  (R = 7 or 127, ties to even)
+//    V: μ = smooth_v ? mean_n V : 0;  δV[c] = amax_c / 448;  V̂ = e4m3_rn_satfinite((V-μ)·448/amax_c)
+//  Scores, per KV tile of bk keys (tile t covers keys [t·bk, t·bk+bk)):
+//    dot_ij = Σ_c Q̂_ic·K̂_jc                        exact int32
+//    S_ij   = float(dot_ij) · (δq_i · δk_j)         (δq_i·δk_j rounded to fp32 first)
+//    S_ij  += ΔS_ij  (smooth_q only)  ΔS_ij = Σ_c q̄_b[c]·γK_j[c], computed from the UN-quantized
+//             γK (reference: products summed in double, rounded once to fp32)
+//    s_ij   = S_ij · c2,   c2 = fp32(sm_scale) · fp32(log2 e)      (log2 domain)
+//    s_ij   = -inf for masked keys (causal) and for padded keys j >= kv_len
+//  Online softmax, per tile (m = -inf, l = 0, O = 0, A = 0 at the start):
+//    m_new = max(m, max_j s_ij)     max ignores NaN (PTX max.f32 semantics)
+//    a     = exp2(m - m_new)        (exp2(-inf) = 0; a tile whose keys are all masked changes
+//                                    nothing and may be skipped)
+//    P̃_ij  = exp2(s_ij - m_new)     ∈ [0, 1]
+//    l     = l·a + rowsum_j(P̃_ij)   rowsum of the UNquantized P̃, in key order, fp32
+//    P̂_ij  = fmt(P̃_ij · p_scale)    E4M3: p_scale = 448 (static scale 1/448), RNE, saturating
+//    Tensor-core accumulator with `accum_mantissa_bits` = M (23 = true fp32, 13 = the FP22 the
+//    paper measured on Ada for f32.e4m3.e4m3.f32): the tile's keys are consumed in k-chunks of
+//    32 keys (one mma k32 / wgmma k32 step; 16 when bk is not a multiple of 32). Model of one
+//    step:  chunk_c = Σ_{j in chunk} P̂_ij·V̂_jc  (exact, products summed in double),
+//           acc_c  = trunc_M(fp32(acc_c + chunk_c))   (one RN rounding to fp32, then the low
+//                                                       23-M mantissa bits zeroed: truncation)
+//    two_level_accum = true : acc starts from 0 in every tile (R = acc after the tile), then
+//                             O_c = O_c·a + R_c  in true fp32
+//    two_level_accum = false: acc is carried across tiles and rescaled in fp32 before the tile's
+//                             first chunk: acc_c = acc_c·a (then truncated by the next chunk add);
+//                             O = acc at the end
+//    m = m_new
+//  Epilogue:
+//    l == 0 (no visible key: all keys masked) → O_i = 0 and LSE_i = -inf
+//    O_ic = ((O_c / l) / p_scale) · δV[c] + μ[c]      (evaluated left to right, fp32)
+//    LSE_i = (m + log2(l)) · ln2 + q_kbias_i · sm_scale   natural log; q_kbias_i = Q_i·k̄ makes the
+//            returned LSE the one of the UN-smoothed scores (smooth-Q's ΔS is already in S)
+//  Causal masks (CausalMode): TopLeft: key j visible to query i iff j <= i;
+//    BottomRight: iff j <= i + kv_len - q_len (rows with no visible key get O = 0, LSE = -inf).
+//  Known, accepted differences of a GPU kernel vs this emulation (bit-exactness is promised for
+//  the quantize-stage codes away from rounding boundaries, not for the attention output):
+//    exp2 (ex2.approx), the order of fp32 reductions (rowmax, rowsum, ΔS, channel sums), FMA
+//    contraction of S = dot·δ + ΔS, and the (unpublished) internal adder of the tensor core.
+//
+// NaN / Inf policy
+//  exact_attention: no sanitising, plain IEEE double arithmetic of the textbook formula over the
+//    VISIBLE keys only (masked keys are never read): a NaN or Inf in q_i, or in k_j / v_j of a
+//    visible key, makes row i's output NaN (or ±Inf where IEEE gives it) — a defined poison.
+//  emulation: follows the quantize-stage rules (a NaN/Inf in a Q/K scale group makes that group's
+//    scale NaN/Inf, codes of non-finite inputs are 0) and the fp32 formulas above, so a non-finite
+//    input poisons (NaN) every row that reads its scale group or its channel scale; max ignores
+//    NaN, so poison travels through P̃ and l, never through m alone. Rows that read no non-finite
+//    value stay finite.
+//
+// Errors: every entry point throws sage2::Error(ErrorCode::InvalidArgument, "<argument>=<value>
+// ...") for unusable input (null data, stride_dim != 1, mismatched shapes, head mismatch for GQA,
+// spec/tensor head_dim mismatch, bad knob values).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sage2/sage2.hpp"
+// The emulation is driven by the kernels' own spec and layout (one source of truth).
+#include "jit/kernel_spec.hpp"
+#include "jit/quant_buffers.hpp"
+#include "jit/quant_layout.hpp"
+
+namespace sage2::reference {
+
+// ---------------------------------------------------------------------------------------------
+// Scalar formats. All conversions round to nearest, ties to even.
+float half_to_float(std::uint16_t bits) noexcept;        // exact (subnormals, ±Inf, NaN payload)
+std::uint16_t float_to_half(float x) noexcept;            // RNE; overflow → ±Inf; NaN → quiet NaN
+float bf16_to_float(std::uint16_t bits) noexcept;         // exact
+std::uint16_t float_to_bf16(float x) noexcept;            // RNE; NaN → quiet NaN (sign kept)
+
+// FP8 (OCP 8-bit floating point): E4M3 ("fn": no Inf, NaN = S.1111.111, max ±448) and E5M2
+// (IEEE-like: Inf = S.11111.00, NaN = S.11111.{01,10,11}, max finite ±57344).
+// Encoding = cvt.rn.satfinite: RNE; |x| beyond the largest finite value (Inf included) saturates
+// to ±max; NaN encodes to 0x7F for both formats; -0 and negative values that round to zero keep
+// the sign bit (0x80).
+enum class Fp8Format : int { E4M3 = 0, E5M2 = 1 };
+const char* fp8_format_name(Fp8Format f) noexcept;
+float fp8_max(Fp8Format f) noexcept;
+float fp8_to_float(std::uint8_t code, Fp8Format f) noexcept;
+std::uint8_t float_to_fp8(float x, Fp8Format f) noexcept;
+float fp8_round(float x, Fp8Format f) noexcept;          // fp8_to_float(float_to_fp8(x))
+
+// Distance of an unrounded value to the nearest rounding boundary, in units of the local code
+// step: 0 = exactly on a tie (GPU and CPU may legitimately disagree), 0.5 = exactly representable.
+// Values beyond the largest code get 0.5 + overshoot/step; NaN gets +Inf (NaN maps to a fixed
+// code, no boundary).
+float fp8_margin(float x, Fp8Format f) noexcept;
+float int_margin(float t, int R) noexcept;               // for t = x·inv before clamp/rint
+
+// The integer rule of the quantize stage: rint(clamp(NaN→0(x·inv), -R, R)), ties to even.
+int quantize_int(float x, float inv, int R) noexcept;
+
+// Keep `mantissa_bits` (0..23) of an fp32 mantissa, zeroing the rest (truncation toward zero).
+// 23 returns x unchanged; Inf/NaN are returned unchanged.
+float truncate_mantissa(float x, int mantissa_bits) noexcept;
+
+// Round a float to the storage format of `t` (F16/BF16 RNE, F32 unchanged).
+float round_to_dtype(float x, DType t) noexcept;
+
+// ---------------------------------------------------------------------------------------------
+// Host tensors.
+
+// Element (b, h, n, c) of a host tensor as float. No bounds checks.
+float load(const TensorRef& t, std::int64_t b, std::int64_t h, std::int64_t n, std::int64_t c) noexcept;
+// Throws InvalidArgument naming `name` unless t is a usable host tensor (non-null, sizes > 0,
+// stride_dim == 1, dtype F16/BF16/F32).
+void validate_tensor(const TensorRef& t, const char* name);
+
+// An owning host tensor (zero-filled) whose ref() can be handed to every function here and to
+// the GPU API after a copy. set() rounds to the dtype (RNE).
+class HostTensor {
+ public:
+  HostTensor() = default;
+  HostTensor(DType dtype, std::int64_t batch, std::int64_t heads, std::int64_t seq, std::int64_t dim,
+             bool nhd = false);
+  TensorRef ref() const;
+  void set(std::int64_t b, std::int64_t h, std::int64_t n, std::int64_t c, float value);
+  float get(std::int64_t b, std::int64_t h, std::int64_t n, std::int64_t c) const;
+  std::size_t offset(std::int64_t b, std::int64_t h, std::int64_t n, std::int64_t c) const;
+  DType dtype() const { return dtype_; }
+  std::int64_t batch() const { return b_; }
+  std::int64_t heads() const { return h_; }
+  std::int64_t seq() const { return n_; }
+  std::int64_t dim() const { return d_; }
+  bool nhd() const { return nhd_; }
+  std::vector<std::uint16_t>& bits() { return bits_; }   // F16/BF16 storage
+  std::vector<float>& f32() { return f32_; }             // F32 storage
+
+ private:
+  DType dtype_ = DType::F16;
+  std::int64_t b_ = 0, h_ = 0, n_ = 0, d_ = 0;
+  bool nhd_ = false;
+  std::vector<std::uint16_t> bits_;
+  std::vector<float> f32_;
+};
+
+// Synthetic inputs shaped like real attention activations (paper Fig. 2): the tokens of Q and K
+// are highly similar (a per-channel bias shared by all tokens, a few channels with a large bias —
+// the outliers — and a smaller per-token part); the per-token part has a low-rank shared latent so
+// that queries prefer keys of similar tokens (non-trivial attention); V has a channel-wise bias.
+struct ActivationModel {
+  double qk_bias = 1.0;          // std of the per-channel bias of Q and of K
+  int outlier_channels = 4;      // channels whose bias is multiplied by outlier_factor
+  double outlier_factor = 8.0;
+  double qk_noise = 0.6;         // std of the iid per-token part
+  int latent_rank = 8;           // rank of the shared per-token structure (0: none)
+  double latent_scale = 1.0;     // size of that structure per channel
+  double v_bias = 2.0;           // std of V's per-channel bias
+  int v_outlier_channels = 4;    // channels with bias of magnitude v_outlier_bias (sign random)
+  double v_outlier_bias = 8.0;
+  double v_noise = 1.0;
+};
+
+struct AttentionInputs {
+  HostTensor q, k, v;
+};
+
+// Deterministic for a given seed on every platform (own generator, own normal sampler).
+AttentionInputs make_activation_like(std::uint64_t seed, DType dtype, std::int64_t batch,
+                                     std::int64_t q_heads, std::int64_t kv_heads, std::int64_t q_len,
+                                     std::int64_t kv_len, std::int64_t head_dim,
+                                     const ActivationModel& model = {}, bool nhd = false);
+// Plain N(0, 1) inputs (the benchmark convention).
+AttentionInputs make_gaussian(std::uint64_t seed, DType dtype, std::int64_t batch, std::int64_t q_heads,
+                              std::int64_t kv_heads, std::int64_t q_len, std::int64_t kv_len,
+                              std::int64_t head_dim, bool nhd = false);
+
+// ---------------------------------------------------------------------------------------------
+// Accuracy metrics of the paper's appendix A.7, on the flattened output. Non-finite entries of
+// `out` are counted in `nonfinite` and make every metric NaN.
+struct Metrics {
+  double cos_sim = 0, rel_l1 = 0, rmse = 0, max_abs = 0;
+  std::int64_t count = 0, nonfinite = 0;
+};
+Metrics compare(const double* ref, const float* out, std::size_t n);
+Metrics compare(const double* ref, const double* out, std::size_t n);
+Metrics compare(const std::vector<double>& ref, const std::vector<float>& out);
+Metrics compare(const std::vector<double>& ref, const std::vector<double>& out);
+
+// ---------------------------------------------------------------------------------------------
+// Exact attention, double precision.
+// q [B, Hq, Nq, d], k [B, Hkv, Nk, d], v [B, Hkv, Nk, dv]; Hq % Hkv == 0 (query head h reads kv
+// head h / (Hq / Hkv)); any strides with stride_dim == 1; sm_scale defaults to 1/sqrt(d).
+struct AttentionOptions {
+  CausalMode causal = CausalMode::None;
+  std::optional<double> sm_scale;
+  int threads = 0;   // 0: std::thread::hardware_concurrency()
+};
+
+struct ExactResult {
+  std::int64_t batch = 0, heads = 0, q_len = 0, dim = 0;   // dim = dv
+  std::vector<double> o;     // [batch][heads][q_len][dim]
+  std::vector<double> lse;   // [batch][heads][q_len], natural log; -inf for rows with no key
+  std::size_t index(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t c) const {
+    return static_cast<std::size_t>(((b * heads + h) * q_len + i) * dim + c);
+  }
+};
+
+ExactResult exact_attention(const TensorRef& q, const TensorRef& k, const TensorRef& v,
+                            const AttentionOptions& options = {});
+
+// Is key j visible to query i (CausalMode semantics above)?
+bool key_visible(CausalMode mode, std::int64_t i, std::int64_t j, std::int64_t q_len, std::int64_t kv_len) noexcept;
+
+// ---------------------------------------------------------------------------------------------
+// Reference of the GPU quantize stage: exactly the buffers of jit/quant_buffers.hpp (same
+// layout, same element counts, padded entries zero), computed with the float ops stated in that
+// header's comment. Reductions the GPU does in fp32 (channel sums, q̄, q·k̄) are computed here in
+// double and rounded once to fp32 — the correctly rounded value a GPU tree sum approximates to a
+// few ulp; the margins below let a comparison tell those cases apart from real bugs.
+struct QuantizeOptions {
+  bool margins = false;   // also fill q_margin / k_margin / v_margin
+  int threads = 0;
+};
+
+struct QuantizedHost {
+  jit::QuantBuffers layout;                 // the sizes; every vector below has layout's count
+  std::vector<std::int8_t> q_codes;         // [B][Hq][q_len_pad][row_bytes]  (int4: 2 per byte)
+  std::vector<float> q_scale;               // [B][Hq][q_blocks][q_groups_per_block]
+  std::vector<float> q_mean;                // [B][Hq][q_blocks][d_qk]            (smooth_q)
+  std::vector<float> q_kbias;               // [B][Hq][q_len_pad]                 (smooth_k)
+  std::vector<std::int8_t> k_codes;         // [B][Hkv][kv_len_pad][row_bytes]
+  std::vector<float> k_scale;               // [B][Hkv][k_blocks][4]
+  std::vector<float> k_mean;                // [B][Hkv][d_qk]
+  std::vector<float> k_stats;               // [B][Hkv][3][d_qk]  sum, min, max
+  std::vector<std::uint8_t> v_codes;        // [B][Hkv][d_v][kv_len_pad]  e4m3
+  std::vector<float> v_scale;               // [B][Hkv][d_v]
+  std::vector<float> v_mean;                // [B][Hkv][d_v]
+  std::vector<float> v_stats;               // [B][Hkv][3][d_v]
+  // Margins (QuantizeOptions::margins), one per CODE (unpacked), same order as the codes:
+  //   q_margin [B][Hq][q_len_pad][d_qk], k_margin [B][Hkv][kv_len_pad][d_qk],
+  //   v_margin [B][Hkv][d_v][kv_len_pad]; see int_margin / fp8_margin; padded entries +Inf.
+  std::vector<float> q_margin, k_margin, v_margin;
+
+  // Unpacked code accessors (b, head, token, channel); channel < d_qk (d_v for V).
+  int q_code(std::int64_t b, std::int64_t h, std::int64_t n, int c) const;
+  int k_code(std::int64_t b, std::int64_t h, std::int64_t n, int c) const;
+  std::uint8_t v_code(std::int64_t b, std::int64_t h, std::int64_t n, int c) const;
+};
+
+QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const TensorRef& v,
+                             const jit::KernelSpec& attention_spec, const QuantizeOptions& options = {});
+
+// Unpack one row of INT4 codes (2 per byte, element 2j in the low nibble) / copy INT8 codes.
+void unpack_codes(const std::int8_t* row, int qk_bits, int d_qk, int* out);
+
+// ---------------------------------------------------------------------------------------------
+// Emulation of the quantized attention kernel described by `attention_spec`
+// (family AttentionMma / AttentionWgmma, qk_bits, smooth_q/k/v, tile bq/bk/warps, causal,
+// two_level_accum) — see the contract at the top of this file.
+enum class Granularity : int {
+  PerTensor = 0,   // one Q/K scale per (batch, head)
+  PerBlock = 1,    // one scale per bq query rows / bk keys (SageAttention 1)
+  PerThread = 2,   // the kernel's: groups from jit::quant_layout(spec) (SageAttention 2)
+  PerToken = 3,    // one scale per token
+};
+enum class PvFormat : int {
+  E4M3 = 0,   // the kernel's: P̂ = e4m3(P̃·448), V̂ per channel e4m3 (δV = amax/448)
+  E5M2 = 1,   // P̂ = e5m2(P̃·57344), V̂ per channel e5m2 (δV = amax/57344)
+  Int8 = 2,   // P̂ = rint(P̃·127), V̂ per channel int8 (δV = amax/127)
+  FP16 = 3,   // P̂ = half(P̃), V̂ = half(V - μ), no scales
+  F32 = 4,    // no rounding of P̃ or V (isolates the other approximations)
+};
+const char* granularity_name(Granularity g) noexcept;
+const char* pv_format_name(PvFormat f) noexcept;
+
+struct EmulationOptions {
+  Granularity granularity = Granularity::PerThread;
+  PvFormat pv_format = PvFormat::E4M3;
+  int accum_mantissa_bits = 23;      // 13 = FP22 (paper, Ada f32.e4m3 mma); 1..23
+  bool exact_qk = false;             // S from the un-quantized smoothed Q/K (dot in double)
+  std::optional<double> sm_scale;    // default 1/sqrt(spec.head_dim)
+  bool round_output = false;         // round O to spec.out_dtype like the kernel's store
+  int threads = 0;
+};
+
+struct EmulationResult {
+  std::int64_t batch = 0, heads = 0, q_len = 0, dim = 0;
+  std::vector<float> o;     // [batch][heads][q_len][dim]
+  std::vector<float> lse;   // [batch][heads][q_len], natural log, of the un-smoothed scores
+  std::size_t index(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t c) const {
+    return static_cast<std::size_t>(((b * heads + h) * q_len + i) * dim + c);
+  }
+};
+
+// spec.head_dim must equal the tensors' head dim; the spec's in_dtype is not checked against the
+// tensors (F32 tensors are accepted for experiments). Per-thread E4M3 runs use quantize_stage()
+// itself; other granularities/formats re-quantize with the same smoothing statistics.
+EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const TensorRef& v,
+                                  const jit::KernelSpec& attention_spec,
+                                  const EmulationOptions& options = {});
+
+}  // namespace sage2::reference

@@ -1,0 +1,61 @@
+// Internal helpers of the CPU reference (not installed).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "sage2/reference.hpp"
+
+namespace sage2::reference::detail {
+
+[[noreturn]] void bad_arg(const std::string& message);
+
+// Runs fn(i) for i in [0, n) on up to `threads` std::threads (0: hardware concurrency).
+// Exceptions thrown by fn are rethrown (the first one) after all workers stopped.
+void parallel_for(std::int64_t n, int threads, const std::function<void(std::int64_t)>& fn);
+
+// Shapes shared by exact attention, the quantize stage and the emulation.
+struct Problem {
+  std::int64_t batch = 0, q_heads = 0, kv_heads = 0, q_len = 0, kv_len = 0;
+  int d = 0, dv = 0;
+  std::int64_t group = 1;   // q_heads / kv_heads
+};
+// Validates q/k/v (names them in messages) and returns the shapes.
+Problem check_qkv(const TensorRef& q, const TensorRef& k, const TensorRef& v);
+
+// Copies one (b, h) head of t into a dense float matrix [seq][dim].
+void load_head(const TensorRef& t, std::int64_t b, std::int64_t h, std::vector<float>& out);
+
+// max that propagates NaN (the quantize stage's amax rule: NaN/Inf propagate).
+inline float nan_max(float acc, float a) { return (std::isnan(a) || a > acc) ? a : acc; }
+
+// The quantize stage's scale/inv of one group.
+inline float group_scale(float amax, int R) { return amax / static_cast<float>(R); }
+inline float group_inv(float amax, int R) {
+  return (amax > 0.f && std::isfinite(amax)) ? static_cast<float>(R) / amax : 0.f;
+}
+
+// Quantize `rows` rows of x ([rows][ld_x], first d channels real) into codes ([rows][d_pad]
+// int8, padded channels 0) with one scale per group: group_of_row[r] in [0, n_groups).
+// scales[g] = amax_g / R; groups without rows get amax 0. margins (optional, [rows][d_pad]).
+void quantize_grouped(const float* x, std::int64_t rows, int d, std::int64_t ld_x, int d_pad,
+                      const int* group_of_row, int n_groups, int R, std::int8_t* codes,
+                      float* scales, float* margins);
+
+// Channel statistics of a dense [n][d] matrix: sum (double, rounded once), min, max.
+void channel_stats(const std::vector<float>& x, std::int64_t n, int d, float* sum, float* mn, float* mx);
+
+// Smoothed inputs as the quantize stage sees them, from the statistics stored in `qs`:
+//   γK[n][c] = float(K[n,c]) - k_mean[c]                       [kv_len][d]
+//   γQ[i][c] = float(Q[i,c]) - q_mean[block(i)][c]  (smooth_q) [q_len][d]
+void smoothed_k(const TensorRef& k, const QuantizedHost& qs, std::int64_t b, std::int64_t h, std::vector<float>& out);
+void smoothed_q(const TensorRef& q, const QuantizedHost& qs, std::int64_t b, std::int64_t h, std::vector<float>& out);
+
+// Absolute maximum of V channel c after the optional mean subtraction (the stage's formula).
+float v_amax(const QuantizedHost& qs, std::int64_t b, std::int64_t h, int c);
+
+}  // namespace sage2::reference::detail

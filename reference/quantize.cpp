@@ -1,0 +1,248 @@
+// Reference of the GPU quantize stage (jit/quant_buffers.hpp): same buffers, same float ops.
+// The groups come from jit::quant_layout(spec) — the one source of truth shared with the kernels.
+#include <cmath>
+#include <limits>
+
+#include "reference/internal.hpp"
+#include "sage2/reference.hpp"
+
+namespace sage2::reference {
+
+namespace detail {
+
+void smoothed_k(const TensorRef& k, const QuantizedHost& qs, std::int64_t b, std::int64_t h, std::vector<float>& out) {
+  const int d = qs.layout.p.head_dim;
+  load_head(k, b, h, out);
+  const float* mean = qs.k_mean.data() + (b * qs.layout.p.kv_heads + h) * qs.layout.d_qk;
+  const std::int64_t n = qs.layout.p.kv_len;
+  for (std::int64_t i = 0; i < n; ++i)
+    for (int c = 0; c < d; ++c) out[static_cast<std::size_t>(i * d + c)] -= mean[c];
+}
+
+void smoothed_q(const TensorRef& q, const QuantizedHost& qs, std::int64_t b, std::int64_t h, std::vector<float>& out) {
+  const auto& L = qs.layout;
+  const int d = L.p.head_dim;
+  load_head(q, b, h, out);
+  if (!L.smooth_q) return;
+  for (std::int64_t i = 0; i < L.p.q_len; ++i) {
+    const std::int64_t blk = i / L.layout.bq;
+    const float* mean = qs.q_mean.data() + ((b * L.p.q_heads + h) * L.q_blocks + blk) * L.d_qk;
+    for (int c = 0; c < d; ++c) out[static_cast<std::size_t>(i * d + c)] -= mean[c];
+  }
+}
+
+float v_amax(const QuantizedHost& qs, std::int64_t b, std::int64_t h, int c) {
+  const auto& L = qs.layout;
+  const std::int64_t bh = b * L.p.kv_heads + h;
+  const float* st = qs.v_stats.data() + bh * 3 * L.d_v;
+  const float mn = st[L.d_v + c], mx = st[2 * L.d_v + c];
+  if (L.smooth_v) {
+    const float mu = qs.v_mean[static_cast<std::size_t>(bh * L.d_v + c)];
+    return nan_max(mx - mu, mu - mn);
+  }
+  return nan_max(std::fabs(mx), std::fabs(mn));
+}
+
+}  // namespace detail
+
+namespace {
+
+void pack_row(const std::int8_t* codes, int d_qk, int qk_bits, std::int8_t* out) {
+  if (qk_bits == 8) {
+    for (int c = 0; c < d_qk; ++c) out[c] = codes[c];
+    return;
+  }
+  for (int j = 0; j < d_qk / 2; ++j) {
+    const auto lo = static_cast<std::uint8_t>(codes[2 * j] & 0x0F);
+    const auto hi = static_cast<std::uint8_t>(codes[2 * j + 1] & 0x0F);
+    out[j] = static_cast<std::int8_t>(static_cast<std::uint8_t>(lo | (hi << 4)));
+  }
+}
+
+}  // namespace
+
+void unpack_codes(const std::int8_t* row, int qk_bits, int d_qk, int* out) {
+  if (qk_bits == 8) {
+    for (int c = 0; c < d_qk; ++c) out[c] = row[c];
+    return;
+  }
+  for (int j = 0; j < d_qk / 2; ++j) {
+    const auto byte = static_cast<std::uint8_t>(row[j]);
+    int lo = byte & 0x0F, hi = byte >> 4;
+    out[2 * j] = lo >= 8 ? lo - 16 : lo;       // two's complement nibble
+    out[2 * j + 1] = hi >= 8 ? hi - 16 : hi;
+  }
+}
+
+int QuantizedHost::q_code(std::int64_t b, std::int64_t h, std::int64_t n, int c) const {
+  const auto& L = layout;
+  const std::int8_t* row = q_codes.data() + ((b * L.p.q_heads + h) * L.q_len_pad + n) * L.row_bytes;
+  if (L.qk_bits == 8) return row[c];
+  const auto byte = static_cast<std::uint8_t>(row[c / 2]);
+  const int nib = (c % 2) ? (byte >> 4) : (byte & 0x0F);
+  return nib >= 8 ? nib - 16 : nib;
+}
+
+int QuantizedHost::k_code(std::int64_t b, std::int64_t h, std::int64_t n, int c) const {
+  const auto& L = layout;
+  const std::int8_t* row = k_codes.data() + ((b * L.p.kv_heads + h) * L.kv_len_pad + n) * L.row_bytes;
+  if (L.qk_bits == 8) return row[c];
+  const auto byte = static_cast<std::uint8_t>(row[c / 2]);
+  const int nib = (c % 2) ? (byte >> 4) : (byte & 0x0F);
+  return nib >= 8 ? nib - 16 : nib;
+}
+
+std::uint8_t QuantizedHost::v_code(std::int64_t b, std::int64_t h, std::int64_t n, int c) const {
+  const auto& L = layout;
+  return v_codes[static_cast<std::size_t>(((b * L.p.kv_heads + h) * L.d_v + c) * L.kv_len_pad + n)];
+}
+
+QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const TensorRef& v,
+                             const jit::KernelSpec& spec, const QuantizeOptions& opt) {
+  const detail::Problem p = detail::check_qkv(q, k, v);
+  if (spec.head_dim != p.d)
+    detail::bad_arg("spec.head_dim=" + std::to_string(spec.head_dim) + " != q.dim=" + std::to_string(p.d));
+  if (p.dv != p.d)
+    detail::bad_arg("v.dim=" + std::to_string(p.dv) + " != q.dim=" + std::to_string(p.d) + " (the kernels need equal head dims)");
+  {
+    jit::KernelSpec check = spec;   // reuse the kernels' own validation (the tensors may be f32)
+    check.in_dtype = DType::F16;
+    check.validate();
+  }
+
+  QuantizedHost qs;
+  jit::QuantProblem qp;
+  qp.batch = p.batch;
+  qp.q_heads = p.q_heads;
+  qp.kv_heads = p.kv_heads;
+  qp.q_len = p.q_len;
+  qp.kv_len = p.kv_len;
+  qp.head_dim = p.d;
+  qs.layout = jit::quant_buffers(qp, spec);
+  const jit::QuantBuffers& L = qs.layout;
+  const jit::QuantLayout& ql = L.layout;
+  auto sz = [](std::int64_t n) { return static_cast<std::size_t>(n); };
+  qs.q_codes.assign(sz(L.q_codes()), 0);
+  qs.q_scale.assign(sz(L.q_scale()), 0.f);
+  qs.q_mean.assign(sz(L.q_mean()), 0.f);
+  qs.q_kbias.assign(sz(L.q_kbias()), 0.f);
+  qs.k_codes.assign(sz(L.k_codes()), 0);
+  qs.k_scale.assign(sz(L.k_scale()), 0.f);
+  qs.k_mean.assign(sz(L.k_mean()), 0.f);
+  qs.k_stats.assign(sz(L.k_stats()), 0.f);
+  qs.v_codes.assign(sz(L.v_codes()), 0);
+  qs.v_scale.assign(sz(L.v_scale()), 0.f);
+  qs.v_mean.assign(sz(L.v_mean()), 0.f);
+  qs.v_stats.assign(sz(L.v_stats()), 0.f);
+  const float inf = std::numeric_limits<float>::infinity();
+  if (opt.margins) {
+    qs.q_margin.assign(sz(p.batch * p.q_heads * L.q_len_pad * L.d_qk), inf);
+    qs.k_margin.assign(sz(p.batch * p.kv_heads * L.kv_len_pad * L.d_qk), inf);
+    qs.v_margin.assign(sz(p.batch * p.kv_heads * L.d_v * L.kv_len_pad), inf);
+  }
+  const int R = L.qk_bits == 4 ? 7 : 127;
+  const int d = p.d;
+
+  // ---- K and V: statistics, means, codes (one work item per batch × kv head) ----------------
+  detail::parallel_for(p.batch * p.kv_heads, opt.threads, [&](std::int64_t bh) {
+    const std::int64_t b = bh / p.kv_heads, h = bh % p.kv_heads;
+    std::vector<float> x;
+    std::vector<float> sum(sz(d)), mn(sz(d)), mx(sz(d));
+    // K statistics and k̄
+    detail::load_head(k, b, h, x);
+    detail::channel_stats(x, p.kv_len, d, sum.data(), mn.data(), mx.data());
+    float* ks = qs.k_stats.data() + bh * 3 * L.d_qk;
+    float* km = qs.k_mean.data() + bh * L.d_qk;
+    const auto kv_len_f = static_cast<float>(p.kv_len);
+    for (int c = 0; c < d; ++c) {
+      ks[c] = sum[sz(c)];
+      ks[L.d_qk + c] = mn[sz(c)];
+      ks[2 * L.d_qk + c] = mx[sz(c)];
+      km[c] = L.smooth_k ? sum[sz(c)] / kv_len_f : 0.f;
+    }
+    // K codes: x = float(K) - k̄, per-thread groups of each bk block
+    detail::smoothed_k(k, qs, b, h, x);
+    std::vector<int> groups(sz(ql.bk));
+    for (int r = 0; r < ql.bk; ++r) groups[sz(r)] = ql.k_group(r);
+    std::vector<std::int8_t> codes(sz(ql.bk * L.d_qk));
+    for (std::int64_t blk = 0; blk < L.k_blocks; ++blk) {
+      const std::int64_t n0 = blk * ql.bk;
+      const std::int64_t rows = std::min<std::int64_t>(ql.bk, p.kv_len - n0);
+      float* margins = opt.margins ? qs.k_margin.data() + (bh * L.kv_len_pad + n0) * L.d_qk : nullptr;
+      detail::quantize_grouped(x.data() + n0 * d, rows, d, d, L.d_qk, groups.data(), ql.k_groups_per_block(), R,
+                               codes.data(), qs.k_scale.data() + (bh * L.k_blocks + blk) * ql.k_groups_per_block(),
+                               margins);
+      for (std::int64_t r = 0; r < rows; ++r)
+        pack_row(codes.data() + r * L.d_qk, L.d_qk, L.qk_bits,
+                 qs.k_codes.data() + (bh * L.kv_len_pad + n0 + r) * L.row_bytes);
+    }
+    // V statistics, mean, per-channel E4M3 codes (transposed [c][n])
+    detail::load_head(v, b, h, x);
+    detail::channel_stats(x, p.kv_len, d, sum.data(), mn.data(), mx.data());
+    float* vs = qs.v_stats.data() + bh * 3 * L.d_v;
+    float* vm = qs.v_mean.data() + bh * L.d_v;
+    for (int c = 0; c < d; ++c) {
+      vs[c] = sum[sz(c)];
+      vs[L.d_v + c] = mn[sz(c)];
+      vs[2 * L.d_v + c] = mx[sz(c)];
+      vm[c] = L.smooth_v ? sum[sz(c)] / kv_len_f : 0.f;
+    }
+    for (int c = 0; c < d; ++c) {
+      const float amax = detail::v_amax(qs, b, h, c);
+      qs.v_scale[sz(bh * L.d_v + c)] = amax / 448.f;
+      const float inv = (amax > 0.f && std::isfinite(amax)) ? 448.f / amax : 0.f;
+      std::uint8_t* out = qs.v_codes.data() + (bh * L.d_v + c) * L.kv_len_pad;
+      float* mrow = opt.margins ? qs.v_margin.data() + (bh * L.d_v + c) * L.kv_len_pad : nullptr;
+      for (std::int64_t n = 0; n < p.kv_len; ++n) {
+        const float t = (x[sz(n * d + c)] - vm[c]) * inv;
+        out[n] = float_to_fp8(t, Fp8Format::E4M3);
+        if (mrow) mrow[n] = fp8_margin(t, Fp8Format::E4M3);
+      }
+    }
+  });
+
+  // ---- Q: block means, codes, q·k̄ (one work item per batch × q head) ------------------------
+  detail::parallel_for(p.batch * p.q_heads, opt.threads, [&](std::int64_t bh) {
+    const std::int64_t b = bh / p.q_heads, h = bh % p.q_heads;
+    const std::int64_t hk = h / p.group;
+    std::vector<float> x;
+    detail::load_head(q, b, h, x);
+    const float* km = qs.k_mean.data() + (b * p.kv_heads + hk) * L.d_qk;
+    if (L.smooth_k) {
+      for (std::int64_t i = 0; i < p.q_len; ++i) {
+        double s = 0;
+        for (int c = 0; c < d; ++c) s += static_cast<double>(x[sz(i * d + c)]) * km[c];
+        qs.q_kbias[sz(bh * L.q_len_pad + i)] = static_cast<float>(s);
+      }
+    }
+    if (L.smooth_q) {
+      for (std::int64_t blk = 0; blk < L.q_blocks; ++blk) {
+        const std::int64_t i0 = blk * ql.bq;
+        const std::int64_t rows = std::min<std::int64_t>(ql.bq, p.q_len - i0);
+        float* qm = qs.q_mean.data() + (bh * L.q_blocks + blk) * L.d_qk;
+        for (int c = 0; c < d; ++c) {
+          double s = 0;
+          for (std::int64_t r = 0; r < rows; ++r) s += x[sz((i0 + r) * d + c)];
+          qm[c] = static_cast<float>(s) / static_cast<float>(rows);
+        }
+      }
+    }
+    detail::smoothed_q(q, qs, b, h, x);
+    const std::vector<int> groups = jit::q_group_table(ql);
+    std::vector<std::int8_t> codes(sz(ql.bq * L.d_qk));
+    for (std::int64_t blk = 0; blk < L.q_blocks; ++blk) {
+      const std::int64_t i0 = blk * ql.bq;
+      const std::int64_t rows = std::min<std::int64_t>(ql.bq, p.q_len - i0);
+      float* margins = opt.margins ? qs.q_margin.data() + (bh * L.q_len_pad + i0) * L.d_qk : nullptr;
+      detail::quantize_grouped(x.data() + i0 * d, rows, d, d, L.d_qk, groups.data(), ql.q_groups_per_block(), R,
+                               codes.data(), qs.q_scale.data() + (bh * L.q_blocks + blk) * ql.q_groups_per_block(),
+                               margins);
+      for (std::int64_t r = 0; r < rows; ++r)
+        pack_row(codes.data() + r * L.d_qk, L.d_qk, L.qk_bits,
+                 qs.q_codes.data() + (bh * L.q_len_pad + i0 + r) * L.row_bytes);
+    }
+  });
+  return qs;
+}
+
+}  // namespace sage2::reference
