@@ -142,13 +142,15 @@ bool read_file(int fd, const struct stat& st, std::uint64_t max_bytes, std::vect
 }
 
 // Unlinks `path` only if it is still the inode we examined (a concurrent writer may have
-// replaced a bad entry with a good one in the meantime). Returns 0 or an errno value.
+// replaced a bad entry with a good one in the meantime; a symlink is never followed or removed).
+// Returns kRemoved (also when already gone), kSkipped (another file is there now), or an errno.
+constexpr int kRemoved = 0, kSkipped = -1;
 int remove_if_same(const std::string& path, dev_t dev, ino_t ino) {
   struct stat now {};
-  if (::lstat(path.c_str(), &now) != 0) return errno == ENOENT ? 0 : errno;
-  if (now.st_dev != dev || now.st_ino != ino) return 0;  // replaced: leave the new one alone
+  if (::lstat(path.c_str(), &now) != 0) return errno == ENOENT ? kRemoved : errno;
+  if (now.st_dev != dev || now.st_ino != ino) return kSkipped;
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) return errno;
-  return 0;
+  return kRemoved;
 }
 
 // mkdir -p; returns 0 or an errno value.
@@ -267,7 +269,7 @@ std::vector<DirEntry> scan(const std::string& dir, bool temps) {
     DirEntry de;
     de.path = join(dir, name);
     de.name = std::move(name);
-    if (::lstat(de.path.c_str(), &de.st) != 0) continue;  // vanished meanwhile
+    if (::stat(de.path.c_str(), &de.st) != 0) continue;  // vanished meanwhile
     out.push_back(std::move(de));
   }
   ::closedir(d);
@@ -290,7 +292,7 @@ EntryInfo inspect(const DirEntry& de, std::vector<char>& bytes, dev_t& dev, ino_
   ino = de.st.st_ino;
   info.size_bytes = static_cast<std::uint64_t>(de.st.st_size);
   info.age_seconds = std::max(0.0, now_seconds() - mtime_seconds(de.st));
-  Fd fd(::open(de.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  Fd fd(::open(de.path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.fd < 0) {
     info.problem = "cannot open: " + errno_text(errno);
     return info;
@@ -379,8 +381,9 @@ std::optional<jit::CompiledKernel> DiskCache::load(const std::string& key) const
     }
     std::string outcome = "removed it; the kernel will be recompiled";
     if (S_ISREG(st.st_mode)) {
-      if (int e = remove_if_same(path, st.st_dev, st.st_ino))
-        outcome = "could not remove it (" + errno_text(e) + "); the kernel will be recompiled";
+      const int e = remove_if_same(path, st.st_dev, st.st_ino);
+      if (e == kSkipped) outcome = "left it in place (replaced meanwhile, or a symlink)";
+      else if (e != kRemoved) outcome = "could not remove it (" + errno_text(e) + "); the kernel will be recompiled";
     } else {
       outcome = "left it in place; the kernel will be compiled in memory";
     }
@@ -437,8 +440,10 @@ std::vector<EntryInfo> DiskCache::verify(bool remove_bad, std::size_t* checked) 
     EntryInfo info = inspect(de, bytes, dev, ino);
     if (info.valid) continue;
     if (remove_bad) {
-      if (int e = remove_if_same(de.path, dev, ino)) info.problem += " (could not remove: " + errno_text(e) + ")";
-      else info.removed = true;
+      const int e = remove_if_same(de.path, dev, ino);
+      if (e == kRemoved) info.removed = true;
+      else if (e == kSkipped) info.problem += " (not removed: the file was replaced or is a symlink)";
+      else info.problem += " (could not remove: " + errno_text(e) + ")";
     }
     bad.push_back(std::move(info));
   }
@@ -467,7 +472,7 @@ std::uint64_t DiskCache::prune(std::uint64_t max_bytes) const {
   std::uint64_t freed = 0;
   for (const auto& de : entries) {
     if (total <= max_bytes) break;
-    if (remove_if_same(de.path, de.st.st_dev, de.st.st_ino) == 0) {
+    if (remove_if_same(de.path, de.st.st_dev, de.st.st_ino) == kRemoved) {
       const auto sz = static_cast<std::uint64_t>(de.st.st_size);
       freed += sz;
       total -= sz;

@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -17,9 +19,11 @@
 #include <functional>
 #include <iterator>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -502,6 +506,29 @@ TEST_CASE("disk cache: concurrent writer processes leave one valid entry per key
   auto got = cache.load(shared.key);
   REQUIRE(got.has_value());
   CHECK(got->cubin == shared.cubin);
+}
+
+TEST_CASE("disk cache: threads of one process storing and loading the same keys") {
+  TempDir tmp;
+  WarnCapture warns;
+  const DiskCache cache(tmp.path);
+  const auto a = make_kernel(jit::Arch::Sm90a, 128, 20000);
+  const auto b = make_kernel(jit::Arch::Sm89, 64, 20000);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < 10; ++r) {
+        const auto& k = (t + r) % 2 ? a : b;
+        if (!cache.store(k)) ++failures;
+        auto got = cache.load(k.key);
+        if (!got || got->cubin != k.cubin) ++failures;
+      }
+    });
+  for (auto& th : threads) th.join();
+  CHECK(failures.load() == 0);
+  CHECK(warns.count() == 0);
+  CHECK(names_in(tmp.path).size() == 2);
 }
 
 TEST_CASE("disk cache: prune keeps the most recently used entries under the size") {
