@@ -132,6 +132,14 @@ std::string KernelSpec::key() const {
   return k.str();
 }
 
+KernelSpec quantize_spec_for(const KernelSpec& attention, QuantOp op) {
+  KernelSpec q = attention;
+  q.family = KernelFamily::Quantize;
+  q.op = op;
+  q.consumer = attention.family;
+  return q.canonical();
+}
+
 std::string KernelSpec::entry_name() const {
   switch (family) {
     case KernelFamily::Quantize: return std::string("sage2_") + quant_op_name(op);

@@ -79,6 +79,11 @@ struct KernelSpec {
   bool operator==(const KernelSpec&) const = default;
 };
 
+// The spec of a quantize kernel that feeds the attention kernel `attention`: same arch, head dim,
+// tile, code width, smoothing and input dtype, so the quantization layout of producer and
+// consumer is derived from the same values.
+KernelSpec quantize_spec_for(const KernelSpec& attention, QuantOp op);
+
 // Padded head dims (the quantize kernel pads, no extra launches).
 int qk_dim_padded(int head_dim, int qk_bits);   // multiple of the mma k: 32 (int8) / 64 (int4)
 int qk_row_bytes(int head_dim, int qk_bits);    // bytes of one quantized Q/K row

@@ -1,0 +1,235 @@
+// Specification of the GPU quantize stage: for every variant it writes exactly the buffers the
+// CPU reference (reference::quantize_stage) computes —
+//  - statistics, means and scales equal to float rounding;
+//  - codes exactly, except where the unrounded value sits within float rounding of a rounding
+//    boundary (those are counted and reported; every other mismatch fails);
+//  - every element written (outputs are poisoned before each run).
+// The case list samples the full matrix deterministically so that every value of every axis
+// appears; inputs are fresh random numbers each run (seed printed) or channel-biased activations.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "gpu_env.hpp"
+#include "jit/launch_shape.hpp"
+#include "runtime/quantize_stage.hpp"
+#include "sage2/reference.hpp"
+
+using namespace sage2;
+namespace ref = sage2::reference;
+
+namespace {
+
+struct Case {
+  std::int64_t seq;
+  int head_dim;
+  bool nhd;
+  int gqa;
+  int bits;
+  DType dtype;
+  bool smooth_q;
+  bool smooth_k;
+  bool smooth_v;
+  bool wgmma;   // consumer = wgmma family (8-bit, sm_90a only)
+  bool biased;  // channel-biased activations vs plain gaussian
+};
+
+std::vector<Case> case_matrix() {
+  const std::int64_t seqs[] = {1, 17, 127, 4096, 29040};
+  const int dims[] = {1, 32, 40, 64, 80, 96, 128, 160, 256, 512};
+  std::vector<Case> cases;
+  for (int i = 0; i < 20; ++i) {
+    Case c;
+    c.head_dim = dims[i % 10];
+    c.seq = seqs[(i * 3) % 5];
+    // Keep the largest tensors moderate: 29040 tokens only up to head dim 160.
+    if (c.seq == 29040 && c.head_dim > 160) c.seq = 4096;
+    c.nhd = (i / 2) % 2;
+    c.gqa = (i % 4 < 2) ? 1 : 4;
+    c.bits = (i % 3 == 0) ? 4 : 8;
+    c.dtype = (i % 5 < 3) ? DType::F16 : DType::BF16;
+    c.smooth_q = (i % 2 == 0) || c.bits == 4;
+    c.smooth_k = (i % 7 != 3);
+    c.smooth_v = (i % 3 == 1);
+    c.wgmma = c.bits == 8 && (i % 4 == 1);
+    c.biased = (i % 2 == 1);
+    cases.push_back(c);
+  }
+  // The longest sequence with the largest head dims that are still cheap, and head dim 512.
+  cases.push_back({29040, 128, false, 4, 8, DType::BF16, true, true, true, false, true});
+  cases.push_back({127, 512, true, 1, 4, DType::F16, true, true, false, false, true});
+  return cases;
+}
+
+std::string describe(const Case& c) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "N=%lld d=%d %s gqa=%d int%d %s sq%d sk%d sv%d %s %s", (long long)c.seq,
+                c.head_dim, c.nhd ? "NHD" : "HND", c.gqa, c.bits, dtype_name(c.dtype), c.smooth_q, c.smooth_k,
+                c.smooth_v, c.wgmma ? "wgmma" : "mma", c.biased ? "biased" : "gaussian");
+  return buf;
+}
+
+template <class T>
+std::vector<T> download(const test::DeviceBuffer& ws, std::size_t offset, std::int64_t count) {
+  std::vector<T> v(static_cast<std::size_t>(count));
+  if (count) ws.download(v.data(), v.size() * sizeof(T), offset);
+  return v;
+}
+
+// Floats equal up to float rounding of differently ordered reductions: relative `rel` of the
+// larger magnitude, plus `abs` (for values that are sums with cancellation).
+struct FloatCheck {
+  std::int64_t bad = 0, checked = 0;
+  double worst = 0;
+  void run(const std::vector<float>& gpu, const std::vector<float>& cpu, double rel, double abs) {
+    REQUIRE(gpu.size() == cpu.size());
+    for (std::size_t i = 0; i < gpu.size(); ++i) {
+      ++checked;
+      const double g = gpu[i], c = cpu[i];
+      if (std::isnan(c) && std::isnan(g)) continue;
+      const double err = std::fabs(g - c);
+      const double tol = rel * std::max(std::fabs(g), std::fabs(c)) + abs;
+      if (!(err <= tol)) {
+        if (bad < 5) MESSAGE("index " << i << ": gpu " << g << " cpu " << c);
+        ++bad;
+      }
+      worst = std::max(worst, err / (tol > 0 ? tol : 1));
+    }
+  }
+};
+
+// Codes: mismatches allowed only near a rounding boundary (margin below `near`).
+struct CodeCheck {
+  std::int64_t mismatches = 0, near_boundary = 0, checked = 0;
+};
+
+sage2::jit::KernelSpec attention_spec_for(const Case& c, sage2::jit::Arch arch) {
+  sage2::jit::KernelSpec s;
+  s.family = c.wgmma ? sage2::jit::KernelFamily::AttentionWgmma : sage2::jit::KernelFamily::AttentionMma;
+  s.arch = arch;
+  s.head_dim = c.head_dim;
+  s.qk_bits = c.bits;
+  s.smooth_q = c.smooth_q;
+  s.smooth_k = c.smooth_k;
+  s.smooth_v = c.smooth_v;
+  s.in_dtype = c.dtype;
+  s.out_dtype = c.dtype;
+  s.tile = c.wgmma ? sage2::jit::TileConfig{128, 128, 8, 2} : sage2::jit::TileConfig{128, 64, 4, 1};
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("gpu quantize: every variant equals the CPU reference; every output written") {
+  Context& ctx = test::gpu_context();
+  const auto arch = ctx.impl().arch();
+  std::random_device rd;
+  const std::uint64_t base_seed = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  MESSAGE("base seed " << base_seed);
+  std::int64_t total_codes = 0, total_near = 0;
+  int case_no = 0;
+  for (const Case& c : case_matrix()) {
+    if (c.wgmma && arch != sage2::jit::Arch::Sm90a) continue;
+    ++case_no;
+    const std::string name = describe(c);
+    CAPTURE(name);
+    const std::int64_t kv_heads = 2, q_heads = kv_heads * c.gqa, batch = 1;
+    const std::uint64_t seed = base_seed + static_cast<std::uint64_t>(case_no);
+    ref::AttentionInputs in =
+        c.biased ? ref::make_activation_like(seed, c.dtype, batch, q_heads, kv_heads, c.seq, c.seq, c.head_dim, {}, c.nhd)
+                 : ref::make_gaussian(seed, c.dtype, batch, q_heads, kv_heads, c.seq, c.seq, c.head_dim, c.nhd);
+    const auto spec = attention_spec_for(c, arch);
+    ref::QuantizeOptions qo;
+    qo.margins = true;
+    const ref::QuantizedHost cpu = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec, qo);
+    const sage2::jit::QuantBuffers& b = cpu.layout;
+    const auto off = b.offsets();
+
+    // Device inputs with the same strides as the host tensors.
+    auto upload = [](const ref::HostTensor& t) {
+      auto buf = std::make_unique<test::DeviceBuffer>(t.ref().numel() * 2);
+      buf->upload(t.ref().data, t.ref().numel() * 2);
+      return buf;
+    };
+    auto dq = upload(in.q), dk = upload(in.k), dv = upload(in.v);
+    auto device_ref = [](const ref::HostTensor& t, const test::DeviceBuffer& d) {
+      TensorRef r = t.ref();
+      r.data = d.get();
+      return r;
+    };
+    test::DeviceBuffer ws(off.total);
+    ws.poison();
+    runtime::launch_quantize_stage(ctx.impl(), spec, b, device_ref(in.q, *dq), device_ref(in.k, *dk),
+                                   device_ref(in.v, *dv), ws.get(), nullptr);
+    test::synchronize();
+
+    // Statistics, means, scales: float rounding. Sums over up to 29040 tokens of O(10) values.
+    const double max_in = 64.0;  // generous bound of |input| for the absolute part of sums
+    FloatCheck stats;
+    stats.run(download<float>(ws, off.k_stats, b.k_stats()), cpu.k_stats, 1e-5, 1e-6 * max_in * std::sqrt(double(c.seq)));
+    stats.run(download<float>(ws, off.v_stats, b.v_stats()), cpu.v_stats, 1e-5, 1e-6 * max_in * std::sqrt(double(c.seq)));
+    CHECK_MESSAGE(stats.bad == 0, "channel statistics differ beyond float rounding");
+    FloatCheck means;
+    means.run(download<float>(ws, off.k_mean, b.k_mean()), cpu.k_mean, 1e-5, 1e-6 * max_in);
+    means.run(download<float>(ws, off.v_mean, b.v_mean()), cpu.v_mean, 1e-5, 1e-6 * max_in);
+    means.run(download<float>(ws, off.q_mean, b.q_mean()), cpu.q_mean, 1e-5, 1e-6 * max_in);
+    means.run(download<float>(ws, off.q_kbias, b.q_kbias()), cpu.q_kbias, 1e-5, 1e-5 * max_in * c.head_dim);
+    CHECK_MESSAGE(means.bad == 0, "means / q·k̄ differ beyond float rounding");
+    FloatCheck scales;
+    scales.run(download<float>(ws, off.q_scale, b.q_scale()), cpu.q_scale, 1e-5, 1e-7);
+    scales.run(download<float>(ws, off.k_scale, b.k_scale()), cpu.k_scale, 1e-5, 1e-7);
+    scales.run(download<float>(ws, off.v_scale, b.v_scale()), cpu.v_scale, 1e-5, 1e-7);
+    CHECK_MESSAGE(scales.bad == 0, "scales differ beyond float rounding");
+
+    // Codes: compare unpacked, counting near-boundary disagreements.
+    const auto gq = download<std::int8_t>(ws, off.q_codes, b.q_codes());
+    const auto gk = download<std::int8_t>(ws, off.k_codes, b.k_codes());
+    const auto gv = download<std::uint8_t>(ws, off.v_codes, b.v_codes());
+    CodeCheck cc;
+    const float near = 0.02f;  // in code steps: what fp32 reduction-order differences can move
+    std::vector<int> grow(b.d_qk), crow(b.d_qk);
+    auto qk_rows = [&](const std::vector<std::int8_t>& g, const std::vector<std::int8_t>& cpu_codes,
+                       const std::vector<float>& margin, std::int64_t rows) {
+      for (std::int64_t r = 0; r < rows; ++r) {
+        ref::unpack_codes(g.data() + r * b.row_bytes, b.qk_bits, b.d_qk, grow.data());
+        ref::unpack_codes(cpu_codes.data() + r * b.row_bytes, b.qk_bits, b.d_qk, crow.data());
+        for (int ch = 0; ch < b.d_qk; ++ch) {
+          ++cc.checked;
+          if (grow[ch] == crow[ch]) continue;
+          const float m = margin[static_cast<std::size_t>(r * b.d_qk + ch)];
+          if (m < near && std::abs(grow[ch] - crow[ch]) == 1) {
+            ++cc.near_boundary;
+          } else {
+            if (cc.mismatches < 5) MESSAGE("Q/K code row " << r << " ch " << ch << ": gpu " << grow[ch] << " cpu " << crow[ch] << " margin " << m);
+            ++cc.mismatches;
+          }
+        }
+      }
+    };
+    qk_rows(gq, cpu.q_codes, cpu.q_margin, b.p.batch * b.p.q_heads * b.q_len_pad);
+    qk_rows(gk, cpu.k_codes, cpu.k_margin, b.p.batch * b.p.kv_heads * b.kv_len_pad);
+    for (std::size_t i = 0; i < gv.size(); ++i) {
+      ++cc.checked;
+      if (gv[i] == cpu.v_codes[i]) continue;
+      const float m = cpu.v_margin[i];
+      if (m < near) {
+        ++cc.near_boundary;
+      } else {
+        if (cc.mismatches < 5) MESSAGE("V code " << i << ": gpu " << int(gv[i]) << " cpu " << int(cpu.v_codes[i]) << " margin " << m);
+        ++cc.mismatches;
+      }
+    }
+    CHECK_MESSAGE(cc.mismatches == 0, "codes differ away from rounding boundaries");
+    total_codes += cc.checked;
+    total_near += cc.near_boundary;
+    std::printf("quantize %-70s codes %10lld near-boundary %4lld mismatches %lld\n", name.c_str(),
+                (long long)cc.checked, (long long)cc.near_boundary, (long long)cc.mismatches);
+  }
+  std::printf("quantize: %d cases, %lld codes compared, %lld near-boundary differences (%.2e)\n", case_no,
+              (long long)total_codes, (long long)total_near, total_codes ? double(total_near) / total_codes : 0.0);
+  CHECK(total_near <= total_codes / 10000 + 10);
+}
