@@ -77,6 +77,24 @@ struct TensorRef {
 };
 
 // ---------------------------------------------------------------------------------------------
+// Options of one attention call.
+struct AttentionParams {
+  CausalMode causal = CausalMode::None;
+  std::optional<float> sm_scale;   // default 1/sqrt(head_dim)
+  QkBits qk_bits = QkBits::Auto;   // Auto: 8 on sm_90 (INT4 mma is emulated there), 4 on sm_89
+  Toggle smooth_q = Toggle::Auto;  // Auto: on with 4-bit, off with 8-bit
+  bool smooth_k = true;
+  bool smooth_v = false;
+  // Optional: the log-sum-exp of the (un-smoothed) scaled scores, natural log, fp32,
+  // contiguous [batch, q_heads, q_len], device memory. Rows with no visible key get -inf.
+  float* lse = nullptr;
+  // Optional caller workspace (device memory, >= workspace_size() bytes, 256-byte aligned).
+  // Without it the Context's pool (one buffer per stream, grown on demand) is used.
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
 // A Context binds sage2 to one CUDA device. If the calling thread has a current CUDA context on
 // that device (e.g. PyTorch's), sage2 uses it; otherwise it retains the device's primary
 // context. Kernels are compiled (or loaded from the disk cache) on first use and kept per
@@ -105,6 +123,18 @@ class Context {
   Context& operator=(const Context&) = delete;
 
   const DeviceInfo& device() const;
+
+  // out = softmax(q·kᵀ·sm_scale [causal mask]) · v, computed the SageAttention2 way, enqueued on
+  // `stream` (nullptr = the legacy default stream). q [B, Hq, Nq, d], k and v [B, Hkv, Nk, d],
+  // out [B, Hq, Nq, d] in the input dtype; Hq a multiple of Hkv (GQA/MQA); d in 1..512.
+  // No host synchronisation; after a first call of the same shape no allocation either, so
+  // the call can be captured in a CUDA graph. Bad input throws InvalidArgument naming the
+  // argument and its value, and nothing is launched.
+  void attention(const TensorRef& q, const TensorRef& k, const TensorRef& v, const TensorRef& out,
+                 const AttentionParams& params = {}, CUstream_st* stream = nullptr);
+  // Bytes of workspace attention() needs for these arguments.
+  std::size_t workspace_size(const TensorRef& q, const TensorRef& k, const TensorRef& v,
+                             const TensorRef& out, const AttentionParams& params = {}) const;
   const std::string& cache_dir() const;  // empty when the disk cache is disabled
 
   class Impl;

@@ -1,0 +1,129 @@
+#include "runtime/attention_validate.hpp"
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+namespace sage2::runtime {
+namespace {
+
+[[noreturn]] void fail(const std::string& msg) { throw Error(ErrorCode::InvalidArgument, msg); }
+
+std::string shape_str(const TensorRef& t) {
+  std::ostringstream o;
+  o << "[" << t.batch << ", " << t.heads << ", " << t.seq << ", " << t.dim << "] strides [" << t.stride_batch << ", "
+    << t.stride_head << ", " << t.stride_seq << ", " << t.stride_dim << "]";
+  return o.str();
+}
+
+bool mul_overflows(std::int64_t a, std::int64_t b, std::int64_t& out) { return __builtin_mul_overflow(a, b, &out); }
+bool add_overflows(std::int64_t a, std::int64_t b, std::int64_t& out) { return __builtin_add_overflow(a, b, &out); }
+
+void check_tensor(const TensorRef& t, const char* name) {
+  const std::string n(name);
+  if (!t.data) fail(n + ": data pointer is null");
+  if (t.dtype != DType::F16 && t.dtype != DType::BF16)
+    fail(n + ": dtype " + dtype_name(t.dtype) + " is not supported (f16 or bf16)");
+  if (t.batch <= 0 || t.heads <= 0 || t.seq <= 0 || t.dim <= 0)
+    fail(n + ": every size must be positive, got shape " + shape_str(t));
+  if (t.stride_dim != 1) fail(n + ": the last dim must be contiguous (stride_dim=" + std::to_string(t.stride_dim) + ")");
+  const std::int64_t sizes[3] = {t.batch, t.heads, t.seq};
+  const std::int64_t strides[3] = {t.stride_batch, t.stride_head, t.stride_seq};
+  const char* dims[3] = {"stride_batch", "stride_head", "stride_seq"};
+  std::int64_t last = t.dim - 1;  // largest element offset
+  for (int i = 0; i < 3; ++i) {
+    if (strides[i] < 0) fail(n + ": " + dims[i] + "=" + std::to_string(strides[i]) + " is negative");
+    if (strides[i] == 0 && sizes[i] > 1)
+      fail(n + ": " + dims[i] + "=0 on a dim of size " + std::to_string(sizes[i]) + " (rows would alias)");
+    std::int64_t span;
+    if (mul_overflows(sizes[i] - 1, strides[i], span) || add_overflows(last, span, last))
+      fail(n + ": element offsets overflow 64 bits for shape " + shape_str(t));
+  }
+  std::int64_t bytes;
+  if (mul_overflows(last + 1, 2, bytes)) fail(n + ": byte size overflows 64 bits for shape " + shape_str(t));
+  if (reinterpret_cast<std::uintptr_t>(t.data) % 2 != 0)
+    fail(n + ": data pointer is not aligned to its 2-byte element size");
+}
+
+bool overlaps(const ByteRange& a, const ByteRange& b) { return a.first <= b.last && b.first <= a.last; }
+
+}  // namespace
+
+ByteRange byte_range(const TensorRef& t) {
+  const std::int64_t last = (t.batch - 1) * t.stride_batch + (t.heads - 1) * t.stride_head +
+                            (t.seq - 1) * t.stride_seq + (t.dim - 1);
+  const auto base = reinterpret_cast<std::uintptr_t>(t.data);
+  return {base, base + static_cast<std::uintptr_t>(last) * dtype_size(t.dtype) + dtype_size(t.dtype) - 1};
+}
+
+AttentionProblem validate_attention(const TensorRef& q, const TensorRef& k, const TensorRef& v, const TensorRef& out,
+                                    const AttentionParams& params, jit::Arch arch) {
+  check_tensor(q, "q");
+  check_tensor(k, "k");
+  check_tensor(v, "v");
+  check_tensor(out, "out");
+  if (k.dtype != q.dtype || v.dtype != q.dtype)
+    fail(std::string("k/v: dtype must equal q's (") + dtype_name(q.dtype) + "), got k " + dtype_name(k.dtype) + ", v " +
+         dtype_name(v.dtype));
+  if (out.dtype != q.dtype)
+    fail(std::string("out: dtype must equal the input dtype ") + dtype_name(q.dtype) + ", got " + dtype_name(out.dtype));
+  if (k.batch != q.batch || v.batch != q.batch || out.batch != q.batch)
+    fail("batch sizes differ: q " + std::to_string(q.batch) + ", k " + std::to_string(k.batch) + ", v " +
+         std::to_string(v.batch) + ", out " + std::to_string(out.batch));
+  if (v.heads != k.heads)
+    fail("v: heads=" + std::to_string(v.heads) + " must equal k heads=" + std::to_string(k.heads));
+  if (q.heads % k.heads != 0)
+    fail("q heads=" + std::to_string(q.heads) + " is not a multiple of kv heads=" + std::to_string(k.heads));
+  if (v.seq != k.seq) fail("v: seq=" + std::to_string(v.seq) + " must equal k seq=" + std::to_string(k.seq));
+  if (k.dim != q.dim) fail("k: head dim " + std::to_string(k.dim) + " must equal q head dim " + std::to_string(q.dim));
+  if (v.dim != q.dim) fail("v: head dim " + std::to_string(v.dim) + " must equal q head dim " + std::to_string(q.dim));
+  if (q.dim > 512) fail("head dim " + std::to_string(q.dim) + " exceeds the supported maximum 512");
+  if (out.heads != q.heads || out.seq != q.seq || out.dim != q.dim)
+    fail("out: shape [" + std::to_string(out.batch) + ", " + std::to_string(out.heads) + ", " + std::to_string(out.seq) +
+         ", " + std::to_string(out.dim) + "] must be [batch, q heads, q len, head dim] = [" + std::to_string(q.batch) +
+         ", " + std::to_string(q.heads) + ", " + std::to_string(q.seq) + ", " + std::to_string(q.dim) + "]");
+  const ByteRange ro = byte_range(out);
+  if (overlaps(ro, byte_range(q))) fail("out overlaps q in memory");
+  if (overlaps(ro, byte_range(k))) fail("out overlaps k in memory");
+  if (overlaps(ro, byte_range(v))) fail("out overlaps v in memory");
+
+  const int causal = static_cast<int>(params.causal);
+  if (causal < 0 || causal > 2) fail("params.causal=" + std::to_string(causal) + " is not a CausalMode");
+  const int bits = static_cast<int>(params.qk_bits);
+  if (bits != 0 && bits != 4 && bits != 8) fail("params.qk_bits=" + std::to_string(bits) + " (Auto, 4 or 8)");
+  const int sq = static_cast<int>(params.smooth_q);
+  if (sq < 0 || sq > 2) fail("params.smooth_q=" + std::to_string(sq) + " is not a Toggle");
+  if (params.sm_scale && !(std::isfinite(*params.sm_scale) && *params.sm_scale > 0))
+    fail("params.sm_scale=" + std::to_string(*params.sm_scale) + " must be finite and positive");
+  if (params.lse && reinterpret_cast<std::uintptr_t>(params.lse) % 4 != 0)
+    fail("params.lse: pointer is not 4-byte aligned");
+  if (params.lse) {
+    const auto l0 = reinterpret_cast<std::uintptr_t>(params.lse);
+    const ByteRange rl{l0, l0 + static_cast<std::uintptr_t>(q.batch * q.heads * q.seq) * 4 - 1};
+    if (overlaps(rl, ro) || overlaps(rl, byte_range(q)) || overlaps(rl, byte_range(k)) || overlaps(rl, byte_range(v)))
+      fail("params.lse overlaps q, k, v or out in memory");
+  }
+  if (params.workspace && reinterpret_cast<std::uintptr_t>(params.workspace) % 256 != 0)
+    fail("params.workspace: pointer is not 256-byte aligned");
+  if (!params.workspace && params.workspace_bytes != 0)
+    fail("params.workspace_bytes=" + std::to_string(params.workspace_bytes) + " given without a workspace pointer");
+
+  AttentionProblem p;
+  p.batch = q.batch;
+  p.q_heads = q.heads;
+  p.kv_heads = k.heads;
+  p.q_len = q.seq;
+  p.kv_len = k.seq;
+  p.head_dim = static_cast<int>(q.dim);
+  p.dtype = q.dtype;
+  p.causal = params.causal;
+  p.qk_bits = bits != 0 ? bits : (arch == jit::Arch::Sm89 ? 4 : 8);
+  p.smooth_q = params.smooth_q == Toggle::Auto ? p.qk_bits == 4 : params.smooth_q == Toggle::On;
+  p.smooth_k = params.smooth_k;
+  p.smooth_v = params.smooth_v;
+  p.sm_scale = params.sm_scale ? *params.sm_scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(q.dim)));
+  p.return_lse = params.lse != nullptr;
+  return p;
+}
+
+}  // namespace sage2::runtime

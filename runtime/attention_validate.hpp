@@ -1,0 +1,40 @@
+// Validation of one attention call's arguments, before anything is launched. Pure host logic
+// (no driver calls) so that the CPU suite can specify it exhaustively.
+#pragma once
+
+#include <cstdint>
+
+#include "jit/kernel_spec.hpp"
+#include "sage2/sage2.hpp"
+
+namespace sage2::runtime {
+
+// The problem an attention call describes, after validation and defaulting.
+struct AttentionProblem {
+  std::int64_t batch = 0, q_heads = 0, kv_heads = 0, q_len = 0, kv_len = 0;
+  int head_dim = 0;
+  DType dtype = DType::F16;
+  CausalMode causal = CausalMode::None;
+  int qk_bits = 8;
+  bool smooth_q = false, smooth_k = true, smooth_v = false;
+  float sm_scale = 0;
+  bool return_lse = false;
+};
+
+// Throws Error(InvalidArgument, "<argument>: <what> (<value>)") for: null pointers, dtypes other
+// than f16/bf16 or differing between q/k/v/out, non-positive sizes, mismatched batch / heads /
+// lengths / head dims, q heads not a multiple of kv heads, head dim > 512, stride_dim != 1,
+// negative strides or zero strides on a dim of size > 1, sizes whose element offsets overflow
+// 64 bits, pointers not aligned to their element size, out overlapping q/k/v, lse misaligned,
+// non-finite or non-positive sm_scale, enum values out of range, a workspace smaller than it
+// says or misaligned. Throws Error(Unsupported) for 4-bit requested on an arch without it.
+AttentionProblem validate_attention(const TensorRef& q, const TensorRef& k, const TensorRef& v,
+                                    const TensorRef& out, const AttentionParams& params, jit::Arch arch);
+
+// Byte range [first, last] a tensor view touches (first element to last element end).
+struct ByteRange {
+  std::uintptr_t first = 0, last = 0;
+};
+ByteRange byte_range(const TensorRef& t);
+
+}  // namespace sage2::runtime
