@@ -59,7 +59,18 @@ std::unique_ptr<LoadedKernel> KernelLoader::load(const jit::KernelSpec& spec) {
   k->facts = compiled->facts;
   const auto& a = driver::api();
   driver::ScopedContext scope(ctx_);
-  const CUresult r = a.cuModuleLoadData(&k->module, compiled->cubin.data());
+  CUresult r = a.cuModuleLoadData(&k->module, compiled->cubin.data());
+  if (r != CUDA_SUCCESS && k->source == KernelSource::DiskCache) {
+    // A verified entry the driver still refuses (e.g. written by a newer toolchain than this
+    // driver accepts): recompile here and replace it.
+    log::warn_once("cache-driver-refused:" + k->key, "the driver refused the cached cubin of " + k->key + " (" +
+                                                         driver::error_text(r) + "); recompiling");
+    compiled = jit::compile(spec);
+    disk_.store(*compiled);
+    k->source = KernelSource::Compiled;
+    k->facts = compiled->facts;
+    r = a.cuModuleLoadData(&k->module, compiled->cubin.data());
+  }
   if (r != CUDA_SUCCESS)
     throw Error(ErrorCode::DriverError, "cuModuleLoadData for kernel " + k->key + ": " + driver::error_text(r));
   const std::string entry = spec.entry_name();

@@ -1,6 +1,7 @@
 #include "runtime/workspace_pool.hpp"
 
 #include "runtime/log.hpp"
+#include "sage2/sage2.hpp"
 
 namespace sage2::runtime {
 
