@@ -39,11 +39,16 @@ std::vector<std::string> nvrtc_options(const KernelSpec& spec);
 // Compiles with NVRTC. Throws Error(CompileError) carrying the key and the whole log on failure,
 // Error(NvrtcMissing) when libnvrtc cannot be loaded. Honors SAGE2_DUMP_DIR.
 CompiledKernel compile(const KernelSpec& spec);
+// Compiles `source` (instead of generate_source(spec)) with spec's options, key and entry name,
+// and the embedded templates as headers — for tests, probes and tools. Same errors as compile().
+CompiledKernel compile_source(const KernelSpec& spec, const std::string& source);
 
 // NVRTC version of the loaded library; {0,0} when NVRTC is unavailable (never throws).
 std::pair<int, int> nvrtc_version() noexcept;
 
-// Parses ptxas -v output in an NVRTC log.
+// Parses ptxas -v output in an NVRTC log: the facts of the first entry function it reports.
 PtxasFacts parse_ptxas_facts(const std::string& log);
+// The facts reported for the function named `entry` (e.g. spec.entry_name()).
+PtxasFacts parse_ptxas_facts(const std::string& log, const std::string& entry);
 
 }  // namespace sage2::jit

@@ -1,0 +1,174 @@
+#include "jit/launch_shape.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace sage2::jit {
+namespace {
+
+int pow2_ceil(int x) {
+  int p = 1;
+  while (p < x) p <<= 1;
+  return p;
+}
+
+// tpr/cpt for `chunks` chunks per row.
+void fit_row(QuantizeKernelConfig& c) {
+  c.tpr = std::min(32, pow2_ceil(c.chunks));
+  c.cpt = (c.chunks + c.tpr - 1) / c.tpr;
+}
+
+constexpr std::int64_t kMaxGridX = 2147483647;  // 2^31 - 1
+constexpr std::int64_t kMaxGridYZ = 65535;
+
+}  // namespace
+
+int quantize_v_tile(int bk) {
+  if (bk % 64 == 0) return 64;
+  if (bk % 32 == 0) return 32;
+  return 16;
+}
+
+QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
+  QuantizeKernelConfig c;
+  switch (s.op) {
+    case QuantOp::ChannelStats:
+      c.chunks = (s.head_dim + 7) / 8;
+      fit_row(c);
+      c.threads = 256;
+      c.rows = c.threads / c.tpr;
+      break;
+    case QuantOp::QuantizeQ:
+    case QuantOp::QuantizeK: {
+      c.rows = s.op == QuantOp::QuantizeQ ? s.tile.bq : s.tile.bk;
+      c.chunks = qk_dim_padded(s.head_dim, s.qk_bits) / 8;
+      fit_row(c);
+      c.threads = std::min(256, c.tpr * c.rows);
+      const int rpp = c.threads / c.tpr;
+      const int items = (c.rows + rpp - 1) / rpp;
+      // Keep the loaded rows in registers (items * cpt <= 8 chunks of 16 bytes) when a bigger
+      // CTA makes that possible.
+      if (items * c.cpt > 8 && c.tpr * c.rows >= 512) c.threads = 512;
+      break;
+    }
+    case QuantOp::QuantizeV:
+      c.rows = quantize_v_tile(s.tile.bk);
+      c.chunks = v_dim_padded(s.head_dim) / 8;
+      fit_row(c);
+      c.threads = std::min(256, c.tpr * c.rows);
+      break;
+    case QuantOp::None:
+      throw Error(ErrorCode::InvalidArgument, "quantize_kernel_config: spec without a quantize op");
+  }
+  return c;
+}
+
+std::int64_t quantize_blocks_per_head(const KernelSpec& s, const QuantBuffers& b) {
+  switch (s.op) {
+    case QuantOp::ChannelStats: return 2;  // K and V
+    case QuantOp::QuantizeQ: return b.q_blocks;
+    case QuantOp::QuantizeK: return b.k_blocks;
+    case QuantOp::QuantizeV: return b.kv_len_pad / quantize_v_tile(s.tile.bk);
+    case QuantOp::None: break;
+  }
+  throw Error(ErrorCode::InvalidArgument, "quantize_blocks_per_head: spec without a quantize op");
+}
+
+std::int64_t quantize_work_ctas(const KernelSpec& s, const QuantBuffers& b) {
+  const std::int64_t heads = s.op == QuantOp::QuantizeQ ? b.p.q_heads : b.p.kv_heads;
+  return quantize_blocks_per_head(s, b) * b.p.batch * heads;
+}
+
+LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b) {
+  if (s.family != KernelFamily::Quantize)
+    throw Error(ErrorCode::InvalidArgument,
+                std::string("quantize_launch_shape: spec family is ") + family_name(s.family));
+  const bool qk = s.op == QuantOp::QuantizeQ || s.op == QuantOp::QuantizeK;
+  std::string mismatch;
+  if (s.tile.bk != b.layout.bk) mismatch += " bk";
+  if (s.head_dim != b.p.head_dim) mismatch += " head_dim";
+  if (qk && (s.tile.bq != b.layout.bq || s.tile.warps != b.layout.warps)) mismatch += " bq/warps";
+  if (qk && s.qk_bits != b.qk_bits) mismatch += " qk_bits";
+  if (qk && mma_shape_for(s) != b.layout.shape) mismatch += " consumer";
+  if (qk && s.smooth_k != b.smooth_k) mismatch += " smooth_k";
+  if (s.op == QuantOp::QuantizeQ && s.smooth_q != b.smooth_q) mismatch += " smooth_q";
+  if (s.op == QuantOp::QuantizeV && s.smooth_v != b.smooth_v) mismatch += " smooth_v";
+  if (!mismatch.empty())
+    throw Error(ErrorCode::InvalidArgument, "quantize_launch_shape: the quantize spec (" + s.key() +
+                                                ") does not match the buffers in:" + mismatch);
+  const QuantizeKernelConfig c = quantize_kernel_config(s);
+  const std::int64_t per_head = std::max<std::int64_t>(1, quantize_blocks_per_head(s, b));
+  const std::int64_t heads = s.op == QuantOp::QuantizeQ ? b.p.q_heads : b.p.kv_heads;
+  const std::int64_t bh = std::max<std::int64_t>(1, b.p.batch * heads);
+  if (per_head > kMaxGridX)
+    throw Error(ErrorCode::InvalidArgument, "quantize launch needs " + std::to_string(per_head) +
+                                                " token blocks per head, more than a grid can hold");
+  const std::int64_t gz = (bh + kMaxGridYZ - 1) / kMaxGridYZ;
+  if (gz > kMaxGridYZ)
+    throw Error(ErrorCode::InvalidArgument, "quantize launch over " + std::to_string(bh) +
+                                                " (batch, head) pairs, more than a grid can hold");
+  const std::int64_t gy = (bh + gz - 1) / gz;
+  LaunchShape ls;
+  ls.grid[0] = static_cast<unsigned>(per_head);
+  ls.grid[1] = static_cast<unsigned>(gy);
+  ls.grid[2] = static_cast<unsigned>(gz);
+  ls.block[0] = static_cast<unsigned>(c.threads);
+  ls.block[1] = 1;
+  ls.block[2] = 1;
+  ls.dynamic_smem = 0;  // all shared memory is static (< 48 KiB)
+  return ls;
+}
+
+sage2::dev::QuantizeParams make_quantize_params(const QuantBuffers& b, const TensorRef& q,
+                                                const TensorRef& k, const TensorRef& v,
+                                                void* workspace) {
+  auto check = [&](const TensorRef& t, const char* name, std::int64_t heads, std::int64_t len) {
+    auto bad = [&](const std::string& what) {
+      throw Error(ErrorCode::InvalidArgument, std::string("quantize params: ") + name + " " + what);
+    };
+    if (t.dtype != DType::F16 && t.dtype != DType::BF16) bad(std::string("dtype ") + dtype_name(t.dtype));
+    if (t.stride_dim != 1) bad("stride_dim=" + std::to_string(t.stride_dim) + " (must be 1)");
+    if (t.batch != b.p.batch || t.heads != heads || t.seq != len || t.dim != b.p.head_dim)
+      bad("shape [" + std::to_string(t.batch) + "," + std::to_string(t.heads) + "," + std::to_string(t.seq) +
+          "," + std::to_string(t.dim) + "] != expected [" + std::to_string(b.p.batch) + "," +
+          std::to_string(heads) + "," + std::to_string(len) + "," + std::to_string(b.p.head_dim) + "]");
+  };
+  check(q, "q", b.p.q_heads, b.p.q_len);
+  check(k, "k", b.p.kv_heads, b.p.kv_len);
+  check(v, "v", b.p.kv_heads, b.p.kv_len);
+  if (b.p.kv_heads < 1 || b.p.q_heads % b.p.kv_heads != 0)
+    throw Error(ErrorCode::InvalidArgument, "quantize params: q_heads=" + std::to_string(b.p.q_heads) +
+                                                " is not a multiple of kv_heads=" + std::to_string(b.p.kv_heads));
+  sage2::dev::QuantizeParams p{};
+  p.q = q.data;
+  p.k = k.data;
+  p.v = v.data;
+  p.q_stride_batch = q.stride_batch; p.q_stride_head = q.stride_head; p.q_stride_seq = q.stride_seq;
+  p.k_stride_batch = k.stride_batch; p.k_stride_head = k.stride_head; p.k_stride_seq = k.stride_seq;
+  p.v_stride_batch = v.stride_batch; p.v_stride_head = v.stride_head; p.v_stride_seq = v.stride_seq;
+  p.batch = b.p.batch;
+  p.q_heads = b.p.q_heads;
+  p.kv_heads = b.p.kv_heads;
+  p.q_len = b.p.q_len;
+  p.kv_len = b.p.kv_len;
+  const QuantBuffers::Offsets o = b.offsets();
+  auto* base = static_cast<char*>(workspace);
+  auto at = [&](std::size_t off, std::int64_t count) -> void* {
+    return (base && count > 0) ? static_cast<void*>(base + off) : nullptr;
+  };
+  p.q_codes = static_cast<sage2::dev::i8*>(at(o.q_codes, b.q_codes()));
+  p.q_scale = static_cast<float*>(at(o.q_scale, b.q_scale()));
+  p.q_mean = static_cast<float*>(at(o.q_mean, b.q_mean()));
+  p.q_kbias = static_cast<float*>(at(o.q_kbias, b.q_kbias()));
+  p.k_codes = static_cast<sage2::dev::i8*>(at(o.k_codes, b.k_codes()));
+  p.k_scale = static_cast<float*>(at(o.k_scale, b.k_scale()));
+  p.k_mean = static_cast<float*>(at(o.k_mean, b.k_mean()));
+  p.k_stats = static_cast<float*>(at(o.k_stats, b.k_stats()));
+  p.v_codes = static_cast<sage2::dev::u8*>(at(o.v_codes, b.v_codes()));
+  p.v_scale = static_cast<float*>(at(o.v_scale, b.v_scale()));
+  p.v_mean = static_cast<float*>(at(o.v_mean, b.v_mean()));
+  p.v_stats = static_cast<float*>(at(o.v_stats, b.v_stats()));
+  return p;
+}
+
+}  // namespace sage2::jit

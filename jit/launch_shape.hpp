@@ -1,0 +1,60 @@
+// Launch shapes of the generated kernels, and the per-op thread configuration of the quantize
+// family. The configuration is computed HERE only: generate_source() emits it into the device
+// preamble (SAGE2_QZ_*), and quantize_launch_shape() launches with the same numbers, so the
+// kernel's compile-time CTA size and the host's launch cannot disagree. (The kernel also traps
+// if launched with another blockDim.x.)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "jit/kernel_spec.hpp"
+#include "jit/quant_buffers.hpp"
+#include "templates/quantize_params.cuh"
+
+namespace sage2::jit {
+
+struct LaunchShape {
+  unsigned grid[3] = {1, 1, 1};
+  unsigned block[3] = {1, 1, 1};
+  std::size_t dynamic_smem = 0;
+};
+
+// Thread mapping of one quantize kernel. A CTA walks token rows; each row is covered by `tpr`
+// consecutive threads (a power of two <= 32, so a row's threads share a warp), each handling
+// `cpt` chunks of 8 channels (chunk j of a thread: lane_in_row + k * tpr). Rows of the CTA are
+// slot + i * (threads / tpr).
+struct QuantizeKernelConfig {
+  int threads = 256;  // CTA size (1-D)
+  int rows = 0;       // tokens per CTA: bq (Q), bk (K), v_tile (V); channel_stats: rows per pass
+  int tpr = 1;        // threads per token row
+  int cpt = 1;        // 8-channel chunks per thread
+  int chunks = 1;     // chunks per row the mapping covers: d_qk/8 (Q, K), d_v/8 (V), ceil(d/8) (stats)
+};
+QuantizeKernelConfig quantize_kernel_config(const KernelSpec& quantize_spec);
+
+// Grid and block of one quantize launch for the buffers `b` (built from the attention spec the
+// quantize spec was derived from; a mismatch in tile, head dim, bits, consumer or smoothing is
+// an InvalidArgument). Grid: x = token blocks of one (batch, head) sequence —
+//   channel_stats: 2 (K, V)      quantize_q: q_blocks      quantize_k: k_blocks
+//   quantize_v:    kv_len_pad / quantize_v_tile(bk)
+// and the batch*heads pairs (Hq for quantize_q, Hkv otherwise) numbered
+// blockIdx.z * gridDim.y + blockIdx.y, folded into z when above 65535; surplus CTAs exit.
+// block = (quantize_kernel_config(spec).threads, 1, 1); no dynamic shared memory.
+LaunchShape quantize_launch_shape(const KernelSpec& quantize_spec, const QuantBuffers& b);
+
+// CTAs of work per (batch, head) and in total (before folding) of one quantize launch.
+std::int64_t quantize_blocks_per_head(const KernelSpec& quantize_spec, const QuantBuffers& b);
+std::int64_t quantize_work_ctas(const KernelSpec& quantize_spec, const QuantBuffers& b);
+
+// The V tile (tokens per quantize_v CTA) for a KV tile of `bk` keys.
+int quantize_v_tile(int bk);
+
+// Fills the parameter struct from the buffers, the inputs and the workspace base pointer
+// (outputs at b.offsets()). Inputs must be fp16/bf16 with stride_dim == 1; shapes are checked
+// against b.p (InvalidArgument naming the mismatch).
+sage2::dev::QuantizeParams make_quantize_params(const QuantBuffers& b, const TensorRef& q,
+                                                const TensorRef& k, const TensorRef& v,
+                                                void* workspace);
+
+}  // namespace sage2::jit

@@ -1,0 +1,113 @@
+#include "jit/nvrtc_library.hpp"
+
+#include <dlfcn.h>
+
+#include <mutex>
+#include <vector>
+
+#include "runtime/env.hpp"
+#include "runtime/log.hpp"
+#include "sage2/sage2.hpp"
+
+#ifndef SAGE2_BUILD_NVRTC_DIR
+#define SAGE2_BUILD_NVRTC_DIR ""
+#endif
+
+namespace sage2::jit::nvrtc {
+namespace {
+
+struct LoadResult {
+  Api api;
+  bool ok = false;
+  std::string problem;  // every library tried, and why each failed
+};
+
+template <typename F>
+bool resolve(void* h, const char* name, F& fn, std::string& missing) {
+  void* sym = dlsym(h, name);
+  if (!sym) {
+    missing += missing.empty() ? name : std::string(", ") + name;
+    return false;
+  }
+  fn = reinterpret_cast<F>(sym);
+  return true;
+}
+
+LoadResult load() {
+  LoadResult r;
+  std::vector<std::string> candidates;
+  if (auto p = env::get("SAGE2_LIBNVRTC")) candidates.push_back(*p);
+  candidates.insert(candidates.end(), {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"});
+  if (std::string(SAGE2_BUILD_NVRTC_DIR).size() > 0)
+    candidates.push_back(std::string(SAGE2_BUILD_NVRTC_DIR) + "/libnvrtc.so");
+  for (const auto& c : candidates) {
+    dlerror();
+    void* h = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      const char* e = dlerror();
+      r.problem += "\n  " + c + ": " + (e ? e : "dlopen failed");
+      continue;
+    }
+    Api a;
+    a.path = c;
+    std::string missing;
+    resolve(h, "nvrtcVersion", a.version, missing);
+    resolve(h, "nvrtcGetErrorString", a.get_error_string, missing);
+    resolve(h, "nvrtcCreateProgram", a.create_program, missing);
+    resolve(h, "nvrtcDestroyProgram", a.destroy_program, missing);
+    resolve(h, "nvrtcCompileProgram", a.compile_program, missing);
+    resolve(h, "nvrtcGetProgramLogSize", a.get_program_log_size, missing);
+    resolve(h, "nvrtcGetProgramLog", a.get_program_log, missing);
+    resolve(h, "nvrtcGetCUBINSize", a.get_cubin_size, missing);
+    resolve(h, "nvrtcGetCUBIN", a.get_cubin, missing);
+    resolve(h, "nvrtcGetPTXSize", a.get_ptx_size, missing);
+    resolve(h, "nvrtcGetPTX", a.get_ptx, missing);
+    if (!missing.empty()) {
+      r.problem += "\n  " + c + ": loaded but lacks " + missing;
+      dlclose(h);
+      continue;
+    }
+    if (a.version(&a.major, &a.minor) != NVRTC_SUCCESS) {
+      r.problem += "\n  " + c + ": nvrtcVersion failed";
+      dlclose(h);
+      continue;
+    }
+    if (a.major < 12) {
+      r.problem += "\n  " + c + ": NVRTC " + std::to_string(a.major) + "." + std::to_string(a.minor) +
+                   " is too old (sage2 needs 12.0 or newer for sm_90a)";
+      dlclose(h);
+      continue;
+    }
+    r.api = a;
+    r.ok = true;
+    log::debug("loaded NVRTC " + std::to_string(a.major) + "." + std::to_string(a.minor) + " from " + c);
+    return r;
+  }
+  return r;
+}
+
+const LoadResult& loaded() {
+  static const LoadResult r = load();
+  return r;
+}
+
+}  // namespace
+
+const Api& api() {
+  const LoadResult& r = loaded();
+  if (!r.ok)
+    throw Error(ErrorCode::NvrtcMissing,
+                "libnvrtc could not be loaded (set SAGE2_LIBNVRTC to its path); tried:" + r.problem);
+  return r.api;
+}
+
+const Api* try_api() noexcept {
+  try {
+    const LoadResult& r = loaded();
+    return r.ok ? &r.api : nullptr;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+}  // namespace sage2::jit::nvrtc

@@ -1,0 +1,556 @@
+// Quantize family: smoothing statistics, per-thread INT8/INT4 Q and K, FP8 E4M3 V.
+//
+// One template, specialised by the generated preamble (jit/source_builder.cpp). The preamble's
+// SAGE2_QUANT_OP selects the single entry this module defines:
+//   1 sage2_channel_stats   per (batch, kv head, channel): sum, min, max of K and of V
+//   2 sage2_quantize_q      per (batch, q head, BQ block)
+//   3 sage2_quantize_k      per (batch, kv head, BK block)
+//   4 sage2_quantize_v      per (batch, kv head, V tile of SAGE2_QZ_ROWS tokens)
+// The numerics are the contract written in jit/quant_buffers.hpp; comments below say where the
+// kernel fixes an order the contract leaves open (sums).
+//
+// Thread mapping (SAGE2_QZ_*, from jit::quantize_kernel_config): a token row is covered by TPR
+// consecutive threads (power of two <= 32: one warp holds a row's threads), thread `lane_r` of a
+// row handles the 8-channel chunks j = lane_r + k*TPR (k < CPT, j < CHUNKS). Rows of a CTA are
+// slot + i*RPP (RPP = THREADS / TPR). Inputs are read as 16-byte vectors when the head dim is a
+// multiple of 8 and the base pointer and all strides allow it, element by element otherwise.
+// All index arithmetic on tensors is 64-bit.
+#pragma once
+
+#include "ptx.cuh"
+#include "quantize_params.cuh"
+#include "types.cuh"
+
+#ifndef SAGE2_QUANT_OP
+#error "quantize.cuh is specialised by the preamble jit::generate_source() writes (SAGE2_QUANT_OP missing)"
+#endif
+
+namespace qz {
+
+using sage2::dev::QuantizeParams;
+
+constexpr int HD = SAGE2_HEAD_DIM;        // real channels
+constexpr int D_QK = SAGE2_D_QK;          // padded Q/K channels
+constexpr int ROW_BYTES = SAGE2_ROW_BYTES;
+constexpr int D_V = SAGE2_D_V;            // padded V channels
+constexpr int BQ = SAGE2_BQ;
+constexpr int BK = SAGE2_BK;
+constexpr int THREADS = SAGE2_QZ_THREADS;
+constexpr int ROWS = SAGE2_QZ_ROWS;
+constexpr int TPR = SAGE2_QZ_TPR;
+constexpr int CPT = SAGE2_QZ_CPT;
+constexpr int CHUNKS = SAGE2_QZ_CHUNKS;
+constexpr int RPP = THREADS / TPR;             // rows per pass
+constexpr int ITEMS = (ROWS + RPP - 1) / RPP;  // rows per thread
+constexpr int CH_IN = (HD + 7) / 8;            // chunks holding real channels
+constexpr bool IN_BF16 = SAGE2_IN_BF16 != 0;
+constexpr bool VEC_HD = (HD % 8) == 0;
+constexpr float FLT_MAX_ = 3.402823466e+38f;
+
+static_assert(TPR >= 1 && TPR <= 32 && (TPR & (TPR - 1)) == 0, "TPR must be a power of two <= 32");
+static_assert(THREADS % 32 == 0 && THREADS % TPR == 0 && THREADS <= 1024, "bad CTA size");
+static_assert(TPR * CPT >= CHUNKS, "the row mapping must cover every chunk");
+static_assert(SAGE2_QK_BITS == 8 || SAGE2_QK_BITS == 4, "qk bits");
+
+// ---------------------------------------------------------------------------------------------
+// Input access
+
+struct Input {
+  const u16* base;
+  i64 sb, sh, sn;  // element strides (batch, head, seq)
+  bool vec;        // 16-byte vector loads are legal
+};
+
+__device__ __forceinline__ Input make_input(const void* p, i64 sb, i64 sh, i64 sn) {
+  Input in;
+  in.base = static_cast<const u16*>(p);
+  in.sb = sb;
+  in.sh = sh;
+  in.sn = sn;
+  in.vec = VEC_HD && ((reinterpret_cast<u64>(p) & 15u) == 0) && (sb % 8 == 0) && (sh % 8 == 0) &&
+           (sn % 8 == 0);
+  return in;
+}
+
+__device__ __forceinline__ const u16* row_ptr(const Input& in, i64 b, i64 h, i64 n) {
+  return in.base + b * in.sb + h * in.sh + n * in.sn;
+}
+
+// Raw 16-bit values of channels 8j .. 8j+7 of a row (channels >= HD read as 0, nothing loaded
+// for them).
+__device__ __forceinline__ ptx::u32x4 load_chunk(const Input& in, const u16* row, int j) {
+  ptx::u32x4 r = {0u, 0u, 0u, 0u};
+  if (j >= CH_IN) return r;
+  if (VEC_HD && in.vec) return ptx::ld_nc_v4(row + 8 * j);
+  // Scalar fallback (unaligned base/strides or a head dim that is not a multiple of 8): a short
+  // rolled loop keeps the code small; this path is not expected to be fast.
+  u64 lo = 0, hi = 0;
+#pragma unroll 1
+  for (int e = 0; e < 8; ++e) {
+    const int c = 8 * j + e;
+    const u64 v = (c < HD) ? static_cast<u64>(ptx::ld_nc_u16(row + c)) : 0ull;
+    if (e < 4)
+      lo |= v << (16 * e);
+    else
+      hi |= v << (16 * (e - 4));
+  }
+  r.x = static_cast<u32>(lo);
+  r.y = static_cast<u32>(lo >> 32);
+  r.z = static_cast<u32>(hi);
+  r.w = static_cast<u32>(hi >> 32);
+  return r;
+}
+
+__device__ __forceinline__ void to_f32x8(const ptx::u32x4& v, float (&x)[8]) {
+  const u32 w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if (IN_BF16)
+      ptx::unpack_bf16x2(w[i], x[2 * i], x[2 * i + 1]);
+    else
+      ptx::unpack_f16x2(w[i], x[2 * i], x[2 * i + 1]);
+  }
+}
+
+// Grid (jit::quantize_launch_shape): blockIdx.x = block of tokens within one (batch, head)
+// sequence (channel_stats: 0 = K, 1 = V); (batch, head) pairs are numbered
+// bh = blockIdx.z * gridDim.y + blockIdx.y (folded into z when there are more than 65535), and
+// surplus CTAs exit. bh < 2^32 by construction, so (b, h) come from 32-bit divisions (64-bit
+// ones would be subroutine calls).
+__device__ __forceinline__ bool decode_bh(i64 batch, i64 heads, i64& b, i64& h, i64& bh) {
+  const u32 id = blockIdx.z * gridDim.y + blockIdx.y;
+  if (static_cast<i64>(id) >= batch * heads) return false;
+  const u32 H = static_cast<u32>(heads);
+  b = static_cast<i64>(id / H);
+  h = static_cast<i64>(id % H);
+  bh = static_cast<i64>(id);
+  return true;
+}
+
+__device__ __forceinline__ void check_block_dim() {
+  if (blockDim.x != THREADS || blockDim.y != 1 || blockDim.z != 1) asm volatile("trap;");
+}
+
+__device__ __forceinline__ bool finite_positive(float a) { return a > 0.f && a <= FLT_MAX_; }
+
+// Q/K code: t = x * inv; NaN → 0; clamp to [-R, R]; round half to even.
+template <int R>
+__device__ __forceinline__ i32 quant_int(float x, float inv) {
+  float t = x * inv;
+  t = (t != t) ? 0.f : t;
+  t = ptx::min_f32(ptx::max_f32(t, -static_cast<float>(R)), static_cast<float>(R));
+  return ptx::rint_s32(t);
+}
+
+// ---------------------------------------------------------------------------------------------
+// sage2_channel_stats: blockIdx.x = 0 → K (d_qk outputs), 1 → V (d_v outputs); one CTA walks
+// every token of its (batch, kv head).
+// Sum order: each thread adds its rows n = slot, slot + RPP, ... in increasing n; the RPP partial
+// sums are then added in slot order. min/max propagate NaN. Padded channels get 0, 0, 0.
+
+#if SAGE2_QUANT_OP == 1
+__device__ __forceinline__ void channel_stats(const QuantizeParams p) {
+  constexpr int RED_W = TPR * CPT * 8;  // floats per slot in the reduction buffer
+  __shared__ float s_red[RPP * RED_W];
+
+  i64 b, h, bh;
+  if (!decode_bh(p.batch, p.kv_heads, b, h, bh)) return;
+  const bool is_v = blockIdx.x == 1;
+  const Input in = is_v ? make_input(p.v, p.v_stride_batch, p.v_stride_head, p.v_stride_seq)
+                        : make_input(p.k, p.k_stride_batch, p.k_stride_head, p.k_stride_seq);
+  const int d_out = is_v ? D_V : D_QK;
+  float* out = (is_v ? p.v_stats : p.k_stats) + bh * 3 * d_out;
+  const i64 len = p.kv_len;
+
+  const int tid = threadIdx.x, lane_r = tid % TPR, slot = tid / TPR;
+  float sum[CPT][8], mn[CPT][8], mx[CPT][8];
+#pragma unroll
+  for (int k = 0; k < CPT; ++k)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      sum[k][e] = 0.f;
+      mn[k][e] = ptx::bits_f32(0x7f800000u);  // +Inf
+      mx[k][e] = ptx::bits_f32(0xff800000u);  // -Inf
+    }
+
+  constexpr int U = CPT == 1 ? 4 : 2;  // rows in flight per thread
+  const u16* row0 = row_ptr(in, b, h, 0);
+#pragma unroll 1
+  for (i64 n0 = slot; n0 < len; n0 += static_cast<i64>(U) * RPP) {
+    ptx::u32x4 raw[U][CPT];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const i64 n = n0 + static_cast<i64>(u) * RPP;
+#pragma unroll
+      for (int k = 0; k < CPT; ++k)
+        raw[u][k] = (n < len) ? load_chunk(in, row0 + n * in.sn, lane_r + k * TPR) : ptx::u32x4{0u, 0u, 0u, 0u};
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (n0 + static_cast<i64>(u) * RPP < len) {
+#pragma unroll
+        for (int k = 0; k < CPT; ++k) {
+          float x[8];
+          to_f32x8(raw[u][k], x);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            sum[k][e] += x[e];
+            mn[k][e] = ptx::min_nan(mn[k][e], x[e]);
+            mx[k][e] = ptx::max_nan(mx[k][e], x[e]);
+          }
+        }
+      }
+    }
+  }
+
+  // Combine the RPP row slots, one statistic at a time through the same buffer.
+#pragma unroll 1
+  for (int s = 0; s < 3; ++s) {
+#pragma unroll
+    for (int k = 0; k < CPT; ++k) {
+      const int j = lane_r + k * TPR;
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        s_red[slot * RED_W + j * 8 + e] = s == 0 ? sum[k][e] : (s == 1 ? mn[k][e] : mx[k][e]);
+    }
+    __syncthreads();
+    #pragma unroll 1
+    for (int c = tid; c < d_out; c += THREADS) {
+      float acc = 0.f;
+      if (c < HD) {
+        acc = s_red[c];
+        for (int sl = 1; sl < RPP; ++sl) {
+          const float v = s_red[sl * RED_W + c];
+          acc = s == 0 ? acc + v : (s == 1 ? ptx::min_nan(acc, v) : ptx::max_nan(acc, v));
+        }
+      }
+      out[s * d_out + c] = acc;
+    }
+    __syncthreads();
+  }
+}
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// sage2_quantize_q / sage2_quantize_k: CTA = (batch, head, block of ROWS tokens).
+//  K: mean = smooth_k ? k_stats.sum / kv_len : 0 (written to k_mean by block 0).
+//  Q: mean = smooth_q ? block mean over valid rows (sum order: per thread in row order, then
+//     slots in order; divided by the valid row count) : 0; q_kbias[i] = Σ_c float(Q[i,c]) · k̄[c]
+//     (per thread over its channels in order, then a butterfly over the row's TPR threads).
+//  x = float(input) - mean; group amax = max |x| (NaN propagates: unsigned max of |x|'s bits);
+//  scale = amax / R; inv = finite positive amax ? R / amax : 0; code = rint(clamp(x*inv)).
+// Rows are kept in registers between the passes when ITEMS * CPT <= 8 (16-byte chunks), else
+// re-read in rolled loops (the re-reads hit L1/L2; this keeps big head dims quick to compile).
+
+#if SAGE2_QUANT_OP == 2 || SAGE2_QUANT_OP == 3
+template <bool IS_Q>
+__device__ __forceinline__ void quantize_qk(const QuantizeParams p) {
+  constexpr int GROUPS = IS_Q ? SAGE2_Q_GROUPS : SAGE2_K_GROUPS;
+  constexpr bool BLOCK_MEAN = IS_Q && SAGE2_SMOOTH_Q;  // smooth Q
+  constexpr bool KBIAS = IS_Q && SAGE2_SMOOTH_K;       // q · k̄ for the LSE
+  constexpr bool K_MEAN = !IS_Q && SAGE2_SMOOTH_K;     // smooth K
+  constexpr int R = SAGE2_QK_BITS == 4 ? 7 : 127;
+  constexpr bool CACHE = ITEMS * CPT <= 8;
+  constexpr int UNROLL = CACHE ? ITEMS : 1;  // rolled loops re-read rows (small code)
+  constexpr int RED_W = CHUNKS * 8;  // == D_QK
+  static_assert(ROWS == (IS_Q ? BQ : BK), "rows per CTA must be the quantization block");
+  static_assert(CHUNKS * 8 == D_QK, "Q/K mapping covers the padded head dim");
+
+  __shared__ float s_mean[D_QK];
+  __shared__ float s_kbar[KBIAS ? D_QK : 1];
+  __shared__ u32 s_amax[GROUPS];
+  __shared__ float s_inv[GROUPS];
+  __shared__ float s_red[BLOCK_MEAN ? RPP * RED_W : 1];
+
+  const i64 heads = IS_Q ? p.q_heads : p.kv_heads;
+  const i64 len = IS_Q ? p.q_len : p.kv_len;
+  const i64 nblk = (len + ROWS - 1) / ROWS;
+  const i64 blk = blockIdx.x;
+  i64 b, h, bh;
+  if (!decode_bh(p.batch, heads, b, h, bh) || blk >= nblk) return;
+  const i64 row0 = blk * ROWS;
+  const int valid = static_cast<int>(len - row0 < ROWS ? len - row0 : ROWS);
+  i64 kv_bh = bh;
+  if (IS_Q) {
+    const u32 group = static_cast<u32>(p.q_heads) / static_cast<u32>(p.kv_heads);  // GQA (32-bit: no call)
+    kv_bh = b * p.kv_heads + static_cast<i64>(static_cast<u32>(h) / group);
+  }
+  const Input in = IS_Q ? make_input(p.q, p.q_stride_batch, p.q_stride_head, p.q_stride_seq)
+                        : make_input(p.k, p.k_stride_batch, p.k_stride_head, p.k_stride_seq);
+  const u16* base = row_ptr(in, b, h, row0);
+
+  const int tid = threadIdx.x, lane_r = tid % TPR, slot = tid / TPR;
+
+  // ---- per-channel constants; group maxima start at 0
+  for (int g = tid; g < GROUPS; g += THREADS) s_amax[g] = 0u;
+  #pragma unroll 1
+  for (int c = tid; c < D_QK; c += THREADS) {
+    // k̄ = sum_K / kv_len (k_stats is read only when smooth_k: it may be null otherwise)
+    const float kbar = (SAGE2_SMOOTH_K && c < HD)
+                           ? ptx::div_rn(p.k_stats[kv_bh * 3 * D_QK + c], static_cast<float>(p.kv_len)) : 0.f;
+    if (KBIAS) s_kbar[c] = kbar;
+    if (!BLOCK_MEAN) {
+      const float m = K_MEAN ? kbar : 0.f;
+      s_mean[c] = m;
+      if (!IS_Q && blk == 0) p.k_mean[kv_bh * D_QK + c] = m;
+    }
+  }
+
+  // ---- this thread's rows (row r = slot + i*RPP, chunk j = lane_r + k*TPR)
+  ptx::u32x4 cache[CACHE ? ITEMS : 1][CACHE ? CPT : 1];
+  if (CACHE) {
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+      const int r = slot + i * RPP;
+#pragma unroll
+      for (int k = 0; k < CPT; ++k)
+        cache[CACHE ? i : 0][CACHE ? k : 0] =
+            (r < valid) ? load_chunk(in, base + static_cast<i64>(r) * in.sn, lane_r + k * TPR)
+                        : ptx::u32x4{0u, 0u, 0u, 0u};
+    }
+  }
+  auto fetch = [&](int i, int k, float (&x)[8]) {
+    const int r = slot + i * RPP;
+    ptx::u32x4 raw;
+    if (CACHE)
+      raw = cache[CACHE ? i : 0][CACHE ? k : 0];
+    else
+      raw = (r < valid) ? load_chunk(in, base + static_cast<i64>(r) * in.sn, lane_r + k * TPR)
+                        : ptx::u32x4{0u, 0u, 0u, 0u};
+    to_f32x8(raw, x);
+  };
+
+  // ---- smooth Q: block mean per channel over the valid rows
+  if (BLOCK_MEAN) {
+    float cs[CPT][8];
+#pragma unroll
+    for (int k = 0; k < CPT; ++k)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) cs[k][e] = 0.f;
+#pragma unroll UNROLL
+    for (int i = 0; i < ITEMS; ++i) {
+      if (slot + i * RPP < valid) {
+#pragma unroll
+        for (int k = 0; k < CPT; ++k) {
+          float x[8];
+          fetch(i, k, x);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) cs[k][e] += x[e];
+        }
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < CPT; ++k) {
+      const int j = lane_r + k * TPR;
+      if (j < CHUNKS)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) s_red[slot * RED_W + j * 8 + e] = cs[k][e];
+    }
+    __syncthreads();
+    #pragma unroll 1
+  for (int c = tid; c < D_QK; c += THREADS) {
+      float m = 0.f;
+      if (c < HD) {
+        float sum = s_red[c];
+        for (int sl = 1; sl < RPP; ++sl) sum += s_red[sl * RED_W + c];
+        m = ptx::div_rn(sum, static_cast<float>(valid));
+      }
+      s_mean[c] = m;
+      if (IS_Q) p.q_mean[(bh * nblk + blk) * D_QK + c] = m;
+    }
+  }
+  __syncthreads();
+
+  // ---- per row: q_kbias (padded rows 0) and the group amax of |x - mean|
+#pragma unroll UNROLL
+  for (int i = 0; i < ITEMS; ++i) {
+    const int r = slot + i * RPP;
+    u32 m = 0u;
+    float part = 0.f;
+    if (r < valid) {
+#pragma unroll
+      for (int k = 0; k < CPT; ++k) {
+        const int j = lane_r + k * TPR;
+        if (j < CH_IN) {
+          float x[8];
+          fetch(i, k, x);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            if (KBIAS) part += x[e] * s_kbar[j * 8 + e];
+            m = ptx::max_u32(m, ptx::abs_bits(x[e] - s_mean[j * 8 + e]));
+          }
+        }
+      }
+    }
+    m = ptx::group_max_u32<TPR>(m);
+    if (lane_r == 0 && r < valid) {
+      const int g = IS_Q ? sage2_q_group_table[r] : sage2_k_group_table[r];
+      ptx::red_max_shared_u32(ptx::smem_addr(&s_amax[g]), m);
+    }
+    if (KBIAS) {
+      part = ptx::group_sum<TPR>(part);
+      if (lane_r == 0 && r < ROWS) p.q_kbias[bh * nblk * ROWS + row0 + r] = (r < valid) ? part : 0.f;
+    }
+  }
+  __syncthreads();
+  #pragma unroll 1
+  for (int g = tid; g < GROUPS; g += THREADS) {
+    const float amax = ptx::bits_f32(s_amax[g]);
+    const float scale = ptx::div_rn(amax, static_cast<float>(R));
+    s_inv[g] = finite_positive(amax) ? ptx::div_rn(static_cast<float>(R), amax) : 0.f;
+    float* scales = IS_Q ? p.q_scale : p.k_scale;
+    scales[(bh * nblk + blk) * GROUPS + g] = scale;
+  }
+  __syncthreads();
+
+  // ---- codes (padded rows and channels: 0)
+  i8* codes = (IS_Q ? p.q_codes : p.k_codes) + (bh * nblk * ROWS + row0) * ROW_BYTES;
+#pragma unroll UNROLL
+  for (int i = 0; i < ITEMS; ++i) {
+    const int r = slot + i * RPP;
+    if (r >= ROWS) continue;
+    const float inv = (r < valid) ? s_inv[IS_Q ? sage2_q_group_table[r] : sage2_k_group_table[r]] : 0.f;
+    i8* dst = codes + static_cast<i64>(r) * ROW_BYTES;
+#pragma unroll
+    for (int k = 0; k < CPT; ++k) {
+      const int j = lane_r + k * TPR;
+      if (j >= CHUNKS) continue;
+      i32 q[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      if (r < valid && j < CH_IN) {
+        float x[8];
+        fetch(i, k, x);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) q[e] = quant_int<R>(x[e] - s_mean[j * 8 + e], inv);
+      }
+      if (SAGE2_QK_BITS == 8) {
+        const u32 lo = (static_cast<u32>(q[0]) & 0xffu) | ((static_cast<u32>(q[1]) & 0xffu) << 8) |
+                       ((static_cast<u32>(q[2]) & 0xffu) << 16) | ((static_cast<u32>(q[3]) & 0xffu) << 24);
+        const u32 hi = (static_cast<u32>(q[4]) & 0xffu) | ((static_cast<u32>(q[5]) & 0xffu) << 8) |
+                       ((static_cast<u32>(q[6]) & 0xffu) << 16) | ((static_cast<u32>(q[7]) & 0xffu) << 24);
+        ptx::st_v2(dst + j * 8, lo, hi);
+      } else {
+        u32 w = 0u;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) w |= (static_cast<u32>(q[e]) & 0xfu) << (4 * e);
+        ptx::st_u32(dst + j * 4, w);
+      }
+    }
+  }
+}
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// sage2_quantize_v: CTA = (batch, kv head, tile of ROWS tokens of the padded length).
+//  μ = smooth_v ? sum/kv_len : 0; amax = smooth_v ? max(max-μ, μ-min) : max(|max|, |min|)
+//  (NaN-propagating max); scale = amax/448; inv = finite positive amax ? 448/amax : 0;
+//  code = e4m3_rn_satfinite((float(V) - μ) * inv), stored transposed [c][n] through shared
+//  memory so that each channel's ROWS bytes leave as 16-byte stores. Tile 0 writes v_scale and
+//  v_mean (v_mean = μ, 0 when !smooth_v; padded channels 0).
+
+#if SAGE2_QUANT_OP == 4
+__device__ __forceinline__ void quantize_v(const QuantizeParams p) {
+  constexpr int PITCH = ROWS + 16;  // bytes per channel row in shared memory (16-byte aligned)
+  static_assert(ROWS % 16 == 0, "V tile must be a multiple of 16 tokens");
+  static_assert(CHUNKS * 8 == D_V, "V mapping covers the padded head dim");
+  static_assert(D_V * PITCH + 8 * D_V <= 48 * 1024, "V tile exceeds static shared memory");
+  __shared__ float s_mu[D_V];
+  __shared__ float s_inv[D_V];
+  __shared__ alignas(16) u8 s_t[D_V * PITCH];
+
+  const i64 len_pad = (p.kv_len + BK - 1) / BK * BK;
+  const i64 tile = blockIdx.x;
+  i64 b, h, bh;
+  if (!decode_bh(p.batch, p.kv_heads, b, h, bh) || tile >= len_pad / ROWS) return;
+  const i64 n0 = tile * ROWS;
+  const int valid = static_cast<int>(p.kv_len - n0 <= 0 ? 0 : (p.kv_len - n0 < ROWS ? p.kv_len - n0 : ROWS));
+  const Input in = make_input(p.v, p.v_stride_batch, p.v_stride_head, p.v_stride_seq);
+  const int tid = threadIdx.x, lane_r = tid % TPR, slot = tid / TPR;
+
+  const float* st = p.v_stats + bh * 3 * D_V;
+  #pragma unroll 1
+  for (int c = tid; c < D_V; c += THREADS) {
+    float mu = 0.f, inv = 0.f, scale = 0.f;
+    if (c < HD) {
+      const float vsum = st[c], vmin = st[D_V + c], vmax = st[2 * D_V + c];
+      float amax;
+      if (SAGE2_SMOOTH_V) {
+        mu = ptx::div_rn(vsum, static_cast<float>(p.kv_len));
+        amax = ptx::max_nan(vmax - mu, mu - vmin);
+      } else {
+        amax = ptx::max_nan(ptx::abs_f32(vmax), ptx::abs_f32(vmin));
+      }
+      scale = ptx::div_rn(amax, 448.f);
+      inv = finite_positive(amax) ? ptx::div_rn(448.f, amax) : 0.f;
+    }
+    s_mu[c] = mu;
+    s_inv[c] = inv;
+    if (tile == 0) {
+      p.v_scale[bh * D_V + c] = scale;
+      p.v_mean[bh * D_V + c] = mu;
+    }
+  }
+  __syncthreads();
+
+  const u16* base = row_ptr(in, b, h, n0);
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {
+    const int r = slot + i * RPP;
+    if (r >= ROWS) continue;
+#pragma unroll
+    for (int k = 0; k < CPT; ++k) {
+      const int j = lane_r + k * TPR;
+      if (j >= CHUNKS) continue;
+      u32 pair[4] = {0u, 0u, 0u, 0u};
+      if (r < valid && j < CH_IN) {
+        float x[8];
+        to_f32x8(load_chunk(in, base + static_cast<i64>(r) * in.sn, j), x);
+#pragma unroll
+        for (int e = 0; e < 8; e += 2) {
+          const int c = j * 8 + e;
+          pair[e / 2] = ptx::f32x2_to_e4m3x2((x[e] - s_mu[c]) * s_inv[c], (x[e + 1] - s_mu[c + 1]) * s_inv[c + 1]);
+        }
+      }
+#pragma unroll
+      for (int e = 0; e < 8; ++e) s_t[(j * 8 + e) * PITCH + r] = static_cast<u8>(pair[e / 2] >> (8 * (e % 2)));
+    }
+  }
+  __syncthreads();
+
+  constexpr int SEGS = ROWS / 16;
+  u8* dst = p.v_codes + bh * D_V * len_pad + n0;
+  for (int s = tid; s < D_V * SEGS; s += THREADS) {
+    const int c = s / SEGS, seg = s % SEGS;
+    const ptx::u32x4 v = *reinterpret_cast<const ptx::u32x4*>(&s_t[c * PITCH + seg * 16]);
+    ptx::st_v4(dst + static_cast<i64>(c) * len_pad + seg * 16, v);
+  }
+}
+#endif
+
+}  // namespace qz
+
+// ---------------------------------------------------------------------------------------------
+// Entry points (names = jit::KernelSpec::entry_name()).
+
+#if SAGE2_QUANT_OP == 1
+extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, 1) sage2_channel_stats(sage2::dev::QuantizeParams p) {
+  qz::check_block_dim();
+  qz::channel_stats(p);
+}
+#elif SAGE2_QUANT_OP == 2
+extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, 1) sage2_quantize_q(sage2::dev::QuantizeParams p) {
+  qz::check_block_dim();
+  qz::quantize_qk<true>(p);
+}
+#elif SAGE2_QUANT_OP == 3
+extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, 1) sage2_quantize_k(sage2::dev::QuantizeParams p) {
+  qz::check_block_dim();
+  qz::quantize_qk<false>(p);
+}
+#elif SAGE2_QUANT_OP == 4
+extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, 1) sage2_quantize_v(sage2::dev::QuantizeParams p) {
+  qz::check_block_dim();
+  qz::quantize_v(p);
+}
+#else
+#error "SAGE2_QUANT_OP must be 1..4"
+#endif

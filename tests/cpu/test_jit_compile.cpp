@@ -1,0 +1,286 @@
+// Specification: every quantize-family kernel NVRTC-compiles for sm_89 and sm_90a, for a covering
+// set of the code-relevant axes (op × qk_bits × smooth flags × input dtype × consumer family ×
+// head dims 1..512 × tiles), without register spills or stack use; a broken source is reported
+// with the key and the whole NVRTC log; SAGE2_DUMP_DIR receives the source, PTX and log.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include <unistd.h>
+
+#include "jit/compiler.hpp"
+#include "jit/launch_shape.hpp"
+
+using namespace sage2;
+using namespace sage2::jit;
+
+namespace {
+
+struct Variant {
+  QuantOp op;
+  Arch arch;
+  int head_dim;
+  int bits;
+  bool sq, sk, sv;
+  DType in;
+  KernelFamily consumer;
+  TileConfig tile;
+};
+
+KernelSpec to_spec(const Variant& v) {
+  KernelSpec s;
+  s.family = KernelFamily::Quantize;
+  s.op = v.op;
+  s.arch = v.arch;
+  s.head_dim = v.head_dim;
+  s.qk_bits = v.bits;
+  s.smooth_q = v.sq;
+  s.smooth_k = v.sk;
+  s.smooth_v = v.sv;
+  s.in_dtype = v.in;
+  s.consumer = v.consumer;
+  s.tile = v.tile;
+  return s;
+}
+
+constexpr auto S89 = Arch::Sm89;
+constexpr auto S90 = Arch::Sm90a;
+constexpr auto F16 = DType::F16;
+constexpr auto BF16 = DType::BF16;
+constexpr auto MMA = KernelFamily::AttentionMma;
+constexpr auto WG = KernelFamily::AttentionWgmma;
+const TileConfig T_DEF{128, 64, 4, 1};
+const TileConfig T_WG8{128, 128, 8, 1};   // two consumer warpgroups, 128-key tiles
+const TileConfig T_WG4{64, 64, 4, 1};     // one warpgroup, 64 query rows
+const TileConfig T_MMA8{256, 64, 8, 1};   // 8 mma warps × 32 rows
+const TileConfig T_SMALL{64, 48, 4, 1};   // bk 48 → 16-token V tiles
+const TileConfig T_BK32{64, 32, 2, 1};
+
+// A covering set: every value of every axis appears with each op it affects, and both archs.
+std::vector<Variant> covering_set() {
+  using Q = QuantOp;
+  return {
+      // op          arch head bits  sq     sk     sv     in    consumer tile
+      {Q::QuantizeQ, S90, 1, 8, false, true, false, F16, MMA, T_DEF},
+      {Q::QuantizeQ, S89, 40, 4, true, true, false, BF16, MMA, T_DEF},
+      {Q::QuantizeQ, S90, 80, 8, true, false, false, BF16, WG, T_WG8},
+      {Q::QuantizeQ, S89, 128, 8, false, false, false, F16, MMA, T_MMA8},
+      {Q::QuantizeQ, S90, 128, 8, true, true, false, F16, WG, T_WG8},
+      {Q::QuantizeQ, S89, 128, 4, true, true, false, F16, MMA, T_DEF},
+      {Q::QuantizeQ, S90, 256, 4, false, true, false, F16, MMA, T_DEF},
+      {Q::QuantizeQ, S90, 512, 8, true, true, false, BF16, WG, T_WG4},
+      {Q::QuantizeQ, S89, 512, 4, false, false, false, F16, MMA, T_DEF},
+
+      {Q::QuantizeK, S89, 1, 4, false, false, false, F16, MMA, T_DEF},
+      {Q::QuantizeK, S90, 40, 8, false, true, false, BF16, WG, T_WG4},
+      {Q::QuantizeK, S89, 80, 8, false, true, false, F16, MMA, T_SMALL},
+      {Q::QuantizeK, S90, 128, 8, false, true, false, F16, WG, T_WG8},
+      {Q::QuantizeK, S89, 256, 4, false, true, false, BF16, MMA, T_DEF},
+      {Q::QuantizeK, S90, 512, 4, false, false, false, F16, MMA, T_BK32},
+
+      {Q::QuantizeV, S89, 1, 8, false, false, true, F16, MMA, T_DEF},
+      {Q::QuantizeV, S90, 40, 8, false, false, false, BF16, WG, T_WG8},
+      {Q::QuantizeV, S89, 80, 8, false, false, false, BF16, MMA, T_SMALL},
+      {Q::QuantizeV, S90, 128, 8, false, false, true, F16, WG, T_WG8},
+      {Q::QuantizeV, S89, 256, 8, false, false, true, F16, MMA, T_BK32},
+      {Q::QuantizeV, S90, 512, 8, false, false, false, BF16, MMA, T_DEF},
+
+      {Q::ChannelStats, S90, 1, 8, false, false, false, BF16, MMA, T_DEF},
+      {Q::ChannelStats, S89, 40, 8, false, false, false, F16, MMA, T_DEF},
+      {Q::ChannelStats, S90, 80, 8, false, false, false, F16, WG, T_WG8},
+      {Q::ChannelStats, S89, 128, 8, false, false, false, BF16, MMA, T_DEF},
+      {Q::ChannelStats, S90, 256, 8, false, false, false, F16, MMA, T_DEF},
+      {Q::ChannelStats, S89, 512, 8, false, false, false, BF16, MMA, T_DEF},
+  };
+}
+
+struct Outcome {
+  KernelSpec spec;
+  bool ok = false;
+  std::string error;
+  CompiledKernel k;
+};
+
+// Compiles on two threads (the CI machine has two cores; NVRTC programs are independent).
+std::vector<Outcome> compile_all(const std::vector<KernelSpec>& specs) {
+  std::vector<Outcome> out(specs.size());
+  std::atomic<std::size_t> next{0};
+  auto worker = [&] {
+    for (std::size_t i = next++; i < specs.size(); i = next++) {
+      out[i].spec = specs[i];
+      try {
+        out[i].k = compile(specs[i]);
+        out[i].ok = true;
+      } catch (const std::exception& e) {
+        out[i].error = e.what();
+      }
+    }
+  };
+  std::thread t1(worker), t2(worker);
+  t1.join();
+  t2.join();
+  return out;
+}
+
+struct EnvGuard {
+  std::string name;
+  EnvGuard(const char* n, const std::string& v) : name(n) { setenv(n, v.c_str(), 1); }
+  ~EnvGuard() { unsetenv(name.c_str()); }
+};
+
+std::string read_file(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+TEST_CASE("jit: the covering set covers every value of every code-relevant axis") {
+  std::set<std::string> keys;
+  std::map<QuantOp, std::set<int>> dims;
+  std::set<std::pair<QuantOp, Arch>> arch;
+  std::set<std::pair<QuantOp, DType>> dtype;
+  std::set<std::pair<QuantOp, int>> bits;
+  std::set<std::pair<QuantOp, KernelFamily>> consumer;
+  std::set<std::tuple<bool, bool>> q_smooth;
+  std::set<bool> k_smooth, v_smooth;
+  for (const auto& v : covering_set()) {
+    const KernelSpec s = to_spec(v);
+    CHECK_NOTHROW(s.validate());
+    CHECK_MESSAGE(keys.insert(s.key()).second, "duplicate variant " << s.key());
+    dims[v.op].insert(v.head_dim);
+    arch.insert({v.op, v.arch});
+    dtype.insert({v.op, v.in});
+    if (v.op == QuantOp::QuantizeQ || v.op == QuantOp::QuantizeK) {
+      bits.insert({v.op, v.bits});
+      consumer.insert({v.op, v.consumer});
+    }
+    if (v.op == QuantOp::QuantizeQ) q_smooth.insert({v.sq, v.sk});
+    if (v.op == QuantOp::QuantizeK) k_smooth.insert(v.sk);
+    if (v.op == QuantOp::QuantizeV) v_smooth.insert(v.sv);
+  }
+  for (QuantOp op : {QuantOp::ChannelStats, QuantOp::QuantizeQ, QuantOp::QuantizeK, QuantOp::QuantizeV}) {
+    for (int d : {1, 40, 80, 128, 256, 512}) CHECK_MESSAGE(dims[op].count(d), quant_op_name(op) << " d" << d);
+    for (Arch a : {S89, S90}) CHECK(arch.count({op, a}));
+    for (DType t : {F16, BF16}) CHECK(dtype.count({op, t}));
+  }
+  for (QuantOp op : {QuantOp::QuantizeQ, QuantOp::QuantizeK}) {
+    CHECK(bits.count({op, 4}));
+    CHECK(bits.count({op, 8}));
+    CHECK(consumer.count({op, MMA}));
+    CHECK(consumer.count({op, WG}));
+  }
+  CHECK(q_smooth.size() == 4);
+  CHECK(k_smooth.size() == 2);
+  CHECK(v_smooth.size() == 2);
+}
+
+TEST_CASE("jit: every quantize variant compiles for sm_89 and sm_90a without spills") {
+  REQUIRE_MESSAGE(nvrtc_version().first >= 12, "NVRTC must be loadable for the CPU suite");
+  std::vector<KernelSpec> specs;
+  for (const auto& v : covering_set()) specs.push_back(to_spec(v));
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto results = compile_all(specs);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  std::map<std::string, std::vector<double>> seconds;  // per op
+  for (const auto& r : results) {
+    INFO(r.spec.key());
+    REQUIRE_MESSAGE(r.ok, r.error);
+    const CompiledKernel& k = r.k;
+    CHECK(k.key == r.spec.key());
+    CHECK(k.entry == r.spec.entry_name());
+    CHECK(k.arch == r.spec.arch);
+    REQUIRE(k.cubin.size() > 4);
+    CHECK(std::string(k.cubin.data(), 4) == "\x7f" "ELF");
+    CHECK(k.log.find("'" + k.entry + "'") != std::string::npos);  // ptxas reported our entry
+    const QuantizeKernelConfig cfg = quantize_kernel_config(r.spec);
+    CHECK(k.facts.registers > 0);
+    CHECK(k.facts.registers <= 255);
+    CHECK(k.facts.registers * cfg.threads <= 65536);  // the CTA fits one SM's register file
+    CHECK(k.facts.spill_store_bytes == 0);
+    CHECK(k.facts.spill_load_bytes == 0);
+    CHECK(k.facts.stack_frame_bytes == 0);
+    CHECK(k.facts.static_shared_bytes <= 48 * 1024);
+    CHECK(k.compile_seconds > 0);
+    CHECK(k.nvrtc_major >= 12);
+    seconds[quant_op_name(r.spec.op)].push_back(k.compile_seconds);
+  }
+  std::ostringstream m;
+  m << results.size() << " quantize kernels compiled in " << wall << " s wall (2 threads); per op max/mean s:";
+  for (auto& [op, v] : seconds) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    m << ' ' << op << ' ' << *std::max_element(v.begin(), v.end()) << '/' << sum / v.size();
+  }
+  MESSAGE(m.str());
+}
+
+TEST_CASE("jit: a broken source raises CompileError carrying the key and the whole log") {
+  KernelSpec s;
+  s.family = KernelFamily::Quantize;
+  s.op = QuantOp::QuantizeQ;
+  const std::string bad =
+      "#include \"quantize_params.cuh\"\n"
+      "extern \"C\" __global__ void sage2_quantize_q(sage2::dev::QuantizeParams p) {\n"
+      "  sage2_identifier_that_does_not_exist = 1;\n"
+      "}\n";
+  try {
+    compile_source(s, bad);
+    FAIL("compile_source accepted a broken source");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::CompileError);
+    const std::string what = e.what();
+    CHECK(what.find(s.key()) != std::string::npos);
+    CHECK(what.find("sage2_identifier_that_does_not_exist") != std::string::npos);  // the log
+    CHECK(what.find("error") != std::string::npos);
+    CHECK(what.find("sm_90a") != std::string::npos);
+  }
+}
+
+TEST_CASE("jit: a source without the entry's template constants is rejected by the template") {
+  KernelSpec s;
+  s.family = KernelFamily::Quantize;
+  s.op = QuantOp::QuantizeK;
+  CHECK_THROWS_AS(compile_source(s, "#include \"quantize.cuh\"\n"), Error);
+}
+
+TEST_CASE("jit: SAGE2_DUMP_DIR receives the generated source, the PTX and the log") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("sage2_jit_dump_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  KernelSpec s;
+  s.family = KernelFamily::Quantize;
+  s.op = QuantOp::ChannelStats;
+  s.head_dim = 64;
+  s.arch = Arch::Sm89;
+  {
+    EnvGuard g("SAGE2_DUMP_DIR", dir.string());
+    const CompiledKernel k = compile(s);
+    CHECK(!k.cubin.empty());
+  }
+  std::map<std::string, std::string> by_ext;
+  for (const auto& e : fs::directory_iterator(dir)) by_ext[e.path().extension().string()] = read_file(e.path());
+  REQUIRE(by_ext.count(".cu"));
+  REQUIRE(by_ext.count(".ptx"));
+  REQUIRE(by_ext.count(".log"));
+  CHECK(by_ext[".cu"] == generate_source(s));
+  CHECK(by_ext[".ptx"].find("sage2_channel_stats") != std::string::npos);
+  CHECK(by_ext[".ptx"].find(".target sm_89") != std::string::npos);
+  CHECK(by_ext[".log"].find(s.key()) != std::string::npos);
+  CHECK(by_ext[".log"].find("registers") != std::string::npos);
+  fs::remove_all(dir);
+}
