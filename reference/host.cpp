@@ -238,6 +238,16 @@ struct Rng {
   std::int64_t below(std::int64_t n) { return static_cast<std::int64_t>(next() % static_cast<std::uint64_t>(n)); }
 };
 
+// `count` distinct channels out of d (partial Fisher–Yates).
+std::vector<std::size_t> distinct_channels(Rng& rng, std::int64_t d, int count) {
+  std::vector<std::size_t> all(static_cast<std::size_t>(d));
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+  const auto n = static_cast<std::size_t>(std::min<std::int64_t>(count, d));
+  for (std::size_t i = 0; i < n; ++i) std::swap(all[i], all[i + static_cast<std::size_t>(rng.below(d - static_cast<std::int64_t>(i)))]);
+  all.resize(n);
+  return all;
+}
+
 void check_sizes(std::int64_t batch, std::int64_t q_heads, std::int64_t kv_heads, std::int64_t q_len,
                  std::int64_t kv_len, std::int64_t head_dim) {
   if (batch < 1 || q_heads < 1 || kv_heads < 1 || q_len < 1 || kv_len < 1 || head_dim < 1)
@@ -290,8 +300,7 @@ AttentionInputs make_activation_like(std::uint64_t seed, DType dtype, std::int64
       auto make_bias = [&](double scale, int outliers, double factor) {
         std::vector<double> bias(static_cast<std::size_t>(d));
         for (auto& x : bias) x = scale * rng.normal();
-        for (int o = 0; o < outliers && o < d; ++o) {
-          const auto c = static_cast<std::size_t>(rng.below(d));
+        for (const std::size_t c : distinct_channels(rng, d, outliers)) {
           bias[c] *= factor;
           if (std::fabs(bias[c]) < scale * factor * 0.5) bias[c] = (bias[c] < 0 ? -1 : 1) * scale * factor * 0.5;
         }
@@ -313,11 +322,16 @@ AttentionInputs make_activation_like(std::uint64_t seed, DType dtype, std::int64
       // V: channel bias, a few channels with a large bias of either sign, token noise.
       std::vector<double> vbias(static_cast<std::size_t>(d));
       for (auto& x : vbias) x = m.v_bias * rng.normal();
-      for (int o = 0; o < m.v_outlier_channels && o < d; ++o)
-        vbias[static_cast<std::size_t>(rng.below(d))] = (rng.uniform() < 0.5 ? -1 : 1) * m.v_outlier_bias;
+      for (const std::size_t c : distinct_channels(rng, d, m.v_outlier_channels))
+        vbias[c] = (rng.uniform() < 0.5 ? -1 : 1) * m.v_outlier_bias;
+      std::vector<double> vproj(static_cast<std::size_t>(r * d));
+      for (auto& x : vproj) x = m.v_latent_scale * rng.normal() / std::sqrt(std::max(1, r));
       for (std::int64_t n = 0; n < kv_len; ++n)
-        for (std::int64_t c = 0; c < d; ++c)
-          in.v.set(b, hk, n, c, static_cast<float>(vbias[static_cast<std::size_t>(c)] + m.v_noise * rng.normal()));
+        for (std::int64_t c = 0; c < d; ++c) {
+          double x = vbias[static_cast<std::size_t>(c)] + m.v_noise * rng.normal();
+          for (int t = 0; t < r; ++t) x += z[static_cast<std::size_t>(n * r + t)] * vproj[static_cast<std::size_t>(t * d + c)];
+          in.v.set(b, hk, n, c, static_cast<float>(x));
+        }
       // The query heads of this kv head: Q projection aligned with K's (so Q·K rewards similar
       // latents), own channel bias with outliers.
       for (std::int64_t g = 0; g < q_heads / kv_heads; ++g) {

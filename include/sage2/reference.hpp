@@ -175,6 +175,7 @@ struct ActivationModel {
   double v_bias = 2.0;           // std of V's per-channel bias
   int v_outlier_channels = 4;    // channels with bias of magnitude v_outlier_bias (sign random)
   double v_outlier_bias = 8.0;
+  double v_latent_scale = 1.0;   // V also carries the token's latent content (so O varies by query)
   double v_noise = 1.0;
 };
 
