@@ -81,9 +81,10 @@ KernelSpec KernelSpec::canonical() const {
   }
   if (family == KernelFamily::Quantize) {
     c.out_dtype = in_dtype;
-    // Statistics and V do not depend on the Q/K code width or Q smoothing.
+    // Statistics and V do not depend on Q smoothing, V not on the Q/K code width. The statistics
+    // do depend on qk_bits: k_stats rows are d_qk = qk_dim_padded(head_dim, qk_bits) wide.
     if (op == QuantOp::ChannelStats || op == QuantOp::QuantizeV) {
-      c.qk_bits = 8;
+      if (op == QuantOp::QuantizeV) c.qk_bits = 8;
       c.smooth_q = false;
       c.smooth_k = false;
       if (op == QuantOp::ChannelStats) c.smooth_v = false;

@@ -89,6 +89,9 @@ LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b) {
   if (s.head_dim != b.p.head_dim) mismatch += " head_dim";
   if (qk && (s.tile.bq != b.layout.bq || s.tile.warps != b.layout.warps)) mismatch += " bq/warps";
   if (qk && s.qk_bits != b.qk_bits) mismatch += " qk_bits";
+  // channel_stats writes k_stats rows d_qk wide, which depends on the code width too
+  if (s.op == QuantOp::ChannelStats && qk_dim_padded(s.head_dim, s.qk_bits) != b.d_qk)
+    mismatch += " qk_bits (k_stats row width d_qk)";
   if (qk && mma_shape_for(s) != b.layout.shape) mismatch += " consumer";
   if (qk && s.smooth_k != b.smooth_k) mismatch += " smooth_k";
   if (s.op == QuantOp::QuantizeQ && s.smooth_q != b.smooth_q) mismatch += " smooth_q";

@@ -360,3 +360,44 @@ TEST_CASE("jit: parse_ptxas_facts reads the compiled entry's line of an NVRTC lo
   const PtxasFacts none = parse_ptxas_facts("");
   CHECK(none.registers == -1);
 }
+
+TEST_CASE("jit: quantize kernels derived from an attention spec agree with its buffers") {
+  // Every padded width a quantize kernel bakes in must equal the one jit::quant_buffers gives
+  // the attention kernel and the CPU reference (a stats kernel once wrote int8-wide k_stats rows
+  // for int4 buffers).
+  for (KernelFamily fam : {KernelFamily::AttentionMma, KernelFamily::AttentionWgmma}) {
+    for (int bits : {4, 8}) {
+      if (fam == KernelFamily::AttentionWgmma && bits == 4) continue;
+      for (int d : {1, 40, 64, 96, 128, 160, 256, 512}) {
+        KernelSpec attn;
+        attn.family = fam;
+        attn.head_dim = d;
+        attn.qk_bits = bits;
+        attn.smooth_q = bits == 4;
+        if (fam == KernelFamily::AttentionWgmma) attn.tile = TileConfig{128, 128, 8, 1};
+        QuantProblem p;
+        p.batch = 2;
+        p.q_heads = 4;
+        p.kv_heads = 2;
+        p.q_len = 77;
+        p.kv_len = 300;
+        p.head_dim = d;
+        const QuantBuffers b = quant_buffers(p, attn);
+        for (QuantOp op : {QuantOp::ChannelStats, QuantOp::QuantizeQ, QuantOp::QuantizeK, QuantOp::QuantizeV}) {
+          const KernelSpec q = quantize_spec_for(attn, op);
+          INFO(q.key());
+          const std::string src = generate_source(q);
+          if (op != QuantOp::QuantizeV) CHECK(define_value(src, "SAGE2_D_QK") == b.d_qk);
+          if (op == QuantOp::QuantizeQ || op == QuantOp::QuantizeK) {
+            CHECK(define_value(src, "SAGE2_ROW_BYTES") == b.row_bytes);
+            CHECK(define_value(src, "SAGE2_Q_GROUPS") == b.layout.q_groups_per_block());
+            CHECK(parse_table(src, "sage2_q_group_table") == q_group_table(b.layout));
+          }
+          CHECK(define_value(src, "SAGE2_D_V") == b.d_v);
+          CHECK(define_value(src, "SAGE2_BK") == b.layout.bk);
+          CHECK_NOTHROW(quantize_launch_shape(q, b));
+        }
+      }
+    }
+  }
+}
