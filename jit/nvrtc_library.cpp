@@ -2,7 +2,6 @@
 
 #include <dlfcn.h>
 
-#include <mutex>
 #include <vector>
 
 #include "runtime/env.hpp"
@@ -16,12 +15,6 @@
 namespace sage2::jit::nvrtc {
 namespace {
 
-struct LoadResult {
-  Api api;
-  bool ok = false;
-  std::string problem;  // every library tried, and why each failed
-};
-
 template <typename F>
 bool resolve(void* h, const char* name, F& fn, std::string& missing) {
   void* sym = dlsym(h, name);
@@ -33,19 +26,25 @@ bool resolve(void* h, const char* name, F& fn, std::string& missing) {
   return true;
 }
 
-LoadResult load() {
-  LoadResult r;
+}  // namespace
+
+std::vector<std::string> default_candidates() {
   std::vector<std::string> candidates;
   if (auto p = env::get("SAGE2_LIBNVRTC")) candidates.push_back(*p);
   candidates.insert(candidates.end(), {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"});
   if (std::string(SAGE2_BUILD_NVRTC_DIR).size() > 0)
     candidates.push_back(std::string(SAGE2_BUILD_NVRTC_DIR) + "/libnvrtc.so");
+  return candidates;
+}
+
+LoadAttempt load_from(const std::vector<std::string>& candidates) {
+  LoadAttempt r;
   for (const auto& c : candidates) {
     dlerror();
     void* h = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!h) {
       const char* e = dlerror();
-      r.problem += "\n  " + c + ": " + (e ? e : "dlopen failed");
+      r.tried += "\n  " + c + ": " + (e ? e : "dlopen failed");
       continue;
     }
     Api a;
@@ -63,17 +62,17 @@ LoadResult load() {
     resolve(h, "nvrtcGetPTXSize", a.get_ptx_size, missing);
     resolve(h, "nvrtcGetPTX", a.get_ptx, missing);
     if (!missing.empty()) {
-      r.problem += "\n  " + c + ": loaded but lacks " + missing;
+      r.tried += "\n  " + c + ": loaded but lacks " + missing;
       dlclose(h);
       continue;
     }
     if (a.version(&a.major, &a.minor) != NVRTC_SUCCESS) {
-      r.problem += "\n  " + c + ": nvrtcVersion failed";
+      r.tried += "\n  " + c + ": nvrtcVersion failed";
       dlclose(h);
       continue;
     }
     if (a.major < 12) {
-      r.problem += "\n  " + c + ": NVRTC " + std::to_string(a.major) + "." + std::to_string(a.minor) +
+      r.tried += "\n  " + c + ": NVRTC " + std::to_string(a.major) + "." + std::to_string(a.minor) +
                    " is too old (sage2 needs 12.0 or newer for sm_90a)";
       dlclose(h);
       continue;
@@ -86,24 +85,24 @@ LoadResult load() {
   return r;
 }
 
-const LoadResult& loaded() {
-  static const LoadResult r = load();
+namespace {
+const LoadAttempt& loaded() {
+  static const LoadAttempt r = load_from(default_candidates());
   return r;
 }
-
 }  // namespace
 
 const Api& api() {
-  const LoadResult& r = loaded();
+  const LoadAttempt& r = loaded();
   if (!r.ok)
     throw Error(ErrorCode::NvrtcMissing,
-                "libnvrtc could not be loaded (set SAGE2_LIBNVRTC to its path); tried:" + r.problem);
+                "libnvrtc could not be loaded (set SAGE2_LIBNVRTC to its path); tried:" + r.tried);
   return r.api;
 }
 
 const Api* try_api() noexcept {
   try {
-    const LoadResult& r = loaded();
+    const LoadAttempt& r = loaded();
     return r.ok ? &r.api : nullptr;
   } catch (...) {
     return nullptr;

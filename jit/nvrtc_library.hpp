@@ -8,6 +8,7 @@
 #include <nvrtc.h>
 
 #include <string>
+#include <vector>
 
 namespace sage2::jit::nvrtc {
 
@@ -28,7 +29,19 @@ struct Api {
   nvrtcResult (*get_ptx)(nvrtcProgram, char*) = nullptr;
 };
 
-// The loaded API; throws Error(NvrtcMissing) naming every library tried and why it failed.
+// The libraries tried, in order ($SAGE2_LIBNVRTC first when set, the build toolkit's last).
+std::vector<std::string> default_candidates();
+
+struct LoadAttempt {
+  bool ok = false;
+  Api api;
+  std::string tried;  // one line per library that failed, and why
+};
+// Tries `candidates` in order; the first usable one wins (the others stay closed).
+LoadAttempt load_from(const std::vector<std::string>& candidates);
+
+// The loaded API (default_candidates(), once per process); throws Error(NvrtcMissing) naming
+// every library tried and why it failed.
 const Api& api();
 // nullptr when NVRTC cannot be loaded (never throws).
 const Api* try_api() noexcept;

@@ -21,6 +21,7 @@ struct i8 {
 #include "jit/compiler.hpp"
 #include "jit/embedded_templates.hpp"
 #include "jit/launch_shape.hpp"
+#include "jit/nvrtc_library.hpp"
 #include "jit/quant_buffers.hpp"
 #include "jit/quant_layout.hpp"
 #include "templates/quantize_params.cuh"
@@ -400,4 +401,28 @@ TEST_CASE("jit: quantize kernels derived from an attention spec agree with its b
       }
     }
   }
+}
+
+TEST_CASE("jit: NVRTC is found by the documented search order; a missing one is reported") {
+  {
+    setenv("SAGE2_LIBNVRTC", "/opt/custom/libnvrtc.so.99", 1);
+    const auto c = nvrtc::default_candidates();
+    unsetenv("SAGE2_LIBNVRTC");
+    REQUIRE(c.size() >= 4);
+    CHECK(c[0] == "/opt/custom/libnvrtc.so.99");
+    CHECK(c[1] == "libnvrtc.so.13");
+    CHECK(c[2] == "libnvrtc.so.12");
+    CHECK(c[3] == "libnvrtc.so");
+  }
+  const auto c = nvrtc::default_candidates();
+  CHECK(c.back().find("/libnvrtc.so") != std::string::npos);  // the build toolkit's, last
+  const auto miss = nvrtc::load_from({"/nonexistent/sage2/libnvrtc.so.13", "libsage2_no_such_nvrtc.so"});
+  CHECK_FALSE(miss.ok);
+  CHECK(miss.tried.find("/nonexistent/sage2/libnvrtc.so.13") != std::string::npos);
+  CHECK(miss.tried.find("libsage2_no_such_nvrtc.so") != std::string::npos);
+  const auto hit = nvrtc::load_from({"/nonexistent/sage2/libnvrtc.so.13", c.back()});
+  CHECK(hit.ok);
+  CHECK(hit.api.major >= 12);
+  CHECK(hit.api.path == c.back());
+  CHECK(nvrtc::api().major == nvrtc_version().first);
 }
