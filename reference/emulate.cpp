@@ -264,23 +264,38 @@ EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const 
       }
     }
 
-    std::vector<float> s(sz(bk)), pt(sz(bk)), acc(sz(d)), o(sz(d));
-    std::vector<double> chunk(sz(d));
-    const float* vh = vhat.data() + bhk * nk * d;
-    for (std::int64_t i = i0; i < i1; ++i) {
+    // Per-row state of the block (the kernel's registers): m, l, accumulator, fp32 O.
+    const auto rows = static_cast<int>(i1 - i0);
+    std::vector<float> m_row(sz(rows), kNegInf), l_row(sz(rows), 0.f);
+    std::vector<float> acc_all(sz(rows * d), 0.f), o_all(sz(rows * d), 0.f);
+    std::vector<std::int64_t> j_end_row(sz(rows)), tiles_row(sz(rows));
+    std::int64_t tiles_max = 0;
+    for (int r = 0; r < rows; ++r) {
+      const std::int64_t i = i0 + r;
       std::int64_t j_end = nk;
       if (spec.causal == CausalMode::TopLeft) j_end = std::min(nk, i + 1);
       if (spec.causal == CausalMode::BottomRight) j_end = std::min(nk, i + nk - nq + 1);
-      float m = kNegInf, l = 0.f;
-      std::fill(acc.begin(), acc.end(), 0.f);
-      std::fill(o.begin(), o.end(), 0.f);
-      const std::int16_t* qc = opt.exact_qk ? nullptr : Qo.codes.data() + (bh * L.q_len_pad + i) * L.d_qk;
-      const float qscale = opt.exact_qk ? 0.f : Qo.scale[sz(bh * L.q_len_pad + i)];
-      const float* qf = opt.exact_qk ? Qo.smooth.data() + (bh * nq + i) * d : nullptr;
-      const std::int64_t tiles = j_end > 0 ? (j_end + bk - 1) / bk : 0;   // later tiles: all masked
-      for (std::int64_t t = 0; t < tiles; ++t) {
-        const std::int64_t j0 = t * bk;
-        const int nt = static_cast<int>(std::min<std::int64_t>(bk, nk - j0));   // real keys in tile
+      j_end_row[sz(r)] = j_end;
+      tiles_row[sz(r)] = j_end > 0 ? (j_end + bk - 1) / bk : 0;   // later tiles: all masked, skipped
+      tiles_max = std::max(tiles_max, tiles_row[sz(r)]);
+    }
+    std::vector<float> s(sz(bk)), pt(sz(bk));
+    std::vector<double> chunk(sz(d));
+    const float* vh = vhat.data() + bhk * nk * d;
+    for (std::int64_t t = 0; t < tiles_max; ++t) {
+      const std::int64_t j0 = t * bk;
+      const int nt = static_cast<int>(std::min<std::int64_t>(bk, nk - j0));   // real keys in the tile
+      for (int r = 0; r < rows; ++r) {
+        if (t >= tiles_row[sz(r)]) continue;
+        const std::int64_t i = i0 + r;
+        const std::int64_t j_end = j_end_row[sz(r)];
+        float& m = m_row[sz(r)];
+        float& l = l_row[sz(r)];
+        float* acc = acc_all.data() + r * d;
+        float* o = o_all.data() + r * d;
+        const std::int16_t* qc = opt.exact_qk ? nullptr : Qo.codes.data() + (bh * L.q_len_pad + i) * L.d_qk;
+        const float qscale = opt.exact_qk ? 0.f : Qo.scale[sz(bh * L.q_len_pad + i)];
+        const float* qf = opt.exact_qk ? Qo.smooth.data() + (bh * nq + i) * d : nullptr;
         // scores (log2 domain)
         float tile_max = kNegInf;
         for (int jj = 0; jj < nt; ++jj) {
@@ -318,29 +333,36 @@ EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const 
         l = l * a + rowsum;
         // P̂V̂ through the modelled tensor-core accumulator
         if (two_level) {
-          std::fill(acc.begin(), acc.end(), 0.f);
+          std::fill(acc, acc + d, 0.f);
         } else {
-          for (int c = 0; c < d; ++c) acc[sz(c)] = acc[sz(c)] * a;
+          for (int c = 0; c < d; ++c) acc[c] = acc[c] * a;
         }
         for (int c0 = 0; c0 < nt; c0 += kchunk) {
           std::fill(chunk.begin(), chunk.end(), 0.0);
           const int c1 = std::min(nt, c0 + kchunk);
+          bool any = false;
           for (int jj = c0; jj < c1; ++jj) {
             const float phat = pv.round(pt[sz(jj)] * pv.p_scale);
             if (phat == 0.f) continue;
+            any = true;
             const double pd = phat;
             const float* vr = vh + (j0 + jj) * d;
             for (int c = 0; c < d; ++c) chunk[sz(c)] += pd * static_cast<double>(vr[c]);
           }
+          if (!any && M == 23) continue;   // acc + 0 == acc exactly (and truncation is idempotent)
           for (int c = 0; c < d; ++c)
-            acc[sz(c)] = truncate_mantissa(static_cast<float>(static_cast<double>(acc[sz(c)]) + chunk[sz(c)]), M);
+            acc[c] = truncate_mantissa(static_cast<float>(static_cast<double>(acc[c]) + chunk[sz(c)]), M);
         }
         if (two_level) {
-          for (int c = 0; c < d; ++c) o[sz(c)] = o[sz(c)] * a + acc[sz(c)];
+          for (int c = 0; c < d; ++c) o[c] = o[c] * a + acc[c];
         }
         m = m_new;
       }
-      if (!two_level) o = acc;
+    }
+    for (int r = 0; r < rows; ++r) {
+      const std::int64_t i = i0 + r;
+      const float* o = two_level ? o_all.data() + r * d : acc_all.data() + r * d;
+      const float l = l_row[sz(r)], m = m_row[sz(r)];
       float* out = res.o.data() + res.index(b, h, i, 0);
       float& lse = res.lse[sz(bh * nq + i)];
       if (l == 0.f) {   // no visible key
@@ -348,7 +370,7 @@ EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const 
         continue;       // O stays 0
       }
       for (int c = 0; c < d; ++c) {
-        float x = o[sz(c)] / l;
+        float x = o[c] / l;
         x = x / pv.p_scale;
         x = x * vscale[sz(bhk * d + c)];
         x = x + vmean[sz(bhk * d + c)];

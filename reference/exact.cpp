@@ -33,13 +33,13 @@ ExactResult exact_attention(const TensorRef& q, const TensorRef& k, const Tensor
   if (opt.causal != CausalMode::None && opt.causal != CausalMode::TopLeft && opt.causal != CausalMode::BottomRight)
     detail::bad_arg("causal=" + std::to_string(static_cast<int>(opt.causal)) + " is not a CausalMode");
 
-  ExactResult r;
-  r.batch = p.batch;
-  r.heads = p.q_heads;
-  r.q_len = p.q_len;
-  r.dim = p.dv;
-  r.o.assign(static_cast<std::size_t>(p.batch * p.q_heads * p.q_len * p.dv), 0.0);
-  r.lse.assign(static_cast<std::size_t>(p.batch * p.q_heads * p.q_len), 0.0);
+  ExactResult r_out;
+  r_out.batch = p.batch;
+  r_out.heads = p.q_heads;
+  r_out.q_len = p.q_len;
+  r_out.dim = p.dv;
+  r_out.o.assign(static_cast<std::size_t>(p.batch * p.q_heads * p.q_len * p.dv), 0.0);
+  r_out.lse.assign(static_cast<std::size_t>(p.batch * p.q_heads * p.q_len), 0.0);
 
   // K and V of every (batch, kv head) in double, loaded once.
   const std::int64_t nk = p.kv_len;
@@ -64,41 +64,62 @@ ExactResult exact_attention(const TensorRef& q, const TensorRef& k, const Tensor
     const std::int64_t hk = h / p.group;
     const double* kp = kd.data() + (b * p.kv_heads + hk) * nk * p.d;
     const double* vp = vd.data() + (b * p.kv_heads + hk) * nk * p.dv;
-    std::vector<double> qrow(static_cast<std::size_t>(p.d)), s(static_cast<std::size_t>(nk)),
-        acc(static_cast<std::size_t>(p.dv));
-    const std::int64_t i_end = std::min(p.q_len, (chunk + 1) * kRows);
-    for (std::int64_t i = chunk * kRows; i < i_end; ++i) {
-      // visible keys are a prefix [0, j_end)
-      std::int64_t j_end = nk;
-      if (opt.causal == CausalMode::TopLeft) j_end = std::min(nk, i + 1);
-      if (opt.causal == CausalMode::BottomRight) j_end = std::min(nk, i + nk - p.q_len + 1);
-      double* o = r.o.data() + r.index(b, h, i, 0);
-      double& lse = r.lse[static_cast<std::size_t>((b * p.q_heads + h) * p.q_len + i)];
-      if (j_end <= 0) {
+    // kRows query rows at a time, keys in the outer loop: each K/V row is read once per chunk.
+    const std::int64_t i0 = chunk * kRows;
+    const auto rows = static_cast<int>(std::min(p.q_len, i0 + kRows) - i0);
+    auto S = [](std::int64_t x) { return static_cast<std::size_t>(x); };
+    std::vector<double> qrows(S(rows * p.d)), s(S(rows * nk)), acc(S(rows * p.dv), 0.0);
+    std::vector<std::int64_t> j_end(S(rows));
+    std::int64_t j_max = 0;
+    for (int r = 0; r < rows; ++r) {
+      const std::int64_t i = i0 + r;
+      std::int64_t e = nk;   // visible keys are a prefix [0, e)
+      if (opt.causal == CausalMode::TopLeft) e = std::min(nk, i + 1);
+      if (opt.causal == CausalMode::BottomRight) e = std::min(nk, i + nk - p.q_len + 1);
+      j_end[S(r)] = e;
+      j_max = std::max(j_max, e);
+      for (int c = 0; c < p.d; ++c) qrows[S(r * p.d + c)] = load(q, b, h, i, c);
+    }
+    for (std::int64_t j = 0; j < j_max; ++j)
+      for (int r = 0; r < rows; ++r)
+        if (j < j_end[S(r)]) s[S(r * nk + j)] = sm * dot4(qrows.data() + r * p.d, kp + j * p.d, p.d);
+    std::vector<double> l(S(rows), 0.0), m(S(rows));
+    for (int r = 0; r < rows; ++r) {
+      double mr = -std::numeric_limits<double>::infinity();
+      for (std::int64_t j = 0; j < j_end[S(r)]; ++j) mr = std::max(mr, s[S(r * nk + j)]);   // NaN is skipped
+      // All scores NaN (mr stayed -inf) or some +Inf: IEEE arithmetic below yields NaN — by design.
+      if (mr == -std::numeric_limits<double>::infinity()) mr = std::numeric_limits<double>::quiet_NaN();
+      m[S(r)] = mr;
+      double lr = 0;
+      for (std::int64_t j = 0; j < j_end[S(r)]; ++j) {
+        double& x = s[S(r * nk + j)];
+        x = std::exp(x - mr);
+        lr += x;
+      }
+      l[S(r)] = lr;
+    }
+    for (std::int64_t j = 0; j < j_max; ++j) {
+      const double* vr = vp + j * p.dv;
+      for (int r = 0; r < rows; ++r) {
+        if (j >= j_end[S(r)]) continue;
+        const double e = s[S(r * nk + j)];
+        double* ar = acc.data() + r * p.dv;
+        for (int c = 0; c < p.dv; ++c) ar[c] += e * vr[c];
+      }
+    }
+    for (int r = 0; r < rows; ++r) {
+      const std::int64_t i = i0 + r;
+      double* o = r_out.o.data() + r_out.index(b, h, i, 0);
+      double& lse = r_out.lse[S((b * p.q_heads + h) * p.q_len + i)];
+      if (j_end[S(r)] <= 0) {
         lse = -std::numeric_limits<double>::infinity();
         continue;   // O stays 0
       }
-      for (int c = 0; c < p.d; ++c) qrow[static_cast<std::size_t>(c)] = load(q, b, h, i, c);
-      double m = -std::numeric_limits<double>::infinity();
-      for (std::int64_t j = 0; j < j_end; ++j) {
-        s[static_cast<std::size_t>(j)] = sm * dot4(qrow.data(), kp + j * p.d, p.d);
-        if (s[static_cast<std::size_t>(j)] > m) m = s[static_cast<std::size_t>(j)];
-      }
-      // All scores NaN (m stayed -inf) or +Inf: IEEE arithmetic below yields NaN — by design.
-      if (m == -std::numeric_limits<double>::infinity()) m = std::numeric_limits<double>::quiet_NaN();
-      std::fill(acc.begin(), acc.end(), 0.0);
-      double l = 0;
-      for (std::int64_t j = 0; j < j_end; ++j) {
-        const double e = std::exp(s[static_cast<std::size_t>(j)] - m);
-        l += e;
-        const double* vr = vp + j * p.dv;
-        for (int c = 0; c < p.dv; ++c) acc[static_cast<std::size_t>(c)] += e * vr[c];
-      }
-      for (int c = 0; c < p.dv; ++c) o[c] = acc[static_cast<std::size_t>(c)] / l;
-      lse = m + std::log(l);
+      for (int c = 0; c < p.dv; ++c) o[c] = acc[S(r * p.dv + c)] / l[S(r)];
+      lse = m[S(r)] + std::log(l[S(r)]);
     }
   });
-  return r;
+  return r_out;
 }
 
 }  // namespace sage2::reference
