@@ -214,7 +214,7 @@ __device__ __forceinline__ void channel_stats(const QuantizeParams p) {
         s_red[slot * RED_W + j * 8 + e] = s == 0 ? sum[k][e] : (s == 1 ? mn[k][e] : mx[k][e]);
     }
     __syncthreads();
-    #pragma unroll 1
+#pragma unroll 1
     for (int c = tid; c < d_out; c += THREADS) {
       float acc = 0.f;
       if (c < HD) {
@@ -283,7 +283,7 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams p) {
 
   // ---- per-channel constants; group maxima start at 0
   for (int g = tid; g < GROUPS; g += THREADS) s_amax[g] = 0u;
-  #pragma unroll 1
+#pragma unroll 1
   for (int c = tid; c < D_QK; c += THREADS) {
     // k̄ = sum_K / kv_len (k_stats is read only when smooth_k: it may be null otherwise)
     const float kbar = (SAGE2_SMOOTH_K && c < HD)
@@ -347,7 +347,7 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams p) {
         for (int e = 0; e < 8; ++e) s_red[slot * RED_W + j * 8 + e] = cs[k][e];
     }
     __syncthreads();
-    #pragma unroll 1
+#pragma unroll 1
   for (int c = tid; c < D_QK; c += THREADS) {
       float m = 0.f;
       if (c < HD) {
@@ -393,7 +393,7 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams p) {
     }
   }
   __syncthreads();
-  #pragma unroll 1
+#pragma unroll 1
   for (int g = tid; g < GROUPS; g += THREADS) {
     const float amax = ptx::bits_f32(s_amax[g]);
     const float scale = ptx::div_rn(amax, static_cast<float>(R));
@@ -444,18 +444,19 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams p) {
 //  μ = smooth_v ? sum/kv_len : 0; amax = smooth_v ? max(max-μ, μ-min) : max(|max|, |min|)
 //  (NaN-propagating max); scale = amax/448; inv = finite positive amax ? 448/amax : 0;
 //  code = e4m3_rn_satfinite((float(V) - μ) * inv), stored transposed [c][n] through shared
-//  memory so that each channel's ROWS bytes leave as 16-byte stores. Tile 0 writes v_scale and
-//  v_mean (v_mean = μ, 0 when !smooth_v; padded channels 0).
+//  memory so that each channel's ROWS bytes leave as 16-byte stores (one thread per channel).
+//  Tile 0 writes v_scale and v_mean (v_mean = μ, 0 when !smooth_v; padded channels 0).
 
 #if SAGE2_QUANT_OP == 4
 __device__ __forceinline__ void quantize_v(const QuantizeParams p) {
-  constexpr int PITCH = ROWS + 16;  // bytes per channel row in shared memory (16-byte aligned)
   static_assert(ROWS % 16 == 0, "V tile must be a multiple of 16 tokens");
   static_assert(CHUNKS * 8 == D_V, "V mapping covers the padded head dim");
-  static_assert(D_V * PITCH + 8 * D_V <= 48 * 1024, "V tile exceeds static shared memory");
+  static_assert(ROWS * D_V + 8 * D_V <= 48 * 1024, "V tile exceeds static shared memory");
   __shared__ float s_mu[D_V];
   __shared__ float s_inv[D_V];
-  __shared__ alignas(16) u8 s_t[D_V * PITCH];
+  // Codes of the tile token-major [ROWS][D_V]: written 8 bytes per thread (contiguous along a
+  // row), read back one byte per lane along a row (consecutive channels: no bank conflicts).
+  __shared__ alignas(16) u8 s_t[ROWS * D_V];
 
   const i64 len_pad = (p.kv_len + BK - 1) / BK * BK;
   const i64 tile = blockIdx.x;
@@ -467,7 +468,7 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams p) {
   const int tid = threadIdx.x, lane_r = tid % TPR, slot = tid / TPR;
 
   const float* st = p.v_stats + bh * 3 * D_V;
-  #pragma unroll 1
+#pragma unroll 1
   for (int c = tid; c < D_V; c += THREADS) {
     float mu = 0.f, inv = 0.f, scale = 0.f;
     if (c < HD) {
@@ -510,18 +511,31 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams p) {
           pair[e / 2] = ptx::f32x2_to_e4m3x2((x[e] - s_mu[c]) * s_inv[c], (x[e + 1] - s_mu[c + 1]) * s_inv[c + 1]);
         }
       }
-#pragma unroll
-      for (int e = 0; e < 8; ++e) s_t[(j * 8 + e) * PITCH + r] = static_cast<u8>(pair[e / 2] >> (8 * (e % 2)));
+      u32* d8 = reinterpret_cast<u32*>(&s_t[r * D_V + j * 8]);
+      d8[0] = pair[0] | (pair[1] << 16);
+      d8[1] = pair[2] | (pair[3] << 16);
     }
   }
   __syncthreads();
 
+  // Transposed write-out: thread = channel, ROWS contiguous bytes of its row of v_codes.
   constexpr int SEGS = ROWS / 16;
   u8* dst = p.v_codes + bh * D_V * len_pad + n0;
-  for (int s = tid; s < D_V * SEGS; s += THREADS) {
-    const int c = s / SEGS, seg = s % SEGS;
-    const ptx::u32x4 v = *reinterpret_cast<const ptx::u32x4*>(&s_t[c * PITCH + seg * 16]);
-    ptx::st_v4(dst + static_cast<i64>(c) * len_pad + seg * 16, v);
+#pragma unroll 1
+  for (int c = tid; c < D_V; c += THREADS) {
+    u8* drow = dst + static_cast<i64>(c) * len_pad;
+#pragma unroll
+    for (int seg = 0; seg < SEGS; ++seg) {
+      u32 w[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        u32 v = 0u;
+#pragma unroll
+        for (int t = 0; t < 4; ++t) v |= static_cast<u32>(s_t[(seg * 16 + q * 4 + t) * D_V + c]) << (8 * t);
+        w[q] = v;
+      }
+      ptx::st_v4(drow + seg * 16, ptx::u32x4{w[0], w[1], w[2], w[3]});
+    }
   }
 }
 #endif
