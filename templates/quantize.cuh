@@ -361,6 +361,18 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams p) {
   }
   __syncthreads();
 
+  // This thread's channels are the same for all its rows: keep their constants in registers.
+  float mean_r[CPT][8], kbar_r[KBIAS ? CPT : 1][8];
+#pragma unroll
+  for (int k = 0; k < CPT; ++k) {
+    const int j = lane_r + k * TPR;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      mean_r[k][e] = j < CHUNKS ? s_mean[j * 8 + e] : 0.f;
+      if (KBIAS) kbar_r[KBIAS ? k : 0][e] = j < CHUNKS ? s_kbar[j * 8 + e] : 0.f;
+    }
+  }
+
   // ---- per row: q_kbias (padded rows 0) and the group amax of |x - mean|
 #pragma unroll UNROLL
   for (int i = 0; i < ITEMS; ++i) {
@@ -376,8 +388,8 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams p) {
           fetch(i, k, x);
 #pragma unroll
           for (int e = 0; e < 8; ++e) {
-            if (KBIAS) part += x[e] * s_kbar[j * 8 + e];
-            m = ptx::max_u32(m, ptx::abs_bits(x[e] - s_mean[j * 8 + e]));
+            if (KBIAS) part += x[e] * kbar_r[KBIAS ? k : 0][e];
+            m = ptx::max_u32(m, ptx::abs_bits(x[e] - mean_r[k][e]));
           }
         }
       }
@@ -420,7 +432,7 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams p) {
         float x[8];
         fetch(i, k, x);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) q[e] = quant_int<R>(x[e] - s_mean[j * 8 + e], inv);
+        for (int e = 0; e < 8; ++e) q[e] = quant_int<R>(x[e] - mean_r[k][e], inv);
       }
       if (SAGE2_QK_BITS == 8) {
         const u32 lo = (static_cast<u32>(q[0]) & 0xffu) | ((static_cast<u32>(q[1]) & 0xffu) << 8) |
@@ -492,6 +504,18 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams p) {
   }
   __syncthreads();
 
+  // This thread's channels are the same for all its rows: constants in registers.
+  float mu_r[CPT][8], inv_r[CPT][8];
+#pragma unroll
+  for (int k = 0; k < CPT; ++k) {
+    const int j = lane_r + k * TPR;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      mu_r[k][e] = j < CHUNKS ? s_mu[j * 8 + e] : 0.f;
+      inv_r[k][e] = j < CHUNKS ? s_inv[j * 8 + e] : 0.f;
+    }
+  }
+
   const u16* base = row_ptr(in, b, h, n0);
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
@@ -506,10 +530,9 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams p) {
         float x[8];
         to_f32x8(load_chunk(in, base + static_cast<i64>(r) * in.sn, j), x);
 #pragma unroll
-        for (int e = 0; e < 8; e += 2) {
-          const int c = j * 8 + e;
-          pair[e / 2] = ptx::f32x2_to_e4m3x2((x[e] - s_mu[c]) * s_inv[c], (x[e + 1] - s_mu[c + 1]) * s_inv[c + 1]);
-        }
+        for (int e = 0; e < 8; e += 2)
+          pair[e / 2] = ptx::f32x2_to_e4m3x2((x[e] - mu_r[k][e]) * inv_r[k][e],
+                                             (x[e + 1] - mu_r[k][e + 1]) * inv_r[k][e + 1]);
       }
       u32* d8 = reinterpret_cast<u32*>(&s_t[r * D_V + j * 8]);
       d8[0] = pair[0] | (pair[1] << 16);
