@@ -348,7 +348,7 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams p) {
     }
     __syncthreads();
 #pragma unroll 1
-  for (int c = tid; c < D_QK; c += THREADS) {
+    for (int c = tid; c < D_QK; c += THREADS) {
       float m = 0.f;
       if (c < HD) {
         float sum = s_red[c];

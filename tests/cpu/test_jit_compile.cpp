@@ -65,6 +65,7 @@ const TileConfig T_WG4{64, 64, 4, 1};     // one warpgroup, 64 query rows
 const TileConfig T_MMA8{256, 64, 8, 1};   // 8 mma warps × 32 rows
 const TileConfig T_SMALL{64, 48, 4, 1};   // bk 48 → 16-token V tiles
 const TileConfig T_BK32{64, 32, 2, 1};
+const TileConfig T_BIG{512, 128, 16, 1};  // largest CTAs: 16 warps, 512 query rows
 
 // A covering set: every value of every axis appears with each op it affects, and both archs.
 std::vector<Variant> covering_set() {
@@ -80,6 +81,7 @@ std::vector<Variant> covering_set() {
       {Q::QuantizeQ, S90, 256, 4, false, true, false, F16, MMA, T_DEF},
       {Q::QuantizeQ, S90, 512, 8, true, true, false, BF16, WG, T_WG4},
       {Q::QuantizeQ, S89, 512, 4, false, false, false, F16, MMA, T_DEF},
+      {Q::QuantizeQ, S89, 512, 4, true, true, false, BF16, MMA, T_BIG},  // rolled (uncached) path
 
       {Q::QuantizeK, S89, 1, 4, false, false, false, F16, MMA, T_DEF},
       {Q::QuantizeK, S90, 40, 8, false, true, false, BF16, WG, T_WG4},
@@ -87,6 +89,7 @@ std::vector<Variant> covering_set() {
       {Q::QuantizeK, S90, 128, 8, false, true, false, F16, WG, T_WG8},
       {Q::QuantizeK, S89, 256, 4, false, true, false, BF16, MMA, T_DEF},
       {Q::QuantizeK, S90, 512, 4, false, false, false, F16, MMA, T_BK32},
+      {Q::QuantizeK, S90, 512, 8, false, true, false, BF16, MMA, T_BIG},
 
       {Q::QuantizeV, S89, 1, 8, false, false, true, F16, MMA, T_DEF},
       {Q::QuantizeV, S90, 40, 8, false, false, false, BF16, WG, T_WG8},
