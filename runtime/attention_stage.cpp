@@ -1,0 +1,41 @@
+#include "runtime/attention_stage.hpp"
+
+#include <string>
+
+namespace sage2::runtime {
+
+std::size_t delta_s_workspace_bytes(const jit::QuantBuffers& b, std::size_t cap) {
+  return jit::delta_s_workspace_bytes(b, cap);
+}
+
+void launch_attention_stage(Context::Impl& ctx, const jit::KernelSpec& attention_spec, const jit::QuantBuffers& b,
+                            const TensorRef& k_input, const void* workspace, const TensorRef& out, float* lse,
+                            float sm_scale, void* delta_s_workspace, std::size_t delta_s_bytes, CUstream stream) {
+  jit::KernelSpec spec = attention_spec;
+  spec.arch = ctx.arch();
+  jit::check_attention_config(spec, ctx.facts().max_shared_per_block_optin);
+  if (spec.smooth_q && (reinterpret_cast<std::uintptr_t>(delta_s_workspace) & 15u) != 0)
+    throw Error(ErrorCode::InvalidArgument, "attention stage: the ΔS workspace must be 16-byte aligned");
+  const std::vector<jit::AttentionChunk> chunks = jit::attention_chunks(b, spec.smooth_q ? delta_s_bytes : 0);
+  // Build every parameter struct first: argument errors surface before the first launch.
+  std::vector<dev::AttentionParams> ap;
+  std::vector<dev::DeltaSParams> dp;
+  for (const auto& c : chunks) {
+    ap.push_back(jit::make_attention_params(spec, b, workspace, out, lse, sm_scale, delta_s_workspace, c));
+    if (spec.smooth_q) dp.push_back(jit::make_delta_s_params(b, workspace, k_input, delta_s_workspace, c));
+  }
+  driver::ScopedContext scope(ctx.cu_context());
+  LoadedKernel& attn = ctx.kernels().get(spec);
+  LoadedKernel* ds = nullptr;
+  jit::KernelSpec ds_spec;
+  if (spec.smooth_q) {
+    ds_spec = jit::delta_s_spec_for(spec);
+    ds = &ctx.kernels().get(ds_spec);
+  }
+  for (std::size_t i = 0; i < chunks.size(); ++i) {
+    if (ds) launch(*ds, jit::delta_s_launch_shape(ds_spec, b, chunks[i]), &dp[i], stream);
+    launch(attn, jit::attention_launch_shape(spec, b, chunks[i]), &ap[i], stream);
+  }
+}
+
+}  // namespace sage2::runtime
