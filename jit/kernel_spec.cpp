@@ -28,6 +28,7 @@ const char* family_name(KernelFamily f) noexcept {
     case KernelFamily::DeltaS: return "delta_s";
     case KernelFamily::AttentionMma: return "attn_mma";
     case KernelFamily::AttentionWgmma: return "attn_wgmma";
+    case KernelFamily::Probe: return "probe";
   }
   return "?";
 }
@@ -61,6 +62,13 @@ std::uint64_t fnv1a64(const void* data, std::size_t n, std::uint64_t h) {
 }
 
 KernelSpec KernelSpec::canonical() const {
+  if (family == KernelFamily::Probe) {  // one probe module per arch: nothing else matters
+    KernelSpec p;
+    p.family = KernelFamily::Probe;
+    p.arch = arch;
+    p.consumer = KernelFamily::Probe;
+    return p;
+  }
   KernelSpec c = *this;
   const bool attention = family == KernelFamily::AttentionMma || family == KernelFamily::AttentionWgmma;
   if (attention) {
@@ -147,6 +155,7 @@ std::string KernelSpec::entry_name() const {
     case KernelFamily::DeltaS: return "sage2_delta_s";
     case KernelFamily::AttentionMma: return "sage2_attention_mma";
     case KernelFamily::AttentionWgmma: return "sage2_attention_wgmma";
+    case KernelFamily::Probe: return "sage2_probe_mma_e4m3";
   }
   return "sage2_unknown";
 }

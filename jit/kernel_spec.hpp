@@ -24,6 +24,7 @@ enum class KernelFamily : int {
   DeltaS = 1,          // ΔS = q̄_i · γ(K_j)ᵀ in fp32 (smooth-Q only)
   AttentionMma = 2,    // mma.sync family (sm_89 and sm_90)
   AttentionWgmma = 3,  // wgmma + TMA family (sm_90a)
+  Probe = 4,           // hardware probes (tensor-core accumulator width), not used by attention
 };
 const char* family_name(KernelFamily f) noexcept;
 

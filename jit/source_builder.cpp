@@ -21,6 +21,7 @@ const char* family_template(KernelFamily f) {
     case KernelFamily::DeltaS: return "delta_s.cuh";
     case KernelFamily::AttentionMma: return "attention_mma.cuh";
     case KernelFamily::AttentionWgmma: return "attention_wgmma.cuh";
+    case KernelFamily::Probe: return "probe.cuh";
   }
   return "?";
 }

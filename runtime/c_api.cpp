@@ -84,3 +84,86 @@ sage2_status sage2_context_device(const sage2_context* ctx, char* name, size_t n
 }
 
 }  // extern "C"
+
+namespace {
+sage2::TensorRef to_cpp(const sage2_tensor* t, const char* name) {
+  if (!t) throw sage2::Error(sage2::ErrorCode::InvalidArgument, std::string(name) + ": tensor pointer is NULL");
+  if (t->dtype != SAGE2_DTYPE_F16 && t->dtype != SAGE2_DTYPE_BF16)
+    throw sage2::Error(sage2::ErrorCode::InvalidArgument,
+                       std::string(name) + ": dtype " + std::to_string(t->dtype) + " is not a sage2_dtype (0 f16, 1 bf16)");
+  sage2::TensorRef r;
+  r.data = t->data;
+  r.dtype = t->dtype == SAGE2_DTYPE_F16 ? sage2::DType::F16 : sage2::DType::BF16;
+  r.batch = t->batch; r.heads = t->heads; r.seq = t->seq; r.dim = t->dim;
+  r.stride_batch = t->stride_batch; r.stride_head = t->stride_head; r.stride_seq = t->stride_seq;
+  r.stride_dim = t->stride_dim;
+  return r;
+}
+
+sage2::AttentionParams to_cpp(const sage2_attention_params* p) {
+  sage2::AttentionParams r;
+  if (!p) return r;
+  if (p->smooth_k != 0 && p->smooth_k != 1)
+    throw sage2::Error(sage2::ErrorCode::InvalidArgument, "params.smooth_k=" + std::to_string(p->smooth_k) + " (0 or 1)");
+  if (p->smooth_v != 0 && p->smooth_v != 1)
+    throw sage2::Error(sage2::ErrorCode::InvalidArgument, "params.smooth_v=" + std::to_string(p->smooth_v) + " (0 or 1)");
+  r.causal = static_cast<sage2::CausalMode>(p->causal);
+  if (p->sm_scale != 0.0f) r.sm_scale = p->sm_scale;
+  r.qk_bits = static_cast<sage2::QkBits>(p->qk_bits);
+  r.smooth_q = static_cast<sage2::Toggle>(p->smooth_q);
+  r.smooth_k = p->smooth_k == 1;
+  r.smooth_v = p->smooth_v == 1;
+  r.lse = p->lse;
+  r.workspace = p->workspace;
+  r.workspace_bytes = p->workspace_bytes;
+  return r;
+}
+
+sage2_tensor make_tensor(const sage2::TensorRef& t) {
+  sage2_tensor r;
+  r.data = t.data;
+  r.dtype = t.dtype == sage2::DType::F16 ? SAGE2_DTYPE_F16 : SAGE2_DTYPE_BF16;
+  r.batch = t.batch; r.heads = t.heads; r.seq = t.seq; r.dim = t.dim;
+  r.stride_batch = t.stride_batch; r.stride_head = t.stride_head; r.stride_seq = t.stride_seq;
+  r.stride_dim = t.stride_dim;
+  return r;
+}
+sage2::DType cpp_dtype(sage2_dtype d) { return d == SAGE2_DTYPE_BF16 ? sage2::DType::BF16 : sage2::DType::F16; }
+}  // namespace
+
+extern "C" {
+
+void sage2_attention_params_init(sage2_attention_params* p) {
+  if (!p) return;
+  *p = sage2_attention_params{};
+  p->smooth_k = 1;
+}
+
+sage2_tensor sage2_tensor_hnd(const void* data, sage2_dtype dtype, int64_t b, int64_t h, int64_t n, int64_t d) {
+  return make_tensor(sage2::TensorRef::hnd(data, cpp_dtype(dtype), b, h, n, d));
+}
+sage2_tensor sage2_tensor_nhd(const void* data, sage2_dtype dtype, int64_t b, int64_t h, int64_t n, int64_t d) {
+  return make_tensor(sage2::TensorRef::nhd(data, cpp_dtype(dtype), b, h, n, d));
+}
+
+sage2_status sage2_attention(sage2_context* ctx, const sage2_tensor* q, const sage2_tensor* k, const sage2_tensor* v,
+                             const sage2_tensor* out, const sage2_attention_params* params, void* stream) {
+  return guarded([&] {
+    require(ctx != nullptr, "ctx is NULL");
+    ctx->cpp.attention(to_cpp(q, "q"), to_cpp(k, "k"), to_cpp(v, "v"), to_cpp(out, "out"), to_cpp(params),
+                       static_cast<CUstream_st*>(stream));
+  });
+}
+
+sage2_status sage2_workspace_size(sage2_context* ctx, const sage2_tensor* q, const sage2_tensor* k,
+                                  const sage2_tensor* v, const sage2_tensor* out,
+                                  const sage2_attention_params* params, size_t* bytes) {
+  return guarded([&] {
+    require(ctx != nullptr, "ctx is NULL");
+    require(bytes != nullptr, "bytes is NULL");
+    *bytes = ctx->cpp.workspace_size(to_cpp(q, "q"), to_cpp(k, "k"), to_cpp(v, "v"), to_cpp(out, "out"),
+                                     to_cpp(params));
+  });
+}
+
+}  // extern "C"

@@ -24,6 +24,7 @@ Context::Impl::Impl(int device, const ContextOptions& options) {
   const bool disabled = !options.disk_cache || env::flag("SAGE2_DISABLE_DISK_CACHE");
   const std::string dir = options.cache_dir.empty() ? env::cache_dir() : options.cache_dir;
   loader_ = std::make_unique<runtime::KernelLoader>(ctx_, arch_, cache::DiskCache(dir, disabled));
+  workspace_ = std::make_unique<runtime::WorkspacePool>(ctx_);
   info.ordinal = device;
   info.name = facts_.name;
   info.arch = jit::arch_name(arch_);
@@ -32,7 +33,8 @@ Context::Impl::Impl(int device, const ContextOptions& options) {
 }
 
 Context::Impl::~Impl() {
-  loader_.reset();  // unloads modules while the context is alive
+  workspace_.reset();  // frees device memory and unloads modules while the context is alive
+  loader_.reset();
   if (owns_primary_ && driver::available()) driver::api().cuDevicePrimaryCtxRelease_v2(dev_);
 }
 

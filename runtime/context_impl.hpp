@@ -5,6 +5,7 @@
 
 #include "runtime/device.hpp"
 #include "runtime/kernel_loader.hpp"
+#include "runtime/workspace_pool.hpp"
 #include "sage2/sage2.hpp"
 
 namespace sage2 {
@@ -18,6 +19,7 @@ class Context::Impl {
   const runtime::DeviceFacts& facts() const { return facts_; }
   jit::Arch arch() const { return arch_; }
   runtime::KernelLoader& kernels() { return *loader_; }
+  runtime::WorkspacePool& workspace() { return *workspace_; }
   DeviceInfo info;
 
  private:
@@ -27,6 +29,7 @@ class Context::Impl {
   CUdevice dev_ = 0;
   bool owns_primary_ = false;
   std::unique_ptr<runtime::KernelLoader> loader_;
+  std::unique_ptr<runtime::WorkspacePool> workspace_;
 };
 
 }  // namespace sage2

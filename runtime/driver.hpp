@@ -53,7 +53,13 @@ namespace sage2::driver {
   X(cuEventSynchronize)           \
   X(cuEventElapsedTime)           \
   X(cuEventDestroy_v2)            \
-  X(cuPointerGetAttribute)
+  X(cuPointerGetAttribute)         \
+  X(cuStreamBeginCapture_v2)      \
+  X(cuStreamEndCapture)           \
+  X(cuGraphInstantiateWithFlags)  \
+  X(cuGraphLaunch)                \
+  X(cuGraphExecDestroy)           \
+  X(cuGraphDestroy)
 
 struct Api {
 #define SAGE2_DRIVER_MEMBER(name) decltype(&::name) name = nullptr;

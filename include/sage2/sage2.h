@@ -45,6 +45,53 @@ sage2_status sage2_context_destroy(sage2_context* ctx);
 sage2_status sage2_context_device(const sage2_context* ctx, char* name, size_t name_size, char* arch,
                                   size_t arch_size);
 
+/* ---- attention ------------------------------------------------------------------------- */
+typedef enum sage2_dtype { SAGE2_DTYPE_F16 = 0, SAGE2_DTYPE_BF16 = 1 } sage2_dtype;
+typedef enum sage2_causal {
+  SAGE2_CAUSAL_NONE = 0,
+  SAGE2_CAUSAL_TOP_LEFT = 1,     /* query i sees keys j <= i (torch SDPA's is_causal) */
+  SAGE2_CAUSAL_BOTTOM_RIGHT = 2  /* query i sees keys j <= i + kv_len - q_len (FlashAttention) */
+} sage2_causal;
+
+/* A [batch, heads, seq, dim] view of device memory with element strides (stride_dim must be 1).
+ * HND and NHD layouts are the same view with different strides. */
+typedef struct sage2_tensor {
+  const void* data;
+  int32_t dtype; /* sage2_dtype */
+  int64_t batch, heads, seq, dim;
+  int64_t stride_batch, stride_head, stride_seq, stride_dim;
+} sage2_tensor;
+
+typedef struct sage2_attention_params {
+  int32_t causal;     /* sage2_causal */
+  float sm_scale;     /* 0: 1/sqrt(head dim) */
+  int32_t qk_bits;    /* 0 auto (8 on sm_90, 4 on sm_89), 4 or 8 */
+  int32_t smooth_q;   /* 0 auto (on with 4-bit), 1 on, 2 off */
+  int32_t smooth_k;   /* 1 on (default), 0 off */
+  int32_t smooth_v;   /* 0 off (default), 1 on */
+  float* lse;         /* optional fp32 [batch, q heads, q len] device memory, natural log */
+  void* workspace;    /* optional device workspace (256-byte aligned) */
+  size_t workspace_bytes;
+} sage2_attention_params;
+
+/* The defaults documented above. */
+void sage2_attention_params_init(sage2_attention_params* params);
+/* Contiguous views. */
+sage2_tensor sage2_tensor_hnd(const void* data, sage2_dtype dtype, int64_t batch, int64_t heads, int64_t seq,
+                              int64_t dim);
+sage2_tensor sage2_tensor_nhd(const void* data, sage2_dtype dtype, int64_t batch, int64_t heads, int64_t seq,
+                              int64_t dim);
+
+/* out = attention(q, k, v) enqueued on `stream` (a CUstream / cudaStream_t; NULL = default).
+ * params may be NULL (defaults). Bad input: SAGE2_ERROR_INVALID_ARGUMENT naming the argument,
+ * nothing launched. */
+sage2_status sage2_attention(sage2_context* ctx, const sage2_tensor* q, const sage2_tensor* k, const sage2_tensor* v,
+                             const sage2_tensor* out, const sage2_attention_params* params, void* stream);
+/* Bytes of workspace sage2_attention needs for these arguments. */
+sage2_status sage2_workspace_size(sage2_context* ctx, const sage2_tensor* q, const sage2_tensor* k,
+                                  const sage2_tensor* v, const sage2_tensor* out,
+                                  const sage2_attention_params* params, size_t* bytes);
+
 #ifdef __cplusplus
 }
 #endif

@@ -92,3 +92,20 @@ TEST_CASE("padded head dims follow the mma k of the code width") {
   CHECK(qk_row_bytes(128, 8) == 128);
   CHECK(v_dim_padded(80) == 96);
 }
+
+#include "jit/compiler.hpp"
+
+TEST_CASE("jit: the accumulator probe compiles for sm_89 and sm_90a; its key ignores other fields") {
+  KernelSpec p;
+  p.family = KernelFamily::Probe;
+  KernelSpec q = p;
+  q.head_dim = 64;
+  q.qk_bits = 4;
+  CHECK(p.key() == q.key());
+  for (Arch a : {Arch::Sm89, Arch::Sm90a}) {
+    p.arch = a;
+    const CompiledKernel k = compile(p);
+    CHECK(!k.cubin.empty());
+    CHECK(k.facts.spill_store_bytes == 0);
+  }
+}

@@ -85,3 +85,22 @@ TEST_CASE("C API: status values equal the C++ error codes") {
   CHECK(static_cast<int>(sage2::ErrorCode::OutOfMemory) == SAGE2_ERROR_OUT_OF_MEMORY);
   CHECK(static_cast<int>(sage2::ErrorCode::Internal) == SAGE2_ERROR_INTERNAL);
 }
+
+TEST_CASE("C API: attention arguments are checked before anything else") {
+  sage2_attention_params p;
+  sage2_attention_params_init(&p);
+  CHECK(p.smooth_k == 1);
+  CHECK(p.smooth_v == 0);
+  CHECK(p.qk_bits == 0);
+  CHECK(p.sm_scale == 0.0f);
+  const sage2_tensor q = sage2_tensor_hnd(reinterpret_cast<void*>(0x1000), SAGE2_DTYPE_F16, 1, 2, 3, 4);
+  CHECK(q.stride_seq == 4);
+  CHECK(q.stride_head == 12);
+  const sage2_tensor n = sage2_tensor_nhd(reinterpret_cast<void*>(0x1000), SAGE2_DTYPE_BF16, 1, 2, 3, 4);
+  CHECK(n.stride_head == 4);
+  CHECK(n.stride_seq == 8);
+  CHECK(sage2_attention(nullptr, &q, &q, &q, &q, &p, nullptr) == SAGE2_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(sage2_last_error()).find("ctx is NULL") != std::string::npos);
+  size_t bytes = 0;
+  CHECK(sage2_workspace_size(nullptr, &q, &q, &q, &q, &p, &bytes) == SAGE2_ERROR_INVALID_ARGUMENT);
+}

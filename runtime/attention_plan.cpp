@@ -1,0 +1,65 @@
+#include "runtime/attention_plan.hpp"
+
+#include "jit/attention_shape.hpp"
+#include "runtime/context_impl.hpp"
+
+namespace sage2::runtime {
+
+const std::vector<jit::TileConfig>& mma_tile_candidates() {
+  static const std::vector<jit::TileConfig> c = {
+      {128, 64, 4, 2}, {128, 64, 4, 1}, {64, 64, 4, 2}, {64, 64, 4, 1}, {64, 32, 4, 1},
+  };
+  return c;
+}
+
+jit::KernelSpec plan_attention(const AttentionProblem& p, jit::Arch arch, const DeviceFacts& facts) {
+  jit::KernelSpec s;
+  s.family = jit::KernelFamily::AttentionMma;
+  s.arch = arch;
+  s.head_dim = p.head_dim;
+  s.causal = p.causal;
+  s.qk_bits = p.qk_bits;
+  s.smooth_q = p.smooth_q;
+  s.smooth_k = p.smooth_k;
+  s.smooth_v = p.smooth_v;
+  s.in_dtype = p.dtype;
+  s.out_dtype = p.dtype;
+  s.two_level_accum = true;
+  s.return_lse = p.return_lse;
+  std::string last;
+  for (const jit::TileConfig& t : mma_tile_candidates()) {
+    s.tile = t;
+    try {
+      jit::check_attention_config(s, facts.max_shared_per_block_optin);
+      return s;
+    } catch (const Error& e) {
+      last = e.what();
+    }
+  }
+  throw Error(ErrorCode::Unsupported, "no tile configuration of the mma family fits head dim " +
+                                          std::to_string(p.head_dim) + " on " + facts.name + ": " + last);
+}
+
+void check_pointers_on_device(Context::Impl& ctx, const TensorRef& q, const TensorRef& k, const TensorRef& v,
+                              const TensorRef& out, const float* lse) {
+  const auto& a = driver::api();
+  auto check = [&](const void* ptr, const char* name) {
+    int ordinal = -1;
+    const CUresult r = a.cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                               reinterpret_cast<CUdeviceptr>(ptr));
+    if (r != CUDA_SUCCESS)
+      throw Error(ErrorCode::InvalidArgument, std::string(name) + ": pointer is not CUDA device memory (" +
+                                                  driver::error_text(r) + ")");
+    if (ordinal != ctx.facts().ordinal)
+      throw Error(ErrorCode::InvalidArgument, std::string(name) + ": memory is on device " + std::to_string(ordinal) +
+                                                  " but this Context is on device " +
+                                                  std::to_string(ctx.facts().ordinal));
+  };
+  check(q.data, "q");
+  check(k.data, "k");
+  check(v.data, "v");
+  check(out.data, "out");
+  if (lse) check(lse, "params.lse");
+}
+
+}  // namespace sage2::runtime
