@@ -30,9 +30,10 @@
 //    s_ij   = -inf for masked keys (causal) and for padded keys j >= kv_len
 //  Online softmax, per tile (m = -inf, l = 0, O = 0, A = 0 at the start):
 //    m_new = max(m, max_j s_ij)     max ignores NaN (PTX max.f32 semantics)
-//    a     = exp2(m - m_new)        (exp2(-inf) = 0; a tile whose keys are all masked changes
+//    m_use = (m_new == -inf) ? 0 : m_new          (the usual guard against -inf - -inf)
+//    a     = exp2(m - m_use)        (exp2(-inf) = 0; a tile whose keys are all masked changes
 //                                    nothing and may be skipped)
-//    P̃_ij  = exp2(s_ij - m_new)     ∈ [0, 1]
+//    P̃_ij  = exp2(s_ij - m_use)     ∈ [0, 1]
 //    l     = l·a + rowsum_j(P̃_ij)   rowsum of the UNquantized P̃, in key order, fp32
 //    P̂_ij  = fmt(P̃_ij · p_scale)    E4M3: p_scale = 448 (static scale 1/448), RNE, saturating
 //    Tensor-core accumulator with `accum_mantissa_bits` = M (23 = true fp32, 13 = the FP22 the
@@ -47,6 +48,8 @@
 //                             first chunk: acc_c = acc_c·a (then truncated by the next chunk add);
 //                             O = acc at the end
 //    m = m_new
+//  (Tiles are processed in key order; every row of a query block runs the same tile sequence up
+//  to its last visible key. The reference evaluates rows independently, as the kernel does.)
 //  Epilogue:
 //    l == 0 (no visible key: all keys masked) → O_i = 0 and LSE_i = -inf
 //    O_ic = ((O_c / l) / p_scale) · δV[c] + μ[c]      (evaluated left to right, fp32)
