@@ -251,6 +251,10 @@ std::vector<Config> configs(const Args& a) {
         c.spec.smooth_v = sv != 0;
         cs.push_back(c);
       }
+    Config q{"hopper", "wgmma int8, smooth Q+K, fp32 acc, two-level", hopper_spec(d, a.causal), ada, {}};
+    q.spec.smooth_q = true;   // optional for 8-bit (DESIGN.md); shown for strongly biased Q
+    q.opt.accum_mantissa_bits = 23;
+    cs.push_back(q);
     Config c{"hopper", "wgmma int8, smooth K, fp22 acc, one-level", hopper_spec(d, a.causal), ada, {}};
     c.spec.two_level_accum = false;
     cs.push_back(c);
