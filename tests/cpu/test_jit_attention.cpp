@@ -1,0 +1,332 @@
+// Specification (CPU / CI): every attention variant of the mma.sync family, and the ΔS kernel,
+// NVRTC-compiles for sm_89 and sm_90a over a covering set of the code-relevant axes (qk_bits ×
+// causal × dtype × smooth flags × two-level × return_lse × head dims 1..512 × tile configs);
+// the main configurations (head dim 64/128, INT8 and INT4, default tiles) have no spills and no
+// stack; the host-side plan (CTA size, V passes, shared memory, ΔS chunks, config rejection) is
+// consistent with the kernel's own constants.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "jit/attention_shape.hpp"
+#include "jit/compiler.hpp"
+
+using namespace sage2;
+using namespace sage2::jit;
+
+namespace {
+
+struct AVariant {
+  Arch arch;
+  int head_dim;
+  int bits;
+  CausalMode causal;
+  DType dtype;
+  bool sq, sk, sv;
+  bool two_level, lse;
+  TileConfig tile;
+  bool main = false;  // a main configuration: must not spill
+};
+
+KernelSpec to_spec(const AVariant& v) {
+  KernelSpec s;
+  s.family = KernelFamily::AttentionMma;
+  s.arch = v.arch;
+  s.head_dim = v.head_dim;
+  s.qk_bits = v.bits;
+  s.causal = v.causal;
+  s.in_dtype = v.dtype;
+  s.out_dtype = v.dtype;
+  s.smooth_q = v.sq;
+  s.smooth_k = v.sk;
+  s.smooth_v = v.sv;
+  s.two_level_accum = v.two_level;
+  s.return_lse = v.lse;
+  s.tile = v.tile;
+  return s;
+}
+
+constexpr auto S89 = Arch::Sm89;
+constexpr auto S90 = Arch::Sm90a;
+constexpr auto F16 = DType::F16;
+constexpr auto BF16 = DType::BF16;
+constexpr auto NONE = CausalMode::None;
+constexpr auto TL = CausalMode::TopLeft;
+constexpr auto BR = CausalMode::BottomRight;
+const TileConfig W8{128, 64, 8, 2};   // default: 8 warps × 16 rows
+const TileConfig W4{64, 64, 4, 2};    // 4 warps × 16 rows
+const TileConfig M2{128, 64, 4, 2};   // 4 warps × 32 rows (two m tiles per warp)
+const TileConfig K128{128, 128, 8, 2};
+const TileConfig S1{64, 32, 4, 1};    // bk 32, one stage
+const TileConfig S3{64, 64, 4, 3};    // three stages
+
+std::vector<AVariant> covering_set() {
+  std::vector<AVariant> v = {
+      // arch head bits causal dtype  sq     sk     sv     acc2   lse    tile  main
+      // main configurations: head dims 64/128, INT8/INT4, default tile, both archs
+      {S89, 64, 8, NONE, F16, false, true, false, true, false, W8, true},
+      {S90, 64, 8, NONE, F16, false, true, false, true, false, W8, true},
+      {S89, 128, 8, NONE, F16, false, true, false, true, false, W8, true},
+      {S90, 128, 8, NONE, BF16, false, true, false, true, false, W8, true},
+      {S89, 64, 4, TL, BF16, true, true, false, true, true, W8, true},
+      {S90, 64, 4, BR, F16, true, true, false, true, true, W8, true},
+      {S89, 128, 4, NONE, F16, true, true, false, true, true, W8, true},
+      {S90, 128, 4, TL, BF16, true, true, false, true, true, W8, true},
+      {S89, 128, 8, TL, BF16, true, true, true, true, true, W8, true},
+      {S90, 128, 8, BR, F16, false, false, true, false, true, W8, true},
+      {S89, 64, 8, BR, F16, true, true, true, false, true, W4, true},
+      {S90, 64, 8, TL, BF16, false, true, false, true, false, W4, true},
+      {S89, 128, 8, NONE, F16, false, true, false, true, true, W4, true},
+      {S90, 128, 4, NONE, F16, true, true, true, true, false, W4, true},
+      {S89, 128, 8, NONE, F16, false, true, false, true, false, M2, true},
+      {S89, 64, 4, TL, F16, true, true, false, true, true, M2, true},
+      {S90, 64, 8, NONE, BF16, false, true, false, true, true, M2, true},
+      // other head dims (padding, V passes) and tiles
+      {S89, 1, 8, NONE, F16, false, true, false, true, true, S1},
+      {S90, 32, 8, TL, BF16, false, true, true, true, true, S3},
+      {S89, 32, 4, BR, F16, true, false, false, false, false, W8},
+      {S90, 40, 8, NONE, F16, false, false, false, true, true, M2},
+      {S89, 80, 8, BR, BF16, true, true, false, true, true, K128},
+      {S90, 80, 4, NONE, F16, true, true, true, true, false, W8},
+      {S89, 96, 8, TL, F16, false, true, false, false, true, W8},
+      {S90, 96, 4, NONE, BF16, true, true, false, true, true, S1},
+      {S89, 160, 8, NONE, BF16, true, true, false, true, true, W8},
+      {S90, 160, 8, BR, F16, false, true, true, true, true, W4},
+      {S89, 256, 8, TL, F16, false, true, false, true, true, W4},
+      {S90, 256, 4, NONE, BF16, true, true, false, true, false, W8},
+      {S89, 512, 8, NONE, F16, true, true, false, true, true, TileConfig{64, 64, 4, 1}},
+      {S90, 512, 4, TL, BF16, true, true, true, false, true, TileConfig{64, 64, 4, 2}},
+      {S90, 128, 8, NONE, F16, false, true, false, true, true, K128},
+      {S89, 64, 8, BR, BF16, false, true, false, true, true, S3},
+  };
+  return v;
+}
+
+struct Outcome {
+  KernelSpec spec;
+  bool ok = false;
+  std::string error;
+  CompiledKernel k;
+};
+
+std::vector<Outcome> compile_all(const std::vector<KernelSpec>& specs) {
+  std::vector<Outcome> out(specs.size());
+  std::atomic<std::size_t> next{0};
+  auto worker = [&] {
+    for (std::size_t i = next++; i < specs.size(); i = next++) {
+      out[i].spec = specs[i];
+      try {
+        out[i].k = compile(specs[i]);
+        out[i].ok = true;
+      } catch (const std::exception& e) {
+        out[i].error = e.what();
+      }
+    }
+  };
+  std::thread t1(worker), t2(worker);
+  t1.join();
+  t2.join();
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("jit attention: the covering set covers every value of every code-relevant axis") {
+  std::set<std::string> keys;
+  std::set<int> dims;
+  std::set<std::pair<Arch, int>> arch_bits;
+  std::set<CausalMode> causal;
+  std::set<DType> dtype;
+  std::set<std::tuple<bool, bool, bool>> smooth;
+  std::set<bool> two, lse;
+  std::set<std::tuple<int, int, int, int>> tiles;
+  for (const auto& v : covering_set()) {
+    const KernelSpec s = to_spec(v);
+    CHECK_NOTHROW(s.validate());
+    CHECK_NOTHROW(check_attention_config(s, 227 * 1024));
+    CHECK_MESSAGE(keys.insert(s.key()).second, "duplicate variant " << s.key());
+    dims.insert(v.head_dim);
+    arch_bits.insert({v.arch, v.bits});
+    causal.insert(v.causal);
+    dtype.insert(v.dtype);
+    smooth.insert({v.sq, v.sk, v.sv});
+    two.insert(v.two_level);
+    lse.insert(v.lse);
+    tiles.insert({v.tile.bq, v.tile.bk, v.tile.warps, v.tile.stages});
+  }
+  for (int d : {32, 64, 80, 96, 128, 160, 256, 512}) CHECK_MESSAGE(dims.count(d), "head dim " << d);
+  for (Arch a : {S89, S90})
+    for (int b : {4, 8}) CHECK(arch_bits.count({a, b}));
+  CHECK(causal.size() == 3);
+  CHECK(dtype.size() == 2);
+  CHECK(smooth.size() >= 6);
+  CHECK(two.size() == 2);
+  CHECK(lse.size() == 2);
+  CHECK(tiles.size() >= 6);
+}
+
+TEST_CASE("jit attention: every attention and ΔS variant compiles for sm_89 and sm_90a; main configs do not spill") {
+  REQUIRE_MESSAGE(nvrtc_version().first >= 12, "NVRTC must be loadable for the CPU suite");
+  std::vector<KernelSpec> specs;
+  std::vector<bool> main;
+  for (const auto& v : covering_set()) {
+    specs.push_back(to_spec(v));
+    main.push_back(v.main);
+  }
+  // ΔS: one per arch and input dtype, a few head dims / tiles (it is canonical over bits,
+  // causal, V smoothing, two-level, LSE).
+  for (const auto& v : std::vector<AVariant>{{S89, 128, 8, NONE, F16, true, true, false, true, false, W8},
+                                              {S90, 64, 4, NONE, BF16, true, false, false, true, false, M2},
+                                              {S89, 80, 4, NONE, BF16, true, true, false, true, false, K128},
+                                              {S90, 512, 8, NONE, F16, true, true, false, true, false, W4},
+                                              {S90, 1, 8, NONE, F16, true, true, false, true, false, S1}}) {
+    specs.push_back(delta_s_spec_for(to_spec(v)));
+    main.push_back(true);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto results = compile_all(specs);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double max_s = 0;
+  std::ostringstream table;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    INFO(r.spec.key());
+    REQUIRE_MESSAGE(r.ok, r.error);
+    const CompiledKernel& k = r.k;
+    CHECK(k.entry == r.spec.entry_name());
+    REQUIRE(k.cubin.size() > 4);
+    CHECK(std::string(k.cubin.data(), 4) == "\x7f" "ELF");
+    CHECK(k.facts.registers > 0);
+    CHECK(k.facts.registers <= 255);
+    const bool attention = r.spec.family == KernelFamily::AttentionMma;
+    const int threads = attention ? attention_kernel_config(r.spec).threads : dev::ds_threads();
+    CHECK(k.facts.registers * threads <= 65536);  // the CTA fits one SM's register file
+    if (main[i]) {
+      CHECK(k.facts.spill_store_bytes == 0);
+      CHECK(k.facts.spill_load_bytes == 0);
+      CHECK(k.facts.stack_frame_bytes == 0);
+    }
+    CHECK(k.facts.static_shared_bytes <= 48 * 1024);
+    max_s = std::max(max_s, k.compile_seconds);
+    table << "\n  " << k.key << "  regs " << k.facts.registers << " spill " << k.facts.spill_store_bytes << "/"
+          << k.facts.spill_load_bytes << " stack " << k.facts.stack_frame_bytes << " smem "
+          << (attention ? attention_kernel_config(r.spec).smem : 0) << " compile " << k.compile_seconds << " s";
+  }
+  MESSAGE(results.size() << " attention/ΔS kernels compiled in " << wall << " s wall (2 threads), slowest "
+                         << max_s << " s" << table.str());
+}
+
+TEST_CASE("jit attention: host plan — CTA size, V passes, shared memory and config rejection") {
+  KernelSpec s;
+  s.family = KernelFamily::AttentionMma;
+  s.head_dim = 128;
+  s.tile = W8;
+  AttentionKernelConfig k = attention_kernel_config(s);
+  CHECK(k.threads == 256);
+  CHECK(k.m_tiles == 1);
+  CHECK(k.v_slices == 1);
+  CHECK(k.v_slice == 128);
+  // Q 128 rows + 2 stages of {K 64 rows, V 128 channel rows, K scales}: rows padded by 16 bytes.
+  CHECK(k.smem == std::size_t(128 * 144 + 2 * (64 * 144 + 128 * 80 + 16)));
+  s.smooth_q = true;  // + the ΔS row of each stage
+  CHECK(attention_kernel_config(s).smem == std::size_t(128 * 144 + 2 * (64 * 144 + 128 * 80 + 16 + 64 * 4)));
+  s.head_dim = 512;
+  s.tile = W4;
+  k = attention_kernel_config(s);
+  CHECK(k.v_slices == 3);
+  CHECK(k.v_slice * k.v_slices >= 512);
+  CHECK(k.v_slice % 16 == 0);
+  s.tile = M2;
+  s.head_dim = 128;
+  k = attention_kernel_config(s);
+  CHECK(k.m_tiles == 2);
+  CHECK(k.v_slices == 1);
+
+  // Rejections: shared memory over the device limit (Unsupported, naming the need), tiles the
+  // family cannot run (InvalidArgument).
+  s.head_dim = 512;
+  s.tile = TileConfig{128, 128, 8, 4};
+  try {
+    check_attention_config(s, 99 * 1024);
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::Unsupported);
+    CHECK(std::string(e.what()).find("shared memory") != std::string::npos);
+  }
+  s.head_dim = 64;
+  s.tile = TileConfig{64, 48, 4, 1};
+  CHECK_THROWS_AS(check_attention_config(s, 1 << 30), Error);
+  s.tile = TileConfig{64, 64, 4, 5};
+  CHECK_THROWS_AS(check_attention_config(s, 1 << 30), Error);
+  s.family = KernelFamily::AttentionWgmma;
+  s.tile = W8;
+  CHECK_THROWS_AS(check_attention_config(s, 1 << 30), Error);
+}
+
+TEST_CASE("jit attention: ΔS workspace stays bounded; chunks tile (pairs × query blocks) exactly once") {
+  KernelSpec s;
+  s.family = KernelFamily::AttentionMma;
+  s.head_dim = 128;
+  s.tile = W8;
+  s.smooth_q = true;
+  auto check_cover = [](const QuantBuffers& b, const std::vector<AttentionChunk>& chunks) {
+    std::map<std::pair<std::int64_t, std::int64_t>, int> seen;
+    for (const auto& c : chunks) {
+      CHECK(c.bh_count >= 1);
+      CHECK(c.qb_count >= 1);
+      CHECK(c.bh_count <= 65535);
+      for (std::int64_t p = c.bh_offset; p < c.bh_offset + c.bh_count; ++p)
+        for (std::int64_t q = c.qb_offset; q < c.qb_offset + c.qb_count; ++q) ++seen[{p, q}];
+    }
+    CHECK(seen.size() == static_cast<std::size_t>(b.p.batch * b.p.q_heads * b.q_blocks));
+    for (auto& [k, n] : seen) CHECK(n == 1);
+  };
+  {  // small: everything in one chunk
+    const QuantBuffers b = quant_buffers({2, 8, 2, 1000, 1000, 128}, s);
+    const std::size_t bytes = delta_s_workspace_bytes(b);
+    CHECK(bytes == std::size_t(2 * 8) * b.q_blocks * b.kv_len_pad * 4);
+    const auto chunks = attention_chunks(b, bytes);
+    CHECK(chunks.size() == 1);
+    check_cover(b, chunks);
+  }
+  {  // B=4, H=32, N=32K: 128 pairs × 256 blocks × 32K keys × 4 bytes = 4 GiB → capped
+    const QuantBuffers b = quant_buffers({4, 32, 32, 32768, 32768, 128}, s);
+    const std::size_t bytes = delta_s_workspace_bytes(b);
+    CHECK(bytes <= kDeltaSWorkspaceCap);
+    CHECK(bytes > kDeltaSWorkspaceCap / 2);
+    const auto chunks = attention_chunks(b, bytes);
+    CHECK(chunks.size() > 1);
+    for (const auto& c : chunks)
+      CHECK(std::size_t(c.bh_count) * c.qb_count * b.kv_len_pad * 4 <= bytes);
+    check_cover(b, chunks);
+  }
+  {  // one pair alone exceeds the cap: chunks over query blocks
+    const QuantBuffers b = quant_buffers({1, 3, 1, 5000, 7000, 64}, s);
+    const std::size_t row = std::size_t(b.kv_len_pad) * 4;
+    const std::size_t bytes = delta_s_workspace_bytes(b, 5 * row + 7);
+    CHECK(bytes == 5 * row);
+    const auto chunks = attention_chunks(b, bytes);
+    for (const auto& c : chunks) {
+      CHECK(c.bh_count == 1);
+      CHECK(c.qb_count <= 5);
+    }
+    check_cover(b, chunks);
+    CHECK_THROWS_AS(attention_chunks(b, row - 1), Error);  // cannot hold one row
+  }
+  {  // no smooth-Q: no ΔS workspace, one chunk
+    KernelSpec n = s;
+    n.smooth_q = false;
+    const QuantBuffers b = quant_buffers({4, 32, 32, 32768, 32768, 128}, n);
+    CHECK(delta_s_workspace_bytes(b) == 0);
+    const auto chunks = attention_chunks(b, 0);
+    CHECK(chunks.size() == 1);
+    check_cover(b, chunks);
+  }
+}
