@@ -57,6 +57,8 @@
 //            returned LSE the one of the UN-smoothed scores (smooth-Q's ΔS is already in S)
 //  Causal masks (CausalMode): TopLeft: key j visible to query i iff j <= i;
 //    BottomRight: iff j <= i + kv_len - q_len (rows with no visible key get O = 0, LSE = -inf).
+//  The reference itself is built for the x86-64 baseline (no FMA contraction); a build with
+//  -march=native and -ffp-contract=fast may change the last bit of emulated outputs.
 //  Known, accepted differences of a GPU kernel vs this emulation (bit-exactness is promised for
 //  the quantize-stage codes away from rounding boundaries, not for the attention output):
 //    exp2 (ex2.approx), the order of fp32 reductions (rowmax, rowsum, ΔS, channel sums), FMA
@@ -315,8 +317,12 @@ struct EmulationResult {
 };
 
 // spec.head_dim must equal the tensors' head dim; the spec's in_dtype is not checked against the
-// tensors (F32 tensors are accepted for experiments). Per-thread E4M3 runs use quantize_stage()
-// itself; other granularities/formats re-quantize with the same smoothing statistics.
+// tensors (F32 tensors are accepted for experiments). The emulation always runs quantize_stage():
+// per-thread Q/K codes and scales and the E4M3 V codes are its buffers, read as the kernel reads
+// them; other granularities / P̃,V formats re-quantize from the same smoothing statistics.
+// Cost: O(B·Hq·Nq·Nk·d), about 1.5 s per head at N = 4096, d = 128 on one core (exact attention
+// likewise); work is spread over
+// `threads` std::threads by (batch, head, query block); results do not depend on the thread count.
 EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const TensorRef& v,
                                   const jit::KernelSpec& attention_spec,
                                   const EmulationOptions& options = {});
