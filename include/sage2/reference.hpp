@@ -321,8 +321,8 @@ struct EmulationResult {
 // per-thread Q/K codes and scales and the E4M3 V codes are its buffers, read as the kernel reads
 // them; other granularities / P̃,V formats re-quantize from the same smoothing statistics.
 // Cost: O(B·Hq·Nq·Nk·d), about 1.5 s per head at N = 4096, d = 128 on one core (exact attention
-// likewise); work is spread over
-// `threads` std::threads by (batch, head, query block); results do not depend on the thread count.
+// likewise); work is spread over `threads` std::threads by (batch, head, query block); results do
+// not depend on the thread count.
 EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const TensorRef& v,
                                   const jit::KernelSpec& attention_spec,
                                   const EmulationOptions& options = {});
