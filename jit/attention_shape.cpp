@@ -170,6 +170,9 @@ dev::AttentionParams make_attention_params(const KernelSpec& spec, const QuantBu
   if (out.batch != b.p.batch || out.heads != b.p.q_heads || out.seq != b.p.q_len || out.dim != b.p.head_dim)
     bad("attention params: out shape [" + s(out.batch) + "," + s(out.heads) + "," + s(out.seq) + "," + s(out.dim) +
         "] != expected [" + s(b.p.batch) + "," + s(b.p.q_heads) + "," + s(b.p.q_len) + "," + s(b.p.head_dim) + "]");
+  if (b.p.kv_len >= (std::int64_t(1) << 31) - 1024 || b.p.q_len >= (std::int64_t(1) << 31) - 1024)
+    bad("attention params: q_len=" + s(b.p.q_len) + " kv_len=" + s(b.p.kv_len) +
+        " (the kernel indexes keys and rows with 32-bit offsets inside a head: < 2^31 - 1024)");
   if (spec.return_lse && !lse) bad("attention params: return_lse is set but lse is null");
   if (spec.smooth_q && !delta_s) bad("attention params: smooth_q is set but the ΔS workspace is null");
   if (!(std::isfinite(sm_scale) && sm_scale != 0.f))
