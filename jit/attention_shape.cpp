@@ -69,6 +69,19 @@ void check_attention_config(const KernelSpec& spec, int max_smem_optin) {
                     " (use fewer stages, a smaller bq or bk)");
 }
 
+TileConfig default_attention_tile(const KernelSpec& attention_spec, int max_smem_optin) {
+  KernelSpec k = attention_spec;
+  k.family = KernelFamily::AttentionMma;
+  for (int bk : {64, 32}) {
+    for (int stages = 2; stages >= 1; --stages) {
+      k.tile = TileConfig{64, bk, 4, stages};
+      if (attention_kernel_config(k).smem <= static_cast<std::size_t>(max_smem_optin)) return k.tile;
+    }
+  }
+  throw Error(ErrorCode::Unsupported, "attention (mma family): no tile fits " + s(max_smem_optin) +
+                                          " bytes of shared memory at head_dim=" + s(attention_spec.head_dim));
+}
+
 KernelSpec delta_s_spec_for(const KernelSpec& attention) {
   KernelSpec d = attention;
   d.family = KernelFamily::DeltaS;

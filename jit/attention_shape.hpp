@@ -39,6 +39,12 @@ AttentionKernelConfig attention_kernel_config(const KernelSpec& attention_spec);
 // limit per block), saying how much it needs and which knobs reduce it.
 void check_attention_config(const KernelSpec& attention_spec, int max_smem_optin);
 
+// A spill-free starting tile for the mma family until the autotuner has an entry: bq 64, bk 64,
+// 4 warps (16 rows each), 2 stages — the fastest of the tiles measured on the H100 at head dim
+// 128 (see the report in tests/gpu/test_attention.cpp's perf case), no spills at any head dim —
+// with the stages lowered (then bk) until the shared memory fits `max_smem_optin`.
+TileConfig default_attention_tile(const KernelSpec& attention_spec, int max_smem_optin);
+
 // The ΔS spec that feeds `attention_spec` (same arch, head dim, tile, dtype).
 KernelSpec delta_s_spec_for(const KernelSpec& attention_spec);
 

@@ -270,6 +270,28 @@ TEST_CASE("jit attention: host plan — CTA size, V passes, shared memory and co
   CHECK_THROWS_AS(check_attention_config(s, 1 << 30), Error);
 }
 
+TEST_CASE("jit attention: the default tile fits the device and is valid") {
+  for (int d : {1, 32, 64, 80, 96, 128, 160, 256, 512})
+    for (int bits : {4, 8})
+      for (int limit : {99 * 1024, 227 * 1024}) {
+        KernelSpec s;
+        s.family = KernelFamily::AttentionMma;
+        s.head_dim = d;
+        s.qk_bits = bits;
+        s.smooth_q = true;
+        s.tile = default_attention_tile(s, limit);
+        CAPTURE(d);
+        CAPTURE(limit);
+        CHECK_NOTHROW(check_attention_config(s, limit));
+        CHECK(s.tile.bq == 64);
+        CHECK(s.tile.warps == 4);
+      }
+  KernelSpec s;
+  s.family = KernelFamily::AttentionMma;
+  s.head_dim = 512;
+  CHECK_THROWS_AS(default_attention_tile(s, 16 * 1024), Error);
+}
+
 TEST_CASE("jit attention: ΔS workspace stays bounded; chunks tile (pairs × query blocks) exactly once") {
   KernelSpec s;
   s.family = KernelFamily::AttentionMma;
