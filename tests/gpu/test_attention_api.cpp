@@ -191,7 +191,8 @@ TEST_CASE("gpu attention: matrix vs emulation (same spec) and vs fp64 attention"
     const std::string name = describe(c);
     CAPTURE(name);
     const Outcome r = run_case(c, seed + static_cast<std::uint64_t>(++n));
-    const Accuracy t = target(c.bits, c.model);
+    // Attention over fewer than ~1000 keys cannot be diffuse: such cases get the sharp bounds.
+    const Accuracy t = target(c.bits, c.model == 0 && c.kv_len < 1000 ? 1 : c.model);
     std::printf("attention %-58s exact: cos %.6f relL1 %.5f | emul: cos %.8f relL1 %.2e | lse err %.2e / %.2e\n",
                 name.c_str(), r.vs_exact.cos_sim, r.vs_exact.rel_l1, r.vs_emul.cos_sim, r.vs_emul.rel_l1,
                 r.lse_err_exact, r.lse_err_emul);
