@@ -5,6 +5,7 @@
 #include <new>
 #include <string>
 
+#include "runtime/env.hpp"
 #include "sage2/sage2.hpp"
 
 struct sage2_context {
@@ -80,6 +81,39 @@ sage2_status sage2_context_device(const sage2_context* ctx, char* name, size_t n
     require(ctx != nullptr, "ctx is NULL");
     copy_out(ctx->cpp.device().name, name, name_size);
     copy_out(ctx->cpp.device().arch, arch, arch_size);
+  });
+}
+
+sage2_status sage2_version_info(int* nvrtc_major, int* nvrtc_minor, int* driver_version) {
+  return guarded([&] {
+    const sage2::VersionInfo v = sage2::version_info();
+    if (nvrtc_major) *nvrtc_major = v.nvrtc_major;
+    if (nvrtc_minor) *nvrtc_minor = v.nvrtc_minor;
+    if (driver_version) *driver_version = v.driver_version;
+  });
+}
+
+sage2_status sage2_context_cache_dir(const sage2_context* ctx, char* buf, size_t size) {
+  return guarded([&] {
+    require(ctx != nullptr, "ctx is NULL");
+    copy_out(ctx->cpp.cache_dir(), buf, size);
+  });
+}
+
+sage2_status sage2_default_cache_dir(char* buf, size_t size) {
+  return guarded([&] {
+    copy_out(sage2::env::flag("SAGE2_DISABLE_DISK_CACHE") ? std::string() : sage2::env::cache_dir(), buf, size);
+  });
+}
+
+sage2_status sage2_context_device_props(const sage2_context* ctx, int* ordinal, int* sm_count,
+                                        uint64_t* total_memory) {
+  return guarded([&] {
+    require(ctx != nullptr, "ctx is NULL");
+    const sage2::DeviceInfo& d = ctx->cpp.device();
+    if (ordinal) *ordinal = d.ordinal;
+    if (sm_count) *sm_count = d.sm_count;
+    if (total_memory) *total_memory = static_cast<uint64_t>(d.total_memory);
   });
 }
 

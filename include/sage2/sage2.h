@@ -45,6 +45,21 @@ sage2_status sage2_context_destroy(sage2_context* ctx);
 sage2_status sage2_context_device(const sage2_context* ctx, char* name, size_t name_size, char* arch,
                                   size_t arch_size);
 
+/* ---- facts for tools and bindings (added in 0.1: additive, never changed) --------------- */
+/* Versions of the NVRTC library sage2 loads (0/0 when unusable) and of the CUDA driver
+ * (cuDriverGetVersion, e.g. 13000; 0 without a driver). Each pointer may be NULL. */
+sage2_status sage2_version_info(int* nvrtc_major, int* nvrtc_minor, int* driver_version);
+/* The kernel cache directory this context reads and writes, NUL-terminated and truncated to
+ * `size` bytes; "" when its disk cache is disabled. */
+sage2_status sage2_context_cache_dir(const sage2_context* ctx, char* buf, size_t size);
+/* The cache directory a context created with cache_dir NULL would use ($SAGE2_CACHE_DIR,
+ * $XDG_CACHE_HOME/sage2, ~/.cache/sage2); "" when SAGE2_DISABLE_DISK_CACHE is set. Needs no
+ * driver. Same buffer rules as above. */
+sage2_status sage2_default_cache_dir(char* buf, size_t size);
+/* Facts of the context's device; each pointer may be NULL. */
+sage2_status sage2_context_device_props(const sage2_context* ctx, int* ordinal, int* sm_count,
+                                        uint64_t* total_memory);
+
 /* ---- attention ------------------------------------------------------------------------- */
 typedef enum sage2_dtype { SAGE2_DTYPE_F16 = 0, SAGE2_DTYPE_BF16 = 1 } sage2_dtype;
 typedef enum sage2_causal {

@@ -1,0 +1,145 @@
+// The C ABI's "facts" functions used by bindings and tools (python -m sage2 info): versions,
+// the default cache directory and the per-context queries. Runs without a GPU; the per-context
+// queries are also checked on a real context when a driver and a supported device are present.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include "runtime/driver.hpp"
+#include "sage2/sage2.h"
+#include "sage2/sage2.hpp"
+
+namespace {
+// Sets an environment variable for one scope and restores the previous value.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = std::string(old);
+    if (value)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      ::setenv(name_, old_->c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+std::string default_cache_dir() {
+  char buf[4096];
+  std::memset(buf, 'x', sizeof buf);
+  REQUIRE(sage2_default_cache_dir(buf, sizeof buf) == SAGE2_OK);
+  return buf;
+}
+}  // namespace
+
+TEST_CASE("C API info: sage2_version_info agrees with sage2::version_info and accepts NULLs") {
+  int maj = -1, min = -1, drv = -1;
+  REQUIRE(sage2_version_info(&maj, &min, &drv) == SAGE2_OK);
+  CHECK(std::string(sage2_last_error()).empty());
+  const sage2::VersionInfo v = sage2::version_info();
+  CHECK(maj == v.nvrtc_major);
+  CHECK(min == v.nvrtc_minor);
+  CHECK(drv == v.driver_version);
+  CHECK(maj >= 0);
+  CHECK(min >= 0);
+  if (!sage2::driver::available()) CHECK(drv == 0);
+  CHECK(sage2_version_info(nullptr, nullptr, nullptr) == SAGE2_OK);
+  int only = -1;
+  CHECK(sage2_version_info(nullptr, nullptr, &only) == SAGE2_OK);
+  CHECK(only == v.driver_version);
+}
+
+TEST_CASE("C API info: sage2_default_cache_dir follows the documented resolution order") {
+  ScopedEnv no_disable("SAGE2_DISABLE_DISK_CACHE", nullptr);
+  {
+    ScopedEnv a("SAGE2_CACHE_DIR", "/tmp/sage2-capi-info/explicit");
+    CHECK(default_cache_dir() == "/tmp/sage2-capi-info/explicit");
+  }
+  {
+    ScopedEnv a("SAGE2_CACHE_DIR", nullptr);
+    ScopedEnv b("XDG_CACHE_HOME", "/tmp/sage2-capi-info/xdg");
+    CHECK(default_cache_dir() == "/tmp/sage2-capi-info/xdg/sage2");
+  }
+  {
+    ScopedEnv a("SAGE2_CACHE_DIR", nullptr);
+    ScopedEnv b("XDG_CACHE_HOME", nullptr);
+    ScopedEnv c("HOME", "/tmp/sage2-capi-info/home");
+    CHECK(default_cache_dir() == "/tmp/sage2-capi-info/home/.cache/sage2");
+  }
+  {
+    ScopedEnv a("SAGE2_CACHE_DIR", "/tmp/sage2-capi-info/explicit");
+    ScopedEnv d("SAGE2_DISABLE_DISK_CACHE", "1");
+    CHECK(default_cache_dir().empty());
+  }
+}
+
+TEST_CASE("C API info: string outputs are NUL-terminated and truncated to the buffer") {
+  ScopedEnv no_disable("SAGE2_DISABLE_DISK_CACHE", nullptr);
+  ScopedEnv a("SAGE2_CACHE_DIR", "/tmp/abcdefgh");
+  char buf[6];
+  std::memset(buf, 'x', sizeof buf);
+  REQUIRE(sage2_default_cache_dir(buf, sizeof buf) == SAGE2_OK);
+  CHECK(std::string(buf) == "/tmp/");
+  // size 0 and NULL buffers write nothing and still succeed.
+  char one = 'x';
+  CHECK(sage2_default_cache_dir(&one, 0) == SAGE2_OK);
+  CHECK(one == 'x');
+  CHECK(sage2_default_cache_dir(nullptr, 16) == SAGE2_OK);
+  CHECK(sage2_default_cache_dir(&one, 1) == SAGE2_OK);
+  CHECK(one == '\0');
+}
+
+TEST_CASE("C API info: per-context queries reject a NULL context with a message") {
+  char buf[64];
+  CHECK(sage2_context_cache_dir(nullptr, buf, sizeof buf) == SAGE2_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(sage2_last_error()).find("ctx is NULL") != std::string::npos);
+  int ordinal = -1, sms = -1;
+  uint64_t mem = 0;
+  CHECK(sage2_context_device_props(nullptr, &ordinal, &sms, &mem) == SAGE2_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(sage2_last_error()).find("ctx is NULL") != std::string::npos);
+  CHECK(ordinal == -1);
+  // A following success clears the message.
+  CHECK(sage2_version_info(nullptr, nullptr, nullptr) == SAGE2_OK);
+  CHECK(std::string(sage2_last_error()).empty());
+}
+
+TEST_CASE("C API info: per-context queries on a real context (GPU machines only)") {
+  if (sage2_device_count() == 0) {
+    MESSAGE("no CUDA device here: the per-context queries are covered by the NULL-context case only");
+    return;
+  }
+  ScopedEnv no_disable("SAGE2_DISABLE_DISK_CACHE", nullptr);
+  sage2_context* ctx = nullptr;
+  if (sage2_context_create(0, "/tmp/sage2-capi-info/ctx-cache", 1, &ctx) != SAGE2_OK) {
+    MESSAGE("device 0 is not usable by sage2: " << sage2_last_error());
+    return;
+  }
+  char buf[4096];
+  CHECK(sage2_context_cache_dir(ctx, buf, sizeof buf) == SAGE2_OK);
+  CHECK(std::string(buf) == "/tmp/sage2-capi-info/ctx-cache");
+  int ordinal = -1, sms = -1;
+  uint64_t mem = 0;
+  CHECK(sage2_context_device_props(ctx, &ordinal, &sms, &mem) == SAGE2_OK);
+  CHECK(ordinal == 0);
+  CHECK(sms > 0);
+  CHECK(mem > 0);
+  CHECK(sage2_context_device_props(ctx, nullptr, nullptr, nullptr) == SAGE2_OK);
+  CHECK(sage2_context_destroy(ctx) == SAGE2_OK);
+
+  REQUIRE(sage2_context_create(0, "/tmp/sage2-capi-info/ctx-cache", 0, &ctx) == SAGE2_OK);
+  std::memset(buf, 'x', sizeof buf);
+  CHECK(sage2_context_cache_dir(ctx, buf, sizeof buf) == SAGE2_OK);
+  CHECK(std::string(buf).empty());  // disk cache disabled
+  CHECK(sage2_context_destroy(ctx) == SAGE2_OK);
+}
