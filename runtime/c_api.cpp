@@ -5,6 +5,8 @@
 #include <new>
 #include <string>
 
+#include "runtime/attention_validate.hpp"
+#include "runtime/c_api_internal.hpp"
 #include "runtime/env.hpp"
 #include "sage2/sage2.hpp"
 
@@ -201,3 +203,14 @@ sage2_status sage2_workspace_size(sage2_context* ctx, const sage2_tensor* q, con
 }
 
 }  // extern "C"
+
+// ---- internal: the conversion layer without a context (runtime/c_api_internal.hpp) ------------
+sage2_status sage2_validate_attention_args(const sage2_tensor* q, const sage2_tensor* k, const sage2_tensor* v,
+                                           const sage2_tensor* out, const sage2_attention_params* params,
+                                           sage2::jit::Arch arch) {
+  return guarded([&] {
+    const sage2::TensorRef cq = to_cpp(q, "q"), ck = to_cpp(k, "k"), cv = to_cpp(v, "v"), co = to_cpp(out, "out");
+    const sage2::AttentionParams cp = to_cpp(params);
+    (void)sage2::runtime::validate_attention(cq, ck, cv, co, cp, arch);
+  });
+}
