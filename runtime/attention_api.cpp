@@ -25,7 +25,7 @@ CallLayout layout_call(const Context::Impl& impl, const TensorRef& q, const Tens
                        const TensorRef& out, const AttentionParams& params) {
   CallLayout c;
   c.problem = runtime::validate_attention(q, k, v, out, params, impl.arch());
-  c.spec = runtime::plan_attention(c.problem, impl.arch(), impl.facts());
+  c.spec = runtime::plan_attention(c.problem, impl);
   jit::QuantProblem qp;
   qp.batch = c.problem.batch;
   qp.q_heads = c.problem.q_heads;

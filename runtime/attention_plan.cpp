@@ -1,20 +1,12 @@
 #include "runtime/attention_plan.hpp"
 
-#include "jit/attention_shape.hpp"
+#include "autotune/candidates.hpp"
+#include "autotune/planner.hpp"
 #include "runtime/context_impl.hpp"
 
 namespace sage2::runtime {
 
-const std::vector<jit::TileConfig>& mma_tile_candidates() {
-  static const std::vector<jit::TileConfig> c = {
-      // {64,64,4,2} first: no spills at hd 64/128 on sm_89 and sm_90a and the fastest measured
-      // (bench/NOTES.md); {128,64,4,2} needs 255 registers on sm_90a and spills.
-      {64, 64, 4, 2}, {64, 64, 4, 1}, {128, 64, 8, 2}, {64, 32, 4, 1},
-  };
-  return c;
-}
-
-jit::KernelSpec plan_attention(const AttentionProblem& p, jit::Arch arch, const DeviceFacts& facts) {
+jit::KernelSpec attention_spec_for(const AttentionProblem& p, jit::Arch arch) {
   jit::KernelSpec s;
   s.family = jit::KernelFamily::AttentionMma;
   s.arch = arch;
@@ -28,18 +20,19 @@ jit::KernelSpec plan_attention(const AttentionProblem& p, jit::Arch arch, const 
   s.out_dtype = p.dtype;
   s.two_level_accum = true;
   s.return_lse = p.return_lse;
-  std::string last;
-  for (const jit::TileConfig& t : mma_tile_candidates()) {
-    s.tile = t;
-    try {
-      jit::check_attention_config(s, facts.max_shared_per_block_optin);
-      return s;
-    } catch (const Error& e) {
-      last = e.what();
-    }
-  }
-  throw Error(ErrorCode::Unsupported, "no tile configuration of the mma family fits head dim " +
-                                          std::to_string(p.head_dim) + " on " + facts.name + ": " + last);
+  return s;
+}
+
+jit::KernelSpec plan_attention(const AttentionProblem& p, const Context::Impl& ctx) {
+  jit::KernelSpec s = attention_spec_for(p, ctx.arch());
+  s.tile = ctx.planner().choose(s, p).tile;
+  return s;
+}
+
+jit::KernelSpec plan_attention(const AttentionProblem& p, jit::Arch arch, const DeviceFacts& facts) {
+  jit::KernelSpec s = attention_spec_for(p, arch);
+  s.tile = autotune::heuristic_tile(s, facts.max_shared_per_block_optin);
+  return s;
 }
 
 void check_pointers_on_device(Context::Impl& ctx, const TensorRef& q, const TensorRef& k, const TensorRef& v,

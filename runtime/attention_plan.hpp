@@ -1,8 +1,8 @@
-// Planning one attention call: which kernel family and tile configuration run it. Until the
-// autotuner's database exists this is the heuristic default, chosen at once (never blocking).
+// Planning one attention call: which kernel family and tile configuration run it. The tile comes
+// from the Context's tuning database (autotune/planner.hpp: memoised per problem signature) and,
+// without an entry, from the heuristic default (autotune/candidates.hpp) — chosen at once, never
+// blocking on tuning.
 #pragma once
-
-#include <vector>
 
 #include "jit/kernel_spec.hpp"
 #include "runtime/attention_validate.hpp"
@@ -11,11 +11,17 @@
 
 namespace sage2::runtime {
 
-// Tile configurations of the mma.sync family, most preferred first.
-const std::vector<jit::TileConfig>& mma_tile_candidates();
+// The attention KernelSpec of a validated problem with every field set except the tile.
+jit::KernelSpec attention_spec_for(const AttentionProblem& p, jit::Arch arch);
 
-// The attention KernelSpec for a validated problem on a device: the first candidate tile config
-// that fits the device's shared memory. Throws Unsupported when none does.
+// The spec Context::attention runs: the tuned tile of the Context's database when it has one
+// for this problem (and the tile fits the device), else the heuristic default. Thread-safe;
+// after the first call for a problem signature it costs one hash lookup. Throws Unsupported when
+// no tile fits the device's shared memory.
+jit::KernelSpec plan_attention(const AttentionProblem& p, const Context::Impl& ctx);
+
+// The heuristic default alone (no database): the first tile of the heuristic preference list that
+// fits the device's shared memory. Throws Unsupported when none does.
 jit::KernelSpec plan_attention(const AttentionProblem& p, jit::Arch arch, const DeviceFacts& facts);
 
 // Throws InvalidArgument when a tensor's memory is not device memory of the context's device

@@ -1,5 +1,6 @@
 #include <utility>
 
+#include "autotune/planner.hpp"
 #include "runtime/context_impl.hpp"
 #include "runtime/env.hpp"
 #include "runtime/log.hpp"
@@ -25,6 +26,11 @@ Context::Impl::Impl(int device, const ContextOptions& options) {
   const std::string dir = options.cache_dir.empty() ? env::cache_dir() : options.cache_dir;
   loader_ = std::make_unique<runtime::KernelLoader>(ctx_, arch_, cache::DiskCache(dir, disabled));
   workspace_ = std::make_unique<runtime::WorkspacePool>(ctx_);
+  // The tuning database lives beside the cubin cache; without a disk cache (or with
+  // SAGE2_DISABLE_TUNING=1) every call uses the heuristic default.
+  const bool no_tuning = disabled || env::flag("SAGE2_DISABLE_TUNING");
+  planner_ = std::make_unique<autotune::Planner>(no_tuning ? std::string() : autotune::db_path(dir, facts_.name, arch_),
+                                                 facts_.name, arch_, facts_.max_shared_per_block_optin);
   info.ordinal = device;
   info.name = facts_.name;
   info.arch = jit::arch_name(arch_);

@@ -8,6 +8,10 @@
 #include "runtime/workspace_pool.hpp"
 #include "sage2/sage2.hpp"
 
+namespace sage2::autotune {
+class Planner;  // autotune/planner.hpp: tuning-database lookups, memoised per problem signature
+}
+
 namespace sage2 {
 
 class Context::Impl {
@@ -20,6 +24,7 @@ class Context::Impl {
   jit::Arch arch() const { return arch_; }
   runtime::KernelLoader& kernels() { return *loader_; }
   runtime::WorkspacePool& workspace() { return *workspace_; }
+  autotune::Planner& planner() const { return *planner_; }
   DeviceInfo info;
 
  private:
@@ -30,6 +35,7 @@ class Context::Impl {
   bool owns_primary_ = false;
   std::unique_ptr<runtime::KernelLoader> loader_;
   std::unique_ptr<runtime::WorkspacePool> workspace_;
+  std::unique_ptr<autotune::Planner> planner_;
 };
 
 }  // namespace sage2

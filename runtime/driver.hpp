@@ -39,6 +39,7 @@ namespace sage2::driver {
   X(cuMemGetInfo_v2)              \
   X(cuMemcpyHtoD_v2)              \
   X(cuMemcpyDtoH_v2)              \
+  X(cuMemcpyDtoD_v2)              \
   X(cuMemcpyHtoDAsync_v2)         \
   X(cuMemcpyDtoHAsync_v2)         \
   X(cuMemsetD8_v2)                \

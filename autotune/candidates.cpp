@@ -1,0 +1,178 @@
+#include "autotune/candidates.hpp"
+
+#include <climits>
+#include <cstdio>
+
+#include "jit/attention_shape.hpp"
+
+namespace sage2::autotune {
+
+int default_max_smem_optin(jit::Arch arch) {
+  switch (arch) {
+    case jit::Arch::Sm89: return 99 * 1024;
+    case jit::Arch::Sm90a: return 227 * 1024;
+  }
+  return 48 * 1024;
+}
+
+const std::vector<jit::TileConfig>& tile_candidates(jit::KernelFamily family, jit::Arch) {
+  static const std::vector<jit::TileConfig> mma = [] {
+    std::vector<jit::TileConfig> v;
+    const int shapes[][2] = {{64, 4}, {128, 4}, {128, 8}, {256, 8}};  // (bq, warps)
+    for (const auto& s : shapes)
+      for (int bk : {32, 64, 128})
+        for (int stages : {1, 2, 3}) v.push_back(jit::TileConfig{s[0], bk, s[1], stages});
+    return v;
+  }();
+  static const std::vector<jit::TileConfig> none;
+  return family == jit::KernelFamily::AttentionMma ? mma : none;
+}
+
+const std::vector<jit::TileConfig>& heuristic_tiles(jit::KernelFamily family, jit::Arch) {
+  static const std::vector<jit::TileConfig> mma = {
+      {64, 64, 4, 2}, {64, 64, 4, 1}, {128, 64, 8, 2}, {64, 32, 4, 1},
+  };
+  static const std::vector<jit::TileConfig> none;
+  return family == jit::KernelFamily::AttentionMma ? mma : none;
+}
+
+std::optional<std::string> static_reject_reason(const jit::KernelSpec& spec, int max_smem_optin) {
+  try {
+    jit::check_attention_config(spec, max_smem_optin);
+    return std::nullopt;
+  } catch (const Error& e) {
+    return std::string(e.what());
+  }
+}
+
+std::optional<std::string> ptxas_reject_reason(const jit::KernelSpec& spec, const jit::PtxasFacts& f) {
+  if (f.spill_store_bytes > 0 || f.spill_load_bytes > 0)
+    return "spills registers (" + std::to_string(f.spill_store_bytes) + " bytes stored, " +
+           std::to_string(f.spill_load_bytes) + " loaded)";
+  if (f.stack_frame_bytes > 0)
+    return "uses a " + std::to_string(f.stack_frame_bytes) + "-byte stack frame (local memory)";
+  if (f.registers > 0) {
+    const int threads = spec.tile.warps * 32;
+    if (static_cast<long long>(f.registers) * threads > kRegistersPerBlock)
+      return std::to_string(f.registers) + " registers x " + std::to_string(threads) + " threads exceed the " +
+             std::to_string(kRegistersPerBlock) + " registers of a block";
+  }
+  return std::nullopt;
+}
+
+jit::TileConfig heuristic_tile(const jit::KernelSpec& attention_spec, int max_smem_optin) {
+  jit::KernelSpec s = attention_spec;
+  std::string last;
+  for (const jit::TileConfig& t : heuristic_tiles(s.family, s.arch)) {
+    s.tile = t;
+    auto why = static_reject_reason(s, max_smem_optin);
+    if (!why) return t;
+    last = *why;
+  }
+  throw Error(ErrorCode::Unsupported, std::string("no tile configuration of the ") + jit::family_name(s.family) +
+                                          " family fits head dim " + std::to_string(s.head_dim) + " in " +
+                                          std::to_string(max_smem_optin) + " bytes of shared memory" +
+                                          (last.empty() ? std::string() : ": " + last));
+}
+
+std::string tile_str(const jit::TileConfig& t) {
+  char b[64];
+  std::snprintf(b, sizeof b, "bq%d.bk%d.w%d.s%d", t.bq, t.bk, t.warps, t.stages);
+  return b;
+}
+
+std::optional<jit::TileConfig> parse_tile(const std::string& s) {
+  int v[4];
+  char tail = 0;
+  if (std::sscanf(s.c_str(), "bq%d.bk%d.w%d.s%d%c", &v[0], &v[1], &v[2], &v[3], &tail) == 4 ||
+      std::sscanf(s.c_str(), "%dx%dx%dx%d%c", &v[0], &v[1], &v[2], &v[3], &tail) == 4) {
+    for (int x : v)
+      if (x <= 0 || x > 4096) return std::nullopt;
+    return jit::TileConfig{v[0], v[1], v[2], v[3]};
+  }
+  return std::nullopt;
+}
+
+Specialisation Specialisation::defaults(jit::Arch arch, int head_dim, CausalMode causal, DType dtype) {
+  Specialisation s;
+  s.head_dim = head_dim;
+  s.causal = causal;
+  s.dtype = dtype;
+  s.qk_bits = arch == jit::Arch::Sm89 ? 4 : 8;
+  s.smooth_q = s.qk_bits == 4;
+  s.smooth_k = true;
+  s.smooth_v = false;
+  return s;
+}
+
+jit::KernelSpec Specialisation::attention_spec(jit::Arch arch, const jit::TileConfig& tile) const {
+  jit::KernelSpec k;
+  k.family = jit::KernelFamily::AttentionMma;
+  k.arch = arch;
+  k.head_dim = head_dim;
+  k.causal = causal;
+  k.tile = tile;
+  k.qk_bits = qk_bits;
+  k.smooth_q = smooth_q;
+  k.smooth_k = smooth_k;
+  k.smooth_v = smooth_v;
+  k.in_dtype = dtype;
+  k.out_dtype = dtype;
+  k.two_level_accum = true;
+  k.return_lse = return_lse;
+  return k;
+}
+
+TuningKey Specialisation::key(std::int64_t q_len, std::int64_t kv_len, std::int64_t q_heads,
+                              std::int64_t kv_heads) const {
+  runtime::AttentionProblem p;
+  p.q_heads = q_heads;
+  p.kv_heads = kv_heads;
+  p.q_len = q_len;
+  p.kv_len = kv_len;
+  p.head_dim = head_dim;
+  p.dtype = dtype;
+  p.causal = causal;
+  p.qk_bits = qk_bits;
+  p.smooth_q = smooth_q;
+  p.smooth_k = smooth_k;
+  p.smooth_v = smooth_v;
+  return tuning_key(p);
+}
+
+std::string Specialisation::str() const {
+  std::string s = "d";
+  s += std::to_string(head_dim);
+  if (causal == CausalMode::None) {
+    s += " full";
+  } else {
+    s += " causal(";
+    s += causal_mode_name(causal);
+    s += ")";
+  }
+  s += " ";
+  s += dtype_name(dtype);
+  s += " int";
+  s += std::to_string(qk_bits);
+  std::string sm;
+  if (smooth_q) sm += "q";
+  if (smooth_k) sm += "k";
+  if (smooth_v) sm += "v";
+  if (!sm.empty()) {
+    s += " s";
+    s += sm;
+  }
+  if (return_lse) s += " lse";
+  return s;
+}
+
+std::vector<jit::KernelSpec> companion_specs(const jit::KernelSpec& attention_spec) {
+  std::vector<jit::KernelSpec> v;
+  for (jit::QuantOp op : {jit::QuantOp::ChannelStats, jit::QuantOp::QuantizeK, jit::QuantOp::QuantizeV,
+                          jit::QuantOp::QuantizeQ})
+    v.push_back(jit::quantize_spec_for(attention_spec, op));
+  if (attention_spec.smooth_q) v.push_back(jit::delta_s_spec_for(attention_spec));
+  return v;
+}
+
+}  // namespace sage2::autotune

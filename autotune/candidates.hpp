@@ -1,0 +1,75 @@
+// Candidate tile configurations, the checks that filter them before any timing, and the
+// heuristic default used whenever the tuning database has no entry.
+//
+// Filtering, in order (a rejected candidate is never compiled further, never timed):
+//  1. static: the spec validates and the mma family can run it (bk a multiple of 32, whole 16-row
+//     tiles per warp, at most 4 of them) — jit::check_attention_config;
+//  2. shared memory: jit::attention_kernel_config(spec).smem <= the device's opt-in limit per
+//     block (default_max_smem_optin(arch) when there is no device, e.g. --compile-only);
+//  3. ptxas facts of the compiled cubin: no spill stores/loads, no stack frame (local memory),
+//     registers × threads within the 64 K registers of a block.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autotune/tuning_key.hpp"
+#include "jit/compiler.hpp"
+#include "jit/kernel_spec.hpp"
+
+namespace sage2::autotune {
+
+// Opt-in shared memory per block of the archs' reference devices: sm_89 (Ada) 99 KiB, sm_90a
+// (H100/H200) 227 KiB. Used only when no device is present (compile-only mode).
+int default_max_smem_optin(jit::Arch arch);
+inline constexpr int kRegistersPerBlock = 65536;
+
+// Every tile the tuner considers for `family` on `arch`, before filtering, in a fixed order.
+// mma.sync family: (bq, warps) ∈ {(64,4), (128,4), (128,8), (256,8)} × bk ∈ {32, 64, 128}
+// × stages ∈ {1, 2, 3} — 16-row and 32-row warps, 4 and 8 warps per CTA.
+const std::vector<jit::TileConfig>& tile_candidates(jit::KernelFamily family, jit::Arch arch);
+
+// The heuristic's preference list (most preferred first). {64,64,4,2}: no spills at head dims
+// 64/128 on sm_89 and sm_90a and the fastest tile measured on the H100 before tuning existed
+// (tests/gpu/test_attention.cpp perf case); then fewer stages, 8 warps × 16 rows, a smaller bk.
+const std::vector<jit::TileConfig>& heuristic_tiles(jit::KernelFamily family, jit::Arch arch);
+
+// Why `spec` (an attention spec) cannot run on a device with `max_smem_optin` bytes of opt-in
+// shared memory per block; nullopt when it can. Never compiles, never throws.
+std::optional<std::string> static_reject_reason(const jit::KernelSpec& spec, int max_smem_optin);
+// Why the compiled kernel of `spec` is not acceptable (spills, stack, registers); nullopt when it
+// is. Unknown facts (registers == -1: ptxas did not report) are accepted.
+std::optional<std::string> ptxas_reject_reason(const jit::KernelSpec& spec, const jit::PtxasFacts& facts);
+
+// The heuristic default: the first tile of heuristic_tiles() that passes static_reject_reason().
+// Instant (no compile, no file). Throws Unsupported naming the head dim when none fits.
+jit::TileConfig heuristic_tile(const jit::KernelSpec& attention_spec, int max_smem_optin);
+
+// "bq64.bk64.w4.s2"; parse_tile() also accepts "64x64x4x2" (bq x bk x warps x stages).
+std::string tile_str(const jit::TileConfig& t);
+std::optional<jit::TileConfig> parse_tile(const std::string& s);
+
+// One specialisation the tool compiles and tunes: everything that selects kernel code except the
+// tile. Size buckets are added per measured problem (key()).
+struct Specialisation {
+  int head_dim = 128;
+  CausalMode causal = CausalMode::None;
+  DType dtype = DType::F16;
+  int qk_bits = 8;
+  bool smooth_q = false, smooth_k = true, smooth_v = false;
+  bool return_lse = false;
+
+  // The library's defaults for `arch` (what AttentionParams{} resolves to): 8-bit on sm_90a,
+  // 4-bit with smooth Q on sm_89; smooth K on, smooth V off.
+  static Specialisation defaults(jit::Arch arch, int head_dim, CausalMode causal, DType dtype);
+  jit::KernelSpec attention_spec(jit::Arch arch, const jit::TileConfig& tile) const;
+  TuningKey key(std::int64_t q_len, std::int64_t kv_len, std::int64_t q_heads, std::int64_t kv_heads) const;
+  std::string str() const;  // "d128 causal(top-left) f16 int8 sk"
+};
+
+// The kernels one attention call with `attention_spec` launches besides the attention kernel
+// itself: the four quantize kernels, and ΔS with smooth Q (canonical specs, same arch).
+std::vector<jit::KernelSpec> companion_specs(const jit::KernelSpec& attention_spec);
+
+}  // namespace sage2::autotune

@@ -1,0 +1,71 @@
+#include "autotune/planner.hpp"
+
+#include "autotune/candidates.hpp"
+#include "runtime/log.hpp"
+
+namespace sage2::autotune {
+
+Planner::Planner(std::string db_path, std::string device_name, jit::Arch arch, int max_smem_optin)
+    : db_path_(std::move(db_path)),
+      device_name_(std::move(device_name)),
+      arch_(arch),
+      max_smem_(max_smem_optin),
+      code_version_(current_code_version()) {}
+
+Planner::Planner(TuningDb db, jit::Arch arch, int max_smem_optin)
+    : arch_(arch), max_smem_(max_smem_optin), code_version_(current_code_version()) {
+  std::call_once(loaded_, [&] { db_ = std::move(db); });
+}
+
+const TuningDb& Planner::db() const {
+  std::call_once(loaded_, [&] {
+    if (db_path_.empty()) return;
+    DbReadResult r = load_db(db_path_, device_name_, arch_);  // warns once when unusable
+    if (r.status != DbStatus::Ok) return;
+    std::size_t current = 0;
+    for (const auto& e : r.entries) current += e.code_version == code_version_ ? 1 : 0;
+    if (current < r.entries.size())
+      log::info("tuning database " + db_path_ + ": " + std::to_string(r.entries.size() - current) + " of " +
+                std::to_string(r.entries.size()) +
+                " entries were measured with other kernel code and are not used (run sage2-autotune again)");
+    db_ = TuningDb(std::move(r.entries));
+  });
+  return db_;
+}
+
+std::size_t Planner::db_entries() const { return db().entries().size(); }
+
+std::size_t Planner::memoised() const {
+  std::shared_lock<std::shared_mutex> lock(mu_);
+  return memo_.size();
+}
+
+TileChoice Planner::choose(const jit::KernelSpec& attention_spec, const runtime::AttentionProblem& p) const {
+  const TuningKey key = tuning_key(p, attention_spec.family);
+  {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    auto it = memo_.find(key);
+    if (it != memo_.end()) return it->second;
+  }
+  TileChoice c;
+  if (const TuningEntry* e = db().find(key, code_version_)) {
+    jit::KernelSpec s = attention_spec;
+    s.tile = e->tile;
+    if (auto why = static_reject_reason(s, max_smem_)) {
+      log::warn_once("tuning-entry:" + db_path_ + ":" + e->key.str(),
+                     "tuning database " + db_path_ + ": the tile " + tile_str(e->tile) + " of " + e->key.str() +
+                         " cannot run here (" + *why + "); using the heuristic default");
+    } else {
+      c.tile = e->tile;
+      c.tuned = true;
+      c.measured_key = e->key;
+    }
+  }
+  if (!c.tuned) c.tile = heuristic_tile(attention_spec, max_smem_);  // throws when nothing fits: not memoised
+  log::debug("plan " + key.str() + ": " + tile_str(c.tile) +
+             (c.tuned ? " (tuned, measured as " + c.measured_key.str() + ")" : " (heuristic default)"));
+  std::unique_lock<std::shared_mutex> lock(mu_);
+  return memo_.emplace(key, c).first->second;
+}
+
+}  // namespace sage2::autotune

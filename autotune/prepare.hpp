@@ -1,0 +1,81 @@
+// Preparing the kernels of the tuning candidates: filter, compile (or find in the disk cache),
+// store, filter again on the ptxas facts. No driver, no GPU: this is all of --compile-only, and
+// the first phase of tuning on a device (whose KernelLoader then finds every kernel on disk).
+//
+// For every specialisation:
+//  1. candidates = the given tiles (default tile_candidates()) plus the heuristic default;
+//     static_reject_reason() (spec rules, shared memory) rejects some without compiling;
+//  2. the attention kernel of every remaining candidate is loaded from the disk cache or
+//     compiled by NVRTC and stored; ptxas_reject_reason() (spills, stack, registers) rejects more;
+//  3. the companion kernels (quantize ×4, ΔS with smooth Q) of the accepted candidates — and of
+//     the heuristic default even when it was rejected, since it is what runs untuned — are loaded
+//     or compiled and stored.
+// Kernels shared by several candidates or specialisations are prepared once. Compiles run on
+// `jobs` threads. When *stop becomes true no new compile starts; the ones running finish and are
+// stored (each store is atomic), the rest are marked Skipped.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "autotune/candidates.hpp"
+#include "cache/disk_cache.hpp"
+
+namespace sage2::autotune {
+
+enum class CandidateState { Pending, Ok, Rejected, CompileError, Skipped };
+const char* candidate_state_name(CandidateState s) noexcept;
+
+struct Candidate {
+  jit::TileConfig tile;
+  jit::KernelSpec spec;        // the attention spec
+  CandidateState state = CandidateState::Pending;
+  std::string reason;          // why rejected / the compile error / why skipped
+  jit::PtxasFacts facts;       // of the attention kernel (when compiled or cached)
+  bool attention_built = false;  // the attention kernel was compiled or found in the cache
+  bool compiled = false;       // ... and its companion kernels too: the candidate can run
+  bool heuristic = false;      // the heuristic default of the specialisation
+};
+
+struct SpecialisationPlan {
+  Specialisation spec;
+  bool has_heuristic = false;
+  jit::TileConfig heuristic;
+  std::string heuristic_problem;     // why there is none
+  std::vector<Candidate> candidates;
+  std::size_t count(CandidateState s) const;
+  const Candidate* heuristic_candidate() const;
+};
+
+struct PrepareProgress {
+  const char* phase = "compile";     // "compile" (attention kernels) or "companions"
+  std::size_t done = 0, total = 0;   // total may shrink once the attention kernels are filtered
+  std::string label;                 // the kernel just finished
+};
+
+struct PrepareOptions {
+  jit::Arch arch = jit::Arch::Sm90a;
+  int max_smem_optin = 0;                       // 0: default_max_smem_optin(arch)
+  int jobs = 1;
+  std::vector<jit::TileConfig> tiles;           // empty: tile_candidates(family, arch)
+  const std::atomic<bool>* stop = nullptr;
+  std::function<void(const PrepareProgress&)> progress;  // serialised; called from worker threads
+};
+
+struct PrepareStats {
+  std::size_t kernels = 0;          // unique kernels prepared successfully
+  std::size_t compiled = 0, from_cache = 0, store_failed = 0, compile_errors = 0, skipped = 0;
+  std::vector<std::string> keys;    // their keys, sorted
+  std::vector<std::string> errors;  // "key: message" of every failed compile
+  bool interrupted = false;
+  double seconds = 0;
+};
+
+std::vector<SpecialisationPlan> prepare_kernels(const std::vector<Specialisation>& specs,
+                                                const cache::DiskCache& cache, const PrepareOptions& options,
+                                                PrepareStats& stats);
+
+}  // namespace sage2::autotune

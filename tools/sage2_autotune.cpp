@@ -1,0 +1,894 @@
+// sage2-autotune: compile and tune the attention kernels for a GPU, record the fastest tile
+// configurations in the tuning database beside the kernel cache, and print what was gained over
+// the heuristic defaults. With --compile-only it fills the kernel cache for an arch without any
+// GPU or driver (a build machine preparing a cache bundle for a fleet).
+//
+//   sage2-autotune [--device N] [selection] [timing options] [--json] [--progress]
+//   sage2-autotune --arch sm_89|sm_90a --compile-only [selection] [--json]
+//
+// Exit codes (also in --help and README "Tools"):
+//   0   done
+//   1   failure: a kernel failed to compile, the cache or the database could not be written, a
+//       problem could not be measured, or the GPU failed
+//   2   usage error
+//   3   no CUDA driver (tuning needs one; --compile-only does not)
+//   4   no supported GPU at --device (not sm_89 / sm_90, or no such device)
+//   130 interrupted by SIGINT (143: SIGTERM): the step in progress was finished and everything
+//       done so far is in the cache and the database
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "autotune/candidates.hpp"
+#include "autotune/prepare.hpp"
+#include "autotune/timing.hpp"
+#include "autotune/tuning_db.hpp"
+#include "cache/disk_cache.hpp"
+#include "jit/compiler.hpp"
+#include "runtime/context_impl.hpp"
+#include "runtime/device.hpp"
+#include "runtime/env.hpp"
+#include "runtime/log.hpp"
+
+using namespace sage2;
+using nlohmann::json;
+
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitNoDriver = 3;
+constexpr int kExitNoGpu = 4;
+
+const char* kUsage =
+    "usage: sage2-autotune [--device N] [options]              tune on a GPU, write the tuning database\n"
+    "       sage2-autotune --arch ARCH --compile-only [options] fill the kernel cache, no GPU needed\n"
+    "\n"
+    "Tuning compiles every candidate tile configuration of each specialisation (head dim x causal x\n"
+    "dtype x qk bits), drops the ones that exceed the device's shared memory or spill registers, times\n"
+    "the rest on synthetic inputs (CUDA events, warm-up, median, inputs rotated past the L2), and\n"
+    "records the fastest per sequence-length bucket in <cache dir>/tuning-v1-<device>-<arch>.json.\n"
+    "Attention calls read that database once per Context; without an entry they use the heuristic\n"
+    "default at once (a call never waits for tuning).\n"
+    "\n"
+    "selection:\n"
+    "  --head-dims LIST     head dims (default 64,96,128)\n"
+    "  --dtypes LIST        f16, bf16 (default f16,bf16)\n"
+    "  --causal LIST        none, top-left, bottom-right; 0/1 (default none,top-left)\n"
+    "  --bits LIST          auto, 8, 4 (default auto: 8 on sm_90a, 4 with smooth Q on sm_89)\n"
+    "  --smooth-q MODE      auto (on with 4-bit), on, off (default auto)\n"
+    "  --smooth-v           smooth V on (default off)\n"
+    "  --tiles LIST         only these candidates, BQxBKxWARPSxSTAGES (e.g. 64x64x4x2,128x64x8x2);\n"
+    "                       the heuristic default is always added\n"
+    "  --with-lse           also compile the LSE-returning attention kernels\n"
+    "\n"
+    "tuning (GPU):\n"
+    "  --device N           GPU ordinal (default 0)\n"
+    "  --seq-lens LIST      sequence lengths, q = kv (default 1024,4096,16384)\n"
+    "  --batch N            batch size (default: 4, fewer above 4096 tokens: 16384/N, at least 1)\n"
+    "  --heads N            query heads (default 32)\n"
+    "  --kv-heads N         key/value heads (default = --heads; fewer for GQA)\n"
+    "  --reps N             at most N timed calls per candidate (default 20; at least 5)\n"
+    "  --warmup N           untimed calls before timing (default 2)\n"
+    "  --budget SECONDS     stop repeating a candidate after this much measured time (default 1)\n"
+    "  --min-gain FRACTION  keep the heuristic default unless a candidate is this much faster\n"
+    "                       (default 0.02)\n"
+    "  --no-db              measure and report only; do not write the tuning database\n"
+    "\n"
+    "compile-only:\n"
+    "  --compile-only       compile every candidate's quantize/ΔS/attention kernels into the cache\n"
+    "  --arch ARCH          sm_89 or sm_90a (required with --compile-only)\n"
+    "  --max-smem BYTES     opt-in shared memory per block to filter with (default: 99 KiB for\n"
+    "                       sm_89, 227 KiB for sm_90a)\n"
+    "\n"
+    "common:\n"
+    "  --cache-dir DIR      kernel cache and tuning database directory (default $SAGE2_CACHE_DIR,\n"
+    "                       else $XDG_CACHE_HOME/sage2, else ~/.cache/sage2)\n"
+    "  --jobs N             parallel NVRTC compiles (default: CPU count, at most 16)\n"
+    "  --json               machine-readable report on stdout\n"
+    "  --progress           progress on stderr even when it is not a terminal\n"
+    "  --no-progress        no progress\n"
+    "  --verbose            list every candidate and why it was rejected\n"
+    "  -h, --help           this text\n"
+    "\n"
+    "exit codes: 0 done; 1 failure (a kernel did not compile, the cache or the database could not\n"
+    "  be written, a problem could not be measured, the GPU failed); 2 usage error; 3 no CUDA\n"
+    "  driver; 4 no supported GPU at --device; 130 interrupted by Ctrl-C (143: SIGTERM) — the step\n"
+    "  in progress is finished and everything done so far is kept in the cache and the database.\n";
+
+// ---- signals ---------------------------------------------------------------------------------
+std::atomic<bool> g_stop{false};
+volatile std::sig_atomic_t g_signal = 0;
+
+extern "C" void on_signal(int sig) {
+  g_signal = sig;
+  g_stop.store(true);
+}
+
+void install_signal_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESETHAND;  // a second Ctrl-C terminates at once (writes are atomic anyway)
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+int interrupted_exit_code() { return 128 + (g_signal ? static_cast<int>(g_signal) : SIGINT); }
+
+// ---- options ---------------------------------------------------------------------------------
+struct UsageError {
+  std::string message;
+};
+
+struct Options {
+  bool help = false;
+  int device = 0;
+  std::optional<jit::Arch> arch;
+  bool compile_only = false;
+  std::vector<int> head_dims = {64, 96, 128};
+  std::vector<DType> dtypes = {DType::F16, DType::BF16};
+  std::vector<CausalMode> causal = {CausalMode::None, CausalMode::TopLeft};
+  std::vector<int> bits = {0};  // 0 = auto
+  Toggle smooth_q = Toggle::Auto;
+  bool smooth_v = false;
+  std::vector<jit::TileConfig> tiles;
+  bool with_lse = false;
+  std::vector<std::int64_t> seq_lens = {1024, 4096, 16384};
+  std::int64_t batch = 0;  // 0: by length
+  std::int64_t heads = 32, kv_heads = 0;
+  int reps = 20, warmup = 2;
+  double budget = 1.0, min_gain = 0.02;
+  bool no_db = false;
+  int max_smem = 0;
+  std::string cache_dir;
+  int jobs = 0;
+  bool json = false, verbose = false;
+  int progress = -1;  // -1 auto (TTY), 0 off, 1 on
+};
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+std::int64_t parse_int(const std::string& opt, const std::string& v, std::int64_t lo, std::int64_t hi) {
+  std::size_t used = 0;
+  long long x = 0;
+  try {
+    x = std::stoll(v, &used);
+  } catch (...) {
+    used = 0;
+  }
+  if (used != v.size() || v.empty()) throw UsageError{opt + ": '" + v + "' is not an integer"};
+  if (x < lo || x > hi)
+    throw UsageError{opt + ": " + v + " is outside " + std::to_string(lo) + ".." + std::to_string(hi)};
+  return x;
+}
+
+double parse_double(const std::string& opt, const std::string& v, double lo, double hi) {
+  std::size_t used = 0;
+  double x = 0;
+  try {
+    x = std::stod(v, &used);
+  } catch (...) {
+    used = 0;
+  }
+  if (used != v.size() || v.empty() || !std::isfinite(x)) throw UsageError{opt + ": '" + v + "' is not a number"};
+  if (x < lo || x > hi) throw UsageError{opt + ": " + v + " is outside the allowed range"};
+  return x;
+}
+
+template <class T, class F>
+std::vector<T> parse_list(const std::string& opt, const std::string& v, F&& one) {
+  std::vector<T> out;
+  for (const auto& item : split(v)) {
+    T x = one(item);
+    if (std::find(out.begin(), out.end(), x) == out.end()) out.push_back(x);
+  }
+  if (out.empty()) throw UsageError{opt + " needs at least one value"};
+  return out;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string t = argv[i], name = t, value;
+    bool has_value = false;
+    if (const auto eq = t.find('='); t.rfind("--", 0) == 0 && eq != std::string::npos) {
+      name = t.substr(0, eq);
+      value = t.substr(eq + 1);
+      has_value = true;
+    }
+    auto val = [&]() -> std::string {
+      if (has_value) return value;
+      if (i + 1 >= argc) throw UsageError{name + " needs a value"};
+      return argv[++i];
+    };
+    auto flag = [&]() {
+      if (has_value) throw UsageError{name + " takes no value"};
+    };
+    if (name == "-h" || name == "--help") { flag(); o.help = true; }
+    else if (name == "--device") o.device = static_cast<int>(parse_int(name, val(), 0, 1 << 20));
+    else if (name == "--arch") {
+      const std::string a = val();
+      if (a != "sm_89" && a != "sm_90a" && a != "sm_90") throw UsageError{"--arch: '" + a + "' (sm_89 or sm_90a)"};
+      o.arch = jit::parse_arch(a);
+    }
+    else if (name == "--compile-only") { flag(); o.compile_only = true; }
+    else if (name == "--head-dims")
+      o.head_dims = parse_list<int>(name, val(), [&](const std::string& s) { return static_cast<int>(parse_int(name, s, 1, 512)); });
+    else if (name == "--dtypes")
+      o.dtypes = parse_list<DType>(name, val(), [&](const std::string& s) {
+        if (s == "f16" || s == "fp16" || s == "float16" || s == "half") return DType::F16;
+        if (s == "bf16" || s == "bfloat16") return DType::BF16;
+        throw UsageError{name + ": '" + s + "' (f16 or bf16)"};
+      });
+    else if (name == "--causal")
+      o.causal = parse_list<CausalMode>(name, val(), [&](const std::string& s) {
+        if (s == "none" || s == "0" || s == "false" || s == "full") return CausalMode::None;
+        if (s == "top-left" || s == "top_left" || s == "1" || s == "true" || s == "causal") return CausalMode::TopLeft;
+        if (s == "bottom-right" || s == "bottom_right") return CausalMode::BottomRight;
+        throw UsageError{name + ": '" + s + "' (none, top-left, bottom-right)"};
+      });
+    else if (name == "--bits")
+      o.bits = parse_list<int>(name, val(), [&](const std::string& s) {
+        if (s == "auto") return 0;
+        if (s == "4") return 4;
+        if (s == "8") return 8;
+        throw UsageError{name + ": '" + s + "' (auto, 4 or 8)"};
+      });
+    else if (name == "--smooth-q") {
+      const std::string s = val();
+      if (s == "auto") o.smooth_q = Toggle::Auto;
+      else if (s == "on" || s == "1") o.smooth_q = Toggle::On;
+      else if (s == "off" || s == "0") o.smooth_q = Toggle::Off;
+      else throw UsageError{"--smooth-q: '" + s + "' (auto, on, off)"};
+    }
+    else if (name == "--smooth-v") { flag(); o.smooth_v = true; }
+    else if (name == "--tiles")
+      o.tiles = parse_list<jit::TileConfig>(name, val(), [&](const std::string& s) {
+        auto t = autotune::parse_tile(s);
+        if (!t) throw UsageError{name + ": '" + s + "' is not BQxBKxWARPSxSTAGES (e.g. 64x64x4x2)"};
+        return *t;
+      });
+    else if (name == "--with-lse") { flag(); o.with_lse = true; }
+    else if (name == "--seq-lens")
+      o.seq_lens = parse_list<std::int64_t>(name, val(), [&](const std::string& s) { return parse_int(name, s, 1, 1 << 22); });
+    else if (name == "--batch") o.batch = parse_int(name, val(), 1, 1 << 16);
+    else if (name == "--heads") o.heads = parse_int(name, val(), 1, 1 << 12);
+    else if (name == "--kv-heads") o.kv_heads = parse_int(name, val(), 1, 1 << 12);
+    else if (name == "--reps") o.reps = static_cast<int>(parse_int(name, val(), 1, 10000));
+    else if (name == "--warmup") o.warmup = static_cast<int>(parse_int(name, val(), 0, 1000));
+    else if (name == "--budget") o.budget = parse_double(name, val(), 0, 3600);
+    else if (name == "--min-gain") o.min_gain = parse_double(name, val(), 0, 10);
+    else if (name == "--no-db") { flag(); o.no_db = true; }
+    else if (name == "--max-smem") o.max_smem = static_cast<int>(parse_int(name, val(), 1024, 1 << 30));
+    else if (name == "--cache-dir") {
+      o.cache_dir = val();
+      if (o.cache_dir.empty()) throw UsageError{"--cache-dir needs a non-empty value"};
+    }
+    else if (name == "--jobs") o.jobs = static_cast<int>(parse_int(name, val(), 1, 256));
+    else if (name == "--json") { flag(); o.json = true; }
+    else if (name == "--progress") { flag(); o.progress = 1; }
+    else if (name == "--no-progress") { flag(); o.progress = 0; }
+    else if (name == "--verbose" || name == "-v") { flag(); o.verbose = true; }
+    else throw UsageError{"unknown argument '" + t + "'"};
+  }
+  if (o.help) return o;
+  if (o.compile_only && !o.arch) throw UsageError{"--compile-only needs --arch sm_89 or sm_90a"};
+  if (o.kv_heads == 0) o.kv_heads = o.heads;
+  if (o.heads % o.kv_heads != 0)
+    throw UsageError{"--heads " + std::to_string(o.heads) + " is not a multiple of --kv-heads " + std::to_string(o.kv_heads)};
+  if (o.jobs == 0) o.jobs = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 16u));
+  return o;
+}
+
+std::vector<autotune::Specialisation> specialisations(const Options& o, jit::Arch arch) {
+  std::vector<autotune::Specialisation> v;
+  for (int hd : o.head_dims)
+    for (CausalMode c : o.causal)
+      for (DType dt : o.dtypes)
+        for (int bits : o.bits) {
+          autotune::Specialisation s = autotune::Specialisation::defaults(arch, hd, c, dt);
+          if (bits) s.qk_bits = bits;
+          s.smooth_q = o.smooth_q == Toggle::Auto ? s.qk_bits == 4 : o.smooth_q == Toggle::On;
+          s.smooth_v = o.smooth_v;
+          v.push_back(s);
+          if (o.with_lse) {
+            s.return_lse = true;
+            v.push_back(s);
+          }
+        }
+  return v;
+}
+
+std::int64_t batch_for(const Options& o, std::int64_t n) {
+  if (o.batch) return o.batch;
+  return std::clamp<std::int64_t>(16384 / std::max<std::int64_t>(n, 1), 1, 4);
+}
+
+// ---- progress --------------------------------------------------------------------------------
+std::string human_seconds(double s) {
+  char b[32];
+  if (!std::isfinite(s) || s < 0) return "?";
+  if (s < 60) std::snprintf(b, sizeof b, "%.0fs", s);
+  else if (s < 3600) std::snprintf(b, sizeof b, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  else std::snprintf(b, sizeof b, "%dh%02dm", static_cast<int>(s) / 3600, static_cast<int>(s) / 60 % 60);
+  return b;
+}
+
+class Progress {
+ public:
+  enum Mode { Off, Bar, Lines };
+  explicit Progress(Mode m) : mode_(m) {}
+
+  void phase(const std::string& name) {
+    std::lock_guard<std::mutex> lock(mu_);
+    phase_ = name;
+    t0_ = std::chrono::steady_clock::now();
+  }
+  // `done`/`total` count steps; `done_w`/`total_w` weigh them for the ETA.
+  void update(std::size_t done, std::size_t total, double done_w, double total_w, const std::string& label) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (mode_ == Off) return;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    const double frac = total_w > 0 ? std::min(1.0, done_w / total_w) : 0;
+    const double eta = done_w > 0 ? elapsed / done_w * std::max(0.0, total_w - done_w) : NAN;
+    std::string l = label.size() > 70 ? label.substr(0, 67) + "..." : label;
+    char head[96];
+    if (mode_ == Bar) {
+      const int width = 24, fill = static_cast<int>(frac * width + 0.5);
+      std::string bar(static_cast<std::size_t>(fill), '#');
+      bar.resize(width, '.');
+      std::snprintf(head, sizeof head, "\r\033[K[%s] %3.0f%% %zu/%zu ", bar.c_str(), frac * 100, done, total);
+      line_ = std::string(head) + phase_ + " " + l + "  ETA " + human_seconds(eta);
+      std::fputs(line_.c_str(), stderr);
+      drawn_ = true;
+    } else {
+      std::snprintf(head, sizeof head, "[%3.0f%%] %zu/%zu ", frac * 100, done, total);
+      std::fprintf(stderr, "%s%s %s (ETA %s)\n", head, phase_.c_str(), l.c_str(), human_seconds(eta).c_str());
+    }
+    std::fflush(stderr);
+  }
+  void message(const std::string& m) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (mode_ == Bar && drawn_) std::fputs("\r\033[K", stderr);
+    std::fprintf(stderr, "%s\n", m.c_str());
+    if (mode_ == Bar && drawn_) std::fputs(line_.c_str(), stderr);
+    std::fflush(stderr);
+  }
+  void end() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (mode_ == Bar && drawn_) std::fputs("\r\033[K", stderr);
+    drawn_ = false;
+    std::fflush(stderr);
+  }
+
+ private:
+  Mode mode_;
+  std::mutex mu_;
+  std::string phase_, line_;
+  bool drawn_ = false;
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+};
+
+Progress* g_progress = nullptr;
+bool g_verbose = false;
+
+// Library messages go through the progress printer so they do not tear the bar. The per-kernel
+// "spills registers" warnings of the compiler are expected here (rejecting spilling candidates
+// is the point) and are reported in the candidate list instead, unless --verbose.
+void log_sink(log::Level level, const std::string& m) {
+  if (static_cast<int>(level) > static_cast<int>(log::current_level())) return;
+  if (!g_verbose && level == log::Level::Warn && m.rfind("kernel ", 0) == 0 &&
+      m.find(" spills registers") != std::string::npos)
+    return;
+  const char* tag = level == log::Level::Error ? "error" : level == log::Level::Warn ? "warning" :
+                    level == log::Level::Info ? "info" : "debug";
+  const std::string line = std::string("sage2 ") + tag + ": " + m;
+  if (g_progress) g_progress->message(line);
+  else std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+void note_interrupt_once() {
+  static std::atomic<bool> said{false};
+  if (g_stop.load() && !said.exchange(true) && g_progress)
+    g_progress->message("sage2-autotune: interrupted; finishing the current step and saving what is done "
+                        "(Ctrl-C again to abort at once)");
+}
+
+// ---- reports ---------------------------------------------------------------------------------
+std::string nvrtc_string() {
+  const auto [maj, min] = jit::nvrtc_version();
+  return maj ? std::to_string(maj) + "." + std::to_string(min) : std::string();
+}
+
+json facts_json(const jit::PtxasFacts& f) {
+  return json{{"registers", f.registers},
+              {"spill_store_bytes", f.spill_store_bytes},
+              {"spill_load_bytes", f.spill_load_bytes},
+              {"stack_frame_bytes", f.stack_frame_bytes}};
+}
+
+json plan_json(const autotune::SpecialisationPlan& p) {
+  json j = {{"name", p.spec.str()},
+            {"head_dim", p.spec.head_dim},
+            {"causal", causal_mode_name(p.spec.causal)},
+            {"dtype", dtype_name(p.spec.dtype)},
+            {"qk_bits", p.spec.qk_bits},
+            {"smooth_q", p.spec.smooth_q},
+            {"smooth_k", p.spec.smooth_k},
+            {"smooth_v", p.spec.smooth_v},
+            {"return_lse", p.spec.return_lse},
+            {"heuristic", p.has_heuristic ? json(autotune::tile_str(p.heuristic)) : json(nullptr)},
+            {"ok", p.count(autotune::CandidateState::Ok)},
+            {"rejected", p.count(autotune::CandidateState::Rejected)},
+            {"compile_errors", p.count(autotune::CandidateState::CompileError)},
+            {"skipped", p.count(autotune::CandidateState::Skipped)},
+            {"candidates", json::array()}};
+  if (!p.has_heuristic) j["heuristic_problem"] = p.heuristic_problem;
+  for (const auto& c : p.candidates) {
+    json cj = {{"tile", autotune::tile_str(c.tile)},
+               {"state", autotune::candidate_state_name(c.state)},
+               {"heuristic", c.heuristic}};
+    if (!c.reason.empty()) cj["reason"] = c.reason;
+    if (c.attention_built) cj["ptxas"] = facts_json(c.facts);
+    j["candidates"].push_back(cj);
+  }
+  return j;
+}
+
+json stats_json(const autotune::PrepareStats& s) {
+  return json{{"prepared", s.kernels},     {"compiled", s.compiled},         {"from_cache", s.from_cache},
+              {"store_failed", s.store_failed}, {"compile_errors", s.compile_errors}, {"skipped", s.skipped},
+              {"seconds", s.seconds},      {"keys", s.keys},                 {"errors", s.errors}};
+}
+
+void print_plans(const std::vector<autotune::SpecialisationPlan>& plans, bool verbose) {
+  std::printf("%-30s %6s %4s %8s %6s  %s\n", "specialisation", "tiles", "ok", "rejected", "errors", "heuristic default");
+  for (const auto& p : plans) {
+    std::printf("%-30s %6zu %4zu %8zu %6zu  %s\n", p.spec.str().c_str(), p.candidates.size(),
+                p.count(autotune::CandidateState::Ok), p.count(autotune::CandidateState::Rejected),
+                p.count(autotune::CandidateState::CompileError),
+                p.has_heuristic ? autotune::tile_str(p.heuristic).c_str() : p.heuristic_problem.c_str());
+    if (!verbose) continue;
+    for (const auto& c : p.candidates) {
+      std::string extra;
+      if (c.attention_built) extra = " regs " + std::to_string(c.facts.registers);
+      std::printf("    %-18s %-13s%s%s%s\n", autotune::tile_str(c.tile).c_str(), autotune::candidate_state_name(c.state),
+                  c.heuristic ? " (heuristic)" : "", extra.c_str(), c.reason.empty() ? "" : ("  " + c.reason).c_str());
+    }
+  }
+}
+
+void print_stats(const autotune::PrepareStats& s) {
+  std::printf("kernels: %zu ready (%zu compiled, %zu already cached)", s.kernels, s.compiled, s.from_cache);
+  if (s.compile_errors) std::printf(", %zu failed to compile", s.compile_errors);
+  if (s.store_failed) std::printf(", %zu not written to the cache", s.store_failed);
+  if (s.skipped) std::printf(", %zu skipped (interrupted)", s.skipped);
+  std::printf("; %.1f s\n", s.seconds);
+  for (const auto& e : s.errors) std::printf("compile error: %s\n", e.c_str());
+}
+
+Progress::Mode progress_mode(const Options& o) {
+  if (o.progress == 0) return Progress::Off;
+  const bool tty = ::isatty(STDERR_FILENO) != 0;
+  if (o.progress == 1) return tty ? Progress::Bar : Progress::Lines;
+  return tty ? Progress::Bar : Progress::Off;
+}
+
+autotune::PrepareOptions prepare_options(const Options& o, jit::Arch arch, int smem, Progress& progress) {
+  autotune::PrepareOptions po;
+  po.arch = arch;
+  po.max_smem_optin = smem;
+  po.jobs = o.jobs;
+  po.tiles = o.tiles;
+  po.stop = &g_stop;
+  po.progress = [&progress](const autotune::PrepareProgress& p) {
+    note_interrupt_once();
+    std::string label = p.label;  // "<family>|<arch>|d64|..." without the arch (one per run)
+    if (const auto a = label.find('|'); a != std::string::npos)
+      if (const auto b = label.find('|', a + 1); b != std::string::npos) label.erase(a, b - a);
+    progress.update(p.done, p.total, static_cast<double>(p.done), static_cast<double>(p.total), label);
+  };
+  return po;
+}
+
+// ---- --compile-only --------------------------------------------------------------------------
+int run_compile_only(const Options& o, Progress& progress) {
+  const jit::Arch arch = *o.arch;
+  const int smem = o.max_smem ? o.max_smem : autotune::default_max_smem_optin(arch);
+  const std::string dir = o.cache_dir.empty() ? env::cache_dir() : o.cache_dir;
+  if (jit::nvrtc_version().first == 0) {
+    std::fprintf(stderr, "sage2-autotune: NVRTC cannot be loaded; nothing can be compiled (set SAGE2_LIBNVRTC)\n");
+    return kExitFailed;
+  }
+  const cache::DiskCache cache(dir, /*disabled=*/false);  // the tool fills the directory it is given
+  const auto specs = specialisations(o, arch);
+  progress.phase("compile");
+  autotune::PrepareStats stats;
+  const auto plans = autotune::prepare_kernels(specs, cache, prepare_options(o, arch, smem, progress), stats);
+  progress.end();
+  const bool interrupted = g_stop.load();
+  int rc = kExitOk;
+  if (stats.compile_errors || stats.store_failed) rc = kExitFailed;
+  if (interrupted) rc = interrupted_exit_code();
+  if (o.json) {
+    json j = {{"mode", "compile-only"},
+              {"arch", jit::arch_name(arch)},
+              {"max_smem_optin", smem},
+              {"cache_dir", dir},
+              {"versions", {{"library", autotune::library_version()}, {"nvrtc", nvrtc_string()},
+                            {"code", autotune::current_code_version()}}},
+              {"specialisations", json::array()},
+              {"kernels", stats_json(stats)},
+              {"interrupted", interrupted},
+              {"exit_code", rc}};
+    for (const auto& p : plans) j["specialisations"].push_back(plan_json(p));
+    std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+  } else {
+    std::printf("sage2-autotune: compile-only for %s (opt-in shared memory %d bytes) into %s\n", jit::arch_name(arch),
+                smem, dir.c_str());
+    print_plans(plans, o.verbose);
+    print_stats(stats);
+    if (interrupted) std::printf("interrupted: the kernels compiled so far are in the cache\n");
+  }
+  return rc;
+}
+
+// ---- tuning on a GPU --------------------------------------------------------------------------
+struct Timed {
+  const autotune::Candidate* c = nullptr;
+  autotune::TimingResult r;
+};
+
+struct Outcome {
+  const autotune::SpecialisationPlan* plan = nullptr;
+  autotune::TimingProblem problem;
+  autotune::TuningKey key;
+  std::vector<Timed> timed;
+  std::optional<std::size_t> best, heuristic;  // indices into timed
+  bool complete = false, written = false;
+  std::string problem_text;                    // why there is no result
+};
+
+json timing_json(const Timed& t) {
+  json j = {{"tile", autotune::tile_str(t.c->tile)}, {"ok", t.r.ok}, {"ms", t.r.ms}, {"tops", t.r.tops},
+            {"reps", t.r.reps}, {"stopped_early", t.r.stopped_early}, {"heuristic", t.c->heuristic},
+            {"eligible", t.c->state == autotune::CandidateState::Ok}};
+  if (!std::isnan(t.r.agreement)) j["agreement"] = t.r.agreement;
+  if (!t.r.problem.empty()) j["problem"] = t.r.problem;
+  return j;
+}
+
+int run_tune(const Options& o, Progress& progress) {
+  if (!driver::available()) {
+    std::fprintf(stderr, "sage2-autotune: %s\n(--arch ARCH --compile-only fills the cache without a GPU)\n",
+                 driver::unavailable_reason().c_str());
+    return kExitNoDriver;
+  }
+  const int count = runtime::device_count();
+  if (o.device >= count) {
+    std::fprintf(stderr, "sage2-autotune: --device %d but %d CUDA device(s) are visible\n", o.device, count);
+    return kExitNoGpu;
+  }
+  const runtime::DeviceFacts facts = runtime::device_facts(o.device);
+  if (!facts.arch) {
+    std::fprintf(stderr, "sage2-autotune: device %d (%s, %s) is not supported: sage2 targets sm_89 and sm_90a\n",
+                 o.device, facts.name.c_str(), facts.cc_string().c_str());
+    return kExitNoGpu;
+  }
+  const jit::Arch arch = *facts.arch;
+  if (o.arch && *o.arch != arch) {
+    std::fprintf(stderr, "sage2-autotune: --arch %s but device %d is %s (use --compile-only to compile for another arch)\n",
+                 jit::arch_name(*o.arch), o.device, jit::arch_name(arch));
+    return kExitUsage;
+  }
+  ContextOptions copt;
+  copt.cache_dir = o.cache_dir;
+  Context ctx(o.device, copt);
+  Context::Impl& impl = ctx.impl();
+  const std::string dir = o.cache_dir.empty() ? env::cache_dir() : o.cache_dir;
+  const bool disk = !ctx.cache_dir().empty();
+  const cache::DiskCache cache(dir, !disk);
+  const bool write_db = disk && !o.no_db;
+  const std::string db_file = autotune::db_path(dir, facts.name, arch);
+  if (!disk)
+    progress.message("sage2-autotune: the disk cache is disabled (SAGE2_DISABLE_DISK_CACHE): kernels stay in memory "
+                     "and no tuning database is written");
+  VersionInfo versions = version_info();
+
+  // 1. compile (parallel, no GPU).
+  const auto specs = specialisations(o, arch);
+  progress.phase("compile");
+  autotune::PrepareStats stats;
+  const auto plans =
+      autotune::prepare_kernels(specs, cache, prepare_options(o, arch, facts.max_shared_per_block_optin, progress), stats);
+  progress.end();
+
+  // 2. time, per specialisation (without LSE) and sequence length.
+  autotune::TimingOptions topt;
+  topt.warmup = o.warmup;
+  topt.max_reps = std::max(o.reps, 1);
+  topt.min_reps = std::min(5, topt.max_reps);
+  topt.budget_seconds = o.budget;
+  std::vector<Outcome> outcomes;
+  double total_w = 0;
+  std::size_t total_steps = 0;
+  for (const auto& p : plans) {
+    if (p.spec.return_lse) continue;
+    std::size_t n = 0;
+    for (const auto& c : p.candidates) n += c.compiled && (c.state == autotune::CandidateState::Ok || c.heuristic);
+    for (std::int64_t len : o.seq_lens) {
+      Outcome out;
+      out.plan = &p;
+      out.problem = autotune::TimingProblem{batch_for(o, len), o.heads, o.kv_heads, len, len};
+      out.key = p.spec.key(len, len, o.heads, o.kv_heads);
+      outcomes.push_back(out);
+      total_steps += n;
+      total_w += static_cast<double>(n) * autotune::attention_ops(out.problem, p.spec.head_dim, false);
+    }
+  }
+  autotune::DbInfo info;
+  info.device_name = facts.name;
+  info.arch = arch;
+  info.sm_count = facts.sm_count;
+  info.driver_version = versions.driver_version;
+  info.nvrtc_version = nvrtc_string();
+  info.library_version = autotune::library_version();
+  std::vector<std::string> db_errors;
+  std::size_t written = 0, failures = 0;
+  bool gpu_failed = false;
+  std::string gpu_error;
+  progress.phase("tune");
+  std::size_t step = 0;
+  double done_w = 0;
+  for (auto& out : outcomes) {
+    if (g_stop.load() || gpu_failed) break;
+    const auto& p = *out.plan;
+    std::vector<const autotune::Candidate*> list;
+    if (const auto* h = p.heuristic_candidate(); h && h->compiled) list.push_back(h);
+    for (const auto& c : p.candidates)
+      if (c.compiled && c.state == autotune::CandidateState::Ok && !c.heuristic) list.push_back(&c);
+    const double w = autotune::attention_ops(out.problem, p.spec.head_dim, false);
+    if (list.empty() || list.front()->heuristic == false) {
+      out.problem_text = list.empty() ? "no candidate could be prepared" : "the heuristic default could not be prepared";
+      if (list.empty()) {
+        ++failures;
+        out.complete = true;
+        continue;
+      }
+    }
+    std::vector<jit::KernelSpec> specs_of;
+    for (const auto* c : list) specs_of.push_back(c->spec);
+    try {
+      autotune::TimingBench bench(impl, p.spec, out.problem, specs_of, topt);
+      double best_ms = 0;
+      for (const auto* c : list) {
+        note_interrupt_once();
+        if (g_stop.load()) break;
+        progress.update(step, total_steps, done_w, total_w,
+                        p.spec.str() + " N=" + std::to_string(out.problem.q_len) + " " + autotune::tile_str(c->tile));
+        Timed t{c, bench.time(c->spec, best_ms, c->heuristic)};
+        ++step;
+        done_w += w;
+        if (t.r.ok && c->state == autotune::CandidateState::Ok && (best_ms <= 0 || t.r.ms < best_ms)) best_ms = t.r.ms;
+        out.timed.push_back(t);
+      }
+      out.complete = out.timed.size() == list.size();
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::DriverError) {
+        gpu_failed = true;
+        gpu_error = e.what();
+      }
+      out.problem_text = e.what();
+      out.complete = true;
+      ++failures;
+      continue;
+    }
+    if (!out.complete) break;  // interrupted in the middle: this problem is not recorded
+    for (std::size_t i = 0; i < out.timed.size(); ++i) {
+      const Timed& t = out.timed[i];
+      if (t.c->heuristic && t.r.ok) out.heuristic = i;
+      if (!t.r.ok || t.c->state != autotune::CandidateState::Ok) continue;
+      if (!out.best || t.r.ms < out.timed[*out.best].r.ms) out.best = i;
+    }
+    // Hysteresis: the heuristic default stays unless a candidate is clearly faster.
+    if (out.best && out.heuristic && out.timed[*out.heuristic].c->state == autotune::CandidateState::Ok &&
+        out.timed[*out.best].r.ms * (1 + o.min_gain) > out.timed[*out.heuristic].r.ms)
+      out.best = out.heuristic;
+    if (!out.best) {
+      out.problem_text = "no candidate passed (see the candidate list)";
+      ++failures;
+      continue;
+    }
+    if (!write_db) continue;
+    autotune::TuningEntry e;
+    const Timed& b = out.timed[*out.best];
+    e.key = out.key;
+    e.tile = b.c->tile;
+    e.ms = b.r.ms;
+    e.tops = b.r.tops;
+    e.heuristic_tile = p.has_heuristic ? p.heuristic : b.c->tile;
+    if (out.heuristic) {
+      e.heuristic_ms = out.timed[*out.heuristic].r.ms;
+      e.heuristic_tops = out.timed[*out.heuristic].r.tops;
+    }
+    e.batch = out.problem.batch;
+    e.q_heads = out.problem.q_heads;
+    e.kv_heads = out.problem.kv_heads;
+    e.q_len = out.problem.q_len;
+    e.kv_len = out.problem.kv_len;
+    e.timed = static_cast<int>(out.timed.size());
+    e.rejected = static_cast<int>(p.candidates.size()) - static_cast<int>(list.size());
+    e.code_version = autotune::current_code_version();
+    e.driver_version = versions.driver_version;
+    e.nvrtc_version = info.nvrtc_version;
+    e.tuned_unix = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch()).count();
+    info.updated_unix = e.tuned_unix;
+    const autotune::DbWriteResult wr = autotune::merge_into_db(db_file, info, {e});
+    if (wr.ok) {
+      out.written = true;
+      ++written;
+    } else {
+      db_errors.push_back(wr.problem);
+      ++failures;
+    }
+  }
+  progress.end();
+  const bool interrupted = g_stop.load();
+
+  int rc = kExitOk;
+  if (failures || stats.compile_errors || gpu_failed || (disk && stats.store_failed)) rc = kExitFailed;
+  if (interrupted) rc = interrupted_exit_code();
+
+  auto gain_of = [](const Outcome& out) -> std::optional<double> {
+    if (!out.best || !out.heuristic) return std::nullopt;
+    return out.timed[*out.best].r.tops / out.timed[*out.heuristic].r.tops - 1;
+  };
+  if (o.json) {
+    json j = {{"mode", "tune"},
+              {"arch", jit::arch_name(arch)},
+              {"device", {{"ordinal", o.device}, {"name", facts.name}, {"cc", facts.cc_string()},
+                          {"sm_count", facts.sm_count}, {"max_smem_optin", facts.max_shared_per_block_optin},
+                          {"l2_bytes", facts.l2_bytes}}},
+              {"versions", {{"library", autotune::library_version()}, {"nvrtc", info.nvrtc_version},
+                            {"driver", versions.driver_version}, {"code", autotune::current_code_version()}}},
+              {"cache_dir", disk ? json(dir) : json(nullptr)},
+              {"database", {{"path", write_db ? json(db_file) : json(nullptr)}, {"written", written},
+                            {"errors", db_errors}}},
+              {"timing", {{"warmup", topt.warmup}, {"min_reps", topt.min_reps}, {"max_reps", topt.max_reps},
+                          {"budget_seconds", topt.budget_seconds}, {"min_gain", o.min_gain}}},
+              {"specialisations", json::array()},
+              {"kernels", stats_json(stats)},
+              {"results", json::array()},
+              {"interrupted", interrupted},
+              {"exit_code", rc}};
+    if (gpu_failed) j["gpu_error"] = gpu_error;
+    for (const auto& p : plans) j["specialisations"].push_back(plan_json(p));
+    for (const auto& out : outcomes) {
+      if (out.timed.empty() && out.problem_text.empty()) continue;  // never reached
+      json r = {{"specialisation", out.plan->spec.str()},
+                {"key", out.key.str()},
+                {"batch", out.problem.batch},
+                {"heads", out.problem.q_heads},
+                {"kv_heads", out.problem.kv_heads},
+                {"seq_len", out.problem.q_len},
+                {"complete", out.complete},
+                {"written", out.written},
+                {"timings", json::array()}};
+      for (const auto& t : out.timed) r["timings"].push_back(timing_json(t));
+      if (out.best) r["best"] = timing_json(out.timed[*out.best]);
+      if (out.heuristic) r["heuristic"] = timing_json(out.timed[*out.heuristic]);
+      if (auto g = gain_of(out)) r["gain"] = *g;
+      if (!out.problem_text.empty()) r["problem"] = out.problem_text;
+      j["results"].push_back(r);
+    }
+    std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+    return rc;
+  }
+
+  std::printf("sage2-autotune: %s (%s, %d SMs), driver %d.%d, NVRTC %s, sage2 %s\n", facts.name.c_str(),
+              jit::arch_name(arch), facts.sm_count, versions.driver_version / 1000, versions.driver_version % 1000 / 10,
+              info.nvrtc_version.c_str(), info.library_version.c_str());
+  if (o.verbose) print_plans(plans, true);
+  print_stats(stats);
+  std::printf("\n%-26s %6s %8s  %-16s %7s  %-16s %7s %7s %6s\n", "specialisation", "N", "BxH", "best tile", "TOPS",
+              "heuristic", "TOPS", "gain", "timed");
+  for (const auto& out : outcomes) {
+    if (out.timed.empty() && out.problem_text.empty()) continue;
+    char bxh[32];
+    std::snprintf(bxh, sizeof bxh, "%lldx%lld", static_cast<long long>(out.problem.batch),
+                  static_cast<long long>(out.problem.q_heads));
+    std::string best = "-", best_tops = "-", heur = "-", heur_tops = "-", gain = "-";
+    char b[32];
+    if (out.best) {
+      best = autotune::tile_str(out.timed[*out.best].c->tile);
+      std::snprintf(b, sizeof b, "%.1f", out.timed[*out.best].r.tops);
+      best_tops = b;
+    }
+    if (out.heuristic) {
+      heur = autotune::tile_str(out.timed[*out.heuristic].c->tile);
+      std::snprintf(b, sizeof b, "%.1f", out.timed[*out.heuristic].r.tops);
+      heur_tops = b;
+    } else if (out.plan->has_heuristic) {
+      heur = autotune::tile_str(out.plan->heuristic);
+    }
+    if (auto g = gain_of(out)) {
+      std::snprintf(b, sizeof b, "%+.1f%%", *g * 100);
+      gain = b;
+    }
+    std::printf("%-26s %6lld %8s  %-16s %7s  %-16s %7s %7s %6zu%s\n", out.plan->spec.str().c_str(),
+                static_cast<long long>(out.problem.q_len), bxh, best.c_str(), best_tops.c_str(), heur.c_str(),
+                heur_tops.c_str(), gain.c_str(), out.timed.size(),
+                out.problem_text.empty() ? "" : ("  " + out.problem_text).c_str());
+  }
+  if (write_db) std::printf("\ndatabase: %s (%zu entries written)\n", db_file.c_str(), written);
+  else std::printf("\ndatabase: not written%s\n", o.no_db ? " (--no-db)" : "");
+  for (const auto& e : db_errors) std::printf("database error: %s\n", e.c_str());
+  if (gpu_failed) std::printf("GPU error: %s\n", gpu_error.c_str());
+  if (interrupted) std::printf("interrupted: the results above are saved; the problem in progress was not recorded\n");
+  return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  try {
+    o = parse(argc, argv);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "sage2-autotune: %s\nrun 'sage2-autotune --help' for the options\n", e.message.c_str());
+    return kExitUsage;
+  }
+  if (o.help) {
+    std::fputs(kUsage, stdout);
+    return kExitOk;
+  }
+  install_signal_handlers();
+  g_verbose = o.verbose;
+  Progress progress(progress_mode(o));
+  g_progress = &progress;
+  log::set_sink(&log_sink);
+  int rc;
+  try {
+    rc = o.compile_only ? run_compile_only(o, progress) : run_tune(o, progress);
+  } catch (const Error& e) {
+    progress.end();
+    std::fprintf(stderr, "sage2-autotune: %s\n", e.what());
+    rc = e.code() == ErrorCode::NoDriver ? kExitNoDriver : kExitFailed;
+    if (g_stop.load()) rc = interrupted_exit_code();
+  } catch (const std::exception& e) {
+    progress.end();
+    std::fprintf(stderr, "sage2-autotune: %s\n", e.what());
+    rc = kExitFailed;
+  }
+  log::set_sink(nullptr);
+  g_progress = nullptr;
+  return rc;
+}
