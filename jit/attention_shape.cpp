@@ -201,6 +201,9 @@ dev::AttentionParams make_attention_params(const KernelSpec& spec, const QuantBu
   p.v_codes = reinterpret_cast<const dev::u8*>(base + o.v_codes);
   p.v_scale = reinterpret_cast<const float*>(base + o.v_scale);
   p.v_mean = reinterpret_cast<const float*>(base + o.v_mean);
+  p.q_bad = reinterpret_cast<const dev::u8*>(base + o.q_bad);
+  p.k_first_bad = reinterpret_cast<const dev::i32*>(base + o.k_first_bad);
+  p.v_first_bad = reinterpret_cast<const dev::i32*>(base + o.v_first_bad);
   p.delta_s = spec.smooth_q ? static_cast<const float*>(delta_s) : nullptr;
   p.out = const_cast<void*>(out.data);
   p.o_stride_batch = out.stride_batch;

@@ -171,6 +171,9 @@ sage2::dev::QuantizeParams make_quantize_params(const QuantBuffers& b, const Ten
   p.v_scale = static_cast<float*>(at(o.v_scale, b.v_scale()));
   p.v_mean = static_cast<float*>(at(o.v_mean, b.v_mean()));
   p.v_stats = static_cast<float*>(at(o.v_stats, b.v_stats()));
+  p.q_bad = static_cast<sage2::dev::u8*>(at(o.q_bad, b.q_bad()));
+  p.k_first_bad = static_cast<sage2::dev::i32*>(at(o.k_first_bad, b.k_first_bad()));
+  p.v_first_bad = static_cast<sage2::dev::i32*>(at(o.v_first_bad, b.v_first_bad()));
   return p;
 }
 

@@ -34,6 +34,9 @@ std::int64_t QuantBuffers::v_codes() const { return p.batch * p.kv_heads * d_v *
 std::int64_t QuantBuffers::v_scale() const { return p.batch * p.kv_heads * d_v; }
 std::int64_t QuantBuffers::v_mean() const { return p.batch * p.kv_heads * d_v; }
 std::int64_t QuantBuffers::v_stats() const { return p.batch * p.kv_heads * 3 * d_v; }
+std::int64_t QuantBuffers::q_bad() const { return p.batch * p.q_heads * q_len_pad; }
+std::int64_t QuantBuffers::k_first_bad() const { return p.batch * p.kv_heads; }
+std::int64_t QuantBuffers::v_first_bad() const { return p.batch * p.kv_heads * d_v; }
 
 QuantBuffers::Offsets QuantBuffers::offsets() const {
   Offsets o{};
@@ -55,6 +58,9 @@ QuantBuffers::Offsets QuantBuffers::offsets() const {
   o.v_scale = place(v_scale(), 4);
   o.v_mean = place(v_mean(), 4);
   o.v_stats = place(v_stats(), 4);
+  o.q_bad = place(q_bad(), 1);
+  o.k_first_bad = place(k_first_bad(), 4);
+  o.v_first_bad = place(v_first_bad(), 4);
   o.total = at;
   return o;
 }

@@ -3,10 +3,17 @@
 // kernels, the CPU reference and the workspace planner all use it.
 //
 // Numerics of the quantize stage (the CPU reference implements exactly these float ops):
+//  Non-finite inputs (NaN, ±Inf; include/sage2/reference.hpp "NaN / Inf policy"): every
+//  statistic below (sum, min, max, q̄, q·k̄, group amax, V amax) reads a non-finite input element
+//  as 0, and its own code is 0 — one bad value never spreads through a mean or a shared scale.
+//  Where they were is recorded instead (q_bad, k_first_bad, v_first_bad); the attention
+//  epilogue turns exactly the outputs that read them into NaN. For finite inputs the rules below
+//  are unchanged (bit-identical codes).
 //  stats  (per batch, head, channel c over the valid tokens n < len):  sum, min, max   (fp32)
 //  k̄[c]  = smooth_k ? sum_K[c] / kv_len : 0
 //  Q/K group g of a block (QuantLayout::q_group / k_group), x = float(input) - mean:
-//     amax  = max |x| over the group's valid rows and real channels (NaN/Inf propagate)
+//     amax  = max |x| over the group's valid rows and real channels (x of a non-finite input
+//             is 0 - mean; amax can still be Inf when finite values overflow fp32)
 //     scale = amax / R                                  R = 127 (int8) or 7 (int4)
 //     inv   = (amax > 0 && amax finite) ? R / amax : 0
 //     t     = x * inv;  t = (t is NaN) ? 0 : t;  code = rint(clamp(t, -R, R))  (ties to even)
@@ -18,6 +25,10 @@
 //     amax = smooth_v ? max(max_V[c] - μ, μ - min_V[c]) : max(|max_V[c]|, |min_V[c]|)
 //     scale = amax / 448;  inv = (amax > 0 && finite) ? 448 / amax : 0
 //     code = e4m3_rn_satfinite((float(V[n,c]) - μ) * inv)      stored transposed [c][n]
+//  Flags (padded entries: q_bad 0, first-bad INT32_MAX):
+//     q_bad[i]        = 1 if Q row i has a non-finite element (real channels), else 0
+//     k_first_bad     = smallest key j whose K row has a non-finite element; INT32_MAX if none
+//     v_first_bad[c]  = smallest key j with V[j, c] non-finite; INT32_MAX if none
 #pragma once
 
 #include <cstddef>
@@ -58,11 +69,15 @@ struct QuantBuffers {
   std::int64_t v_scale() const;   // f32 [B][Hkv][d_v]
   std::int64_t v_mean() const;    // f32 [B][Hkv][d_v]   (zeros when !smooth_v)
   std::int64_t v_stats() const;   // f32 [B][Hkv][3][d_v]
+  std::int64_t q_bad() const;        // u8  [B][Hq][q_len_pad]   row has a non-finite element
+  std::int64_t k_first_bad() const;  // i32 [B][Hkv]             first key with a non-finite element
+  std::int64_t v_first_bad() const;  // i32 [B][Hkv][d_v]        per channel: first non-finite key
 
-  // Byte offsets of each buffer inside one workspace allocation (each 256-byte aligned).
+  // Byte offsets of each buffer inside one workspace allocation (each 256-byte aligned). The
+  // non-finite flags come after v_stats (appended: the earlier offsets did not move).
   struct Offsets {
     std::size_t q_codes, q_scale, q_mean, q_kbias, k_codes, k_scale, k_mean, k_stats, v_codes,
-        v_scale, v_mean, v_stats, total;
+        v_scale, v_mean, v_stats, q_bad, k_first_bad, v_first_bad, total;
   };
   Offsets offsets() const;
 };

@@ -206,7 +206,9 @@ EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const 
       return;
     }
     std::vector<float> x;
+    std::vector<std::uint8_t> bad;
     detail::load_head(v, b, h, x);
+    detail::sanitize(x, bad);   // non-finite V: 0 here (its outputs are poisoned by the flags)
     for (int c = 0; c < d; ++c) {
       const float mu = vmean[sz(bh * d + c)];
       float inv = 1.f;
@@ -219,7 +221,7 @@ EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const 
       }
       for (std::int64_t n = 0; n < nk; ++n) {
         const float t = pv.v_max > 0.f ? (x[sz(n * d + c)] - mu) * inv : x[sz(n * d + c)] - mu;
-        out[n * d + c] = pv.round(t);
+        out[n * d + c] = bad[sz(n * d + c)] ? 0.f : pv.round(t);
       }
     }
   });
@@ -359,12 +361,23 @@ EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const 
         m = m_new;
       }
     }
+    const float qnan = std::numeric_limits<float>::quiet_NaN();
+    const std::int32_t kfb = qs.k_first_bad[sz(bhk)];
+    const std::int32_t* vfb = qs.v_first_bad.data() + bhk * L.d_v;
     for (int r = 0; r < rows; ++r) {
       const std::int64_t i = i0 + r;
       const float* o = two_level ? o_all.data() + r * d : acc_all.data() + r * d;
       const float l = l_row[sz(r)], m = m_row[sz(r)];
       float* out = res.o.data() + res.index(b, h, i, 0);
       float& lse = res.lse[sz(bh * nq + i)];
+      // Non-finite inputs (the flags of the quantize stage): keys [0, n_vis) are visible.
+      const std::int64_t n_vis = std::max<std::int64_t>(0, j_end_row[sz(r)]);
+      const bool row_bad = n_vis > 0 && (qs.q_bad[sz(bh * L.q_len_pad + i)] != 0 || kfb < n_vis);
+      if (row_bad) {
+        std::fill(out, out + d, qnan);
+        lse = qnan;
+        continue;
+      }
       if (l == 0.f) {   // no visible key
         lse = kNegInf;
         continue;       // O stays 0
@@ -374,6 +387,7 @@ EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const 
         x = x / pv.p_scale;
         x = x * vscale[sz(bhk * d + c)];
         x = x + vmean[sz(bhk * d + c)];
+        if (vfb[c] < n_vis) x = qnan;
         out[c] = opt.round_output ? round_to_dtype(x, spec.out_dtype) : x;
       }
       float lv = (m + std::log2(l)) * ln2;

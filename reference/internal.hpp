@@ -30,8 +30,14 @@ Problem check_qkv(const TensorRef& q, const TensorRef& k, const TensorRef& v);
 // Copies one (b, h) head of t into a dense float matrix [seq][dim].
 void load_head(const TensorRef& t, std::int64_t b, std::int64_t h, std::vector<float>& out);
 
-// max that propagates NaN (the quantize stage's amax rule: NaN/Inf propagate).
+// max that propagates NaN (ptx max_nan; the stage's inputs are sanitized first, see below).
 inline float nan_max(float acc, float a) { return (std::isnan(a) || a > acc) ? a : acc; }
+
+// The quantize stage's non-finite rule: every non-finite element of x is replaced by 0 (for the
+// statistics); bad[i] = 1 marks it (bad is resized to x's size). Returns how many there were.
+std::int64_t sanitize(std::vector<float>& x, std::vector<std::uint8_t>& bad);
+
+constexpr std::int32_t kNoBad = 0x7fffffff;   // "no non-finite element" (INT32_MAX)
 
 // The quantize stage's scale/inv of one group.
 inline float group_scale(float amax, int R) { return amax / static_cast<float>(R); }
@@ -49,7 +55,8 @@ void quantize_grouped(const float* x, std::int64_t rows, int d, std::int64_t ld_
 // Channel statistics of a dense [n][d] matrix: sum (double, rounded once), min, max.
 void channel_stats(const std::vector<float>& x, std::int64_t n, int d, float* sum, float* mn, float* mx);
 
-// Smoothed inputs as the quantize stage sees them, from the statistics stored in `qs`:
+// Smoothed inputs as the quantize stage sees them, from the statistics stored in `qs`
+// (a non-finite input element reads as 0, as in every statistic of the stage):
 //   γK[n][c] = float(K[n,c]) - k_mean[c]                       [kv_len][d]
 //   γQ[i][c] = float(Q[i,c]) - q_mean[block(i)][c]  (smooth_q) [q_len][d]
 void smoothed_k(const TensorRef& k, const QuantizedHost& qs, std::int64_t b, std::int64_t h, std::vector<float>& out);

@@ -10,9 +10,30 @@ namespace sage2::reference {
 
 namespace detail {
 
+std::int64_t sanitize(std::vector<float>& x, std::vector<std::uint8_t>& bad) {
+  bad.assign(x.size(), 0);
+  std::int64_t count = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (!std::isfinite(x[i])) {
+      x[i] = 0.f;
+      bad[i] = 1;
+      ++count;
+    }
+  }
+  return count;
+}
+
+namespace {
+void zero_nonfinite(std::vector<float>& x) {
+  for (float& v : x)
+    if (!std::isfinite(v)) v = 0.f;
+}
+}  // namespace
+
 void smoothed_k(const TensorRef& k, const QuantizedHost& qs, std::int64_t b, std::int64_t h, std::vector<float>& out) {
   const int d = qs.layout.p.head_dim;
   load_head(k, b, h, out);
+  zero_nonfinite(out);
   const float* mean = qs.k_mean.data() + (b * qs.layout.p.kv_heads + h) * qs.layout.d_qk;
   const std::int64_t n = qs.layout.p.kv_len;
   for (std::int64_t i = 0; i < n; ++i)
@@ -23,6 +44,7 @@ void smoothed_q(const TensorRef& q, const QuantizedHost& qs, std::int64_t b, std
   const auto& L = qs.layout;
   const int d = L.p.head_dim;
   load_head(q, b, h, out);
+  zero_nonfinite(out);
   if (!L.smooth_q) return;
   for (std::int64_t i = 0; i < L.p.q_len; ++i) {
     const std::int64_t blk = i / L.layout.bq;
@@ -134,6 +156,9 @@ QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const Tenso
   qs.v_scale.assign(sz(L.v_scale()), 0.f);
   qs.v_mean.assign(sz(L.v_mean()), 0.f);
   qs.v_stats.assign(sz(L.v_stats()), 0.f);
+  qs.q_bad.assign(sz(L.q_bad()), 0);
+  qs.k_first_bad.assign(sz(L.k_first_bad()), detail::kNoBad);
+  qs.v_first_bad.assign(sz(L.v_first_bad()), detail::kNoBad);
   const float inf = std::numeric_limits<float>::infinity();
   if (opt.margins) {
     qs.q_margin.assign(sz(p.batch * p.q_heads * L.q_len_pad * L.d_qk), inf);
@@ -147,9 +172,15 @@ QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const Tenso
   detail::parallel_for(p.batch * p.kv_heads, opt.threads, [&](std::int64_t bh) {
     const std::int64_t b = bh / p.kv_heads, h = bh % p.kv_heads;
     std::vector<float> x;
+    std::vector<std::uint8_t> bad;
     std::vector<float> sum(sz(d)), mn(sz(d)), mx(sz(d));
-    // K statistics and k̄
+    // K statistics and k̄ (non-finite elements read as 0; the first row holding one is recorded)
     detail::load_head(k, b, h, x);
+    if (detail::sanitize(x, bad) > 0) {
+      for (std::int64_t n = 0; n < p.kv_len && qs.k_first_bad[sz(bh)] == detail::kNoBad; ++n)
+        for (int c = 0; c < d; ++c)
+          if (bad[sz(n * d + c)]) qs.k_first_bad[sz(bh)] = static_cast<std::int32_t>(n);
+    }
     detail::channel_stats(x, p.kv_len, d, sum.data(), mn.data(), mx.data());
     float* ks = qs.k_stats.data() + bh * 3 * L.d_qk;
     float* km = qs.k_mean.data() + bh * L.d_qk;
@@ -172,12 +203,27 @@ QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const Tenso
       detail::quantize_grouped(x.data() + n0 * d, rows, d, d, L.d_qk, groups.data(), ql.k_groups_per_block(), R,
                                codes.data(), qs.k_scale.data() + (bh * L.k_blocks + blk) * ql.k_groups_per_block(),
                                margins);
-      for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t r = 0; r < rows; ++r) {
+        for (int c = 0; c < d; ++c) {
+          if (!bad[sz((n0 + r) * d + c)]) continue;   // a non-finite input's code is 0
+          codes[sz(r * L.d_qk + c)] = 0;
+          if (margins) margins[r * L.d_qk + c] = inf;
+        }
         pack_row(codes.data() + r * L.d_qk, L.d_qk, L.qk_bits,
                  qs.k_codes.data() + (bh * L.kv_len_pad + n0 + r) * L.row_bytes);
+      }
     }
-    // V statistics, mean, per-channel E4M3 codes (transposed [c][n])
+    // V statistics, mean, per-channel E4M3 codes (transposed [c][n]); first non-finite key per
+    // channel
     detail::load_head(v, b, h, x);
+    if (detail::sanitize(x, bad) > 0) {
+      for (int c = 0; c < d; ++c)
+        for (std::int64_t n = 0; n < p.kv_len; ++n)
+          if (bad[sz(n * d + c)]) {
+            qs.v_first_bad[sz(bh * L.d_v + c)] = static_cast<std::int32_t>(n);
+            break;
+          }
+    }
     detail::channel_stats(x, p.kv_len, d, sum.data(), mn.data(), mx.data());
     float* vs = qs.v_stats.data() + bh * 3 * L.d_v;
     float* vm = qs.v_mean.data() + bh * L.d_v;
@@ -194,6 +240,11 @@ QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const Tenso
       std::uint8_t* out = qs.v_codes.data() + (bh * L.d_v + c) * L.kv_len_pad;
       float* mrow = opt.margins ? qs.v_margin.data() + (bh * L.d_v + c) * L.kv_len_pad : nullptr;
       for (std::int64_t n = 0; n < p.kv_len; ++n) {
+        if (bad[sz(n * d + c)]) {   // non-finite input: code 0 (+0.0), no rounding boundary
+          out[n] = 0;
+          if (mrow) mrow[n] = inf;
+          continue;
+        }
         const float t = (x[sz(n * d + c)] - vm[c]) * inv;
         out[n] = float_to_fp8(t, Fp8Format::E4M3);
         if (mrow) mrow[n] = fp8_margin(t, Fp8Format::E4M3);
@@ -206,7 +257,13 @@ QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const Tenso
     const std::int64_t b = bh / p.q_heads, h = bh % p.q_heads;
     const std::int64_t hk = h / p.group;
     std::vector<float> x;
+    std::vector<std::uint8_t> bad;
     detail::load_head(q, b, h, x);
+    if (detail::sanitize(x, bad) > 0) {   // non-finite elements read as 0; rows flagged
+      for (std::int64_t i = 0; i < p.q_len; ++i)
+        for (int c = 0; c < d; ++c)
+          if (bad[sz(i * d + c)]) qs.q_bad[sz(bh * L.q_len_pad + i)] = 1;
+    }
     const float* km = qs.k_mean.data() + (b * p.kv_heads + hk) * L.d_qk;
     if (L.smooth_k) {
       for (std::int64_t i = 0; i < p.q_len; ++i) {
@@ -237,9 +294,15 @@ QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const Tenso
       detail::quantize_grouped(x.data() + i0 * d, rows, d, d, L.d_qk, groups.data(), ql.q_groups_per_block(), R,
                                codes.data(), qs.q_scale.data() + (bh * L.q_blocks + blk) * ql.q_groups_per_block(),
                                margins);
-      for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t r = 0; r < rows; ++r) {
+        for (int c = 0; c < d; ++c) {
+          if (!bad[sz((i0 + r) * d + c)]) continue;   // a non-finite input's code is 0
+          codes[sz(r * L.d_qk + c)] = 0;
+          if (margins) margins[r * L.d_qk + c] = inf;
+        }
         pack_row(codes.data() + r * L.d_qk, L.d_qk, L.qk_bits,
                  qs.q_codes.data() + (bh * L.q_len_pad + i0 + r) * L.row_bytes);
+      }
     }
   });
   return qs;

@@ -31,6 +31,11 @@
 //  - P̂·V̂ accumulates per KV tile from zero (TWO_LEVEL) and is added into the fp32 O as
 //    O = O·a + R; without TWO_LEVEL the accumulator is O itself, rescaled by a before the tile.
 //
+// Non-finite inputs (reference.hpp "NaN / Inf policy"): the quantize stage keeps them out of every
+// scale and mean and flags them; the main loop never looks at the flags. The epilogue, for row i
+// with visible keys [0, n_vis): n_vis > 0 and (q_bad[i] or k_first_bad < n_vis) → O row and LSE
+// NaN; otherwise O[i, c] = NaN where v_first_bad[c] < n_vis.
+//
 // Head dims whose fp32 O would not fit in registers (MT·DVS/8·4 ≤ 128 registers per thread) are
 // processed in NSL passes over the KV sequence, each producing DVS channels; the scores are
 // recomputed bit-identically in each pass (the LSE is written by the last pass).
@@ -571,12 +576,15 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
       if (STAGES == 1) __syncthreads();  // the next tile overwrites the only buffer
     }
 
-    // ---- epilogue: O = ((O / l) / 448) · δV (+ μ), LSE (indices recomputed, see coords())
+    // ---- epilogue: O = ((O / l) / 448) · δV (+ μ), LSE (indices recomputed, see coords()),
+    //      then the non-finite poison of the flags
     {
     const Coords ke = coords(p);
     const int etid = static_cast<int>(tid_x());
     const int ewarp = etid >> 5, eg = (etid & 31) >> 2, et = etid & 3;
     const i64 vbase = ke.bhk * D_V + slice * DVS + 2 * et;
+    const i64 kfb = p.k_first_bad[ke.bhk];
+    const float qnan = ptx::bits_f32(0x7fc00000u);
     const bool out_vec = OUT_F32 ? ((reinterpret_cast<u64>(p.out) & 7u) == 0 && p.o_stride_batch % 2 == 0 &&
                                   p.o_stride_head % 2 == 0 && p.o_stride_seq % 2 == 0)
                                : ((reinterpret_cast<u64>(p.out) & 3u) == 0 && p.o_stride_batch % 2 == 0 &&
@@ -590,6 +598,10 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
         lt += ptx::shfl_xor(lt, 2);
         const i64 row = ke.i0 + ewarp * RW + mt * 16 + hf * 8 + eg;
         if (row >= p.q_len) continue;
+        // keys visible to the row: [0, n_vis)
+        const i64 n_vis = CAUSAL ? max_<i64>(0, min_<i64>(p.kv_len, row + (CAUSAL == 2 ? p.kv_len - p.q_len : 0) + 1))
+                                 : p.kv_len;
+        const bool row_bad = n_vis > 0 && (p.q_bad[ke.bh * ke.q_len_pad + row] != 0 || kfb < n_vis);
         char* orow = static_cast<char*>(p.out) +
                      (ke.b * p.o_stride_batch + ke.h * p.o_stride_head + row * p.o_stride_seq) *
                          static_cast<i64>(OUT_F32 ? 4 : 2);
@@ -608,6 +620,13 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
               y1 = y1 + vm.y;
             }
           }
+          if (row_bad) {
+            y0 = y1 = qnan;
+          } else {
+            const int2 vf = *reinterpret_cast<const int2*>(p.v_first_bad + vbase + 8 * n);
+            if (vf.x < n_vis) y0 = qnan;
+            if (vf.y < n_vis) y1 = qnan;
+          }
           store_pair(orow, ch, y0, y1, out_vec, ch + 1 < HD);
         }
         if (RETURN_LSE && et == 0 && slice == NSL - 1) {
@@ -616,6 +635,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
             v = (m[mt][hf] + lg2_approx(lt)) * LN2;
             if (SMOOTH_K) v = v + p.q_kbias[ke.bh * ke.q_len_pad + row] * p.sm_scale;
           }
+          if (row_bad) v = qnan;
           p.lse[ke.bh * p.q_len + row] = v;
         }
       }

@@ -89,6 +89,11 @@ struct AttentionParams {
 
   float sm_scale;         // fp32(sm_scale)
   float c2;               // fp32(sm_scale) · fp32(log2 e)
+
+  // ---- non-finite input flags of the quantize stage (appended; read by the epilogue only)
+  const u8* q_bad;         // [B][Hq][q_len_pad]   Q row has a NaN/Inf
+  const i32* k_first_bad;  // [B][Hkv]             first key with a NaN/Inf (INT32_MAX: none)
+  const i32* v_first_bad;  // [B][Hkv][d_v]        per channel: first key with a NaN/Inf
 };
 
 // ---------------------------------------------------------------------------------------------

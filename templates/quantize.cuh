@@ -7,7 +7,9 @@
 //   3 sage2_quantize_k      per (batch, kv head, BK block)
 //   4 sage2_quantize_v      per (batch, kv head, V tile of SAGE2_QZ_ROWS tokens)
 // The numerics are the contract written in jit/quant_buffers.hpp; comments below say where the
-// kernel fixes an order the contract leaves open (sums).
+// kernel fixes an order the contract leaves open (sums). Non-finite inputs: every statistic reads
+// them as 0, their codes are 0, and the flags q_bad / k_first_bad / v_first_bad say where they
+// were (the attention epilogue poisons exactly the outputs that read them).
 //
 // Thread mapping (SAGE2_QZ_*, from jit::quantize_kernel_config): a token row is covered by TPR
 // consecutive threads (power of two <= 32: one warp holds a row's threads), thread `lane_r` of a
@@ -46,6 +48,7 @@ constexpr int CH_IN = (HD + 7) / 8;            // chunks holding real channels
 constexpr bool IN_BF16 = SAGE2_IN_BF16 != 0;
 constexpr bool VEC_HD = (HD % 8) == 0;
 constexpr float FLT_MAX_ = 3.402823466e+38f;
+constexpr i32 NO_BAD = 0x7fffffff;             // "no non-finite element" (INT32_MAX)
 
 static_assert(TPR >= 1 && TPR <= 32 && (TPR & (TPR - 1)) == 0, "TPR must be a power of two <= 32");
 static_assert(THREADS % 32 == 0 && THREADS % TPR == 0 && THREADS <= 1024, "bad CTA size");
@@ -112,6 +115,26 @@ __device__ __forceinline__ void to_f32x8(const ptx::u32x4& v, float (&x)[8]) {
   }
 }
 
+// Non-finite inputs: the value is replaced by 0 (for every statistic) and bit e of the result
+// is set for each such element. Finite values pass unchanged (bit-identical numerics).
+__device__ __forceinline__ bool nonfinite(float x) { return (ptx::f32_bits(x) & 0x7f800000u) == 0x7f800000u; }
+__device__ __forceinline__ u32 to_f32x8_sane(const ptx::u32x4& v, float (&x)[8]) {
+  to_f32x8(v, x);
+  u32 bad = 0u;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    if (nonfinite(x[e])) {
+      bad |= 1u << e;
+      x[e] = 0.f;
+    }
+  }
+  return bad;
+}
+
+__device__ __forceinline__ void red_min_shared_s32(u32 smem, i32 v) {
+  asm volatile("red.shared.min.s32 [%0], %1;" ::"r"(smem), "r"(v) : "memory");
+}
+
 // Grid (jit::quantize_launch_shape): blockIdx.x = block of tokens within one (batch, head)
 // sequence (channel_stats: 0 = K, 1 = V); (batch, head) pairs are numbered
 // bh = blockIdx.z * gridDim.y + blockIdx.y (folded into z when there are more than 65535), and
@@ -146,7 +169,9 @@ __device__ __forceinline__ i32 quant_int(float x, float inv) {
 // sage2_channel_stats: blockIdx.x = 0 → K (d_qk outputs), 1 → V (d_v outputs); one CTA walks
 // every token of its (batch, kv head).
 // Sum order: each thread adds its rows n = slot, slot + RPP, ... in increasing n; the RPP partial
-// sums are then added in slot order. min/max propagate NaN. Padded channels get 0, 0, 0.
+// sums are then added in slot order. Non-finite inputs count as 0 (min/max then never see NaN).
+// Padded channels get 0, 0, 0. The same walk finds the first non-finite key per channel:
+// v_first_bad[c] (V; padded channels INT32_MAX) and k_first_bad = min over K's real channels.
 
 #if SAGE2_QUANT_OP == 1
 __device__ __forceinline__ void channel_stats(const QuantizeParams p) {
@@ -163,7 +188,10 @@ __device__ __forceinline__ void channel_stats(const QuantizeParams p) {
   const i64 len = p.kv_len;
 
   const int tid = threadIdx.x, lane_r = tid % TPR, slot = tid / TPR;
+  __shared__ i32 s_kfb;
+  if (tid == 0) s_kfb = NO_BAD;
   float sum[CPT][8], mn[CPT][8], mx[CPT][8];
+  i32 fb[CPT][8];  // first non-finite row of the thread's rows (they are walked in order)
 #pragma unroll
   for (int k = 0; k < CPT; ++k)
 #pragma unroll
@@ -171,6 +199,7 @@ __device__ __forceinline__ void channel_stats(const QuantizeParams p) {
       sum[k][e] = 0.f;
       mn[k][e] = ptx::bits_f32(0x7f800000u);  // +Inf
       mx[k][e] = ptx::bits_f32(0xff800000u);  // -Inf
+      fb[k][e] = NO_BAD;
     }
 
   constexpr int U = CPT == 1 ? 4 : 2;  // rows in flight per thread
@@ -187,16 +216,20 @@ __device__ __forceinline__ void channel_stats(const QuantizeParams p) {
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      if (n0 + static_cast<i64>(u) * RPP < len) {
+      const i64 n = n0 + static_cast<i64>(u) * RPP;
+      if (n < len) {
+        // the kernel's own launch limits keep rows below 2^31; saturate anyway
+        const i32 n32 = static_cast<i32>(n < NO_BAD ? n : static_cast<i64>(NO_BAD - 1));
 #pragma unroll
         for (int k = 0; k < CPT; ++k) {
           float x[8];
-          to_f32x8(raw[u][k], x);
+          const u32 bad = to_f32x8_sane(raw[u][k], x);
 #pragma unroll
           for (int e = 0; e < 8; ++e) {
             sum[k][e] += x[e];
             mn[k][e] = ptx::min_nan(mn[k][e], x[e]);
             mx[k][e] = ptx::max_nan(mx[k][e], x[e]);
+            if ((bad >> e) & 1u) fb[k][e] = fb[k][e] < n32 ? fb[k][e] : n32;
           }
         }
       }
@@ -228,6 +261,30 @@ __device__ __forceinline__ void channel_stats(const QuantizeParams p) {
     }
     __syncthreads();
   }
+  // First non-finite key: per channel (V), and its minimum over the real channels (K).
+#pragma unroll
+  for (int k = 0; k < CPT; ++k) {
+    const int j = lane_r + k * TPR;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) s_red[slot * RED_W + j * 8 + e] = ptx::bits_f32(static_cast<u32>(fb[k][e]));
+  }
+  __syncthreads();
+#pragma unroll 1
+  for (int c = tid; c < d_out; c += THREADS) {
+    i32 f = NO_BAD;
+    if (c < HD) {
+      for (int sl = 0; sl < RPP; ++sl) {
+        const i32 v = static_cast<i32>(ptx::f32_bits(s_red[sl * RED_W + c]));
+        f = v < f ? v : f;
+      }
+    }
+    if (is_v)
+      p.v_first_bad[bh * D_V + c] = f;
+    else if (f != NO_BAD)
+      red_min_shared_s32(ptx::smem_addr(&s_kfb), f);
+  }
+  __syncthreads();
+  if (!is_v && tid == 0) p.k_first_bad[bh] = s_kfb;
 }
 #endif
 
@@ -237,8 +294,10 @@ __device__ __forceinline__ void channel_stats(const QuantizeParams p) {
 //  Q: mean = smooth_q ? block mean over valid rows (sum order: per thread in row order, then
 //     slots in order; divided by the valid row count) : 0; q_kbias[i] = Σ_c float(Q[i,c]) · k̄[c]
 //     (per thread over its channels in order, then a butterfly over the row's TPR threads).
-//  x = float(input) - mean; group amax = max |x| (NaN propagates: unsigned max of |x|'s bits);
+//  x = float(input) - mean; group amax = max |x| (unsigned max of |x|'s bits);
 //  scale = amax / R; inv = finite positive amax ? R / amax : 0; code = rint(clamp(x*inv)).
+//  A non-finite input reads as 0 in the mean, q·k̄ and amax; its code is 0; Q rows with one set
+//  q_bad (padded rows 0).
 // Rows are kept in registers between the passes when ITEMS * CPT <= 8 (16-byte chunks), else
 // re-read in rolled loops (the re-reads hit L1/L2; this keeps big head dims quick to compile).
 
@@ -309,7 +368,8 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams p) {
                         : ptx::u32x4{0u, 0u, 0u, 0u};
     }
   }
-  auto fetch = [&](int i, int k, float (&x)[8]) {
+  // x: the chunk with non-finite values read as 0; returns their mask (bit e = element e).
+  auto fetch = [&](int i, int k, float (&x)[8]) -> u32 {
     const int r = slot + i * RPP;
     ptx::u32x4 raw;
     if (CACHE)
@@ -317,7 +377,7 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams p) {
     else
       raw = (r < valid) ? load_chunk(in, base + static_cast<i64>(r) * in.sn, lane_r + k * TPR)
                         : ptx::u32x4{0u, 0u, 0u, 0u};
-    to_f32x8(raw, x);
+    return to_f32x8_sane(raw, x);
   };
 
   // ---- smooth Q: block mean per channel over the valid rows
@@ -377,7 +437,7 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams p) {
 #pragma unroll UNROLL
   for (int i = 0; i < ITEMS; ++i) {
     const int r = slot + i * RPP;
-    u32 m = 0u;
+    u32 m = 0u, row_bad = 0u;
     float part = 0.f;
     if (r < valid) {
 #pragma unroll
@@ -385,7 +445,7 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams p) {
         const int j = lane_r + k * TPR;
         if (j < CH_IN) {
           float x[8];
-          fetch(i, k, x);
+          row_bad |= fetch(i, k, x);
 #pragma unroll
           for (int e = 0; e < 8; ++e) {
             if (KBIAS) part += x[e] * kbar_r[KBIAS ? k : 0][e];
@@ -402,6 +462,10 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams p) {
     if (KBIAS) {
       part = ptx::group_sum<TPR>(part);
       if (lane_r == 0 && r < ROWS) p.q_kbias[bh * nblk * ROWS + row0 + r] = (r < valid) ? part : 0.f;
+    }
+    if (IS_Q) {
+      row_bad = ptx::group_max_u32<TPR>(row_bad != 0u ? 1u : 0u);
+      if (lane_r == 0 && r < ROWS) p.q_bad[bh * nblk * ROWS + row0 + r] = static_cast<u8>(row_bad);
     }
   }
   __syncthreads();
@@ -430,9 +494,9 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams p) {
       i32 q[8] = {0, 0, 0, 0, 0, 0, 0, 0};
       if (r < valid && j < CH_IN) {
         float x[8];
-        fetch(i, k, x);
+        const u32 bad = fetch(i, k, x);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) q[e] = quant_int<R>(x[e] - mean_r[k][e], inv);
+        for (int e = 0; e < 8; ++e) q[e] = ((bad >> e) & 1u) ? 0 : quant_int<R>(x[e] - mean_r[k][e], inv);
       }
       if (SAGE2_QK_BITS == 8) {
         const u32 lo = (static_cast<u32>(q[0]) & 0xffu) | ((static_cast<u32>(q[1]) & 0xffu) << 8) |
@@ -455,7 +519,8 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams p) {
 // sage2_quantize_v: CTA = (batch, kv head, tile of ROWS tokens of the padded length).
 //  μ = smooth_v ? sum/kv_len : 0; amax = smooth_v ? max(max-μ, μ-min) : max(|max|, |min|)
 //  (NaN-propagating max); scale = amax/448; inv = finite positive amax ? 448/amax : 0;
-//  code = e4m3_rn_satfinite((float(V) - μ) * inv), stored transposed [c][n] through shared
+//  code = e4m3_rn_satfinite((float(V) - μ) * inv) (0 for a non-finite V: its statistics were
+//  taken as 0 by channel_stats), stored transposed [c][n] through shared
 //  memory so that each channel's ROWS bytes leave as 16-byte stores (one thread per channel).
 //  Tile 0 writes v_scale and v_mean (v_mean = μ, 0 when !smooth_v; padded channels 0).
 
@@ -528,11 +593,11 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams p) {
       u32 pair[4] = {0u, 0u, 0u, 0u};
       if (r < valid && j < CH_IN) {
         float x[8];
-        to_f32x8(load_chunk(in, base + static_cast<i64>(r) * in.sn, j), x);
+        const u32 bad = to_f32x8_sane(load_chunk(in, base + static_cast<i64>(r) * in.sn, j), x);
 #pragma unroll
         for (int e = 0; e < 8; e += 2)
-          pair[e / 2] = ptx::f32x2_to_e4m3x2((x[e] - mu_r[k][e]) * inv_r[k][e],
-                                             (x[e + 1] - mu_r[k][e + 1]) * inv_r[k][e + 1]);
+          pair[e / 2] = ptx::f32x2_to_e4m3x2(((bad >> e) & 1u) ? 0.f : (x[e] - mu_r[k][e]) * inv_r[k][e],
+                                             ((bad >> (e + 1)) & 1u) ? 0.f : (x[e + 1] - mu_r[k][e + 1]) * inv_r[k][e + 1]);
       }
       u32* d8 = reinterpret_cast<u32*>(&s_t[r * D_V + j * 8]);
       d8[0] = pair[0] | (pair[1] << 16);

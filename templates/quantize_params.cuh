@@ -50,6 +50,11 @@ struct QuantizeParams {
   float* v_scale;  // [B][Hkv][d_v]
   float* v_mean;   // [B][Hkv][d_v]                      zeros when !smooth_v
   float* v_stats;  // [B][Hkv][3][d_v]                   sum, min, max
+
+  // ---- non-finite input flags (appended; see jit/quant_buffers.hpp)
+  u8* q_bad;         // [B][Hq][q_len_pad]   1: Q row has a NaN/Inf (quantize_q; padded rows 0)
+  i32* k_first_bad;  // [B][Hkv]             first key with a NaN/Inf, INT32_MAX if none (stats)
+  i32* v_first_bad;  // [B][Hkv][d_v]        per channel: first key with a NaN/Inf (stats)
 };
 
 }  // namespace dev

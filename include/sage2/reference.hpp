@@ -15,7 +15,8 @@
 // NUMERICS CONTRACT OF THE ATTENTION EMULATION (one query row i of head (b, h); kv head
 // h_kv = h / (q_heads / kv_heads); all arithmetic fp32 unless said otherwise)
 // =============================================================================================
-//  Quantize stage (jit/quant_buffers.hpp, reproduced exactly by quantize_stage()):
+//  Quantize stage (jit/quant_buffers.hpp, reproduced exactly by quantize_stage()); a non-finite
+//  input element reads as 0 in every statistic and gets code 0 (see NaN / Inf policy below):
 //    k̄ = smooth_k ? mean_n K : 0;  γK_j = float(K_j) - k̄
 //    q̄_b = smooth_q ? mean of Q over query block b (valid rows) : 0;  γQ_i = float(Q_i) - q̄_b
 //    INT4/INT8 symmetric per group g:  δ_g = amax_g / R,  inv_g = R / amax_g (0 if amax_g is 0 or
@@ -52,6 +53,7 @@
 //  to its last visible key. The reference evaluates rows independently, as the kernel does.)
 //  Epilogue:
 //    l == 0 (no visible key: all keys masked) → O_i = 0 and LSE_i = -inf
+//    non-finite inputs: row / channel poison from the stage's flags (NaN / Inf policy below)
 //    O_ic = ((O_c / l) / p_scale) · δV[c] + μ[c]      (evaluated left to right, fp32)
 //    LSE_i = (m + log2(l)) · ln2 + q_kbias_i · sm_scale   natural log; q_kbias_i = Q_i·k̄ makes the
 //            returned LSE the one of the UN-smoothed scores (smooth-Q's ΔS is already in S)
@@ -64,15 +66,35 @@
 //    exp2 (ex2.approx), the order of fp32 reductions (rowmax, rowsum, ΔS, channel sums), FMA
 //    contraction of S = dot·δ + ΔS, and the (unpublished) internal adder of the tensor core.
 //
-// NaN / Inf policy
+// NaN / Inf policy (project issue #4: "Bad input")
 //  exact_attention: no sanitising, plain IEEE double arithmetic of the textbook formula over the
-//    VISIBLE keys only (masked keys are never read): a NaN or Inf in q_i, or in k_j / v_j of a
-//    visible key, makes row i's output NaN (or ±Inf where IEEE gives it) — a defined poison.
-//  emulation: follows the quantize-stage rules (a NaN/Inf in a Q/K scale group makes that group's
-//    scale NaN/Inf, codes of non-finite inputs are 0) and the fp32 formulas above, so a non-finite
-//    input poisons (NaN) every row that reads its scale group or its channel scale; max ignores
-//    NaN, so poison travels through P̃ and l, never through m alone. Rows that read no non-finite
-//    value stay finite.
+//    VISIBLE keys only (masked keys are never read). Row i with n_vis visible keys gets:
+//     - n_vis = 0: O = 0 and LSE = -inf (nothing is read, whatever q_i holds);
+//     - q_i non-finite: every score is NaN or ±Inf → O row NaN, LSE NaN;
+//     - q_i finite, k_j of a visible key non-finite: s_ij is NaN, +Inf or -Inf (0·Inf = NaN,
+//       Inf - Inf = NaN). NaN or +Inf → O row NaN, LSE NaN. -Inf → key j gets weight
+//       exp(-Inf) = 0, as if masked (if no visible key scores finitely, max = -inf → NaN row);
+//     - v[j, c] non-finite for a visible j: O[i, c] is NaN or ±Inf (a weight that underflowed to
+//       0 still gives 0·Inf = NaN); the other channels and the LSE are unaffected.
+//  Quantized path (quantize_stage, this emulation, the GPU kernels; same rule everywhere): a
+//    non-finite input element reads as 0 in every statistic of the quantize stage (channel sums,
+//    min/max, k̄, μ, q̄, q·k̄, Q/K group amax, V amax) and its code is 0, so it never spreads
+//    through a mean or a shared scale. The stage records q_bad[i] (row i of Q has one),
+//    k_first_bad (smallest key whose K row has one) and v_first_bad[c] (smallest key j with
+//    V[j, c] non-finite). The epilogue of row i, with visible keys [0, n_vis):
+//       n_vis = 0                              → O = 0, LSE = -inf   (as exact)
+//       q_bad[i] or k_first_bad < n_vis        → O row = NaN, LSE = NaN
+//       otherwise O[i, c] = NaN iff v_first_bad[c] < n_vis; LSE finite
+//    Poison is always NaN (never ±Inf). Every other output is computed from finite values only
+//    and equals, bit for bit in the emulation, the output for the same inputs with the
+//    non-finite elements replaced by 0. Nothing loops on data: no hang.
+//  Difference from exact_attention (finite/non-finite pattern, element for element): identical,
+//    except for the -Inf case above — a visible key whose k_j holds ±Inf but no NaN and whose
+//    exact score against q_i is -Inf (each Inf element meets a non-zero q_i element, all products
+//    negative after the sign of sm_scale) has weight 0 there, while sage2 cannot see that sign
+//    (the key's codes are 0) and returns a NaN row. A key with a NaN, or a 0 in q_i facing its
+//    Inf, is always NaN in both. (Finite inputs whose fp32 statistics overflow — bf16 values
+//    near 3e38 — are outside this policy.)
 //
 // Errors: every entry point throws sage2::Error(ErrorCode::InvalidArgument, "<argument>=<value>
 // ...") for unusable input (null data, stride_dim != 1, mismatched shapes, head mismatch for GQA,
@@ -260,6 +282,9 @@ struct QuantizedHost {
   std::vector<float> v_scale;               // [B][Hkv][d_v]
   std::vector<float> v_mean;                // [B][Hkv][d_v]
   std::vector<float> v_stats;               // [B][Hkv][3][d_v]
+  std::vector<std::uint8_t> q_bad;          // [B][Hq][q_len_pad]   Q row has a NaN/Inf (padded 0)
+  std::vector<std::int32_t> k_first_bad;    // [B][Hkv]             first key with a NaN/Inf, INT32_MAX: none
+  std::vector<std::int32_t> v_first_bad;    // [B][Hkv][d_v]        per channel; padded INT32_MAX
   // Margins (QuantizeOptions::margins), one per CODE (unpacked), same order as the codes:
   //   q_margin [B][Hq][q_len_pad][d_qk], k_margin [B][Hkv][kv_len_pad][d_qk],
   //   v_margin [B][Hkv][d_v][kv_len_pad]; see int_margin / fp8_margin; padded entries +Inf.

@@ -186,7 +186,7 @@ TEST_CASE("jit: quantize_params.cuh is one plain C++ definition shared with the 
   using P = sage2::dev::QuantizeParams;
   static_assert(std::is_standard_layout_v<P>);
   static_assert(std::is_trivially_copyable_v<P>);
-  static_assert(sizeof(P) == 29 * 8, "3 input pointers, 9 strides, 5 sizes, 12 output pointers");
+  static_assert(sizeof(P) == 32 * 8, "3 input pointers, 9 strides, 5 sizes, 12 output pointers, 3 flag pointers");
   static_assert(std::is_same_v<sage2::dev::i64, long long>);
   static_assert(sizeof(::i8) == sizeof(int));  // the test's own global i8 is untouched
   P p{};
@@ -321,6 +321,18 @@ TEST_CASE("jit: make_quantize_params points at the workspace buffers and checks 
   CHECK(reinterpret_cast<char*>(P.k_stats) == ws.data() + o.k_stats);
   CHECK(reinterpret_cast<char*>(P.v_codes) == ws.data() + o.v_codes);
   CHECK(reinterpret_cast<char*>(P.v_stats) == ws.data() + o.v_stats);
+  // non-finite flags: appended after v_stats, each 256-byte aligned, inside the workspace
+  CHECK(reinterpret_cast<char*>(P.q_bad) == ws.data() + o.q_bad);
+  CHECK(reinterpret_cast<char*>(P.k_first_bad) == ws.data() + o.k_first_bad);
+  CHECK(reinterpret_cast<char*>(P.v_first_bad) == ws.data() + o.v_first_bad);
+  CHECK(o.q_bad >= o.v_stats + static_cast<std::size_t>(b.v_stats()) * 4);
+  CHECK(o.q_bad % 256 == 0);
+  CHECK(o.k_first_bad % 256 == 0);
+  CHECK(o.v_first_bad % 256 == 0);
+  CHECK(o.v_first_bad + static_cast<std::size_t>(b.v_first_bad()) * 4 <= o.total);
+  CHECK(b.q_bad() == 2 * 8 * b.q_len_pad);
+  CHECK(b.k_first_bad() == 2 * 2);
+  CHECK(b.v_first_bad() == 2 * 2 * b.d_v);
   CHECK(P.q_mean == nullptr);  // no smooth-Q buffer
   CHECK(P.q_kbias != nullptr);
   CHECK(P.q_stride_seq == 8 * 96);

@@ -323,19 +323,20 @@ TEST_CASE("emulation: 23-bit two-level and one-level accumulation agree; output 
   for (std::size_t i = 0; i < c.o.size(); ++i) REQUIRE(c.o[i] == round_to_dtype(b.o[i], DType::BF16));
 }
 
-TEST_CASE("emulation: NaN policy — poison follows scale groups and channels") {
+TEST_CASE("emulation: NaN policy — poison reaches exactly the rows / channels that read it") {
+  // (tests/cpu/test_reference_nonfinite.cpp specifies the policy in full.)
   auto in = make_gaussian(13, DType::F32, 1, 1, 1, 128, 128, 32);
   const auto spec = make_spec(jit::KernelFamily::AttentionMma, 8, 32, 64, 64, 4, false, false, false, CausalMode::TopLeft);
   {
     auto x = in;
-    x.v.set(0, 0, 5, 3, std::numeric_limits<float>::quiet_NaN());   // channel 3's scale becomes NaN
+    x.v.set(0, 0, 5, 3, std::numeric_limits<float>::quiet_NaN());   // channel 3 of the rows seeing key 5
     const EmulationResult r = emulate_attention(x.q.ref(), x.k.ref(), x.v.ref(), spec);
     for (int i = 0; i < 128; ++i)
-      for (int c = 0; c < 32; ++c) REQUIRE(std::isnan(r.o[r.index(0, 0, i, c)]) == (c == 3));
+      for (int c = 0; c < 32; ++c) REQUIRE(std::isnan(r.o[r.index(0, 0, i, c)]) == (c == 3 && i >= 5));
   }
   {
     auto x = in;
-    // key 70: block 1, k group (70 % 8) / 2 = 3 → keys 64 + {6, 7, 14, 15, ...}; the first is 70
+    // key 70: every row that sees it (top-left: i >= 70), nothing else
     x.k.set(0, 0, 70, 0, std::numeric_limits<float>::quiet_NaN());
     const EmulationResult r = emulate_attention(x.q.ref(), x.k.ref(), x.v.ref(), spec);
     for (int i = 0; i < 128; ++i) {

@@ -3,6 +3,8 @@
 //  - statistics, means and scales equal to float rounding;
 //  - codes exactly, except where the unrounded value sits within float rounding of a rounding
 //    boundary (those are counted and reported; every other mismatch fails);
+//  - the non-finite flags (q_bad, k_first_bad, v_first_bad) exactly (tests/gpu/test_nonfinite.cpp
+//    plants NaN/Inf);
 //  - every element written (outputs are poisoned before each run).
 // The case list samples the full matrix deterministically so that every value of every axis
 // appears; inputs are fresh random numbers each run (seed printed) or channel-biased activations.
@@ -224,6 +226,10 @@ TEST_CASE("gpu quantize: every variant equals the CPU reference; every output wr
       }
     }
     CHECK_MESSAGE(cc.mismatches == 0, "codes differ away from rounding boundaries");
+    // Non-finite flags (clear for these finite inputs; every entry written over the poison).
+    CHECK(download<std::uint8_t>(ws, off.q_bad, b.q_bad()) == cpu.q_bad);
+    CHECK(download<std::int32_t>(ws, off.k_first_bad, b.k_first_bad()) == cpu.k_first_bad);
+    CHECK(download<std::int32_t>(ws, off.v_first_bad, b.v_first_bad()) == cpu.v_first_bad);
     total_codes += cc.checked;
     total_near += cc.near_boundary;
     std::printf("quantize %-70s codes %10lld near-boundary %4lld mismatches %lld\n", name.c_str(),
