@@ -292,7 +292,8 @@ EntryInfo inspect(const DirEntry& de, std::vector<char>& bytes, dev_t& dev, ino_
   ino = de.st.st_ino;
   info.size_bytes = static_cast<std::uint64_t>(de.st.st_size);
   info.age_seconds = std::max(0.0, now_seconds() - mtime_seconds(de.st));
-  Fd fd(::open(de.path.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK: a FIFO named like an entry must not block the open (it is refused as not regular).
+  Fd fd(::open(de.path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
   if (fd.fd < 0) {
     info.problem = "cannot open: " + errno_text(errno);
     return info;
@@ -354,7 +355,7 @@ std::optional<jit::CompiledKernel> DiskCache::load(const std::string& key) const
   if (disabled_) return std::nullopt;
   const std::string path = entry_path(key);
   try {
-    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));  // never block on a FIFO
     if (fd.fd < 0) {
       const int e = errno;
       if (e != ENOENT && e != ENOTDIR)
@@ -534,7 +535,7 @@ DiskCache::ImportResult DiskCache::import_bundle(const std::string& path) const 
   auto fail = [&](const std::string& why) -> void {
     throw Error(ErrorCode::CacheError, "cannot import bundle " + path + ": " + why);
   };
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));  // a FIFO is refused, not waited on
   if (fd.fd < 0) fail(errno_text(errno));
   struct stat st {};
   if (::fstat(fd.fd, &st) != 0) fail(errno_text(errno));

@@ -433,6 +433,49 @@ TEST_CASE("faults: the cache directory deleted between store and load, and betwe
   }
 }
 
+TEST_CASE("faults: a FIFO where an entry should be is refused at once, never waited on") {
+  // Regression: load() / list() / verify() / export used to open entries with a blocking open(),
+  // so a FIFO named like an entry hung the process (the kernel loader included) forever.
+  FaultDir tmp;
+  const std::string dir = tmp / "cache";
+  const DiskCache cache(dir);
+  const auto a = fake(64, 3000, 1), b = fake(80, 3000, 2);
+  REQUIRE(cache.store(b));
+  REQUIRE(::mkfifo(cache.entry_path(a.key).c_str(), 0644) == 0);
+  REQUIRE(::mkfifo((tmp / "bundle.fifo").c_str(), 0644) == 0);
+  ++g_faults;
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::alarm(20);  // a regression hangs: SIGALRM ends the child instead of the suite
+    static int warn_count = 0;
+    log::set_sink([](log::Level l, const std::string&) { if (l == log::Level::Warn) ++warn_count; });
+    if (cache.load(a.key).has_value()) ::_exit(10);
+    if (warn_count != 1) ::_exit(11);
+    const auto listed = cache.list();
+    if (listed.size() != 2) ::_exit(12);
+    std::size_t checked = 0;
+    const auto bad = cache.verify(false, &checked);
+    if (checked != 2 || bad.size() != 1 || bad[0].problem.find("not a regular file") == std::string::npos) ::_exit(13);
+    if (cache.export_bundle(tmp / "out.s2b") != 1) ::_exit(14);
+    try {
+      (void)DiskCache(tmp / "other").import_bundle(tmp / "bundle.fifo");
+      ::_exit(15);
+    } catch (const Error&) {
+    }
+    // The compiled kernel can still be used; storing it replaces the FIFO with a real entry.
+    if (!cache.store(a)) ::_exit(16);
+    auto got = cache.load(a.key);
+    if (!got || got->cubin != a.cubin) ::_exit(17);
+    ::_exit(0);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK_MESSAGE(!WIFSIGNALED(status), "the child was killed by signal " << WTERMSIG(status) << " (hung on the FIFO?)");
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
 TEST_CASE("faults: a directory deleted over and over under a running storer never yields a wrong kernel") {
   FaultDir tmp;
   const std::string dir = tmp / "cache";
