@@ -1,0 +1,286 @@
+"""sageattn() for torch tensors: argument checks in Python, then one sage2_attention call on
+torch's current stream with a workspace owned by torch's caching allocator.
+
+Eager calls go straight to the C library. Under torch.compile (and for any tracing with fake or
+functional tensors, or when autograd would record the call) the same work runs behind the opaque
+custom op ``torch.ops.sage2.sageattn``, whose fake implementation gives the output shapes.
+"""
+import ctypes
+import math
+import threading
+
+import torch
+
+from . import _lib
+
+__all__ = ["sageattn", "OPTIONS"]
+
+_DTYPES = {torch.float16: _lib.SAGE2_DTYPE_F16, torch.bfloat16: _lib.SAGE2_DTYPE_BF16}
+_LAYOUTS = ("HND", "NHD")
+_ALIGNMENTS = {"top_left": _lib.SAGE2_CAUSAL_TOP_LEFT, "bottom_right": _lib.SAGE2_CAUSAL_BOTTOM_RIGHT}
+# Options accepted through **options, with their defaults.
+OPTIONS = {
+    "causal_alignment": "top_left",  # torch SDPA's is_causal; "bottom_right" = FlashAttention's
+    "qk_bits": None,                 # None: auto (8 on sm_90, 4 on sm_89), or 4 / 8
+    "smooth_q": None,                # None: auto (on with 4-bit), True, False
+    "smooth_k": True,
+    "smooth_v": False,
+}
+
+
+# ---- argument checks (pure Python on tensor metadata: traceable by dynamo) -------------------
+def _dims(t, layout):
+    """(batch, heads, seq, dim) of a 4-D tensor in the given layout."""
+    s = t.shape
+    if layout == "HND":
+        return s[0], s[1], s[2], s[3]
+    return s[0], s[2], s[1], s[3]
+
+
+def _check_tensors(q, k, v):
+    """Types, then ranks, then dtypes, then devices: the first problem found is named."""
+    qkv = ((q, "q"), (k, "k"), (v, "v"))
+    for t, name in qkv:
+        if not isinstance(t, torch.Tensor):
+            raise TypeError("sage2.sageattn: %s must be a torch.Tensor, got %s" % (name, type(t).__name__))
+    for t, name in qkv:
+        if t.dim() != 4:
+            raise ValueError("sage2.sageattn: %s must be 4-D ([B, H, N, D] for 'HND', [B, N, H, D] for 'NHD'), "
+                             "got %d-D with shape %s" % (name, t.dim(), tuple(t.shape)))
+    for t, name in qkv:
+        if t.dtype not in _DTYPES:
+            raise TypeError("sage2.sageattn: %s has dtype %s; sage2 takes torch.float16 or torch.bfloat16"
+                            % (name, t.dtype))
+    for t, name in qkv[1:]:
+        if t.dtype != q.dtype:
+            raise TypeError("sage2.sageattn: %s has dtype %s but q has %s; q, k and v must share one dtype"
+                            % (name, t.dtype, q.dtype))
+    for t, name in qkv:
+        if t.device.type != "cuda":
+            raise ValueError("sage2.sageattn: %s is on device '%s'; sage2 needs CUDA tensors" % (name, t.device))
+    for t, name in qkv[1:]:
+        if t.device != q.device:
+            raise ValueError("sage2.sageattn: %s is on %s but q is on %s; all tensors must be on one device"
+                             % (name, t.device, q.device))
+
+
+def _check_strides(t, name):
+    st = t.stride()
+    sz = t.shape
+    if sz[3] > 1 and st[3] != 1:
+        raise ValueError("sage2.sageattn: %s must have a contiguous last dim (stride 1), got strides %s; "
+                         "call .contiguous() first" % (name, tuple(st)))
+    for i in range(3):
+        if sz[i] > 1 and st[i] == 0:
+            raise ValueError("sage2.sageattn: %s has stride 0 on dim %d of size %d (an expanded/broadcast view); "
+                             "sage2 needs distinct memory per element: use .contiguous()" % (name, i, sz[i]))
+
+
+def _normalize(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, options):
+    """Checks every argument and returns the scalar arguments of the C call."""
+    _check_tensors(q, k, v)
+    if not isinstance(tensor_layout, str):
+        raise TypeError("sage2.sageattn: tensor_layout must be a str ('HND' or 'NHD'), got %s"
+                        % type(tensor_layout).__name__)
+    if tensor_layout not in _LAYOUTS:
+        raise ValueError("sage2.sageattn: tensor_layout=%r; expected 'HND' ([B, H, N, D]) or 'NHD' ([B, N, H, D])"
+                         % (tensor_layout,))
+    bq, hq, nq, dq = _dims(q, tensor_layout)
+    bk, hk, nk, dk = _dims(k, tensor_layout)
+    bv, hv, nv, dv = _dims(v, tensor_layout)
+    lay = tensor_layout
+    if bk != bq or bv != bq:
+        n, b = ("k", bk) if bk != bq else ("v", bv)
+        raise ValueError("sage2.sageattn: %s has batch %d but q has %d (layout %s)" % (n, b, bq, lay))
+    if dk != dq:
+        raise ValueError("sage2.sageattn: k has head dim %d but q has %d" % (dk, dq))
+    if dv != dq:
+        raise ValueError("sage2.sageattn: v has head dim %d but q has %d (sage2 needs equal q/k/v head dims)"
+                         % (dv, dq))
+    if hv != hk or nv != nk:
+        raise ValueError("sage2.sageattn: v has %d heads x %d tokens but k has %d x %d (layout %s); "
+                         "k and v must match" % (hv, nv, hk, nk, lay))
+    if hk == 0 or hq % hk != 0:
+        raise ValueError("sage2.sageattn: q has %d heads, not a multiple of k/v's %d heads (GQA/MQA needs "
+                         "q heads = g x kv heads; check tensor_layout=%r)" % (hq, hk, lay))
+    if dq < 1:
+        raise ValueError("sage2.sageattn: head dim must be at least 1, got %d" % dq)
+    for t, n in ((q, "q"), (k, "k"), (v, "v")):
+        _check_strides(t, n)
+
+    if not isinstance(is_causal, (bool, int)) or isinstance(is_causal, int) and is_causal not in (0, 1):
+        raise TypeError("sage2.sageattn: is_causal must be a bool, got %r" % (is_causal,))
+    if sm_scale is None:
+        scale = 0.0  # the C default: 1/sqrt(head dim)
+    else:
+        if isinstance(sm_scale, bool) or not isinstance(sm_scale, (int, float)):
+            raise TypeError("sage2.sageattn: sm_scale must be a float or None, got %s" % type(sm_scale).__name__)
+        scale = float(sm_scale)
+        if not (math.isfinite(scale) and scale > 0.0):
+            raise ValueError("sage2.sageattn: sm_scale=%r must be finite and > 0" % (sm_scale,))
+    if not isinstance(return_lse, (bool, int)):
+        raise TypeError("sage2.sageattn: return_lse must be a bool, got %r" % (return_lse,))
+
+    for key in options:
+        if key not in OPTIONS:
+            raise TypeError("sage2.sageattn: unexpected option %r (known: %s)" % (key, ", ".join(sorted(OPTIONS))))
+    align = options.get("causal_alignment", "top_left")
+    if align not in _ALIGNMENTS:
+        raise ValueError("sage2.sageattn: causal_alignment=%r; expected 'top_left' (torch SDPA) or "
+                         "'bottom_right' (FlashAttention)" % (align,))
+    causal = _ALIGNMENTS[align] if is_causal else _lib.SAGE2_CAUSAL_NONE
+    qk_bits = options.get("qk_bits", None)
+    if qk_bits is None:
+        bits = 0
+    elif not isinstance(qk_bits, bool) and isinstance(qk_bits, int) and qk_bits in (4, 8):
+        bits = int(qk_bits)
+    else:
+        raise ValueError("sage2.sageattn: qk_bits=%r; expected None (auto), 4 or 8" % (qk_bits,))
+    sq = options.get("smooth_q", None)
+    if sq is None:
+        smooth_q = 0
+    elif isinstance(sq, bool):
+        smooth_q = 1 if sq else 2
+    else:
+        raise TypeError("sage2.sageattn: smooth_q=%r; expected None (auto), True or False" % (sq,))
+    flags = []
+    for name in ("smooth_k", "smooth_v"):
+        val = options.get(name, OPTIONS[name])
+        if not isinstance(val, bool):
+            raise TypeError("sage2.sageattn: %s=%r; expected True or False" % (name, val))
+        flags.append(val)
+    return tensor_layout, causal, scale, bool(return_lse), bits, smooth_q, flags[0], flags[1]
+
+
+# ---- the C call ---------------------------------------------------------------------------
+def _desc(t, layout, dtype_code):
+    s, st = t.shape, t.stride()
+    if layout == "HND":
+        b, h, n, d = s
+        sb, sh, sn = st[0], st[1], st[2]
+    else:
+        b, n, h, d = s
+        sb, sn, sh = st[0], st[1], st[2]
+    return _lib.Tensor(t.data_ptr(), dtype_code, b, h, n, d, sb, sh, sn, 1)
+
+
+_ws_lock = threading.Lock()
+_ws_cache = {}  # problem key -> workspace bytes
+_WS_CACHE_MAX = 4096
+
+
+def _run(q, k, v, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v):
+    """Allocates the outputs and runs sage2_attention. Arguments are already normalized."""
+    b, hq, nq, d = _dims(q, layout)
+    _, hk, nk, _ = _dims(k, layout)
+    dev = q.device
+    out = torch.empty(q.shape, dtype=q.dtype, device=dev)
+    if return_lse:
+        lse = torch.empty((b, hq, nq), dtype=torch.float32, device=dev)
+    else:
+        lse = torch.empty((0,), dtype=torch.float32, device=dev)
+    if out.numel() == 0:
+        return out, lse
+    if nk == 0:  # no keys: every row sees nothing (sage2's convention: O = 0, LSE = -inf)
+        out.zero_()
+        lse.fill_(-math.inf)
+        return out, lse
+    index = dev.index if dev.index is not None else torch.cuda.current_device()
+    L = _lib.lib()
+    ctx = _lib.context(index)
+    code = _DTYPES[q.dtype]
+    tq, tk, tv, to = _desc(q, layout, code), _desc(k, layout, code), _desc(v, layout, code), _desc(out, layout, code)
+    params = _lib.AttentionParams(causal, sm_scale, qk_bits, smooth_q, int(smooth_k), int(smooth_v),
+                                  lse.data_ptr() if return_lse else None, None, 0)
+    key = (index, layout, q.dtype, b, hq, hk, nq, nk, d, q.stride(), k.stride(), v.stride(), causal, qk_bits,
+           smooth_q, smooth_k, smooth_v, return_lse)
+    ws_bytes = _ws_cache.get(key)
+    if ws_bytes is None:
+        n = ctypes.c_size_t(0)
+        _lib.check(L.sage2_workspace_size(ctx, ctypes.byref(tq), ctypes.byref(tk), ctypes.byref(tv),
+                                          ctypes.byref(to), ctypes.byref(params), ctypes.byref(n)),
+                   "sage2_workspace_size")
+        ws_bytes = n.value
+        with _ws_lock:
+            if len(_ws_cache) >= _WS_CACHE_MAX:
+                _ws_cache.clear()
+            _ws_cache[key] = ws_bytes
+    ws = None
+    if ws_bytes:
+        # torch's caching allocator owns the workspace: stream-ordered reuse, and inside CUDA graph
+        # capture it comes from the graph's private pool, so replays see valid memory.
+        ws = torch.empty((ws_bytes + 256,), dtype=torch.uint8, device=dev)
+        ptr = ws.data_ptr()
+        params.workspace = (ptr + 255) // 256 * 256
+        params.workspace_bytes = ws_bytes
+    stream = torch.cuda.current_stream(dev).cuda_stream
+    _lib.check(L.sage2_attention(ctx, ctypes.byref(tq), ctypes.byref(tk), ctypes.byref(tv), ctypes.byref(to),
+                                 ctypes.byref(params), ctypes.c_void_p(stream)),
+               "sage2_attention")
+    del ws  # returned to the caching allocator; later users on this stream are ordered after us
+    return out, lse
+
+
+# ---- the custom op (torch.compile, tracing, autograd guard) -------------------------------------
+_SCHEMA = ("(Tensor q, Tensor k, Tensor v, str tensor_layout, int causal, float sm_scale, bool return_lse, "
+           "int qk_bits, int smooth_q, bool smooth_k, bool smooth_v) -> (Tensor, Tensor)")
+
+
+@torch.library.custom_op("sage2::sageattn", mutates_args=(), schema=_SCHEMA)
+def _sageattn_op(q, k, v, tensor_layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v):
+    return _run(q, k, v, tensor_layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v)
+
+
+@_sageattn_op.register_fake
+def _sageattn_fake(q, k, v, tensor_layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v):
+    b, hq, nq, _ = _dims(q, tensor_layout)
+    out = q.new_empty(q.shape)
+    if return_lse:
+        lse = q.new_empty((b, hq, nq), dtype=torch.float32)
+    else:
+        lse = q.new_empty((0,), dtype=torch.float32)
+    return out, lse
+
+
+def _setup_context(ctx, inputs, output):
+    pass
+
+
+def _backward(ctx, grad_out, grad_lse):
+    raise RuntimeError("sage2.sageattn has no backward: it is an inference kernel (quantized attention). "
+                       "Use torch.nn.functional.scaled_dot_product_attention for training.")
+
+
+_sageattn_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _use_op(q, k, v):
+    if torch.compiler.is_compiling():
+        return True
+    if type(q) is not torch.Tensor or type(k) is not torch.Tensor or type(v) is not torch.Tensor:
+        return True  # fake / functional / subclass tensors: let the dispatcher handle them
+    return torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+
+
+# ---- public entry point -------------------------------------------------------------------
+def sageattn(q, k, v, tensor_layout="HND", is_causal=False, sm_scale=None, return_lse=False, **options):
+    """SageAttention2 attention of torch tensors (fp16/bf16, CUDA).
+
+    q: [B, Hq, Nq, D] ("HND") or [B, Nq, Hq, D] ("NHD"); k, v: [B, Hkv, Nk, D] / [B, Nk, Hkv, D] with
+    Hq a multiple of Hkv (GQA/MQA). Any strides with a contiguous last dim. Runs on q's device, on
+    torch's current stream there. Returns ``out`` (input dtype and layout, contiguous) or
+    ``(out, lse)`` when return_lse (lse: fp32 [B, Hq, Nq], natural log, -inf for rows that see no key).
+
+    is_causal uses torch SDPA's top-left alignment when Nq != Nk (query i sees keys j <= i);
+    ``causal_alignment="bottom_right"`` gives FlashAttention's (j <= i + Nk - Nq).
+    sm_scale: default 1/sqrt(D). Options: qk_bits (None/4/8), smooth_q (None/True/False),
+    smooth_k (True), smooth_v (False), causal_alignment.
+
+    Bad input raises TypeError/ValueError naming the argument before anything runs on the GPU;
+    errors from the library raise sage2.Sage2Error subclasses carrying sage2_last_error()."""
+    args = _normalize(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, options)
+    if _use_op(q, k, v):
+        out, lse = torch.ops.sage2.sageattn(q, k, v, *args)
+    else:
+        out, lse = _run(q, k, v, *args)
+    return (out, lse) if return_lse else out

@@ -1,0 +1,361 @@
+"""ctypes layer over the sage2 C ABI (include/sage2/sage2.h).
+
+Nothing here needs torch. The shared library is found and loaded on first use (never at import),
+so ``import sage2`` works on a machine without it; a call then raises :class:`LibraryNotFoundError`
+that lists every place that was searched.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import threading
+from typing import List, Optional, Tuple
+
+__all__ = [
+    "Sage2Error",
+    "InvalidArgumentError",
+    "UnsupportedError",
+    "Sage2OutOfMemoryError",
+    "LibraryNotFoundError",
+    "Tensor",
+    "AttentionParams",
+    "lib",
+    "library_path",
+    "search_locations",
+    "check",
+    "STATUS_NAMES",
+]
+
+# ---- errors -------------------------------------------------------------------------------
+# Status values equal sage2_status in sage2.h and never change.
+SAGE2_OK = 0
+SAGE2_ERROR_INVALID_ARGUMENT = 1
+SAGE2_ERROR_UNSUPPORTED = 2
+SAGE2_ERROR_NO_DRIVER = 3
+SAGE2_ERROR_DRIVER = 4
+SAGE2_ERROR_COMPILE = 5
+SAGE2_ERROR_NVRTC_MISSING = 6
+SAGE2_ERROR_CACHE = 7
+SAGE2_ERROR_OUT_OF_MEMORY = 8
+SAGE2_ERROR_INTERNAL = 9
+
+STATUS_NAMES = {
+    0: "ok",
+    1: "invalid_argument",
+    2: "unsupported",
+    3: "no_driver",
+    4: "driver_error",
+    5: "compile_error",
+    6: "nvrtc_missing",
+    7: "cache_error",
+    8: "out_of_memory",
+    9: "internal",
+}
+
+
+class Sage2Error(RuntimeError):
+    """A failed sage2 C call. ``status`` is the sage2_status value, ``status_name`` its name and
+    the message is sage2_last_error() (it names the argument, the kernel key, the NVRTC log)."""
+
+    def __init__(self, message: str, status: int = SAGE2_ERROR_INTERNAL, function: str = ""):
+        super().__init__(message)
+        self.status = status
+        self.status_name = STATUS_NAMES.get(status, "status %d" % status)
+        self.function = function
+
+
+class InvalidArgumentError(Sage2Error, ValueError):
+    """SAGE2_ERROR_INVALID_ARGUMENT: also a ValueError."""
+
+
+class UnsupportedError(Sage2Error, NotImplementedError):
+    """SAGE2_ERROR_UNSUPPORTED: a valid request this build or device cannot serve."""
+
+
+class Sage2OutOfMemoryError(Sage2Error, MemoryError):
+    """SAGE2_ERROR_OUT_OF_MEMORY."""
+
+
+class LibraryNotFoundError(Sage2Error):
+    """libsage2.so could not be found or loaded; the message lists where sage2 looked."""
+
+    def __init__(self, message: str):
+        super().__init__(message, SAGE2_ERROR_INTERNAL, "load")
+
+
+_STATUS_CLASSES = {
+    SAGE2_ERROR_INVALID_ARGUMENT: InvalidArgumentError,
+    SAGE2_ERROR_UNSUPPORTED: UnsupportedError,
+    SAGE2_ERROR_OUT_OF_MEMORY: Sage2OutOfMemoryError,
+}
+
+
+def error_for_status(status: int, message: str, function: str = "") -> Sage2Error:
+    cls = _STATUS_CLASSES.get(status, Sage2Error)
+    name = STATUS_NAMES.get(status, "status %d" % status)
+    text = message or "(no message)"
+    where = "%s: " % function if function else ""
+    return cls("%s%s [%s]" % (where, text, name), status, function)
+
+
+# ---- structs (must match sage2.h; python/tests/test_library.py checks offsets with a C compiler)
+SAGE2_DTYPE_F16 = 0
+SAGE2_DTYPE_BF16 = 1
+SAGE2_CAUSAL_NONE = 0
+SAGE2_CAUSAL_TOP_LEFT = 1
+SAGE2_CAUSAL_BOTTOM_RIGHT = 2
+
+
+class Tensor(ctypes.Structure):
+    """sage2_tensor: a [batch, heads, seq, dim] view with element strides."""
+
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("dtype", ctypes.c_int32),
+        ("batch", ctypes.c_int64),
+        ("heads", ctypes.c_int64),
+        ("seq", ctypes.c_int64),
+        ("dim", ctypes.c_int64),
+        ("stride_batch", ctypes.c_int64),
+        ("stride_head", ctypes.c_int64),
+        ("stride_seq", ctypes.c_int64),
+        ("stride_dim", ctypes.c_int64),
+    ]
+
+
+class AttentionParams(ctypes.Structure):
+    """sage2_attention_params."""
+
+    _fields_ = [
+        ("causal", ctypes.c_int32),
+        ("sm_scale", ctypes.c_float),
+        ("qk_bits", ctypes.c_int32),
+        ("smooth_q", ctypes.c_int32),
+        ("smooth_k", ctypes.c_int32),
+        ("smooth_v", ctypes.c_int32),
+        ("lse", ctypes.c_void_p),
+        ("workspace", ctypes.c_void_p),
+        ("workspace_bytes", ctypes.c_size_t),
+    ]
+
+
+# ---- discovery ----------------------------------------------------------------------------
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+_LIB_NAMES = ("libsage2.so", "libsage2.so.0")
+
+
+def search_locations() -> List[Tuple[str, str]]:
+    """The places sage2 looks for the library, in order, as (description, path-or-name)."""
+    locs: List[Tuple[str, str]] = []
+    env = os.environ.get("SAGE2_LIBRARY", "")
+    if env:
+        locs.append(("$SAGE2_LIBRARY", env))
+    for d, what in ((_PKG_DIR, "next to the package"), (os.path.dirname(_PKG_DIR), "beside the package dir")):
+        for n in _LIB_NAMES:
+            locs.append((what, os.path.join(d, n)))
+    repo = os.path.dirname(os.path.dirname(_PKG_DIR))  # <repo>/python/sage2 -> <repo>
+    locs.append(("repository build", os.path.join(repo, "build", "libsage2.so")))
+    locs.append(("ctypes.util.find_library('sage2')", "sage2"))
+    return locs
+
+
+_lock = threading.Lock()
+_lib: Optional[ctypes.CDLL] = None
+_lib_path: Optional[str] = None
+
+
+def _declare(L: ctypes.CDLL) -> None:
+    c_int, c_char_p, c_size_t, c_void_p = ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p
+    P = ctypes.POINTER
+    L.sage2_last_error.restype = c_char_p
+    L.sage2_last_error.argtypes = []
+    L.sage2_status_name.restype = c_char_p
+    L.sage2_status_name.argtypes = [c_int]
+    L.sage2_version.restype = c_char_p
+    L.sage2_version.argtypes = []
+    L.sage2_device_count.restype = c_int
+    L.sage2_device_count.argtypes = []
+    L.sage2_context_create.restype = c_int
+    L.sage2_context_create.argtypes = [c_int, c_char_p, c_int, P(c_void_p)]
+    L.sage2_context_destroy.restype = c_int
+    L.sage2_context_destroy.argtypes = [c_void_p]
+    L.sage2_context_device.restype = c_int
+    L.sage2_context_device.argtypes = [c_void_p, ctypes.c_char_p, c_size_t, ctypes.c_char_p, c_size_t]
+    L.sage2_attention_params_init.restype = None
+    L.sage2_attention_params_init.argtypes = [P(AttentionParams)]
+    L.sage2_attention.restype = c_int
+    L.sage2_attention.argtypes = [c_void_p, P(Tensor), P(Tensor), P(Tensor), P(Tensor), P(AttentionParams), c_void_p]
+    L.sage2_workspace_size.restype = c_int
+    L.sage2_workspace_size.argtypes = [c_void_p, P(Tensor), P(Tensor), P(Tensor), P(Tensor), P(AttentionParams),
+                                       P(c_size_t)]
+    for fn in (L.sage2_tensor_hnd, L.sage2_tensor_nhd):
+        fn.restype = Tensor
+        fn.argtypes = [c_void_p, c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]
+    # Added with the Python binding; an older library lacks them (info() then says so).
+    if hasattr(L, "sage2_version_info"):
+        L.sage2_version_info.restype = c_int
+        L.sage2_version_info.argtypes = [P(c_int), P(c_int), P(c_int)]
+    if hasattr(L, "sage2_context_cache_dir"):
+        L.sage2_context_cache_dir.restype = c_int
+        L.sage2_context_cache_dir.argtypes = [c_void_p, ctypes.c_char_p, c_size_t]
+    if hasattr(L, "sage2_default_cache_dir"):
+        L.sage2_default_cache_dir.restype = c_int
+        L.sage2_default_cache_dir.argtypes = [ctypes.c_char_p, c_size_t]
+    if hasattr(L, "sage2_context_device_props"):
+        L.sage2_context_device_props.restype = c_int
+        L.sage2_context_device_props.argtypes = [c_void_p, P(c_int), P(c_int), P(ctypes.c_uint64)]
+
+
+def _load() -> ctypes.CDLL:
+    tried: List[str] = []
+    for what, path in search_locations():
+        if what.startswith("ctypes.util"):
+            found = ctypes.util.find_library(path)
+            if not found:
+                tried.append("  %s: not found" % what)
+                continue
+            path = found
+        elif not os.path.exists(path):
+            tried.append("  %s: %s (no such file)" % (what, path))
+            if what == "$SAGE2_LIBRARY":
+                break  # an explicit setting that is wrong is reported, not silently skipped
+            continue
+        try:
+            L = ctypes.CDLL(path)
+            L.sage2_attention  # noqa: B018 - the symbol must be there
+        except (OSError, AttributeError) as e:
+            tried.append("  %s: %s (cannot load: %s)" % (what, path, e))
+            if what == "$SAGE2_LIBRARY":
+                break
+            continue
+        _declare(L)
+        global _lib_path
+        _lib_path = os.path.abspath(path) if os.path.sep in path else path
+        return L
+    raise LibraryNotFoundError(
+        "sage2: could not load the native library libsage2.so. Looked in order:\n"
+        + "\n".join(tried)
+        + "\nBuild it (cmake -S . -B build && cmake --build build --target sage2) and set "
+        "SAGE2_LIBRARY=/path/to/libsage2.so, or put libsage2.so next to the sage2 package."
+    )
+
+
+def lib() -> ctypes.CDLL:
+    """The loaded library (loaded once, thread-safe). Raises LibraryNotFoundError."""
+    global _lib
+    L = _lib
+    if L is not None:
+        return L
+    with _lock:
+        if _lib is None:
+            _lib = _load()
+        return _lib
+
+
+def library_path() -> Optional[str]:
+    """Path of the loaded library, or None when it is not loaded (or cannot be)."""
+    try:
+        lib()
+    except LibraryNotFoundError:
+        return None
+    return _lib_path
+
+
+def last_error() -> str:
+    s = lib().sage2_last_error()
+    return s.decode("utf-8", "replace") if s else ""
+
+
+def check(status: int, function: str) -> None:
+    """Raise the Python exception for a failed C call (reads sage2_last_error on this thread)."""
+    if status != SAGE2_OK:
+        raise error_for_status(status, last_error(), function)
+
+
+def _reset_for_tests() -> None:
+    """Forget the loaded library (tests of discovery only)."""
+    global _lib, _lib_path
+    with _lock:
+        _lib = None
+        _lib_path = None
+
+
+# ---- contexts: one per device, created lazily, cached, thread-safe ---------------------------
+_ctx_lock = threading.Lock()
+_contexts: dict = {}
+
+
+def context(device: int) -> ctypes.c_void_p:
+    """The sage2_context* of a CUDA device ordinal (created on first use, kept for the process).
+
+    If the calling thread has a current CUDA context on that device (PyTorch's primary context),
+    sage2 uses it; otherwise it retains the device's primary context, which is the same one."""
+    c = _contexts.get(device)
+    if c is not None:
+        return c
+    L = lib()
+    with _ctx_lock:
+        c = _contexts.get(device)
+        if c is None:
+            out = ctypes.c_void_p()
+            check(L.sage2_context_create(int(device), None, 1, ctypes.byref(out)), "sage2_context_create")
+            c = out
+            _contexts[device] = c
+        return c
+
+
+def _string_out(fn, *args, size: int = 4096) -> str:
+    buf = ctypes.create_string_buffer(size)
+    check(fn(*args, buf, size), fn.__name__)
+    return buf.value.decode("utf-8", "replace")
+
+
+def version() -> str:
+    return lib().sage2_version().decode()
+
+
+def device_count() -> int:
+    return int(lib().sage2_device_count())
+
+
+def version_info() -> Tuple[int, int, int]:
+    """(nvrtc_major, nvrtc_minor, driver_version); raises Sage2Error on an old library."""
+    L = lib()
+    if not hasattr(L, "sage2_version_info"):
+        raise Sage2Error("this libsage2 predates sage2_version_info()", SAGE2_ERROR_UNSUPPORTED, "sage2_version_info")
+    a, b, c = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+    check(L.sage2_version_info(ctypes.byref(a), ctypes.byref(b), ctypes.byref(c)), "sage2_version_info")
+    return a.value, b.value, c.value
+
+
+def default_cache_dir() -> str:
+    L = lib()
+    if not hasattr(L, "sage2_default_cache_dir"):
+        raise Sage2Error("this libsage2 predates sage2_default_cache_dir()", SAGE2_ERROR_UNSUPPORTED)
+    return _string_out(L.sage2_default_cache_dir)
+
+
+def context_cache_dir(ctx) -> str:
+    L = lib()
+    if not hasattr(L, "sage2_context_cache_dir"):
+        raise Sage2Error("this libsage2 predates sage2_context_cache_dir()", SAGE2_ERROR_UNSUPPORTED)
+    return _string_out(L.sage2_context_cache_dir, ctx)
+
+
+def context_device(ctx) -> Tuple[str, str]:
+    name = ctypes.create_string_buffer(256)
+    arch = ctypes.create_string_buffer(32)
+    check(lib().sage2_context_device(ctx, name, 256, arch, 32), "sage2_context_device")
+    return name.value.decode("utf-8", "replace"), arch.value.decode()
+
+
+def context_device_props(ctx) -> Tuple[int, int, int]:
+    """(ordinal, sm_count, total_memory_bytes)."""
+    L = lib()
+    if not hasattr(L, "sage2_context_device_props"):
+        raise Sage2Error("this libsage2 predates sage2_context_device_props()", SAGE2_ERROR_UNSUPPORTED)
+    o, s, m = ctypes.c_int(), ctypes.c_int(), ctypes.c_uint64()
+    check(L.sage2_context_device_props(ctx, ctypes.byref(o), ctypes.byref(s), ctypes.byref(m)),
+          "sage2_context_device_props")
+    return o.value, s.value, m.value

@@ -1,0 +1,31 @@
+"""pytest setup of the sage2 Python suite: makes python/ importable (so PYTHONPATH is optional)
+and prints what the run is testing against."""
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYTHON_DIR = os.path.dirname(HERE)
+if PYTHON_DIR not in sys.path:
+    sys.path.insert(0, PYTHON_DIR)
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs a CUDA torch, a GPU and libsage2 (skipped otherwise)")
+
+
+def pytest_report_header(config):
+    import sage2
+
+    lines = ["sage2 library: %s" % (sage2.library_path() or "not found")]
+    try:
+        import torch
+
+        lines.append("torch %s, CUDA %s, GPU available: %s" % (torch.__version__, torch.version.cuda,
+                                                                torch.cuda.is_available()))
+        if torch.cuda.is_available():
+            lines.append("device: %s" % torch.cuda.get_device_name())
+    except ImportError:
+        lines.append("torch: not installed (torch tests skip)")
+    return lines
