@@ -125,7 +125,9 @@ void install_signal_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESETHAND;  // a second Ctrl-C terminates at once (writes are atomic anyway)
+  // A second Ctrl-C terminates at once (every write is atomic anyway); system calls in progress
+  // (NVRTC, file writes) are restarted rather than failed.
+  sa.sa_flags = SA_RESETHAND | SA_RESTART;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 }

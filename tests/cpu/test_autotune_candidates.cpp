@@ -1,0 +1,243 @@
+// Specification (CPU / CI): tuning candidates and the filters applied before any timing.
+//  - every candidate tile is one the mma family accepts; the heuristic's tiles are candidates;
+//  - a tile that needs more shared memory than the device allows is rejected without compiling;
+//  - the ptxas facts of the compiled cubin reject spills, stack frames and register overuse;
+//  - with real NVRTC compiles: a spilling candidate is rejected, a clean one accepted, the
+//    heuristic default is always prepared, every kernel lands in the cache once, and a second
+//    run finds them all there with the same facts.
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "autotune/candidates.hpp"
+#include "autotune/prepare.hpp"
+#include "cache/disk_cache.hpp"
+#include "jit/attention_shape.hpp"
+#include "runtime/log.hpp"
+
+using namespace sage2;
+using namespace sage2::autotune;
+
+namespace {
+
+struct CandTempDir {
+  std::string path;
+  CandTempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/sage2-cand-test-XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    REQUIRE(::mkdtemp(buf.data()) != nullptr);
+    path = buf.data();
+  }
+  ~CandTempDir() { (void)std::system(("rm -rf '" + path + "'").c_str()); }
+};
+
+// Quiet: the compiler warns about spilling kernels, which this test compiles on purpose.
+struct QuietLog {
+  QuietLog() { log::set_sink([](log::Level, const std::string&) {}); }
+  ~QuietLog() { log::set_sink(nullptr); }
+};
+
+const Candidate* find(const SpecialisationPlan& p, jit::TileConfig t) {
+  for (const auto& c : p.candidates)
+    if (c.tile == t) return &c;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("autotune: candidate tiles are valid, distinct, and include the heuristic's") {
+  for (jit::Arch arch : {jit::Arch::Sm89, jit::Arch::Sm90a}) {
+    CAPTURE(jit::arch_name(arch));
+    const auto& tiles = tile_candidates(jit::KernelFamily::AttentionMma, arch);
+    REQUIRE(tiles.size() >= 12);
+    std::set<std::string> seen;
+    for (const auto& t : tiles) {
+      CAPTURE(tile_str(t));
+      CHECK(seen.insert(tile_str(t)).second);
+      Specialisation s = Specialisation::defaults(arch, 64, CausalMode::None, DType::F16);
+      CHECK_FALSE(static_reject_reason(s.attention_spec(arch, t), INT_MAX).has_value());
+      CHECK(parse_tile(tile_str(t)) == std::optional<jit::TileConfig>(t));
+    }
+    for (const auto& t : heuristic_tiles(jit::KernelFamily::AttentionMma, arch))
+      CHECK(std::find(tiles.begin(), tiles.end(), t) != tiles.end());
+    CHECK(tile_candidates(jit::KernelFamily::Quantize, arch).empty());
+  }
+  CHECK(parse_tile("64x64x4x2") == std::optional<jit::TileConfig>(jit::TileConfig{64, 64, 4, 2}));
+  CHECK_FALSE(parse_tile("64x64x4").has_value());
+  CHECK_FALSE(parse_tile("64x64x4x2x").has_value());
+  CHECK_FALSE(parse_tile("bq64.bk64.w0.s2").has_value());
+  CHECK(default_max_smem_optin(jit::Arch::Sm89) == 101376);
+  CHECK(default_max_smem_optin(jit::Arch::Sm90a) == 232448);
+}
+
+TEST_CASE("autotune: the static filter rejects tiles over the shared memory limit and invalid tiles") {
+  const Specialisation s = Specialisation::defaults(jit::Arch::Sm89, 128, CausalMode::None, DType::F16);
+  CHECK(s.qk_bits == 4);
+  CHECK(s.smooth_q);
+  Specialisation s8 = s;  // 8-bit rows are twice as wide as 4-bit ones
+  s8.qk_bits = 8;
+  s8.smooth_q = false;
+  const jit::KernelSpec big = s8.attention_spec(jit::Arch::Sm89, {128, 128, 8, 3});
+  const std::size_t need = jit::attention_kernel_config(big).smem;
+  REQUIRE(need > 101376);
+  auto why = static_reject_reason(big, 101376);
+  REQUIRE(why.has_value());
+  CHECK(why->find("shared memory") != std::string::npos);
+  CHECK(why->find(std::to_string(need)) != std::string::npos);
+  CHECK_FALSE(static_reject_reason(big, static_cast<int>(need)).has_value());
+  // Invalid for the family whatever the device.
+  CHECK(static_reject_reason(s.attention_spec(jit::Arch::Sm89, {64, 48, 4, 1}), INT_MAX)->find("multiple of 32") !=
+        std::string::npos);
+  CHECK(static_reject_reason(s.attention_spec(jit::Arch::Sm89, {64, 64, 8, 1}), INT_MAX).has_value());
+  CHECK(static_reject_reason(s.attention_spec(jit::Arch::Sm89, {512, 64, 4, 1}), INT_MAX).has_value());
+
+  // The heuristic default: the preferred tile when it fits, smaller ones on smaller devices, and
+  // Unsupported when nothing fits.
+  const jit::KernelSpec base = s.attention_spec(jit::Arch::Sm89, {});
+  CHECK(heuristic_tile(base, 101376) == jit::TileConfig{64, 64, 4, 2});
+  const jit::KernelSpec k512 = s.attention_spec(jit::Arch::Sm89, {64, 64, 4, 2});
+  jit::KernelSpec hd512 = k512;
+  hd512.head_dim = 512;
+  const std::size_t s2 = jit::attention_kernel_config(hd512).smem;
+  const jit::TileConfig lowered = heuristic_tile(hd512, static_cast<int>(s2) - 1);
+  CHECK_FALSE(lowered == jit::TileConfig{64, 64, 4, 2});
+  hd512.tile = lowered;
+  CHECK(jit::attention_kernel_config(hd512).smem < s2);
+  CHECK_THROWS_AS(heuristic_tile(base, 4096), Error);
+}
+
+TEST_CASE("autotune: the ptxas filter rejects spills, stack frames and too many registers") {
+  const jit::KernelSpec spec =
+      Specialisation::defaults(jit::Arch::Sm90a, 128, CausalMode::None, DType::F16).attention_spec(jit::Arch::Sm90a, {128, 64, 8, 2});
+  jit::PtxasFacts f;
+  f.registers = 128;
+  CHECK_FALSE(ptxas_reject_reason(spec, f).has_value());
+  f.spill_store_bytes = 8;
+  CHECK(ptxas_reject_reason(spec, f)->find("spills") != std::string::npos);
+  f.spill_store_bytes = 0;
+  f.spill_load_bytes = 4;
+  CHECK(ptxas_reject_reason(spec, f)->find("spills") != std::string::npos);
+  f.spill_load_bytes = 0;
+  f.stack_frame_bytes = 16;
+  CHECK(ptxas_reject_reason(spec, f)->find("stack") != std::string::npos);
+  f.stack_frame_bytes = 0;
+  f.registers = 255;  // 255 x 256 threads fit in 65536
+  CHECK_FALSE(ptxas_reject_reason(spec, f).has_value());
+  jit::KernelSpec w16 = spec;  // 16 warps: 160 x 512 threads do not
+  w16.tile = {256, 64, 16, 2};
+  f.registers = 160;
+  CHECK(ptxas_reject_reason(w16, f)->find("registers") != std::string::npos);
+  f.registers = 128;
+  CHECK_FALSE(ptxas_reject_reason(w16, f).has_value());
+  f.registers = -1;   // not reported: accepted
+  CHECK_FALSE(ptxas_reject_reason(spec, f).has_value());
+}
+
+TEST_CASE("autotune: real NVRTC compiles — spilling candidate rejected, clean one accepted, cache filled once") {
+  REQUIRE_MESSAGE(jit::nvrtc_version().first >= 12, "NVRTC must be loadable for the CPU suite");
+  QuietLog quiet;
+  CandTempDir tmp;
+  const cache::DiskCache cache(tmp.path);
+  const jit::Arch arch = jit::Arch::Sm90a;
+  const Specialisation s = Specialisation::defaults(arch, 128, CausalMode::None, DType::F16);
+  const jit::TileConfig clean{64, 64, 4, 1}, spilling{128, 32, 4, 1}, too_big{128, 128, 8, 3};
+
+  PrepareOptions o;
+  o.arch = arch;
+  o.max_smem_optin = 99 * 1024;  // so that too_big is over the limit on this "device"
+  o.jobs = 2;
+  o.tiles = {clean, spilling, too_big};
+  std::vector<PrepareProgress> seen;
+  o.progress = [&](const PrepareProgress& p) { seen.push_back(p); };
+  PrepareStats st;
+  const auto plans = prepare_kernels({s}, cache, o, st);
+  REQUIRE(plans.size() == 1);
+  const SpecialisationPlan& p = plans[0];
+  REQUIRE(p.has_heuristic);
+  CHECK(p.heuristic == jit::TileConfig{64, 64, 4, 2});
+  REQUIRE(p.candidates.size() == 4);  // the three given + the heuristic default
+
+  const Candidate* c = find(p, too_big);
+  REQUIRE(c);
+  CHECK(c->state == CandidateState::Rejected);
+  CHECK(c->reason.find("shared memory") != std::string::npos);
+  CHECK_FALSE(c->attention_built);  // never compiled
+
+  c = find(p, spilling);
+  REQUIRE(c);
+  INFO("the bq128 x 4-warp tile (two 16-row tiles per warp) needs all 255 registers at head dim 128 on sm_90a; "
+       "if the template changed so that it no longer spills, pick another spilling candidate for this test");
+  CHECK(c->attention_built);
+  CHECK(c->facts.spill_store_bytes + c->facts.spill_load_bytes > 0);
+  CHECK(c->state == CandidateState::Rejected);
+  CHECK(c->reason.find("spills") != std::string::npos);
+  CHECK_FALSE(c->compiled);  // its quantize kernels were not prepared
+
+  c = find(p, clean);
+  REQUIRE(c);
+  CHECK(c->state == CandidateState::Ok);
+  CHECK(c->facts.registers > 0);
+  CHECK(c->facts.spill_store_bytes == 0);
+  CHECK(c->compiled);
+  c = p.heuristic_candidate();
+  REQUIRE(c);
+  CHECK(c->tile == jit::TileConfig{64, 64, 4, 2});
+  CHECK(c->compiled);
+
+  // Kernels: three attention kernels (the spilling one is cached too: its facts are what rejects
+  // it) and the four quantize kernels shared by the two accepted 64x64x4 tiles (no ΔS at 8-bit).
+  std::set<std::string> expected;
+  for (const auto& t : {clean, spilling, jit::TileConfig{64, 64, 4, 2}}) expected.insert(s.attention_spec(arch, t).key());
+  for (const auto& k : companion_specs(s.attention_spec(arch, clean))) expected.insert(k.key());
+  for (const auto& k : companion_specs(s.attention_spec(arch, {64, 64, 4, 2}))) expected.insert(k.key());
+  CHECK(expected.size() == 7);
+  CHECK(std::set<std::string>(st.keys.begin(), st.keys.end()) == expected);
+  CHECK(st.compiled == 7);
+  CHECK(st.from_cache == 0);
+  CHECK(st.compile_errors == 0);
+  CHECK(st.store_failed == 0);
+  CHECK_FALSE(st.interrupted);
+  std::set<std::string> listed;
+  for (const auto& e : cache.list()) {
+    CHECK(e.valid);
+    listed.insert(e.key);
+  }
+  CHECK(listed == expected);
+  REQUIRE_FALSE(seen.empty());
+  CHECK(seen.back().done == seen.back().total);
+  CHECK(seen.back().total == 7);
+
+  // Second run: everything comes from the cache, with the same ptxas facts and verdicts.
+  PrepareStats st2;
+  o.progress = nullptr;
+  const auto again = prepare_kernels({s}, cache, o, st2);
+  CHECK(st2.compiled == 0);
+  CHECK(st2.from_cache == 7);
+  for (const auto& t : {clean, spilling, too_big, jit::TileConfig{64, 64, 4, 2}}) {
+    CAPTURE(tile_str(t));
+    CHECK(find(again[0], t)->state == find(p, t)->state);
+    CHECK(find(again[0], t)->facts.registers == find(p, t)->facts.registers);
+    CHECK(find(again[0], t)->facts.spill_store_bytes == find(p, t)->facts.spill_store_bytes);
+  }
+
+  // A stop request before the start: nothing is compiled, every candidate is skipped.
+  CandTempDir tmp2;
+  std::atomic<bool> stop{true};
+  o.stop = &stop;
+  PrepareStats st3;
+  const auto none = prepare_kernels({s}, cache::DiskCache(tmp2.path), o, st3);
+  CHECK(st3.interrupted);
+  CHECK(st3.kernels == 0);
+  CHECK(none[0].count(CandidateState::Skipped) == 3);
+  CHECK(cache::DiskCache(tmp2.path).list().empty());
+}

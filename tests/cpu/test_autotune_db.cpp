@@ -1,0 +1,575 @@
+// Specification (CPU / CI): the tuning database and the planner.
+//  - problem signatures: size buckets, GQA buckets, key strings;
+//  - a database written and read back gives the same entries; merging keeps other keys and
+//    replaces the same key; writes leave no temporary files;
+//  - a truncated, garbage, wrong-schema or foreign-device file is reported once, ignored (the
+//    planner uses the heuristic default) and replaced by the next write;
+//  - forked writer processes merging at once lose no entry, and a reader never sees a partial file;
+//  - the planner returns the tuned tile, memoises per signature, is thread-safe, and falls back to
+//    the heuristic for a miss, another code version, or a tile the device cannot hold.
+#include <dirent.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "autotune/candidates.hpp"
+#include "autotune/planner.hpp"
+#include "autotune/tuning_db.hpp"
+#include "runtime/attention_plan.hpp"
+#include "runtime/log.hpp"
+
+using namespace sage2;
+using namespace sage2::autotune;
+
+namespace {
+
+struct DbTempDir {
+  std::string path;
+  DbTempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/sage2-tune-test-XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    REQUIRE(::mkdtemp(buf.data()) != nullptr);
+    path = buf.data();
+  }
+  ~DbTempDir() { (void)std::system(("rm -rf '" + path + "'").c_str()); }
+  std::string operator/(const std::string& name) const { return path + "/" + name; }
+};
+
+struct DbWarnCapture {
+  static std::mutex& mu() { static std::mutex m; return m; }
+  static std::vector<std::string>& msgs() { static std::vector<std::string> v; return v; }
+  static void sink(log::Level level, const std::string& m) {
+    if (level != log::Level::Warn) return;
+    std::lock_guard<std::mutex> lock(mu());
+    msgs().push_back(m);
+  }
+  DbWarnCapture() {
+    std::lock_guard<std::mutex> lock(mu());
+    msgs().clear();
+    log::set_sink(&sink);
+  }
+  ~DbWarnCapture() { log::set_sink(nullptr); }
+  std::size_t count() const {
+    std::lock_guard<std::mutex> lock(mu());
+    return msgs().size();
+  }
+  std::string all() const {
+    std::lock_guard<std::mutex> lock(mu());
+    std::string s;
+    for (const auto& m : msgs()) s += m + "\n";
+    return s;
+  }
+};
+
+const std::string kDevice = "NVIDIA H100 80GB HBM3";
+constexpr jit::Arch kArch = jit::Arch::Sm90a;
+constexpr int kSmem = 227 * 1024;
+
+TuningKey make_key(int head_dim = 128, int q = 4096, int kv = 4096, int g = 1, bool causal = false,
+                   DType dt = DType::F16) {
+  TuningKey k;
+  k.head_dim = head_dim;
+  k.causal = causal;
+  k.dtype = dt;
+  k.q_bucket = q;
+  k.kv_bucket = kv;
+  k.gqa_bucket = g;
+  return k;
+}
+
+TuningEntry make_entry(const TuningKey& key, jit::TileConfig tile = {128, 64, 8, 2}, double tops = 800) {
+  TuningEntry e;
+  e.key = key;
+  e.tile = tile;
+  e.tops = tops;
+  e.ms = 1.5;
+  e.heuristic_tile = {64, 64, 4, 2};
+  e.heuristic_tops = 700;
+  e.heuristic_ms = 1.7;
+  e.batch = 4;
+  e.q_heads = 32;
+  e.kv_heads = 32 / key.gqa_bucket;
+  e.q_len = key.q_bucket;
+  e.kv_len = key.kv_bucket;
+  e.timed = 12;
+  e.rejected = 24;
+  e.code_version = current_code_version();
+  e.driver_version = 13000;
+  e.nvrtc_version = "13.0";
+  e.tuned_unix = 1763820000;
+  return e;
+}
+
+DbInfo make_info(const std::string& device = kDevice, jit::Arch arch = kArch) {
+  DbInfo i;
+  i.device_name = device;
+  i.arch = arch;
+  i.sm_count = 132;
+  i.driver_version = 13000;
+  i.nvrtc_version = "13.0";
+  i.library_version = library_version();
+  i.updated_unix = 1763820000;
+  return i;
+}
+
+void check_same(const TuningEntry& a, const TuningEntry& b) {
+  CHECK(a.key == b.key);
+  CHECK(a.tile == b.tile);
+  CHECK(a.ms == b.ms);
+  CHECK(a.tops == b.tops);
+  CHECK(a.heuristic_tile == b.heuristic_tile);
+  CHECK(a.heuristic_ms == b.heuristic_ms);
+  CHECK(a.heuristic_tops == b.heuristic_tops);
+  CHECK(a.batch == b.batch);
+  CHECK(a.q_heads == b.q_heads);
+  CHECK(a.kv_heads == b.kv_heads);
+  CHECK(a.q_len == b.q_len);
+  CHECK(a.kv_len == b.kv_len);
+  CHECK(a.timed == b.timed);
+  CHECK(a.rejected == b.rejected);
+  CHECK(a.code_version == b.code_version);
+  CHECK(a.driver_version == b.driver_version);
+  CHECK(a.nvrtc_version == b.nvrtc_version);
+  CHECK(a.tuned_unix == b.tuned_unix);
+}
+
+std::string slurp(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+void spit(const std::string& p, const std::string& s) {
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f << s;
+}
+
+std::vector<std::string> dir_names(const std::string& dir) {
+  std::vector<std::string> out;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n != "." && n != "..") out.push_back(n);
+    }
+    ::closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+runtime::AttentionProblem problem(int head_dim, std::int64_t q_len, std::int64_t kv_len, std::int64_t hq = 32,
+                                  std::int64_t hkv = 32, CausalMode causal = CausalMode::None) {
+  runtime::AttentionProblem p;
+  p.batch = 2;
+  p.q_heads = hq;
+  p.kv_heads = hkv;
+  p.q_len = q_len;
+  p.kv_len = kv_len;
+  p.head_dim = head_dim;
+  p.dtype = DType::F16;
+  p.causal = causal;
+  p.qk_bits = 8;
+  p.smooth_k = true;
+  p.sm_scale = 0.1f;
+  return p;
+}
+
+jit::KernelSpec base_spec(const runtime::AttentionProblem& p) { return runtime::attention_spec_for(p, kArch); }
+
+}  // namespace
+
+TEST_CASE("autotune: sequence-length and GQA buckets") {
+  CHECK(seq_bucket(1) == 64);
+  CHECK(seq_bucket(64) == 64);
+  CHECK(seq_bucket(65) == 128);
+  CHECK(seq_bucket(1000) == 1024);
+  CHECK(seq_bucket(1024) == 1024);
+  CHECK(seq_bucket(4097) == 8192);
+  CHECK(seq_bucket(131072) == 131072);
+  CHECK(seq_bucket(10'000'000) == 131072);
+  for (std::int64_t n = 1; n < 300000; n = n * 3 + 1) {
+    CAPTURE(n);
+    CHECK(is_seq_bucket(seq_bucket(n)));
+    CHECK((seq_bucket(n) >= n || seq_bucket(n) == kMaxSeqBucket));
+  }
+  CHECK(gqa_bucket(32, 32) == 1);
+  CHECK(gqa_bucket(32, 16) == 2);
+  CHECK(gqa_bucket(32, 8) == 4);
+  CHECK(gqa_bucket(28, 4) == 8);   // group 7 → 8
+  CHECK(gqa_bucket(48, 8) == 8);   // group 6 → 8
+  CHECK(gqa_bucket(64, 1) == 16);  // MQA, clamped
+  CHECK(gqa_bucket(3, 1) == 4);
+
+  const TuningKey k = tuning_key(problem(128, 3000, 5000, 32, 8, CausalMode::BottomRight));
+  CHECK(k.str() == "attn_mma|d128|causal|int8|sq0.sk1.sv0|f16|q4096.kv8192.g4");
+  CHECK(k.specialisation_str() == "attn_mma|d128|causal|int8|sq0.sk1.sv0|f16");
+  // Both causal masks share entries; full attention does not.
+  CHECK(tuning_key(problem(128, 3000, 5000, 32, 8, CausalMode::TopLeft)) == k);
+  CHECK_FALSE(tuning_key(problem(128, 3000, 5000, 32, 8, CausalMode::None)) == k);
+  // Sizes inside one bucket give one key (and one hash).
+  CHECK(tuning_key(problem(64, 2049, 4096)) == tuning_key(problem(64, 4000, 3000)));
+  CHECK(TuningKeyHash{}(tuning_key(problem(64, 2049, 4096))) == TuningKeyHash{}(tuning_key(problem(64, 4000, 3000))));
+  CHECK(bucket_distance(make_key(128, 1024, 4096, 1), make_key(128, 4096, 4096, 4)) == 4);
+}
+
+TEST_CASE("autotune: file names are per device and arch") {
+  const std::string a = db_file_name(kDevice, jit::Arch::Sm90a);
+  CHECK(a.rfind("tuning-v1-nvidia-h100-80gb-hbm3-", 0) == 0);
+  CHECK(a.size() > 5);
+  CHECK(a.substr(a.size() - 12) == "-sm_90a.json");
+  CHECK(db_file_name(kDevice, jit::Arch::Sm89) != a);
+  CHECK(db_file_name("NVIDIA H100 80GB HBM3 ", jit::Arch::Sm90a) != a);  // the exact name is hashed in
+  CHECK(db_file_name("", jit::Arch::Sm89).rfind("tuning-v1-device-", 0) == 0);
+  CHECK(db_file_name("../../etc/x", jit::Arch::Sm89).find('/') == std::string::npos);
+  CHECK(db_path("/c", kDevice, kArch) == "/c/" + a);
+  // Never mistaken for a cubin cache entry ("<16 hex>.s2c").
+  CHECK(a.find(".s2c") == std::string::npos);
+}
+
+TEST_CASE("autotune: a database written and read back gives the same entries") {
+  DbTempDir tmp;
+  DbWarnCapture warns;
+  const std::string path = db_path(tmp.path, kDevice, kArch);
+  std::vector<TuningEntry> entries = {make_entry(make_key(128)), make_entry(make_key(64, 1024, 1024, 4, true), {64, 32, 4, 1}, 321.5),
+                                      make_entry(make_key(96, 16384, 16384, 1, false, DType::BF16), {128, 128, 8, 3})};
+  // A text round trip (serialize → parse) and a file round trip (merge → read).
+  const DbReadResult text = parse_db(serialize_db(make_info(), entries), kDevice, kArch);
+  REQUIRE(text.status == DbStatus::Ok);
+  REQUIRE(text.entries.size() == entries.size());
+  const DbWriteResult w = merge_into_db(path, make_info(), entries);
+  REQUIRE_MESSAGE(w.ok, w.problem);
+  CHECK(w.previous == DbStatus::Missing);
+  CHECK(w.entries == 3);
+  const DbReadResult r = read_db(path, kDevice, kArch);
+  REQUIRE(r.status == DbStatus::Ok);
+  CHECK(r.info.device_name == kDevice);
+  CHECK(r.info.arch == kArch);
+  CHECK(r.info.sm_count == 132);
+  CHECK(r.info.driver_version == 13000);
+  CHECK(r.info.nvrtc_version == "13.0");
+  CHECK(r.info.library_version == library_version());
+  REQUIRE(r.entries.size() == 3);
+  for (const auto& e : entries) {
+    const auto it = std::find_if(r.entries.begin(), r.entries.end(), [&](const TuningEntry& x) { return x.key == e.key; });
+    REQUIRE(it != r.entries.end());
+    check_same(*it, e);
+  }
+  // The file is plain JSON with the documented header.
+  const auto j = nlohmann::json::parse(slurp(path));
+  CHECK(j["schema"] == "sage2-tuning");
+  CHECK(j["schema_version"] == kTuningSchemaVersion);
+  CHECK(j["device"]["name"] == kDevice);
+  CHECK(j["entries"].size() == 3);
+
+  // Merging: a new key is added, the same key is replaced, the others are kept.
+  auto changed = make_entry(make_key(128), {64, 64, 4, 1}, 900);
+  const DbWriteResult w2 = merge_into_db(path, make_info(), {changed, make_entry(make_key(256))});
+  REQUIRE(w2.ok);
+  CHECK(w2.previous == DbStatus::Ok);
+  const DbReadResult r2 = read_db(path, kDevice, kArch);
+  REQUIRE(r2.status == DbStatus::Ok);
+  CHECK(r2.entries.size() == 4);
+  const TuningDb db(r2.entries);
+  const TuningEntry* got = db.find(make_key(128), current_code_version());
+  REQUIRE(got);
+  check_same(*got, changed);
+  // Only the database and its lock file are in the directory: no temporary files.
+  CHECK(dir_names(tmp.path) == std::vector<std::string>{db_file_name(kDevice, kArch), db_file_name(kDevice, kArch) + ".lock"});
+  CHECK(warns.count() == 0);
+}
+
+TEST_CASE("autotune: lookups use the nearest size bucket of the same specialisation and code") {
+  std::vector<TuningEntry> entries = {make_entry(make_key(128, 1024, 1024), {64, 64, 4, 1}),
+                                      make_entry(make_key(128, 16384, 16384), {128, 64, 8, 2}),
+                                      make_entry(make_key(64, 4096, 4096), {64, 32, 4, 1})};
+  auto old = make_entry(make_key(128, 4096, 4096), {128, 128, 8, 3});
+  old.code_version = "0.0.1+0000000000000000";
+  entries.push_back(old);
+  const TuningDb db(entries);
+  const std::string code = current_code_version();
+  // Exact hits.
+  REQUIRE(db.find(make_key(128, 1024, 1024), code));
+  CHECK(db.find(make_key(128, 1024, 1024), code)->tile == jit::TileConfig{64, 64, 4, 1});
+  CHECK(db.find(make_key(128, 16384, 16384), code)->tile == jit::TileConfig{128, 64, 8, 2});
+  // 2048² is 2 steps from 1024² and 6 from 16384²; 8192² is 2 from 16384².
+  CHECK(db.find(make_key(128, 2048, 2048), code)->tile == jit::TileConfig{64, 64, 4, 1});
+  CHECK(db.find(make_key(128, 8192, 8192), code)->tile == jit::TileConfig{128, 64, 8, 2});
+  // 4096²: 4 steps from both: too far (kMaxLookupDistance = 3) — and the entry measured at
+  // 4096² with other kernel code is never used.
+  CHECK(db.find(make_key(128, 4096, 4096), code) == nullptr);
+  CHECK(db.find(make_key(128, 4096, 4096), code, 4)->tile == jit::TileConfig{128, 64, 8, 2});  // tie → larger
+  CHECK(db.find(make_key(128, 4096, 4096), "0.0.1+0000000000000000")->tile == jit::TileConfig{128, 128, 8, 3});
+  // GQA counts in the distance; other specialisations never match.
+  CHECK(db.find(make_key(128, 1024, 1024, 4), code)->tile == jit::TileConfig{64, 64, 4, 1});
+  CHECK(db.find(make_key(128, 1024, 1024, 16), code) == nullptr);
+  CHECK(db.find(make_key(128, 1024, 1024, 1, true), code) == nullptr);
+  CHECK(db.find(make_key(128, 1024, 1024, 1, false, DType::BF16), code) == nullptr);
+  CHECK(db.find(make_key(96, 1024, 1024), code) == nullptr);
+  CHECK(TuningDb().find(make_key(), code) == nullptr);
+}
+
+TEST_CASE("autotune: a corrupt, truncated, foreign or wrong-schema database is reported once, ignored and replaced") {
+  const std::string good = serialize_db(make_info(), {make_entry(make_key(128)), make_entry(make_key(64))});
+  auto with = [&](const std::function<void(nlohmann::json&)>& edit) {
+    auto j = nlohmann::json::parse(good);
+    edit(j);
+    return j.dump(1);
+  };
+  struct Case {
+    std::string name, text;
+    DbStatus status;
+  };
+  std::vector<Case> cases;
+  for (std::size_t at : {std::size_t(0), std::size_t(1), std::size_t(40), good.size() / 2, good.size() - 3})
+    cases.push_back({"truncated at " + std::to_string(at), good.substr(0, at), DbStatus::Corrupt});
+  cases.push_back({"garbage", std::string("\x7f" "ELF\x01\x02\x00garbage", 14), DbStatus::Corrupt});
+  cases.push_back({"not an object", "[1, 2, 3]", DbStatus::Corrupt});
+  cases.push_back({"another program's JSON", R"({"hello": "world"})", DbStatus::WrongSchema});
+  cases.push_back({"schema version 2", with([](auto& j) { j["schema_version"] = 2; }), DbStatus::WrongSchema});
+  cases.push_back({"schema version as a string", with([](auto& j) { j["schema_version"] = "1"; }), DbStatus::WrongSchema});
+  cases.push_back({"another device", with([](auto& j) { j["device"]["name"] = "NVIDIA L40S"; }), DbStatus::Foreign});
+  cases.push_back({"another arch", with([](auto& j) { j["device"]["arch"] = "sm_89"; }), DbStatus::Foreign});
+  cases.push_back({"unknown arch", with([](auto& j) { j["device"]["arch"] = "sm_80"; }), DbStatus::Corrupt});
+  cases.push_back({"entries not an array", with([](auto& j) { j["entries"] = 5; }), DbStatus::Corrupt});
+  cases.push_back({"tile field missing", with([](auto& j) { j["entries"][0]["tile"].erase("bk"); }), DbStatus::Corrupt});
+  cases.push_back({"tile not runnable", with([](auto& j) { j["entries"][1]["tile"]["bq"] = 48; }), DbStatus::Corrupt});
+  cases.push_back({"bucket not a power of two", with([](auto& j) { j["entries"][0]["q_bucket"] = 3000; }), DbStatus::Corrupt});
+  cases.push_back({"wrong type", with([](auto& j) { j["entries"][0]["causal"] = "no"; }), DbStatus::Corrupt});
+  cases.push_back({"negative time", with([](auto& j) { j["entries"][0]["ms"] = -1.0; }), DbStatus::Corrupt});
+  cases.push_back({"unknown family", with([](auto& j) { j["entries"][0]["family"] = "quantize"; }), DbStatus::Corrupt});
+  cases.push_back({"duplicate key", with([](auto& j) { j["entries"].push_back(j["entries"][0]); }), DbStatus::Corrupt});
+
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    DbTempDir tmp;
+    const std::string path = db_path(tmp.path, kDevice, kArch);
+    spit(path, c.text);
+    DbWarnCapture warns;
+    const DbReadResult r = read_db(path, kDevice, kArch);
+    CHECK(r.status == c.status);
+    CHECK(r.entries.empty());
+    CHECK_FALSE(r.problem.empty());
+    CHECK(warns.count() == 0);  // read_db never logs
+
+    // The planner of a Context: one warning naming the file, then the heuristic default.
+    Planner planner(path, kDevice, kArch, kSmem);
+    const auto p = problem(128, 4096, 4096);
+    const TileChoice choice = planner.choose(base_spec(p), p);
+    CHECK_FALSE(choice.tuned);
+    CHECK(choice.tile == heuristic_tile(base_spec(p), kSmem));
+    CHECK(planner.db_entries() == 0);
+    CHECK(warns.count() == 1);
+    CHECK(warns.all().find(path) != std::string::npos);
+    // A second Context (planner) in the same process does not warn again.
+    Planner again(path, kDevice, kArch, kSmem);
+    CHECK_FALSE(again.choose(base_spec(p), p).tuned);
+    CHECK(warns.count() == 1);
+
+    // The next write replaces the bad file with a valid one holding only the new entry.
+    const DbWriteResult w = merge_into_db(path, make_info(), {make_entry(make_key(128))});
+    REQUIRE(w.ok);
+    CHECK(w.previous == c.status);
+    const DbReadResult after = read_db(path, kDevice, kArch);
+    CHECK(after.status == DbStatus::Ok);
+    CHECK(after.entries.size() == 1);
+  }
+}
+
+TEST_CASE("autotune: an unusable database path is an error for writers and a silent miss for readers") {
+  DbTempDir tmp;
+  DbWarnCapture warns;
+  // A missing file is a plain miss: no warning.
+  Planner missing(db_path(tmp / "nope", kDevice, kArch), kDevice, kArch, kSmem);
+  const auto p = problem(64, 1000, 1000);
+  CHECK_FALSE(missing.choose(base_spec(p), p).tuned);
+  CHECK(warns.count() == 0);
+  // A directory in the way of the file: readers report it once, writers fail with a reason.
+  const std::string path = db_path(tmp.path, kDevice, kArch);
+  REQUIRE(::mkdir(path.c_str(), 0755) == 0);
+  CHECK(read_db(path, kDevice, kArch).status == DbStatus::Unreadable);
+  const DbWriteResult w = merge_into_db(path, make_info(), {make_entry(make_key())});
+  CHECK_FALSE(w.ok);
+  CHECK_FALSE(w.problem.empty());
+  // A regular file where the directory should be.
+  spit(tmp / "file", "x");
+  const DbWriteResult w2 = merge_into_db(db_path(tmp / "file", kDevice, kArch), make_info(), {make_entry(make_key())});
+  CHECK_FALSE(w2.ok);
+  CHECK(w2.problem.find("directory") != std::string::npos);
+}
+
+TEST_CASE("autotune: forked writers merging at once lose no entry; a reader never sees a partial file") {
+  DbTempDir tmp;
+  const std::string path = db_path(tmp.path, kDevice, kArch);
+  constexpr int kWriters = 6, kEach = 8;
+  // A reader that checks the file continuously until told to stop (a marker file).
+  const std::string stop_marker = tmp / "stop";
+  const pid_t reader = ::fork();
+  REQUIRE(reader >= 0);
+  if (reader == 0) {
+    log::set_sink([](log::Level, const std::string&) {});
+    int bad = 0, ok = 0;
+    for (;;) {
+      const bool last = ::access(stop_marker.c_str(), F_OK) == 0;
+      const DbReadResult r = read_db(path, kDevice, kArch);
+      if (r.status == DbStatus::Ok) ++ok;
+      else if (r.status != DbStatus::Missing) ++bad;
+      if (last) break;
+    }
+    ::_exit(bad == 0 && ok > 0 ? 0 : 30);
+  }
+  std::vector<pid_t> pids;
+  for (int w = 0; w < kWriters; ++w) {
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      static int warn_count = 0;
+      log::set_sink([](log::Level l, const std::string&) { if (l == log::Level::Warn) ++warn_count; });
+      for (int i = 0; i < kEach; ++i) {
+        // Distinct keys per writer (head dim) and per step (q bucket); one shared key overwritten by all.
+        const TuningEntry mine = make_entry(make_key(16 + w, 64 << i, 1024), {64, 64, 4, 1 + i % 2});
+        const TuningEntry shared = make_entry(make_key(128), {64, 64, 4, 1}, 100 + w);
+        const DbWriteResult r = merge_into_db(path, make_info(), {mine, shared});
+        if (!r.ok) ::_exit(20);
+      }
+      ::_exit(warn_count == 0 ? 0 : 21);
+    }
+    pids.push_back(pid);
+  }
+  for (pid_t pid : pids) {
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+  spit(stop_marker, "");
+  int status = 0;
+  REQUIRE(::waitpid(reader, &status, 0) == reader);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+
+  const DbReadResult r = read_db(path, kDevice, kArch);
+  REQUIRE(r.status == DbStatus::Ok);
+  CHECK(r.entries.size() == kWriters * kEach + 1);
+  const TuningDb db(r.entries);
+  for (int w = 0; w < kWriters; ++w)
+    for (int i = 0; i < kEach; ++i) {
+      CAPTURE(w);
+      CAPTURE(i);
+      const TuningEntry* e = db.find(make_key(16 + w, 64 << i, 1024), current_code_version(), 0);
+      REQUIRE(e);
+      CHECK(e->tile.stages == 1 + i % 2);
+    }
+  for (const auto& n : dir_names(tmp.path)) {
+    CAPTURE(n);
+    CHECK(n.find("tmp") == std::string::npos);  // no temporary file left behind
+  }
+}
+
+TEST_CASE("autotune: the planner returns tuned tiles, memoises per signature and falls back to the heuristic") {
+  DbTempDir tmp;
+  DbWarnCapture warns;
+  const std::string path = db_path(tmp.path, kDevice, kArch);
+  auto stale = make_entry(make_key(96, 4096, 4096), {64, 32, 4, 2});
+  stale.code_version = "0.0.0+ffffffffffffffff";
+  REQUIRE(merge_into_db(path, make_info(),
+                        {make_entry(make_key(128, 4096, 4096), {128, 64, 8, 1}),
+                         make_entry(make_key(128, 1024, 1024), {128, 128, 8, 3}), stale})
+              .ok);
+
+  const auto p128 = problem(128, 4000, 4000), p1k = problem(128, 1000, 1000), p96 = problem(96, 4096, 4096);
+  // A device with 227 KiB: both tuned tiles fit.
+  Planner big(path, kDevice, kArch, kSmem);
+  TileChoice c = big.choose(base_spec(p128), p128);
+  CHECK(c.tuned);
+  CHECK(c.tile == jit::TileConfig{128, 64, 8, 1});
+  CHECK(big.choose(base_spec(p1k), p1k).tile == jit::TileConfig{128, 128, 8, 3});
+  // Measured with other kernel code: not used.
+  CHECK_FALSE(big.choose(base_spec(p96), p96).tuned);
+  // 8192 is one step from the 4096 entry: the entry is used for it too.
+  const auto p8k = problem(128, 8192, 8192);
+  c = big.choose(base_spec(p8k), p8k);
+  CHECK(c.tuned);
+  CHECK(c.measured_key == make_key(128, 4096, 4096));
+  CHECK(big.memoised() == 4);
+  // Memoised: later changes to the file are not seen by this planner, calls do not re-read it.
+  REQUIRE(merge_into_db(path, make_info(), {make_entry(make_key(128, 4096, 4096), {64, 64, 4, 1})}).ok);
+  CHECK(big.choose(base_spec(p128), p128).tile == jit::TileConfig{128, 64, 8, 1});
+  CHECK(big.memoised() == 4);
+  // ...a new planner (a new Context) sees them.
+  CHECK(Planner(path, kDevice, kArch, kSmem).choose(base_spec(p128), p128).tile == jit::TileConfig{64, 64, 4, 1});
+  CHECK(warns.count() == 0);
+
+  // A device with 99 KiB (same name, for the test): the bk128 3-stage tile (126 KiB at head dim
+  // 128) no longer fits, so the heuristic is used, with one warning.
+  Planner small(path, kDevice, kArch, 99 * 1024);
+  c = small.choose(base_spec(p1k), p1k);
+  CHECK_FALSE(c.tuned);
+  CHECK(c.tile == heuristic_tile(base_spec(p1k), 99 * 1024));
+  CHECK(warns.count() == 1);
+  small.choose(base_spec(p1k), p1k);
+  CHECK(warns.count() == 1);
+
+  // No database at all (disk cache disabled, SAGE2_DISABLE_TUNING): the heuristic, as the old
+  // planner did, and what plan_attention(p, arch, facts) returns.
+  Planner none("", kDevice, kArch, kSmem);
+  runtime::DeviceFacts facts;
+  facts.name = kDevice;
+  facts.max_shared_per_block_optin = kSmem;
+  facts.arch = kArch;
+  for (const auto& p : {p128, p1k, p96, problem(64, 100, 100), problem(512, 100, 100)}) {
+    const TileChoice h = none.choose(base_spec(p), p);
+    CHECK_FALSE(h.tuned);
+    CHECK(h.tile == runtime::plan_attention(p, kArch, facts).tile);
+    CHECK(h.tile == jit::TileConfig{64, 64, 4, 2});
+  }
+  // A device too small for any tile: Unsupported, and nothing memoised.
+  Planner tiny("", kDevice, kArch, 8 * 1024);
+  CHECK_THROWS_AS(tiny.choose(base_spec(p128), p128), Error);
+  CHECK(tiny.memoised() == 0);
+}
+
+TEST_CASE("autotune: the planner is thread-safe and consistent under concurrent calls") {
+  std::vector<TuningEntry> entries;
+  for (int hd : {64, 128})
+    for (int q : {1024, 4096, 16384}) entries.push_back(make_entry(make_key(hd, q, q), {128, 64, 8, q == 4096 ? 1 : 2}));
+  const Planner planner(TuningDb(entries), kArch, kSmem);
+  std::vector<runtime::AttentionProblem> problems;
+  for (int hd : {64, 96, 128})
+    for (std::int64_t n : {100, 1000, 3000, 5000, 20000, 70000}) problems.push_back(problem(hd, n, n));
+  // Reference answers from one thread.
+  std::vector<TileChoice> expected;
+  {
+    const Planner ref(TuningDb(entries), kArch, kSmem);
+    for (const auto& p : problems) expected.push_back(ref.choose(base_spec(p), p));
+  }
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < 2000; ++r) {
+        const std::size_t i = static_cast<std::size_t>(r * 7 + t) % problems.size();
+        const TileChoice c = planner.choose(base_spec(problems[i]), problems[i]);
+        if (!(c.tile == expected[i].tile) || c.tuned != expected[i].tuned) ++mismatches;
+      }
+    });
+  for (auto& th : threads) th.join();
+  CHECK(mismatches.load() == 0);
+  std::set<std::string> keys;
+  for (const auto& p : problems) keys.insert(tuning_key(p).str());
+  CHECK(planner.memoised() == keys.size());
+}
