@@ -270,7 +270,10 @@ def test_threads_share_contexts():
 
 
 # ---- CUDA graphs ----------------------------------------------------------------------------------
-def test_cuda_graph_capture_and_replay_with_new_values():
+@pytest.mark.parametrize("capture_error_mode", ["global", "thread_local"])
+def test_cuda_graph_capture_and_replay_with_new_values(capture_error_mode):
+    """torch.cuda.graph's default capture mode is "global" (the strictest: any unsafe CUDA call
+    from any thread fails the capture); "thread_local" is what the C++ suite uses."""
     shape = dict(b=2, hq=8, hkv=4, nq=1024, nk=1024, d=128)
     q, k, v = activation_like(*shape.values(), seed=100)
     sq, sk, sv = q.clone(), k.clone(), v.clone()
@@ -282,7 +285,7 @@ def test_cuda_graph_capture_and_replay_with_new_values():
             sage2.sageattn(sq, sk, sv, is_causal=True, return_lse=True)
     torch.cuda.current_stream().wait_stream(s)
     g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
+    with torch.cuda.graph(g, capture_error_mode=capture_error_mode):
         gout, glse = sage2.sageattn(sq, sk, sv, is_causal=True, return_lse=True)
     previous = None
     for seed in (101, 102, 103):
