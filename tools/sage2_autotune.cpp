@@ -534,6 +534,7 @@ int run_compile_only(const Options& o, Progress& progress) {
   progress.phase("compile");
   autotune::PrepareStats stats;
   const auto plans = autotune::prepare_kernels(specs, cache, prepare_options(o, arch, smem, progress), stats);
+  note_interrupt_once();
   progress.end();
   const bool interrupted = g_stop.load();
   int rc = kExitOk;
@@ -670,6 +671,7 @@ int run_tune(const Options& o, Progress& progress) {
   std::size_t step = 0;
   double done_w = 0;
   for (auto& out : outcomes) {
+    note_interrupt_once();
     if (g_stop.load() || gpu_failed) break;
     const auto& p = *out.plan;
     std::vector<const autotune::Candidate*> list;
@@ -762,6 +764,7 @@ int run_tune(const Options& o, Progress& progress) {
       ++failures;
     }
   }
+  note_interrupt_once();
   progress.end();
   const bool interrupted = g_stop.load();
 

@@ -1,0 +1,396 @@
+// Specification (CPU / CI): the GPU path of sage2-autotune, run against a fake CUDA driver.
+//
+// The fake (a C file compiled by this test, loaded by the tool through SAGE2_LIBCUDA) reports one
+// sm_90 device, keeps "device" memory in host memory, and runs no kernel: a launch advances a
+// virtual clock by 0.002 ms + 1 ns per byte of dynamic shared memory, and events read that clock.
+// Every driver entry point sage2 resolves (runtime/driver.hpp's X-macro, read at test time) is
+// exported; the ones the tuner does not need fail with CUDA_ERROR_NOT_SUPPORTED.
+// What this checks (everything but the kernels and real timings, which need the H100):
+//  - the tool compiles, filters, allocates rotation copies, times every candidate with events,
+//    stops a clearly slower candidate early, picks the fastest (the cost model's argmin), applies
+//    the heuristic baseline and gain, writes one database entry per (specialisation, length
+//    bucket), prints the table and the JSON report, and exits 0;
+//  - the database it wrote is what a Context's planner then uses;
+//  - Ctrl-C in the timing phase keeps the finished problems in the database and exits 130.
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "autotune/candidates.hpp"
+#include "autotune/planner.hpp"
+#include "autotune/tuning_db.hpp"
+#include "jit/attention_shape.hpp"
+#include "runtime/attention_plan.hpp"
+
+using namespace sage2;
+using nlohmann::json;
+
+namespace {
+
+const char* kFakeName = "sage2 fake H100 (test driver)";
+
+const char* kFakeSource = R"FAKE(
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+typedef int CUdevice;
+static double g_clock_ms = 0;
+static int g_ctx;
+static __thread void* tl_stack[32];
+static __thread int tl_depth = 0;
+struct Ev { double t; };
+static double env_num(const char* n, double d) { const char* v = getenv(n); return v ? atof(v) : d; }
+static void* P(CUdeviceptr p) { return (void*)(uintptr_t)p; }
+
+CUresult cuInit(unsigned f) { (void)f; return 0; }
+CUresult cuDriverGetVersion(int* v) { *v = 13000; return 0; }
+CUresult cuGetErrorName(CUresult r, const char** s) { *s = r == 0 ? "CUDA_SUCCESS" : "CUDA_ERROR_FAKE"; return 0; }
+CUresult cuGetErrorString(CUresult r, const char** s) { (void)r; *s = "fake driver"; return 0; }
+CUresult cuDeviceGetCount(int* n) { *n = 1; return 0; }
+CUresult cuDeviceGet(CUdevice* d, int o) { if (o != 0) return 101; *d = 0; return 0; }
+CUresult cuDeviceGetName(char* s, int len, CUdevice d) {
+  (void)d; strncpy(s, "sage2 fake H100 (test driver)", (size_t)len - 1); s[len - 1] = 0; return 0; }
+CUresult cuDeviceGetAttribute(int* v, int attr, CUdevice d) {
+  (void)d;
+  switch (attr) {
+    case 75: *v = 9; break;           /* compute capability 9.0 */
+    case 76: *v = 0; break;
+    case 16: *v = 132; break;         /* SMs */
+    case 97: *v = 232448; break;      /* opt-in shared memory per block */
+    case 81: *v = 233472; break;
+    case 38: *v = 1 << 20; break;     /* L2: 1 MiB keeps the rotation copies small */
+    default: *v = 0;
+  }
+  return 0;
+}
+CUresult cuDeviceTotalMem_v2(size_t* b, CUdevice d) { (void)d; *b = (size_t)2 << 30; return 0; }
+CUresult cuDevicePrimaryCtxRetain(void** c, CUdevice d) { (void)d; *c = &g_ctx; return 0; }
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) { (void)d; return 0; }
+CUresult cuCtxGetCurrent(void** c) { *c = tl_depth ? tl_stack[tl_depth - 1] : 0; return 0; }
+CUresult cuCtxSetCurrent(void* c) { if (tl_depth) tl_stack[tl_depth - 1] = c; else if (c) tl_stack[tl_depth++] = c; return 0; }
+CUresult cuCtxPushCurrent_v2(void* c) { if (tl_depth >= 32) return 1; tl_stack[tl_depth++] = c; return 0; }
+CUresult cuCtxPopCurrent_v2(void** c) { if (!tl_depth) return 1; void* x = tl_stack[--tl_depth]; if (c) *c = x; return 0; }
+CUresult cuCtxGetDevice(CUdevice* d) { if (!tl_depth || !tl_stack[tl_depth - 1]) return 201; *d = 0; return 0; }
+CUresult cuCtxSynchronize(void) { return 0; }
+CUresult cuModuleLoadData(void** m, const void* img) { (void)img; *m = malloc(16); return 0; }
+CUresult cuModuleUnload(void* m) { free(m); return 0; }
+CUresult cuModuleGetFunction(void** f, void* m, const char* name) { (void)name; *f = m; return 0; }
+CUresult cuFuncSetAttribute(void* f, int a, int v) { (void)f; (void)a; (void)v; return 0; }
+CUresult cuFuncGetAttribute(int* v, int a, void* f) { (void)a; (void)f; *v = 0; return 0; }
+CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned smem, void* stream, void** params, void** extra) {
+  (void)f; (void)stream; (void)params; (void)extra;
+  if (!gx || !gy || !gz || bx * by * bz == 0 || bx * by * bz > 1024) return 1;
+  g_clock_ms += 0.002 + smem * 1e-6;
+  return 0;
+}
+CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t n) {
+  void* x = 0;
+  if (posix_memalign(&x, 256, n ? n : 1)) return 2;
+  *p = (CUdeviceptr)(uintptr_t)x;
+  return 0;
+}
+CUresult cuMemFree_v2(CUdeviceptr p) { free(P(p)); return 0; }
+CUresult cuMemGetInfo_v2(size_t* f, size_t* t) { *f = (size_t)1 << 30; *t = (size_t)2 << 30; return 0; }
+CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void* s, size_t n) { memcpy(P(d), s, n); return 0; }
+CUresult cuMemcpyDtoH_v2(void* d, CUdeviceptr s, size_t n) { memcpy(d, P(s), n); return 0; }
+CUresult cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr s, size_t n) { memmove(P(d), P(s), n); return 0; }
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void* s, size_t n, void* st) { (void)st; memcpy(P(d), s, n); return 0; }
+CUresult cuMemcpyDtoHAsync_v2(void* d, CUdeviceptr s, size_t n, void* st) { (void)st; memcpy(d, P(s), n); return 0; }
+CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char c, size_t n) { memset(P(d), c, n); return 0; }
+CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char c, size_t n, void* st) {
+  (void)st; memset(P(d), c, n); g_clock_ms += 0.0005; return 0; }
+CUresult cuStreamCreate(void** s, unsigned f) { (void)f; *s = malloc(8); return 0; }
+CUresult cuStreamDestroy_v2(void* s) { free(s); return 0; }
+CUresult cuStreamSynchronize(void* s) { (void)s; return 0; }
+CUresult cuStreamIsCapturing(void* s, int* st) { (void)s; *st = 0; return 0; }
+CUresult cuStreamGetCtx(void* s, void** c) { (void)s; *c = &g_ctx; return 0; }
+CUresult cuEventCreate(void** e, unsigned f) { (void)f; *e = calloc(1, sizeof(struct Ev)); return 0; }
+CUresult cuEventRecord(void* e, void* s) { (void)s; ((struct Ev*)e)->t = g_clock_ms; return 0; }
+CUresult cuEventSynchronize(void* e) {
+  (void)e;
+  double ms = env_num("FAKE_CUDA_SYNC_SLEEP_MS", 0);
+  if (ms > 0) usleep((useconds_t)(ms * 1000));
+  return 0;
+}
+CUresult cuEventElapsedTime(float* ms, void* a, void* b) {
+  *ms = (float)(((struct Ev*)b)->t - ((struct Ev*)a)->t); return 0; }
+CUresult cuEventDestroy_v2(void* e) { free(e); return 0; }
+CUresult cuPointerGetAttribute(void* data, int attr, CUdeviceptr p) { (void)attr; (void)p; *(int*)data = 0; return 0; }
+)FAKE";
+
+// Names the fake defines itself; every other name of the X-macro gets a NOT_SUPPORTED stub.
+std::set<std::string> defined_in_fake() {
+  std::set<std::string> names;
+  const std::string src = kFakeSource;
+  const std::regex re(R"(CUresult (cu\w+)\()");
+  for (auto it = std::sregex_iterator(src.begin(), src.end(), re); it != std::sregex_iterator(); ++it)
+    names.insert((*it)[1]);
+  return names;
+}
+
+struct FakeDriver {
+  std::string dir, lib, problem;
+  FakeDriver() {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/sage2-fake-cuda-XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    if (!::mkdtemp(buf.data())) {
+      problem = "mkdtemp failed";
+      return;
+    }
+    dir = buf.data();
+    std::ifstream h(std::string(SAGE2_SOURCE_DIR) + "/runtime/driver.hpp");
+    const std::string header((std::istreambuf_iterator<char>(h)), std::istreambuf_iterator<char>());
+    std::string src = kFakeSource;
+    const auto have = defined_in_fake();
+    const std::regex re(R"(X\((cu\w+)\))");
+    for (auto it = std::sregex_iterator(header.begin(), header.end(), re); it != std::sregex_iterator(); ++it) {
+      const std::string n = (*it)[1];
+      if (!have.count(n)) src += "CUresult " + n + "() { return 801; }\n";
+    }
+    std::ofstream(dir + "/fake_cuda.c") << src;
+    lib = dir + "/libcuda_fake.so";
+    for (const char* cc : {"cc", "gcc", "clang"}) {
+      const std::string cmd = std::string(cc) + " -shared -fPIC -O1 -o '" + lib + "' '" + dir + "/fake_cuda.c' >'" + dir +
+                              "/cc.log' 2>&1";
+      if (std::system(cmd.c_str()) == 0) return;
+    }
+    std::ifstream log(dir + "/cc.log");
+    problem = "no C compiler could build the fake driver: " +
+              std::string((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    lib.clear();
+  }
+  ~FakeDriver() {
+    if (!dir.empty()) (void)std::system(("rm -rf '" + dir + "'").c_str());
+  }
+};
+
+const FakeDriver& fake() {
+  static FakeDriver f;
+  return f;
+}
+
+struct FdDir {
+  std::string path;
+  FdDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/sage2-fake-tune-XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    REQUIRE(::mkdtemp(buf.data()) != nullptr);
+    path = buf.data();
+  }
+  ~FdDir() { (void)std::system(("rm -rf '" + path + "'").c_str()); }
+};
+
+struct Out {
+  int code = -1;
+  std::string out, err;
+};
+
+Out run_tool(const std::string& args, const std::string& env) {
+  FdDir io;
+  const std::string cmd = "SAGE2_LIBCUDA='" + fake().lib + "' " + env + " '" + std::string(SAGE2_TOOLS_DIR) +
+                          "/sage2-autotune' " + args + " >'" + io.path + "/out' 2>'" + io.path + "/err'";
+  const int status = std::system(cmd.c_str());
+  Out r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream o(io.path + "/out"), e(io.path + "/err");
+  r.out.assign(std::istreambuf_iterator<char>(o), std::istreambuf_iterator<char>());
+  r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
+  return r;
+}
+
+std::size_t smem_of(const jit::TileConfig& t) {
+  const autotune::Specialisation s =
+      autotune::Specialisation::defaults(jit::Arch::Sm90a, 64, CausalMode::None, DType::F16);
+  return jit::attention_kernel_config(s.attention_spec(jit::Arch::Sm90a, t)).smem;
+}
+
+}  // namespace
+
+TEST_CASE("autotune: sage2-autotune tunes end to end on a fake driver and writes the database") {
+  REQUIRE_MESSAGE(!fake().lib.empty(), fake().problem);
+  FdDir cache;
+  const std::string args = "--device 0 --head-dims 64 --dtypes f16 --causal none "
+                           "--tiles 64x64x4x1,64x32x4x1,64x128x4x3 --seq-lens 256,1024 --heads 2 --batch 1 "
+                           "--cache-dir '" + cache.path + "' --jobs 2 --no-progress";
+  const Out r = run_tool(args + " --json", "");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  CHECK(j["mode"] == "tune");
+  CHECK(j["device"]["name"] == kFakeName);
+  CHECK(j["arch"] == "sm_90a");
+  CHECK(j["interrupted"] == false);
+  CHECK(j["exit_code"] == 0);
+  CHECK(j["database"]["written"] == 2);
+  REQUIRE(j["results"].size() == 2);
+
+  // The cost model's fastest eligible candidate: the least dynamic shared memory.
+  const jit::TileConfig heuristic{64, 64, 4, 2};
+  std::string best_tile;
+  std::size_t best_smem = SIZE_MAX;
+  const auto& sp = j["specialisations"][0];
+  for (const auto& c : sp["candidates"]) {
+    if (c["state"] != "ok") continue;
+    const auto t = *autotune::parse_tile(c["tile"].get<std::string>());
+    if (smem_of(t) < best_smem) {
+      best_smem = smem_of(t);
+      best_tile = autotune::tile_str(t);
+    }
+  }
+  REQUIRE_FALSE(best_tile.empty());
+  for (const auto& res : j["results"]) {
+    CAPTURE(res.dump(1));
+    CHECK(res["complete"] == true);
+    CHECK(res["written"] == true);
+    CHECK(res["best"]["tile"] == best_tile);
+    CHECK(res["heuristic"]["tile"] == autotune::tile_str(heuristic));
+    CHECK(res["gain"].get<double>() > 0.02);
+    CHECK(res["timings"][0]["heuristic"] == true);  // the baseline is timed first
+    for (const auto& t : res["timings"]) {
+      CHECK(t["ok"] == true);
+      CHECK(t["agreement"].get<double>() >= 0.998);
+      const double expect_ms = 4 * 0.002 + (0.002 + smem_of(*autotune::parse_tile(t["tile"].get<std::string>())) * 1e-6);
+      CHECK(t["ms"].get<double>() == doctest::Approx(expect_ms).epsilon(1e-3));
+      // The bk128 3-stage tile costs more than 1.25x the best so far: stopped after 3 calls.
+      if (t["tile"] == "bq64.bk128.w4.s3") {
+        CHECK(t["stopped_early"] == true);
+        CHECK(t["reps"] == 3);
+      } else {
+        CHECK(t["reps"].get<int>() >= 5);
+      }
+    }
+  }
+
+  // The database: one entry per length bucket, read back by the planner of a Context.
+  const std::string path = autotune::db_path(cache.path, kFakeName, jit::Arch::Sm90a);
+  const autotune::DbReadResult db = autotune::read_db(path, kFakeName, jit::Arch::Sm90a);
+  REQUIRE(db.status == autotune::DbStatus::Ok);
+  REQUIRE(db.entries.size() == 2);
+  std::set<int> buckets;
+  for (const auto& e : db.entries) {
+    buckets.insert(e.key.q_bucket);
+    CHECK(autotune::tile_str(e.tile) == best_tile);
+    CHECK(e.heuristic_tile == heuristic);
+    CHECK(e.tops > e.heuristic_tops);
+    CHECK(e.q_heads == 2);
+    CHECK(e.batch == 1);
+    CHECK(e.code_version == autotune::current_code_version());
+    CHECK(e.driver_version == 13000);
+  }
+  CHECK(buckets == std::set<int>{256, 1024});
+  CHECK(db.info.device_name == kFakeName);
+  runtime::AttentionProblem p;
+  p.batch = 3;
+  p.q_heads = p.kv_heads = 8;
+  p.q_len = p.kv_len = 1000;
+  p.head_dim = 64;
+  p.qk_bits = 8;
+  p.smooth_k = true;
+  const autotune::Planner planner(path, kFakeName, jit::Arch::Sm90a, 232448);
+  const autotune::TileChoice choice = planner.choose(runtime::attention_spec_for(p, jit::Arch::Sm90a), p);
+  CHECK(choice.tuned);
+  CHECK(autotune::tile_str(choice.tile) == best_tile);
+
+  // The text report: the table with both tiles, TOPS and the gain; --no-db leaves the file alone.
+  struct stat before {};
+  REQUIRE(::stat(path.c_str(), &before) == 0);
+  const Out t = run_tool(args + " --no-db", "");
+  CHECK(t.code == 0);
+  for (const char* s : {"best tile", "heuristic", "gain", "bq64.bk64.w4.s2", "database: not written (--no-db)"})
+    CHECK_MESSAGE(t.out.find(s) != std::string::npos, s);
+  CHECK(t.out.find(best_tile) != std::string::npos);
+  CHECK(t.out.find("0 compiled") != std::string::npos);  // the first run filled the cache
+  struct stat after {};
+  REQUIRE(::stat(path.c_str(), &after) == 0);
+  CHECK(after.st_mtim.tv_sec == before.st_mtim.tv_sec);
+  CHECK(after.st_mtim.tv_nsec == before.st_mtim.tv_nsec);
+
+  // --arch must match the device; --device out of range is exit 4.
+  CHECK(run_tool("--device 0 --arch sm_89 --no-progress", "").code == 2);
+  CHECK(run_tool("--device 3 --no-progress", "").code == 4);
+}
+
+TEST_CASE("autotune: Ctrl-C while tuning keeps the finished problems in the database and exits 130") {
+  REQUIRE_MESSAGE(!fake().lib.empty(), fake().problem);
+  FdDir cache, io;
+  const std::string path = autotune::db_path(cache.path, kFakeName, jit::Arch::Sm90a);
+  const std::string tool = std::string(SAGE2_TOOLS_DIR) + "/sage2-autotune";
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const int out = ::open((io.path + "/out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = ::open((io.path + "/err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    ::setenv("SAGE2_LIBCUDA", fake().lib.c_str(), 1);
+    ::setenv("FAKE_CUDA_SYNC_SLEEP_MS", "25", 1);  // each timed call takes 25 ms of wall time
+    ::execl(tool.c_str(), tool.c_str(), "--device", "0", "--head-dims", "64", "--dtypes", "f16", "--causal", "none",
+            "--tiles", "64x64x4x1", "--seq-lens", "128,256,512,1024,2048,4096", "--heads", "2", "--batch", "1",
+            "--cache-dir", cache.path.c_str(), "--json", "--no-progress", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // The database appears when the first problem is done; interrupt then.
+  const auto t0 = std::chrono::steady_clock::now();
+  struct stat st {};
+  while (::stat(path.c_str(), &st) != 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(180))
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  REQUIRE(::kill(pid, SIGINT) == 0);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
+  std::ifstream o(io.path + "/out"), e(io.path + "/err");
+  const std::string out((std::istreambuf_iterator<char>(o)), std::istreambuf_iterator<char>());
+  const std::string err((std::istreambuf_iterator<char>(e)), std::istreambuf_iterator<char>());
+  INFO(err);
+  CHECK(err.find("interrupted") != std::string::npos);
+  const json j = json::parse(out);
+  CHECK(j["interrupted"] == true);
+  CHECK(j["exit_code"] == 130);
+  std::size_t written = 0;
+  for (const auto& r : j["results"]) written += r["written"] == true;
+  CHECK(written >= 1);
+  CHECK(written < 6);  // stopped before the end
+  CHECK(j["database"]["written"] == written);
+  const autotune::DbReadResult db = autotune::read_db(path, kFakeName, jit::Arch::Sm90a);
+  REQUIRE(db.status == autotune::DbStatus::Ok);
+  CHECK(db.entries.size() == written);
+  for (const auto& n : [&] {
+         std::vector<std::string> v;
+         if (DIR* d = ::opendir(cache.path.c_str())) {
+           while (dirent* x = ::readdir(d)) v.push_back(x->d_name);
+           ::closedir(d);
+         }
+         return v;
+       }()) {
+    CAPTURE(n);
+    CHECK(n.find("tmp") == std::string::npos);
+  }
+}
