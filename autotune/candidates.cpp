@@ -143,13 +143,7 @@ TuningKey Specialisation::key(std::int64_t q_len, std::int64_t kv_len, std::int6
 std::string Specialisation::str() const {
   std::string s = "d";
   s += std::to_string(head_dim);
-  if (causal == CausalMode::None) {
-    s += " full";
-  } else {
-    s += " causal(";
-    s += causal_mode_name(causal);
-    s += ")";
-  }
+  s += causal == CausalMode::None ? " full" : causal == CausalMode::TopLeft ? " causal" : " causal-br";
   s += " ";
   s += dtype_name(dtype);
   s += " int";

@@ -65,7 +65,7 @@ struct Specialisation {
   static Specialisation defaults(jit::Arch arch, int head_dim, CausalMode causal, DType dtype);
   jit::KernelSpec attention_spec(jit::Arch arch, const jit::TileConfig& tile) const;
   TuningKey key(std::int64_t q_len, std::int64_t kv_len, std::int64_t q_heads, std::int64_t kv_heads) const;
-  std::string str() const;  // "d128 causal(top-left) f16 int8 sk"
+  std::string str() const;  // "d128 causal f16 int8 sk" (causal-br: bottom-right mask)
 };
 
 // The kernels one attention call with `attention_spec` launches besides the attention kernel

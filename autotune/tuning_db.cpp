@@ -144,8 +144,11 @@ jit::TileConfig get_tile(const json& o, const std::string& where) {
   return t;
 }
 
-json tile_json(const jit::TileConfig& t) {
-  return json{{"bq", t.bq}, {"bk", t.bk}, {"warps", t.warps}, {"stages", t.stages}};
+// Written with ordered_json: the header first, fields in the documented order (easier to read).
+using ojson = nlohmann::ordered_json;
+
+ojson tile_json(const jit::TileConfig& t) {
+  return ojson{{"bq", t.bq}, {"bk", t.bk}, {"warps", t.warps}, {"stages", t.stages}};
 }
 
 TuningEntry parse_entry(const json& e, const std::string& where, jit::Arch arch) {
@@ -205,8 +208,8 @@ TuningEntry parse_entry(const json& e, const std::string& where, jit::Arch arch)
   return t;
 }
 
-json entry_json(const TuningEntry& t) {
-  return json{
+ojson entry_json(const TuningEntry& t) {
+  return ojson{
       {"family", jit::family_name(t.key.family)},
       {"head_dim", t.key.head_dim},
       {"causal", t.key.causal},
@@ -479,7 +482,7 @@ DbReadResult load_db(const std::string& path, const std::string& device_name, ji
 std::string serialize_db(const DbInfo& info, std::vector<TuningEntry> entries) {
   std::sort(entries.begin(), entries.end(),
             [](const TuningEntry& a, const TuningEntry& b) { return a.key.str() < b.key.str(); });
-  json j = {
+  ojson j = {
       {"schema", kTuningSchemaName},
       {"schema_version", kTuningSchemaVersion},
       {"device", {{"name", info.device_name}, {"arch", jit::arch_name(info.arch)}, {"sm_count", info.sm_count}}},
@@ -487,10 +490,10 @@ std::string serialize_db(const DbInfo& info, std::vector<TuningEntry> entries) {
       {"nvrtc_version", info.nvrtc_version},
       {"library_version", info.library_version},
       {"updated_unix", info.updated_unix},
-      {"entries", json::array()},
+      {"entries", ojson::array()},
   };
   for (const auto& e : entries) j["entries"].push_back(entry_json(e));
-  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  return j.dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";
 }
 
 const TuningEntry* TuningDb::find(const TuningKey& key, const std::string& code_version, int max_distance) const {

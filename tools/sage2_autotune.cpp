@@ -765,6 +765,7 @@ int run_tune(const Options& o, Progress& progress) {
     }
   }
   note_interrupt_once();
+  if (!g_stop.load() && !gpu_failed) progress.update(total_steps, total_steps, total_w, total_w, "done");
   progress.end();
   const bool interrupted = g_stop.load();
 
@@ -823,7 +824,7 @@ int run_tune(const Options& o, Progress& progress) {
               info.nvrtc_version.c_str(), info.library_version.c_str());
   if (o.verbose) print_plans(plans, true);
   print_stats(stats);
-  std::printf("\n%-26s %6s %8s  %-16s %7s  %-16s %7s %7s %6s\n", "specialisation", "N", "BxH", "best tile", "TOPS",
+  std::printf("\n%-28s %6s %8s  %-16s %7s  %-16s %7s %7s %6s\n", "specialisation", "N", "BxH", "best tile", "TOPS",
               "heuristic", "TOPS", "gain", "timed");
   for (const auto& out : outcomes) {
     if (out.timed.empty() && out.problem_text.empty()) continue;
@@ -848,7 +849,7 @@ int run_tune(const Options& o, Progress& progress) {
       std::snprintf(b, sizeof b, "%+.1f%%", *g * 100);
       gain = b;
     }
-    std::printf("%-26s %6lld %8s  %-16s %7s  %-16s %7s %7s %6zu%s\n", out.plan->spec.str().c_str(),
+    std::printf("%-28s %6lld %8s  %-16s %7s  %-16s %7s %7s %6zu%s\n", out.plan->spec.str().c_str(),
                 static_cast<long long>(out.problem.q_len), bxh, best.c_str(), best_tops.c_str(), heur.c_str(),
                 heur_tops.c_str(), gain.c_str(), out.timed.size(),
                 out.problem_text.empty() ? "" : ("  " + out.problem_text).c_str());

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -572,4 +573,16 @@ TEST_CASE("autotune: the planner is thread-safe and consistent under concurrent 
   std::set<std::string> keys;
   for (const auto& p : problems) keys.insert(tuning_key(p).str());
   CHECK(planner.memoised() == keys.size());
+
+  // Per-call cost once memoised: a key, a shared lock and a hash lookup (DESIGN: host overhead
+  // <= 10 us per call in total; this part must be a small fraction of it).
+  const auto spec = base_spec(problems[3]);
+  const int n = 200000;
+  const auto t0 = std::chrono::steady_clock::now();
+  int tuned = 0;
+  for (int i = 0; i < n; ++i) tuned += planner.choose(spec, problems[3]).tuned;
+  const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / n;
+  MESSAGE("memoised Planner::choose: " << ns << " ns per call");
+  CHECK(tuned == n);
+  CHECK(ns < 2000);
 }
