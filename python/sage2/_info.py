@@ -7,43 +7,58 @@ from . import _lib
 
 
 def _tuning_files(cache_dir):
-    """Tuning-DB files: $SAGE2_TUNING_DB if set, else JSON files in the cache directory whose
-    name mentions tuning (tuning.json, tuning_db.json, autotune*.json, ...)."""
+    """Tuning databases: $SAGE2_TUNING_DB if set, else the JSON files of the cache directory whose
+    name starts with "tuning" (sage2-autotune writes <cache dir>/tuning-v1-<device>-<arch>.json)."""
     env = os.environ.get("SAGE2_TUNING_DB")
     if env:
         return [env] if os.path.isfile(env) else []
     if not cache_dir or not os.path.isdir(cache_dir):
         return []
-    found = []
-    for p in sorted(glob.glob(os.path.join(cache_dir, "**", "*.json"), recursive=True)):
-        if "tun" in os.path.basename(p).lower():
-            found.append(p)
-    return found
+    return sorted(glob.glob(os.path.join(cache_dir, "tuning*.json")))
+
+
+def _tile(t):
+    if not isinstance(t, dict):
+        return "?"
+    return "bq%s.bk%s.w%s.s%s" % (t.get("bq"), t.get("bk"), t.get("warps"), t.get("stages"))
+
+
+def _describe_entry(e):
+    """One line for an entry of the sage2-tuning schema (autotune/tuning_db.hpp)."""
+    flags = "".join(n for n, k in (("Q", "smooth_q"), ("K", "smooth_k"), ("V", "smooth_v")) if e.get(k))
+    s = "%s %s d%s %s int%s smooth[%s] q~%s kv~%s gqa~%s -> %s" % (
+        e.get("family", "?"), e.get("dtype", "?"), e.get("head_dim", "?"), "causal" if e.get("causal") else "full",
+        e.get("qk_bits", "?"), flags or "-", e.get("q_bucket", "?"), e.get("kv_bucket", "?"), e.get("gqa_bucket", "?"),
+        _tile(e.get("tile")))
+    if isinstance(e.get("tops"), (int, float)):
+        s += " %.0f TOPS" % e["tops"]
+    h = e.get("heuristic")
+    if isinstance(h, dict) and h.get("tops"):
+        s += " (default %s %.0f TOPS)" % (_tile(h.get("tile")), h["tops"])
+    return s
 
 
 def _tuning_entries(path):
-    """(list of short entry descriptions, problem text or None)."""
+    """(header text or None, list of short entry descriptions, problem text or None)."""
     try:
         with open(path, "r", encoding="utf-8") as f:
             data = json.load(f)
     except (OSError, ValueError) as e:
-        return [], "unreadable: %s" % e
-    items = data
-    if isinstance(data, dict):
-        for k in ("entries", "records", "configs", "results"):
-            if isinstance(data.get(k), (list, dict)):
-                items = data[k]
-                break
-    out = []
+        return None, [], "unreadable: %s" % e
+    if isinstance(data, dict) and data.get("schema") == "sage2-tuning":
+        dev = data.get("device") if isinstance(data.get("device"), dict) else {}
+        head = "schema v%s, device %s %s, library %s" % (data.get("schema_version"), dev.get("name", "?"),
+                                                         dev.get("arch", "?"), data.get("library_version", "?"))
+        entries = data.get("entries")
+        if not isinstance(entries, list):
+            return head, [], "'entries' is not an array"
+        return head, [_describe_entry(e) if isinstance(e, dict) else repr(e) for e in entries], None
+    items = data.get("entries", data) if isinstance(data, dict) else data
     if isinstance(items, dict):
-        for k, v in items.items():
-            out.append("%s -> %s" % (k, json.dumps(v, sort_keys=True)[:160]))
-    elif isinstance(items, list):
-        for v in items:
-            out.append(json.dumps(v, sort_keys=True)[:200])
-    else:
-        return [], "unrecognised format"
-    return out, None
+        return None, ["%s -> %s" % (k, json.dumps(v, sort_keys=True)[:160]) for k, v in items.items()], None
+    if isinstance(items, list):
+        return None, [json.dumps(v, sort_keys=True)[:200] for v in items], None
+    return None, [], "unrecognised format"
 
 
 def collect():
@@ -105,8 +120,8 @@ def collect():
         r["kernel_entries"] = 0
     tuned = []
     for p in _tuning_files(cache_dir):
-        entries, problem = _tuning_entries(p)
-        tuned.append({"file": p, "entries": entries, "problem": problem})
+        head, entries, problem = _tuning_entries(p)
+        tuned.append({"file": p, "header": head, "entries": entries, "problem": problem})
     r["tuning"] = tuned
     del L
     return r
@@ -140,7 +155,8 @@ def format_info(r):
             if t["problem"]:
                 lines.append("tuned entries: %s: %s" % (t["file"], t["problem"]))
                 continue
-            lines.append("tuned entries: %d in %s" % (len(t["entries"]), t["file"]))
+            lines.append("tuned entries: %d in %s%s" % (len(t["entries"]), t["file"],
+                                                        " (%s)" % t["header"] if t.get("header") else ""))
             for e in t["entries"][:40]:
                 lines.append("  " + e)
             if len(t["entries"]) > 40:

@@ -56,10 +56,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     why = _unsupported(query, key, value, attn_mask, dropout_p, enable_gqa)
     if why is None:
         out = sageattn(query, key, value, tensor_layout="HND", is_causal=bool(is_causal), sm_scale=scale, **options)
-        if _stats is not None:
+        if _stats is not None and not torch.compiler.is_compiling():
             _stats.count_sage2()
         return out
-    if _stats is not None:
+    if _stats is not None and not torch.compiler.is_compiling():
         _stats.count_fallback(why)
     kw = {"attn_mask": attn_mask, "dropout_p": dropout_p, "is_causal": is_causal, "scale": scale}
     if enable_gqa:

@@ -29,3 +29,12 @@ def pytest_report_header(config):
     except ImportError:
         lines.append("torch: not installed (torch tests skip)")
     return lines
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    mod = sys.modules.get("sage2_testutil")
+    lines = getattr(mod, "REPORT", None) if mod else None
+    if lines:
+        terminalreporter.section("sage2 accuracy vs fp64 (torch SDPA / exact formula)")
+        for line in lines:
+            terminalreporter.write_line(line)

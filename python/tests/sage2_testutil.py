@@ -23,6 +23,15 @@ COS_8BIT_FEW_KEYS, RELL1_8BIT_FEW_KEYS = 0.9995, 0.03
 COS_4BIT = 0.994
 
 
+# Accuracy lines of the GPU tests, printed at the end of the run by conftest.py.
+REPORT = []
+
+
+def report(name, cos, rel, mx, lse_err=None):
+    extra = "" if lse_err is None else "  lse err %.3e" % lse_err
+    REPORT.append("%-52s cos %.6f  relL1 %.5f  maxabs %.4f%s" % (name, cos, rel, mx, extra))
+
+
 def require_gpu():
     """Skips (never passes) unless a CUDA torch, a GPU, and a usable libsage2 are present.
     SAGE2_REQUIRE_GPU_TESTS=1 turns a missing library or unsupported device into a failure."""

@@ -17,8 +17,8 @@ from sage2_testutil import (
     lse_error,
     metrics,
     reference,
+    report,
     require_gpu,
-    to_hnd,
     torch,
 )
 
@@ -33,8 +33,7 @@ def _gpu():
 
 
 def _report(name, cos, rel, mx, lse_err=None):
-    extra = "" if lse_err is None else " lse_err %.3e" % lse_err
-    print("%-60s cos %.6f relL1 %.5f maxabs %.4f%s" % (name, cos, rel, mx, extra))
+    report(name, cos, rel, mx, lse_err)
 
 
 def _check_8bit(cos, rel, few_keys=False):

@@ -186,6 +186,22 @@ def test_info_command(tmp_path):
     r = _info({"SAGE2_CACHE_DIR": str(cache)}, "--json")
     facts = json.loads(r.stdout)
     assert facts["cache_dir"] == str(cache) and len(facts["tuning"][0]["entries"]) == 2
+    # the schema sage2-autotune writes (autotune/tuning_db.hpp) is described entry by entry
+    (cache / "tuning.json").unlink()
+    db = {"schema": "sage2-tuning", "schema_version": 1,
+          "device": {"name": "NVIDIA H100 80GB HBM3", "arch": "sm_90a", "sm_count": 132},
+          "library_version": "0.1.0",
+          "entries": [{"family": "attn_mma", "head_dim": 128, "causal": True, "qk_bits": 8, "smooth_q": False,
+                       "smooth_k": True, "smooth_v": False, "dtype": "f16", "q_bucket": 8192, "kv_bucket": 8192,
+                       "gqa_bucket": 1, "tile": {"bq": 128, "bk": 64, "warps": 8, "stages": 2}, "ms": 1.0,
+                       "tops": 812.4, "heuristic": {"tile": {"bq": 64, "bk": 64, "warps": 4, "stages": 2},
+                                                     "ms": 1.2, "tops": 700.0}}]}
+    (cache / "tuning-v1-nvidia-h100-0123abcd-sm_90a.json").write_text(json.dumps(db))
+    (cache / "tuning-v1-nvidia-h100-0123abcd-sm_90a.json.lock").write_text("")
+    r = _info({"SAGE2_CACHE_DIR": str(cache), "SAGE2_DISABLE_DISK_CACHE": ""})
+    assert "tuned entries: 1 in " in r.stdout and "device NVIDIA H100 80GB HBM3 sm_90a" in r.stdout, r.stdout
+    assert "attn_mma f16 d128 causal int8 smooth[K] q~8192 kv~8192 gqa~1 -> bq128.bk64.w8.s2 812 TOPS" \
+        " (default bq64.bk64.w4.s2 700 TOPS)" in r.stdout, r.stdout
 
 
 def test_info_without_library():
