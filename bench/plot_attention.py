@@ -9,10 +9,11 @@ Writes OUT/attention_e2e.jsonl (one JSON record per method and shape; fields as
 bench/torch_baselines.py and sage2-bench-attention: method, mode="e2e", head_dim, causal, seq_len,
 batch, heads, dtype, ms, tops, device, command) and OUT/attention_e2e_hd{64,128,256}.png.
 TOPS = 4·B·H·N²·d / time, halved when causal. Timing: CUDA events around each call on the
-current stream, warm-up first (sage2's first call compiles or loads its kernels), median of
-the timed calls (this includes each method's host overhead whenever it is longer than the gap
-the GPU would otherwise fill; `ms_pipelined` also records the mean of 20 back-to-back calls for calls under 5 ms). Inputs: N(0,1) fp16 (the benchmark convention). A backend that cannot run a
-shape is skipped and reported. `--plot-only FILE` redraws the plots from a JSONL file.
+current stream, warm-up first (sage2's first call compiles or loads its kernels), median of the
+timed calls; this includes a method's host overhead wherever it exceeds the GPU work, so calls
+under 5 ms also get `ms_pipelined`, the mean of 20 back-to-back calls. Inputs: N(0,1) fp16 (the
+benchmark convention). A backend that cannot run a shape is skipped and reported.
+`--plot-only FILE` redraws the plots from a JSONL file.
 """
 import argparse
 import json

@@ -22,10 +22,16 @@ from ._lib import (  # noqa: F401
 
 __version__ = "0.1.0"
 
+_TORCH_PROBLEM = None
 try:
     import torch as _torch  # noqa: F401
-except ImportError:  # pragma: no cover - exercised only where torch is absent
+except (ImportError, OSError) as _e:  # pragma: no cover - exercised only where torch is absent
     _torch = None
+    _TORCH_PROBLEM = "import torch failed: %s" % _e
+else:
+    if not hasattr(_torch, "library") or not hasattr(_torch.library, "custom_op"):
+        _TORCH_PROBLEM = "torch %s is too old: sage2 needs torch >= 2.4 (torch.library.custom_op)" % _torch.__version__
+        _torch = None
 
 if _torch is not None:
     from ._attention import OPTIONS, sageattn  # noqa: F401  (registers torch.ops.sage2.sageattn)
@@ -34,14 +40,14 @@ else:
     OPTIONS = {}
 
     def sageattn(*args, **kwargs):  # noqa: D401
-        """Needs torch; raises ImportError here."""
-        raise ImportError("sage2.sageattn needs PyTorch (import torch failed)")
+        """Needs torch >= 2.4; raises ImportError here."""
+        raise ImportError("sage2.sageattn needs PyTorch: " + _TORCH_PROBLEM)
 
     def scaled_dot_product_attention(*args, **kwargs):
-        raise ImportError("sage2.scaled_dot_product_attention needs PyTorch (import torch failed)")
+        raise ImportError("sage2.scaled_dot_product_attention needs PyTorch: " + _TORCH_PROBLEM)
 
     def patch_sdpa(*args, **kwargs):
-        raise ImportError("sage2.patch_sdpa needs PyTorch (import torch failed)")
+        raise ImportError("sage2.patch_sdpa needs PyTorch: " + _TORCH_PROBLEM)
 
 
 def library_version() -> str:
