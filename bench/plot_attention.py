@@ -16,6 +16,7 @@ benchmark convention). A backend that cannot run a shape is skipped and reported
 `--plot-only FILE` redraws the plots from a JSONL file.
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -133,15 +134,19 @@ def run(args):
                             fn()
                             torch.cuda.synchronize()
                             note = "first call %.2f s" % (time.time() - t0)
+                            scope = contextlib.nullcontext()
                         else:
-                            def fn(m=m):
-                                with sdpa_kernel([backends[m]]):
-                                    return F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
-                        ms, reps = median_ms(torch, fn, args.min_reps, args.max_reps, args.target_s)
-                        # host overhead only matters for short calls: measure back-to-back there
-                        ms_pipe = pipelined_ms(torch, fn, 20) if args.pipelined and ms < 5.0 else None
-                        if m in ("sage2", "cudnn") or (m == "fa2" and "cudnn" not in outs):
-                            outs[m] = fn()
+                            def fn():
+                                return F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
+                            # the backend is pinned once around the measurement (as in torch_baselines.py),
+                            # not per call: the context manager's own cost is not SDPA's
+                            scope = sdpa_kernel([backends[m]])
+                        with scope:
+                            ms, reps = median_ms(torch, fn, args.min_reps, args.max_reps, args.target_s)
+                            # host overhead only matters for short calls: measure back-to-back there
+                            ms_pipe = pipelined_ms(torch, fn, 20) if args.pipelined and ms < 5.0 else None
+                            if m in ("sage2", "cudnn") or (m == "fa2" and "cudnn" not in outs):
+                                outs[m] = fn()
                     except Exception as e:  # backend unavailable for this shape (or out of memory)
                         print("%-10s %4d %6d %6d %10s %9s %5s  unavailable: %s" % (
                             m, d, causal, n, "-", "-", "-", (type(e).__name__ + ": " + str(e)).splitlines()[0][:90]))
