@@ -305,6 +305,8 @@ def evaluate(name, builder, args, device, dtype, patch_factory):
             regime, stats.get("logit_std", float("nan")), stats.get("max_p", float("nan")),
             stats.get("eff_keys", float("nan")), stats.get("keys", 0)))
         print("   SDPA calls: %s" % counts)
+        if not counts.get("sage2"):
+            print("   WARNING: no attention call went to sage2 (does the model call F.scaled_dot_product_attention?)")
         print("   final output: cos %.6f  rel-L1 %.5f" % fin)
         print("   %-22s %12s %12s %12s %12s" % ("attention output", "cos chained", "relL1 chain", "cos isolated",
                                                   "relL1 isol."))
