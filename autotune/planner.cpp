@@ -1,6 +1,10 @@
 #include "autotune/planner.hpp"
 
+#include <map>
+#include <tuple>
+
 #include "autotune/candidates.hpp"
+#include "runtime/env.hpp"
 #include "runtime/log.hpp"
 
 namespace sage2::autotune {
@@ -66,6 +70,23 @@ TileChoice Planner::choose(const jit::KernelSpec& attention_spec, const runtime:
              (c.tuned ? " (tuned, measured as " + c.measured_key.str() + ")" : " (heuristic default)"));
   std::unique_lock<std::shared_mutex> lock(mu_);
   return memo_.emplace(key, c).first->second;
+}
+
+std::shared_ptr<Planner> shared_planner(const std::string& db_path, const std::string& device_name, jit::Arch arch,
+                                        int max_smem_optin) {
+  using Key = std::tuple<std::string, std::string, int, int>;
+  static std::mutex mu;
+  static std::map<Key, std::shared_ptr<Planner>> planners;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& p = planners[Key{db_path, device_name, static_cast<int>(arch), max_smem_optin}];
+  if (!p) p = std::make_shared<Planner>(db_path, device_name, arch, max_smem_optin);
+  return p;
+}
+
+std::string context_db_path(const std::string& cache_dir, bool disk_cache, const std::string& device_name,
+                            jit::Arch arch) {
+  if (!disk_cache || env::flag("SAGE2_DISABLE_DISK_CACHE") || env::flag("SAGE2_DISABLE_TUNING")) return {};
+  return db_path(cache_dir.empty() ? env::cache_dir() : cache_dir, device_name, arch);
 }
 
 }  // namespace sage2::autotune

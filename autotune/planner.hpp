@@ -1,13 +1,17 @@
 // Tile choice of one Context: tuning database hit, else the heuristic default — at once, never
 // blocking on tuning (tuning happens only in sage2-autotune or when a caller runs the tuner).
 //
-// Per-call cost: the database file is read once, at the first lookup of the Context (one file of
-// a few KB); each problem signature (TuningKey: head dim, causal, bits, smoothing, dtype, size
-// buckets) is resolved once and memoised, so a call costs a shared lock and one hash lookup.
-// A Context does not see database updates written after its first lookup (make a new Context).
+// Per-call cost: the database file is read once, at the first lookup (one file of a few KB); each
+// problem signature (TuningKey: head dim, causal, bits, smoothing, dtype, size buckets) is
+// resolved once and memoised, so a call costs a shared lock and one hash lookup (~40 ns).
+// Contexts share one Planner per (database file, device, shared memory) through
+// shared_planner(): every Context of a process on the same device and cache directory — and
+// runtime::plan_attention(p, arch, facts) for the default cache directory — makes the same
+// choice. Database updates written after the first lookup are seen by the next process.
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
@@ -53,5 +57,16 @@ class Planner {
   mutable std::shared_mutex mu_;
   mutable std::unordered_map<TuningKey, TileChoice, TuningKeyHash> memo_;
 };
+
+// The process-wide Planner for these arguments (created on first use, kept for the process).
+// Thread-safe.
+std::shared_ptr<Planner> shared_planner(const std::string& db_path, const std::string& device_name, jit::Arch arch,
+                                        int max_smem_optin);
+
+// The database path a Context uses for `cache_dir` (empty: the default, env::cache_dir()) on a
+// device: empty — no database — when the disk cache is disabled (`disk_cache` false or
+// SAGE2_DISABLE_DISK_CACHE) or SAGE2_DISABLE_TUNING is set.
+std::string context_db_path(const std::string& cache_dir, bool disk_cache, const std::string& device_name,
+                            jit::Arch arch);
 
 }  // namespace sage2::autotune

@@ -31,7 +31,15 @@ jit::KernelSpec plan_attention(const AttentionProblem& p, const Context::Impl& c
 
 jit::KernelSpec plan_attention(const AttentionProblem& p, jit::Arch arch, const DeviceFacts& facts) {
   jit::KernelSpec s = attention_spec_for(p, arch);
-  s.tile = autotune::heuristic_tile(s, facts.max_shared_per_block_optin);
+  const auto planner = autotune::shared_planner(autotune::context_db_path({}, true, facts.name, arch), facts.name, arch,
+                                                facts.max_shared_per_block_optin);
+  s.tile = planner->choose(s, p).tile;
+  return s;
+}
+
+jit::KernelSpec plan_attention_heuristic(const AttentionProblem& p, jit::Arch arch, int max_smem_optin) {
+  jit::KernelSpec s = attention_spec_for(p, arch);
+  s.tile = autotune::heuristic_tile(s, max_smem_optin);
   return s;
 }
 

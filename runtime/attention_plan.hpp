@@ -20,9 +20,14 @@ jit::KernelSpec attention_spec_for(const AttentionProblem& p, jit::Arch arch);
 // no tile fits the device's shared memory.
 jit::KernelSpec plan_attention(const AttentionProblem& p, const Context::Impl& ctx);
 
-// The heuristic default alone (no database): the first tile of the heuristic preference list that
-// fits the device's shared memory. Throws Unsupported when none does.
+// What a Context created with default options (default cache directory) on this device plans:
+// the same process-wide planner (autotune::shared_planner), so tests and benchmarks that rebuild
+// "the spec the API ran" from the device facts get the tuned tile when the API used one.
 jit::KernelSpec plan_attention(const AttentionProblem& p, jit::Arch arch, const DeviceFacts& facts);
+
+// The heuristic default alone (no database): the first tile of the heuristic preference list that
+// fits `max_smem_optin`. Throws Unsupported when none does.
+jit::KernelSpec plan_attention_heuristic(const AttentionProblem& p, jit::Arch arch, int max_smem_optin);
 
 // Throws InvalidArgument when a tensor's memory is not device memory of the context's device
 // (host pointers, another GPU's memory), naming the tensor and the device it is on.

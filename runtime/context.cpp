@@ -28,9 +28,8 @@ Context::Impl::Impl(int device, const ContextOptions& options) {
   workspace_ = std::make_unique<runtime::WorkspacePool>(ctx_);
   // The tuning database lives beside the cubin cache; without a disk cache (or with
   // SAGE2_DISABLE_TUNING=1) every call uses the heuristic default.
-  const bool no_tuning = disabled || env::flag("SAGE2_DISABLE_TUNING");
-  planner_ = std::make_unique<autotune::Planner>(no_tuning ? std::string() : autotune::db_path(dir, facts_.name, arch_),
-                                                 facts_.name, arch_, facts_.max_shared_per_block_optin);
+  planner_ = autotune::shared_planner(autotune::context_db_path(dir, !disabled, facts_.name, arch_), facts_.name,
+                                      arch_, facts_.max_shared_per_block_optin);
   info.ordinal = device;
   info.name = facts_.name;
   info.arch = jit::arch_name(arch_);

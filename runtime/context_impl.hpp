@@ -35,7 +35,7 @@ class Context::Impl {
   bool owns_primary_ = false;
   std::unique_ptr<runtime::KernelLoader> loader_;
   std::unique_ptr<runtime::WorkspacePool> workspace_;
-  std::unique_ptr<autotune::Planner> planner_;
+  std::shared_ptr<autotune::Planner> planner_;  // shared by the Contexts of one device + cache dir
 };
 
 }  // namespace sage2

@@ -526,15 +526,17 @@ TEST_CASE("autotune: the planner returns tuned tiles, memoises per signature and
   CHECK(warns.count() == 1);
 
   // No database at all (disk cache disabled, SAGE2_DISABLE_TUNING): the heuristic, as the old
-  // planner did, and what plan_attention(p, arch, facts) returns.
+  // planner did; plan_attention_heuristic() and plan_attention(p, arch, facts) for a device
+  // without a database return the same.
   Planner none("", kDevice, kArch, kSmem);
   runtime::DeviceFacts facts;
-  facts.name = kDevice;
+  facts.name = "sage2 CPU test device without a tuning database";
   facts.max_shared_per_block_optin = kSmem;
   facts.arch = kArch;
   for (const auto& p : {p128, p1k, p96, problem(64, 100, 100), problem(512, 100, 100)}) {
     const TileChoice h = none.choose(base_spec(p), p);
     CHECK_FALSE(h.tuned);
+    CHECK(h.tile == runtime::plan_attention_heuristic(p, kArch, kSmem).tile);
     CHECK(h.tile == runtime::plan_attention(p, kArch, facts).tile);
     CHECK(h.tile == jit::TileConfig{64, 64, 4, 2});
   }
@@ -542,6 +544,29 @@ TEST_CASE("autotune: the planner returns tuned tiles, memoises per signature and
   Planner tiny("", kDevice, kArch, 8 * 1024);
   CHECK_THROWS_AS(tiny.choose(base_spec(p128), p128), Error);
   CHECK(tiny.memoised() == 0);
+}
+
+TEST_CASE("autotune: Contexts of one device and cache directory share one planner") {
+  DbTempDir tmp;
+  const std::string path = db_path(tmp.path, kDevice, kArch);
+  REQUIRE(merge_into_db(path, make_info(), {make_entry(make_key(128, 4096, 4096), {128, 64, 8, 1})}).ok);
+  const auto a = shared_planner(path, kDevice, kArch, kSmem);
+  const auto b = shared_planner(path, kDevice, kArch, kSmem);
+  CHECK(a.get() == b.get());
+  CHECK(shared_planner(path, kDevice, kArch, 99 * 1024).get() != a.get());
+  CHECK(shared_planner("", kDevice, kArch, kSmem).get() != a.get());
+  const auto p = problem(128, 4096, 4096);
+  CHECK(a->choose(base_spec(p), p).tuned);
+  CHECK(b->memoised() == 1);
+  // The path a Context uses: beside its cache; none when the disk cache or tuning is off.
+  CHECK(context_db_path(tmp.path, true, kDevice, kArch) == path);
+  CHECK(context_db_path(tmp.path, false, kDevice, kArch).empty());
+  const char* old = std::getenv("SAGE2_DISABLE_TUNING");
+  const std::string saved = old ? old : "";
+  ::setenv("SAGE2_DISABLE_TUNING", "1", 1);
+  CHECK(context_db_path(tmp.path, true, kDevice, kArch).empty());
+  if (old) ::setenv("SAGE2_DISABLE_TUNING", saved.c_str(), 1);
+  else ::unsetenv("SAGE2_DISABLE_TUNING");
 }
 
 TEST_CASE("autotune: the planner is thread-safe and consistent under concurrent calls") {
