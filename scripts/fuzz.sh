@@ -65,6 +65,7 @@ for t in $targets; do
   fresh="$build/corpus-new/$t"
   mkdir -p "$corpus" "$fresh"
   log="$build/logs/$t.log"
+  rm -f "$build/artifacts/$t-"*  # count this run's findings only
   rc=0
   "$build/fuzz/$t" "$fresh" "$corpus" -max_total_time="$seconds" -print_final_stats=1 -use_value_profile=1 \
     -timeout=10 -rss_limit_mb=2048 -artifact_prefix="$build/artifacts/$t-" >"$log" 2>&1 || rc=$?
