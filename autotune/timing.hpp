@@ -85,7 +85,11 @@ class TimingBench {
     CUdeviceptr base = 0;  // the one allocation of this copy
     CUdeviceptr q = 0, k = 0, v = 0, o = 0, ws = 0;
   };
-  void run(const jit::KernelSpec& spec, const Set& set);
+  struct Layout;  // the call's quantize buffers and workspace sizes (timing.cpp)
+  static Layout layout_for(const TimingProblem& p, const jit::KernelSpec& spec);
+  // One call's launches (quantize → ΔS → attention) on `set`; `layout` is computed once per
+  // candidate, outside the timed region.
+  void run(const jit::KernelSpec& spec, const Layout& layout, const Set& set);
   void release() noexcept;
 
   Context::Impl& ctx_;
