@@ -1,6 +1,8 @@
 #include "runtime/attention_validate.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <sstream>
 
@@ -47,6 +49,22 @@ void check_tensor(const TensorRef& t, const char* name) {
 
 bool overlaps(const ByteRange& a, const ByteRange& b) { return a.first <= b.last && b.first <= a.last; }
 
+// True when two different indices of `t` can address the same element: with the dims of size
+// > 1 ordered by stride, each stride must be at least the extent of the dims nested inside it.
+// (Inputs may alias themselves — they are only read — but the output may not.)
+bool self_overlapping(const TensorRef& t) {
+  struct Dim { std::int64_t size, stride; };
+  Dim dims[4] = {{t.batch, t.stride_batch}, {t.heads, t.stride_head}, {t.seq, t.stride_seq}, {t.dim, t.stride_dim}};
+  std::sort(std::begin(dims), std::end(dims), [](const Dim& a, const Dim& b) { return a.stride < b.stride; });
+  std::int64_t extent = 1;  // elements spanned by the dims already placed
+  for (const Dim& d : dims) {
+    if (d.size <= 1) continue;
+    if (d.stride < extent) return true;
+    extent = d.stride * (d.size - 1) + extent;
+  }
+  return false;
+}
+
 }  // namespace
 
 ByteRange byte_range(const TensorRef& t) {
@@ -82,6 +100,9 @@ AttentionProblem validate_attention(const TensorRef& q, const TensorRef& k, cons
     fail("out: shape [" + std::to_string(out.batch) + ", " + std::to_string(out.heads) + ", " + std::to_string(out.seq) +
          ", " + std::to_string(out.dim) + "] must be [batch, q heads, q len, head dim] = [" + std::to_string(q.batch) +
          ", " + std::to_string(q.heads) + ", " + std::to_string(q.seq) + ", " + std::to_string(q.dim) + "]");
+  if (self_overlapping(out))
+    fail("out: its elements overlap each other (strides " + shape_str(out) +
+         "); the output needs one distinct element per (batch, head, seq, dim)");
   const ByteRange ro = byte_range(out);
   if (overlaps(ro, byte_range(q))) fail("out overlaps q in memory");
   if (overlaps(ro, byte_range(k))) fail("out overlaps k in memory");
@@ -99,7 +120,11 @@ AttentionProblem validate_attention(const TensorRef& q, const TensorRef& k, cons
     fail("params.lse: pointer is not 4-byte aligned");
   if (params.lse) {
     const auto l0 = reinterpret_cast<std::uintptr_t>(params.lse);
-    const ByteRange rl{l0, l0 + static_cast<std::uintptr_t>(q.batch * q.heads * q.seq) * 4 - 1};
+    std::int64_t rows, lse_bytes;
+    if (mul_overflows(q.batch, q.heads, rows) || mul_overflows(rows, q.seq, rows) || mul_overflows(rows, 4, lse_bytes))
+      fail("params.lse: [batch, q heads, q len] = [" + std::to_string(q.batch) + ", " + std::to_string(q.heads) + ", " +
+           std::to_string(q.seq) + "] floats overflow 64 bits");
+    const ByteRange rl{l0, l0 + static_cast<std::uintptr_t>(lse_bytes) - 1};
     if (overlaps(rl, ro) || overlaps(rl, byte_range(q)) || overlaps(rl, byte_range(k)) || overlaps(rl, byte_range(v)))
       fail("params.lse overlaps q, k, v or out in memory");
   }

@@ -380,3 +380,43 @@ TEST_CASE("validation: total (argument × bad value) cases tried, C++ and C API"
   write_summary_if_asked(s.str());
   CHECK(cpp_total + c_total > 0);
 }
+
+TEST_CASE("validation: an output whose elements overlap each other is rejected; inputs may alias") {
+  int cases = 0;
+  { Args a; a.out.stride_seq = 32; expect_invalid(a, "out: its elements overlap", cases); }  // rows overlap
+  { Args a; a.out.stride_head = 64; expect_invalid(a, "out: its elements overlap", cases); }  // heads alias rows
+  { Args a; a.out.stride_batch = a.out.stride_head; expect_invalid(a, "out: its elements overlap", cases); }
+  // A padded, non-overlapping output (row pitch 80 > 64) is fine; so is a k that aliases itself.
+  Args ok;
+  ok.out.stride_seq = 80;
+  ok.out.stride_head = 100 * 80;
+  ok.out.stride_batch = 8 * 100 * 80;
+  CHECK_NOTHROW(validate_attention(ok.q, ok.k, ok.v, ok.out, ok.p, jit::Arch::Sm90a));
+  Args alias;
+  alias.v.stride_seq = 32;  // overlapping rows of an input: only read
+  CHECK_NOTHROW(validate_attention(alias.q, alias.k, alias.v, alias.out, alias.p, jit::Arch::Sm90a));
+  CHECK(cases == 3);
+}
+
+TEST_CASE("validation: an lse whose size overflows 64 bits is rejected, not wrapped") {
+  int cases = 0;
+  Args a;
+  a.q.batch = std::int64_t(1) << 31;
+  a.q.heads = std::int64_t(1) << 31;
+  a.q.seq = 4;
+  a.q.dim = 1;
+  a.q.stride_dim = 1;
+  a.q.stride_seq = 1;
+  a.q.stride_head = 1;
+  a.q.stride_batch = 1;
+  a.p.lse = reinterpret_cast<float*>(0x70000000);
+  // The q views alias themselves (allowed for inputs); what must fail is the lse extent (or an
+  // earlier shape check) — never a silent wrap-around.
+  try {
+    validate_attention(a.q, a.k, a.v, a.out, a.p, jit::Arch::Sm90a);
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::InvalidArgument);
+  }
+  (void)cases;
+}
