@@ -102,6 +102,7 @@ const char* kUsage =
     "                       else $XDG_CACHE_HOME/sage2, else ~/.cache/sage2)\n"
     "  --jobs N             parallel NVRTC compiles (default: CPU count, at most 16)\n"
     "  --json               machine-readable report on stdout\n"
+    "  --report FILE        also write the JSON report to FILE (the table still goes to stdout)\n"
     "  --progress           progress on stderr even when it is not a terminal\n"
     "  --no-progress        no progress\n"
     "  --verbose            list every candidate and why it was rejected\n"
@@ -162,6 +163,7 @@ struct Options {
   std::string cache_dir;
   int jobs = 0;
   bool json = false, verbose = false;
+  std::string report;  // --report FILE: the JSON report also written there
   int progress = -1;  // -1 auto (TTY), 0 off, 1 on
 };
 
@@ -295,6 +297,10 @@ Options parse(int argc, char** argv) {
     }
     else if (name == "--jobs") o.jobs = static_cast<int>(parse_int(name, val(), 1, 256));
     else if (name == "--json") { flag(); o.json = true; }
+    else if (name == "--report") {
+      o.report = val();
+      if (o.report.empty()) throw UsageError{"--report needs a file name"};
+    }
     else if (name == "--progress") { flag(); o.progress = 1; }
     else if (name == "--no-progress") { flag(); o.progress = 0; }
     else if (name == "--verbose" || name == "-v") { flag(); o.verbose = true; }
@@ -520,6 +526,19 @@ autotune::PrepareOptions prepare_options(const Options& o, jit::Arch arch, int s
   return po;
 }
 
+// Writes the JSON report to stdout (--json) and/or to --report FILE. Returns false when the
+// file could not be written.
+bool emit_report(const Options& o, const json& j) {
+  const std::string text = j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  if (o.json) std::cout << text << std::flush;
+  if (o.report.empty()) return true;
+  std::FILE* f = std::fopen(o.report.c_str(), "w");
+  const bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (f && std::fclose(f) != 0) return false;
+  if (!ok) std::fprintf(stderr, "sage2-autotune: cannot write the report to %s\n", o.report.c_str());
+  return ok;
+}
+
 // ---- --compile-only --------------------------------------------------------------------------
 int run_compile_only(const Options& o, Progress& progress) {
   const jit::Arch arch = *o.arch;
@@ -540,7 +559,7 @@ int run_compile_only(const Options& o, Progress& progress) {
   int rc = kExitOk;
   if (stats.compile_errors || stats.store_failed) rc = kExitFailed;
   if (interrupted) rc = interrupted_exit_code();
-  if (o.json) {
+  if (o.json || !o.report.empty()) {
     json j = {{"mode", "compile-only"},
               {"arch", jit::arch_name(arch)},
               {"max_smem_optin", smem},
@@ -552,8 +571,9 @@ int run_compile_only(const Options& o, Progress& progress) {
               {"interrupted", interrupted},
               {"exit_code", rc}};
     for (const auto& p : plans) j["specialisations"].push_back(plan_json(p));
-    std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
-  } else {
+    if (!emit_report(o, j) && rc == kExitOk) rc = kExitFailed;
+  }
+  if (!o.json) {
     std::printf("sage2-autotune: compile-only for %s (opt-in shared memory %d bytes) into %s\n", jit::arch_name(arch),
                 smem, dir.c_str());
     print_plans(plans, o.verbose);
@@ -777,7 +797,7 @@ int run_tune(const Options& o, Progress& progress) {
     if (!out.best || !out.heuristic) return std::nullopt;
     return out.timed[*out.best].r.tops / out.timed[*out.heuristic].r.tops - 1;
   };
-  if (o.json) {
+  if (o.json || !o.report.empty()) {
     json j = {{"mode", "tune"},
               {"arch", jit::arch_name(arch)},
               {"device", {{"ordinal", o.device}, {"name", facts.name}, {"cc", facts.cc_string()},
@@ -815,8 +835,8 @@ int run_tune(const Options& o, Progress& progress) {
       if (!out.problem_text.empty()) r["problem"] = out.problem_text;
       j["results"].push_back(r);
     }
-    std::cout << j.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
-    return rc;
+    if (!emit_report(o, j) && rc == kExitOk) rc = kExitFailed;
+    if (o.json) return rc;
   }
 
   std::printf("sage2-autotune: %s (%s, %d SMs), driver %d.%d, NVRTC %s, sage2 %s\n", facts.name.c_str(),

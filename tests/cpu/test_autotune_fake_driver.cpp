@@ -320,8 +320,16 @@ TEST_CASE("autotune: sage2-autotune tunes end to end on a fake driver and writes
   // The text report: the table with both tiles, TOPS and the gain; --no-db leaves the file alone.
   struct stat before {};
   REQUIRE(::stat(path.c_str(), &before) == 0);
-  const Out t = run_tool(args + " --no-db", "");
+  FdDir rep;
+  const Out t = run_tool(args + " --no-db --report '" + rep.path + "/report.json'", "");
   CHECK(t.code == 0);
+  // --report: the same JSON report in a file while the table goes to stdout.
+  std::ifstream rf(rep.path + "/report.json");
+  const json rj = json::parse(std::string((std::istreambuf_iterator<char>(rf)), std::istreambuf_iterator<char>()));
+  CHECK(rj["mode"] == "tune");
+  CHECK(rj["results"].size() == 2);
+  CHECK(rj["results"][0]["best"]["tile"] == best_tile);
+  CHECK(rj["database"]["path"].is_null());
   for (const char* s : {"best tile", "heuristic", "gain", "bq64.bk64.w4.s2", "database: not written (--no-db)"})
     CHECK_MESSAGE(t.out.find(s) != std::string::npos, s);
   CHECK(t.out.find(best_tile) != std::string::npos);
