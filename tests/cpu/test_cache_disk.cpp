@@ -31,29 +31,15 @@
 #include "cache/disk_cache.hpp"
 #include "jit/kernel_spec.hpp"
 #include "runtime/log.hpp"
+#include "test_support.hpp"
 
 using namespace sage2;
 using sage2::cache::DiskCache;
 
 namespace {
 
-// A unique directory under $TMPDIR (or /tmp), removed with its contents at scope exit.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/sage2-cache-test-XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    REQUIRE(::mkdtemp(buf.data()) != nullptr);
-    path = buf.data();
-  }
-  ~TempDir() {
-    ::chmod(path.c_str(), 0755);
-    const std::string cmd = "chmod -R u+rwx '" + path + "' 2>/dev/null; rm -rf '" + path + "'";
-    (void)std::system(cmd.c_str());
-  }
-  std::string operator/(const std::string& name) const { return path + "/" + name; }
+struct TempDir : test::TempDir {
+  TempDir() : test::TempDir("sage2-cache-test") {}
 };
 
 // Captures warnings instead of printing them.

@@ -36,27 +36,15 @@
 #include "jit/compiler.hpp"
 #include "jit/kernel_spec.hpp"
 #include "runtime/log.hpp"
+#include "test_support.hpp"
 
 using namespace sage2;
 using sage2::cache::DiskCache;
 
 namespace {
 
-struct FaultDir {
-  std::string path;
-  FaultDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/sage2-faults-XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    REQUIRE(::mkdtemp(buf.data()) != nullptr);
-    path = buf.data();
-  }
-  ~FaultDir() {
-    const std::string cmd = "chmod -R u+rwx '" + path + "' 2>/dev/null; rm -rf '" + path + "'";
-    (void)std::system(cmd.c_str());
-  }
-  std::string operator/(const std::string& name) const { return path + "/" + name; }
+struct FaultDir : test::TempDir {
+  FaultDir() : test::TempDir("sage2-faults") {}
 };
 
 struct Warnings {

@@ -12,24 +12,15 @@
 
 #include <doctest/doctest.h>
 
+#include "test_support.hpp"
+
 namespace {
 
-struct Run {
-  int code = -1;
-  std::string out;
-};
+using Run = sage2::test::CommandResult;
 
 Run run_accuracy(const std::string& args, bool merge_stderr) {
-  const std::string cmd = "'" + std::string(SAGE2_TOOLS_DIR) + "/sage2-accuracy' " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
-  Run r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::array<char, 4096> buf{};
-  std::size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return sage2::test::run_command("'" + std::string(SAGE2_TOOLS_DIR) + "/sage2-accuracy' " + args +
+                                  (merge_stderr ? " 2>&1" : " 2>/dev/null"));
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "runtime/driver.hpp"
 #include "sage2/sage2.h"
 #include "sage2/sage2.hpp"
+#include "test_support.hpp"
 
 namespace {
 struct Run {
@@ -17,14 +18,8 @@ struct Run {
   std::string output;
 };
 Run run(const std::string& cmd) {
-  Run r{-1, {}};
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) r.output.append(buf, n);
-  const int st = pclose(p);
-  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  const auto r = sage2::test::run_command(cmd + " 2>&1");
+  return {r.code, r.out};
 }
 }  // namespace
 

@@ -20,44 +20,23 @@
 
 #include "cache/disk_cache.hpp"
 #include "jit/kernel_spec.hpp"
+#include "test_support.hpp"
 
 using namespace sage2;
 using sage2::cache::DiskCache;
 
 namespace {
 
-struct ToolTempDir {
-  std::string path;
-  ToolTempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/sage2-tool-test-XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    REQUIRE(::mkdtemp(buf.data()) != nullptr);
-    path = buf.data();
-  }
-  ~ToolTempDir() { (void)std::system(("rm -rf '" + path + "'").c_str()); }
-  std::string operator/(const std::string& name) const { return path + "/" + name; }
+struct ToolTempDir : test::TempDir {
+  ToolTempDir() : test::TempDir("sage2-tool-test") {}
 };
 
-struct RunResult {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
+using RunResult = test::CommandResult;
 
 std::string tool_path() { return std::string(SAGE2_TOOLS_DIR) + "/sage2-cache"; }
 
 RunResult run_tool(const std::string& args, const std::string& env = "") {
-  const std::string cmd = env + (env.empty() ? "" : " ") + "'" + tool_path() + "' " + args + " 2>&1";
-  RunResult r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::array<char, 4096> buf{};
-  std::size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return test::run_command(env + (env.empty() ? "" : " ") + "'" + tool_path() + "' " + args + " 2>&1");
 }
 
 jit::CompiledKernel tool_kernel(jit::Arch arch, int head_dim, std::size_t cubin_bytes) {
