@@ -60,7 +60,8 @@ namespace sage2::driver {
   X(cuGraphInstantiateWithFlags)  \
   X(cuGraphLaunch)                \
   X(cuGraphExecDestroy)           \
-  X(cuGraphDestroy)
+  X(cuGraphDestroy)                \
+  X(cuTensorMapEncodeTiled)
 
 struct Api {
 #define SAGE2_DRIVER_MEMBER(name) decltype(&::name) name = nullptr;

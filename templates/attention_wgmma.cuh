@@ -1,0 +1,627 @@
+// wgmma attention family (sm_90a Hopper): INT8 QKᵀ on wgmma m64nBKk32 (s8·s8 → s32, Q from
+// registers, K from swizzled shared memory), per-thread dequantisation, optional ΔS (smooth-Q),
+// online softmax in fp32 (exp2), P̃ → FP8 E4M3 (·448), P̂·V̂ on wgmma m64nNk32 (e4m3·e4m3 → f32,
+// P̂ from registers, V̂ from swizzled shared memory), two-level accumulation. K/V tiles arrive by
+// TMA (cp.async.bulk.tensor) into a ring of STAGES buffers completed on mbarriers; by default a
+// producer warpgroup issues the copies (warp specialisation, setmaxnreg) while WARPS/4 consumer
+// warpgroups compute. The float-op contract is the one at the top of include/sage2/reference.hpp.
+//
+// Fragment bookkeeping (PTX ISA, wgmma .m64nNk32 register fragments; warp w of a warpgroup,
+// lane = 4g + t):
+//  - S accumulator s[i] (i < BK/2): row 16w + g + 8·((i>>1)&1), key 8·(i>>2) + 2t + (i&1) — so
+//    a thread's keys all have (key % 8)/2 == t: ONE K scale per thread and tile (the quantize
+//    stage's per-thread K groups, jit::quant_layout), and one Q scale (group = warp·8 + g).
+//  - The A fragment of P̂·V̂ (k = key) wants keys 4t..4t+3 of each 16-key half of a k32 chunk,
+//    while the S accumulator gives thread t keys {2t, 2t+1, 8+2t, 9+2t}. V is TMA-loaded as the
+//    quantize stage stored it (key-contiguous; 8-bit B operands cannot be transposed by wgmma),
+//    so P̂ is permuted in registers inside each quad: every thread packs its two n8 tiles of a
+//    half as Zlo = e4m3(tile 2h: rows g, g+8), Zhi = e4m3(tile 2h+1); two shuffles (even/odd
+//    senders swap Zlo/Zhi) and two byte permutes give each thread its keys 4t..4t+3 for both
+//    rows (see pack_pv_fragment()).
+//  - P̂·V̂ accumulates per KV tile from zero (TWO_LEVEL: scale-d = 0 on the tile's first k-step)
+//    and is added into the fp32 O as O = O·a + R; without TWO_LEVEL the accumulator is O
+//    itself, rescaled by a before the tile.
+#pragma once
+
+#include "attention_params.cuh"
+#include "hopper.cuh"
+#include "ptx.cuh"
+#include "types.cuh"
+#include "wgmma_ops.cuh"
+#include "wgmma_params.cuh"
+
+#if !defined(SAGE2_FAMILY) || SAGE2_FAMILY != 3
+#error "attention_wgmma.cuh is specialised by the preamble jit::generate_source() writes (attn_wgmma family)"
+#endif
+
+namespace wga {
+
+using sage2::dev::AttentionParams;
+using sage2::dev::WgmmaAttentionParams;
+
+constexpr int HD = SAGE2_HEAD_DIM;
+constexpr int RB = SAGE2_ROW_BYTES;
+constexpr int D_V = SAGE2_D_V;
+constexpr int BQ = SAGE2_BQ;
+constexpr int BK = SAGE2_BK;
+constexpr int WARPS = SAGE2_WARPS;
+constexpr int STAGES = SAGE2_STAGES;
+constexpr int NWG = sage2::dev::wg_consumer_groups(WARPS);
+constexpr bool WS = sage2::dev::wg_producer_wg();
+constexpr int THREADS = sage2::dev::wg_threads(WARPS);
+constexpr int CTHREADS = WARPS * 32;   // consumer threads
+constexpr int KSTEPS = RB / 32;        // k32 steps of QKᵀ
+constexpr int PANEL = sage2::dev::wg_panel(RB);
+constexpr int NPANEL = RB / PANEL;
+constexpr int NCH = sage2::dev::wg_pv_chunks(D_V);
+constexpr int PVN = sage2::dev::wg_pv_n(D_V);
+constexpr int KC = BK / 32;            // k32 chunks of P̂·V̂
+constexpr int NS = BK / 2;             // S accumulator registers per thread
+// Q̂ fragments stay in registers for the whole KV loop up to head dim 128 (16 registers); wider
+// heads read A from a TMA-loaded shared-memory tile (wgmma SS) to leave the registers to O.
+constexpr bool Q_IN_REGS = !sage2::dev::wg_q_in_smem(RB);
+#ifdef SAGE2_WG_FOLD  // experiment: fold c2 and the 448 of P̂ into fewer multiplies (see the loop)
+constexpr bool FOLD = SAGE2_WG_FOLD != 0;
+#else
+constexpr bool FOLD = false;
+#endif
+constexpr u32 Q_TX_BYTES = static_cast<u32>(BQ * RB);
+constexpr bool SMOOTH_Q = SAGE2_SMOOTH_Q != 0;
+constexpr bool SMOOTH_K = SAGE2_SMOOTH_K != 0;
+constexpr bool SMOOTH_V = SAGE2_SMOOTH_V != 0;
+constexpr bool TWO_LEVEL = SAGE2_TWO_LEVEL_ACCUM != 0;
+constexpr bool RETURN_LSE = SAGE2_RETURN_LSE != 0;
+constexpr int CAUSAL = SAGE2_CAUSAL;  // 0 none, 1 top-left, 2 bottom-right
+constexpr bool OUT_BF16 = SAGE2_OUT_BF16 != 0;
+constexpr bool OUT_F32 = SAGE2_OUT_F32 != 0;
+constexpr sage2::dev::WgSmemLayout SM = sage2::dev::wg_smem_layout(BQ, BK, RB, D_V, STAGES, SMOOTH_Q);
+constexpr u32 TX_BYTES = static_cast<u32>(sage2::dev::wg_stage_tx_bytes(BK, RB, D_V, SMOOTH_Q));
+constexpr float P_SCALE = 448.f;
+constexpr float LOG2_P_SCALE = 8.80735492205760410744f;  // log2(448): P̂ = exp2(s - m + log2 448)
+constexpr float LN2 = 0.693147180559945309417f;
+// Registers per thread after setmaxnreg (consumers / producer): 2 consumer warpgroups at 240 and
+// a producer at 24 use 64512 of the SM's 65536.
+constexpr int CONSUMER_REGS = 240;
+constexpr int PRODUCER_REGS = 24;
+
+static_assert(WARPS % 4 == 0 && NWG >= 1 && NWG <= 2, "1 or 2 consumer warpgroups");
+static_assert(BQ == 64 * NWG, "each consumer warpgroup owns one 64-row wgmma tile");
+static_assert(BK == 64 || BK == 128, "BK must be 64 or 128 (wgmma N of QKᵀ, the V panel swizzle)");
+static_assert(RB % 32 == 0 && D_V % 32 == 0 && D_V <= 256, "padded dims");
+static_assert(PVN % 8 == 0 && PVN * NCH == D_V, "P̂·V̂ chunks");
+static_assert(STAGES >= 1 && STAGES <= 4, "1..4 pipeline stages");
+static_assert(SAGE2_MMA_SHAPE == 2, "the preamble's quant layout must be the wgmma one");
+static_assert(SAGE2_QK_BITS == 8, "the wgmma family is 8-bit");
+static_assert(SAGE2_Q_GROUPS == WARPS * 8 && SAGE2_K_GROUPS == 4, "per-thread group counts");
+static_assert(TX_BYTES < (1u << 20), "mbarrier transaction count");
+
+// The quantize kernels' per-thread groups (preamble tables from jit::quant_layout) are the ones
+// this kernel reads: row r of the block is in warp r/16 (warpgroup r/64), group warp·8 + r%8;
+// key k of a tile in group (k%8)/2.
+constexpr bool q_groups_match() {
+  for (int r = 0; r < BQ; ++r)
+    if (sage2_q_group_table[r] != (r / 16) * 8 + r % 8) return false;
+  return true;
+}
+constexpr bool k_groups_match() {
+  for (int k = 0; k < BK; ++k)
+    if (sage2_k_group_table[k] != (k % 8) / 2) return false;
+  return true;
+}
+static_assert(q_groups_match(), "Q scale groups differ from the wgmma accumulator rows");
+static_assert(k_groups_match(), "K scale groups differ from the wgmma accumulator columns");
+
+__device__ __forceinline__ float neg_inf() { return ptx::bits_f32(0xff800000u); }
+__device__ __forceinline__ float lg2_approx(float x) {
+  float r;
+  asm("lg2.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+template <class T>
+__device__ __forceinline__ T min_(T a, T b) { return a < b ? a : b; }
+template <class T>
+__device__ __forceinline__ T max_(T a, T b) { return a > b ? a : b; }
+
+__device__ __forceinline__ u32 ctaid_x() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ u32 ctaid_y() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(r));
+  return r;
+}
+
+struct Coords {
+  i64 bhl, qbl;          // pair and query block relative to the chunk
+  i64 bh, qb;            // absolute
+  i64 b, h, bhk;
+  i64 q_blocks, k_blocks, q_len_pad, kv_len_pad;
+  i64 i0;                // first query row of the block
+};
+
+// Block coordinates (recomputed where needed rather than kept alive across the KV loop).
+__device__ __forceinline__ Coords coords(const AttentionParams& p) {
+  Coords k;
+  k.bhl = static_cast<i64>(ctaid_y());
+  const i64 x = static_cast<i64>(ctaid_x());
+  k.qbl = CAUSAL ? p.qb_count - 1 - x : x;  // causal: the longest rows first
+  k.bh = p.bh_offset + k.bhl;
+  k.qb = p.qb_offset + k.qbl;
+  const u32 Hq = static_cast<u32>(p.q_heads);
+  k.b = static_cast<i64>(static_cast<u32>(k.bh) / Hq);
+  k.h = static_cast<i64>(static_cast<u32>(k.bh) % Hq);
+  const i64 hk = static_cast<i64>(static_cast<u32>(k.h) / static_cast<u32>(p.q_heads / p.kv_heads));
+  k.bhk = k.b * p.kv_heads + hk;
+  k.q_blocks = (p.q_len + BQ - 1) / BQ;
+  k.k_blocks = (p.kv_len + BK - 1) / BK;
+  k.q_len_pad = k.q_blocks * BQ;
+  k.kv_len_pad = k.k_blocks * BK;
+  k.i0 = k.qb * BQ;
+  return k;
+}
+
+// Number of KV tiles the block visits (causal: up to its last row's last visible key).
+__device__ __forceinline__ int tile_count(const AttentionParams& p, i64 i0) {
+  const i64 off = CAUSAL == 2 ? p.kv_len - p.q_len : 0;
+  i64 n_keys = p.kv_len;
+  if (CAUSAL) {
+    const i64 last_row = min_<i64>(i0 + BQ, p.q_len) - 1;
+    n_keys = max_<i64>(0, min_<i64>(p.kv_len, last_row + off + 1));
+  }
+  return static_cast<int>((n_keys + BK - 1) / BK);
+}
+
+// Copies of KV tile `tile` into stage `slot`: K panels and V (TMA), K scales and ΔS (bulk).
+__device__ __forceinline__ void issue_tile(const WgmmaAttentionParams& P, int tile, int slot, u32 sbase) {
+  const AttentionParams& p = P.a;
+  const Coords c = coords(p);
+  const u32 st = sbase + static_cast<u32>(SM.stages_off + slot * SM.stage_bytes);
+  const u32 full = sbase + SM.bar_off + 8u * static_cast<u32>(slot);
+  ptx::mbar_arrive_expect_tx(full, TX_BYTES);
+  const i32 krow = static_cast<i32>(c.bhk * c.kv_len_pad + static_cast<i64>(tile) * BK);
+#pragma unroll
+  for (int pn = 0; pn < NPANEL; ++pn)
+    ptx::tma_load_2d(st + SM.k_off + pn * BK * PANEL, &P.tm_k, full, pn * PANEL, krow);
+  ptx::tma_load_2d(st + SM.v_off, &P.tm_v, full, tile * BK, static_cast<i32>(c.bhk * D_V));
+  ptx::bulk_load(st + SM.ks_off, p.k_scale + (c.bhk * c.k_blocks + tile) * 4, 16u, full);
+  if (SMOOTH_Q)
+    ptx::bulk_load(st + SM.ds_off, p.delta_s + (c.bhl * p.qb_count + c.qbl) * c.kv_len_pad + static_cast<i64>(tile) * BK,
+                   static_cast<u32>(BK * 4), full);
+}
+
+// Q̂ tiles of every consumer warpgroup (wide heads only), completing on the q_full barrier.
+__device__ __forceinline__ void issue_q(const WgmmaAttentionParams& P, u32 sbase) {
+  if (Q_IN_REGS) return;
+  const Coords c = coords(P.a);
+  const u32 bar = sbase + SM.bar_off + 8u * (2 * STAGES);
+  ptx::mbar_arrive_expect_tx(bar, Q_TX_BYTES);
+#pragma unroll
+  for (int wg = 0; wg < NWG; ++wg)
+#pragma unroll
+    for (int pn = 0; pn < NPANEL; ++pn)
+      ptx::tma_load_2d(sbase + SM.q_off + wg * 64 * RB + pn * 64 * PANEL, &P.tm_q, bar, pn * PANEL,
+                       static_cast<i32>(c.bh * c.q_len_pad + c.i0 + wg * 64));
+}
+
+// Descriptors of the operands in stage `st`. A descriptor's start address is addr >> 4 in its
+// low 14 bits and shared addresses stay below 2^18, so the descriptor of base + off is the base
+// descriptor + off/16: one base descriptor per tile and compile-time offsets (no per-k-step
+// descriptor registers for the compiler to hoist and spill).
+__device__ __forceinline__ u64 desc_add(u64 d, u32 off) { return d + static_cast<u64>(off >> 4); }
+__device__ __forceinline__ u64 k_desc0(u32 st) {
+  return ptx::smem_desc(st + SM.k_off, 8 * PANEL, ptx::desc_swizzle_code(PANEL));
+}
+__device__ __forceinline__ u32 k_off(int ks) { return ((ks * 32) / PANEL) * BK * PANEL + (ks * 32) % PANEL; }
+// A operand (Q̂ in shared memory): the warpgroup's 64-row tile `qt`, laid out like a K tile.
+__device__ __forceinline__ u64 q_desc0(u32 qt) { return ptx::smem_desc(qt, 8 * PANEL, ptx::desc_swizzle_code(PANEL)); }
+__device__ __forceinline__ u32 q_off(int ks) { return ((ks * 32) / PANEL) * 64 * PANEL + (ks * 32) % PANEL; }
+__device__ __forceinline__ u64 v_desc0(u32 st) {
+  return ptx::smem_desc(st + SM.v_off, 8 * BK, ptx::desc_swizzle_code(BK));
+}
+__device__ __forceinline__ u32 v_off(int ch, int kc) { return ch * PVN * BK + kc * 32; }
+// An opaque copy: keeps the compiler from precomputing per-stage values outside the KV loop.
+__device__ __forceinline__ u32 opaque(u32 x) {
+  asm volatile("mov.b32 %0, %0;" : "+r"(x));
+  return x;
+}
+
+__device__ __forceinline__ u32 pack4_e4m3(float a, float b, float c, float d) {
+  return static_cast<u32>(ptx::f32x2_to_e4m3x2(a, b)) | (static_cast<u32>(ptx::f32x2_to_e4m3x2(c, d)) << 16);
+}
+
+// Per-thread constants of the quad permutation (see the header comment).
+struct PermSel {
+  int src_a, src_b;   // lanes read in the two shuffle rounds
+  u32 sel_g, sel_g8;  // byte selectors of the row-g / row-(g+8) registers
+  bool odd;           // sender: t odd sends Zhi first
+};
+__device__ __forceinline__ PermSel perm_sel(int lane) {
+  const int t = lane & 3;
+  PermSel s;
+  s.src_a = (lane & ~3) | (((2 * t) & 3) + (t >= 2 ? 1 : 0));
+  s.src_b = s.src_a ^ 1;
+  s.sel_g = t < 2 ? 0x5410u : 0x1054u;
+  s.sel_g8 = t < 2 ? 0x7632u : 0x3276u;
+  s.odd = (t & 1) != 0;
+  return s;
+}
+// A-fragment registers (row g, row g+8) of one 16-key half from the two n8 tiles j0, j0+1 of P̂.
+__device__ __forceinline__ void pack_pv_fragment(const float* p0, const float* p1, const PermSel& s, u32& ag, u32& ag8) {
+  const u32 zlo = pack4_e4m3(p0[0], p0[1], p0[2], p0[3]);
+  const u32 zhi = pack4_e4m3(p1[0], p1[1], p1[2], p1[3]);
+  const u32 va = ptx::shfl_idx(s.odd ? zhi : zlo, s.src_a);
+  const u32 vb = ptx::shfl_idx(s.odd ? zlo : zhi, s.src_b);
+  ag = ptx::prmt(va, vb, s.sel_g);
+  ag8 = ptx::prmt(va, vb, s.sel_g8);
+}
+
+// Stores two adjacent channels (ch, ch+1) of one output row; `vec` when the pair is aligned.
+__device__ __forceinline__ void store_pair(void* row, int ch, float y0, float y1, bool vec, bool second) {
+  if (OUT_F32) {
+    float* o = static_cast<float*>(row) + ch;
+    if (vec && second) {
+      *reinterpret_cast<float2*>(o) = make_float2(y0, y1);
+    } else {
+      o[0] = y0;
+      if (second) o[1] = y1;
+    }
+  } else {
+    u16* o = static_cast<u16*>(row) + ch;
+    if (vec && second) {
+      *reinterpret_cast<u32*>(o) = OUT_BF16 ? ptx::pack_bf16x2(y0, y1) : ptx::pack_f16x2(y0, y1);
+    } else {
+      o[0] = OUT_BF16 ? ptx::f32_to_bf16(y0) : ptx::f32_to_f16(y0);
+      if (second) o[1] = OUT_BF16 ? ptx::f32_to_bf16(y1) : ptx::f32_to_f16(y1);
+    }
+  }
+}
+
+__device__ __forceinline__ void check_block_dim() {
+  if (blockDim.x != THREADS || blockDim.y != 1 || blockDim.z != 1) asm volatile("trap;");
+}
+
+// Q̂ as wgmma A fragments (4 bytes per register: rows g / g+8, channels 4t.. and 16+4t.. of
+// each 32-byte k-step), straight from global memory.
+__device__ __forceinline__ void load_q_fragments(const i8* q0, u32 (&qf)[Q_IN_REGS ? KSTEPS : 1][4]) {
+#pragma unroll
+  for (int ks = 0; ks < KSTEPS; ++ks) {
+    qf[ks][0] = ptx::ld_nc_u32(q0 + ks * 32);
+    qf[ks][1] = ptx::ld_nc_u32(q0 + 8 * RB + ks * 32);
+    qf[ks][2] = ptx::ld_nc_u32(q0 + ks * 32 + 16);
+    qf[ks][3] = ptx::ld_nc_u32(q0 + 8 * RB + ks * 32 + 16);
+  }
+}
+
+// The consumer warpgroups: QKᵀ, softmax, P̂·V̂ for every tile, then the epilogue.
+__device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase, int n_tiles) {
+  const AttentionParams& p = P.a;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, t = lane & 3;
+
+  float o[NCH][PVN / 2];
+  float m[2], l[2];
+  u32 qf[Q_IN_REGS ? KSTEPS : 1][4];
+  float qs;
+  int last[2];  // last visible key of rows g and g+8 (clamped to kv_len-1)
+  i64 mask_from;
+  {
+    const Coords c = coords(p);
+    const i64 row = c.i0 + warp * 16 + g;
+    if (Q_IN_REGS) load_q_fragments(p.q_codes + (c.bh * c.q_len_pad + row) * RB + 4 * t, qf);
+    qs = p.q_scale[(c.bh * c.q_blocks + c.qb) * (WARPS * 8) + warp * 8 + g];
+    const i64 off = CAUSAL == 2 ? p.kv_len - p.q_len : 0;
+    const i64 kv_last = p.kv_len - 1;
+    last[0] = static_cast<int>(CAUSAL ? max_<i64>(-1, min_<i64>(kv_last, row + off)) : kv_last);
+    last[1] = static_cast<int>(CAUSAL ? max_<i64>(-1, min_<i64>(kv_last, row + 8 + off)) : kv_last);
+    // tiles that reach past kv_len or, causal, past the block's first row's limit need the mask
+    mask_from = p.kv_len / BK;
+    if (CAUSAL) mask_from = min_<i64>(mask_from, max_<i64>(0, c.i0 + off + 1) / BK);
+  }
+#pragma unroll
+  for (int ch = 0; ch < NCH; ++ch)
+#pragma unroll
+    for (int i = 0; i < PVN / 2; ++i) o[ch][i] = 0.f;
+  m[0] = m[1] = neg_inf();
+  l[0] = l[1] = 0.f;
+  const float c2 = p.c2;
+  const PermSel sel = perm_sel(lane);
+  if (!Q_IN_REGS) ptx::mbar_wait(sbase + SM.bar_off + 8u * (2 * STAGES), 0u);  // Q̂ tiles landed
+
+#pragma unroll 1
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    const int slot = STAGES == 1 ? 0 : tile % STAGES;
+    const u32 parity = static_cast<u32>((tile / STAGES) & 1);
+    const u32 st = opaque(sbase + static_cast<u32>(SM.stages_off + slot * SM.stage_bytes));
+    ptx::mbar_wait(sbase + SM.bar_off + 8u * static_cast<u32>(slot), parity);
+    __syncwarp();
+
+    // ---- S = Q̂ K̂ᵀ (int32, wgmma)
+    i32 s[NS];
+    ptx::wgmma_fence();
+    const u64 kd = k_desc0(st);
+    if (Q_IN_REGS) {
+      // Fresh copies of the Q̂ fragments for this tile's batch: ptxas (CUDA 13.0) treated the A
+      // registers of the register-sourced wgmma as dead after the batch although the next
+      // iteration reads them again, and reused them for P̂ (SASS: the QGMMA's A registers were
+      // the IGMMA's; on the H100 every tile after the first saw garbage Q̂ at head dim 128 / bk
+      // 128). With per-tile copies the wgmma operands are per-iteration values and qf is only
+      // read by ordinary instructions.
+      // zero at run time, unknown to the compilers and different per iteration (so the xor stays
+      // in the loop): kv_len < 2^31, so kv_len >> 40 is 0.
+      const u32 zero = static_cast<u32>(tile) & static_cast<u32>(p.kv_len >> 40);
+      u32 qa[KSTEPS][4];
+#pragma unroll
+      for (int ks = 0; ks < KSTEPS; ++ks)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) qa[ks][i] = qf[ks][i] ^ zero;
+      ptx::wgmma_s8_rs_z<BK>(s, qa[0], kd);
+#pragma unroll
+      for (int ks = 1; ks < KSTEPS; ++ks) ptx::wgmma_s8_rs<BK>(s, qa[ks], desc_add(kd, k_off(ks)), 1u);
+    } else {
+      const u64 qd = q_desc0(opaque(sbase + SM.q_off + static_cast<u32>((warp >> 2) * 64 * RB)));
+      ptx::wgmma_s8_ss_z<BK>(s, qd, kd);
+#pragma unroll
+      for (int ks = 1; ks < KSTEPS; ++ks)
+        ptx::wgmma_s8_ss<BK>(s, desc_add(qd, q_off(ks)), desc_add(kd, k_off(ks)), 1u);
+    }
+    ptx::wgmma_commit();
+    ptx::wgmma_wait<0>();
+#pragma unroll
+    for (int i = 0; i < NS; ++i) ptx::fence_operand(s[i]);
+
+    // ---- dequantise, + ΔS, log2 domain, mask
+    // int32 → float through the magic number 1.5·2^23 (exact: |dot| <= 127²·256 < 2^22): an
+    // integer add and a float subtract on the full-rate pipes instead of I2F on the 16/clk
+    // conversion pipe that ex2 also uses. Then the contract's S = dot·(δq·δk) (+ ΔS), s = S·c2;
+    // FOLD (experiment) multiplies by δq·δk·c2 at once (one FMUL less per score, a last-bit
+    // difference in s — seen to move the LSE by up to 2e-4 relative on the H100).
+    const float dqk0 = qs * ptx::ld_shared_f32(st + SM.ks_off + 4 * t);
+    const float dqk = FOLD ? dqk0 * c2 : dqk0;
+    float sc[NS];
+#pragma unroll
+    for (int j = 0; j < BK / 8; ++j) {
+      float dsx = 0.f, dsy = 0.f;
+      if (SMOOTH_Q) ptx::ld_shared_f32x2(st + SM.ds_off + (8 * j + 2 * t) * 4, dsx, dsy);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float dot = ptx::bits_f32(static_cast<u32>(s[4 * j + e]) + 0x4B400000u) - 12582912.f;
+        float S = dot * dqk;
+        if (FOLD) {
+          if (SMOOTH_Q) S = S + ((e & 1) ? dsy : dsx) * c2;
+        } else {
+          if (SMOOTH_Q) S = S + ((e & 1) ? dsy : dsx);
+          S = S * c2;
+        }
+        sc[4 * j + e] = S;
+      }
+    }
+    if (tile >= mask_from) {
+      const int kbase = tile * BK;
+      const int rel0 = max_(-1, min_(BK, last[0] - kbase));
+      const int rel1 = max_(-1, min_(BK, last[1] - kbase));
+#pragma unroll
+      for (int j = 0; j < BK / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (8 * j + 2 * t + (e & 1) > ((e & 2) ? rel1 : rel0)) sc[4 * j + e] = neg_inf();
+    }
+
+    // ---- online softmax (max ignores NaN: max.f32)
+    float m_use[2], alpha[2];
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      float mx = neg_inf();
+#pragma unroll
+      for (int j = 0; j < BK / 8; ++j) {
+        mx = ptx::max_f32(mx, sc[4 * j + 2 * hf]);
+        mx = ptx::max_f32(mx, sc[4 * j + 2 * hf + 1]);
+      }
+      mx = ptx::max_f32(mx, ptx::shfl_xor(mx, 1));
+      mx = ptx::max_f32(mx, ptx::shfl_xor(mx, 2));
+      const float m_new = ptx::max_f32(m[hf], mx);
+      m_use[hf] = (m_new == neg_inf()) ? 0.f : m_new;
+      alpha[hf] = ptx::exp2_approx(m[hf] - m_use[hf]);
+      m[hf] = m_new;
+    }
+    // P̃ = exp2(s - m), P̂ = e4m3(P̃·448), l += P̃. FOLD: P̂ = exp2(s - (m - log2 448)) = 448·P̃
+    // directly and l sums those (l' = 448·l; the epilogue divides by l' and subtracts log2 448
+    // from the LSE) — one FMUL less per score.
+    const float m_sh[2] = {FOLD ? m_use[0] - LOG2_P_SCALE : m_use[0], FOLD ? m_use[1] - LOG2_P_SCALE : m_use[1]};
+    float rs[2] = {0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < NS; ++i) {
+      const float pt = ptx::exp2_approx(sc[i] - m_sh[(i >> 1) & 1]);
+      rs[(i >> 1) & 1] += pt;
+      sc[i] = FOLD ? pt : pt * P_SCALE;
+    }
+    // l is kept per thread (its own keys); the quad's partial sums are added at the end.
+    l[0] = l[0] * alpha[0] + rs[0];
+    l[1] = l[1] * alpha[1] + rs[1];
+
+    // ---- P̂ → e4m3 A fragments (quad permutation)
+    u32 pa[KC][4];
+#pragma unroll
+    for (int kc = 0; kc < KC; ++kc)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int j0 = 4 * kc + 2 * h;
+        pack_pv_fragment(&sc[4 * j0], &sc[4 * (j0 + 1)], sel, pa[kc][2 * h], pa[kc][2 * h + 1]);
+      }
+
+    // ---- P̂ V̂ (wgmma, per channel chunk)
+    if (!TWO_LEVEL) {
+#pragma unroll
+      for (int ch = 0; ch < NCH; ++ch)
+#pragma unroll
+        for (int i = 0; i < PVN / 2; ++i) o[ch][i] *= alpha[(i >> 1) & 1];
+    }
+#pragma unroll
+    for (int ch = 0; ch < NCH; ++ch) {
+      if (TWO_LEVEL) {
+        float r[PVN / 2];
+        const u64 vd = v_desc0(opaque(st));
+        ptx::wgmma_fence();
+        ptx::wgmma_e4m3_rs_z<PVN>(r, pa[0], desc_add(vd, v_off(ch, 0)));
+#pragma unroll
+        for (int kc = 1; kc < KC; ++kc) ptx::wgmma_e4m3_rs<PVN>(r, pa[kc], desc_add(vd, v_off(ch, kc)), 1u);
+        ptx::wgmma_commit();
+        ptx::wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < PVN / 2; ++i) {
+          ptx::fence_operand(r[i]);
+          o[ch][i] = o[ch][i] * alpha[(i >> 1) & 1] + r[i];
+          ptx::fence_operand(o[ch][i]);  // r dies here, before the next chunk's batch
+        }
+      } else {
+        const u64 vd = v_desc0(opaque(st));
+        ptx::wgmma_fence();
+#pragma unroll
+        for (int kc = 0; kc < KC; ++kc) ptx::wgmma_e4m3_rs<PVN>(o[ch], pa[kc], desc_add(vd, v_off(ch, kc)), 1u);
+        ptx::wgmma_commit();
+        ptx::wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < PVN / 2; ++i) ptx::fence_operand(o[ch][i]);
+      }
+    }
+
+    // ---- release the stage (every wgmma of this warp that read it has completed)
+    __syncwarp();
+    if (lane == 0) ptx::mbar_arrive(sbase + SM.bar_off + 8u * static_cast<u32>(STAGES + slot));
+    if (!WS) {
+      // thread 0 doubles as the producer: refill this stage once every consumer warp released it
+      if (tid == 0 && tile + STAGES < n_tiles) {
+        ptx::mbar_wait(sbase + SM.bar_off + 8u * static_cast<u32>(STAGES + slot), parity);
+        issue_tile(P, tile + STAGES, slot, sbase);
+      }
+      __syncwarp();
+    }
+  }
+
+  // ---- epilogue: O = ((O / l) / 448) · δV (+ μ), LSE, then the non-finite poison of the
+  //      quantize stage's flags (reference.hpp "NaN / Inf policy"): for row i with visible keys
+  //      [0, n_vis), n_vis > 0 and (q_bad[i] or k_first_bad < n_vis) → O row and LSE NaN;
+  //      otherwise O[i, c] = NaN where v_first_bad[c] < n_vis.
+  const Coords c = coords(p);
+  const i64 vbase = c.bhk * D_V + 2 * t;
+  const i64 kfb = p.k_first_bad[c.bhk];
+  const float qnan = ptx::bits_f32(0x7fc00000u);
+  const bool out_vec = OUT_F32 ? ((reinterpret_cast<u64>(p.out) & 7u) == 0 && p.o_stride_batch % 2 == 0 &&
+                                  p.o_stride_head % 2 == 0 && p.o_stride_seq % 2 == 0)
+                               : ((reinterpret_cast<u64>(p.out) & 3u) == 0 && p.o_stride_batch % 2 == 0 &&
+                                  p.o_stride_head % 2 == 0 && p.o_stride_seq % 2 == 0);
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    float lt = l[hf];
+    lt += ptx::shfl_xor(lt, 1);
+    lt += ptx::shfl_xor(lt, 2);
+    const i64 row = c.i0 + warp * 16 + hf * 8 + g;
+    if (row >= p.q_len) continue;
+    const i64 n_vis =
+        CAUSAL ? max_<i64>(0, min_<i64>(p.kv_len, row + (CAUSAL == 2 ? p.kv_len - p.q_len : 0) + 1)) : p.kv_len;
+    const bool row_bad = n_vis > 0 && (p.q_bad[c.bh * c.q_len_pad + row] != 0 || kfb < n_vis);
+    char* orow = static_cast<char*>(p.out) +
+                 (c.b * p.o_stride_batch + c.h * p.o_stride_head + row * p.o_stride_seq) * static_cast<i64>(OUT_F32 ? 4 : 2);
+#pragma unroll
+    for (int ch = 0; ch < NCH; ++ch)
+#pragma unroll
+      for (int n = 0; n < PVN / 8; ++n) {
+        const int chn = ch * PVN + 8 * n + 2 * t;
+        if (D_V > HD && chn >= HD) continue;
+        float y0 = 0.f, y1 = 0.f;
+        if (lt != 0.f) {
+          const float2 vs = *reinterpret_cast<const float2*>(p.v_scale + vbase + ch * PVN + 8 * n);
+          if (FOLD) {  // lt = 448·l
+            y0 = (o[ch][4 * n + 2 * hf] / lt) * vs.x;
+            y1 = (o[ch][4 * n + 2 * hf + 1] / lt) * vs.y;
+          } else {
+            y0 = ((o[ch][4 * n + 2 * hf] / lt) / P_SCALE) * vs.x;
+            y1 = ((o[ch][4 * n + 2 * hf + 1] / lt) / P_SCALE) * vs.y;
+          }
+          if (SMOOTH_V) {
+            const float2 vm = *reinterpret_cast<const float2*>(p.v_mean + vbase + ch * PVN + 8 * n);
+            y0 = y0 + vm.x;
+            y1 = y1 + vm.y;
+          }
+        }
+        if (row_bad) {
+          y0 = y1 = qnan;
+        } else {
+          const int2 vf = *reinterpret_cast<const int2*>(p.v_first_bad + vbase + ch * PVN + 8 * n);
+          if (vf.x < n_vis) y0 = qnan;
+          if (vf.y < n_vis) y1 = qnan;
+        }
+        store_pair(orow, chn, y0, y1, out_vec, chn + 1 < HD);
+      }
+    if (RETURN_LSE && t == 0) {
+      float v = neg_inf();
+      if (lt != 0.f) {
+        v = (m[hf] + (FOLD ? lg2_approx(lt) - LOG2_P_SCALE : lg2_approx(lt))) * LN2;
+        if (SMOOTH_K) v = v + p.q_kbias[c.bh * c.q_len_pad + row] * p.sm_scale;
+      }
+      if (row_bad) v = qnan;
+      p.lse[c.bh * p.q_len + row] = v;
+    }
+  }
+}
+
+__device__ __forceinline__ void attention(const WgmmaAttentionParams& P) {
+  extern __shared__ __align__(1024) unsigned char smem[];
+  const AttentionParams& p = P.a;
+  if (static_cast<i64>(blockIdx.y) >= p.bh_count || static_cast<i64>(blockIdx.x) >= p.qb_count) return;
+  const u32 sbase = (ptx::smem_addr(smem) + 1023u) & ~1023u;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int n_tiles = tile_count(p, coords(p).i0);
+
+  if (tid == 0) {
+#pragma unroll
+    for (int s = 0; s < STAGES; ++s) {
+      ptx::mbar_init(sbase + SM.bar_off + 8u * s, 1);                         // full: the producer
+      ptx::mbar_init(sbase + SM.bar_off + 8u * (STAGES + s), WARPS);          // empty: consumer warps
+    }
+    ptx::mbar_init(sbase + SM.bar_off + 8u * (2 * STAGES), 1);  // q_full
+    ptx::fence_mbar_init();
+    if (!Q_IN_REGS) ptx::prefetch_tensormap(&P.tm_q);
+    ptx::prefetch_tensormap(&P.tm_k);
+    ptx::prefetch_tensormap(&P.tm_v);
+  }
+  __syncthreads();
+
+  if (WS) {
+    if (tid >= CTHREADS) {
+      // producer warpgroup: one thread issues every copy, the stage's previous use released first
+      ptx::setmaxnreg_dec<PRODUCER_REGS>();
+      if (tid == CTHREADS) {
+        issue_q(P, sbase);
+#pragma unroll 1
+        for (int tile = 0; tile < n_tiles; ++tile) {
+          const int slot = STAGES == 1 ? 0 : tile % STAGES;
+          if (tile >= STAGES)
+            ptx::mbar_wait(sbase + SM.bar_off + 8u * static_cast<u32>(STAGES + slot),
+                           static_cast<u32>((tile / STAGES - 1) & 1));
+          issue_tile(P, tile, slot, sbase);
+        }
+      }
+    } else {
+      ptx::setmaxnreg_inc<CONSUMER_REGS>();
+      consume(P, sbase, n_tiles);
+    }
+  } else {
+    if (tid == 0) {
+      issue_q(P, sbase);
+      for (int tile = 0; tile < min_(STAGES, n_tiles); ++tile) issue_tile(P, tile, tile, sbase);
+    }
+    __syncwarp();
+    consume(P, sbase, n_tiles);
+  }
+}
+
+}  // namespace wga
+
+extern "C" __global__ void __launch_bounds__(wga::THREADS, 1)
+    sage2_attention_wgmma(const __grid_constant__ sage2::dev::WgmmaAttentionParams p) {
+  wga::check_block_dim();
+  wga::attention(p);
+}

@@ -1,0 +1,145 @@
+// The cases of the GPU wgmma suite (tests/gpu/test_wgmma.cpp), shared with the CPU suite so that
+// `SAGE2_WGMMA_PREFILL=<dir> sage2_cpu_tests -tc="*prefill*"` can compile every kernel the GPU run
+// needs into a disk cache on a machine without a GPU (tests/cpu/test_jit_wgmma.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "jit/compiler.hpp"
+#include "jit/kernel_spec.hpp"
+#include "templates/wgmma_params.cuh"
+
+namespace sage2::test {
+
+struct WgCase {
+  DType dtype = DType::F16;
+  bool nhd = false;
+  int gqa = 1;
+  CausalMode causal = CausalMode::None;
+  int head_dim = 64;
+  std::int64_t q_len = 1, kv_len = 1;
+  bool sq = false, sk = true, sv = false;
+  bool two_level = true, lse = true;
+  jit::TileConfig tile{128, 128, 8, 2};
+  std::int64_t batch = 1, kv_heads = 1;
+  bool variant = false;  // also run the non-default (WS on/off) variant of the template on it
+};
+
+inline jit::KernelSpec wgmma_spec_for(const WgCase& c) {
+  jit::KernelSpec s;
+  s.family = jit::KernelFamily::AttentionWgmma;
+  s.arch = jit::Arch::Sm90a;
+  s.head_dim = c.head_dim;
+  s.causal = c.causal;
+  s.tile = c.tile;
+  s.qk_bits = 8;
+  s.smooth_q = c.sq;
+  s.smooth_k = c.sk;
+  s.smooth_v = c.sv;
+  s.in_dtype = c.dtype;
+  s.out_dtype = c.dtype;
+  s.two_level_accum = c.two_level;
+  s.return_lse = c.lse;
+  return s;
+}
+
+inline std::vector<WgCase> wgmma_case_list() {
+  const auto F16 = DType::F16, BF16 = DType::BF16;
+  const auto NONE = CausalMode::None, TL = CausalMode::TopLeft, BR = CausalMode::BottomRight;
+  const jit::TileConfig W2{128, 128, 8, 2}, W1{64, 128, 4, 2}, K64{128, 64, 8, 2}, S3{128, 128, 8, 3},
+      S1{64, 64, 4, 1}, S4{128, 64, 8, 4};
+  std::vector<WgCase> v;
+  auto add = [&](DType dt, bool nhd, int gqa, CausalMode cm, int d, std::int64_t nq, std::int64_t nk, bool sq, bool sv,
+                 bool two, bool lse, jit::TileConfig tile, std::int64_t hkv = 1, bool sk = true, bool variant = false) {
+    WgCase c;
+    c.dtype = dt;
+    c.nhd = nhd;
+    c.gqa = gqa;
+    c.causal = cm;
+    c.head_dim = d;
+    c.q_len = nq;
+    c.kv_len = nk;
+    c.sq = sq;
+    c.sk = sk;
+    c.sv = sv;
+    c.two_level = two;
+    c.lse = lse;
+    c.tile = tile;
+    c.kv_heads = hkv;
+    c.variant = variant;
+    v.push_back(c);
+  };
+  //  dtype nhd  gqa causal d    Nq    Nk   sq     sv     acc2   lse   tile
+  add(F16, false, 1, NONE, 64, 1, 1, false, false, true, true, W2);
+  add(BF16, true, 4, TL, 128, 1, 1, true, false, true, true, W2);
+  add(F16, true, 1, BR, 64, 17, 17, false, true, true, true, W2);
+  add(F16, false, 4, NONE, 128, 128, 3000, false, false, true, true, W2, 2, true, true);
+  add(BF16, true, 1, BR, 128, 128, 3000, true, false, true, true, W1, 2, true, true);
+  add(F16, true, 4, TL, 128, 3000, 128, false, false, true, true, W2);
+  add(BF16, false, 1, BR, 64, 3000, 128, true, true, true, true, K64);  // rows with no visible key
+  add(BF16, true, 1, NONE, 80, 257, 511, false, true, false, false, S4, 2);
+  add(F16, true, 4, BR, 160, 200, 333, true, false, true, true, K64);
+  add(BF16, false, 1, TL, 256, 130, 190, false, false, true, true, K64);
+  add(F16, false, 1, NONE, 32, 500, 700, false, false, false, true, S3, 2);
+  add(BF16, false, 1, NONE, 1, 33, 65, false, false, true, true, S1);
+  add(F16, true, 1, TL, 40, 96, 96, false, false, true, true, W2, 1, false);  // smooth_k off
+  add(F16, false, 1, NONE, 128, 1000, 1000, false, true, true, true, W1, 2);  // DESIGN accuracy config
+  add(BF16, true, 4, TL, 64, 512, 2048, true, true, true, true, W2, 1, true, true);
+  add(F16, false, 1, NONE, 96, 300, 300, false, false, true, true, W2);       // 32-byte K panels
+  add(F16, false, 1, BR, 192, 150, 600, true, true, true, true, K64);
+  add(BF16, false, 1, NONE, 224, 100, 257, false, false, true, true, S1);
+  add(F16, false, 1, TL, 128, 1024, 1024, false, false, false, true, S3, 1, true, true);
+  return v;
+}
+
+// Perf cases: B=4, H=32, hd 128, fp16, int8, smooth-K, no LSE.
+inline std::vector<jit::KernelSpec> wgmma_perf_specs() {
+  std::vector<jit::KernelSpec> v;
+  for (bool causal : {false, true}) {
+    WgCase c;
+    c.head_dim = 128;
+    c.causal = causal ? CausalMode::TopLeft : CausalMode::None;
+    c.lse = false;
+    c.tile = jit::TileConfig{128, 128, 8, 2};
+    v.push_back(wgmma_spec_for(c));
+    c.tile = jit::TileConfig{128, 128, 8, 3};
+    v.push_back(wgmma_spec_for(c));
+    jit::KernelSpec m = wgmma_spec_for(c);  // the mma family's default tile, for comparison
+    m.family = jit::KernelFamily::AttentionMma;
+    m.tile = jit::TileConfig{64, 64, 4, 2};
+    v.push_back(m);
+  }
+  return v;
+}
+
+// The non-default variant of the template: warp specialisation flipped by one macro in front of
+// the generated source; its cubin is cached under a key of its own.
+inline bool wgmma_variant_is_ws() { return !dev::wg_producer_wg(); }
+inline std::string wgmma_variant_key(const jit::KernelSpec& s) {
+  return s.key() + (wgmma_variant_is_ws() ? "|variant:ws1" : "|variant:ws0");
+}
+inline std::string wgmma_variant_source(const jit::KernelSpec& s) {
+  return std::string("#define SAGE2_WG_WS ") + (wgmma_variant_is_ws() ? "1" : "0") + "\n" + jit::generate_source(s);
+}
+inline unsigned wgmma_variant_threads(const jit::KernelSpec& s) {
+  return static_cast<unsigned>(s.tile.warps * 32 + (wgmma_variant_is_ws() ? 128 : 0));
+}
+inline std::vector<jit::KernelSpec> wgmma_variant_specs() {
+  std::vector<jit::KernelSpec> v;
+  for (const WgCase& c : wgmma_case_list())
+    if (c.variant) v.push_back(wgmma_spec_for(c));
+  for (const jit::KernelSpec& s : wgmma_perf_specs())
+    if (s.family == jit::KernelFamily::AttentionWgmma && s.tile.stages == 2) v.push_back(s);
+  return v;
+}
+
+inline std::vector<jit::KernelSpec> wgmma_suite_specs() {
+  std::vector<jit::KernelSpec> v;
+  for (const WgCase& c : wgmma_case_list()) v.push_back(wgmma_spec_for(c));
+  for (const jit::KernelSpec& s : wgmma_perf_specs()) v.push_back(s);
+  return v;
+}
+
+}  // namespace sage2::test
