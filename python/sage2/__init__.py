@@ -35,7 +35,7 @@ else:
 
 if _torch is not None:
     from ._attention import OPTIONS, sageattn  # noqa: F401  (registers torch.ops.sage2.sageattn)
-    from .sdpa import patch_sdpa, scaled_dot_product_attention  # noqa: F401
+    from .sdpa import SdpaPatch, patch_sdpa, scaled_dot_product_attention  # noqa: F401
 else:
     OPTIONS = {}
 
