@@ -1,5 +1,6 @@
 // Tuning database: JSON schema, strict parsing, lookups, and the locked merge + atomic write.
 #include "autotune/tuning_db.hpp"
+#include "cache/file_util.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -32,6 +33,9 @@
 
 namespace sage2::autotune {
 namespace {
+using cache::fs::join;
+using cache::fs::make_dirs;
+using cache::fs::parent_dir;
 
 using nlohmann::json;
 
@@ -40,31 +44,6 @@ constexpr const char* kTempSuffix = ".json-partial";
 constexpr double kStaleTempSeconds = 600;
 
 std::string errno_text(int e) { return std::error_code(e, std::generic_category()).message(); }
-
-std::string parent_dir(const std::string& path) {
-  const auto slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
-std::string join(const std::string& dir, const std::string& name) {
-  if (dir.empty()) return name;
-  return dir.back() == '/' ? dir + name : dir + "/" + name;
-}
-
-int make_dirs(const std::string& dir) {
-  if (dir.empty()) return ENOENT;
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) == 0) return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
-  const std::string parent = parent_dir(dir);
-  if (parent != dir && parent != "." && parent != "/") {
-    if (int e = make_dirs(parent)) return e;
-  }
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return errno;
-  if (::stat(dir.c_str(), &st) != 0) return errno;
-  return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
-}
 
 std::int64_t now_unix() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())

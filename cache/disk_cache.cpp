@@ -1,6 +1,7 @@
 // On-disk cubin cache: file system side (atomic writes, loads that never trust the bytes,
 // maintenance, bundles). The entry format itself is in cache/entry_format.cpp.
 #include "cache/disk_cache.hpp"
+#include "cache/file_util.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -21,6 +22,12 @@
 
 namespace sage2::cache {
 namespace {
+using fs::get_u32;
+using fs::get_u64;
+using fs::join;
+using fs::make_dirs;
+using fs::parent_dir;
+using fs::put_u64;
 
 constexpr char kBundleMagic[8] = {'S', '2', 'B', 'U', 'N', 'D', 'L', 'E'};
 constexpr const char* kTempPrefix = ".tmp-";
@@ -43,19 +50,6 @@ std::string printable(const std::string& s, std::size_t max = 160) {
   }
   if (out.size() >= max && s.size() > max) out += "...";
   return out;
-}
-
-std::string join(const std::string& dir, const std::string& name) {
-  if (dir.empty()) return name;
-  if (dir.back() == '/') return dir + name;
-  return dir + "/" + name;
-}
-
-std::string parent_dir(const std::string& path) {
-  const auto slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
 }
 
 bool ends_with(const std::string& s, const char* suffix) {
@@ -151,20 +145,6 @@ int remove_if_same(const std::string& path, dev_t dev, ino_t ino) {
   if (now.st_dev != dev || now.st_ino != ino) return kSkipped;
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) return errno;
   return kRemoved;
-}
-
-// mkdir -p; returns 0 or an errno value.
-int make_dirs(const std::string& dir) {
-  if (dir.empty()) return ENOENT;
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) == 0) return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
-  const std::string parent = parent_dir(dir);
-  if (parent != dir && parent != "." && parent != "/") {
-    if (int e = make_dirs(parent)) return e;
-  }
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return errno;
-  if (::stat(dir.c_str(), &st) != 0) return errno;
-  return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
 }
 
 // A file written under a temporary name in the target directory, then fsync'ed and renamed
@@ -327,19 +307,6 @@ EntryInfo inspect(const DirEntry& de, std::vector<char>& bytes, dev_t& dev, ino_
   return info;
 }
 
-void put_u64(char* p, std::uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xffu);
-}
-std::uint32_t get_u32(const char* p) {
-  std::uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<std::uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
-  return v;
-}
-std::uint64_t get_u64(const char* p) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<std::uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
-  return v;
-}
 
 }  // namespace
 

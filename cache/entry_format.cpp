@@ -9,9 +9,14 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/disk_cache.hpp"
+#include "cache/file_util.hpp"
 
 namespace sage2::cache {
 namespace {
+using fs::get_u32;
+using fs::get_u64;
+using fs::put_u32;
+using fs::put_u64;
 
 using json = nlohmann::json;
 
@@ -19,22 +24,6 @@ constexpr char kEntryMagic[8] = {'S', '2', 'C', 'U', 'B', 'I', 'N', '\0'};
 constexpr std::size_t kChecksumOffset = 56;
 constexpr int kMaxMetaDepth = 8;
 
-void put_u32(char* p, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xffu);
-}
-void put_u64(char* p, std::uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xffu);
-}
-std::uint32_t get_u32(const char* p) {
-  std::uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<std::uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
-  return v;
-}
-std::uint64_t get_u64(const char* p) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<std::uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
-  return v;
-}
 
 bool known_arch(std::uint32_t a) {
   if (a > 1024) return false;
