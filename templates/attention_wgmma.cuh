@@ -60,6 +60,13 @@ constexpr int NS = BK / 2;             // S accumulator registers per thread
 // Q̂ fragments stay in registers for the whole KV loop up to head dim 128 (16 registers); wider
 // heads read A from a TMA-loaded shared-memory tile (wgmma SS) to leave the registers to O.
 constexpr bool Q_IN_REGS = !sage2::dev::wg_q_in_smem(RB);
+// PINGPONG (experiment, 2 consumer warpgroups): the warpgroups take turns issuing their GEMM
+// batches (named barriers 1 and 2), so that one's softmax overlaps the other's tensor work.
+#ifdef SAGE2_WG_PINGPONG
+constexpr bool PINGPONG = SAGE2_WG_PINGPONG != 0 && NWG == 2;
+#else
+constexpr bool PINGPONG = false;
+#endif
 #ifdef SAGE2_WG_FOLD  // experiment: fold c2 and the 448 of P̂ into fewer multiplies (see the loop)
 constexpr bool FOLD = SAGE2_WG_FOLD != 0;
 #else
@@ -294,6 +301,15 @@ __device__ __forceinline__ void load_q_fragments(const i8* q0, u32 (&qf)[Q_IN_RE
   }
 }
 
+// Ping-pong turns: warpgroup w waits on barrier 1+w (its 128 threads + the other's 128 arrivals)
+// before issuing a GEMM batch and lets the other go (arrive on 2-w) right after issuing.
+__device__ __forceinline__ void turn_wait(int wg) {
+  if (PINGPONG) ptx::named_barrier_sync(1u + static_cast<u32>(wg), 256u);
+}
+__device__ __forceinline__ void turn_pass(int wg) {
+  if (PINGPONG) ptx::named_barrier_arrive(2u - static_cast<u32>(wg), 256u);
+}
+
 // The consumer warpgroups: QKᵀ, softmax, P̂·V̂ for every tile, then the epilogue.
 __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase, int n_tiles) {
   const AttentionParams& p = P.a;
@@ -329,6 +345,8 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase
   const float c2 = p.c2;
   const PermSel sel = perm_sel(lane);
   if (!Q_IN_REGS) ptx::mbar_wait(sbase + SM.bar_off + 8u * (2 * STAGES), 0u);  // Q̂ tiles landed
+  const int wg = warp >> 2;
+  if (PINGPONG && wg == 1) turn_pass(1);  // warpgroup 0 goes first
 
 #pragma unroll 1
   for (int tile = 0; tile < n_tiles; ++tile) {
@@ -340,6 +358,7 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase
 
     // ---- S = Q̂ K̂ᵀ (int32, wgmma)
     i32 s[NS];
+    turn_wait(wg);
     ptx::wgmma_fence();
     const u64 kd = k_desc0(st);
     if (Q_IN_REGS) {
@@ -368,6 +387,7 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase
         ptx::wgmma_s8_ss<BK>(s, desc_add(qd, q_off(ks)), desc_add(kd, k_off(ks)), 1u);
     }
     ptx::wgmma_commit();
+    turn_pass(wg);
     ptx::wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < NS; ++i) ptx::fence_operand(s[i]);
@@ -452,6 +472,7 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase
       }
 
     // ---- P̂ V̂ (wgmma, per channel chunk)
+    turn_wait(wg);
     if (!TWO_LEVEL) {
 #pragma unroll
       for (int ch = 0; ch < NCH; ++ch)
@@ -468,6 +489,7 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase
 #pragma unroll
         for (int kc = 1; kc < KC; ++kc) ptx::wgmma_e4m3_rs<PVN>(r, pa[kc], desc_add(vd, v_off(ch, kc)), 1u);
         ptx::wgmma_commit();
+        if (ch == 0) turn_pass(wg);
         ptx::wgmma_wait<0>();
 #pragma unroll
         for (int i = 0; i < PVN / 2; ++i) {
@@ -481,13 +503,18 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase
 #pragma unroll
         for (int kc = 0; kc < KC; ++kc) ptx::wgmma_e4m3_rs<PVN>(o[ch], pa[kc], desc_add(vd, v_off(ch, kc)), 1u);
         ptx::wgmma_commit();
+        if (ch == 0) turn_pass(wg);
         ptx::wgmma_wait<0>();
 #pragma unroll
         for (int i = 0; i < PVN / 2; ++i) ptx::fence_operand(o[ch][i]);
       }
     }
 
-    // ---- release the stage (every wgmma of this warp that read it has completed)
+    // ---- release the stage (every wgmma of this warp that read it has completed). The K scales
+    // and ΔS were read through the generic proxy and the next bulk copies write them through the
+    // async proxy: each thread orders its reads before the release (compute-sanitizer racecheck
+    // reported these write-after-read pairs without the fence).
+    ptx::fence_proxy_async_smem();
     __syncwarp();
     if (lane == 0) ptx::mbar_arrive(sbase + SM.bar_off + 8u * static_cast<u32>(STAGES + slot));
     if (!WS) {
@@ -499,6 +526,8 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase
       __syncwarp();
     }
   }
+
+  if (PINGPONG && wg == 0) turn_wait(0);  // takes warpgroup 1's last pass: the barriers end balanced
 
   // ---- epilogue: O = ((O / l) / 448) · δV (+ μ), LSE, then the non-finite poison of the
   //      quantize stage's flags (reference.hpp "NaN / Inf policy"): for row i with visible keys

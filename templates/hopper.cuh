@@ -113,9 +113,13 @@ SAGE2_DEVICE_INLINE void setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(R));
 }
 
-// Named barrier over `threads` threads (a multiple of 32).
+// Named barrier over `threads` threads (a multiple of 32): sync waits for the others, arrive
+// only counts this warp in.
 SAGE2_DEVICE_INLINE void named_barrier_sync(u32 id, u32 threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+SAGE2_DEVICE_INLINE void named_barrier_arrive(u32 id, u32 threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
 // Byte permute: result byte i = byte sel.nibble(i) of the 8-byte value {b, a} (a = bytes 0-3).

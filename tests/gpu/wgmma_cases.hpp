@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -133,6 +134,16 @@ inline std::vector<jit::KernelSpec> wgmma_variant_specs() {
   for (const jit::KernelSpec& s : wgmma_perf_specs())
     if (s.family == jit::KernelFamily::AttentionWgmma && s.tile.stages == 2) v.push_back(s);
   return v;
+}
+
+// Experiment variants of the template timed by the perf case (macros in front of the source).
+inline std::vector<std::string> wgmma_macro_variants() {
+  return {"#define SAGE2_WG_PINGPONG 1\n", "#define SAGE2_WG_PINGPONG 1\n#define SAGE2_WG_FOLD 1\n"};
+}
+inline std::string wgmma_macro_key(const jit::KernelSpec& s, const std::string& macros) {
+  char h[17];
+  std::snprintf(h, sizeof h, "%016llx", static_cast<unsigned long long>(jit::fnv1a64(macros.data(), macros.size())));
+  return s.key() + "|macros:" + h;
 }
 
 inline std::vector<jit::KernelSpec> wgmma_suite_specs() {
