@@ -99,3 +99,27 @@ TEST_CASE("C API: attention arguments are checked before anything else") {
   size_t bytes = 0;
   CHECK(sage2_workspace_size(nullptr, &q, &q, &q, &q, &p, &bytes) == SAGE2_ERROR_INVALID_ARGUMENT);
 }
+
+#include "runtime/device.hpp"
+
+TEST_CASE("runtime: an unsupported arch is refused, naming the supported ones and why") {
+  sage2::runtime::DeviceFacts f;
+  f.ordinal = 0;
+  f.name = "NVIDIA A100-SXM4-80GB";
+  f.cc_major = 8;
+  f.cc_minor = 0;  // no FP8 tensor cores; f.arch stays empty as device_facts() would leave it
+  try {
+    sage2::runtime::require_supported_arch(f);
+    FAIL("sm_80 accepted");
+  } catch (const sage2::Error& e) {
+    CHECK(e.code() == sage2::ErrorCode::Unsupported);
+    const std::string m = e.what();
+    CHECK(m.find("sm_80") != std::string::npos);
+    CHECK(m.find("sm_89") != std::string::npos);
+    CHECK(m.find("sm_90a") != std::string::npos);
+    CHECK(m.find("FP8") != std::string::npos);
+  }
+  f.cc_major = 9;
+  f.arch = sage2::jit::Arch::Sm90a;
+  CHECK(sage2::runtime::require_supported_arch(f) == sage2::jit::Arch::Sm90a);
+}
