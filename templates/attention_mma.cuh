@@ -41,6 +41,7 @@
 // recomputed bit-identically in each pass (the LSE is written by the last pass).
 #pragma once
 
+#include "attention_blocks.cuh"
 #include "attention_params.cuh"
 #include "ptx.cuh"
 #include "types.cuh"
@@ -184,10 +185,6 @@ __device__ __forceinline__ void mma_pv(float (&acc)[4], const u32 (&a)[4], u32 b
 #endif
 }
 
-template <class T>
-__device__ __forceinline__ T min_(T a, T b) { return a < b ? a : b; }
-template <class T>
-__device__ __forceinline__ T max_(T a, T b) { return a > b ? a : b; }
 
 // Stores two adjacent channels (ch, ch+1) of one output row; `vec` when the pair is aligned.
 __device__ __forceinline__ void store_pair(void* row, int ch, float y0, float y1, bool vec, bool second) {
@@ -217,48 +214,14 @@ __device__ __forceinline__ void check_block_dim() {
 // Block coordinates. Read through volatile asm so that the epilogue can recompute them instead
 // of keeping ~20 registers of 64-bit indices alive across the KV loop (the compiler would
 // otherwise CSE the two computations and spill).
-__device__ __forceinline__ u32 ctaid_x() {
-  u32 r;
-  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ u32 ctaid_y() {
-  u32 r;
-  asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ u32 tid_x() {
-  u32 r;
-  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(r));
-  return r;
-}
-
-struct Coords {
-  i64 bhl, qbl;          // pair and query block relative to the chunk
-  i64 bh, qb;            // absolute
-  i64 b, h, bhk;
-  i64 q_blocks, k_blocks, q_len_pad, kv_len_pad;
-  i64 i0;                // first query row of the block
-};
-
+using attn_common::ctaid_x;
+using attn_common::ctaid_y;
+using attn_common::max_;
+using attn_common::min_;
+using attn_common::tid_x;
+using Coords = attn_common::BlockCoords;
 __device__ __forceinline__ Coords coords(const AttentionParams& p) {
-  Coords k;
-  k.bhl = static_cast<i64>(ctaid_y());
-  const i64 x = static_cast<i64>(ctaid_x());
-  k.qbl = CAUSAL ? p.qb_count - 1 - x : x;  // causal: the longest rows first
-  k.bh = p.bh_offset + k.bhl;
-  k.qb = p.qb_offset + k.qbl;
-  const u32 Hq = static_cast<u32>(p.q_heads);
-  k.b = static_cast<i64>(static_cast<u32>(k.bh) / Hq);
-  k.h = static_cast<i64>(static_cast<u32>(k.bh) % Hq);
-  const i64 hk = static_cast<i64>(static_cast<u32>(k.h) / static_cast<u32>(p.q_heads / p.kv_heads));
-  k.bhk = k.b * p.kv_heads + hk;
-  k.q_blocks = (p.q_len + BQ - 1) / BQ;
-  k.k_blocks = (p.kv_len + BK - 1) / BK;
-  k.q_len_pad = k.q_blocks * BQ;
-  k.kv_len_pad = k.k_blocks * BK;
-  k.i0 = k.qb * BQ;
-  return k;
+  return attn_common::block_coords<BQ, BK, CAUSAL>(p);
 }
 
 // Global sources of the KV loads, recomputed per tile from the block coordinates (cheaper than

@@ -23,6 +23,7 @@
 //    itself, rescaled by a before the tile.
 #pragma once
 
+#include "attention_blocks.cuh"
 #include "attention_params.cuh"
 #include "hopper.cuh"
 #include "ptx.cuh"
@@ -124,49 +125,15 @@ __device__ __forceinline__ float lg2_approx(float x) {
   asm("lg2.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
   return r;
 }
-template <class T>
-__device__ __forceinline__ T min_(T a, T b) { return a < b ? a : b; }
-template <class T>
-__device__ __forceinline__ T max_(T a, T b) { return a > b ? a : b; }
 
-__device__ __forceinline__ u32 ctaid_x() {
-  u32 r;
-  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ u32 ctaid_y() {
-  u32 r;
-  asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(r));
-  return r;
-}
-
-struct Coords {
-  i64 bhl, qbl;          // pair and query block relative to the chunk
-  i64 bh, qb;            // absolute
-  i64 b, h, bhk;
-  i64 q_blocks, k_blocks, q_len_pad, kv_len_pad;
-  i64 i0;                // first query row of the block
-};
-
-// Block coordinates (recomputed where needed rather than kept alive across the KV loop).
+using attn_common::ctaid_x;
+using attn_common::ctaid_y;
+using attn_common::max_;
+using attn_common::min_;
+using attn_common::tid_x;
+using Coords = attn_common::BlockCoords;
 __device__ __forceinline__ Coords coords(const AttentionParams& p) {
-  Coords k;
-  k.bhl = static_cast<i64>(ctaid_y());
-  const i64 x = static_cast<i64>(ctaid_x());
-  k.qbl = CAUSAL ? p.qb_count - 1 - x : x;  // causal: the longest rows first
-  k.bh = p.bh_offset + k.bhl;
-  k.qb = p.qb_offset + k.qbl;
-  const u32 Hq = static_cast<u32>(p.q_heads);
-  k.b = static_cast<i64>(static_cast<u32>(k.bh) / Hq);
-  k.h = static_cast<i64>(static_cast<u32>(k.bh) % Hq);
-  const i64 hk = static_cast<i64>(static_cast<u32>(k.h) / static_cast<u32>(p.q_heads / p.kv_heads));
-  k.bhk = k.b * p.kv_heads + hk;
-  k.q_blocks = (p.q_len + BQ - 1) / BQ;
-  k.k_blocks = (p.kv_len + BK - 1) / BK;
-  k.q_len_pad = k.q_blocks * BQ;
-  k.kv_len_pad = k.k_blocks * BK;
-  k.i0 = k.qb * BQ;
-  return k;
+  return attn_common::block_coords<BQ, BK, CAUSAL>(p);
 }
 
 // Number of KV tiles the block visits (causal: up to its last row's last visible key).

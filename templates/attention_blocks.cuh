@@ -1,0 +1,64 @@
+// Pieces shared by the attention families (attention_mma.cuh, attention_wgmma.cuh): special
+// registers, min/max, and the coordinates of a CTA's (batch, head, query block). Both families
+// launch the same grid (x = query blocks of the chunk, y = (batch, head) pairs of the chunk), so
+// one definition serves both.
+#pragma once
+
+#include "attention_params.cuh"
+#include "types.cuh"
+
+namespace attn_common {
+
+using sage2::dev::AttentionParams;
+
+template <class T>
+__device__ __forceinline__ T min_(T a, T b) { return a < b ? a : b; }
+template <class T>
+__device__ __forceinline__ T max_(T a, T b) { return a > b ? a : b; }
+
+__device__ __forceinline__ u32 ctaid_x() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ u32 ctaid_y() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ u32 tid_x() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(r));
+  return r;
+}
+
+struct BlockCoords {
+  i64 bhl, qbl;          // pair and query block relative to the chunk
+  i64 bh, qb;            // absolute
+  i64 b, h, bhk;
+  i64 q_blocks, k_blocks, q_len_pad, kv_len_pad;
+  i64 i0;                // first query row of the block
+};
+
+template <int BQ, int BK, int CAUSAL>
+__device__ __forceinline__ BlockCoords block_coords(const AttentionParams& p) {
+  BlockCoords k;
+  k.bhl = static_cast<i64>(ctaid_y());
+  const i64 x = static_cast<i64>(ctaid_x());
+  k.qbl = CAUSAL ? p.qb_count - 1 - x : x;  // causal: the longest rows first
+  k.bh = p.bh_offset + k.bhl;
+  k.qb = p.qb_offset + k.qbl;
+  const u32 Hq = static_cast<u32>(p.q_heads);
+  k.b = static_cast<i64>(static_cast<u32>(k.bh) / Hq);
+  k.h = static_cast<i64>(static_cast<u32>(k.bh) % Hq);
+  const i64 hk = static_cast<i64>(static_cast<u32>(k.h) / static_cast<u32>(p.q_heads / p.kv_heads));
+  k.bhk = k.b * p.kv_heads + hk;
+  k.q_blocks = (p.q_len + BQ - 1) / BQ;
+  k.k_blocks = (p.kv_len + BK - 1) / BK;
+  k.q_len_pad = k.q_blocks * BQ;
+  k.kv_len_pad = k.k_blocks * BK;
+  k.i0 = k.qb * BQ;
+  return k;
+}
+
+}  // namespace attn_common
