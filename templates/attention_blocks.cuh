@@ -5,6 +5,7 @@
 #pragma once
 
 #include "attention_params.cuh"
+#include "ptx.cuh"
 #include "types.cuh"
 
 namespace attn_common {
@@ -59,6 +60,35 @@ __device__ __forceinline__ BlockCoords block_coords(const AttentionParams& p) {
   k.kv_len_pad = k.k_blocks * BK;
   k.i0 = k.qb * BQ;
   return k;
+}
+
+// Stores two adjacent channels (ch, ch+1) of one output row in the output dtype; `vec` when the
+// pair is aligned for one 4/8-byte store, `second` when channel ch+1 exists.
+template <bool OUT_F32, bool OUT_BF16>
+__device__ __forceinline__ void store_pair(void* row, int ch, float y0, float y1, bool vec, bool second) {
+  if (OUT_F32) {
+    float* o = static_cast<float*>(row) + ch;
+    if (vec && second) {
+      *reinterpret_cast<float2*>(o) = make_float2(y0, y1);
+    } else {
+      o[0] = y0;
+      if (second) o[1] = y1;
+    }
+  } else {
+    u16* o = static_cast<u16*>(row) + ch;
+    if (vec && second) {
+      *reinterpret_cast<u32*>(o) = OUT_BF16 ? ptx::pack_bf16x2(y0, y1) : ptx::pack_f16x2(y0, y1);
+    } else {
+      o[0] = OUT_BF16 ? ptx::f32_to_bf16(y0) : ptx::f32_to_f16(y0);
+      if (second) o[1] = OUT_BF16 ? ptx::f32_to_bf16(y1) : ptx::f32_to_f16(y1);
+    }
+  }
+}
+
+// Traps when launched with another CTA shape than the one the kernel was specialised for.
+template <int THREADS>
+__device__ __forceinline__ void check_block_dim() {
+  if (blockDim.x != THREADS || blockDim.y != 1 || blockDim.z != 1) asm volatile("trap;");
 }
 
 }  // namespace attn_common

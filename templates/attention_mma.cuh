@@ -186,30 +186,11 @@ __device__ __forceinline__ void mma_pv(float (&acc)[4], const u32 (&a)[4], u32 b
 }
 
 
-// Stores two adjacent channels (ch, ch+1) of one output row; `vec` when the pair is aligned.
+// Output stores and the launch-shape guard: attention_blocks.cuh.
 __device__ __forceinline__ void store_pair(void* row, int ch, float y0, float y1, bool vec, bool second) {
-  if (OUT_F32) {
-    float* o = static_cast<float*>(row) + ch;
-    if (vec && second) {
-      *reinterpret_cast<float2*>(o) = make_float2(y0, y1);
-    } else {
-      o[0] = y0;
-      if (second) o[1] = y1;
-    }
-  } else {
-    u16* o = static_cast<u16*>(row) + ch;
-    if (vec && second) {
-      *reinterpret_cast<u32*>(o) = OUT_BF16 ? ptx::pack_bf16x2(y0, y1) : ptx::pack_f16x2(y0, y1);
-    } else {
-      o[0] = OUT_BF16 ? ptx::f32_to_bf16(y0) : ptx::f32_to_f16(y0);
-      if (second) o[1] = OUT_BF16 ? ptx::f32_to_bf16(y1) : ptx::f32_to_f16(y1);
-    }
-  }
+  attn_common::store_pair<OUT_F32, OUT_BF16>(row, ch, y0, y1, vec, second);
 }
-
-__device__ __forceinline__ void check_block_dim() {
-  if (blockDim.x != THREADS || blockDim.y != 1 || blockDim.z != 1) asm volatile("trap;");
-}
+__device__ __forceinline__ void check_block_dim() { attn_common::check_block_dim<THREADS>(); }
 
 // Block coordinates. Read through volatile asm so that the epilogue can recompute them instead
 // of keeping ~20 registers of 64-bit indices alive across the KV loop (the compiler would
