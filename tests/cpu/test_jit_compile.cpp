@@ -4,6 +4,8 @@
 // with the key and the whole NVRTC log; SAGE2_DUMP_DIR receives the source, PTX and log.
 #include <doctest/doctest.h>
 
+#include "jit_test_support.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -107,33 +109,8 @@ std::vector<Variant> covering_set() {
   };
 }
 
-struct Outcome {
-  KernelSpec spec;
-  bool ok = false;
-  std::string error;
-  CompiledKernel k;
-};
-
-// Compiles on two threads (the CI machine has two cores; NVRTC programs are independent).
-std::vector<Outcome> compile_all(const std::vector<KernelSpec>& specs) {
-  std::vector<Outcome> out(specs.size());
-  std::atomic<std::size_t> next{0};
-  auto worker = [&] {
-    for (std::size_t i = next++; i < specs.size(); i = next++) {
-      out[i].spec = specs[i];
-      try {
-        out[i].k = compile(specs[i]);
-        out[i].ok = true;
-      } catch (const std::exception& e) {
-        out[i].error = e.what();
-      }
-    }
-  };
-  std::thread t1(worker), t2(worker);
-  t1.join();
-  t2.join();
-  return out;
-}
+using sage2::test::compile_all;
+using sage2::test::Outcome;
 
 struct EnvGuard {
   std::string name;
