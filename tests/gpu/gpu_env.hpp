@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -63,6 +64,57 @@ class DeviceBuffer {
 
 inline void synchronize() {
   driver::ScopedContext s(gpu_context().impl().cu_context());
+  driver::check(driver::api().cuCtxSynchronize(), "cuCtxSynchronize");
+}
+
+// SAGE2_GPU_TESTS_REDUCED=1 (any value but empty or "0"): test cases that honour it shrink their
+// sizes and case lists so that the suite runs under compute-sanitizer in minutes
+// (scripts/sanitize_gpu.sh); wall-clock assertions are dropped then (the sanitizer slows kernels).
+inline bool reduced() {
+  const char* e = std::getenv("SAGE2_GPU_TESTS_REDUCED");
+  return e && *e && std::strcmp(e, "0") != 0;
+}
+
+// Device allocation owned by the test in a given CUDA context (e.g. another device's primary
+// context, from a Context on that device: ctx.impl().cu_context()).
+class ContextBuffer {
+ public:
+  ContextBuffer(CUcontext ctx, std::size_t bytes) : ctx_(ctx), bytes_(bytes) {
+    driver::ScopedContext s(ctx_);
+    driver::check(driver::api().cuMemAlloc_v2(&ptr_, bytes ? bytes : 1), "cuMemAlloc");
+  }
+  ~ContextBuffer() {
+    if (ptr_) {
+      driver::ScopedContext s(ctx_);
+      driver::api().cuMemFree_v2(ptr_);
+    }
+  }
+  ContextBuffer(const ContextBuffer&) = delete;
+  ContextBuffer& operator=(const ContextBuffer&) = delete;
+  CUdeviceptr ptr() const { return ptr_; }
+  void* get() const { return reinterpret_cast<void*>(ptr_); }
+  std::size_t bytes() const { return bytes_; }
+  void upload(const void* src, std::size_t n, std::size_t offset = 0) {
+    driver::ScopedContext s(ctx_);
+    driver::check(driver::api().cuMemcpyHtoD_v2(ptr_ + offset, src, n), "cuMemcpyHtoD");
+  }
+  void download(void* dst, std::size_t n, std::size_t offset = 0) const {
+    driver::ScopedContext s(ctx_);
+    driver::check(driver::api().cuMemcpyDtoH_v2(dst, ptr_ + offset, n), "cuMemcpyDtoH");
+  }
+  void poison(unsigned char byte = 0xA5) {
+    driver::ScopedContext s(ctx_);
+    driver::check(driver::api().cuMemsetD8_v2(ptr_, byte, bytes_), "cuMemsetD8");
+  }
+
+ private:
+  CUcontext ctx_;
+  CUdeviceptr ptr_ = 0;
+  std::size_t bytes_;
+};
+
+inline void synchronize(CUcontext ctx) {
+  driver::ScopedContext s(ctx);
   driver::check(driver::api().cuCtxSynchronize(), "cuCtxSynchronize");
 }
 
