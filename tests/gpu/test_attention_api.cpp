@@ -99,6 +99,18 @@ std::vector<Case> case_matrix() {
     c.model = (i / 5) % 3;
     cases.push_back(c);
   }
+  // Reduced suite (compute-sanitizer): every other case (both bit widths, the three causal modes,
+  // both dtypes and layouts, GQA 1/4 remain), at most 200 tokens.
+  if (test::reduced()) {
+    std::vector<Case> few;
+    for (std::size_t i = 0; i < cases.size(); i += 2) {
+      Case c = cases[i];
+      c.q_len = std::min<std::int64_t>(c.q_len, 200);
+      c.kv_len = std::min<std::int64_t>(c.kv_len, 200);
+      few.push_back(c);
+    }
+    cases = few;
+  }
   return cases;
 }
 
@@ -206,16 +218,22 @@ TEST_CASE("gpu attention: matrix vs emulation (same spec) and vs fp64 attention"
 }
 
 TEST_CASE("gpu attention: head dim 512 works") {
-  const Case c{8, CausalMode::TopLeft, DType::BF16, false, 512, 1000, 1000, 4, 0};
+  const std::int64_t n = test::reduced() ? 200 : 1000;
+  const Case c{8, CausalMode::TopLeft, DType::BF16, false, 512, n, n, 4, 0};
   const Outcome r = run_case(c, fresh_seed());
   std::printf("attention %-58s exact: cos %.6f relL1 %.5f | emul relL1 %.2e\n", describe(c).c_str(),
               r.vs_exact.cos_sim, r.vs_exact.rel_l1, r.vs_emul.rel_l1);
   CHECK(r.vs_exact.nonfinite == 0);
-  CHECK(r.vs_exact.cos_sim >= 0.9999);
+  // Fewer than ~1000 keys (reduced suite) cannot be diffuse: the sharp bound of target().
+  CHECK(r.vs_exact.cos_sim >= (test::reduced() ? target(8, 1).cos_min : 0.9999));
   CHECK(r.vs_emul.rel_l1 <= 5e-3);
 }
 
 TEST_CASE("gpu attention: 32K tokens, causal, checked on the last query rows") {
+  if (test::reduced()) {
+    MESSAGE("skipped: SAGE2_GPU_TESTS_REDUCED is set (32K tokens)");
+    return;
+  }
   Context& ctx = test::gpu_context();
   const std::int64_t n = 32768, d = 128, rows = 128;
   const std::uint64_t seed = fresh_seed();
@@ -260,7 +278,7 @@ TEST_CASE("gpu attention: CUDA graph capture, then replay with new input values"
   driver::ScopedContext scope(ctx.impl().cu_context());
   CUstream stream;
   driver::check(a.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-  const std::int64_t n = 1000, d = 128;
+  const std::int64_t n = test::reduced() ? 256 : 1000, d = 128;
   ref::AttentionInputs in = make_inputs(0, fresh_seed(), DType::F16, 2, 4, 2, n, n, d, false);
   DeviceTensor q(in.q), k(in.k), v(in.v);
   DeviceTensor out(ref::HostTensor(DType::F16, 2, 4, n, d));
@@ -296,8 +314,10 @@ TEST_CASE("gpu attention: CUDA graph capture, then replay with new input values"
     const ref::Metrics m = ref::compare(e.o, download_out(out));
     std::printf("graph replay %d: cos %.6f relL1 %.5f\n", round, m.cos_sim, m.rel_l1);
     CHECK(m.nonfinite == 0);
-    CHECK(m.cos_sim >= 0.9999);
-    CHECK(m.rel_l1 <= 0.011);
+    // Fewer than ~1000 keys (reduced suite) cannot be diffuse: the sharp bounds of target().
+    const Accuracy t = target(8, test::reduced() ? 1 : 0);
+    CHECK(m.cos_sim >= t.cos_min);
+    CHECK(m.rel_l1 <= t.rel_l1_max);
   }
   a.cuGraphExecDestroy(exec);
   a.cuGraphDestroy(graph);

@@ -370,7 +370,7 @@ TEST_CASE("gpu nonfinite: Context::attention pattern equals exact attention's; f
     p.smooth_v = cs.sv;
     const Run rz = run_api(zero, p, cs.nhd);   // compiles the kernels
     const Run rb = run_api(bad, p, cs.nhd);
-    CHECK(rb.seconds < 5.0);
+    if (!test::reduced()) CHECK(rb.seconds < 5.0);  // no wall-clock bound under a sanitizer
 
     const double sm = 1.0 / std::sqrt(double(cs.d));
     const Pattern P = predict(bad.q.ref(), bad.k.ref(), bad.v.ref(), cs.mode, sm);
@@ -454,7 +454,7 @@ TEST_CASE("gpu nonfinite: Context::attention pattern equals exact attention's; f
 }
 
 TEST_CASE("gpu nonfinite: all-NaN inputs at 4096 tokens finish in bounded time, every row NaN") {
-  const std::int64_t n = 4096, d = 128;
+  const std::int64_t n = test::reduced() ? 256 : 4096, d = 128;
   ref::AttentionInputs in = ref::make_gaussian(3, DType::F16, 1, 4, 1, n, n, d);
   for (ref::HostTensor* t : {&in.q, &in.k, &in.v})
     for (auto& bits : t->bits()) bits = 0x7e00;   // f16 quiet NaN
@@ -469,6 +469,6 @@ TEST_CASE("gpu nonfinite: all-NaN inputs at 4096 tokens finish in bounded time, 
     std::printf("gpu nonfinite all-NaN N=%lld %s: %.3f ms, non-NaN outputs %lld\n", (long long)n,
                 causal_mode_name(mode), 1e3 * r.seconds, (long long)finite);
     CHECK(finite == 0);
-    CHECK(r.seconds < 2.0);
+    if (!test::reduced()) CHECK(r.seconds < 2.0);  // no wall-clock bound under a sanitizer
   }
 }
