@@ -17,7 +17,9 @@
 #   COMPUTE_SANITIZER          sanitizer (default: on PATH, else /usr/local/cuda/bin/compute-sanitizer)
 #   SAGE2_SANITIZE_TOOLS       tools to run (default "memcheck racecheck synccheck initcheck")
 #   SAGE2_SANITIZE_TC_<TOOL>   doctest -tc filter for that tool (TOOL upper case; defaults below)
-#   SAGE2_SANITIZE_TIMEOUT_<TOOL>  seconds before that tool's run is stopped (defaults below)
+#   SAGE2_SANITIZE_TIMEOUT_<TOOL>  seconds before that tool's run is stopped (defaults: memcheck and
+#                              racecheck 130, synccheck and initcheck 90, WARMUP 120: at most
+#                              ~9.5 min in all, under a 10-minute command limit)
 #   SAGE2_SANITIZE_NO_WARMUP=1 skip step 0
 #   SAGE2_SANITIZE_LEAKCHECK=1 memcheck with --leak-check full
 set -u
@@ -42,8 +44,8 @@ default_tc() {
 }
 default_timeout() {
   case "$1" in
-    memcheck | racecheck) echo 150 ;;
-    *) echo 100 ;;
+    memcheck | racecheck) echo 130 ;;
+    *) echo 90 ;;
   esac
 }
 
@@ -75,7 +77,7 @@ summary=()
 
 if [[ "${SAGE2_SANITIZE_NO_WARMUP:-0}" != 1 ]]; then
   t0=$(date +%s)
-  timeout -k 10 300 "$bin" -tc="$tc_all" >"$log_dir/warmup.log" 2>&1
+  timeout -k 10 "${SAGE2_SANITIZE_TIMEOUT_WARMUP:-120}" "$bin" -tc="$tc_all" >"$log_dir/warmup.log" 2>&1
   rc=$?
   t1=$(date +%s)
   line="warm-up (no sanitizer): rc $rc, tests $(tests_of "$log_dir/warmup.log"), $((t1 - t0)) s"
