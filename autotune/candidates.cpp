@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "jit/attention_shape.hpp"
+#include "jit/wgmma_shape.hpp"
 
 namespace sage2::autotune {
 
@@ -24,8 +25,17 @@ const std::vector<jit::TileConfig>& tile_candidates(jit::KernelFamily family, ji
         for (int stages : {1, 2, 3}) v.push_back(jit::TileConfig{s[0], bk, s[1], stages});
     return v;
   }();
+  // wgmma: 1 or 2 consumer warpgroups of 64 rows, bk 64/128, 2..4 stages (1 stage cannot overlap
+  // copies with compute).
+  static const std::vector<jit::TileConfig> wgmma = [] {
+    std::vector<jit::TileConfig> v;
+    for (int warps : {8, 4})
+      for (int bk : {128, 64})
+        for (int stages : {2, 3, 4}) v.push_back(jit::TileConfig{16 * warps, bk, warps, stages});
+    return v;
+  }();
   static const std::vector<jit::TileConfig> none;
-  return family == jit::KernelFamily::AttentionMma ? mma : none;
+  return family == jit::KernelFamily::AttentionMma ? mma : family == jit::KernelFamily::AttentionWgmma ? wgmma : none;
 }
 
 const std::vector<jit::TileConfig>& heuristic_tiles(jit::KernelFamily family, jit::Arch) {
@@ -52,7 +62,8 @@ std::optional<std::string> ptxas_reject_reason(const jit::KernelSpec& spec, cons
   if (f.stack_frame_bytes > 0)
     return "uses a " + std::to_string(f.stack_frame_bytes) + "-byte stack frame (local memory)";
   if (f.registers > 0) {
-    const int threads = spec.tile.warps * 32;
+    const int threads = spec.family == jit::KernelFamily::AttentionWgmma ? jit::wgmma_kernel_config(spec).threads
+                                                                         : spec.tile.warps * 32;
     if (static_cast<long long>(f.registers) * threads > kRegistersPerBlock)
       return std::to_string(f.registers) + " registers x " + std::to_string(threads) + " threads exceed the " +
              std::to_string(kRegistersPerBlock) + " registers of a block";
@@ -61,6 +72,8 @@ std::optional<std::string> ptxas_reject_reason(const jit::KernelSpec& spec, cons
 }
 
 jit::TileConfig heuristic_tile(const jit::KernelSpec& attention_spec, int max_smem_optin) {
+  if (attention_spec.family == jit::KernelFamily::AttentionWgmma)
+    return jit::default_wgmma_tile(attention_spec, max_smem_optin);  // depends on the head dim
   jit::KernelSpec s = attention_spec;
   std::string last;
   for (const jit::TileConfig& t : heuristic_tiles(s.family, s.arch)) {
@@ -107,7 +120,7 @@ Specialisation Specialisation::defaults(jit::Arch arch, int head_dim, CausalMode
 
 jit::KernelSpec Specialisation::attention_spec(jit::Arch arch, const jit::TileConfig& tile) const {
   jit::KernelSpec k;
-  k.family = jit::KernelFamily::AttentionMma;
+  k.family = family.value_or(jit::default_attention_family(arch, qk_bits, head_dim));
   k.arch = arch;
   k.head_dim = head_dim;
   k.causal = causal;
@@ -123,7 +136,7 @@ jit::KernelSpec Specialisation::attention_spec(jit::Arch arch, const jit::TileCo
   return k;
 }
 
-TuningKey Specialisation::key(std::int64_t q_len, std::int64_t kv_len, std::int64_t q_heads,
+TuningKey Specialisation::key(jit::Arch arch, std::int64_t q_len, std::int64_t kv_len, std::int64_t q_heads,
                               std::int64_t kv_heads) const {
   runtime::AttentionProblem p;
   p.q_heads = q_heads;
@@ -137,7 +150,7 @@ TuningKey Specialisation::key(std::int64_t q_len, std::int64_t kv_len, std::int6
   p.smooth_q = smooth_q;
   p.smooth_k = smooth_k;
   p.smooth_v = smooth_v;
-  return tuning_key(p);
+  return tuning_key(p, attention_spec(arch, jit::TileConfig{}).family);
 }
 
 std::string Specialisation::str() const {
@@ -157,6 +170,10 @@ std::string Specialisation::str() const {
     s += sm;
   }
   if (return_lse) s += " lse";
+  if (family) {
+    s += " ";
+    s += jit::family_name(*family);
+  }
   return s;
 }
 

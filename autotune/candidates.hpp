@@ -59,13 +59,17 @@ struct Specialisation {
   int qk_bits = 8;
   bool smooth_q = false, smooth_k = true, smooth_v = false;
   bool return_lse = false;
+  // nullopt: the family a Context uses by default (jit::default_attention_family).
+  std::optional<jit::KernelFamily> family;
 
   // The library's defaults for `arch` (what AttentionParams{} resolves to): 8-bit on sm_90a,
   // 4-bit with smooth Q on sm_89; smooth K on, smooth V off.
   static Specialisation defaults(jit::Arch arch, int head_dim, CausalMode causal, DType dtype);
   jit::KernelSpec attention_spec(jit::Arch arch, const jit::TileConfig& tile) const;
-  TuningKey key(std::int64_t q_len, std::int64_t kv_len, std::int64_t q_heads, std::int64_t kv_heads) const;
+  TuningKey key(jit::Arch arch, std::int64_t q_len, std::int64_t kv_len, std::int64_t q_heads,
+                std::int64_t kv_heads) const;  // the family is attention_spec(arch, ...)'s
   std::string str() const;  // "d128 causal f16 int8 sk" (causal-br: bottom-right mask)
+  bool operator==(const Specialisation&) const = default;
 };
 
 // The kernels one attention call with `attention_spec` launches besides the attention kernel

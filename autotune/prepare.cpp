@@ -132,7 +132,6 @@ std::vector<SpecialisationPlan> prepare_kernels(const std::vector<Specialisation
   const auto t0 = std::chrono::steady_clock::now();
   st = PrepareStats{};
   const int smem = o.max_smem_optin > 0 ? o.max_smem_optin : default_max_smem_optin(o.arch);
-  const auto& tiles = o.tiles.empty() ? tile_candidates(jit::KernelFamily::AttentionMma, o.arch) : o.tiles;
 
   // 1. candidates and the static filter.
   std::vector<SpecialisationPlan> plans;
@@ -145,6 +144,8 @@ std::vector<SpecialisationPlan> prepare_kernels(const std::vector<Specialisation
     } catch (const std::exception& e) {
       p.heuristic_problem = e.what();
     }
+    const jit::KernelFamily family = s.attention_spec(o.arch, jit::TileConfig{}).family;
+    const auto& tiles = o.tiles.empty() ? tile_candidates(family, o.arch) : o.tiles;
     std::vector<jit::TileConfig> list;
     for (const auto& t : tiles)
       if (std::find(list.begin(), list.end(), t) == list.end()) list.push_back(t);

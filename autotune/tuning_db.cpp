@@ -134,9 +134,9 @@ TuningEntry parse_entry(const json& e, const std::string& where, jit::Arch arch)
   if (!e.is_object()) throw Bad{where + " is not an object"};
   TuningEntry t;
   const std::string family = get_str(e, "family", where);
-  if (family != jit::family_name(jit::KernelFamily::AttentionMma))
-    throw Bad{where + ": family '" + family + "' is not tunable"};
-  t.key.family = jit::KernelFamily::AttentionMma;
+  const auto fam = jit::parse_attention_family(family);
+  if (!fam || family != jit::family_name(*fam)) throw Bad{where + ": family '" + family + "' is not tunable"};
+  t.key.family = *fam;
   t.key.head_dim = static_cast<int>(get_int(e, "head_dim", where, 1, 512));
   t.key.causal = get_bool(e, "causal", where);
   t.key.qk_bits = static_cast<int>(get_int(e, "qk_bits", where, 4, 8));
@@ -162,6 +162,7 @@ TuningEntry parse_entry(const json& e, const std::string& where, jit::Arch arch)
   s.smooth_k = t.key.smooth_k;
   s.smooth_v = t.key.smooth_v;
   s.dtype = t.key.dtype;
+  s.family = t.key.family;
   if (auto why = static_reject_reason(s.attention_spec(arch, t.tile), INT_MAX))
     throw Bad{where + ": tile " + tile_str(t.tile) + " is not valid: " + *why};
   t.ms = get_num(e, "ms", where);

@@ -149,15 +149,17 @@ int main(int argc, char** argv) {
           for (int mode = 0; mode < 2; ++mode) {
             const double ms = mode == 0 ? e2e : kern;
             const double tops = ops / (ms * 1e-3) / 1e12;
-            std::printf("%-8s %-7s %4ld %6ld %6ld %10.3f %9.1f\n", "sage2", mode == 0 ? "e2e" : "kernel", d, causal, n,
-                        ms, tops);
+            std::printf("%-8s %-7s %4ld %6ld %6ld %10.3f %9.1f  %s bq%d.bk%d.w%d.s%d\n", "sage2", mode == 0 ? "e2e" : "kernel", d, causal, n,
+                        ms, tops, jit::family_name(spec.family), spec.tile.bq, spec.tile.bk, spec.tile.warps,
+                        spec.tile.stages);
             char rec[1024];
             std::snprintf(rec, sizeof rec,
                           "{\"method\": \"sage2\", \"mode\": \"%s\", \"head_dim\": %ld, \"causal\": %s, \"seq_len\": %ld, "
-                          "\"batch\": %ld, \"heads\": %ld, \"dtype\": \"fp16\", \"qk_bits\": %ld, \"tile\": \"bq%d.bk%d.w%d.s%d\", "
+                          "\"batch\": %ld, \"heads\": %ld, \"dtype\": \"fp16\", \"qk_bits\": %ld, \"family\": \"%s\", "
+                          "\"tile\": \"bq%d.bk%d.w%d.s%d\", "
                           "\"ms\": %.4f, \"tops\": %.2f, \"device\": \"%s\", \"command\": \"%s\"}",
                           mode == 0 ? "e2e" : "kernel", d, causal ? "true" : "false", n, batch, heads, bits,
-                          spec.tile.bq, spec.tile.bk, spec.tile.warps, spec.tile.stages, ms, tops,
+                          jit::family_name(spec.family), spec.tile.bq, spec.tile.bk, spec.tile.warps, spec.tile.stages, ms, tops,
                           ctx.device().name.c_str(), command.c_str());
             records.push_back(rec);
           }

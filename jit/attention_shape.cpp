@@ -4,6 +4,8 @@
 #include <cmath>
 #include <string>
 
+#include "jit/wgmma_shape.hpp"
+
 namespace sage2::jit {
 namespace {
 
@@ -47,6 +49,7 @@ AttentionKernelConfig attention_kernel_config(const KernelSpec& spec) {
 }
 
 void check_attention_config(const KernelSpec& spec, int max_smem_optin) {
+  if (spec.family == KernelFamily::AttentionWgmma) return check_wgmma_config(spec, max_smem_optin);
   if (spec.family != KernelFamily::AttentionMma)
     bad(std::string("attention (mma family): spec family is ") + family_name(spec.family));
   spec.validate();

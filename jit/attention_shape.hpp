@@ -33,10 +33,11 @@ struct AttentionKernelConfig {
 };
 AttentionKernelConfig attention_kernel_config(const KernelSpec& attention_spec);
 
-// Throws Error(InvalidArgument) naming the field when the mma family cannot run `spec` (not the
-// mma family, bk not a multiple of 32, bq not whole 16-row tiles per warp) and
+// Throws Error(InvalidArgument) naming the field when the mma family cannot run `spec` (not an
+// attention family, bk not a multiple of 32, bq not whole 16-row tiles per warp) and
 // Error(Unsupported) when its shared memory exceeds `max_smem_optin` bytes (the device's opt-in
 // limit per block), saying how much it needs and which knobs reduce it.
+// A wgmma-family spec is checked by jit::check_wgmma_config (jit/wgmma_shape.hpp).
 void check_attention_config(const KernelSpec& attention_spec, int max_smem_optin);
 
 // A spill-free starting tile for the mma family until the autotuner has an entry: bq 64, bk 64,

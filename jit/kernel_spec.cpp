@@ -33,6 +33,17 @@ const char* family_name(KernelFamily f) noexcept {
   return "?";
 }
 
+std::optional<KernelFamily> parse_attention_family(const std::string& s) {
+  if (s == "mma" || s == "attn_mma") return KernelFamily::AttentionMma;
+  if (s == "wgmma" || s == "attn_wgmma") return KernelFamily::AttentionWgmma;
+  return std::nullopt;
+}
+
+KernelFamily default_attention_family(Arch arch, int qk_bits, int head_dim) noexcept {
+  return arch == Arch::Sm90a && qk_bits == 8 && head_dim <= 256 ? KernelFamily::AttentionWgmma
+                                                                : KernelFamily::AttentionMma;
+}
+
 const char* quant_op_name(QuantOp op) noexcept {
   switch (op) {
     case QuantOp::None: return "none";
@@ -40,6 +51,7 @@ const char* quant_op_name(QuantOp op) noexcept {
     case QuantOp::QuantizeQ: return "quantize_q";
     case QuantOp::QuantizeK: return "quantize_k";
     case QuantOp::QuantizeV: return "quantize_v";
+    case QuantOp::Fused: return "quantize_fused";
   }
   return "?";
 }

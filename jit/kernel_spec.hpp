@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "sage2/sage2.hpp"
@@ -27,6 +28,12 @@ enum class KernelFamily : int {
   Probe = 4,           // hardware probes (tensor-core accumulator width), not used by attention
 };
 const char* family_name(KernelFamily f) noexcept;
+// "attn_mma" / "mma" → AttentionMma, "attn_wgmma" / "wgmma" → AttentionWgmma; nullopt otherwise.
+std::optional<KernelFamily> parse_attention_family(const std::string& s);
+
+// The attention family a call uses unless told otherwise: wgmma on sm_90a for 8-bit QKᵀ up to
+// head dim 256 (its fp32 O of 64 rows must fit the registers), the portable mma.sync family else.
+KernelFamily default_attention_family(Arch arch, int qk_bits, int head_dim) noexcept;
 
 // Entry points of the quantize family (one template, several kernels).
 enum class QuantOp : int {
@@ -35,6 +42,8 @@ enum class QuantOp : int {
   QuantizeQ = 2,     // Q block: optional smooth-Q mean, per-thread INT4/INT8, q·k̄ LSE bias
   QuantizeK = 3,     // K block: subtract k̄, per-thread INT4/INT8
   QuantizeV = 4,     // V: optional subtract mean, FP8 E4M3 per channel, transposed [d, n]
+  Fused = 5,         // the whole stage in one launch: K/V statistics chunks, then Q, K, V items
+                     // taken from a device work counter (jit/launch_shape.hpp QuantizeSchedule)
 };
 const char* quant_op_name(QuantOp op) noexcept;
 

@@ -3,12 +3,30 @@
 #include "autotune/candidates.hpp"
 #include "autotune/planner.hpp"
 #include "runtime/context_impl.hpp"
+#include "runtime/env.hpp"
 
 namespace sage2::runtime {
 
-jit::KernelSpec attention_spec_for(const AttentionProblem& p, jit::Arch arch) {
+std::optional<jit::KernelFamily> attention_family_override(const DeviceFacts& facts, jit::Arch arch) {
+  const auto v = env::get("SAGE2_ATTENTION_FAMILY");
+  if (!v || *v == "auto") return std::nullopt;
+  const auto f = jit::parse_attention_family(*v);
+  if (!f) throw Error(ErrorCode::InvalidArgument, "SAGE2_ATTENTION_FAMILY='" + *v + "' is not one of auto, mma, wgmma");
+  if (*f == jit::KernelFamily::AttentionWgmma && arch != jit::Arch::Sm90a)
+    throw Error(ErrorCode::Unsupported, "SAGE2_ATTENTION_FAMILY=wgmma needs sm_90a; device " +
+                                            std::to_string(facts.ordinal) + " (" + facts.name + ") is " +
+                                            jit::arch_name(arch));
+  return f;
+}
+
+jit::KernelSpec attention_spec_for(const AttentionProblem& p, jit::Arch arch, std::optional<jit::KernelFamily> family) {
   jit::KernelSpec s;
-  s.family = jit::KernelFamily::AttentionMma;
+  s.family = family.value_or(jit::default_attention_family(arch, p.qk_bits, static_cast<int>(p.head_dim)));
+  if (s.family == jit::KernelFamily::AttentionWgmma && (p.qk_bits != 8 || p.head_dim > 256 || arch != jit::Arch::Sm90a))
+    throw Error(ErrorCode::Unsupported,
+                "the wgmma attention family (SAGE2_ATTENTION_FAMILY=wgmma) runs 8-bit QK on sm_90a up to head dim "
+                "256; this call has qk_bits=" + std::to_string(p.qk_bits) + ", head_dim=" +
+                    std::to_string(p.head_dim) + ", arch " + jit::arch_name(arch));
   s.arch = arch;
   s.head_dim = p.head_dim;
   s.causal = p.causal;
@@ -24,13 +42,13 @@ jit::KernelSpec attention_spec_for(const AttentionProblem& p, jit::Arch arch) {
 }
 
 jit::KernelSpec plan_attention(const AttentionProblem& p, const Context::Impl& ctx) {
-  jit::KernelSpec s = attention_spec_for(p, ctx.arch());
+  jit::KernelSpec s = attention_spec_for(p, ctx.arch(), ctx.family_override());
   s.tile = ctx.planner().choose(s, p).tile;
   return s;
 }
 
 jit::KernelSpec plan_attention(const AttentionProblem& p, jit::Arch arch, const DeviceFacts& facts) {
-  jit::KernelSpec s = attention_spec_for(p, arch);
+  jit::KernelSpec s = attention_spec_for(p, arch, attention_family_override(facts, arch));
   const auto planner = autotune::shared_planner(autotune::context_db_path({}, true, facts.name, arch), facts.name, arch,
                                                 facts.max_shared_per_block_optin);
   s.tile = planner->choose(s, p).tile;

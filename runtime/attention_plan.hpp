@@ -4,6 +4,8 @@
 // blocking on tuning.
 #pragma once
 
+#include <optional>
+
 #include "jit/kernel_spec.hpp"
 #include "runtime/attention_validate.hpp"
 #include "runtime/device.hpp"
@@ -11,8 +13,15 @@
 
 namespace sage2::runtime {
 
-// The attention KernelSpec of a validated problem with every field set except the tile.
-jit::KernelSpec attention_spec_for(const AttentionProblem& p, jit::Arch arch);
+// SAGE2_ATTENTION_FAMILY (auto | mma | wgmma): nullopt for auto/unset. Throws InvalidArgument for
+// another value and Unsupported for wgmma on a device that is not sm_90a.
+std::optional<jit::KernelFamily> attention_family_override(const DeviceFacts& facts, jit::Arch arch);
+
+// The attention KernelSpec of a validated problem with every field set except the tile. The
+// family is `family` when given (Unsupported when it cannot run the problem: wgmma needs 8-bit
+// and head dim <= 256), else jit::default_attention_family().
+jit::KernelSpec attention_spec_for(const AttentionProblem& p, jit::Arch arch,
+                                   std::optional<jit::KernelFamily> family = std::nullopt);
 
 // The spec Context::attention runs: the tuned tile of the Context's database when it has one
 // for this problem (and the tile fits the device), else the heuristic default. Thread-safe;
@@ -20,7 +29,8 @@ jit::KernelSpec attention_spec_for(const AttentionProblem& p, jit::Arch arch);
 // no tile fits the device's shared memory.
 jit::KernelSpec plan_attention(const AttentionProblem& p, const Context::Impl& ctx);
 
-// What a Context created with default options (default cache directory) on this device plans:
+// What a Context created with default options (default cache directory, the family override of
+// the environment) on this device plans:
 // the same process-wide planner (autotune::shared_planner), so tests and benchmarks that rebuild
 // "the spec the API ran" from the device facts get the tuned tile when the API used one.
 jit::KernelSpec plan_attention(const AttentionProblem& p, jit::Arch arch, const DeviceFacts& facts);

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "runtime/wgmma_stage.hpp"
+
 namespace sage2::runtime {
 
 std::size_t delta_s_workspace_bytes(const jit::QuantBuffers& b, std::size_t cap) {
@@ -11,6 +13,9 @@ std::size_t delta_s_workspace_bytes(const jit::QuantBuffers& b, std::size_t cap)
 void launch_attention_stage(Context::Impl& ctx, const jit::KernelSpec& attention_spec, const jit::QuantBuffers& b,
                             const TensorRef& k_input, const void* workspace, const TensorRef& out, float* lse,
                             float sm_scale, void* delta_s_workspace, std::size_t delta_s_bytes, CUstream stream) {
+  if (attention_spec.family == jit::KernelFamily::AttentionWgmma)
+    return launch_wgmma_attention_stage(ctx, attention_spec, b, k_input, workspace, out, lse, sm_scale,
+                                        delta_s_workspace, delta_s_bytes, stream);
   jit::KernelSpec spec = attention_spec;
   spec.arch = ctx.arch();
   jit::check_attention_config(spec, ctx.facts().max_shared_per_block_optin);

@@ -1,6 +1,7 @@
 #include <utility>
 
 #include "autotune/planner.hpp"
+#include "runtime/attention_plan.hpp"
 #include "runtime/context_impl.hpp"
 #include "runtime/env.hpp"
 #include "runtime/log.hpp"
@@ -22,6 +23,7 @@ Context::Impl::Impl(int device, const ContextOptions& options) {
     driver::check(a.cuDevicePrimaryCtxRetain(&ctx_, dev_), "cuDevicePrimaryCtxRetain");
     owns_primary_ = true;
   }
+  family_override_ = runtime::attention_family_override(facts_, arch_);
   const bool disabled = !options.disk_cache || env::flag("SAGE2_DISABLE_DISK_CACHE");
   const std::string dir = options.cache_dir.empty() ? env::cache_dir() : options.cache_dir;
   loader_ = std::make_unique<runtime::KernelLoader>(ctx_, arch_, cache::DiskCache(dir, disabled));

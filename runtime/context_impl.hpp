@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "runtime/device.hpp"
 #include "runtime/kernel_loader.hpp"
@@ -25,6 +26,9 @@ class Context::Impl {
   runtime::KernelLoader& kernels() { return *loader_; }
   runtime::WorkspacePool& workspace() { return *workspace_; }
   autotune::Planner& planner() const { return *planner_; }
+  // SAGE2_ATTENTION_FAMILY=mma|wgmma, read at construction; nullopt ("auto" or unset): each call
+  // uses jit::default_attention_family().
+  std::optional<jit::KernelFamily> family_override() const { return family_override_; }
   DeviceInfo info;
 
  private:
@@ -35,6 +39,7 @@ class Context::Impl {
   bool owns_primary_ = false;
   std::unique_ptr<runtime::KernelLoader> loader_;
   std::unique_ptr<runtime::WorkspacePool> workspace_;
+  std::optional<jit::KernelFamily> family_override_;
   std::shared_ptr<autotune::Planner> planner_;  // shared by the Contexts of one device + cache dir
 };
 

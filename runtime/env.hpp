@@ -4,6 +4,8 @@
 //   SAGE2_DISABLE_DISK_CACHE=1   compile in memory only; never read or write the disk cache
 //   SAGE2_DUMP_DIR         write each generated source (.cu), PTX (.ptx) and NVRTC log there
 //   SAGE2_LIBCUDA          path of the driver library to dlopen (default libcuda.so.1)
+//   SAGE2_ATTENTION_FAMILY auto | mma | wgmma: the attention kernel family (default auto: wgmma
+//                          for 8-bit on sm_90a up to head dim 256, mma.sync otherwise)
 //   SAGE2_LIBNVRTC         path of the NVRTC library to dlopen (default: the one linked)
 #pragma once
 

@@ -68,6 +68,8 @@ constexpr bool PINGPONG = SAGE2_WG_PINGPONG != 0 && NWG == 2;
 #else
 constexpr bool PINGPONG = false;
 #endif
+// PIPE: software pipelining inside a consumer warpgroup (consume(); wgmma_params.cuh says when).
+constexpr bool PIPE = sage2::dev::wg_pipelined(D_V, STAGES) && !PINGPONG;
 #ifdef SAGE2_WG_FOLD  // experiment: fold c2 and the 448 of P̂ into fewer multiplies (see the loop)
 constexpr bool FOLD = SAGE2_WG_FOLD != 0;
 #else
@@ -258,6 +260,192 @@ __device__ __forceinline__ void turn_pass(int wg) {
   if (PINGPONG) ptx::named_barrier_arrive(2u - static_cast<u32>(wg), 256u);
 }
 
+// Per-thread constants of the consumer loop.
+struct RowCtx {
+  float qs;          // Q scale of the thread's group (rows g and g+8 share it)
+  float c2;          // sm_scale · log2 e
+  int last[2];       // last visible key of rows g and g+8 (clamped to kv_len-1)
+  i64 mask_from;     // first tile that needs the mask
+  int t;             // lane % 4
+  PermSel sel;
+};
+
+// Issues S = Q̂ K̂ᵀ of the tile in stage `st` as one committed wgmma batch (not waited for).
+__device__ __forceinline__ void issue_qk(i32 (&s)[NS], const u32 (&qf)[Q_IN_REGS ? KSTEPS : 1][4], u32 st, u32 zero,
+                                         u32 sbase, int wg) {
+  ptx::wgmma_fence();
+  const u64 kd = k_desc0(st);
+  if (Q_IN_REGS) {
+    // Fresh copies of the Q̂ fragments for this tile's batch: ptxas (CUDA 13.0) treated the A
+    // registers of the register-sourced wgmma as dead after the batch although the next
+    // iteration reads them again, and reused them for P̂ (SASS: the QGMMA's A registers were
+    // the IGMMA's; on the H100 every tile after the first saw garbage Q̂ at head dim 128 / bk
+    // 128). With per-tile copies (xor with `zero`: 0 at run time, unknown to the compilers and
+    // different per iteration) the wgmma operands are per-iteration values and qf is only read by
+    // ordinary instructions.
+    u32 qa[KSTEPS][4];
+#pragma unroll
+    for (int ks = 0; ks < KSTEPS; ++ks)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) qa[ks][i] = qf[ks][i] ^ zero;
+    ptx::wgmma_s8_rs_z<BK>(s, qa[0], kd);
+#pragma unroll
+    for (int ks = 1; ks < KSTEPS; ++ks) ptx::wgmma_s8_rs<BK>(s, qa[ks], desc_add(kd, k_off(ks)), 1u);
+  } else {
+    const u64 qd = q_desc0(opaque(sbase + SM.q_off + static_cast<u32>(wg * 64 * RB)));
+    ptx::wgmma_s8_ss_z<BK>(s, qd, kd);
+#pragma unroll
+    for (int ks = 1; ks < KSTEPS; ++ks) ptx::wgmma_s8_ss<BK>(s, desc_add(qd, q_off(ks)), desc_add(kd, k_off(ks)), 1u);
+  }
+  ptx::wgmma_commit();
+}
+
+// The completed S tile → P̂ as P̂·V̂ A fragments: dequantise (+ΔS), log2 units, mask, online
+// softmax (m and l updated, alpha = exp2(m_old − m_new) returned for O), P̂ = e4m3(P̃·448) in
+// the quad-permuted fragment order.
+__device__ __forceinline__ void softmax_tile(i32 (&s)[NS], u32 st, int tile, const RowCtx& rc, float (&m)[2],
+                                             float (&l)[2], float (&alpha)[2], u32 (&pa)[KC][4]) {
+  const int t = rc.t;
+  const float c2 = rc.c2;
+#pragma unroll
+  for (int i = 0; i < NS; ++i) ptx::fence_operand(s[i]);
+  // int32 → float through the magic number 1.5·2^23 (exact: |dot| <= 127²·256 < 2^22): an
+  // integer add and a float subtract on the full-rate pipes instead of I2F on the 16/clk
+  // conversion pipe that ex2 also uses. Then the contract's S = dot·(δq·δk) (+ ΔS), s = S·c2;
+  // FOLD (experiment) multiplies by δq·δk·c2 at once (one FMUL less per score, a last-bit
+  // difference in s — seen to move the LSE by up to 2e-4 relative on the H100).
+  const float dqk0 = rc.qs * ptx::ld_shared_f32(st + SM.ks_off + 4 * t);
+  const float dqk = FOLD ? dqk0 * c2 : dqk0;
+  float sc[NS];
+#pragma unroll
+  for (int j = 0; j < BK / 8; ++j) {
+    float dsx = 0.f, dsy = 0.f;
+    if (SMOOTH_Q) ptx::ld_shared_f32x2(st + SM.ds_off + (8 * j + 2 * t) * 4, dsx, dsy);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float dot = ptx::bits_f32(static_cast<u32>(s[4 * j + e]) + 0x4B400000u) - 12582912.f;
+      float S = dot * dqk;
+      if (FOLD) {
+        if (SMOOTH_Q) S = S + ((e & 1) ? dsy : dsx) * c2;
+      } else {
+        if (SMOOTH_Q) S = S + ((e & 1) ? dsy : dsx);
+        S = S * c2;
+      }
+      sc[4 * j + e] = S;
+    }
+  }
+  if (tile >= rc.mask_from) {
+    const int kbase = tile * BK;
+    const int rel0 = max_(-1, min_(BK, rc.last[0] - kbase));
+    const int rel1 = max_(-1, min_(BK, rc.last[1] - kbase));
+#pragma unroll
+    for (int j = 0; j < BK / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (8 * j + 2 * t + (e & 1) > ((e & 2) ? rel1 : rel0)) sc[4 * j + e] = neg_inf();
+  }
+
+  // online softmax (max ignores NaN: max.f32)
+  float m_use[2];
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    float mx = neg_inf();
+#pragma unroll
+    for (int j = 0; j < BK / 8; ++j) {
+      mx = ptx::max_f32(mx, sc[4 * j + 2 * hf]);
+      mx = ptx::max_f32(mx, sc[4 * j + 2 * hf + 1]);
+    }
+    mx = ptx::max_f32(mx, ptx::shfl_xor(mx, 1));
+    mx = ptx::max_f32(mx, ptx::shfl_xor(mx, 2));
+    const float m_new = ptx::max_f32(m[hf], mx);
+    m_use[hf] = (m_new == neg_inf()) ? 0.f : m_new;
+    alpha[hf] = ptx::exp2_approx(m[hf] - m_use[hf]);
+    m[hf] = m_new;
+  }
+  // P̃ = exp2(s - m), P̂ = e4m3(P̃·448), l += P̃. FOLD: P̂ = exp2(s - (m - log2 448)) = 448·P̃
+  // directly and l sums those (l' = 448·l; the epilogue divides by l' and subtracts log2 448
+  // from the LSE) — one FMUL less per score.
+  const float m_sh[2] = {FOLD ? m_use[0] - LOG2_P_SCALE : m_use[0], FOLD ? m_use[1] - LOG2_P_SCALE : m_use[1]};
+  float rs[2] = {0.f, 0.f};
+#pragma unroll
+  for (int i = 0; i < NS; ++i) {
+    const float pt = ptx::exp2_approx(sc[i] - m_sh[(i >> 1) & 1]);
+    rs[(i >> 1) & 1] += pt;
+    sc[i] = FOLD ? pt : pt * P_SCALE;
+  }
+  // l is kept per thread (its own keys); the quad's partial sums are added at the end.
+  l[0] = l[0] * alpha[0] + rs[0];
+  l[1] = l[1] * alpha[1] + rs[1];
+
+#pragma unroll
+  for (int kc = 0; kc < KC; ++kc)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int j0 = 4 * kc + 2 * h;
+      pack_pv_fragment(&sc[4 * j0], &sc[4 * (j0 + 1)], rc.sel, pa[kc][2 * h], pa[kc][2 * h + 1]);
+    }
+}
+
+// Issues acc (+)= P̂ V̂ of channel chunk `ch` of the tile in stage `st` as one committed batch.
+// zero_first: the tile's two-level accumulator starts from 0 (scale-d = 0 on the first k-step).
+__device__ __forceinline__ void issue_pv(float (&acc)[PVN / 2], const u32 (&pa)[KC][4], u32 st, int ch, bool zero_first) {
+  const u64 vd = v_desc0(opaque(st));
+  ptx::wgmma_fence();
+  if (zero_first)
+    ptx::wgmma_e4m3_rs_z<PVN>(acc, pa[0], desc_add(vd, v_off(ch, 0)));
+  else
+    ptx::wgmma_e4m3_rs<PVN>(acc, pa[0], desc_add(vd, v_off(ch, 0)), 1u);
+#pragma unroll
+  for (int kc = 1; kc < KC; ++kc) ptx::wgmma_e4m3_rs<PVN>(acc, pa[kc], desc_add(vd, v_off(ch, kc)), 1u);
+  ptx::wgmma_commit();
+}
+
+// Two-level accumulation: O = O·a + R (the contract's order), after R's batch completed.
+__device__ __forceinline__ void add_tile(float (&o)[PVN / 2], float (&r)[PVN / 2], const float (&alpha)[2]) {
+#pragma unroll
+  for (int i = 0; i < PVN / 2; ++i) {
+    ptx::fence_operand(r[i]);
+    o[i] = o[i] * alpha[(i >> 1) & 1] + r[i];
+    ptx::fence_operand(o[i]);  // r dies here, before the next batch writes it
+  }
+}
+__device__ __forceinline__ void rescale(float (&o)[NCH][PVN / 2], const float (&alpha)[2]) {
+#pragma unroll
+  for (int ch = 0; ch < NCH; ++ch)
+#pragma unroll
+    for (int i = 0; i < PVN / 2; ++i) o[ch][i] *= alpha[(i >> 1) & 1];
+}
+
+// Releases the stage of tile `tile` (every wgmma of this warp that read it has completed). The
+// K scales and ΔS were read through the generic proxy and the next bulk copies write them through
+// the async proxy: each thread orders its reads before the release (compute-sanitizer racecheck
+// reported these write-after-read pairs without the fence). Without a producer warpgroup, thread
+// 0 refills the stage once every consumer warp released it.
+__device__ __forceinline__ void release_stage(const WgmmaAttentionParams& P, u32 sbase, int tile, int n_tiles, int lane,
+                                              int tid) {
+  const int slot = STAGES == 1 ? 0 : tile % STAGES;
+  ptx::fence_proxy_async_smem();
+  __syncwarp();
+  if (lane == 0) ptx::mbar_arrive(sbase + SM.bar_off + 8u * static_cast<u32>(STAGES + slot));
+  if (!WS) {
+    if (tid == 0 && tile + STAGES < n_tiles) {
+      ptx::mbar_wait(sbase + SM.bar_off + 8u * static_cast<u32>(STAGES + slot), static_cast<u32>((tile / STAGES) & 1));
+      issue_tile(P, tile + STAGES, slot, sbase);
+    }
+    __syncwarp();
+  }
+}
+
+// Stage address of tile `tile`, after waiting for its copies.
+__device__ __forceinline__ u32 acquire_stage(u32 sbase, int tile) {
+  const int slot = STAGES == 1 ? 0 : tile % STAGES;
+  const u32 parity = static_cast<u32>((tile / STAGES) & 1);
+  const u32 st = opaque(sbase + static_cast<u32>(SM.stages_off + slot * SM.stage_bytes));
+  ptx::mbar_wait(sbase + SM.bar_off + 8u * static_cast<u32>(slot), parity);
+  __syncwarp();
+  return st;
+}
+
 // The consumer warpgroups: QKᵀ, softmax, P̂·V̂ for every tile, then the epilogue.
 __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase, int n_tiles) {
   const AttentionParams& p = P.a;
@@ -268,21 +456,19 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase
   float o[NCH][PVN / 2];
   float m[2], l[2];
   u32 qf[Q_IN_REGS ? KSTEPS : 1][4];
-  float qs;
-  int last[2];  // last visible key of rows g and g+8 (clamped to kv_len-1)
-  i64 mask_from;
+  RowCtx rc;
   {
     const Coords c = coords(p);
     const i64 row = c.i0 + warp * 16 + g;
     if (Q_IN_REGS) load_q_fragments(p.q_codes + (c.bh * c.q_len_pad + row) * RB + 4 * t, qf);
-    qs = p.q_scale[(c.bh * c.q_blocks + c.qb) * (WARPS * 8) + warp * 8 + g];
+    rc.qs = p.q_scale[(c.bh * c.q_blocks + c.qb) * (WARPS * 8) + warp * 8 + g];
     const i64 off = CAUSAL == 2 ? p.kv_len - p.q_len : 0;
     const i64 kv_last = p.kv_len - 1;
-    last[0] = static_cast<int>(CAUSAL ? max_<i64>(-1, min_<i64>(kv_last, row + off)) : kv_last);
-    last[1] = static_cast<int>(CAUSAL ? max_<i64>(-1, min_<i64>(kv_last, row + 8 + off)) : kv_last);
+    rc.last[0] = static_cast<int>(CAUSAL ? max_<i64>(-1, min_<i64>(kv_last, row + off)) : kv_last);
+    rc.last[1] = static_cast<int>(CAUSAL ? max_<i64>(-1, min_<i64>(kv_last, row + 8 + off)) : kv_last);
     // tiles that reach past kv_len or, causal, past the block's first row's limit need the mask
-    mask_from = p.kv_len / BK;
-    if (CAUSAL) mask_from = min_<i64>(mask_from, max_<i64>(0, c.i0 + off + 1) / BK);
+    rc.mask_from = p.kv_len / BK;
+    if (CAUSAL) rc.mask_from = min_<i64>(rc.mask_from, max_<i64>(0, c.i0 + off + 1) / BK);
   }
 #pragma unroll
   for (int ch = 0; ch < NCH; ++ch)
@@ -290,192 +476,108 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase
     for (int i = 0; i < PVN / 2; ++i) o[ch][i] = 0.f;
   m[0] = m[1] = neg_inf();
   l[0] = l[1] = 0.f;
-  const float c2 = p.c2;
-  const PermSel sel = perm_sel(lane);
+  rc.c2 = p.c2;
+  rc.t = t;
+  rc.sel = perm_sel(lane);
   if (!Q_IN_REGS) ptx::mbar_wait(sbase + SM.bar_off + 8u * (2 * STAGES), 0u);  // Q̂ tiles landed
   const int wg = warp >> 2;
-  if (PINGPONG && wg == 1) turn_pass(1);  // warpgroup 0 goes first
+  // 0 at run time (kv_len < 2^31), opaque to the compilers: see issue_qk.
+  const u32 zero_base = static_cast<u32>(p.kv_len >> 40);
 
+  if (PIPE) {
+    // Software pipeline inside the warpgroup: the QKᵀ of tile j and the P̂·V̂ of tile j−1 are
+    // issued back to back, then the softmax of tile j runs while P̂·V̂ (j−1) is still on the
+    // tensor cores. Float ops and their order are those of the serial loop (alpha of tile j−1
+    // is applied when its R is added), so the results are identical.
+    if (n_tiles > 0) {
+      i32 s[NS];
+      u32 pa[KC][4];
+      float alpha_prev[2];
+      u32 st_prev = acquire_stage(sbase, 0);
+      issue_qk(s, qf, st_prev, zero_base, sbase, wg);
+      ptx::wgmma_wait<0>();
+      softmax_tile(s, st_prev, 0, rc, m, l, alpha_prev, pa);
 #pragma unroll 1
-  for (int tile = 0; tile < n_tiles; ++tile) {
-    const int slot = STAGES == 1 ? 0 : tile % STAGES;
-    const u32 parity = static_cast<u32>((tile / STAGES) & 1);
-    const u32 st = opaque(sbase + static_cast<u32>(SM.stages_off + slot * SM.stage_bytes));
-    ptx::mbar_wait(sbase + SM.bar_off + 8u * static_cast<u32>(slot), parity);
-    __syncwarp();
-
-    // ---- S = Q̂ K̂ᵀ (int32, wgmma)
-    i32 s[NS];
-    turn_wait(wg);
-    ptx::wgmma_fence();
-    const u64 kd = k_desc0(st);
-    if (Q_IN_REGS) {
-      // Fresh copies of the Q̂ fragments for this tile's batch: ptxas (CUDA 13.0) treated the A
-      // registers of the register-sourced wgmma as dead after the batch although the next
-      // iteration reads them again, and reused them for P̂ (SASS: the QGMMA's A registers were
-      // the IGMMA's; on the H100 every tile after the first saw garbage Q̂ at head dim 128 / bk
-      // 128). With per-tile copies the wgmma operands are per-iteration values and qf is only
-      // read by ordinary instructions.
-      // zero at run time, unknown to the compilers and different per iteration (so the xor stays
-      // in the loop): kv_len < 2^31, so kv_len >> 40 is 0.
-      const u32 zero = static_cast<u32>(tile) & static_cast<u32>(p.kv_len >> 40);
-      u32 qa[KSTEPS][4];
-#pragma unroll
-      for (int ks = 0; ks < KSTEPS; ++ks)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) qa[ks][i] = qf[ks][i] ^ zero;
-      ptx::wgmma_s8_rs_z<BK>(s, qa[0], kd);
-#pragma unroll
-      for (int ks = 1; ks < KSTEPS; ++ks) ptx::wgmma_s8_rs<BK>(s, qa[ks], desc_add(kd, k_off(ks)), 1u);
-    } else {
-      const u64 qd = q_desc0(opaque(sbase + SM.q_off + static_cast<u32>((warp >> 2) * 64 * RB)));
-      ptx::wgmma_s8_ss_z<BK>(s, qd, kd);
-#pragma unroll
-      for (int ks = 1; ks < KSTEPS; ++ks)
-        ptx::wgmma_s8_ss<BK>(s, desc_add(qd, q_off(ks)), desc_add(kd, k_off(ks)), 1u);
-    }
-    ptx::wgmma_commit();
-    turn_pass(wg);
-    ptx::wgmma_wait<0>();
-#pragma unroll
-    for (int i = 0; i < NS; ++i) ptx::fence_operand(s[i]);
-
-    // ---- dequantise, + ΔS, log2 domain, mask
-    // int32 → float through the magic number 1.5·2^23 (exact: |dot| <= 127²·256 < 2^22): an
-    // integer add and a float subtract on the full-rate pipes instead of I2F on the 16/clk
-    // conversion pipe that ex2 also uses. Then the contract's S = dot·(δq·δk) (+ ΔS), s = S·c2;
-    // FOLD (experiment) multiplies by δq·δk·c2 at once (one FMUL less per score, a last-bit
-    // difference in s — seen to move the LSE by up to 2e-4 relative on the H100).
-    const float dqk0 = qs * ptx::ld_shared_f32(st + SM.ks_off + 4 * t);
-    const float dqk = FOLD ? dqk0 * c2 : dqk0;
-    float sc[NS];
-#pragma unroll
-    for (int j = 0; j < BK / 8; ++j) {
-      float dsx = 0.f, dsy = 0.f;
-      if (SMOOTH_Q) ptx::ld_shared_f32x2(st + SM.ds_off + (8 * j + 2 * t) * 4, dsx, dsy);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float dot = ptx::bits_f32(static_cast<u32>(s[4 * j + e]) + 0x4B400000u) - 12582912.f;
-        float S = dot * dqk;
-        if (FOLD) {
-          if (SMOOTH_Q) S = S + ((e & 1) ? dsy : dsx) * c2;
-        } else {
-          if (SMOOTH_Q) S = S + ((e & 1) ? dsy : dsx);
-          S = S * c2;
-        }
-        sc[4 * j + e] = S;
-      }
-    }
-    if (tile >= mask_from) {
-      const int kbase = tile * BK;
-      const int rel0 = max_(-1, min_(BK, last[0] - kbase));
-      const int rel1 = max_(-1, min_(BK, last[1] - kbase));
-#pragma unroll
-      for (int j = 0; j < BK / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (8 * j + 2 * t + (e & 1) > ((e & 2) ? rel1 : rel0)) sc[4 * j + e] = neg_inf();
-    }
-
-    // ---- online softmax (max ignores NaN: max.f32)
-    float m_use[2], alpha[2];
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      float mx = neg_inf();
-#pragma unroll
-      for (int j = 0; j < BK / 8; ++j) {
-        mx = ptx::max_f32(mx, sc[4 * j + 2 * hf]);
-        mx = ptx::max_f32(mx, sc[4 * j + 2 * hf + 1]);
-      }
-      mx = ptx::max_f32(mx, ptx::shfl_xor(mx, 1));
-      mx = ptx::max_f32(mx, ptx::shfl_xor(mx, 2));
-      const float m_new = ptx::max_f32(m[hf], mx);
-      m_use[hf] = (m_new == neg_inf()) ? 0.f : m_new;
-      alpha[hf] = ptx::exp2_approx(m[hf] - m_use[hf]);
-      m[hf] = m_new;
-    }
-    // P̃ = exp2(s - m), P̂ = e4m3(P̃·448), l += P̃. FOLD: P̂ = exp2(s - (m - log2 448)) = 448·P̃
-    // directly and l sums those (l' = 448·l; the epilogue divides by l' and subtracts log2 448
-    // from the LSE) — one FMUL less per score.
-    const float m_sh[2] = {FOLD ? m_use[0] - LOG2_P_SCALE : m_use[0], FOLD ? m_use[1] - LOG2_P_SCALE : m_use[1]};
-    float rs[2] = {0.f, 0.f};
-#pragma unroll
-    for (int i = 0; i < NS; ++i) {
-      const float pt = ptx::exp2_approx(sc[i] - m_sh[(i >> 1) & 1]);
-      rs[(i >> 1) & 1] += pt;
-      sc[i] = FOLD ? pt : pt * P_SCALE;
-    }
-    // l is kept per thread (its own keys); the quad's partial sums are added at the end.
-    l[0] = l[0] * alpha[0] + rs[0];
-    l[1] = l[1] * alpha[1] + rs[1];
-
-    // ---- P̂ → e4m3 A fragments (quad permutation)
-    u32 pa[KC][4];
-#pragma unroll
-    for (int kc = 0; kc < KC; ++kc)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int j0 = 4 * kc + 2 * h;
-        pack_pv_fragment(&sc[4 * j0], &sc[4 * (j0 + 1)], sel, pa[kc][2 * h], pa[kc][2 * h + 1]);
-      }
-
-    // ---- P̂ V̂ (wgmma, per channel chunk)
-    turn_wait(wg);
-    if (!TWO_LEVEL) {
-#pragma unroll
-      for (int ch = 0; ch < NCH; ++ch)
-#pragma unroll
-        for (int i = 0; i < PVN / 2; ++i) o[ch][i] *= alpha[(i >> 1) & 1];
-    }
-#pragma unroll
-    for (int ch = 0; ch < NCH; ++ch) {
-      if (TWO_LEVEL) {
+      for (int tile = 1; tile < n_tiles; ++tile) {
+        const u32 st = acquire_stage(sbase, tile);
+        issue_qk(s, qf, st, zero_base & static_cast<u32>(tile), sbase, wg);
         float r[PVN / 2];
-        const u64 vd = v_desc0(opaque(st));
-        ptx::wgmma_fence();
-        ptx::wgmma_e4m3_rs_z<PVN>(r, pa[0], desc_add(vd, v_off(ch, 0)));
-#pragma unroll
-        for (int kc = 1; kc < KC; ++kc) ptx::wgmma_e4m3_rs<PVN>(r, pa[kc], desc_add(vd, v_off(ch, kc)), 1u);
-        ptx::wgmma_commit();
-        if (ch == 0) turn_pass(wg);
-        ptx::wgmma_wait<0>();
-#pragma unroll
-        for (int i = 0; i < PVN / 2; ++i) {
-          ptx::fence_operand(r[i]);
-          o[ch][i] = o[ch][i] * alpha[(i >> 1) & 1] + r[i];
-          ptx::fence_operand(o[ch][i]);  // r dies here, before the next chunk's batch
+        if (TWO_LEVEL) {
+          issue_pv(r, pa, st_prev, 0, true);
+        } else {
+          rescale(o, alpha_prev);
+          issue_pv(o[0], pa, st_prev, 0, false);
         }
-      } else {
-        const u64 vd = v_desc0(opaque(st));
-        ptx::wgmma_fence();
+        ptx::wgmma_wait<1>();  // S of tile j (the older batch) is complete
+        u32 pa_next[KC][4];
+        float alpha[2];
+        softmax_tile(s, st, tile, rc, m, l, alpha, pa_next);
+        ptx::wgmma_wait<0>();
+        if (TWO_LEVEL) {
+          add_tile(o[0], r, alpha_prev);
+        } else {
 #pragma unroll
-        for (int kc = 0; kc < KC; ++kc) ptx::wgmma_e4m3_rs<PVN>(o[ch], pa[kc], desc_add(vd, v_off(ch, kc)), 1u);
-        ptx::wgmma_commit();
-        if (ch == 0) turn_pass(wg);
+          for (int i = 0; i < PVN / 2; ++i) ptx::fence_operand(o[0][i]);
+        }
+        release_stage(P, sbase, tile - 1, n_tiles, lane, tid);
+#pragma unroll
+        for (int kc = 0; kc < KC; ++kc)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) pa[kc][i] = pa_next[kc][i];
+        alpha_prev[0] = alpha[0];
+        alpha_prev[1] = alpha[1];
+        st_prev = st;
+      }
+      float r[PVN / 2];
+      if (TWO_LEVEL) {
+        issue_pv(r, pa, st_prev, 0, true);
+        ptx::wgmma_wait<0>();
+        add_tile(o[0], r, alpha_prev);
+      } else {
+        rescale(o, alpha_prev);
+        issue_pv(o[0], pa, st_prev, 0, false);
         ptx::wgmma_wait<0>();
 #pragma unroll
-        for (int i = 0; i < PVN / 2; ++i) ptx::fence_operand(o[ch][i]);
+        for (int i = 0; i < PVN / 2; ++i) ptx::fence_operand(o[0][i]);
       }
+      release_stage(P, sbase, n_tiles - 1, n_tiles, lane, tid);
     }
+  } else {
+    if (PINGPONG && wg == 1) turn_pass(1);  // warpgroup 0 goes first
+#pragma unroll 1
+    for (int tile = 0; tile < n_tiles; ++tile) {
+      const u32 st = acquire_stage(sbase, tile);
+      i32 s[NS];
+      turn_wait(wg);
+      issue_qk(s, qf, st, zero_base & static_cast<u32>(tile), sbase, wg);
+      turn_pass(wg);
+      ptx::wgmma_wait<0>();
+      u32 pa[KC][4];
+      float alpha[2];
+      softmax_tile(s, st, tile, rc, m, l, alpha, pa);
 
-    // ---- release the stage (every wgmma of this warp that read it has completed). The K scales
-    // and ΔS were read through the generic proxy and the next bulk copies write them through the
-    // async proxy: each thread orders its reads before the release (compute-sanitizer racecheck
-    // reported these write-after-read pairs without the fence).
-    ptx::fence_proxy_async_smem();
-    __syncwarp();
-    if (lane == 0) ptx::mbar_arrive(sbase + SM.bar_off + 8u * static_cast<u32>(STAGES + slot));
-    if (!WS) {
-      // thread 0 doubles as the producer: refill this stage once every consumer warp released it
-      if (tid == 0 && tile + STAGES < n_tiles) {
-        ptx::mbar_wait(sbase + SM.bar_off + 8u * static_cast<u32>(STAGES + slot), parity);
-        issue_tile(P, tile + STAGES, slot, sbase);
+      turn_wait(wg);
+      if (!TWO_LEVEL) rescale(o, alpha);
+#pragma unroll
+      for (int ch = 0; ch < NCH; ++ch) {
+        if (TWO_LEVEL) {
+          float r[PVN / 2];
+          issue_pv(r, pa, st, ch, true);
+          if (ch == 0) turn_pass(wg);
+          ptx::wgmma_wait<0>();
+          add_tile(o[ch], r, alpha);
+        } else {
+          issue_pv(o[ch], pa, st, ch, false);
+          if (ch == 0) turn_pass(wg);
+          ptx::wgmma_wait<0>();
+#pragma unroll
+          for (int i = 0; i < PVN / 2; ++i) ptx::fence_operand(o[ch][i]);
+        }
       }
-      __syncwarp();
+      release_stage(P, sbase, tile, n_tiles, lane, tid);
     }
+    if (PINGPONG && wg == 0) turn_wait(0);  // takes warpgroup 1's last pass: the barriers end balanced
   }
-
-  if (PINGPONG && wg == 0) turn_wait(0);  // takes warpgroup 1's last pass: the barriers end balanced
 
   // ---- epilogue: O = ((O / l) / 448) · δV (+ μ), LSE, then the non-finite poison of the
   //      quantize stage's flags (reference.hpp "NaN / Inf policy"): for row i with visible keys

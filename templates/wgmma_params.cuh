@@ -52,6 +52,15 @@ constexpr int wg_pv_chunks(int d_v) {
 #endif
 }
 constexpr int wg_pv_n(int d_v) { return d_v / wg_pv_chunks(d_v); }
+// Software pipelining inside a consumer warpgroup (the softmax of KV tile j overlaps the P̂·V̂ of
+// tile j−1): needs the registers of a second S and P̂ next to one P̂·V̂ chunk (d_v <= 128) and
+// >= 2 stages (tile j−1's stage is still read while tile j's is consumed).
+constexpr bool wg_pipelined(int d_v, int stages) {
+#ifdef SAGE2_WG_PIPE  // experiments only
+  if (SAGE2_WG_PIPE == 0) return false;
+#endif
+  return wg_pv_chunks(d_v) == 1 && stages >= 2;
+}
 constexpr int wg_align(int x, int a) { return (x + a - 1) / a * a; }
 
 constexpr bool wg_q_in_smem(int row_bytes) {

@@ -74,6 +74,8 @@ const char* kUsage =
     "  --bits LIST          auto, 8, 4 (default auto: 8 on sm_90a, 4 with smooth Q on sm_89)\n"
     "  --smooth-q MODE      auto (on with 4-bit), on, off (default auto)\n"
     "  --smooth-v           smooth V on (default off)\n"
+    "  --family LIST        auto, mma, wgmma (default auto: wgmma for 8-bit on sm_90a up to head\n"
+    "                       dim 256, mma otherwise); combinations a family cannot run are skipped\n"
     "  --tiles LIST         only these candidates, BQxBKxWARPSxSTAGES (e.g. 64x64x4x2,128x64x8x2);\n"
     "                       the heuristic default is always added\n"
     "  --with-lse           also compile the LSE-returning attention kernels\n"
@@ -149,6 +151,7 @@ struct Options {
   std::vector<DType> dtypes = {DType::F16, DType::BF16};
   std::vector<CausalMode> causal = {CausalMode::None, CausalMode::TopLeft};
   std::vector<int> bits = {0};  // 0 = auto
+  std::vector<std::optional<jit::KernelFamily>> families = {std::nullopt};  // nullopt = auto
   Toggle smooth_q = Toggle::Auto;
   bool smooth_v = false;
   std::vector<jit::TileConfig> tiles;
@@ -301,6 +304,16 @@ Options parse(int argc, char** argv) {
       o.report = val();
       if (o.report.empty()) throw UsageError{"--report needs a file name"};
     }
+    else if (name == "--family") {
+      o.families.clear();
+      for (const auto& f : split(val())) {
+        if (f == "auto") { o.families.push_back(std::nullopt); continue; }
+        const auto fam = jit::parse_attention_family(f);
+        if (!fam) throw UsageError{"--family: '" + f + "' is not auto, mma or wgmma"};
+        o.families.push_back(fam);
+      }
+      if (o.families.empty()) throw UsageError{"--family needs a list"};
+    }
     else if (name == "--progress") { flag(); o.progress = 1; }
     else if (name == "--no-progress") { flag(); o.progress = 0; }
     else if (name == "--verbose" || name == "-v") { flag(); o.verbose = true; }
@@ -320,17 +333,23 @@ std::vector<autotune::Specialisation> specialisations(const Options& o, jit::Arc
   for (int hd : o.head_dims)
     for (CausalMode c : o.causal)
       for (DType dt : o.dtypes)
-        for (int bits : o.bits) {
-          autotune::Specialisation s = autotune::Specialisation::defaults(arch, hd, c, dt);
-          if (bits) s.qk_bits = bits;
-          s.smooth_q = o.smooth_q == Toggle::Auto ? s.qk_bits == 4 : o.smooth_q == Toggle::On;
-          s.smooth_v = o.smooth_v;
-          v.push_back(s);
-          if (o.with_lse) {
-            s.return_lse = true;
+        for (int bits : o.bits)
+          for (const auto& fam : o.families) {
+            autotune::Specialisation s = autotune::Specialisation::defaults(arch, hd, c, dt);
+            if (bits) s.qk_bits = bits;
+            s.smooth_q = o.smooth_q == Toggle::Auto ? s.qk_bits == 4 : o.smooth_q == Toggle::On;
+            s.smooth_v = o.smooth_v;
+            s.family = fam.value_or(jit::default_attention_family(arch, s.qk_bits, hd));
+            if (fam == jit::KernelFamily::AttentionWgmma &&
+                jit::default_attention_family(arch, s.qk_bits, hd) != jit::KernelFamily::AttentionWgmma)
+              continue;  // wgmma runs 8-bit on sm_90a up to head dim 256 only
+            if (std::find(v.begin(), v.end(), s) != v.end()) continue;  // auto may equal an explicit family
             v.push_back(s);
+            if (o.with_lse) {
+              s.return_lse = true;
+              v.push_back(s);
+            }
           }
-        }
   return v;
 }
 
@@ -444,6 +463,7 @@ json facts_json(const jit::PtxasFacts& f) {
 
 json plan_json(const autotune::SpecialisationPlan& p) {
   json j = {{"name", p.spec.str()},
+            {"family", p.spec.family ? json(jit::family_name(*p.spec.family)) : json("auto")},
             {"head_dim", p.spec.head_dim},
             {"causal", causal_mode_name(p.spec.causal)},
             {"dtype", dtype_name(p.spec.dtype)},
@@ -670,7 +690,7 @@ int run_tune(const Options& o, Progress& progress) {
       Outcome out;
       out.plan = &p;
       out.problem = autotune::TimingProblem{batch_for(o, len), o.heads, o.kv_heads, len, len};
-      out.key = p.spec.key(len, len, o.heads, o.kv_heads);
+      out.key = p.spec.key(arch, len, len, o.heads, o.kv_heads);
       outcomes.push_back(out);
       total_steps += n;
       total_w += static_cast<double>(n) * autotune::attention_ops(out.problem, p.spec.head_dim, false);

@@ -65,6 +65,7 @@ TEST_CASE("autotune: candidate tiles are valid, distinct, and include the heuris
       CAPTURE(tile_str(t));
       CHECK(seen.insert(tile_str(t)).second);
       Specialisation s = Specialisation::defaults(arch, 64, CausalMode::None, DType::F16);
+      s.family = jit::KernelFamily::AttentionMma;
       CHECK_FALSE(static_reject_reason(s.attention_spec(arch, t), INT_MAX).has_value());
       CHECK(parse_tile(tile_str(t)) == std::optional<jit::TileConfig>(t));
     }
@@ -72,6 +73,17 @@ TEST_CASE("autotune: candidate tiles are valid, distinct, and include the heuris
       CHECK(std::find(tiles.begin(), tiles.end(), t) != tiles.end());
     CHECK(tile_candidates(jit::KernelFamily::Quantize, arch).empty());
   }
+  // wgmma (sm_90a, 8-bit): every candidate is valid at head dims 64 and 128 on an unlimited device.
+  const auto& wg = tile_candidates(jit::KernelFamily::AttentionWgmma, jit::Arch::Sm90a);
+  REQUIRE(wg.size() >= 6);
+  for (int hd : {64, 128})
+    for (const auto& t : wg) {
+      CAPTURE(tile_str(t));
+      const Specialisation s = Specialisation::defaults(jit::Arch::Sm90a, hd, CausalMode::None, DType::F16);
+      const jit::KernelSpec k = s.attention_spec(jit::Arch::Sm90a, t);
+      CHECK(k.family == jit::KernelFamily::AttentionWgmma);  // the sm_90a 8-bit default
+      CHECK_FALSE(static_reject_reason(k, INT_MAX).has_value());
+    }
   CHECK(parse_tile("64x64x4x2") == std::optional<jit::TileConfig>(jit::TileConfig{64, 64, 4, 2}));
   CHECK_FALSE(parse_tile("64x64x4").has_value());
   CHECK_FALSE(parse_tile("64x64x4x2x").has_value());
@@ -117,8 +129,9 @@ TEST_CASE("autotune: the static filter rejects tiles over the shared memory limi
 }
 
 TEST_CASE("autotune: the ptxas filter rejects spills, stack frames and too many registers") {
-  const jit::KernelSpec spec =
-      Specialisation::defaults(jit::Arch::Sm90a, 128, CausalMode::None, DType::F16).attention_spec(jit::Arch::Sm90a, {128, 64, 8, 2});
+  Specialisation mma = Specialisation::defaults(jit::Arch::Sm90a, 128, CausalMode::None, DType::F16);
+  mma.family = jit::KernelFamily::AttentionMma;
+  const jit::KernelSpec spec = mma.attention_spec(jit::Arch::Sm90a, {128, 64, 8, 2});
   jit::PtxasFacts f;
   f.registers = 128;
   CHECK_FALSE(ptxas_reject_reason(spec, f).has_value());
@@ -149,7 +162,8 @@ TEST_CASE("autotune: real NVRTC compiles — spilling candidate rejected, clean 
   CandTempDir tmp;
   const cache::DiskCache cache(tmp.path);
   const jit::Arch arch = jit::Arch::Sm90a;
-  const Specialisation s = Specialisation::defaults(arch, 128, CausalMode::None, DType::F16);
+  Specialisation s = Specialisation::defaults(arch, 128, CausalMode::None, DType::F16);
+  s.family = jit::KernelFamily::AttentionMma;  // the portable family's tiles (wgmma has its own)
   const jit::TileConfig clean{64, 64, 4, 1}, spilling{128, 32, 4, 1}, too_big{128, 128, 8, 3};
 
   PrepareOptions o;

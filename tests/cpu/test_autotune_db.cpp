@@ -30,6 +30,7 @@
 #include "autotune/candidates.hpp"
 #include "autotune/planner.hpp"
 #include "autotune/tuning_db.hpp"
+#include "jit/wgmma_shape.hpp"
 #include "runtime/attention_plan.hpp"
 #include "runtime/log.hpp"
 
@@ -190,7 +191,10 @@ runtime::AttentionProblem problem(int head_dim, std::int64_t q_len, std::int64_t
   return p;
 }
 
-jit::KernelSpec base_spec(const runtime::AttentionProblem& p) { return runtime::attention_spec_for(p, kArch); }
+// The planner tests use the portable family's tiles (the sm_90a default would be wgmma).
+jit::KernelSpec base_spec(const runtime::AttentionProblem& p) {
+  return runtime::attention_spec_for(p, kArch, jit::KernelFamily::AttentionMma);
+}
 
 }  // namespace
 
@@ -536,9 +540,13 @@ TEST_CASE("autotune: the planner returns tuned tiles, memoises per signature and
   for (const auto& p : {p128, p1k, p96, problem(64, 100, 100), problem(512, 100, 100)}) {
     const TileChoice h = none.choose(base_spec(p), p);
     CHECK_FALSE(h.tuned);
-    CHECK(h.tile == runtime::plan_attention_heuristic(p, kArch, kSmem).tile);
-    CHECK(h.tile == runtime::plan_attention(p, kArch, facts).tile);
     CHECK(h.tile == jit::TileConfig{64, 64, 4, 2});
+    // The default family on sm_90a: wgmma for 8-bit up to head dim 256, with its own default tile.
+    const jit::KernelSpec d = runtime::plan_attention_heuristic(p, kArch, kSmem);
+    CHECK(d.family == (p.head_dim <= 256 ? jit::KernelFamily::AttentionWgmma : jit::KernelFamily::AttentionMma));
+    CHECK(d.tile == (p.head_dim <= 256 ? jit::default_wgmma_tile(d, kSmem) : h.tile));
+    CHECK(d.tile == none.choose(d, p).tile);
+    CHECK(d.tile == runtime::plan_attention(p, kArch, facts).tile);
   }
   // A device too small for any tile: Unsupported, and nothing memoised.
   Planner tiny("", kDevice, kArch, 8 * 1024);

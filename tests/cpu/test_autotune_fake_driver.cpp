@@ -225,8 +225,8 @@ Out run_tool(const std::string& args, const std::string& env) {
 }
 
 std::size_t smem_of(const jit::TileConfig& t) {
-  const autotune::Specialisation s =
-      autotune::Specialisation::defaults(jit::Arch::Sm90a, 64, CausalMode::None, DType::F16);
+  autotune::Specialisation s = autotune::Specialisation::defaults(jit::Arch::Sm90a, 64, CausalMode::None, DType::F16);
+  s.family = jit::KernelFamily::AttentionMma;
   return jit::attention_kernel_config(s.attention_spec(jit::Arch::Sm90a, t)).smem;
 }
 
@@ -235,7 +235,7 @@ std::size_t smem_of(const jit::TileConfig& t) {
 TEST_CASE("autotune: sage2-autotune tunes end to end on a fake driver and writes the database") {
   REQUIRE_MESSAGE(!fake().lib.empty(), fake().problem);
   FdDir cache;
-  const std::string args = "--device 0 --head-dims 64 --dtypes f16 --causal none "
+  const std::string args = "--device 0 --family mma --head-dims 64 --dtypes f16 --causal none "
                            "--tiles 64x64x4x1,64x32x4x1,64x128x4x3 --seq-lens 256,1024 --heads 2 --batch 1 "
                            "--cache-dir '" + cache.path + "' --jobs 2 --no-progress";
   const Out r = run_tool(args + " --json", "");
@@ -313,7 +313,7 @@ TEST_CASE("autotune: sage2-autotune tunes end to end on a fake driver and writes
   p.qk_bits = 8;
   p.smooth_k = true;
   const autotune::Planner planner(path, kFakeName, jit::Arch::Sm90a, 232448);
-  const autotune::TileChoice choice = planner.choose(runtime::attention_spec_for(p, jit::Arch::Sm90a), p);
+  const autotune::TileChoice choice = planner.choose(runtime::attention_spec_for(p, jit::Arch::Sm90a, jit::KernelFamily::AttentionMma), p);
   CHECK(choice.tuned);
   CHECK(autotune::tile_str(choice.tile) == best_tile);
 
@@ -358,7 +358,7 @@ TEST_CASE("autotune: Ctrl-C while tuning keeps the finished problems in the data
     ::dup2(err, 2);
     ::setenv("SAGE2_LIBCUDA", fake().lib.c_str(), 1);
     ::setenv("FAKE_CUDA_SYNC_SLEEP_MS", "25", 1);  // each timed call takes 25 ms of wall time
-    ::execl(tool.c_str(), tool.c_str(), "--device", "0", "--head-dims", "64", "--dtypes", "f16", "--causal", "none",
+    ::execl(tool.c_str(), tool.c_str(), "--device", "0", "--family", "mma", "--head-dims", "64", "--dtypes", "f16", "--causal", "none",
             "--tiles", "64x64x4x1", "--seq-lens", "128,256,512,1024,2048,4096", "--heads", "2", "--batch", "1",
             "--cache-dir", cache.path.c_str(), "--json", "--no-progress", static_cast<char*>(nullptr));
     ::_exit(127);

@@ -104,6 +104,8 @@ std::set<std::string> expected_keys(const json& report) {
     s.smooth_k = sp["smooth_k"];
     s.smooth_v = sp["smooth_v"];
     s.return_lse = sp["return_lse"];
+    s.family = jit::parse_attention_family(sp["family"].get<std::string>());
+    REQUIRE(s.family);
     for (const auto& c : sp["candidates"]) {
       const auto tile = autotune::parse_tile(c["tile"].get<std::string>());
       REQUIRE(tile);
@@ -142,7 +144,7 @@ TEST_CASE("autotune: sage2-autotune --help, usage errors, and no driver") {
 
 TEST_CASE("autotune: sage2-autotune --compile-only fills the cache with exactly the candidates' kernels") {
   ToolDir cache;
-  const std::string args = "--arch sm_90a --compile-only --head-dims 64 --dtypes f16 --tiles 64x64x4x1,128x64x8x1 "
+  const std::string args = "--arch sm_90a --compile-only --family mma --head-dims 64 --dtypes f16 --tiles 64x64x4x1,128x64x8x1 "
                            "--cache-dir '" + cache.path + "' --json --no-progress";
   const Ran r = run("sage2-autotune", args);
   INFO(r.err);
@@ -171,6 +173,7 @@ TEST_CASE("autotune: sage2-autotune --compile-only fills the cache with exactly 
       f.spill_load_bytes = c["ptxas"]["spill_load_bytes"];
       f.stack_frame_bytes = c["ptxas"]["stack_frame_bytes"];
       autotune::Specialisation s = autotune::Specialisation::defaults(jit::Arch::Sm90a, 64, CausalMode::None, DType::F16);
+      s.family = jit::KernelFamily::AttentionMma;
       const auto spec = s.attention_spec(jit::Arch::Sm90a, *autotune::parse_tile(c["tile"].get<std::string>()));
       CHECK((c["state"] == "ok") == !autotune::ptxas_reject_reason(spec, f).has_value());
     }
@@ -206,7 +209,7 @@ TEST_CASE("autotune: sage2-autotune --compile-only fills the cache with exactly 
   CHECK(j2["kernels"]["from_cache"] == expected.size());
 
   // The text report names the cache and the heuristic default.
-  const Ran t = run("sage2-autotune", "--arch sm_90a --compile-only --head-dims 64 --dtypes f16 --causal none "
+  const Ran t = run("sage2-autotune", "--arch sm_90a --compile-only --family mma --head-dims 64 --dtypes f16 --causal none "
                                       "--tiles 64x64x4x1 --cache-dir '" + cache.path + "' --no-progress");
   CHECK(t.code == 0);
   CHECK(t.out.find(cache.path) != std::string::npos);

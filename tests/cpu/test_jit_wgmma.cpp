@@ -336,7 +336,7 @@ TEST_CASE("jit wgmma: prefill the disk cache with the GPU suite's kernels (SAGE2
   std::vector<std::pair<KernelSpec, std::string>> mv;
   for (const KernelSpec& sp : sage2::test::wgmma_perf_specs())
     if (sp.family == KernelFamily::AttentionWgmma)
-      for (const std::string& m : sage2::test::wgmma_macro_variants()) mv.push_back({sp, m});
+      for (const auto& m : sage2::test::wgmma_macro_variants()) mv.push_back({sp, m.second});
   std::vector<CompiledKernel> mk(mv.size());
   next = 0;
   auto worker2 = [&] {

@@ -370,20 +370,16 @@ TEST_CASE("gpu wgmma perf: TOPS at B=4 H=32 hd128 (int8, fp16), wgmma vs mma fam
     const TensorRef orf = TensorRef::hnd(o.get(), DType::F16, 4, 32, n, 128);
     for (const KernelSpec& spec0 : test::wgmma_perf_specs()) {
       const bool wg = spec0.family == jit::KernelFamily::AttentionWgmma;
-      const std::vector<std::string> mvars = test::wgmma_macro_variants();
-      const int nvar = wg ? 1 + (spec0.tile.stages == 2 ? 1 : 0) + static_cast<int>(mvars.size()) : 1;
+      const auto mvars = test::wgmma_macro_variants();
+      const int nvar = wg ? 1 + static_cast<int>(mvars.size()) : 1;
       for (int var = 0; var < nvar; ++var) {
         KernelSpec spec = spec0;
         spec.arch = ctx.impl().arch();
         std::unique_ptr<Variant> vk;
-        std::string label = wg ? (dev::wg_producer_wg() ? "+ws" : "-ws") : "";
-        const int mi = var - 1 - (spec0.tile.stages == 2 ? 1 : 0);
-        if (var == 1 && spec0.tile.stages == 2) {
-          vk = load_variant(spec);
-          label = variant_ws() ? "+ws" : "-ws";
-        } else if (var > 0) {
-          vk = load_macro_variant(spec, mvars[static_cast<std::size_t>(mi)]);
-          label = mvars[static_cast<std::size_t>(mi)].find("FOLD") != std::string::npos ? "+pp+fold" : "+pp";
+        std::string label = wg ? (dev::wg_pipelined(spec.head_dim, spec.tile.stages) ? "pipe" : "serial") : "";
+        if (var > 0) {
+          vk = load_macro_variant(spec, mvars[static_cast<std::size_t>(var - 1)].second);
+          label = mvars[static_cast<std::size_t>(var - 1)].first;
         }
         jit::QuantProblem qp{4, 32, 32, n, n, 128};
         const jit::QuantBuffers b = jit::quant_buffers(qp, spec);

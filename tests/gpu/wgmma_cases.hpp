@@ -95,7 +95,8 @@ inline std::vector<WgCase> wgmma_case_list() {
   return v;
 }
 
-// Perf cases: B=4, H=32, hd 128, fp16, int8, smooth-K, no LSE.
+// Perf cases: B=4, H=32, hd 128, fp16, int8, smooth-K, no LSE: the wgmma tiles around the default
+// and the mma family's default tile for comparison.
 inline std::vector<jit::KernelSpec> wgmma_perf_specs() {
   std::vector<jit::KernelSpec> v;
   for (bool causal : {false, true}) {
@@ -103,11 +104,12 @@ inline std::vector<jit::KernelSpec> wgmma_perf_specs() {
     c.head_dim = 128;
     c.causal = causal ? CausalMode::TopLeft : CausalMode::None;
     c.lse = false;
-    c.tile = jit::TileConfig{128, 128, 8, 2};
-    v.push_back(wgmma_spec_for(c));
-    c.tile = jit::TileConfig{128, 128, 8, 3};
-    v.push_back(wgmma_spec_for(c));
-    jit::KernelSpec m = wgmma_spec_for(c);  // the mma family's default tile, for comparison
+    for (const jit::TileConfig& t : {jit::TileConfig{128, 128, 8, 2}, jit::TileConfig{128, 128, 8, 3},
+                                     jit::TileConfig{128, 64, 8, 2}, jit::TileConfig{128, 64, 8, 3}}) {
+      c.tile = t;
+      v.push_back(wgmma_spec_for(c));
+    }
+    jit::KernelSpec m = wgmma_spec_for(c);
     m.family = jit::KernelFamily::AttentionMma;
     m.tile = jit::TileConfig{64, 64, 4, 2};
     v.push_back(m);
@@ -131,14 +133,13 @@ inline std::vector<jit::KernelSpec> wgmma_variant_specs() {
   std::vector<jit::KernelSpec> v;
   for (const WgCase& c : wgmma_case_list())
     if (c.variant) v.push_back(wgmma_spec_for(c));
-  for (const jit::KernelSpec& s : wgmma_perf_specs())
-    if (s.family == jit::KernelFamily::AttentionWgmma && s.tile.stages == 2) v.push_back(s);
   return v;
 }
 
-// Experiment variants of the template timed by the perf case (macros in front of the source).
-inline std::vector<std::string> wgmma_macro_variants() {
-  return {"#define SAGE2_WG_PINGPONG 1\n", "#define SAGE2_WG_PINGPONG 1\n#define SAGE2_WG_FOLD 1\n"};
+// Experiment variants of the template timed by the perf case (macros in front of the source), with
+// their labels: the serial consumer loop (no software pipelining) and FOLD.
+inline std::vector<std::pair<std::string, std::string>> wgmma_macro_variants() {
+  return {{"serial", "#define SAGE2_WG_PIPE 0\n"}, {"fold", "#define SAGE2_WG_FOLD 1\n"}};
 }
 inline std::string wgmma_macro_key(const jit::KernelSpec& s, const std::string& macros) {
   char h[17];
