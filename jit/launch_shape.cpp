@@ -21,6 +21,14 @@ void fit_row(QuantizeKernelConfig& c) {
 constexpr std::int64_t kMaxGridX = 2147483647;  // 2^31 - 1
 constexpr std::int64_t kMaxGridYZ = 65535;
 
+// Items of the fused launch, in 64-bit (before the 32-bit schedule fields could wrap).
+std::int64_t fused_items(const QuantBuffers& b) {
+  const std::int64_t groups = b.p.batch * b.p.kv_heads;
+  const std::int64_t per_group = 2 * b.stats_chunks + b.k_blocks + b.kv_len_pad / quantize_v_tile(b.layout.bk) +
+                                 (b.p.q_heads / std::max<std::int64_t>(1, b.p.kv_heads)) * b.q_blocks;
+  return groups * per_group;
+}
+
 }  // namespace
 
 int quantize_v_tile(int bk) {
@@ -29,9 +37,60 @@ int quantize_v_tile(int bk) {
   return 16;
 }
 
+int quantize_stats_chunk(const KernelSpec&) {
+  // 256 tokens: at hd 128 fp16 a 64 KiB read per item (like a Q/K block), enough items to fill
+  // the GPU at N = 1K (2·4 per kv head), and partials of 16 B per channel and chunk (3 % of the
+  // bytes read).
+  return 256;
+}
+
+FusedQuantizeConfig fused_quantize_config(const KernelSpec& spec) {
+  KernelSpec s = spec;
+  s.family = KernelFamily::Quantize;
+  FusedQuantizeConfig f;
+  s.op = QuantOp::ChannelStats;
+  f.stats = quantize_kernel_config(s);
+  s.op = QuantOp::QuantizeQ;
+  f.q = quantize_kernel_config(s);
+  s.op = QuantOp::QuantizeK;
+  f.k = quantize_kernel_config(s);
+  s.op = QuantOp::QuantizeV;
+  f.v = quantize_kernel_config(s);
+  f.threads = std::max({f.stats.threads, f.q.threads, f.k.threads, f.v.threads});
+  for (QuantizeKernelConfig* c : {&f.stats, &f.q, &f.k, &f.v}) c->threads = f.threads;
+  f.stats.rows = f.threads / f.stats.tpr;
+  return f;
+}
+
+int quantize_stats_rows_per_pass(const KernelSpec& spec) {
+  const FusedQuantizeConfig f = fused_quantize_config(spec);
+  return f.threads / f.stats.tpr;
+}
+
+sage2::dev::QuantizeSchedule quantize_schedule(const QuantBuffers& b) {
+  sage2::dev::QuantizeSchedule s{};
+  const std::int64_t groups = b.p.batch * b.p.kv_heads;
+  const std::int64_t group_bytes = std::max<std::int64_t>(1, 2 * b.p.kv_len * b.p.head_dim * 2);
+  const std::int64_t lag = std::clamp<std::int64_t>(kQuantizeLagBytes / group_bytes, 1, std::max<std::int64_t>(1, groups));
+  s.groups = static_cast<unsigned>(groups);
+  s.lag = static_cast<unsigned>(lag);
+  s.chunks = static_cast<unsigned>(b.stats_chunks);
+  s.k_blocks = static_cast<unsigned>(b.k_blocks);
+  s.v_tiles = static_cast<unsigned>(b.kv_len_pad / quantize_v_tile(b.layout.bk));
+  s.q_blocks = static_cast<unsigned>(b.q_blocks);
+  s.q_per_group = static_cast<unsigned>(b.p.q_heads / std::max<std::int64_t>(1, b.p.kv_heads));
+  // total() < 2^31 is checked by quantize_launch_shape (and the 32-bit fields then cannot wrap)
+  return s;
+}
+
 QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
   QuantizeKernelConfig c;
   switch (s.op) {
+    case QuantOp::Fused: {
+      const FusedQuantizeConfig f = fused_quantize_config(s);
+      c = f.stats;
+      break;
+    }
     case QuantOp::ChannelStats:
       c.chunks = (s.head_dim + 7) / 8;
       fit_row(c);
@@ -69,12 +128,17 @@ std::int64_t quantize_blocks_per_head(const KernelSpec& s, const QuantBuffers& b
     case QuantOp::QuantizeQ: return b.q_blocks;
     case QuantOp::QuantizeK: return b.k_blocks;
     case QuantOp::QuantizeV: return b.kv_len_pad / quantize_v_tile(s.tile.bk);
+    case QuantOp::Fused: {
+      const std::int64_t groups = std::max<std::int64_t>(1, b.p.batch * b.p.kv_heads);
+      return fused_items(b) / groups;
+    }
     case QuantOp::None: break;
   }
   throw Error(ErrorCode::InvalidArgument, "quantize_blocks_per_head: spec without a quantize op");
 }
 
 std::int64_t quantize_work_ctas(const KernelSpec& s, const QuantBuffers& b) {
+  if (s.op == QuantOp::Fused) return fused_items(b);
   const std::int64_t heads = s.op == QuantOp::QuantizeQ ? b.p.q_heads : b.p.kv_heads;
   return quantize_blocks_per_head(s, b) * b.p.batch * heads;
 }
@@ -83,7 +147,8 @@ LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b) {
   if (s.family != KernelFamily::Quantize)
     throw Error(ErrorCode::InvalidArgument,
                 std::string("quantize_launch_shape: spec family is ") + family_name(s.family));
-  const bool qk = s.op == QuantOp::QuantizeQ || s.op == QuantOp::QuantizeK;
+  const bool fused = s.op == QuantOp::Fused;
+  const bool qk = s.op == QuantOp::QuantizeQ || s.op == QuantOp::QuantizeK || fused;
   std::string mismatch;
   if (s.tile.bk != b.layout.bk) mismatch += " bk";
   if (s.head_dim != b.p.head_dim) mismatch += " head_dim";
@@ -94,12 +159,23 @@ LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b) {
     mismatch += " qk_bits (k_stats row width d_qk)";
   if (qk && mma_shape_for(s) != b.layout.shape) mismatch += " consumer";
   if (qk && s.smooth_k != b.smooth_k) mismatch += " smooth_k";
-  if (s.op == QuantOp::QuantizeQ && s.smooth_q != b.smooth_q) mismatch += " smooth_q";
-  if (s.op == QuantOp::QuantizeV && s.smooth_v != b.smooth_v) mismatch += " smooth_v";
+  if ((s.op == QuantOp::QuantizeQ || fused) && s.smooth_q != b.smooth_q) mismatch += " smooth_q";
+  if ((s.op == QuantOp::QuantizeV || fused) && s.smooth_v != b.smooth_v) mismatch += " smooth_v";
+  if (fused && quantize_stats_chunk(s) != b.stats_chunk) mismatch += " stats_chunk";
   if (!mismatch.empty())
     throw Error(ErrorCode::InvalidArgument, "quantize_launch_shape: the quantize spec (" + s.key() +
                                                 ") does not match the buffers in:" + mismatch);
   const QuantizeKernelConfig c = quantize_kernel_config(s);
+  if (fused) {
+    const std::int64_t items = fused_items(b);
+    if (items > kMaxGridX)
+      throw Error(ErrorCode::InvalidArgument, "fused quantize launch needs " + std::to_string(items) +
+                                                  " work items, more than a grid can hold");
+    LaunchShape ls;
+    ls.grid[0] = static_cast<unsigned>(std::max<std::int64_t>(1, items));
+    ls.block[0] = static_cast<unsigned>(c.threads);
+    return ls;
+  }
   const std::int64_t per_head = std::max<std::int64_t>(1, quantize_blocks_per_head(s, b));
   const std::int64_t heads = s.op == QuantOp::QuantizeQ ? b.p.q_heads : b.p.kv_heads;
   const std::int64_t bh = std::max<std::int64_t>(1, b.p.batch * heads);
@@ -174,6 +250,9 @@ sage2::dev::QuantizeParams make_quantize_params(const QuantBuffers& b, const Ten
   p.q_bad = static_cast<sage2::dev::u8*>(at(o.q_bad, b.q_bad()));
   p.k_first_bad = static_cast<sage2::dev::i32*>(at(o.k_first_bad, b.k_first_bad()));
   p.v_first_bad = static_cast<sage2::dev::i32*>(at(o.v_first_bad, b.v_first_bad()));
+  p.stats_part = static_cast<float*>(at(o.stats_part, b.stats_part()));
+  p.sync = static_cast<sage2::dev::u32*>(at(o.sync, b.sync_words()));
+  p.sched_lag = quantize_schedule(b).lag;
   return p;
 }
 

@@ -31,13 +31,40 @@ struct QuantizeKernelConfig {
   int cpt = 1;        // 8-channel chunks per thread
   int chunks = 1;     // chunks per row the mapping covers: d_qk/8 (Q, K), d_v/8 (V), ceil(d/8) (stats)
 };
+// For QuantOp::Fused: threads = the fused CTA size, the other fields those of the statistics
+// items (fused_quantize_config has all four).
 QuantizeKernelConfig quantize_kernel_config(const KernelSpec& quantize_spec);
+
+// The fused kernel runs every item kind with one CTA size: the largest the separate kernels
+// would use; each kind keeps its own rows/tpr/cpt/chunks (rows of the statistics items = rows
+// per pass = threads / tpr).
+struct FusedQuantizeConfig {
+  int threads = 256;
+  QuantizeKernelConfig stats, q, k, v;
+};
+FusedQuantizeConfig fused_quantize_config(const KernelSpec& spec);  // any spec of the stage
+
+// Statistics chunk T (tokens per statistics item of the fused stage) — the one definition the
+// kernel (SAGE2_QZ_STATS_CHUNK), QuantBuffers and the CPU reference use. `spec`: the attention
+// spec or any quantize spec derived from it.
+int quantize_stats_chunk(const KernelSpec& spec);
+// P of the sum-order formula in jit/quant_buffers.hpp: token rows per pass of the fused stage's
+// statistics items (fused threads / threads per row).
+int quantize_stats_rows_per_pass(const KernelSpec& spec);
+
+// Work-item schedule of the fused launch for the buffers `b` (templates/quantize_params.cuh):
+// lag = the number of groups whose K+V bytes fit kLagBytes (at least 1, at most all groups), so
+// a group's K/V are re-read from L2 after its statistics items read them.
+constexpr std::int64_t kQuantizeLagBytes = 16ll << 20;
+sage2::dev::QuantizeSchedule quantize_schedule(const QuantBuffers& b);
 
 // Grid and block of one quantize launch for the buffers `b` (built from the attention spec the
 // quantize spec was derived from; a mismatch in tile, head dim, bits, consumer or smoothing is
 // an InvalidArgument). Grid: x = token blocks of one (batch, head) sequence —
 //   channel_stats: 2 (K, V)      quantize_q: q_blocks      quantize_k: k_blocks
 //   quantize_v:    kv_len_pad / quantize_v_tile(bk)
+//   quantize_fused: 1-D grid of quantize_schedule(b).total() CTAs (items come from a device
+//                   counter, not from blockIdx; more than 2^31 - 1 items is an InvalidArgument)
 // and the batch*heads pairs (Hq for quantize_q, Hkv otherwise) numbered
 // blockIdx.z * gridDim.y + blockIdx.y, folded into z when above 65535; surplus CTAs exit.
 // block = (quantize_kernel_config(spec).threads, 1, 1); no dynamic shared memory.

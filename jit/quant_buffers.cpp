@@ -1,5 +1,7 @@
 #include "jit/quant_buffers.hpp"
 
+#include "jit/launch_shape.hpp"
+
 namespace sage2::jit {
 
 QuantBuffers quant_buffers(const QuantProblem& p, const KernelSpec& s) {
@@ -17,6 +19,8 @@ QuantBuffers quant_buffers(const QuantProblem& p, const KernelSpec& s) {
   b.d_qk = qk_dim_padded(p.head_dim, s.qk_bits);
   b.row_bytes = qk_row_bytes(p.head_dim, s.qk_bits);
   b.d_v = v_dim_padded(p.head_dim);
+  b.stats_chunk = quantize_stats_chunk(s);
+  b.stats_chunks = (p.kv_len + b.stats_chunk - 1) / b.stats_chunk;
   return b;
 }
 
@@ -37,6 +41,8 @@ std::int64_t QuantBuffers::v_stats() const { return p.batch * p.kv_heads * 3 * d
 std::int64_t QuantBuffers::q_bad() const { return p.batch * p.q_heads * q_len_pad; }
 std::int64_t QuantBuffers::k_first_bad() const { return p.batch * p.kv_heads; }
 std::int64_t QuantBuffers::v_first_bad() const { return p.batch * p.kv_heads * d_v; }
+std::int64_t QuantBuffers::stats_part() const { return p.batch * p.kv_heads * 2 * stats_chunks * 4 * d_v; }
+std::int64_t QuantBuffers::sync_words() const { return 1 + 4 * p.batch * p.kv_heads; }
 
 QuantBuffers::Offsets QuantBuffers::offsets() const {
   Offsets o{};
@@ -61,6 +67,9 @@ QuantBuffers::Offsets QuantBuffers::offsets() const {
   o.q_bad = place(q_bad(), 1);
   o.k_first_bad = place(k_first_bad(), 4);
   o.v_first_bad = place(v_first_bad(), 4);
+  o.stats_part = place(stats_part(), 4);
+  o.sync = place(sync_words(), 4);
+  o.sync_bytes = static_cast<std::size_t>(sync_words()) * 4;
   o.total = at;
   return o;
 }

@@ -10,6 +10,14 @@
 //  epilogue turns exactly the outputs that read them into NaN. For finite inputs the rules below
 //  are unchanged (bit-identical codes).
 //  stats  (per batch, head, channel c over the valid tokens n < len):  sum, min, max   (fp32)
+//     sum order (fixed, so results are bit-reproducible and the reference bit-faithful): tokens
+//     are cut into chunks of T = stats_chunk tokens; chunk k's sum is
+//        Σ_{s=0}^{P-1} ( Σ_{i>=0, k·T+s+i·P < min(len,(k+1)·T)} x[k·T+s+i·P] )
+//     (inner sums from 0.f in increasing token order, then the P slot sums left to right from
+//     slot 0's; P = rows per pass of the stats mapping, jit::quantize_stats_rows_per_pass), and
+//     the total adds the chunk sums left to right from chunk 0's. (split path,
+//     SAGE2_QUANT_PATH=split: one chunk of len tokens walked by one CTA, same formula with its
+//     own P — equal to float rounding, not bit for bit.) min/max are order-free.
 //  k̄[c]  = smooth_k ? sum_K[c] / kv_len : 0
 //  Q/K group g of a block (QuantLayout::q_group / k_group), x = float(input) - mean:
 //     amax  = max |x| over the group's valid rows and real channels (x of a non-finite input
@@ -55,6 +63,8 @@ struct QuantBuffers {
   int d_qk = 0;        // padded Q/K head dim (elements)
   int row_bytes = 0;   // bytes of one quantized Q/K row
   int d_v = 0;         // padded V head dim
+  int stats_chunk = 0;            // tokens per statistics chunk (jit::quantize_stats_chunk)
+  std::int64_t stats_chunks = 0;  // ceil(kv_len / stats_chunk)
 
   // Element counts of each buffer ([dims] in row-major order). Absent buffers have count 0.
   std::int64_t q_codes() const;   // i8  [B][Hq][q_len_pad][row_bytes]
@@ -72,12 +82,17 @@ struct QuantBuffers {
   std::int64_t q_bad() const;        // u8  [B][Hq][q_len_pad]   row has a non-finite element
   std::int64_t k_first_bad() const;  // i32 [B][Hkv]             first key with a non-finite element
   std::int64_t v_first_bad() const;  // i32 [B][Hkv][d_v]        per channel: first non-finite key
+  // Fused stage only (scratch the attention stage never reads):
+  std::int64_t stats_part() const;   // f32 [B][Hkv][2][stats_chunks][4][d_v]  per-chunk partials
+  std::int64_t sync_words() const;   // u32 [1 + 4·B·Hkv]  work ticket, arrivals, ready flags
 
   // Byte offsets of each buffer inside one workspace allocation (each 256-byte aligned). The
-  // non-finite flags come after v_stats (appended: the earlier offsets did not move).
+  // non-finite flags come after v_stats, the fused stage's scratch after them (appended: the
+  // earlier offsets did not move). `sync` must be zero when a fused launch starts: the runtime
+  // clears it (sync_bytes) on the stream before each launch.
   struct Offsets {
     std::size_t q_codes, q_scale, q_mean, q_kbias, k_codes, k_scale, k_mean, k_stats, v_codes,
-        v_scale, v_mean, v_stats, q_bad, k_first_bad, v_first_bad, total;
+        v_scale, v_mean, v_stats, q_bad, k_first_bad, v_first_bad, stats_part, sync, sync_bytes, total;
   };
   Offsets offsets() const;
 };

@@ -5,6 +5,7 @@
 // emitted as tables computed by jit::quant_layout (the device never re-derives it).
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "jit/compiler.hpp"
@@ -67,7 +68,7 @@ std::string generate_source(const KernelSpec& spec) {
   define(o, "SAGE2_CONSUMER", static_cast<int>(c.consumer), "attention family that reads the quantized data");
   define(o, "SAGE2_CONSUMER_WGMMA", c.consumer == KernelFamily::AttentionWgmma);
   define(o, "SAGE2_QUANT_OP", static_cast<int>(c.op),
-         "0 none, 1 channel_stats, 2 quantize_q, 3 quantize_k, 4 quantize_v");
+         "0 none, 1 channel_stats, 2 quantize_q, 3 quantize_k, 4 quantize_v, 5 quantize_fused");
   define(o, "SAGE2_HEAD_DIM", c.head_dim, "original head dim");
   define(o, "SAGE2_D_QK", qk_dim_padded(c.head_dim, c.qk_bits), "padded Q/K head dim (elements)");
   define(o, "SAGE2_ROW_BYTES", qk_row_bytes(c.head_dim, c.qk_bits), "bytes of one quantized Q/K row");
@@ -94,7 +95,20 @@ std::string generate_source(const KernelSpec& spec) {
   std::vector<int> kt(static_cast<std::size_t>(layout.bk));
   for (int i = 0; i < layout.bk; ++i) kt[static_cast<std::size_t>(i)] = layout.k_group(i);
   table(o, "sage2_k_group_table", "SAGE2_BK", kt);
-  if (c.family == KernelFamily::Quantize) {
+  if (c.family == KernelFamily::Quantize && c.op == QuantOp::Fused) {
+    const FusedQuantizeConfig f = fused_quantize_config(c);
+    o << "// fused quantize: one CTA size, a thread mapping per item kind (jit/launch_shape: fused_quantize_config)\n";
+    define(o, "SAGE2_QZ_THREADS", f.threads, "CTA size");
+    define(o, "SAGE2_QZ_STATS_CHUNK", quantize_stats_chunk(c), "tokens per statistics item");
+    const std::pair<const char*, const QuantizeKernelConfig*> kinds[] = {{"S", &f.stats}, {"Q", &f.q}, {"K", &f.k}, {"V", &f.v}};
+    for (const auto& [name, k] : kinds) {
+      const std::string pre = std::string("SAGE2_QZ_") + name + "_";
+      define(o, (pre + "ROWS").c_str(), k->rows);
+      define(o, (pre + "TPR").c_str(), k->tpr);
+      define(o, (pre + "CPT").c_str(), k->cpt);
+      define(o, (pre + "CHUNKS").c_str(), k->chunks);
+    }
+  } else if (c.family == KernelFamily::Quantize) {
     const QuantizeKernelConfig q = quantize_kernel_config(c);
     o << "// quantize thread mapping (jit/launch_shape: quantize_kernel_config)\n";
     define(o, "SAGE2_QZ_THREADS", q.threads, "CTA size");

@@ -52,7 +52,8 @@ void quantize_grouped(const float* x, std::int64_t rows, int d, std::int64_t ld_
                       const int* group_of_row, int n_groups, int R, std::int8_t* codes,
                       float* scales, float* margins);
 
-// Channel statistics of a dense [n][d] matrix: sum (double, rounded once), min, max.
+// Channel statistics of a dense [n][d] matrix: sum (double, rounded once), min, max. (The
+// quantize stage then replaces the sum by its fixed fp32 order: reference/quantize.cpp stage_sums.)
 void channel_stats(const std::vector<float>& x, std::int64_t n, int d, float* sum, float* mn, float* mx);
 
 // Smoothed inputs as the quantize stage sees them, from the statistics stored in `qs`

@@ -1,8 +1,10 @@
 // Reference of the GPU quantize stage (jit/quant_buffers.hpp): same buffers, same float ops.
 // The groups come from jit::quant_layout(spec) — the one source of truth shared with the kernels.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "jit/launch_shape.hpp"
 #include "reference/internal.hpp"
 #include "sage2/reference.hpp"
 
@@ -68,6 +70,25 @@ float v_amax(const QuantizedHost& qs, std::int64_t b, std::int64_t h, int c) {
 }  // namespace detail
 
 namespace {
+
+// The stage's channel sums in the fixed fp32 order of jit/quant_buffers.hpp: chunks of T
+// tokens; inside a chunk P slot sums (slot s: tokens c0+s, c0+s+P, ... from 0.f), added left to
+// right from slot 0's; chunk sums added left to right from chunk 0's. Bit-equal to the fused
+// kernel (T, P from jit/launch_shape — the kernel's own numbers).
+void stage_sums(const std::vector<float>& x, std::int64_t n, int d, int T, int P, float* sum) {
+  const auto sz = [](std::int64_t i) { return static_cast<std::size_t>(i); };
+  std::vector<float> part(sz(d)), chunk(sz(d));
+  for (std::int64_t c0 = 0; c0 < n; c0 += T) {
+    const std::int64_t c1 = std::min<std::int64_t>(n, c0 + T);
+    for (int s = 0; s < P; ++s) {
+      std::fill(part.begin(), part.end(), 0.f);
+      for (std::int64_t i = c0 + s; i < c1; i += P)
+        for (int c = 0; c < d; ++c) part[sz(c)] += x[sz(i * d + c)];
+      for (int c = 0; c < d; ++c) chunk[sz(c)] = s == 0 ? part[sz(c)] : chunk[sz(c)] + part[sz(c)];
+    }
+    for (int c = 0; c < d; ++c) sum[c] = c0 == 0 ? chunk[sz(c)] : sum[c] + chunk[sz(c)];
+  }
+}
 
 void pack_row(const std::int8_t* codes, int d_qk, int qk_bits, std::int8_t* out) {
   if (qk_bits == 8) {
@@ -167,6 +188,7 @@ QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const Tenso
   }
   const int R = L.qk_bits == 4 ? 7 : 127;
   const int d = p.d;
+  const int stats_T = jit::quantize_stats_chunk(spec), stats_P = jit::quantize_stats_rows_per_pass(spec);
 
   // ---- K and V: statistics, means, codes (one work item per batch × kv head) ----------------
   detail::parallel_for(p.batch * p.kv_heads, opt.threads, [&](std::int64_t bh) {
@@ -182,6 +204,7 @@ QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const Tenso
           if (bad[sz(n * d + c)]) qs.k_first_bad[sz(bh)] = static_cast<std::int32_t>(n);
     }
     detail::channel_stats(x, p.kv_len, d, sum.data(), mn.data(), mx.data());
+    stage_sums(x, p.kv_len, d, stats_T, stats_P, sum.data());
     float* ks = qs.k_stats.data() + bh * 3 * L.d_qk;
     float* km = qs.k_mean.data() + bh * L.d_qk;
     const auto kv_len_f = static_cast<float>(p.kv_len);
@@ -225,6 +248,7 @@ QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const Tenso
           }
     }
     detail::channel_stats(x, p.kv_len, d, sum.data(), mn.data(), mx.data());
+    stage_sums(x, p.kv_len, d, stats_T, stats_P, sum.data());
     float* vs = qs.v_stats.data() + bh * 3 * L.d_v;
     float* vm = qs.v_mean.data() + bh * L.d_v;
     for (int c = 0; c < d; ++c) {

@@ -7,11 +7,26 @@
 
 namespace sage2::runtime {
 
-// Launch order: channel_stats (K and V) → quantize_k → quantize_v → quantize_q. `workspace` is a
-// device pointer with at least b.offsets().total bytes, 256-byte aligned. Inputs are device
-// tensors matching b.p. No host synchronisation.
+// Fused (default): a memset of the stage's small sync region (work ticket, arrival counters,
+// ready flags: QuantBuffers::Offsets::sync / sync_bytes) and ONE launch of sage2_quantize_fused.
+// Split (measurement baseline, SAGE2_QUANT_PATH=split): the four launches channel_stats →
+// quantize_k → quantize_v → quantize_q. Both write the same buffers; their channel sums differ
+// in float rounding only (another order), everything else follows from them.
+enum class QuantPath { Fused, Split };
+
+// SAGE2_QUANT_PATH: "split" → Split, unset / "fused" → Fused (anything else: Fused and one
+// warning). Read once per process, at the first call.
+QuantPath quant_path_from_env();
+
+// `workspace` is a device pointer with at least b.offsets().total bytes, 256-byte aligned. Inputs
+// are device tensors matching b.p. No host synchronisation.
 void launch_quantize_stage(Context::Impl& ctx, const jit::KernelSpec& attention_spec, const jit::QuantBuffers& b,
                            const TensorRef& q, const TensorRef& k, const TensorRef& v, void* workspace,
-                           CUstream stream);
+                           CUstream stream, QuantPath path);
+inline void launch_quantize_stage(Context::Impl& ctx, const jit::KernelSpec& attention_spec,
+                                  const jit::QuantBuffers& b, const TensorRef& q, const TensorRef& k,
+                                  const TensorRef& v, void* workspace, CUstream stream) {
+  launch_quantize_stage(ctx, attention_spec, b, q, k, v, workspace, stream, quant_path_from_env());
+}
 
 }  // namespace sage2::runtime

@@ -252,6 +252,34 @@ SAGE2_DEVICE_INLINE void st_u32(void* p, u32 x) {
 SAGE2_DEVICE_INLINE void st_f32(float* p, float x) {
   asm volatile("st.global.f32 [%0], %1;" ::"l"(p), "f"(x) : "memory");
 }
+// Inter-CTA synchronisation (the fused quantize stage: work tickets, per-group ready flags).
+// gpu-scope acquire/release and relaxed accesses go to L2 (the coherence point), never a stale L1.
+SAGE2_DEVICE_INLINE u32 atom_add_relaxed_gpu_u32(u32* p, u32 v) {
+  u32 r;
+  asm volatile("atom.relaxed.gpu.global.add.u32 %0, [%1], %2;" : "=r"(r) : "l"(p), "r"(v) : "memory");
+  return r;
+}
+SAGE2_DEVICE_INLINE u32 atom_add_acq_rel_gpu_u32(u32* p, u32 v) {
+  u32 r;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(r) : "l"(p), "r"(v) : "memory");
+  return r;
+}
+SAGE2_DEVICE_INLINE void st_release_gpu_u32(u32* p, u32 v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+SAGE2_DEVICE_INLINE u32 ld_acquire_gpu_u32(const u32* p) {
+  u32 r;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(r) : "l"(p) : "memory");
+  return r;
+}
+SAGE2_DEVICE_INLINE float ld_relaxed_gpu_f32(const float* p) {
+  float r;
+  asm volatile("ld.relaxed.gpu.global.f32 %0, [%1];" : "=f"(r) : "l"(p) : "memory");
+  return r;
+}
+SAGE2_DEVICE_INLINE void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+SAGE2_DEVICE_INLINE void nanosleep_u32(u32 ns) { asm volatile("nanosleep.u32 %0;" ::"r"(ns)); }
+
 // Shared-memory reductions.
 SAGE2_DEVICE_INLINE void red_max_shared_u32(u32 smem, u32 v) {
   asm volatile("red.shared.max.u32 [%0], %1;" ::"r"(smem), "r"(v) : "memory");

@@ -11,7 +11,8 @@
 // them as 0, their codes are 0, and the flags q_bad / k_first_bad / v_first_bad say where they
 // were (the attention epilogue poisons exactly the outputs that read them).
 //
-// Thread mapping (SAGE2_QZ_*, from jit::quantize_kernel_config): a token row is covered by TPR
+// Thread mapping (SAGE2_QZ_*, from jit::quantize_kernel_config; per item kind in the fused
+// kernel, SAGE2_QZ_{S,Q,K,V}_*): a token row is covered by TPR
 // consecutive threads (power of two <= 32: one warp holds a row's threads), thread `lane_r` of a
 // row handles the 8-channel chunks j = lane_r + k*TPR (k < CPT, j < CHUNKS). Rows of a CTA are
 // slot + i*RPP (RPP = THREADS / TPR). Inputs are read as 16-byte vectors when the head dim is a
@@ -38,22 +39,40 @@ constexpr int D_V = SAGE2_D_V;            // padded V channels
 constexpr int BQ = SAGE2_BQ;
 constexpr int BK = SAGE2_BK;
 constexpr int THREADS = SAGE2_QZ_THREADS;
-constexpr int ROWS = SAGE2_QZ_ROWS;
-constexpr int TPR = SAGE2_QZ_TPR;
-constexpr int CPT = SAGE2_QZ_CPT;
-constexpr int CHUNKS = SAGE2_QZ_CHUNKS;
-constexpr int RPP = THREADS / TPR;             // rows per pass
-constexpr int ITEMS = (ROWS + RPP - 1) / RPP;  // rows per thread
 constexpr int CH_IN = (HD + 7) / 8;            // chunks holding real channels
 constexpr bool IN_BF16 = SAGE2_IN_BF16 != 0;
 constexpr bool VEC_HD = (HD % 8) == 0;
 constexpr float FLT_MAX_ = 3.402823466e+38f;
 constexpr i32 NO_BAD = 0x7fffffff;             // "no non-finite element" (INT32_MAX)
 
-static_assert(TPR >= 1 && TPR <= 32 && (TPR & (TPR - 1)) == 0, "TPR must be a power of two <= 32");
-static_assert(THREADS % 32 == 0 && THREADS % TPR == 0 && THREADS <= 1024, "bad CTA size");
-static_assert(TPR * CPT >= CHUNKS, "the row mapping must cover every chunk");
+static_assert(THREADS % 32 == 0 && THREADS <= 1024, "bad CTA size");
 static_assert(SAGE2_QK_BITS == 8 || SAGE2_QK_BITS == 4, "qk bits");
+
+// One item kind's thread mapping (the CTA size THREADS is shared by every kind).
+template <int ROWS_, int TPR_, int CPT_, int CHUNKS_>
+struct Map {
+  static constexpr int ROWS = ROWS_, TPR = TPR_, CPT = CPT_, CHUNKS = CHUNKS_;
+  static constexpr int RPP = THREADS / TPR;             // rows per pass
+  static constexpr int ITEMS = (ROWS + RPP - 1) / RPP;  // rows per thread
+  static_assert(TPR >= 1 && TPR <= 32 && (TPR & (TPR - 1)) == 0, "TPR must be a power of two <= 32");
+  static_assert(THREADS % TPR == 0, "bad CTA size");
+  static_assert(TPR * CPT >= CHUNKS, "the row mapping must cover every chunk");
+};
+#if SAGE2_QUANT_OP == 5
+using MapS = Map<SAGE2_QZ_S_ROWS, SAGE2_QZ_S_TPR, SAGE2_QZ_S_CPT, SAGE2_QZ_S_CHUNKS>;
+using MapQ = Map<SAGE2_QZ_Q_ROWS, SAGE2_QZ_Q_TPR, SAGE2_QZ_Q_CPT, SAGE2_QZ_Q_CHUNKS>;
+using MapK = Map<SAGE2_QZ_K_ROWS, SAGE2_QZ_K_TPR, SAGE2_QZ_K_CPT, SAGE2_QZ_K_CHUNKS>;
+using MapV = Map<SAGE2_QZ_V_ROWS, SAGE2_QZ_V_TPR, SAGE2_QZ_V_CPT, SAGE2_QZ_V_CHUNKS>;
+#else
+using MapS = Map<SAGE2_QZ_ROWS, SAGE2_QZ_TPR, SAGE2_QZ_CPT, SAGE2_QZ_CHUNKS>;
+using MapQ = MapS;
+using MapK = MapS;
+using MapV = MapS;
+#endif
+
+// Statistics written in this launch by other CTAs (fused path): read at L2, never through the
+// read-only path.
+__device__ __forceinline__ float ld_stat(const float* p) { return ptx::ld_relaxed_gpu_f32(p); }
 
 // ---------------------------------------------------------------------------------------------
 // Input access
@@ -166,30 +185,25 @@ __device__ __forceinline__ i32 quant_int(float x, float inv) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// sage2_channel_stats: blockIdx.x = 0 → K (d_qk outputs), 1 → V (d_v outputs); one CTA walks
-// every token of its (batch, kv head).
-// Sum order: each thread adds its rows n = slot, slot + RPP, ... in increasing n; the RPP partial
-// sums are then added in slot order. Non-finite inputs count as 0 (min/max then never see NaN).
-// Padded channels get 0, 0, 0. The same walk finds the first non-finite key per channel:
-// v_first_bad[c] (V; padded channels INT32_MAX) and k_first_bad = min over K's real channels.
+// Channel statistics of rows [n0, n1) of one (batch, kv head) of K or V, per channel:
+// sum, min, max and the first non-finite row. Each thread walks its rows n = n0 + slot + i*RPP in
+// increasing n and keeps per-channel sums from 0.f; the RPP slot values are then combined left to
+// right from slot 0's (jit/quant_buffers.hpp: the sum-order formula, with P = RPP). Non-finite
+// inputs count as 0 (min/max then never see NaN). Used by sage2_channel_stats (one range = the
+// whole sequence) and by the fused kernel's statistics chunks (T tokens each).
 
-#if SAGE2_QUANT_OP == 1
-__device__ __forceinline__ void channel_stats(const QuantizeParams p) {
-  constexpr int RED_W = TPR * CPT * 8;  // floats per slot in the reduction buffer
-  __shared__ float s_red[RPP * RED_W];
+template <class M>
+constexpr int stats_smem_bytes() { return M::RPP * M::TPR * M::CPT * 8 * 4 + 16; }
 
-  i64 b, h, bh;
-  if (!decode_bh(p.batch, p.kv_heads, b, h, bh)) return;
-  const bool is_v = blockIdx.x == 1;
-  const Input in = is_v ? make_input(p.v, p.v_stride_batch, p.v_stride_head, p.v_stride_seq)
-                        : make_input(p.k, p.k_stride_batch, p.k_stride_head, p.k_stride_seq);
-  const int d_out = is_v ? D_V : D_QK;
-  float* out = (is_v ? p.v_stats : p.k_stats) + bh * 3 * d_out;
-  const i64 len = p.kv_len;
-
-  const int tid = threadIdx.x, lane_r = tid % TPR, slot = tid / TPR;
-  __shared__ i32 s_kfb;
-  if (tid == 0) s_kfb = NO_BAD;
+// emit(s, c, v) receives, for every channel c < d_out (padded channels: 0, 0, 0, NO_BAD):
+// s = 0 sum, 1 min, 2 max, 3 first non-finite row (v holds the i32 bits).
+template <class M, class Emit>
+__device__ __forceinline__ void stats_rows(const Input& in, const u16* row0, i64 n0, i64 n1, int d_out,
+                                           u8* smem, Emit&& emit) {
+  constexpr int RED_W = M::TPR * M::CPT * 8;  // floats per slot in the reduction buffer
+  constexpr int CPT = M::CPT, RPP = M::RPP;
+  float* s_red = reinterpret_cast<float*>(smem);
+  const int tid = threadIdx.x, lane_r = tid % M::TPR, slot = tid / M::TPR;
   float sum[CPT][8], mn[CPT][8], mx[CPT][8];
   i32 fb[CPT][8];  // first non-finite row of the thread's rows (they are walked in order)
 #pragma unroll
@@ -203,21 +217,20 @@ __device__ __forceinline__ void channel_stats(const QuantizeParams p) {
     }
 
   constexpr int U = CPT == 1 ? 4 : 2;  // rows in flight per thread
-  const u16* row0 = row_ptr(in, b, h, 0);
 #pragma unroll 1
-  for (i64 n0 = slot; n0 < len; n0 += static_cast<i64>(U) * RPP) {
+  for (i64 nb = n0 + slot; nb < n1; nb += static_cast<i64>(U) * RPP) {
     ptx::u32x4 raw[U][CPT];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const i64 n = n0 + static_cast<i64>(u) * RPP;
+      const i64 n = nb + static_cast<i64>(u) * RPP;
 #pragma unroll
       for (int k = 0; k < CPT; ++k)
-        raw[u][k] = (n < len) ? load_chunk(in, row0 + n * in.sn, lane_r + k * TPR) : ptx::u32x4{0u, 0u, 0u, 0u};
+        raw[u][k] = (n < n1) ? load_chunk(in, row0 + n * in.sn, lane_r + k * M::TPR) : ptx::u32x4{0u, 0u, 0u, 0u};
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const i64 n = n0 + static_cast<i64>(u) * RPP;
-      if (n < len) {
+      const i64 n = nb + static_cast<i64>(u) * RPP;
+      if (n < n1) {
         // the kernel's own launch limits keep rows below 2^31; saturate anyway
         const i32 n32 = static_cast<i32>(n < NO_BAD ? n : static_cast<i64>(NO_BAD - 1));
 #pragma unroll
@@ -238,53 +251,66 @@ __device__ __forceinline__ void channel_stats(const QuantizeParams p) {
 
   // Combine the RPP row slots, one statistic at a time through the same buffer.
 #pragma unroll 1
-  for (int s = 0; s < 3; ++s) {
+  for (int s = 0; s < 4; ++s) {
 #pragma unroll
     for (int k = 0; k < CPT; ++k) {
-      const int j = lane_r + k * TPR;
+      const int j = lane_r + k * M::TPR;
 #pragma unroll
       for (int e = 0; e < 8; ++e)
-        s_red[slot * RED_W + j * 8 + e] = s == 0 ? sum[k][e] : (s == 1 ? mn[k][e] : mx[k][e]);
+        s_red[slot * RED_W + j * 8 + e] = s == 0 ? sum[k][e]
+                                          : s == 1 ? mn[k][e]
+                                          : s == 2 ? mx[k][e]
+                                                   : ptx::bits_f32(static_cast<u32>(fb[k][e]));
     }
     __syncthreads();
 #pragma unroll 1
     for (int c = tid; c < d_out; c += THREADS) {
-      float acc = 0.f;
+      float acc = s == 3 ? ptx::bits_f32(static_cast<u32>(NO_BAD)) : 0.f;
       if (c < HD) {
         acc = s_red[c];
         for (int sl = 1; sl < RPP; ++sl) {
           const float v = s_red[sl * RED_W + c];
-          acc = s == 0 ? acc + v : (s == 1 ? ptx::min_nan(acc, v) : ptx::max_nan(acc, v));
+          if (s == 3) {
+            const i32 a = static_cast<i32>(ptx::f32_bits(acc)), b = static_cast<i32>(ptx::f32_bits(v));
+            acc = ptx::bits_f32(static_cast<u32>(b < a ? b : a));
+          } else {
+            acc = s == 0 ? acc + v : (s == 1 ? ptx::min_nan(acc, v) : ptx::max_nan(acc, v));
+          }
         }
       }
-      out[s * d_out + c] = acc;
+      emit(s, c, acc);
     }
     __syncthreads();
   }
-  // First non-finite key: per channel (V), and its minimum over the real channels (K).
-#pragma unroll
-  for (int k = 0; k < CPT; ++k) {
-    const int j = lane_r + k * TPR;
-#pragma unroll
-    for (int e = 0; e < 8; ++e) s_red[slot * RED_W + j * 8 + e] = ptx::bits_f32(static_cast<u32>(fb[k][e]));
-  }
-  __syncthreads();
-#pragma unroll 1
-  for (int c = tid; c < d_out; c += THREADS) {
-    i32 f = NO_BAD;
-    if (c < HD) {
-      for (int sl = 0; sl < RPP; ++sl) {
-        const i32 v = static_cast<i32>(ptx::f32_bits(s_red[sl * RED_W + c]));
-        f = v < f ? v : f;
-      }
+}
+
+#if SAGE2_QUANT_OP == 1
+// sage2_channel_stats: blockIdx.x = 0 → K (d_qk outputs), 1 → V (d_v outputs); one CTA walks
+// every token of its (batch, kv head). Padded channels get 0, 0, 0. The same walk finds the first
+// non-finite key per channel: v_first_bad[c] (V; padded channels INT32_MAX) and k_first_bad =
+// min over K's real channels.
+__device__ __forceinline__ void channel_stats(const QuantizeParams p, u8* smem) {
+  i64 b, h, bh;
+  if (!decode_bh(p.batch, p.kv_heads, b, h, bh)) return;
+  const bool is_v = blockIdx.x == 1;
+  const Input in = is_v ? make_input(p.v, p.v_stride_batch, p.v_stride_head, p.v_stride_seq)
+                        : make_input(p.k, p.k_stride_batch, p.k_stride_head, p.k_stride_seq);
+  const int d_out = is_v ? D_V : D_QK;
+  float* out = (is_v ? p.v_stats : p.k_stats) + bh * 3 * d_out;
+  i32* s_kfb = reinterpret_cast<i32*>(smem + stats_smem_bytes<MapS>() - 16);
+  if (threadIdx.x == 0) *s_kfb = NO_BAD;
+  stats_rows<MapS>(in, row_ptr(in, b, h, 0), 0, p.kv_len, d_out, smem, [&](int s, int c, float v) {
+    if (s < 3) {
+      out[s * d_out + c] = v;
+    } else {
+      const i32 f = static_cast<i32>(ptx::f32_bits(v));
+      if (is_v)
+        p.v_first_bad[bh * D_V + c] = f;
+      else if (f != NO_BAD)
+        red_min_shared_s32(ptx::smem_addr(s_kfb), f);
     }
-    if (is_v)
-      p.v_first_bad[bh * D_V + c] = f;
-    else if (f != NO_BAD)
-      red_min_shared_s32(ptx::smem_addr(&s_kfb), f);
-  }
-  __syncthreads();
-  if (!is_v && tid == 0) p.k_first_bad[bh] = s_kfb;
+  });
+  if (!is_v && threadIdx.x == 0) p.k_first_bad[bh] = *s_kfb;
 }
 #endif
 
@@ -301,32 +327,40 @@ __device__ __forceinline__ void channel_stats(const QuantizeParams p) {
 // Rows are kept in registers between the passes when ITEMS * CPT <= 8 (16-byte chunks), else
 // re-read in rolled loops (the re-reads hit L1/L2; this keeps big head dims quick to compile).
 
-#if SAGE2_QUANT_OP == 2 || SAGE2_QUANT_OP == 3
-template <bool IS_Q>
-__device__ __forceinline__ void quantize_qk(const QuantizeParams p) {
+#if SAGE2_QUANT_OP == 2 || SAGE2_QUANT_OP == 3 || SAGE2_QUANT_OP == 5
+template <bool IS_Q, class M>
+constexpr int qk_smem_bytes() {
+  constexpr int GROUPS = IS_Q ? SAGE2_Q_GROUPS : SAGE2_K_GROUPS;
+  constexpr bool BLOCK_MEAN = IS_Q && SAGE2_SMOOTH_Q;
+  constexpr bool KBIAS = IS_Q && SAGE2_SMOOTH_K;
+  return 4 * (D_QK + (KBIAS ? D_QK : 0) + 2 * GROUPS + (BLOCK_MEAN ? M::RPP * M::CHUNKS * 8 : 0));
+}
+
+// One block `blk` of head h of batch b (Q: a q head; K: a kv head).
+template <bool IS_Q, class M>
+__device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, i64 b, i64 h, i64 blk) {
   constexpr int GROUPS = IS_Q ? SAGE2_Q_GROUPS : SAGE2_K_GROUPS;
   constexpr bool BLOCK_MEAN = IS_Q && SAGE2_SMOOTH_Q;  // smooth Q
   constexpr bool KBIAS = IS_Q && SAGE2_SMOOTH_K;       // q · k̄ for the LSE
   constexpr bool K_MEAN = !IS_Q && SAGE2_SMOOTH_K;     // smooth K
   constexpr int R = SAGE2_QK_BITS == 4 ? 7 : 127;
+  constexpr int ROWS = M::ROWS, TPR = M::TPR, CPT = M::CPT, CHUNKS = M::CHUNKS, RPP = M::RPP, ITEMS = M::ITEMS;
   constexpr bool CACHE = ITEMS * CPT <= 8;
   constexpr int UNROLL = CACHE ? ITEMS : 1;  // rolled loops re-read rows (small code)
   constexpr int RED_W = CHUNKS * 8;  // == D_QK
   static_assert(ROWS == (IS_Q ? BQ : BK), "rows per CTA must be the quantization block");
   static_assert(CHUNKS * 8 == D_QK, "Q/K mapping covers the padded head dim");
 
-  __shared__ float s_mean[D_QK];
-  __shared__ float s_kbar[KBIAS ? D_QK : 1];
-  __shared__ u32 s_amax[GROUPS];
-  __shared__ float s_inv[GROUPS];
-  __shared__ float s_red[BLOCK_MEAN ? RPP * RED_W : 1];
+  float* s_mean = reinterpret_cast<float*>(smem);            // [D_QK]
+  float* s_kbar = s_mean + D_QK;                             // [D_QK] (KBIAS)
+  u32* s_amax = reinterpret_cast<u32*>(s_kbar + (KBIAS ? D_QK : 0));  // [GROUPS]
+  float* s_inv = reinterpret_cast<float*>(s_amax + GROUPS);  // [GROUPS]
+  float* s_red = s_inv + GROUPS;                             // [RPP * RED_W] (BLOCK_MEAN)
 
   const i64 heads = IS_Q ? p.q_heads : p.kv_heads;
   const i64 len = IS_Q ? p.q_len : p.kv_len;
   const i64 nblk = (len + ROWS - 1) / ROWS;
-  const i64 blk = blockIdx.x;
-  i64 b, h, bh;
-  if (!decode_bh(p.batch, heads, b, h, bh) || blk >= nblk) return;
+  const i64 bh = b * heads + h;
   const i64 row0 = blk * ROWS;
   const int valid = static_cast<int>(len - row0 < ROWS ? len - row0 : ROWS);
   i64 kv_bh = bh;
@@ -346,7 +380,7 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams p) {
   for (int c = tid; c < D_QK; c += THREADS) {
     // k̄ = sum_K / kv_len (k_stats is read only when smooth_k: it may be null otherwise)
     const float kbar = (SAGE2_SMOOTH_K && c < HD)
-                           ? ptx::div_rn(p.k_stats[kv_bh * 3 * D_QK + c], static_cast<float>(p.kv_len)) : 0.f;
+                           ? ptx::div_rn(ld_stat(p.k_stats + kv_bh * 3 * D_QK + c), static_cast<float>(p.kv_len)) : 0.f;
     if (KBIAS) s_kbar[c] = kbar;
     if (!BLOCK_MEAN) {
       const float m = K_MEAN ? kbar : 0.f;
@@ -524,21 +558,24 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams p) {
 //  memory so that each channel's ROWS bytes leave as 16-byte stores (one thread per channel).
 //  Tile 0 writes v_scale and v_mean (v_mean = μ, 0 when !smooth_v; padded channels 0).
 
-#if SAGE2_QUANT_OP == 4
-__device__ __forceinline__ void quantize_v(const QuantizeParams p) {
+#if SAGE2_QUANT_OP == 4 || SAGE2_QUANT_OP == 5
+template <class M>
+constexpr int v_smem_bytes() { return 8 * D_V + M::ROWS * D_V; }
+
+template <class M>
+__device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, i64 b, i64 h, i64 tile) {
+  constexpr int ROWS = M::ROWS, TPR = M::TPR, CPT = M::CPT, CHUNKS = M::CHUNKS, RPP = M::RPP, ITEMS = M::ITEMS;
   static_assert(ROWS % 16 == 0, "V tile must be a multiple of 16 tokens");
   static_assert(CHUNKS * 8 == D_V, "V mapping covers the padded head dim");
-  static_assert(ROWS * D_V + 8 * D_V <= 48 * 1024, "V tile exceeds static shared memory");
-  __shared__ float s_mu[D_V];
-  __shared__ float s_inv[D_V];
+  static_assert(v_smem_bytes<M>() <= 48 * 1024, "V tile exceeds static shared memory");
+  float* s_mu = reinterpret_cast<float*>(smem);  // [D_V]
+  float* s_inv = s_mu + D_V;                     // [D_V]
   // Codes of the tile token-major [ROWS][D_V]: written 8 bytes per thread (contiguous along a
   // row), read back one byte per lane along a row (consecutive channels: no bank conflicts).
-  __shared__ alignas(16) u8 s_t[ROWS * D_V];
+  u8* s_t = smem + 8 * D_V;  // 16-byte aligned: D_V is a multiple of 32
 
   const i64 len_pad = (p.kv_len + BK - 1) / BK * BK;
-  const i64 tile = blockIdx.x;
-  i64 b, h, bh;
-  if (!decode_bh(p.batch, p.kv_heads, b, h, bh) || tile >= len_pad / ROWS) return;
+  const i64 bh = b * p.kv_heads + h;
   const i64 n0 = tile * ROWS;
   const int valid = static_cast<int>(p.kv_len - n0 <= 0 ? 0 : (p.kv_len - n0 < ROWS ? p.kv_len - n0 : ROWS));
   const Input in = make_input(p.v, p.v_stride_batch, p.v_stride_head, p.v_stride_seq);
@@ -549,7 +586,7 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams p) {
   for (int c = tid; c < D_V; c += THREADS) {
     float mu = 0.f, inv = 0.f, scale = 0.f;
     if (c < HD) {
-      const float vsum = st[c], vmin = st[D_V + c], vmax = st[2 * D_V + c];
+      const float vsum = ld_stat(st + c), vmin = ld_stat(st + D_V + c), vmax = ld_stat(st + 2 * D_V + c);
       float amax;
       if (SAGE2_SMOOTH_V) {
         mu = ptx::div_rn(vsum, static_cast<float>(p.kv_len));
@@ -628,31 +665,214 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams p) {
 }
 #endif
 
+
+// ---------------------------------------------------------------------------------------------
+// The fused stage (SAGE2_QUANT_OP 5): statistics chunks and the group's ready flags.
+//  sync[0]                     work ticket
+//  sync[1 + 2g + kv]           statistics chunks of group g (kv: 0 K, 1 V) that have arrived
+//  sync[1 + 2G + 2g + kv]      1 once k_stats/v_stats (and the first-bad flags) of g are final
+// All zero at launch (the runtime clears them on the stream before each launch).
+
+#if SAGE2_QUANT_OP == 5
+constexpr int STATS_T = SAGE2_QZ_STATS_CHUNK;
+static_assert(STATS_T % 16 == 0, "statistics chunk");
+
+__device__ __forceinline__ QuantizeSchedule make_schedule(const QuantizeParams& p) {
+  QuantizeSchedule s;
+  s.groups = static_cast<u32>(p.batch * p.kv_heads);
+  s.lag = static_cast<u32>(p.sched_lag);
+  s.chunks = static_cast<u32>((p.kv_len + STATS_T - 1) / STATS_T);
+  s.k_blocks = static_cast<u32>((p.kv_len + BK - 1) / BK);
+  s.v_tiles = static_cast<u32>((p.kv_len + BK - 1) / BK * BK / MapV::ROWS);
+  s.q_blocks = static_cast<u32>((p.q_len + BQ - 1) / BQ);
+  s.q_per_group = static_cast<u32>(p.q_heads) / static_cast<u32>(p.kv_heads);
+  return s;
+}
+
+// One thread polls (acquire, backing off up to ~1 µs); the barrier hands what it saw to the CTA.
+__device__ __forceinline__ void wait_ready(const u32* flag) {
+  if (threadIdx.x == 0) {
+    u32 ns = 32;
+#pragma unroll 1
+    while (ptx::ld_acquire_gpu_u32(flag) == 0u) {
+      ptx::nanosleep_u32(ns);
+      ns = ns < 1024u ? 2u * ns : 1024u;
+    }
+  }
+  __syncthreads();
+}
+
+// Statistics chunk `chunk` of group g (bh) for K or V: partials [4][D_V] into stats_part; the
+// last chunk of the group to arrive reduces all of them in chunk order (sum: left to right from
+// chunk 0's; min/max/first-bad: order-free), writes k_stats / v_stats and the first-bad flags,
+// and raises the ready flag. Which CTA is last does not change a bit of the result.
+__device__ __forceinline__ void stats_chunk(const QuantizeParams& p, u8* smem, bool is_v, i64 bh, u32 chunk,
+                                            u32 chunks, u32 groups) {
+  const i64 b = bh / p.kv_heads, h = bh % p.kv_heads;
+  const Input in = is_v ? make_input(p.v, p.v_stride_batch, p.v_stride_head, p.v_stride_seq)
+                        : make_input(p.k, p.k_stride_batch, p.k_stride_head, p.k_stride_seq);
+  const int kv = is_v ? 1 : 0;
+  const i64 n0 = static_cast<i64>(chunk) * STATS_T;
+  const i64 n1 = p.kv_len - n0 < STATS_T ? p.kv_len : n0 + STATS_T;
+  float* part_g = p.stats_part + (bh * 2 + kv) * static_cast<i64>(chunks) * 4 * D_V;
+  float* part = part_g + static_cast<i64>(chunk) * 4 * D_V;
+  stats_rows<MapS>(in, row_ptr(in, b, h, 0), n0, n1, D_V, smem,
+                   [&](int s, int c, float v) { ptx::st_f32(part + s * D_V + c, v); });
+
+  // Arrive: the CTA's partials (ordered before by the barrier in stats_rows) are released at
+  // gpu scope by thread 0's fence + acq_rel add; the last arriver acquires everyone's.
+  u32* s_last = reinterpret_cast<u32*>(smem + stats_smem_bytes<MapS>() - 16);
+  i32* s_kfb = reinterpret_cast<i32*>(smem + stats_smem_bytes<MapS>() - 12);
+  if (threadIdx.x == 0) {
+    ptx::fence_acq_rel_gpu();
+    const u32 before = ptx::atom_add_acq_rel_gpu_u32(p.sync + 1 + 2 * bh + kv, 1u);
+    *s_last = before + 1u == chunks ? 1u : 0u;
+    *s_kfb = NO_BAD;
+  }
+  __syncthreads();
+  if (*s_last == 0u) return;
+
+  const int d_out = is_v ? D_V : D_QK;
+  float* out = (is_v ? p.v_stats : p.k_stats) + bh * 3 * d_out;
+  constexpr int UB = 8;  // chunks whose partials are in flight at once (latency, not order)
+#pragma unroll 1
+  for (int c = threadIdx.x; c < d_out; c += THREADS) {
+    float sum = 0.f, mn = 0.f, mx = 0.f;
+    i32 fb = NO_BAD;
+    if (c < HD) {
+      const float* pc = part_g + c;
+#pragma unroll 1
+      for (u32 k0 = 0; k0 < chunks; k0 += UB) {
+        float vs[UB], vn[UB], vx[UB], vf[UB];
+#pragma unroll
+        for (int u = 0; u < UB; ++u) {
+          const float* pk = pc + static_cast<i64>(k0 + u < chunks ? k0 + u : k0) * 4 * D_V;
+          vs[u] = ld_stat(pk);
+          vn[u] = ld_stat(pk + D_V);
+          vx[u] = ld_stat(pk + 2 * D_V);
+          vf[u] = ld_stat(pk + 3 * D_V);
+        }
+#pragma unroll
+        for (int u = 0; u < UB; ++u) {
+          if (k0 + u >= chunks) break;
+          const i32 f = static_cast<i32>(ptx::f32_bits(vf[u]));
+          if (k0 + u == 0) {
+            sum = vs[u]; mn = vn[u]; mx = vx[u]; fb = f;
+          } else {
+            sum += vs[u];
+            mn = ptx::min_nan(mn, vn[u]);
+            mx = ptx::max_nan(mx, vx[u]);
+            fb = f < fb ? f : fb;
+          }
+        }
+      }
+    }
+    out[c] = sum;
+    out[d_out + c] = mn;
+    out[2 * d_out + c] = mx;
+    if (is_v)
+      p.v_first_bad[bh * D_V + c] = fb;
+    else if (fb != NO_BAD)
+      red_min_shared_s32(ptx::smem_addr(s_kfb), fb);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    if (!is_v) p.k_first_bad[bh] = *s_kfb;
+    // Release after the barrier: every thread's final statistics are published with the flag.
+    ptx::fence_acq_rel_gpu();
+    ptx::st_release_gpu_u32(p.sync + 1 + 2 * static_cast<i64>(groups) + 2 * bh + kv, 1u);
+  }
+  (void)groups;
+}
+
+template <int A, int B>
+struct MaxOf {
+  static constexpr int value = A > B ? A : B;
+};
+constexpr int FUSED_SMEM =
+    MaxOf<MaxOf<stats_smem_bytes<MapS>(), v_smem_bytes<MapV>()>::value,
+          MaxOf<qk_smem_bytes<true, MapQ>(), qk_smem_bytes<false, MapK>()>::value>::value;
+static_assert(FUSED_SMEM <= 48 * 1024, "fused quantize exceeds static shared memory");
+
+__device__ __forceinline__ void quantize_fused(const QuantizeParams& p) {
+  __shared__ alignas(16) u8 s_raw[FUSED_SMEM];
+  __shared__ u32 s_ticket;
+  if (threadIdx.x == 0) s_ticket = ptx::atom_add_relaxed_gpu_u32(p.sync, 1u);
+  __syncthreads();
+  const QuantizeSchedule s = make_schedule(p);
+  const u32 ticket = s_ticket;
+  if (static_cast<u64>(ticket) >= s.total()) return;  // the grid is exactly total(); defensive
+  const QuantizeItem it = quantize_item(s, ticket);
+  const i64 g = it.group;
+  const i64 b = static_cast<i64>(it.group / static_cast<u32>(p.kv_heads));
+  const i64 h = static_cast<i64>(it.group % static_cast<u32>(p.kv_heads));
+  const u32* ready = p.sync + 1 + 2 * static_cast<i64>(s.groups) + 2 * g;  // [0] K, [1] V
+  switch (it.kind) {
+    case kItemStatsK:
+    case kItemStatsV:
+      stats_chunk(p, s_raw, it.kind == kItemStatsV, g, it.index, s.chunks, s.groups);
+      break;
+    case kItemK:
+      if (SAGE2_SMOOTH_K) wait_ready(ready);  // k̄ (k_first_bad is not read here)
+      quantize_qk<false, MapK>(p, s_raw, b, h, it.index);
+      break;
+    case kItemV:
+      wait_ready(ready + 1);  // μ and the per-channel scale
+      quantize_v<MapV>(p, s_raw, b, h, it.index);
+      break;
+    default: {  // kItemQ
+      if (SAGE2_SMOOTH_K) wait_ready(ready);  // q·k̄
+      const u32 qh = it.index / s.q_blocks, blk = it.index % s.q_blocks;
+      quantize_qk<true, MapQ>(p, s_raw, b, h * s.q_per_group + qh, blk);
+      break;
+    }
+  }
+}
+#endif
+
 }  // namespace qz
 
 // ---------------------------------------------------------------------------------------------
-// Entry points (names = jit::KernelSpec::entry_name()).
+// Entry points (names = jit::KernelSpec::entry_name()). Split path: (b, h, block) from the grid
+// (jit::quantize_launch_shape); surplus CTAs exit.
 
 #if SAGE2_QUANT_OP == 1
 extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, 1) sage2_channel_stats(sage2::dev::QuantizeParams p) {
   qz::check_block_dim();
-  qz::channel_stats(p);
+  __shared__ alignas(16) u8 s_raw[qz::stats_smem_bytes<qz::MapS>()];
+  qz::channel_stats(p, s_raw);
 }
-#elif SAGE2_QUANT_OP == 2
-extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, 1) sage2_quantize_q(sage2::dev::QuantizeParams p) {
+#elif SAGE2_QUANT_OP == 2 || SAGE2_QUANT_OP == 3
+extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, 1)
+#if SAGE2_QUANT_OP == 2
+sage2_quantize_q(sage2::dev::QuantizeParams p) {
+#else
+sage2_quantize_k(sage2::dev::QuantizeParams p) {
+#endif
+  constexpr bool IS_Q = SAGE2_QUANT_OP == 2;
   qz::check_block_dim();
-  qz::quantize_qk<true>(p);
-}
-#elif SAGE2_QUANT_OP == 3
-extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, 1) sage2_quantize_k(sage2::dev::QuantizeParams p) {
-  qz::check_block_dim();
-  qz::quantize_qk<false>(p);
+  __shared__ alignas(16) u8 s_raw[qz::qk_smem_bytes<IS_Q, qz::MapS>()];
+  i64 b, h, bh;
+  const i64 len = IS_Q ? p.q_len : p.kv_len;
+  const i64 rows = IS_Q ? SAGE2_BQ : SAGE2_BK;
+  if (!qz::decode_bh(p.batch, IS_Q ? p.q_heads : p.kv_heads, b, h, bh) || blockIdx.x >= (len + rows - 1) / rows) return;
+  qz::quantize_qk<IS_Q, qz::MapS>(p, s_raw, b, h, blockIdx.x);
 }
 #elif SAGE2_QUANT_OP == 4
 extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, 1) sage2_quantize_v(sage2::dev::QuantizeParams p) {
   qz::check_block_dim();
-  qz::quantize_v(p);
+  __shared__ alignas(16) u8 s_raw[qz::v_smem_bytes<qz::MapS>()];
+  i64 b, h, bh;
+  const i64 len_pad = (p.kv_len + SAGE2_BK - 1) / SAGE2_BK * SAGE2_BK;
+  if (!qz::decode_bh(p.batch, p.kv_heads, b, h, bh) || blockIdx.x >= len_pad / qz::MapS::ROWS) return;
+  qz::quantize_v<qz::MapS>(p, s_raw, b, h, blockIdx.x);
+}
+#elif SAGE2_QUANT_OP == 5
+// (3 CTAs per SM at 256 threads, <= 80 registers, spills the cached Q/K rows: left at 1.)
+extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, 1) sage2_quantize_fused(sage2::dev::QuantizeParams p) {
+  qz::check_block_dim();
+  qz::quantize_fused(p);
 }
 #else
-#error "SAGE2_QUANT_OP must be 1..4"
+#error "SAGE2_QUANT_OP must be 1..5"
 #endif

@@ -1,7 +1,9 @@
 // Kernel parameters of the quantize family (templates/quantize.cuh). Plain C++: included by
 // NVRTC-compiled device code AND by host code (jit/launch_shape.hpp), so both sides share this
 // one definition. Every entry of the family (sage2_channel_stats, sage2_quantize_q,
-// sage2_quantize_k, sage2_quantize_v) takes one QuantizeParams by value.
+// sage2_quantize_k, sage2_quantize_v, sage2_quantize_fused) takes one QuantizeParams by value.
+// The fused entry's work-item order (QuantizeSchedule below) is defined here too, once, for the
+// kernel and for the host (launch shape, tests).
 //
 // Shapes and buffer layouts are those of jit::QuantBuffers (jit/quant_buffers.hpp); the padded
 // sizes (d_qk, row_bytes, d_v, bq, bk, the group tables) are compile-time constants of the
@@ -55,7 +57,77 @@ struct QuantizeParams {
   u8* q_bad;         // [B][Hq][q_len_pad]   1: Q row has a NaN/Inf (quantize_q; padded rows 0)
   i32* k_first_bad;  // [B][Hkv]             first key with a NaN/Inf, INT32_MAX if none (stats)
   i32* v_first_bad;  // [B][Hkv][d_v]        per channel: first key with a NaN/Inf (stats)
+
+  // ---- fused stage only (appended; jit/quant_buffers.hpp stats_part / sync)
+  float* stats_part;  // [B][Hkv][2 (K,V)][stats_chunks][4][d_v]: sum, min, max, first-bad (i32 bits)
+  u32* sync;          // [1 + 4·B·Hkv]: work ticket, arrivals per (group, K|V), ready flags; zero at launch
+  i64 sched_lag;      // QuantizeSchedule::lag (groups of statistics ahead of the work that needs them)
 };
+
+// Work items of sage2_quantize_fused, in the order the device counter hands them out. A group g
+// is one (batch, kv head); its statistics items are the K chunks then the V chunks of
+// stats_chunk tokens; its work items are its K blocks, its V tiles, then the Q blocks of its q
+// heads (GQA) in (head, block) order. Rounds interleave them with a lag of `lag` groups:
+//   round r (0 <= r < G + lag):  [stats of group r, if r < G]  [work of group r - lag, if >= 0]
+// so every work item comes after all statistics items of its group (a CTA holding ticket w only
+// waits on tickets < w, which are running: no deadlock whatever the dispatch order), and K/V
+// are re-read about `lag` groups after their statistics read them (still in L2).
+struct QuantizeSchedule {
+  u32 groups;       // G = batch * kv_heads
+  u32 lag;          // 1 <= lag <= G
+  u32 chunks;       // statistics chunks per (group, K|V)
+  u32 k_blocks, v_tiles, q_blocks, q_per_group;
+  u32 stats_items() const { return 2u * chunks; }
+  u32 work_items() const { return k_blocks + v_tiles + q_per_group * q_blocks; }
+  u64 total() const { return static_cast<u64>(groups) * (stats_items() + work_items()); }
+};
+
+enum QuantizeItemKind : u32 { kItemStatsK = 0, kItemStatsV = 1, kItemK = 2, kItemV = 3, kItemQ = 4 };
+struct QuantizeItem {
+  u32 kind;   // QuantizeItemKind
+  u32 group;  // (batch, kv head) = (group / kv_heads, group % kv_heads)
+  u32 index;  // chunk / K block / V tile; for Q: q head within the group * q_blocks + block
+};
+
+#if defined(__CUDACC_RTC__) || defined(__CUDACC__)
+#define SAGE2_QZ_HD __device__ __forceinline__
+#else
+#define SAGE2_QZ_HD inline
+#endif
+
+// Ticket → item (ticket < s.total(); 32-bit arithmetic: the host keeps total() < 2^31).
+SAGE2_QZ_HD QuantizeItem quantize_item(const QuantizeSchedule& s, u32 t) {
+  const u32 S = s.stats_items(), W = s.work_items(), R = S + W;
+  const u32 head = s.lag * S;                 // rounds 0 .. lag-1: statistics only
+  const u32 mid = (s.groups - s.lag) * R;     // rounds lag .. G-1: both
+  u32 g, off;
+  bool stats;
+  if (t < head) {
+    g = t / S; off = t % S; stats = true;
+  } else if (t - head < mid) {
+    const u32 r = (t - head) / R;
+    off = (t - head) % R;
+    stats = off < S;
+    g = stats ? s.lag + r : r;
+    if (!stats) off -= S;
+  } else {
+    const u32 u = t - head - mid;             // rounds G .. G+lag-1: work only
+    g = s.groups - s.lag + u / W; off = u % W; stats = false;
+  }
+  QuantizeItem it;
+  it.group = g;
+  if (stats) {
+    it.kind = off < s.chunks ? kItemStatsK : kItemStatsV;
+    it.index = off < s.chunks ? off : off - s.chunks;
+  } else if (off < s.k_blocks) {
+    it.kind = kItemK; it.index = off;
+  } else if (off < s.k_blocks + s.v_tiles) {
+    it.kind = kItemV; it.index = off - s.k_blocks;
+  } else {
+    it.kind = kItemQ; it.index = off - s.k_blocks - s.v_tiles;
+  }
+  return it;
+}
 
 }  // namespace dev
 }  // namespace sage2

@@ -63,7 +63,8 @@
 //  -march=native and -ffp-contract=fast may change the last bit of emulated outputs.
 //  Known, accepted differences of a GPU kernel vs this emulation (bit-exactness is promised for
 //  the quantize-stage codes away from rounding boundaries, not for the attention output):
-//    exp2 (ex2.approx), the order of fp32 reductions (rowmax, rowsum, ΔS, channel sums), FMA
+//    exp2 (ex2.approx), the order of fp32 reductions (rowmax, rowsum, ΔS, q̄, q·k̄; the K/V
+//    channel sums follow the fused stage's fixed order bit for bit, jit/quant_buffers.hpp), FMA
 //    contraction of S = dot·δ + ΔS, and the (unpublished) internal adder of the tensor core.
 //
 // NaN / Inf policy (project issue #4: "Bad input")

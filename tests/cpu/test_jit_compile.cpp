@@ -264,3 +264,59 @@ TEST_CASE("jit: SAGE2_DUMP_DIR receives the generated source, the PTX and the lo
   CHECK(by_ext[".log"].find("registers") != std::string::npos);
   fs::remove_all(dir);
 }
+
+// The fused stage (QuantOp::Fused): one module holds every item body, so the covering set is
+// the product of the axes that change its code — both archs, qk_bits 4/8, smooth Q/K/V on and
+// off, fp16/bf16, mma and wgmma layouts, head dims from 1 to 512 — compiled without spills,
+// stack or more static shared memory than a CTA may declare.
+TEST_CASE("jit: the fused quantize kernel compiles for sm_89 and sm_90a without spills") {
+  REQUIRE_MESSAGE(nvrtc_version().first >= 12, "NVRTC must be loadable for the CPU suite");
+  using Q = QuantOp;
+  const std::vector<Variant> fused = {
+      // op     arch head bits  sq     sk     sv     in    consumer tile
+      {Q::Fused, S90, 128, 8, false, true, false, F16, MMA, T_DEF},   // the default 8-bit path
+      {Q::Fused, S90, 128, 8, true, true, true, BF16, WG, T_WG8},     // wgmma layout, all smoothing
+      {Q::Fused, S90, 128, 8, false, false, false, F16, WG, T_WG4},
+      {Q::Fused, S89, 128, 4, true, true, false, F16, MMA, T_DEF},    // the default 4-bit path
+      {Q::Fused, S89, 128, 8, false, false, true, BF16, MMA, T_DEF},
+      {Q::Fused, S90, 64, 4, true, false, true, BF16, MMA, T_BK32},
+      {Q::Fused, S89, 64, 8, false, true, false, F16, MMA, T_SMALL},
+      {Q::Fused, S90, 256, 8, true, true, false, F16, WG, T_WG8},
+      {Q::Fused, S89, 256, 4, true, true, true, BF16, MMA, T_DEF},
+      {Q::Fused, S90, 40, 8, false, true, true, F16, MMA, T_MMA8},
+      {Q::Fused, S89, 1, 4, true, true, false, F16, MMA, T_DEF},
+      {Q::Fused, S90, 512, 8, true, true, true, BF16, MMA, T_DEF},
+      {Q::Fused, S89, 512, 4, true, true, false, F16, MMA, T_BIG},
+  };
+  std::set<std::pair<Arch, int>> arch_bits;
+  std::set<std::tuple<bool, bool, bool>> smooth;
+  std::set<DType> dtypes;
+  std::vector<KernelSpec> specs;
+  for (const auto& v : fused) {
+    specs.push_back(to_spec(v));
+    arch_bits.insert({v.arch, v.bits});
+    smooth.insert({v.sq, v.sk, v.sv});
+    dtypes.insert(v.in);
+  }
+  CHECK(arch_bits.size() == 4);  // sm_89 and sm_90a, each with 4 and 8 bits
+  CHECK(dtypes.size() == 2);
+  CHECK(smooth.size() >= 6);
+  const auto results = compile_all(specs);
+  for (const auto& r : results) {
+    INFO(r.spec.key());
+    REQUIRE_MESSAGE(r.ok, r.error);
+    const CompiledKernel& k = r.k;
+    CHECK(k.entry == "sage2_quantize_fused");
+    CHECK(k.log.find("'sage2_quantize_fused'") != std::string::npos);
+    const FusedQuantizeConfig cfg = fused_quantize_config(r.spec);
+    CHECK(cfg.threads == quantize_kernel_config(r.spec).threads);
+    CHECK(k.facts.registers > 0);
+    CHECK(k.facts.registers * cfg.threads <= 65536);
+    CHECK(k.facts.spill_store_bytes == 0);
+    CHECK(k.facts.spill_load_bytes == 0);
+    CHECK(k.facts.stack_frame_bytes == 0);
+    CHECK(k.facts.static_shared_bytes <= 48 * 1024);
+    MESSAGE(r.spec.key().substr(0, 80) << " regs " << k.facts.registers << " threads " << cfg.threads
+                                       << " smem " << k.facts.static_shared_bytes);
+  }
+}

@@ -8,6 +8,7 @@
 #include <limits>
 #include <string>
 
+#include "jit/launch_shape.hpp"
 #include "jit/quant_buffers.hpp"
 #include "sage2/reference.hpp"
 
@@ -43,6 +44,24 @@ const Cfg kCfgs[] = {
     {jit::KernelFamily::AttentionWgmma, 8, 128, 128, 64, 4, true, true, true, 4, 2, 200, 129},
     {jit::KernelFamily::AttentionWgmma, 8, 24, 256, 128, 8, false, true, false, 1, 1, 257, 300},
 };
+
+// The channel-sum order of jit/quant_buffers.hpp, written out for one channel: chunks of T
+// tokens, P slot sums per chunk (slot s: tokens c0+s, c0+s+P, ...), slots then chunks left to
+// right.
+template <class Get>
+float stage_sum(Get get, std::int64_t n, int T, int P) {
+  float total = 0.f;
+  for (std::int64_t c0 = 0; c0 < n; c0 += T) {
+    float chunk = 0.f;
+    for (int s = 0; s < P; ++s) {
+      float part = 0.f;
+      for (std::int64_t i = c0 + s; i < std::min<std::int64_t>(n, c0 + T); i += P) part += get(i);
+      chunk = s == 0 ? part : chunk + part;
+    }
+    total = c0 == 0 ? chunk : total + chunk;
+  }
+  return total;
+}
 
 }  // namespace
 
@@ -137,7 +156,9 @@ TEST_CASE("quantize stage: the float ops of jit/quant_buffers.hpp, recomputed in
     const QuantizedHost qs = quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec);
     const auto& L = qs.layout;
     const int R = 7;
-    // k̄ and the stats
+    // k̄ and the stats: sums in the stage's fixed fp32 order (T, P: the fused kernel's), which
+    // stays within float rounding of the exact sum
+    const int T = jit::quantize_stats_chunk(spec), P = jit::quantize_stats_rows_per_pass(spec);
     for (int ch = 0; ch < c.d; ++ch) {
       double s = 0;
       float mn = 1e30f, mx = -1e30f;
@@ -147,10 +168,12 @@ TEST_CASE("quantize stage: the float ops of jit/quant_buffers.hpp, recomputed in
         mn = std::min(mn, x);
         mx = std::max(mx, x);
       }
-      CHECK(qs.k_stats[static_cast<std::size_t>(ch)] == static_cast<float>(s));
+      const float sum = stage_sum([&](std::int64_t n) { return in.k.get(0, 0, n, ch); }, c.nk, T, P);
+      CHECK(qs.k_stats[static_cast<std::size_t>(ch)] == sum);
+      CHECK(std::fabs(sum - s) <= 1e-5 * std::fabs(s) + 1e-4);
       CHECK(qs.k_stats[static_cast<std::size_t>(L.d_qk + ch)] == mn);
       CHECK(qs.k_stats[static_cast<std::size_t>(2 * L.d_qk + ch)] == mx);
-      CHECK(qs.k_mean[static_cast<std::size_t>(ch)] == static_cast<float>(s) / static_cast<float>(c.nk));
+      CHECK(qs.k_mean[static_cast<std::size_t>(ch)] == sum / static_cast<float>(c.nk));
     }
     // K codes: x = K - k̄, per-thread group scales
     for (std::int64_t n = 0; n < c.nk; ++n) {
@@ -204,7 +227,9 @@ TEST_CASE("quantize stage: the float ops of jit/quant_buffers.hpp, recomputed in
         mn = std::min(mn, x);
         mx = std::max(mx, x);
       }
-      const float mu = sv ? static_cast<float>(s) / static_cast<float>(c.nk) : 0.f;
+      const float sum = stage_sum([&](std::int64_t n) { return in.v.get(0, 0, n, ch); }, c.nk, T, P);
+      CHECK(std::fabs(sum - s) <= 1e-5 * std::fabs(s) + 1e-4);
+      const float mu = sv ? sum / static_cast<float>(c.nk) : 0.f;
       CHECK(qs.v_mean[static_cast<std::size_t>(ch)] == mu);
       const float amax = sv ? std::max(mx - mu, mu - mn) : std::max(std::fabs(mx), std::fabs(mn));
       CHECK(qs.v_scale[static_cast<std::size_t>(ch)] == amax / 448.f);
@@ -319,4 +344,25 @@ TEST_CASE("quantize stage: spec/tensor mismatches are rejected with names and va
   spec.head_dim = 64;
   spec.tile.bq = 40;
   CHECK_THROWS_AS(quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec), Error);
+}
+
+TEST_CASE("quantize stage: channel sums follow the chunked fp32 order across several chunks") {
+  // 700 keys = 3 statistics chunks (T = 256), the last one partial; int8 and int4 mappings
+  // (different P), head dim 40 (padded channels stay 0).
+  for (int bits : {8, 4}) {
+    const auto spec = attn_spec(jit::KernelFamily::AttentionMma, bits, 40, 64, 32, 2, false, true, true);
+    const int T = jit::quantize_stats_chunk(spec), P = jit::quantize_stats_rows_per_pass(spec);
+    REQUIRE(T == 256);
+    REQUIRE(P >= 1);
+    auto in = make_activation_like(17, DType::F16, 1, 1, 1, 16, 700, 40);
+    const QuantizedHost qs = quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec);
+    REQUIRE(qs.layout.stats_chunks == 3);
+    for (int ch = 0; ch < 40; ++ch) {
+      CHECK(qs.k_stats[static_cast<std::size_t>(ch)] ==
+            stage_sum([&](std::int64_t n) { return in.k.get(0, 0, n, ch); }, 700, T, P));
+      CHECK(qs.v_stats[static_cast<std::size_t>(ch)] ==
+            stage_sum([&](std::int64_t n) { return in.v.get(0, 0, n, ch); }, 700, T, P));
+    }
+    for (int ch = 40; ch < qs.layout.d_qk; ++ch) CHECK(qs.k_stats[static_cast<std::size_t>(ch)] == 0.f);
+  }
 }

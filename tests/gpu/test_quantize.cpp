@@ -1,6 +1,10 @@
-// Specification of the GPU quantize stage: for every variant it writes exactly the buffers the
-// CPU reference (reference::quantize_stage) computes —
-//  - statistics, means and scales equal to float rounding;
+// Specification of the GPU quantize stage, both paths (fused: one launch; split: the four-launch
+// baseline): for every variant it writes exactly the buffers the CPU reference
+// (reference::quantize_stage) computes —
+//  - K/V channel statistics: fused bit for bit (the reference follows its fixed fp32 order),
+//    split to float rounding; means and scales to float rounding (exactly, where they follow
+//    from the statistics alone, on the fused path);
+//  - the fused path is deterministic: two runs give identical bytes in every output buffer;
 //  - codes exactly, except where the unrounded value sits within float rounding of a rounding
 //    boundary (those are counted and reported; every other mismatch fails);
 //  - the non-finite flags (q_bad, k_first_bad, v_first_bad) exactly (tests/gpu/test_nonfinite.cpp
@@ -167,76 +171,99 @@ TEST_CASE("gpu quantize: every variant equals the CPU reference; every output wr
       return r;
     };
     test::DeviceBuffer ws(off.total);
-    ws.poison();
-    runtime::launch_quantize_stage(ctx.impl(), spec, b, device_ref(in.q, *dq), device_ref(in.k, *dk),
-                                   device_ref(in.v, *dv), ws.get(), nullptr);
-    test::synchronize();
+    std::vector<std::uint8_t> first_fused;  // output bytes of the first fused run
+    for (const runtime::QuantPath path : {runtime::QuantPath::Fused, runtime::QuantPath::Fused, runtime::QuantPath::Split}) {
+      const bool fused = path == runtime::QuantPath::Fused;
+      const bool repeat = fused && !first_fused.empty();
+      CAPTURE(fused);
+      ws.poison();
+      runtime::launch_quantize_stage(ctx.impl(), spec, b, device_ref(in.q, *dq), device_ref(in.k, *dk),
+                                     device_ref(in.v, *dv), ws.get(), nullptr, path);
+      test::synchronize();
+      if (fused) {
+        // Determinism: every output buffer (everything before the fused scratch) byte for byte.
+        std::vector<std::uint8_t> bytes = download<std::uint8_t>(ws, 0, static_cast<std::int64_t>(off.stats_part));
+        if (repeat) {
+          CHECK_MESSAGE(bytes == first_fused, "two fused runs wrote different bytes");
+          continue;
+        }
+        first_fused = std::move(bytes);
+      }
 
-    // Statistics, means, scales: float rounding. Sums over up to 29040 tokens of O(10) values.
-    const double max_in = 64.0;  // generous bound of |input| for the absolute part of sums
-    FloatCheck stats;
-    stats.run(download<float>(ws, off.k_stats, b.k_stats()), cpu.k_stats, 1e-5, 1e-6 * max_in * std::sqrt(double(c.seq)));
-    stats.run(download<float>(ws, off.v_stats, b.v_stats()), cpu.v_stats, 1e-5, 1e-6 * max_in * std::sqrt(double(c.seq)));
-    CHECK_MESSAGE(stats.bad == 0, "channel statistics differ beyond float rounding");
-    FloatCheck means;
-    means.run(download<float>(ws, off.k_mean, b.k_mean()), cpu.k_mean, 1e-5, 1e-6 * max_in);
-    means.run(download<float>(ws, off.v_mean, b.v_mean()), cpu.v_mean, 1e-5, 1e-6 * max_in);
-    means.run(download<float>(ws, off.q_mean, b.q_mean()), cpu.q_mean, 1e-5, 1e-6 * max_in);
-    means.run(download<float>(ws, off.q_kbias, b.q_kbias()), cpu.q_kbias, 1e-5, 1e-5 * max_in * c.head_dim);
-    CHECK_MESSAGE(means.bad == 0, "means / q·k̄ differ beyond float rounding");
-    FloatCheck scales;
-    scales.run(download<float>(ws, off.q_scale, b.q_scale()), cpu.q_scale, 1e-5, 1e-7);
-    scales.run(download<float>(ws, off.k_scale, b.k_scale()), cpu.k_scale, 1e-5, 1e-7);
-    scales.run(download<float>(ws, off.v_scale, b.v_scale()), cpu.v_scale, 1e-5, 1e-7);
-    CHECK_MESSAGE(scales.bad == 0, "scales differ beyond float rounding");
+      // Statistics, means, scales: float rounding. Sums over up to 29040 tokens of O(10) values.
+      const double max_in = 64.0;  // generous bound of |input| for the absolute part of sums
+      FloatCheck stats;
+      const double srel = fused ? 0 : 1e-5, sabs = fused ? 0 : 1e-6 * max_in * std::sqrt(double(c.seq));
+      stats.run(download<float>(ws, off.k_stats, b.k_stats()), cpu.k_stats, srel, sabs);
+      stats.run(download<float>(ws, off.v_stats, b.v_stats()), cpu.v_stats, srel, sabs);
+      CHECK_MESSAGE(stats.bad == 0, "channel statistics differ beyond float rounding");
+      FloatCheck means;
+      means.run(download<float>(ws, off.k_mean, b.k_mean()), cpu.k_mean, 1e-5, 1e-6 * max_in);
+      means.run(download<float>(ws, off.v_mean, b.v_mean()), cpu.v_mean, 1e-5, 1e-6 * max_in);
+      means.run(download<float>(ws, off.q_mean, b.q_mean()), cpu.q_mean, 1e-5, 1e-6 * max_in);
+      means.run(download<float>(ws, off.q_kbias, b.q_kbias()), cpu.q_kbias, 1e-5, 1e-5 * max_in * c.head_dim);
+      CHECK_MESSAGE(means.bad == 0, "means / q·k̄ differ beyond float rounding");
+      FloatCheck scales;
+      scales.run(download<float>(ws, off.q_scale, b.q_scale()), cpu.q_scale, 1e-5, 1e-7);
+      scales.run(download<float>(ws, off.k_scale, b.k_scale()), cpu.k_scale, 1e-5, 1e-7);
+      scales.run(download<float>(ws, off.v_scale, b.v_scale()), cpu.v_scale, 1e-5, 1e-7);
+      CHECK_MESSAGE(scales.bad == 0, "scales differ beyond float rounding");
 
-    // Codes: compare unpacked, counting near-boundary disagreements.
-    const auto gq = download<std::int8_t>(ws, off.q_codes, b.q_codes());
-    const auto gk = download<std::int8_t>(ws, off.k_codes, b.k_codes());
-    const auto gv = download<std::uint8_t>(ws, off.v_codes, b.v_codes());
-    CodeCheck cc;
-    const float near = 0.02f;  // in code steps: what fp32 reduction-order differences can move
-    std::vector<int> grow(b.d_qk), crow(b.d_qk);
-    auto qk_rows = [&](const std::vector<std::int8_t>& g, const std::vector<std::int8_t>& cpu_codes,
-                       const std::vector<float>& margin, std::int64_t rows) {
-      for (std::int64_t r = 0; r < rows; ++r) {
-        ref::unpack_codes(g.data() + r * b.row_bytes, b.qk_bits, b.d_qk, grow.data());
-        ref::unpack_codes(cpu_codes.data() + r * b.row_bytes, b.qk_bits, b.d_qk, crow.data());
-        for (int ch = 0; ch < b.d_qk; ++ch) {
-          ++cc.checked;
-          if (grow[ch] == crow[ch]) continue;
-          const float m = margin[static_cast<std::size_t>(r * b.d_qk + ch)];
-          if (m < near && std::abs(grow[ch] - crow[ch]) == 1) {
-            ++cc.near_boundary;
-          } else {
-            if (cc.mismatches < 5) MESSAGE("Q/K code row " << r << " ch " << ch << ": gpu " << grow[ch] << " cpu " << crow[ch] << " margin " << m);
-            ++cc.mismatches;
+      // Codes: compare unpacked, counting near-boundary disagreements.
+      const auto gq = download<std::int8_t>(ws, off.q_codes, b.q_codes());
+      const auto gk = download<std::int8_t>(ws, off.k_codes, b.k_codes());
+      const auto gv = download<std::uint8_t>(ws, off.v_codes, b.v_codes());
+      CodeCheck cc;
+      const float near = 0.02f;  // in code steps: what fp32 reduction-order differences can move
+      std::vector<int> grow(b.d_qk), crow(b.d_qk);
+      auto qk_rows = [&](const std::vector<std::int8_t>& g, const std::vector<std::int8_t>& cpu_codes,
+                         const std::vector<float>& margin, std::int64_t rows) {
+        for (std::int64_t r = 0; r < rows; ++r) {
+          ref::unpack_codes(g.data() + r * b.row_bytes, b.qk_bits, b.d_qk, grow.data());
+          ref::unpack_codes(cpu_codes.data() + r * b.row_bytes, b.qk_bits, b.d_qk, crow.data());
+          for (int ch = 0; ch < b.d_qk; ++ch) {
+            ++cc.checked;
+            if (grow[ch] == crow[ch]) continue;
+            const float m = margin[static_cast<std::size_t>(r * b.d_qk + ch)];
+            if (m < near && std::abs(grow[ch] - crow[ch]) == 1) {
+              ++cc.near_boundary;
+            } else {
+              if (cc.mismatches < 5) MESSAGE("Q/K code row " << r << " ch " << ch << ": gpu " << grow[ch] << " cpu " << crow[ch] << " margin " << m);
+              ++cc.mismatches;
+            }
           }
         }
+      };
+      qk_rows(gq, cpu.q_codes, cpu.q_margin, b.p.batch * b.p.q_heads * b.q_len_pad);
+      qk_rows(gk, cpu.k_codes, cpu.k_margin, b.p.batch * b.p.kv_heads * b.kv_len_pad);
+      for (std::size_t i = 0; i < gv.size(); ++i) {
+        ++cc.checked;
+        if (gv[i] == cpu.v_codes[i]) continue;
+        const float m = cpu.v_margin[i];
+        if (m < near) {
+          ++cc.near_boundary;
+        } else {
+          if (cc.mismatches < 5) MESSAGE("V code " << i << ": gpu " << int(gv[i]) << " cpu " << int(cpu.v_codes[i]) << " margin " << m);
+          ++cc.mismatches;
+        }
       }
-    };
-    qk_rows(gq, cpu.q_codes, cpu.q_margin, b.p.batch * b.p.q_heads * b.q_len_pad);
-    qk_rows(gk, cpu.k_codes, cpu.k_margin, b.p.batch * b.p.kv_heads * b.kv_len_pad);
-    for (std::size_t i = 0; i < gv.size(); ++i) {
-      ++cc.checked;
-      if (gv[i] == cpu.v_codes[i]) continue;
-      const float m = cpu.v_margin[i];
-      if (m < near) {
-        ++cc.near_boundary;
-      } else {
-        if (cc.mismatches < 5) MESSAGE("V code " << i << ": gpu " << int(gv[i]) << " cpu " << int(cpu.v_codes[i]) << " margin " << m);
-        ++cc.mismatches;
+      CHECK_MESSAGE(cc.mismatches == 0, "codes differ away from rounding boundaries");
+      // Non-finite flags (clear for these finite inputs; every entry written over the poison).
+      CHECK(download<std::uint8_t>(ws, off.q_bad, b.q_bad()) == cpu.q_bad);
+      CHECK(download<std::int32_t>(ws, off.k_first_bad, b.k_first_bad()) == cpu.k_first_bad);
+      CHECK(download<std::int32_t>(ws, off.v_first_bad, b.v_first_bad()) == cpu.v_first_bad);
+      if (fused) {  // k̄, μ and the V scales follow from the (bit-equal) statistics alone
+        FloatCheck exact;
+        exact.run(download<float>(ws, off.k_mean, b.k_mean()), cpu.k_mean, 0, 0);
+        exact.run(download<float>(ws, off.v_mean, b.v_mean()), cpu.v_mean, 0, 0);
+        exact.run(download<float>(ws, off.v_scale, b.v_scale()), cpu.v_scale, 0, 0);
+        CHECK_MESSAGE(exact.bad == 0, "fused k̄ / μ / V scales differ from the reference");
       }
+      total_codes += cc.checked;
+      total_near += cc.near_boundary;
+      std::printf("quantize %-5s %-70s codes %10lld near-boundary %4lld mismatches %lld\n", fused ? "fused" : "split",
+                  name.c_str(), (long long)cc.checked, (long long)cc.near_boundary, (long long)cc.mismatches);
     }
-    CHECK_MESSAGE(cc.mismatches == 0, "codes differ away from rounding boundaries");
-    // Non-finite flags (clear for these finite inputs; every entry written over the poison).
-    CHECK(download<std::uint8_t>(ws, off.q_bad, b.q_bad()) == cpu.q_bad);
-    CHECK(download<std::int32_t>(ws, off.k_first_bad, b.k_first_bad()) == cpu.k_first_bad);
-    CHECK(download<std::int32_t>(ws, off.v_first_bad, b.v_first_bad()) == cpu.v_first_bad);
-    total_codes += cc.checked;
-    total_near += cc.near_boundary;
-    std::printf("quantize %-70s codes %10lld near-boundary %4lld mismatches %lld\n", name.c_str(),
-                (long long)cc.checked, (long long)cc.near_boundary, (long long)cc.mismatches);
   }
   std::printf("quantize: %d cases, %lld codes compared, %lld near-boundary differences (%.2e)\n", case_no,
               (long long)total_codes, (long long)total_near, total_codes ? double(total_near) / total_codes : 0.0);

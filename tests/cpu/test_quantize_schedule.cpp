@@ -1,0 +1,108 @@
+// Specification of the fused quantize stage's work schedule (templates/quantize_params.cuh
+// quantize_item, the one definition the kernel also runs): every item of the stage appears
+// exactly once; every work item of a group comes after ALL statistics items of that group (so a
+// CTA only ever waits on lower tickets: no deadlock whatever the dispatch order); the launch has
+// one CTA per item; the lag stays within [1, groups]; the sync region and the partials are laid
+// out in QuantBuffers.
+#include <doctest/doctest.h>
+
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "jit/launch_shape.hpp"
+#include "jit/quant_buffers.hpp"
+
+using namespace sage2;
+using namespace sage2::jit;
+
+namespace {
+
+QuantBuffers buffers(std::int64_t batch, std::int64_t hq, std::int64_t hkv, std::int64_t nq, std::int64_t nk, int d,
+                     KernelFamily fam = KernelFamily::AttentionMma) {
+  KernelSpec attn;
+  attn.family = fam;
+  attn.head_dim = d;
+  if (fam == KernelFamily::AttentionWgmma) attn.tile = TileConfig{128, 128, 8, 2};
+  QuantProblem p;
+  p.batch = batch;
+  p.q_heads = hq;
+  p.kv_heads = hkv;
+  p.q_len = nq;
+  p.kv_len = nk;
+  p.head_dim = d;
+  return quant_buffers(p, attn);
+}
+
+}  // namespace
+
+TEST_CASE("fused quantize schedule: every item once, statistics of a group before its work") {
+  struct P {
+    std::int64_t batch, hq, hkv, nq, nk;
+    int d;
+    KernelFamily fam;
+  };
+  const P problems[] = {
+      {1, 1, 1, 1, 1, 1, KernelFamily::AttentionMma},
+      {2, 8, 2, 300, 1000, 64, KernelFamily::AttentionMma},
+      {4, 32, 32, 1024, 1024, 128, KernelFamily::AttentionMma},    // lag 32 of 128 groups
+      {1, 4, 1, 5000, 40000, 128, KernelFamily::AttentionWgmma},  // one group, lag 1
+      {3, 6, 3, 77, 8192, 256, KernelFamily::AttentionMma},
+  };
+  for (const P& pr : problems) {
+    const QuantBuffers b = buffers(pr.batch, pr.hq, pr.hkv, pr.nq, pr.nk, pr.d, pr.fam);
+    const auto s = quantize_schedule(b);
+    CAPTURE(pr.nk);
+    CAPTURE(s.lag);
+    REQUIRE(s.lag >= 1);
+    REQUIRE(s.lag <= s.groups);
+    CHECK(s.chunks == static_cast<unsigned>((pr.nk + 255) / 256));
+    KernelSpec attn;
+    attn.family = pr.fam;
+    attn.head_dim = pr.d;
+    if (pr.fam == KernelFamily::AttentionWgmma) attn.tile = TileConfig{128, 128, 8, 2};
+    const KernelSpec fused = quantize_spec_for(attn, QuantOp::Fused);
+    const LaunchShape ls = quantize_launch_shape(fused, b);
+    CHECK(ls.grid[0] == s.total());
+    CHECK(ls.grid[1] == 1);
+    CHECK(ls.block[0] == static_cast<unsigned>(fused_quantize_config(fused).threads));
+    CHECK(quantize_work_ctas(fused, b) == static_cast<std::int64_t>(s.total()));
+
+    std::map<std::tuple<unsigned, unsigned, unsigned>, int> seen;
+    std::vector<std::int64_t> last_stats(s.groups, -1), first_work(s.groups, -1);
+    for (unsigned t = 0; t < s.total(); ++t) {
+      const auto it = sage2::dev::quantize_item(s, t);
+      REQUIRE(it.group < s.groups);
+      ++seen[{it.kind, it.group, it.index}];
+      if (it.kind == sage2::dev::kItemStatsK || it.kind == sage2::dev::kItemStatsV) {
+        REQUIRE(it.index < s.chunks);
+        last_stats[it.group] = t;
+      } else if (first_work[it.group] < 0) {
+        first_work[it.group] = t;
+      }
+      if (it.kind == sage2::dev::kItemK) REQUIRE(it.index < s.k_blocks);
+      if (it.kind == sage2::dev::kItemV) REQUIRE(it.index < s.v_tiles);
+      if (it.kind == sage2::dev::kItemQ) REQUIRE(it.index < s.q_blocks * s.q_per_group);
+    }
+    CHECK(seen.size() == s.total());  // no item twice (and total distinct = total tickets)
+    bool ordered = true;
+    for (unsigned g = 0; g < s.groups; ++g) ordered = ordered && last_stats[g] >= 0 && last_stats[g] < first_work[g];
+    CHECK(ordered);
+  }
+}
+
+TEST_CASE("fused quantize: lag, sync region and partials come from the buffers") {
+  const QuantBuffers b = buffers(4, 32, 32, 1024, 1024, 128);
+  CHECK(quantize_schedule(b).lag == 32);  // 16 MiB / (2 · 1024 · 128 · 2 B)
+  CHECK(quantize_schedule(buffers(4, 32, 32, 32768, 32768, 128)).lag == 1);
+  CHECK(b.stats_chunk == 256);
+  CHECK(b.stats_chunks == 4);
+  CHECK(b.sync_words() == 1 + 4 * 4 * 32);
+  CHECK(b.stats_part() == 4 * 32 * 2 * 4 * 4 * b.d_v);
+  const auto o = b.offsets();
+  CHECK(o.sync_bytes == static_cast<std::size_t>(b.sync_words()) * 4);
+  CHECK(o.stats_part >= o.v_first_bad);
+  CHECK(o.sync >= o.stats_part + static_cast<std::size_t>(b.stats_part()) * 4);
+  CHECK(o.total >= o.sync + o.sync_bytes);
+  CHECK(o.sync % 256 == 0);
+}
