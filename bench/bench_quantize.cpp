@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
       }
       x = reference::float_to_half(static_cast<float>((u - 2.0) * 1.732 + 0.5 * double(&x - chunk.data()) / double(chunk.size())));
     }
-    CUdeviceptr buf[3];
+    CUdeviceptr buf[4];  // q, k, v, and an output that validation needs distinct from the inputs
     for (auto& b : buf) {
       driver::check(a.cuMemAlloc_v2(&b, elems * 2), "cuMemAlloc");
       for (std::size_t off = 0; off < elems; off += chunk.size()) {
@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
     for (long n : lens) {
       auto t = [&](int i) { return TensorRef::hnd(reinterpret_cast<void*>(buf[i]), DType::F16, batch, heads, n, d); };
       const TensorRef q = t(0), k = t(1), v = t(2);
-      TensorRef out = t(0);  // validation only: nothing is written to it
+      TensorRef out = t(3);  // validation only: nothing is written to it
       AttentionParams p;
       p.qk_bits = static_cast<QkBits>(bits);
       const auto prob = runtime::validate_attention(q, k, v, out, p, impl.arch());

@@ -185,6 +185,7 @@ __device__ __forceinline__ void issue_q(const WgmmaAttentionParams& P, u32 sbase
 // low 14 bits and shared addresses stay below 2^18, so the descriptor of base + off is the base
 // descriptor + off/16: one base descriptor per tile and compile-time offsets (no per-k-step
 // descriptor registers for the compiler to hoist and spill).
+__device__ __forceinline__ void pin(u64& x) { asm volatile("" : "+l"(x)); }
 __device__ __forceinline__ u64 desc_add(u64 d, u32 off) { return d + static_cast<u64>(off >> 4); }
 __device__ __forceinline__ u64 k_desc0(u32 st) {
   return ptx::smem_desc(st + SM.k_off, 8 * PANEL, ptx::desc_swizzle_code(PANEL));
@@ -273,7 +274,6 @@ struct RowCtx {
 // Issues S = Q̂ K̂ᵀ of the tile in stage `st` as one committed wgmma batch (not waited for).
 __device__ __forceinline__ void issue_qk(i32 (&s)[NS], const u32 (&qf)[Q_IN_REGS ? KSTEPS : 1][4], u32 st, u32 zero,
                                          u32 sbase, int wg) {
-  ptx::wgmma_fence();
   const u64 kd = k_desc0(st);
   if (Q_IN_REGS) {
     // Fresh copies of the Q̂ fragments for this tile's batch: ptxas (CUDA 13.0) treated the A
@@ -283,16 +283,29 @@ __device__ __forceinline__ void issue_qk(i32 (&s)[NS], const u32 (&qf)[Q_IN_REGS
     // 128). With per-tile copies (xor with `zero`: 0 at run time, unknown to the compilers and
     // different per iteration) the wgmma operands are per-iteration values and qf is only read by
     // ordinary instructions.
+    // The copies are pinned before the fence: an input register of a wgmma defined between the
+    // fence and the batch makes ptxas serialise every wgmma of the kernel (info C7513).
     u32 qa[KSTEPS][4];
 #pragma unroll
     for (int ks = 0; ks < KSTEPS; ++ks)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) qa[ks][i] = qf[ks][i] ^ zero;
-    ptx::wgmma_s8_rs_z<BK>(s, qa[0], kd);
+      for (int i = 0; i < 4; ++i) {
+        qa[ks][i] = qf[ks][i] ^ zero;
+        ptx::fence_operand(qa[ks][i]);
+      }
+    u64 kds[KSTEPS];
 #pragma unroll
-    for (int ks = 1; ks < KSTEPS; ++ks) ptx::wgmma_s8_rs<BK>(s, qa[ks], desc_add(kd, k_off(ks)), 1u);
+    for (int ks = 0; ks < KSTEPS; ++ks) {
+      kds[ks] = desc_add(kd, k_off(ks));
+      pin(kds[ks]);
+    }
+    ptx::wgmma_fence();
+    ptx::wgmma_s8_rs_z<BK>(s, qa[0], kds[0]);
+#pragma unroll
+    for (int ks = 1; ks < KSTEPS; ++ks) ptx::wgmma_s8_rs<BK>(s, qa[ks], kds[ks], 1u);
   } else {
     const u64 qd = q_desc0(opaque(sbase + SM.q_off + static_cast<u32>(wg * 64 * RB)));
+    ptx::wgmma_fence();
     ptx::wgmma_s8_ss_z<BK>(s, qd, kd);
 #pragma unroll
     for (int ks = 1; ks < KSTEPS; ++ks) ptx::wgmma_s8_ss<BK>(s, desc_add(qd, q_off(ks)), desc_add(kd, k_off(ks)), 1u);
@@ -307,8 +320,12 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], u32 st, int tile, con
                                              float (&l)[2], float (&alpha)[2], u32 (&pa)[KC][4]) {
   const int t = rc.t;
   const float c2 = rc.c2;
+  // Read S through volatile copies that stay after the wait: the compilers may not hoist the reads
+  // above it, and (unlike pinning s itself) a copy does not redefine a register the next QKᵀ batch
+  // accumulates into while P̂·V̂ is in flight (which makes ptxas serialise every wgmma, C7513).
+  i32 sv[NS];
 #pragma unroll
-  for (int i = 0; i < NS; ++i) ptx::fence_operand(s[i]);
+  for (int i = 0; i < NS; ++i) asm volatile("mov.b32 %0, %1;" : "=r"(sv[i]) : "r"(s[i]));
   // int32 → float through the magic number 1.5·2^23 (exact: |dot| <= 127²·256 < 2^22): an
   // integer add and a float subtract on the full-rate pipes instead of I2F on the 16/clk
   // conversion pipe that ex2 also uses. Then the contract's S = dot·(δq·δk) (+ ΔS), s = S·c2;
@@ -323,7 +340,7 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], u32 st, int tile, con
     if (SMOOTH_Q) ptx::ld_shared_f32x2(st + SM.ds_off + (8 * j + 2 * t) * 4, dsx, dsy);
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const float dot = ptx::bits_f32(static_cast<u32>(s[4 * j + e]) + 0x4B400000u) - 12582912.f;
+      const float dot = ptx::bits_f32(static_cast<u32>(sv[4 * j + e]) + 0x4B400000u) - 12582912.f;
       float S = dot * dqk;
       if (FOLD) {
         if (SMOOTH_Q) S = S + ((e & 1) ? dsy : dsx) * c2;
@@ -386,17 +403,35 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], u32 st, int tile, con
     }
 }
 
-// Issues acc (+)= P̂ V̂ of channel chunk `ch` of the tile in stage `st` as one committed batch.
-// zero_first: the tile's two-level accumulator starts from 0 (scale-d = 0 on the first k-step).
-__device__ __forceinline__ void issue_pv(float (&acc)[PVN / 2], const u32 (&pa)[KC][4], u32 st, int ch, bool zero_first) {
+// Descriptors of the V̂ k-chunks of channel chunk `ch` in stage `st`, pinned: computed before any
+// batch they could land inside. ptxas serialises every wgmma of the kernel (info C7513) when a
+// register a wgmma reads is defined while an earlier batch is in flight or after the batch's
+// fence; so the pipelined loop computes all of P̂·V̂ (j−1)'s operands before issuing QKᵀ (j).
+struct VDescs {
+  u64 d[KC];
+};
+__device__ __forceinline__ VDescs pv_descs(u32 st, int ch) {
+  VDescs v;
   const u64 vd = v_desc0(opaque(st));
+#pragma unroll
+  for (int kc = 0; kc < KC; ++kc) {
+    v.d[kc] = desc_add(vd, v_off(ch, kc));
+    pin(v.d[kc]);
+  }
+  return v;
+}
+
+// Issues acc (+)= P̂ V̂ of one channel chunk (descriptors `vd`) as one committed batch.
+// zero_first: the tile's two-level accumulator starts from 0 (scale-d = 0 on the first k-step).
+__device__ __forceinline__ void issue_pv(float (&acc)[PVN / 2], const u32 (&pa)[KC][4], const VDescs& vd,
+                                         bool zero_first) {
   ptx::wgmma_fence();
   if (zero_first)
-    ptx::wgmma_e4m3_rs_z<PVN>(acc, pa[0], desc_add(vd, v_off(ch, 0)));
+    ptx::wgmma_e4m3_rs_z<PVN>(acc, pa[0], vd.d[0]);
   else
-    ptx::wgmma_e4m3_rs<PVN>(acc, pa[0], desc_add(vd, v_off(ch, 0)), 1u);
+    ptx::wgmma_e4m3_rs<PVN>(acc, pa[0], vd.d[0], 1u);
 #pragma unroll
-  for (int kc = 1; kc < KC; ++kc) ptx::wgmma_e4m3_rs<PVN>(acc, pa[kc], desc_add(vd, v_off(ch, kc)), 1u);
+  for (int kc = 1; kc < KC; ++kc) ptx::wgmma_e4m3_rs<PVN>(acc, pa[kc], vd.d[kc], 1u);
   ptx::wgmma_commit();
 }
 
@@ -500,14 +535,18 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase
 #pragma unroll 1
       for (int tile = 1; tile < n_tiles; ++tile) {
         const u32 st = acquire_stage(sbase, tile);
+        const VDescs vd = pv_descs(st_prev, 0);  // P̂·V̂ (j−1) operands ready before QKᵀ (j) is in flight
+#pragma unroll
+        for (int kc = 0; kc < KC; ++kc)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) ptx::fence_operand(pa[kc][i]);
+        if (!TWO_LEVEL) rescale(o, alpha_prev);
         issue_qk(s, qf, st, zero_base & static_cast<u32>(tile), sbase, wg);
         float r[PVN / 2];
-        if (TWO_LEVEL) {
-          issue_pv(r, pa, st_prev, 0, true);
-        } else {
-          rescale(o, alpha_prev);
-          issue_pv(o[0], pa, st_prev, 0, false);
-        }
+        if (TWO_LEVEL)
+          issue_pv(r, pa, vd, true);
+        else
+          issue_pv(o[0], pa, vd, false);
         ptx::wgmma_wait<1>();  // S of tile j (the older batch) is complete
         u32 pa_next[KC][4];
         float alpha[2];
@@ -520,22 +559,25 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase
           for (int i = 0; i < PVN / 2; ++i) ptx::fence_operand(o[0][i]);
         }
         release_stage(P, sbase, tile - 1, n_tiles, lane, tid);
+        // An opaque copy after the wait: otherwise the compiler lets the softmax write P̂ (j) straight
+        // into the registers P̂·V̂ (j−1) is still reading (it does not know wgmma reads them
+        // asynchronously) and ptxas then serialises every wgmma (C7513).
 #pragma unroll
         for (int kc = 0; kc < KC; ++kc)
 #pragma unroll
-          for (int i = 0; i < 4; ++i) pa[kc][i] = pa_next[kc][i];
+          for (int i = 0; i < 4; ++i) asm volatile("mov.b32 %0, %1;" : "=r"(pa[kc][i]) : "r"(pa_next[kc][i]));
         alpha_prev[0] = alpha[0];
         alpha_prev[1] = alpha[1];
         st_prev = st;
       }
       float r[PVN / 2];
       if (TWO_LEVEL) {
-        issue_pv(r, pa, st_prev, 0, true);
+        issue_pv(r, pa, pv_descs(st_prev, 0), true);
         ptx::wgmma_wait<0>();
         add_tile(o[0], r, alpha_prev);
       } else {
         rescale(o, alpha_prev);
-        issue_pv(o[0], pa, st_prev, 0, false);
+        issue_pv(o[0], pa, pv_descs(st_prev, 0), false);
         ptx::wgmma_wait<0>();
 #pragma unroll
         for (int i = 0; i < PVN / 2; ++i) ptx::fence_operand(o[0][i]);
@@ -562,12 +604,12 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase
       for (int ch = 0; ch < NCH; ++ch) {
         if (TWO_LEVEL) {
           float r[PVN / 2];
-          issue_pv(r, pa, st, ch, true);
+          issue_pv(r, pa, pv_descs(st, ch), true);
           if (ch == 0) turn_pass(wg);
           ptx::wgmma_wait<0>();
           add_tile(o[ch], r, alpha);
         } else {
-          issue_pv(o[ch], pa, st, ch, false);
+          issue_pv(o[ch], pa, pv_descs(st, ch), false);
           if (ch == 0) turn_pass(wg);
           ptx::wgmma_wait<0>();
 #pragma unroll

@@ -53,13 +53,17 @@ constexpr int wg_pv_chunks(int d_v) {
 }
 constexpr int wg_pv_n(int d_v) { return d_v / wg_pv_chunks(d_v); }
 // Software pipelining inside a consumer warpgroup (the softmax of KV tile j overlaps the P̂·V̂ of
-// tile j−1): needs the registers of a second S and P̂ next to one P̂·V̂ chunk (d_v <= 128) and
-// >= 2 stages (tile j−1's stage is still read while tile j's is consumed).
+// tile j−1; needs one P̂·V̂ chunk, d_v <= 128, and >= 2 stages). An experiment, off by default
+// (SAGE2_WG_PIPE=1): with CUDA 13.0 ptxas serialises every wgmma of the pipelined loop (info
+// C7513) and it measured 2–25% slower than the serial loop on the H100 (bench/NOTES.md).
 constexpr bool wg_pipelined(int d_v, int stages) {
-#ifdef SAGE2_WG_PIPE  // experiments only
-  if (SAGE2_WG_PIPE == 0) return false;
+#ifdef SAGE2_WG_PIPE
+  return SAGE2_WG_PIPE != 0 && wg_pv_chunks(d_v) == 1 && stages >= 2;
+#else
+  (void)d_v;
+  (void)stages;
+  return false;
 #endif
-  return wg_pv_chunks(d_v) == 1 && stages >= 2;
 }
 constexpr int wg_align(int x, int a) { return (x + a - 1) / a * a; }
 

@@ -243,8 +243,16 @@ TEST_CASE("jit attention: host plan — CTA size, V passes, shared memory and co
   CHECK_THROWS_AS(check_attention_config(s, 1 << 30), Error);
   s.tile = TileConfig{64, 64, 4, 5};
   CHECK_THROWS_AS(check_attention_config(s, 1 << 30), Error);
+  // A wgmma spec is held to the wgmma family's rules (jit::check_wgmma_config): 64 query rows per
+  // consumer warpgroup, bk 64/128.
   s.family = KernelFamily::AttentionWgmma;
-  s.tile = W8;
+  s.arch = Arch::Sm90a;
+  s.qk_bits = 8;
+  s.tile = W8;  // bq 128 over 8 warps: valid for both families
+  CHECK_NOTHROW(check_attention_config(s, 1 << 30));
+  s.tile = TileConfig{64, 64, 8, 2};  // 8 warps = 2 warpgroups need bq 128
+  CHECK_THROWS_AS(check_attention_config(s, 1 << 30), Error);
+  s.tile = TileConfig{128, 32, 8, 2};  // bk 32: valid for mma, not for wgmma
   CHECK_THROWS_AS(check_attention_config(s, 1 << 30), Error);
 }
 
