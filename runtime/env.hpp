@@ -6,6 +6,7 @@
 //   SAGE2_LIBCUDA          path of the driver library to dlopen (default libcuda.so.1)
 //   SAGE2_ATTENTION_FAMILY auto | mma | wgmma: the attention kernel family (default auto: wgmma
 //                          for 8-bit on sm_90a up to head dim 256, mma.sync otherwise)
+//   SAGE2_QUANT_PATH       split | fused: the quantize stage (default split; runtime/quantize_stage.hpp)
 //   SAGE2_LIBNVRTC         path of the NVRTC library to dlopen (default: the one linked)
 #pragma once
 

@@ -11,10 +11,10 @@ namespace sage2::runtime {
 QuantPath quant_path_from_env() {
   static const QuantPath path = [] {
     const auto v = env::get("SAGE2_QUANT_PATH");
-    if (!v || *v == "fused") return QuantPath::Fused;
-    if (*v == "split") return QuantPath::Split;
-    log::warn("SAGE2_QUANT_PATH='" + *v + "' is neither 'fused' nor 'split'; using fused");
-    return QuantPath::Fused;
+    if (!v || *v == "split") return QuantPath::Split;
+    if (*v == "fused") return QuantPath::Fused;
+    log::warn("SAGE2_QUANT_PATH='" + *v + "' is neither 'split' nor 'fused'; using split");
+    return QuantPath::Split;
   }();
   return path;
 }

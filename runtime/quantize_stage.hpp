@@ -7,14 +7,15 @@
 
 namespace sage2::runtime {
 
-// Fused (default): a memset of the stage's small sync region (work ticket, arrival counters,
-// ready flags: QuantBuffers::Offsets::sync / sync_bytes) and ONE launch of sage2_quantize_fused.
-// Split (measurement baseline, SAGE2_QUANT_PATH=split): the four launches channel_stats →
-// quantize_k → quantize_v → quantize_q. Both write the same buffers; their channel sums differ
-// in float rounding only (another order), everything else follows from them.
+// Split (default): the four launches channel_stats → quantize_k → quantize_v → quantize_q.
+// Fused (SAGE2_QUANT_PATH=fused): a memset of the stage's small sync region (work ticket, arrival
+// counters, ready flags: QuantBuffers::Offsets::sync / sync_bytes) and ONE launch of
+// sage2_quantize_fused. Both write the same buffers; their channel sums differ in float rounding
+// only (another order), everything else follows from them. Split is the default on the evidence:
+// on the H100 the fused stage measured 11–35% slower (bench/NOTES.md, "Fused quantize stage").
 enum class QuantPath { Fused, Split };
 
-// SAGE2_QUANT_PATH: "split" → Split, unset / "fused" → Fused (anything else: Fused and one
+// SAGE2_QUANT_PATH: unset / "split" → Split, "fused" → Fused (anything else: Split and one
 // warning). Read once per process, at the first call.
 QuantPath quant_path_from_env();
 
