@@ -64,13 +64,18 @@ jit::KernelSpec plan_attention_heuristic(const AttentionProblem& p, jit::Arch ar
 void check_pointers_on_device(Context::Impl& ctx, const TensorRef& q, const TensorRef& k, const TensorRef& v,
                               const TensorRef& out, const float* lse) {
   const auto& a = driver::api();
+  // cuPointerGetAttributes (not cuPointerGetAttribute): it reports memory the driver does not know
+  // as memory type 0 instead of failing, so rejecting a host pointer raises no CUDA API error.
   auto check = [&](const void* ptr, const char* name) {
+    unsigned memory_type = 0;
     int ordinal = -1;
-    const CUresult r = a.cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                                               reinterpret_cast<CUdeviceptr>(ptr));
-    if (r != CUDA_SUCCESS)
-      throw Error(ErrorCode::InvalidArgument, std::string(name) + ": pointer is not CUDA device memory (" +
-                                                  driver::error_text(r) + ")");
+    CUpointer_attribute attrs[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+    void* data[2] = {&memory_type, &ordinal};
+    const CUresult r = a.cuPointerGetAttributes(2, attrs, data, reinterpret_cast<CUdeviceptr>(ptr));
+    if (r != CUDA_SUCCESS || memory_type == 0)
+      throw Error(ErrorCode::InvalidArgument,
+                  std::string(name) + ": pointer is not CUDA device memory (" +
+                      (r != CUDA_SUCCESS ? driver::error_text(r) : std::string("the driver does not know it")) + ")");
     if (ordinal != ctx.facts().ordinal)
       throw Error(ErrorCode::InvalidArgument, std::string(name) + ": memory is on device " + std::to_string(ordinal) +
                                                   " but this Context is on device " +

@@ -55,6 +55,7 @@ namespace sage2::driver {
   X(cuEventElapsedTime)           \
   X(cuEventDestroy_v2)            \
   X(cuPointerGetAttribute)         \
+  X(cuPointerGetAttributes)        \
   X(cuStreamBeginCapture_v2)      \
   X(cuStreamEndCapture)           \
   X(cuGraphInstantiateWithFlags)  \

@@ -138,6 +138,11 @@ CUresult cuEventElapsedTime(float* ms, void* a, void* b) {
   *ms = (float)(((struct Ev*)b)->t - ((struct Ev*)a)->t); return 0; }
 CUresult cuEventDestroy_v2(void* e) { free(e); return 0; }
 CUresult cuPointerGetAttribute(void* data, int attr, CUdeviceptr p) { (void)attr; (void)p; *(int*)data = 0; return 0; }
+CUresult cuPointerGetAttributes(unsigned n, int* attrs, void** data, CUdeviceptr p) {  // device memory of device 0
+  (void)p;
+  for (unsigned i = 0; i < n; ++i) *(unsigned*)data[i] = attrs[i] == 2 ? 2u : 0u;  // MEMORY_TYPE → DEVICE
+  return 0;
+}
 )FAKE";
 
 // Names the fake defines itself; every other name of the X-macro gets a NOT_SUPPORTED stub.
