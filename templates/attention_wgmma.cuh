@@ -149,7 +149,9 @@ __device__ __forceinline__ int tile_count(const AttentionParams& p, i64 i0) {
   return static_cast<int>((n_keys + BK - 1) / BK);
 }
 
-// Copies of KV tile `tile` into stage `slot`: K panels and V (TMA), K scales and ΔS (bulk).
+// Copies of KV tile `tile` into stage `slot`: K panels and V (TMA). The tile's K scales and ΔS
+// row are read by the consumers straight from global memory (L2): 16 and BK·4 bytes, where bulk
+// copies into the stage made compute-sanitizer racecheck report hazards it could not order.
 __device__ __forceinline__ void issue_tile(const WgmmaAttentionParams& P, int tile, int slot, u32 sbase) {
   const AttentionParams& p = P.a;
   const Coords c = coords(p);
@@ -161,10 +163,6 @@ __device__ __forceinline__ void issue_tile(const WgmmaAttentionParams& P, int ti
   for (int pn = 0; pn < NPANEL; ++pn)
     ptx::tma_load_2d(st + SM.k_off + pn * BK * PANEL, &P.tm_k, full, pn * PANEL, krow);
   ptx::tma_load_2d(st + SM.v_off, &P.tm_v, full, tile * BK, static_cast<i32>(c.bhk * D_V));
-  ptx::bulk_load(st + SM.ks_off, p.k_scale + (c.bhk * c.k_blocks + tile) * 4, 16u, full);
-  if (SMOOTH_Q)
-    ptx::bulk_load(st + SM.ds_off, p.delta_s + (c.bhl * p.qb_count + c.qbl) * c.kv_len_pad + static_cast<i64>(tile) * BK,
-                   static_cast<u32>(BK * 4), full);
 }
 
 // Q̂ tiles of every consumer warpgroup (wide heads only), completing on the q_full barrier.
@@ -269,6 +267,8 @@ struct RowCtx {
   i64 mask_from;     // first tile that needs the mask
   int t;             // lane % 4
   PermSel sel;
+  const float* k_scale;  // this (batch, kv head)'s K scales: [k_blocks][4]
+  const float* ds;       // smooth Q: this block's ΔS row [kv_len_pad]
 };
 
 // Issues S = Q̂ K̂ᵀ of the tile in stage `st` as one committed wgmma batch (not waited for).
@@ -316,7 +316,7 @@ __device__ __forceinline__ void issue_qk(i32 (&s)[NS], const u32 (&qf)[Q_IN_REGS
 // The completed S tile → P̂ as P̂·V̂ A fragments: dequantise (+ΔS), log2 units, mask, online
 // softmax (m and l updated, alpha = exp2(m_old − m_new) returned for O), P̂ = e4m3(P̃·448) in
 // the quad-permuted fragment order.
-__device__ __forceinline__ void softmax_tile(i32 (&s)[NS], u32 st, int tile, const RowCtx& rc, float (&m)[2],
+__device__ __forceinline__ void softmax_tile(i32 (&s)[NS], float dk, int tile, const RowCtx& rc, float (&m)[2],
                                              float (&l)[2], float (&alpha)[2], u32 (&pa)[KC][4]) {
   const int t = rc.t;
   const float c2 = rc.c2;
@@ -331,13 +331,17 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], u32 st, int tile, con
   // conversion pipe that ex2 also uses. Then the contract's S = dot·(δq·δk) (+ ΔS), s = S·c2;
   // FOLD (experiment) multiplies by δq·δk·c2 at once (one FMUL less per score, a last-bit
   // difference in s — seen to move the LSE by up to 2e-4 relative on the H100).
-  const float dqk0 = rc.qs * ptx::ld_shared_f32(st + SM.ks_off + 4 * t);
+  const float dqk0 = rc.qs * dk;
   const float dqk = FOLD ? dqk0 * c2 : dqk0;
   float sc[NS];
 #pragma unroll
   for (int j = 0; j < BK / 8; ++j) {
     float dsx = 0.f, dsy = 0.f;
-    if (SMOOTH_Q) ptx::ld_shared_f32x2(st + SM.ds_off + (8 * j + 2 * t) * 4, dsx, dsy);
+    if (SMOOTH_Q) {
+      const float2 d2 = *reinterpret_cast<const float2*>(rc.ds + static_cast<i64>(tile) * BK + 8 * j + 2 * t);
+      dsx = d2.x;
+      dsy = d2.y;
+    }
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const float dot = ptx::bits_f32(static_cast<u32>(sv[4 * j + e]) + 0x4B400000u) - 12582912.f;
@@ -451,11 +455,9 @@ __device__ __forceinline__ void rescale(float (&o)[NCH][PVN / 2], const float (&
     for (int i = 0; i < PVN / 2; ++i) o[ch][i] *= alpha[(i >> 1) & 1];
 }
 
-// Releases the stage of tile `tile` (every wgmma of this warp that read it has completed). The
-// K scales and ΔS were read through the generic proxy and the next bulk copies write them through
-// the async proxy: each thread orders its reads before the release (compute-sanitizer racecheck
-// reported these write-after-read pairs without the fence). Without a producer warpgroup, thread
-// 0 refills the stage once every consumer warp released it.
+// Releases the stage of tile `tile` (every wgmma of this warp that read it has completed; the
+// proxy fence orders this thread's accesses before the next TMA writes). Without a producer
+// warpgroup, thread 0 refills the stage once every consumer warp released it.
 __device__ __forceinline__ void release_stage(const WgmmaAttentionParams& P, u32 sbase, int tile, int n_tiles, int lane,
                                               int tid) {
   const int slot = STAGES == 1 ? 0 : tile % STAGES;
@@ -497,6 +499,8 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase
     const i64 row = c.i0 + warp * 16 + g;
     if (Q_IN_REGS) load_q_fragments(p.q_codes + (c.bh * c.q_len_pad + row) * RB + 4 * t, qf);
     rc.qs = p.q_scale[(c.bh * c.q_blocks + c.qb) * (WARPS * 8) + warp * 8 + g];
+    rc.k_scale = p.k_scale + c.bhk * c.k_blocks * 4;
+    rc.ds = SMOOTH_Q ? p.delta_s + (c.bhl * p.qb_count + c.qbl) * c.kv_len_pad : nullptr;
     const i64 off = CAUSAL == 2 ? p.kv_len - p.q_len : 0;
     const i64 kv_last = p.kv_len - 1;
     rc.last[0] = static_cast<int>(CAUSAL ? max_<i64>(-1, min_<i64>(kv_last, row + off)) : kv_last);
@@ -530,8 +534,9 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase
       float alpha_prev[2];
       u32 st_prev = acquire_stage(sbase, 0);
       issue_qk(s, qf, st_prev, zero_base, sbase, wg);
+      const float dk0 = rc.k_scale[t];  // its latency hides under the batch
       ptx::wgmma_wait<0>();
-      softmax_tile(s, st_prev, 0, rc, m, l, alpha_prev, pa);
+      softmax_tile(s, dk0, 0, rc, m, l, alpha_prev, pa);
 #pragma unroll 1
       for (int tile = 1; tile < n_tiles; ++tile) {
         const u32 st = acquire_stage(sbase, tile);
@@ -547,10 +552,11 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase
           issue_pv(r, pa, vd, true);
         else
           issue_pv(o[0], pa, vd, false);
+        const float dk = rc.k_scale[tile * 4 + t];
         ptx::wgmma_wait<1>();  // S of tile j (the older batch) is complete
         u32 pa_next[KC][4];
         float alpha[2];
-        softmax_tile(s, st, tile, rc, m, l, alpha, pa_next);
+        softmax_tile(s, dk, tile, rc, m, l, alpha, pa_next);
         ptx::wgmma_wait<0>();
         if (TWO_LEVEL) {
           add_tile(o[0], r, alpha_prev);
@@ -593,10 +599,11 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase
       turn_wait(wg);
       issue_qk(s, qf, st, zero_base & static_cast<u32>(tile), sbase, wg);
       turn_pass(wg);
+      const float dk = rc.k_scale[tile * 4 + t];  // its latency hides under the batch
       ptx::wgmma_wait<0>();
       u32 pa[KC][4];
       float alpha[2];
-      softmax_tile(s, st, tile, rc, m, l, alpha, pa);
+      softmax_tile(s, dk, tile, rc, m, l, alpha, pa);
 
       turn_wait(wg);
       if (!TWO_LEVEL) rescale(o, alpha);

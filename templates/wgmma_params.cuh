@@ -98,9 +98,11 @@ constexpr WgSmemLayout wg_smem_layout(int bq, int bk, int row_bytes, int d_v, in
   return l;
 }
 
-// Bytes one stage's copies deliver (the full barrier's transaction count).
+// Bytes one stage's copies deliver (the full barrier's transaction count): the K and V tiles (the
+// K scales and ΔS are read from global memory; their stage slots are unused).
 constexpr int wg_stage_tx_bytes(int bk, int row_bytes, int d_v, bool smooth_q) {
-  return bk * row_bytes + d_v * bk + 16 + (smooth_q ? bk * 4 : 0);
+  (void)smooth_q;
+  return bk * row_bytes + d_v * bk;
 }
 
 struct WgmmaAttentionParams {
