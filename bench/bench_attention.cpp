@@ -19,53 +19,12 @@
 #include "runtime/attention_validate.hpp"
 #include "runtime/context_impl.hpp"
 #include "runtime/quantize_stage.hpp"
-#include "sage2/reference.hpp"
+#include "bench_support.hpp"
 
 using namespace sage2;
+using bench::median_ms;
+using bench::parse_list;
 
-namespace {
-
-std::vector<long> parse_list(const std::string& s) {
-  std::vector<long> v;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) v.push_back(std::stol(item));
-  return v;
-}
-
-struct Events {
-  CUevent a, b;
-  Events() {
-    driver::check(driver::api().cuEventCreate(&a, CU_EVENT_DEFAULT), "cuEventCreate");
-    driver::check(driver::api().cuEventCreate(&b, CU_EVENT_DEFAULT), "cuEventCreate");
-  }
-  ~Events() {
-    driver::api().cuEventDestroy_v2(a);
-    driver::api().cuEventDestroy_v2(b);
-  }
-};
-
-template <class F>
-double median_ms(F&& fn, int reps, CUstream stream) {
-  const auto& a = driver::api();
-  Events ev;
-  for (int i = 0; i < 3; ++i) fn();  // warm-up: compile, load, size workspaces
-  driver::check(a.cuStreamSynchronize(stream), "sync");
-  std::vector<float> t;
-  for (int i = 0; i < reps; ++i) {
-    driver::check(a.cuEventRecord(ev.a, stream), "record");
-    fn();
-    driver::check(a.cuEventRecord(ev.b, stream), "record");
-    driver::check(a.cuEventSynchronize(ev.b), "sync");
-    float ms = 0;
-    driver::check(a.cuEventElapsedTime(&ms, ev.a, ev.b), "elapsed");
-    t.push_back(ms);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   std::vector<long> dims = {64, 128}, lens = {1024, 2048, 4096, 8192, 16384, 32768}, causals = {0, 1};
@@ -101,30 +60,13 @@ int main(int argc, char** argv) {
     const long max_n = *std::max_element(lens.begin(), lens.end());
     const long max_d = *std::max_element(dims.begin(), dims.end());
     const std::size_t elems = static_cast<std::size_t>(batch * heads * max_n * max_d);
-    std::vector<std::uint16_t> chunk(std::min<std::size_t>(elems, 1u << 24));
-    std::uint64_t s = 0x9E3779B97F4A7C15ull;
-    for (auto& x : chunk) {  // sum of 4 uniforms: roughly N(0,1), never all zero
-      double u = 0;
-      for (int k = 0; k < 4; ++k) {
-        s ^= s << 13; s ^= s >> 7; s ^= s << 17;
-        u += static_cast<double>(s >> 11) / 9007199254740992.0;
-      }
-      x = reference::float_to_half(static_cast<float>((u - 2.0) * 1.732));
-    }
-    CUdeviceptr buf[4];
-    for (auto& b : buf) {
-      driver::check(a.cuMemAlloc_v2(&b, elems * 2), "cuMemAlloc");
-      for (std::size_t off = 0; off < elems; off += chunk.size()) {
-        const std::size_t n = std::min(chunk.size(), elems - off);
-        driver::check(a.cuMemcpyHtoD_v2(b + off * 2, chunk.data(), n * 2), "HtoD");
-      }
-    }
+    const bench::DeviceInputs buf(4, elems, 0.0);  // q, k, v, out (distinct: validation checks overlap)
     std::vector<std::string> records;
     std::printf("%-8s %-7s %4s %6s %6s %10s %9s\n", "method", "mode", "d", "causal", "N", "ms", "TOPS");
     for (long d : dims)
       for (long causal : causals)
         for (long n : lens) {
-          auto t = [&](int i) { return TensorRef::hnd(reinterpret_cast<void*>(buf[i]), DType::F16, batch, heads, n, d); };
+          auto t = [&](int i) { return TensorRef::hnd(buf[i], DType::F16, batch, heads, n, d); };
           const TensorRef q = t(0), k = t(1), v = t(2), out = t(3);
           AttentionParams p;
           p.causal = causal ? CausalMode::TopLeft : CausalMode::None;
@@ -168,7 +110,6 @@ int main(int argc, char** argv) {
       std::ofstream f(json_path);
       for (const auto& r : records) f << r << "\n";
     }
-    for (auto b : buf) a.cuMemFree_v2(b);
     a.cuStreamDestroy_v2(stream);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s\n", e.what());

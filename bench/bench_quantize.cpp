@@ -24,45 +24,12 @@
 #include "runtime/context_impl.hpp"
 #include "runtime/kernel_loader.hpp"
 #include "runtime/quantize_stage.hpp"
-#include "sage2/reference.hpp"
+#include "bench_support.hpp"
 
 using namespace sage2;
+using bench::median_ms;
+using bench::parse_list;
 
-namespace {
-
-std::vector<long> parse_list(const std::string& s) {
-  std::vector<long> v;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) v.push_back(std::stol(item));
-  return v;
-}
-
-template <class F>
-double median_ms(F&& fn, int reps, CUstream stream) {
-  const auto& a = driver::api();
-  CUevent e0, e1;
-  driver::check(a.cuEventCreate(&e0, CU_EVENT_DEFAULT), "cuEventCreate");
-  driver::check(a.cuEventCreate(&e1, CU_EVENT_DEFAULT), "cuEventCreate");
-  for (int i = 0; i < 3; ++i) fn();  // warm-up: compile, load
-  driver::check(a.cuStreamSynchronize(stream), "sync");
-  std::vector<float> t;
-  for (int i = 0; i < reps; ++i) {
-    driver::check(a.cuEventRecord(e0, stream), "record");
-    fn();
-    driver::check(a.cuEventRecord(e1, stream), "record");
-    driver::check(a.cuEventSynchronize(e1), "sync");
-    float ms = 0;
-    driver::check(a.cuEventElapsedTime(&ms, e0, e1), "elapsed");
-    t.push_back(ms);
-  }
-  a.cuEventDestroy_v2(e0);
-  a.cuEventDestroy_v2(e1);
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   std::vector<long> lens = {1024, 4096, 8192, 32768};
@@ -95,28 +62,11 @@ int main(int argc, char** argv) {
 
     const long max_n = *std::max_element(lens.begin(), lens.end());
     const std::size_t elems = static_cast<std::size_t>(batch * heads * max_n * d);
-    std::vector<std::uint16_t> chunk(std::min<std::size_t>(elems, 1u << 24));
-    std::uint64_t s = 0x9E3779B97F4A7C15ull;
-    for (auto& x : chunk) {  // roughly N(0,1) with a channel bias, never all zero
-      double u = 0;
-      for (int k = 0; k < 4; ++k) {
-        s ^= s << 13; s ^= s >> 7; s ^= s << 17;
-        u += static_cast<double>(s >> 11) / 9007199254740992.0;
-      }
-      x = reference::float_to_half(static_cast<float>((u - 2.0) * 1.732 + 0.5 * double(&x - chunk.data()) / double(chunk.size())));
-    }
-    CUdeviceptr buf[4];  // q, k, v, and an output that validation needs distinct from the inputs
-    for (auto& b : buf) {
-      driver::check(a.cuMemAlloc_v2(&b, elems * 2), "cuMemAlloc");
-      for (std::size_t off = 0; off < elems; off += chunk.size()) {
-        const std::size_t n = std::min(chunk.size(), elems - off);
-        driver::check(a.cuMemcpyHtoD_v2(b + off * 2, chunk.data(), n * 2), "HtoD");
-      }
-    }
+    const bench::DeviceInputs buf(4, elems, 0.5);  // q, k, v, out (distinct: validation checks overlap)
     std::vector<std::string> records;
     std::printf("%-6s %-14s %6s %10s %9s  %s\n", "path", "launch", "N", "ms", "GB/s", "attention spec");
     for (long n : lens) {
-      auto t = [&](int i) { return TensorRef::hnd(reinterpret_cast<void*>(buf[i]), DType::F16, batch, heads, n, d); };
+      auto t = [&](int i) { return TensorRef::hnd(buf[i], DType::F16, batch, heads, n, d); };
       const TensorRef q = t(0), k = t(1), v = t(2);
       TensorRef out = t(3);  // validation only: nothing is written to it
       AttentionParams p;
@@ -168,7 +118,6 @@ int main(int argc, char** argv) {
       std::ofstream f(json_path);
       for (const auto& r : records) f << r << "\n";
     }
-    for (auto b : buf) a.cuMemFree_v2(b);
     a.cuStreamDestroy_v2(stream);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s\n", e.what());

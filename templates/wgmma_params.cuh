@@ -11,9 +11,10 @@
 //    per thread), loaded once from global memory; wider rows are TMA-loaded once into shared
 //    memory (a 64-row tile per consumer warpgroup, same panels and swizzle as K) and QKᵀ reads
 //    A from there, leaving the registers to the fp32 O.
-//  - Shared memory: `stages` ring buffers of {K tile, V tile, K scales, ΔS row}, each filled by
-//    TMA / bulk copies that complete on the stage's "full" mbarrier; consumers release a stage
-//    on its "empty" mbarrier (one arrival per consumer warp).
+//  - Shared memory: `stages` ring buffers of {K tile, V tile}, each filled by TMA copies that
+//    complete on the stage's "full" mbarrier; consumers release a stage on its "empty" mbarrier
+//    (one arrival per consumer warp). The K scales and ΔS row are read from global memory (bulk
+//    copies of them into the stage drew racecheck hazards); each stage still reserves their slots.
 //  - K tile: BK rows × RB bytes, stored as RB/panel column panels of [BK][panel] bytes, panel =
 //    the widest swizzle span (128/64/32 B) dividing RB, swizzled like the TMA map (atom-aligned).
 //  - V tile: D_V channel rows × BK key bytes (the transposed V of the quantize stage = the
