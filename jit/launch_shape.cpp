@@ -67,6 +67,11 @@ int quantize_stats_rows_per_pass(const KernelSpec& spec) {
   return f.threads / f.stats.tpr;
 }
 
+int quantize_split_stats_rows_per_pass(const KernelSpec& spec) {
+  const QuantizeKernelConfig c = quantize_kernel_config(quantize_spec_for(spec, QuantOp::ChannelStats));
+  return c.threads / c.tpr;
+}
+
 sage2::dev::QuantizeSchedule quantize_schedule(const QuantBuffers& b) {
   sage2::dev::QuantizeSchedule s{};
   const std::int64_t groups = b.p.batch * b.p.kv_heads;

@@ -51,6 +51,9 @@ int quantize_stats_chunk(const KernelSpec& spec);
 // P of the sum-order formula in jit/quant_buffers.hpp: token rows per pass of the fused stage's
 // statistics items (fused threads / threads per row).
 int quantize_stats_rows_per_pass(const KernelSpec& spec);
+// The split path's order (the default, runtime/quantize_stage.hpp): sage2_channel_stats walks the
+// whole sequence as ONE chunk (T = kv_len) with P = its own rows per pass (threads / threads per row).
+int quantize_split_stats_rows_per_pass(const KernelSpec& spec);
 
 // Work-item schedule of the fused launch for the buffers `b` (templates/quantize_params.cuh):
 // lag = the number of groups whose K+V bytes fit kLagBytes (at least 1, at most all groups), so

@@ -11,13 +11,14 @@
 //  are unchanged (bit-identical codes).
 //  stats  (per batch, head, channel c over the valid tokens n < len):  sum, min, max   (fp32)
 //     sum order (fixed, so results are bit-reproducible and the reference bit-faithful): tokens
-//     are cut into chunks of T = stats_chunk tokens; chunk k's sum is
+//     are cut into chunks of T tokens; chunk k's sum is
 //        Σ_{s=0}^{P-1} ( Σ_{i>=0, k·T+s+i·P < min(len,(k+1)·T)} x[k·T+s+i·P] )
 //     (inner sums from 0.f in increasing token order, then the P slot sums left to right from
-//     slot 0's; P = rows per pass of the stats mapping, jit::quantize_stats_rows_per_pass), and
-//     the total adds the chunk sums left to right from chunk 0's. (split path,
-//     SAGE2_QUANT_PATH=split: one chunk of len tokens walked by one CTA, same formula with its
-//     own P — equal to float rounding, not bit for bit.) min/max are order-free.
+//     slot 0's), and the total adds the chunk sums left to right from chunk 0's. The default
+//     split path walks one chunk (T = len) with P = jit::quantize_split_stats_rows_per_pass; the
+//     fused path (SAGE2_QUANT_PATH=fused) uses T = stats_chunk and P =
+//     jit::quantize_stats_rows_per_pass. The reference follows either
+//     (reference::QuantizeOptions::fused_stats_order). min/max are order-free.
 //  k̄[c]  = smooth_k ? sum_K[c] / kv_len : 0
 //  Q/K group g of a block (QuantLayout::q_group / k_group), x = float(input) - mean:
 //     amax  = max |x| over the group's valid rows and real channels (x of a non-finite input

@@ -188,7 +188,10 @@ QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const Tenso
   }
   const int R = L.qk_bits == 4 ? 7 : 127;
   const int d = p.d;
-  const int stats_T = jit::quantize_stats_chunk(spec), stats_P = jit::quantize_stats_rows_per_pass(spec);
+  const int stats_T = opt.fused_stats_order ? jit::quantize_stats_chunk(spec)
+                                            : static_cast<int>(std::min<std::int64_t>(p.kv_len, 1 << 30));
+  const int stats_P = opt.fused_stats_order ? jit::quantize_stats_rows_per_pass(spec)
+                                            : jit::quantize_split_stats_rows_per_pass(spec);
 
   // ---- K and V: statistics, means, codes (one work item per batch × kv head) ----------------
   detail::parallel_for(p.batch * p.kv_heads, opt.threads, [&](std::int64_t bh) {

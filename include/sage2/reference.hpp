@@ -267,6 +267,10 @@ bool key_visible(CausalMode mode, std::int64_t i, std::int64_t j, std::int64_t q
 struct QuantizeOptions {
   bool margins = false;   // also fill q_margin / k_margin / v_margin
   int threads = 0;
+  // K/V channel sums in the order of the fused stage (SAGE2_QUANT_PATH=fused: chunks of
+  // jit::quantize_stats_chunk tokens) instead of the default split stage's (one chunk): the
+  // reference is bit-faithful to whichever path the GPU ran.
+  bool fused_stats_order = false;
 };
 
 struct QuantizedHost {

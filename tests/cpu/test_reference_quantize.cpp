@@ -153,12 +153,22 @@ TEST_CASE("quantize stage: the float ops of jit/quant_buffers.hpp, recomputed in
   for (bool sv : {false, true}) {
     const auto spec = attn_spec(c.fam, c.bits, c.d, c.bq, c.bk, c.warps, c.sq, c.sk, sv);
     auto in = make_activation_like(11, DType::BF16, 1, c.hq, c.hkv, c.nq, c.nk, c.d);
+    // The default (split) order and, below, the fused stage's.
+    QuantizeOptions fo;
+    fo.fused_stats_order = true;
+    const QuantizedHost qf = quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec, fo);
     const QuantizedHost qs = quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec);
     const auto& L = qs.layout;
     const int R = 7;
-    // k̄ and the stats: sums in the stage's fixed fp32 order (T, P: the fused kernel's), which
-    // stays within float rounding of the exact sum
-    const int T = jit::quantize_stats_chunk(spec), P = jit::quantize_stats_rows_per_pass(spec);
+    // k̄ and the stats: sums in the stage's fixed fp32 order (T, P: one chunk walked by the split
+    // stats kernel; the fused kernel's chunks), which stays within float rounding of the exact sum
+    const int T = static_cast<int>(c.nk), P = jit::quantize_split_stats_rows_per_pass(spec);
+    const int TF = jit::quantize_stats_chunk(spec), PF = jit::quantize_stats_rows_per_pass(spec);
+    for (int ch = 0; ch < c.d; ++ch) {
+      const float fsum = stage_sum([&](std::int64_t n) { return in.k.get(0, 0, n, ch); }, c.nk, TF, PF);
+      CHECK(qf.k_stats[static_cast<std::size_t>(ch)] == fsum);
+      CHECK(qf.k_mean[static_cast<std::size_t>(ch)] == fsum / static_cast<float>(c.nk));
+    }
     for (int ch = 0; ch < c.d; ++ch) {
       double s = 0;
       float mn = 1e30f, mx = -1e30f;
@@ -355,7 +365,9 @@ TEST_CASE("quantize stage: channel sums follow the chunked fp32 order across sev
     REQUIRE(T == 256);
     REQUIRE(P >= 1);
     auto in = make_activation_like(17, DType::F16, 1, 1, 1, 16, 700, 40);
-    const QuantizedHost qs = quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec);
+    QuantizeOptions fo;
+    fo.fused_stats_order = true;  // the fused stage's order (the default split one is one chunk)
+    const QuantizedHost qs = quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec, fo);
     REQUIRE(qs.layout.stats_chunks == 3);
     for (int ch = 0; ch < 40; ++ch) {
       CHECK(qs.k_stats[static_cast<std::size_t>(ch)] ==

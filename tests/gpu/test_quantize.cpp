@@ -155,8 +155,10 @@ TEST_CASE("gpu quantize: every variant equals the CPU reference; every output wr
     const auto spec = attention_spec_for(c, arch);
     ref::QuantizeOptions qo;
     qo.margins = true;
-    const ref::QuantizedHost cpu = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec, qo);
-    const sage2::jit::QuantBuffers& b = cpu.layout;
+    const ref::QuantizedHost cpu_split = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec, qo);
+    qo.fused_stats_order = true;
+    const ref::QuantizedHost cpu_fused = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec, qo);
+    const sage2::jit::QuantBuffers& b = cpu_split.layout;
     const auto off = b.offsets();
 
     // Device inputs with the same strides as the host tensors.
@@ -177,6 +179,7 @@ TEST_CASE("gpu quantize: every variant equals the CPU reference; every output wr
       const bool fused = path == runtime::QuantPath::Fused;
       const bool repeat = fused && !first_fused.empty();
       CAPTURE(fused);
+      const ref::QuantizedHost& cpu = fused ? cpu_fused : cpu_split;  // the sum order of that path
       ws.poison();
       runtime::launch_quantize_stage(ctx.impl(), spec, b, device_ref(in.q, *dq), device_ref(in.k, *dk),
                                      device_ref(in.v, *dv), ws.get(), nullptr, path);
