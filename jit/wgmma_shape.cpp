@@ -25,7 +25,7 @@ WgmmaKernelConfig wgmma_kernel_config(const KernelSpec& spec) {
   k.pv_n = dev::wg_pv_n(dv);
   k.smem = static_cast<std::size_t>(
       dev::wg_smem_layout(spec.tile.bq, spec.tile.bk, rb, dv, spec.tile.stages, spec.smooth_q).total);
-  k.q_in_smem = dev::wg_q_in_smem(rb);
+  k.q_in_smem = dev::wg_q_in_smem(rb, dv, spec.tile.stages);
   return k;
 }
 

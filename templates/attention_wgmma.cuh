@@ -58,9 +58,9 @@ constexpr int NCH = sage2::dev::wg_pv_chunks(D_V);
 constexpr int PVN = sage2::dev::wg_pv_n(D_V);
 constexpr int KC = BK / 32;            // k32 chunks of P̂·V̂
 constexpr int NS = BK / 2;             // S accumulator registers per thread
-// Q̂ fragments stay in registers for the whole KV loop up to head dim 128 (16 registers); wider
-// heads read A from a TMA-loaded shared-memory tile (wgmma SS) to leave the registers to O.
-constexpr bool Q_IN_REGS = !sage2::dev::wg_q_in_smem(RB);
+// Q̂ as A fragments in registers for the whole KV loop, or A from a TMA-loaded shared-memory tile
+// (wgmma SS): wgmma_params.cuh says when.
+constexpr bool Q_IN_REGS = !sage2::dev::wg_q_in_smem(RB, D_V, STAGES);
 // PINGPONG (experiment, 2 consumer warpgroups): the warpgroups take turns issuing their GEMM
 // batches (named barriers 1 and 2), so that one's softmax overlaps the other's tensor work.
 #ifdef SAGE2_WG_PINGPONG
@@ -264,9 +264,8 @@ struct RowCtx {
   float qs;          // Q scale of the thread's group (rows g and g+8 share it)
   float c2;          // sm_scale · log2 e
   int last[2];       // last visible key of rows g and g+8 (clamped to kv_len-1)
-  i64 mask_from;     // first tile that needs the mask
+  int mask_from;     // first tile that needs the mask
   int t;             // lane % 4
-  PermSel sel;
   const float* k_scale;  // this (batch, kv head)'s K scales: [k_blocks][4]
   const float* ds;       // smooth Q: this block's ΔS row [kv_len_pad]
 };
@@ -398,12 +397,13 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], float dk, int tile, c
   l[0] = l[0] * alpha[0] + rs[0];
   l[1] = l[1] * alpha[1] + rs[1];
 
+  const PermSel sel = perm_sel(static_cast<int>(threadIdx.x) & 31);
 #pragma unroll
   for (int kc = 0; kc < KC; ++kc)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int j0 = 4 * kc + 2 * h;
-      pack_pv_fragment(&sc[4 * j0], &sc[4 * (j0 + 1)], rc.sel, pa[kc][2 * h], pa[kc][2 * h + 1]);
+      pack_pv_fragment(&sc[4 * j0], &sc[4 * (j0 + 1)], sel, pa[kc][2 * h], pa[kc][2 * h + 1]);
     }
 }
 
@@ -437,6 +437,23 @@ __device__ __forceinline__ void issue_pv(float (&acc)[PVN / 2], const u32 (&pa)[
 #pragma unroll
   for (int kc = 1; kc < KC; ++kc) ptx::wgmma_e4m3_rs<PVN>(acc, pa[kc], vd.d[kc], 1u);
   ptx::wgmma_commit();
+}
+
+// A use of the P̂ fragments after the wait that completes the batch reading them. ptxas (CUDA 13.0)
+// ends a register-sourced wgmma operand's life at the instruction that issues it, so without a
+// later use it hands those registers to the next tile's P̂ — written by the softmax while the batch
+// is still reading them — and then serialises every wgmma of the kernel (info C7513). The use is
+// a shared store predicated on `never` (0 at run time, unknown to the compilers), of the fragments'
+// xor: a few integer ops per tile, no memory traffic.
+__device__ __forceinline__ void keep_live(const u32 (&pa)[KC][4], u32 never, u32 saddr) {
+  u32 x = 0;
+#pragma unroll
+  for (int kc = 0; kc < KC; ++kc)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) x ^= pa[kc][i];
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.u32 p, %1, 0;\n @p st.shared.u32 [%2], %0;\n}" ::"r"(x), "r"(never), "r"(saddr)
+      : "memory");
 }
 
 // Two-level accumulation: O = O·a + R (the contract's order), after R's batch completed.
@@ -506,8 +523,9 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase
     rc.last[0] = static_cast<int>(CAUSAL ? max_<i64>(-1, min_<i64>(kv_last, row + off)) : kv_last);
     rc.last[1] = static_cast<int>(CAUSAL ? max_<i64>(-1, min_<i64>(kv_last, row + 8 + off)) : kv_last);
     // tiles that reach past kv_len or, causal, past the block's first row's limit need the mask
-    rc.mask_from = p.kv_len / BK;
-    if (CAUSAL) rc.mask_from = min_<i64>(rc.mask_from, max_<i64>(0, c.i0 + off + 1) / BK);
+    i64 mask_from = p.kv_len / BK;
+    if (CAUSAL) mask_from = min_<i64>(mask_from, max_<i64>(0, c.i0 + off + 1) / BK);
+    rc.mask_from = static_cast<int>(mask_from);
   }
 #pragma unroll
   for (int ch = 0; ch < NCH; ++ch)
@@ -517,7 +535,6 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase
   l[0] = l[1] = 0.f;
   rc.c2 = p.c2;
   rc.t = t;
-  rc.sel = perm_sel(lane);
   if (!Q_IN_REGS) ptx::mbar_wait(sbase + SM.bar_off + 8u * (2 * STAGES), 0u);  // Q̂ tiles landed
   const int wg = warp >> 2;
   // 0 at run time (kv_len < 2^31), opaque to the compilers: see issue_qk.
@@ -558,6 +575,7 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase
         float alpha[2];
         softmax_tile(s, dk, tile, rc, m, l, alpha, pa_next);
         ptx::wgmma_wait<0>();
+        keep_live(pa, zero_base, sbase);
         if (TWO_LEVEL) {
           add_tile(o[0], r, alpha_prev);
         } else {

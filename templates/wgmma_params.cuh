@@ -53,27 +53,27 @@ constexpr int wg_pv_chunks(int d_v) {
 #endif
 }
 constexpr int wg_pv_n(int d_v) { return d_v / wg_pv_chunks(d_v); }
-// Software pipelining inside a consumer warpgroup (the softmax of KV tile j overlaps the P̂·V̂ of
-// tile j−1; needs one P̂·V̂ chunk, d_v <= 128, and >= 2 stages). An experiment, off by default
-// (SAGE2_WG_PIPE=1): with CUDA 13.0 ptxas serialises every wgmma of the pipelined loop (info
-// C7513) and it measured 2–25% slower than the serial loop on the H100 (bench/NOTES.md).
+// Software pipelining inside a consumer warpgroup: the softmax of KV tile j runs while the P̂·V̂
+// of tile j−1 is on the tensor cores. Needs one P̂·V̂ chunk (d_v <= 128; the per-tile accumulator
+// and the next S tile must fit beside O) and >= 2 stages (tiles j−1 and j resident at once).
+// The default where it applies; SAGE2_WG_PIPE=0 in front of the source selects the serial loop
+// (experiments: the host plan, which reserves the Q̂ tile for the default, stays valid).
 constexpr bool wg_pipelined(int d_v, int stages) {
 #ifdef SAGE2_WG_PIPE
-  return SAGE2_WG_PIPE != 0 && wg_pv_chunks(d_v) == 1 && stages >= 2;
-#else
-  (void)d_v;
-  (void)stages;
-  return false;
+  if (SAGE2_WG_PIPE == 0) return false;
 #endif
+  return wg_pv_chunks(d_v) == 1 && stages >= 2;
 }
 constexpr int wg_align(int x, int a) { return (x + a - 1) / a * a; }
 
-constexpr bool wg_q_in_smem(int row_bytes) {
+// Q̂ is read by wgmma from a TMA-loaded shared-memory tile (A from a descriptor) for heads wider
+// than 128 bytes (the registers go to O) and in the pipelined loop (its registers go to the second
+// S tile and P̂ in flight); otherwise its A fragments stay in registers for the whole KV loop.
+constexpr bool wg_q_in_smem(int row_bytes, int d_v, int stages) {
 #ifdef SAGE2_WG_Q_SMEM  // experiments only (the host plan assumes the default)
-  return SAGE2_WG_Q_SMEM != 0 || row_bytes > 128;
-#else
-  return row_bytes > 128;
+  if (SAGE2_WG_Q_SMEM != 0) return true;
 #endif
+  return row_bytes > 128 || wg_pipelined(d_v, stages);
 }
 
 struct WgSmemLayout {
@@ -88,7 +88,7 @@ struct WgSmemLayout {
 constexpr WgSmemLayout wg_smem_layout(int bq, int bk, int row_bytes, int d_v, int stages, bool smooth_q) {
   WgSmemLayout l{};
   l.q_off = 0;
-  l.stages_off = wg_q_in_smem(row_bytes) ? wg_align(bq * row_bytes, 1024) : 0;
+  l.stages_off = wg_q_in_smem(row_bytes, d_v, stages) ? wg_align(bq * row_bytes, 1024) : 0;
   l.k_off = 0;
   l.v_off = wg_align(bk * row_bytes, 1024);
   l.ks_off = l.v_off + wg_align(d_v * bk, 1024);

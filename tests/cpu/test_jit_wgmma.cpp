@@ -205,9 +205,10 @@ TEST_CASE("jit wgmma: host plan — CTA size, shared memory, TMA boxes and confi
   CHECK(k.panel == 128);
   CHECK(k.pv_chunks == 1);
   CHECK(k.pv_n == 128);
-  // 2 stages of {K 128×128, V 128×128, K scales (16 B, stage padded to 1 KiB)} + barriers + slack
-  CHECK(!k.q_in_smem);
-  CHECK(k.smem == std::size_t(2 * (16384 + 16384 + 1024) + 40 + 1024));
+  // Q̂ 128 rows × 128 B (the pipelined loop reads A from shared memory) + 2 stages of {K 128×128,
+  // V 128×128, K scales (16 B, stage padded to 1 KiB)} + barriers + slack
+  CHECK(k.q_in_smem);
+  CHECK(k.smem == std::size_t(128 * 128 + 2 * (16384 + 16384 + 1024) + 40 + 1024));
   s.smooth_q = true;  // ΔS row (512 B) fits the stage's last KiB
   CHECK(wgmma_kernel_config(s).smem == k.smem);
   s.head_dim = 256;

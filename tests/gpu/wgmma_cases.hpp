@@ -137,9 +137,9 @@ inline std::vector<jit::KernelSpec> wgmma_variant_specs() {
 }
 
 // Experiment variants of the template timed by the perf case (macros in front of the source), with
-// their labels: the software-pipelined consumer loop and FOLD.
+// their labels: the serial consumer loop (the default pipelines where it can) and FOLD.
 inline std::vector<std::pair<std::string, std::string>> wgmma_macro_variants() {
-  return {{"pipe", "#define SAGE2_WG_PIPE 1\n"}, {"fold", "#define SAGE2_WG_FOLD 1\n"}};
+  return {{"serial", "#define SAGE2_WG_PIPE 0\n"}, {"fold", "#define SAGE2_WG_FOLD 1\n"}};
 }
 inline std::string wgmma_macro_key(const jit::KernelSpec& s, const std::string& macros) {
   char h[17];
