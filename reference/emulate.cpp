@@ -238,6 +238,7 @@ EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const 
   const float sm_f = static_cast<float>(sm);
   const float c2 = sm_f * 1.44269504088896340736f;   // fp32(sm_scale) · fp32(log2 e)
   const float ln2 = 0.693147180559945309417f;
+  const float log2_ps = static_cast<float>(std::log2(static_cast<double>(pv.p_scale)));   // fp32(log2 p_scale)
   const int bq = ql.bq, bk = ql.bk;
   const int kchunk = (bk % 32 == 0) ? 32 : 16;
   const int M = opt.accum_mantissa_bits;
@@ -306,30 +307,33 @@ EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const 
             s[sz(jj)] = kNegInf;
             continue;
           }
-          float S;
-          if (opt.exact_qk) {
+          float sv;
+          if (opt.exact_qk) {   // ablation: unquantized scores, s = (S + ΔS)·c2
             const float* kf = Ko.smooth.data() + (bhk * nk + j) * d;
             double acc_d = 0;
             for (int c = 0; c < d; ++c) acc_d += static_cast<double>(qf[c]) * kf[c];
-            S = static_cast<float>(acc_d);
-          } else {
+            float S = static_cast<float>(acc_d);
+            if (L.smooth_q) S = S + dS[sz(j)];
+            sv = S * c2;
+          } else {   // the contract: s = dot·((δq·δk)·c2) (+ ΔS·c2)
             const std::int16_t* kc = Ko.codes.data() + (bhk * L.kv_len_pad + j) * L.d_qk;
             std::int32_t dot = 0;
             for (int c = 0; c < L.d_qk; ++c) dot += static_cast<std::int32_t>(qc[c]) * static_cast<std::int32_t>(kc[c]);
             const float dq_dk = qscale * Ko.scale[sz(bhk * L.kv_len_pad + j)];
-            S = static_cast<float>(dot) * dq_dk;
+            sv = static_cast<float>(dot) * (dq_dk * c2);
+            if (L.smooth_q) sv = sv + dS[sz(j)] * c2;
           }
-          if (L.smooth_q) S = S + dS[sz(j)];
-          const float sv = S * c2;
           s[sz(jj)] = sv;
           if (sv > tile_max) tile_max = sv;   // NaN never wins (max.f32 ignores NaN)
         }
         const float m_new = std::max(m, tile_max);
         const float m_use = (m_new == kNegInf) ? 0.f : m_new;   // the usual -inf guard
         const float a = std::exp2(m - m_use);
+        // P̃·p_scale in one exp2: exp2(s − (m_use − log2 p_scale)); l sums it (l is p_scale·Σ P̃)
+        const float m_sh = m_use - log2_ps;
         float rowsum = 0.f;
         for (int jj = 0; jj < nt; ++jj) {
-          pt[sz(jj)] = std::exp2(s[sz(jj)] - m_use);
+          pt[sz(jj)] = std::exp2(s[sz(jj)] - m_sh);
           rowsum += pt[sz(jj)];
         }
         l = l * a + rowsum;
@@ -344,7 +348,7 @@ EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const 
           const int c1 = std::min(nt, c0 + kchunk);
           bool any = false;
           for (int jj = c0; jj < c1; ++jj) {
-            const float phat = pv.round(pt[sz(jj)] * pv.p_scale);
+            const float phat = pv.round(pt[sz(jj)]);
             if (phat == 0.f) continue;
             any = true;
             const double pd = phat;
@@ -383,14 +387,13 @@ EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const 
         continue;       // O stays 0
       }
       for (int c = 0; c < d; ++c) {
-        float x = o[c] / l;
-        x = x / pv.p_scale;
+        float x = o[c] / l;   // l carries p_scale
         x = x * vscale[sz(bhk * d + c)];
         x = x + vmean[sz(bhk * d + c)];
         if (vfb[c] < n_vis) x = qnan;
         out[c] = opt.round_output ? round_to_dtype(x, spec.out_dtype) : x;
       }
-      float lv = (m + std::log2(l)) * ln2;
+      float lv = (m + (std::log2(l) - log2_ps)) * ln2;
       if (L.smooth_k) lv = lv + qs.q_kbias[sz(bh * L.q_len_pad + i)] * sm_f;
       lse = lv;
     }

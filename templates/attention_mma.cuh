@@ -1,6 +1,6 @@
 // mma.sync attention family (sm_89 Ada and sm_90a Hopper): INT8 (m16n8k32) or INT4 (m16n8k64)
 // QKᵀ with per-thread dequantisation, optional ΔS (smooth-Q), online softmax in fp32 (exp2),
-// P̃ → FP8 E4M3 (·448), FP8 P̂·V̂ (m16n8k32 e4m3, f32 accumulate), two-level accumulation.
+// P̃ → FP8 E4M3 (·448, folded into the exponent), FP8 P̂·V̂ (m16n8k32 e4m3, f32 accumulate), two-level accumulation.
 // The float-op contract is the one at the top of include/sage2/reference.hpp.
 //
 // CTA = one block of BQ query rows of one (batch, q head) pair; WARPS warps, each owning
@@ -91,7 +91,7 @@ constexpr bool OUT_BF16 = SAGE2_OUT_BF16 != 0;
 constexpr bool OUT_F32 = SAGE2_OUT_F32 != 0;
 constexpr sage2::dev::AttnSmemLayout SM =
     sage2::dev::attn_smem_layout(BQ, BK, WARPS, RB, D_V, STAGES, SMOOTH_Q);
-constexpr float P_SCALE = 448.f;
+constexpr float LOG2_P_SCALE = 8.80735492205760410744f;  // log2(448): 448·P̃ = exp2(s - (m - log2 448))
 constexpr float LN2 = 0.693147180559945309417f;
 
 static_assert(BQ % (16 * WARPS) == 0 && MT >= 1, "each warp owns whole 16-row tiles");
@@ -366,8 +366,9 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
       const u32 st = stages0 + (STAGES == 1 ? 0 : (tile % STAGES)) * SM.stage_bytes;
 
       const float2 ks = lds_f32x2(st + SM.ks_off + (t & 1) * 8);
-      const float dqk0 = qs * ks.x;  // even n8 tiles: K group 2·(t%2)
-      const float dqk1 = qs * ks.y;  // odd n8 tiles:  K group 2·(t%2)+1
+      // the contract's s = dot·((δq·δk)·c2) (+ ΔS·c2): one multiply per score
+      const float dqk0 = (qs * ks.x) * c2;  // even n8 tiles: K group 2·(t%2)
+      const float dqk1 = (qs * ks.y) * c2;  // odd n8 tiles:  K group 2·(t%2)+1
       const bool need_mask = tile >= mask_from;
       const int kbase = tile * BK;
 
@@ -407,8 +408,8 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             float S = static_cast<float>(acc[j][e]) * dqk;
-            if (SMOOTH_Q) S = S + ((e & 1) ? ds.y : ds.x);
-            sc[j][e] = S * c2;
+            if (SMOOTH_Q) S = S + ((e & 1) ? ds.y : ds.x) * c2;
+            sc[j][e] = S;
           }
         }
         if (need_mask) {
@@ -451,14 +452,15 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
           alpha[mi][hf] = ptx::exp2_approx(m[mt][hf] - m_use[hf]);
           m[mt][hf] = m_new;
         }
+        // 448·P̃ in one exp2; l sums it (l carries the 448, removed in the epilogue)
+        const float m_sh[2] = {m_use[0] - LOG2_P_SCALE, m_use[1] - LOG2_P_SCALE};
         float rs[2] = {0.f, 0.f};
 #pragma unroll
         for (int j = 0; j < NT; ++j)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            const float pt = ptx::exp2_approx(sc[j][e] - m_use[e >> 1]);
-            rs[e >> 1] += pt;
-            sc[j][e] = pt * P_SCALE;
+            sc[j][e] = ptx::exp2_approx(sc[j][e] - m_sh[e >> 1]);
+            rs[e >> 1] += sc[j][e];
           }
         // l is kept per thread (its own keys); the quad's partial sums are added at the end.
         l[mt][0] = l[mt][0] * alpha[mi][0] + rs[0];
@@ -520,7 +522,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
       if (STAGES == 1) __syncthreads();  // the next tile overwrites the only buffer
     }
 
-    // ---- epilogue: O = ((O / l) / 448) · δV (+ μ), LSE (indices recomputed, see coords()),
+    // ---- epilogue: O = (O / l) · δV (+ μ) (l carries the 448), LSE (indices recomputed, see coords()),
     //      then the non-finite poison of the flags
     {
     const Coords ke = coords(p);
@@ -556,8 +558,8 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
           float y0 = 0.f, y1 = 0.f;
           if (lt != 0.f) {
             const float2 vs = *reinterpret_cast<const float2*>(p.v_scale + vbase + 8 * n);
-            y0 = ((o[mt][n][2 * hf] / lt) / P_SCALE) * vs.x;
-            y1 = ((o[mt][n][2 * hf + 1] / lt) / P_SCALE) * vs.y;
+            y0 = (o[mt][n][2 * hf] / lt) * vs.x;
+            y1 = (o[mt][n][2 * hf + 1] / lt) * vs.y;
             if (SMOOTH_V) {
               const float2 vm = *reinterpret_cast<const float2*>(p.v_mean + vbase + 8 * n);
               y0 = y0 + vm.x;
@@ -576,7 +578,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
         if (RETURN_LSE && et == 0 && slice == NSL - 1) {
           float v = neg_inf();
           if (lt != 0.f) {
-            v = (m[mt][hf] + lg2_approx(lt)) * LN2;
+            v = (m[mt][hf] + (lg2_approx(lt) - LOG2_P_SCALE)) * LN2;
             if (SMOOTH_K) v = v + p.q_kbias[ke.bh * ke.q_len_pad + row] * p.sm_scale;
           }
           if (row_bad) v = qnan;

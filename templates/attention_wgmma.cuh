@@ -1,6 +1,6 @@
 // wgmma attention family (sm_90a Hopper): INT8 QKᵀ on wgmma m64nBKk32 (s8·s8 → s32, Q from
 // registers, K from swizzled shared memory), per-thread dequantisation, optional ΔS (smooth-Q),
-// online softmax in fp32 (exp2), P̃ → FP8 E4M3 (·448), P̂·V̂ on wgmma m64nNk32 (e4m3·e4m3 → f32,
+// online softmax in fp32 (exp2), P̃ → FP8 E4M3 (·448, folded into the exponent), P̂·V̂ on wgmma m64nNk32 (e4m3·e4m3 → f32,
 // P̂ from registers, V̂ from swizzled shared memory), two-level accumulation. K/V tiles arrive by
 // TMA (cp.async.bulk.tensor) into a ring of STAGES buffers completed on mbarriers; by default a
 // producer warpgroup issues the copies (warp specialisation, setmaxnreg) while WARPS/4 consumer
@@ -70,11 +70,6 @@ constexpr bool PINGPONG = false;
 #endif
 // PIPE: software pipelining inside a consumer warpgroup (consume(); wgmma_params.cuh says when).
 constexpr bool PIPE = sage2::dev::wg_pipelined(D_V, STAGES) && !PINGPONG;
-#ifdef SAGE2_WG_FOLD  // experiment: fold c2 and the 448 of P̂ into fewer multiplies (see the loop)
-constexpr bool FOLD = SAGE2_WG_FOLD != 0;
-#else
-constexpr bool FOLD = false;
-#endif
 constexpr u32 Q_TX_BYTES = static_cast<u32>(BQ * RB);
 constexpr bool SMOOTH_Q = SAGE2_SMOOTH_Q != 0;
 constexpr bool SMOOTH_K = SAGE2_SMOOTH_K != 0;
@@ -86,8 +81,7 @@ constexpr bool OUT_BF16 = SAGE2_OUT_BF16 != 0;
 constexpr bool OUT_F32 = SAGE2_OUT_F32 != 0;
 constexpr sage2::dev::WgSmemLayout SM = sage2::dev::wg_smem_layout(BQ, BK, RB, D_V, STAGES, SMOOTH_Q);
 constexpr u32 TX_BYTES = static_cast<u32>(sage2::dev::wg_stage_tx_bytes(BK, RB, D_V, SMOOTH_Q));
-constexpr float P_SCALE = 448.f;
-constexpr float LOG2_P_SCALE = 8.80735492205760410744f;  // log2(448): P̂ = exp2(s - m + log2 448)
+constexpr float LOG2_P_SCALE = 8.80735492205760410744f;  // log2(448): P̂ = exp2(s - (m - log2 448))
 constexpr float LN2 = 0.693147180559945309417f;
 // Registers per thread after setmaxnreg (consumers / producer): 2 consumer warpgroups at 240 and
 // a producer at 24 use 64512 of the SM's 65536.
@@ -327,11 +321,8 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], float dk, int tile, c
   for (int i = 0; i < NS; ++i) asm volatile("mov.b32 %0, %1;" : "=r"(sv[i]) : "r"(s[i]));
   // int32 → float through the magic number 1.5·2^23 (exact: |dot| <= 127²·256 < 2^22): an
   // integer add and a float subtract on the full-rate pipes instead of I2F on the 16/clk
-  // conversion pipe that ex2 also uses. Then the contract's S = dot·(δq·δk) (+ ΔS), s = S·c2;
-  // FOLD (experiment) multiplies by δq·δk·c2 at once (one FMUL less per score, a last-bit
-  // difference in s — seen to move the LSE by up to 2e-4 relative on the H100).
-  const float dqk0 = rc.qs * dk;
-  const float dqk = FOLD ? dqk0 * c2 : dqk0;
+  // conversion pipe that ex2 also uses. Then the contract's s = dot·((δq·δk)·c2) (+ ΔS·c2).
+  const float dqk = (rc.qs * dk) * c2;
   float sc[NS];
 #pragma unroll
   for (int j = 0; j < BK / 8; ++j) {
@@ -345,12 +336,7 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], float dk, int tile, c
     for (int e = 0; e < 4; ++e) {
       const float dot = ptx::bits_f32(static_cast<u32>(sv[4 * j + e]) + 0x4B400000u) - 12582912.f;
       float S = dot * dqk;
-      if (FOLD) {
-        if (SMOOTH_Q) S = S + ((e & 1) ? dsy : dsx) * c2;
-      } else {
-        if (SMOOTH_Q) S = S + ((e & 1) ? dsy : dsx);
-        S = S * c2;
-      }
+      if (SMOOTH_Q) S = S + ((e & 1) ? dsy : dsx) * c2;
       sc[4 * j + e] = S;
     }
   }
@@ -382,16 +368,14 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], float dk, int tile, c
     alpha[hf] = ptx::exp2_approx(m[hf] - m_use[hf]);
     m[hf] = m_new;
   }
-  // P̃ = exp2(s - m), P̂ = e4m3(P̃·448), l += P̃. FOLD: P̂ = exp2(s - (m - log2 448)) = 448·P̃
-  // directly and l sums those (l' = 448·l; the epilogue divides by l' and subtracts log2 448
-  // from the LSE) — one FMUL less per score.
-  const float m_sh[2] = {FOLD ? m_use[0] - LOG2_P_SCALE : m_use[0], FOLD ? m_use[1] - LOG2_P_SCALE : m_use[1]};
+  // 448·P̃ = exp2(s - (m - log2 448)) in one exp2, P̂ = e4m3 of it, l sums it (l carries the
+  // 448: the epilogue divides by it and subtracts log2 448 from the LSE).
+  const float m_sh[2] = {m_use[0] - LOG2_P_SCALE, m_use[1] - LOG2_P_SCALE};
   float rs[2] = {0.f, 0.f};
 #pragma unroll
   for (int i = 0; i < NS; ++i) {
-    const float pt = ptx::exp2_approx(sc[i] - m_sh[(i >> 1) & 1]);
-    rs[(i >> 1) & 1] += pt;
-    sc[i] = FOLD ? pt : pt * P_SCALE;
+    sc[i] = ptx::exp2_approx(sc[i] - m_sh[(i >> 1) & 1]);
+    rs[(i >> 1) & 1] += sc[i];
   }
   // l is kept per thread (its own keys); the quad's partial sums are added at the end.
   l[0] = l[0] * alpha[0] + rs[0];
@@ -646,7 +630,7 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase
     if (PINGPONG && wg == 0) turn_wait(0);  // takes warpgroup 1's last pass: the barriers end balanced
   }
 
-  // ---- epilogue: O = ((O / l) / 448) · δV (+ μ), LSE, then the non-finite poison of the
+  // ---- epilogue: O = (O / l) · δV (+ μ) (l carries the 448), LSE, then the non-finite poison of the
   //      quantize stage's flags (reference.hpp "NaN / Inf policy"): for row i with visible keys
   //      [0, n_vis), n_vis > 0 and (q_bad[i] or k_first_bad < n_vis) → O row and LSE NaN;
   //      otherwise O[i, c] = NaN where v_first_bad[c] < n_vis.
@@ -679,13 +663,8 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase
         float y0 = 0.f, y1 = 0.f;
         if (lt != 0.f) {
           const float2 vs = *reinterpret_cast<const float2*>(p.v_scale + vbase + ch * PVN + 8 * n);
-          if (FOLD) {  // lt = 448·l
-            y0 = (o[ch][4 * n + 2 * hf] / lt) * vs.x;
-            y1 = (o[ch][4 * n + 2 * hf + 1] / lt) * vs.y;
-          } else {
-            y0 = ((o[ch][4 * n + 2 * hf] / lt) / P_SCALE) * vs.x;
-            y1 = ((o[ch][4 * n + 2 * hf + 1] / lt) / P_SCALE) * vs.y;
-          }
+          y0 = (o[ch][4 * n + 2 * hf] / lt) * vs.x;  // lt carries the 448 of P̂
+          y1 = (o[ch][4 * n + 2 * hf + 1] / lt) * vs.y;
           if (SMOOTH_V) {
             const float2 vm = *reinterpret_cast<const float2*>(p.v_mean + vbase + ch * PVN + 8 * n);
             y0 = y0 + vm.x;
@@ -704,7 +683,7 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase
     if (RETURN_LSE && t == 0) {
       float v = neg_inf();
       if (lt != 0.f) {
-        v = (m[hf] + (FOLD ? lg2_approx(lt) - LOG2_P_SCALE : lg2_approx(lt))) * LN2;
+        v = (m[hf] + (lg2_approx(lt) - LOG2_P_SCALE)) * LN2;
         if (SMOOTH_K) v = v + p.q_kbias[c.bh * c.q_len_pad + row] * p.sm_scale;
       }
       if (row_bad) v = qnan;

@@ -24,19 +24,23 @@
 //    V: μ = smooth_v ? mean_n V : 0;  δV[c] = amax_c / 448;  V̂ = e4m3_rn_satfinite((V-μ)·448/amax_c)
 //  Scores, per KV tile of bk keys (tile t covers keys [t·bk, t·bk+bk)):
 //    dot_ij = Σ_c Q̂_ic·K̂_jc                        exact int32
-//    S_ij   = float(dot_ij) · (δq_i · δk_j)         (δq_i·δk_j rounded to fp32 first)
-//    S_ij  += ΔS_ij  (smooth_q only)  ΔS_ij = Σ_c q̄_b[c]·γK_j[c], computed from the UN-quantized
-//             γK (reference: products summed in double, rounded once to fp32)
-//    s_ij   = S_ij · c2,   c2 = fp32(sm_scale) · fp32(log2 e)      (log2 domain)
+//    s_ij   = float(dot_ij) · ((δq_i · δk_j) · c2)   (log2 domain; each product rounded to fp32;
+//             c2 = fp32(sm_scale) · fp32(log2 e): the scale folded into the dequantisation, one
+//             multiply per score)
+//    s_ij  += ΔS_ij · c2  (smooth_q only)  ΔS_ij = Σ_c q̄_b[c]·γK_j[c], computed from the
+//             UN-quantized γK (reference: products summed in double, rounded once to fp32)
 //    s_ij   = -inf for masked keys (causal) and for padded keys j >= kv_len
+//    (ablation exact_qk: s_ij = (S_ij + ΔS_ij) · c2 from the unquantized product S_ij)
 //  Online softmax, per tile (m = -inf, l = 0, O = 0, A = 0 at the start):
 //    m_new = max(m, max_j s_ij)     max ignores NaN (PTX max.f32 semantics)
 //    m_use = (m_new == -inf) ? 0 : m_new          (the usual guard against -inf - -inf)
 //    a     = exp2(m - m_use)        (exp2(-inf) = 0; a tile whose keys are all masked changes
 //                                    nothing and may be skipped)
-//    P̃_ij  = exp2(s_ij - m_use)     ∈ [0, 1]
-//    l     = l·a + rowsum_j(P̃_ij)   rowsum of the UNquantized P̃, in key order, fp32
-//    P̂_ij  = fmt(P̃_ij · p_scale)    E4M3: p_scale = 448 (static scale 1/448), RNE, saturating
+//    L     = fp32(log2 p_scale)     E4M3: p_scale = 448 (static scale 1/448), L = 8.807355
+//    P̃'_ij = exp2(s_ij - (m_use - L))   = p_scale·P̃_ij ∈ [0, p_scale], in one exp2 (the scale
+//                                       folded into the exponent: no multiply per score)
+//    l     = l·a + rowsum_j(P̃'_ij)  rowsum of the UNquantized P̃', in key order, fp32
+//    P̂_ij  = fmt(P̃'_ij)             RNE, saturating
 //    Tensor-core accumulator with `accum_mantissa_bits` = M (23 = true fp32, 13 = the FP22 the
 //    paper measured on Ada for f32.e4m3.e4m3.f32): the tile's keys are consumed in k-chunks of
 //    32 keys (one mma k32 / wgmma k32 step; 16 when bk is not a multiple of 32). Model of one
@@ -54,8 +58,8 @@
 //  Epilogue:
 //    l == 0 (no visible key: all keys masked) → O_i = 0 and LSE_i = -inf
 //    non-finite inputs: row / channel poison from the stage's flags (NaN / Inf policy below)
-//    O_ic = ((O_c / l) / p_scale) · δV[c] + μ[c]      (evaluated left to right, fp32)
-//    LSE_i = (m + log2(l)) · ln2 + q_kbias_i · sm_scale   natural log; q_kbias_i = Q_i·k̄ makes the
+//    O_ic = (O_c / l) · δV[c] + μ[c]      (evaluated left to right, fp32; l carries p_scale)
+//    LSE_i = (m + (log2(l) - L)) · ln2 + q_kbias_i · sm_scale   natural log; q_kbias_i = Q_i·k̄ makes the
 //            returned LSE the one of the UN-smoothed scores (smooth-Q's ΔS is already in S)
 //  Causal masks (CausalMode): TopLeft: key j visible to query i iff j <= i;
 //    BottomRight: iff j <= i + kv_len - q_len (rows with no visible key get O = 0, LSE = -inf).
@@ -64,8 +68,9 @@
 //  Known, accepted differences of a GPU kernel vs this emulation (bit-exactness is promised for
 //  the quantize-stage codes away from rounding boundaries, not for the attention output):
 //    exp2 (ex2.approx), the order of fp32 reductions (rowmax, rowsum, ΔS, q̄, q·k̄; the K/V
-//    channel sums follow the fused stage's fixed order bit for bit, jit/quant_buffers.hpp), FMA
-//    contraction of S = dot·δ + ΔS, and the (unpublished) internal adder of the tensor core.
+//    channel sums follow the split stage's fixed order bit for bit, jit/quant_buffers.hpp, or
+//    the fused stage's with QuantizeOptions::fused_stats_order), FMA contraction of
+//    s = dot·δ + ΔS·c2, and the (unpublished) internal adder of the tensor core.
 //
 // NaN / Inf policy (project issue #4: "Bad input")
 //  exact_attention: no sanitising, plain IEEE double arithmetic of the textbook formula over the

@@ -66,7 +66,8 @@ constexpr auto BF16 = DType::BF16;
 constexpr auto NONE = CausalMode::None;
 constexpr auto TL = CausalMode::TopLeft;
 constexpr auto BR = CausalMode::BottomRight;
-const TileConfig D128{128, 128, 8, 2};  // default, head dims <= 128
+const TileConfig D128{128, 128, 8, 3};  // default, head dims <= 128 (the pipelined loop)
+const TileConfig S2{128, 128, 8, 2};    // 2 stages: the serial loop
 const TileConfig D64{128, 64, 8, 2};    // default, head dims > 128
 const TileConfig G1{64, 128, 4, 2};     // one consumer warpgroup
 const TileConfig G1K64{64, 64, 4, 1};   // one warpgroup, bk 64, one stage
@@ -80,7 +81,8 @@ std::vector<WVariant> covering_set() {
       {64, TL, BF16, true, true, true, true, true, D128, true},
       {128, NONE, F16, false, true, false, true, false, D128, true},
       {128, BR, BF16, true, true, true, true, true, D128, true},
-      {128, TL, F16, false, false, false, false, true, D128, true},
+      {128, TL, F16, false, false, false, false, true, S2, true},
+      {64, BR, BF16, true, true, true, true, true, S2, true},
       {128, NONE, BF16, true, true, false, true, true, G1, true},
       {256, NONE, F16, false, true, false, true, false, D64, true},
       {256, TL, BF16, true, true, true, true, true, D64, true},
@@ -198,17 +200,23 @@ TEST_CASE("jit wgmma: the generated source issues wgmma and TMA (PTX mnemonics)"
 }
 
 TEST_CASE("jit wgmma: host plan — CTA size, shared memory, TMA boxes and config rejection") {
-  KernelSpec s = to_spec({128, NONE, F16, false, true, false, true, false, D128});
+  KernelSpec s = to_spec({128, NONE, F16, false, true, false, true, false, S2});
   WgmmaKernelConfig k = wgmma_kernel_config(s);
   CHECK(k.consumer_groups == 2);
   CHECK(k.threads == 256 + (k.producer_group ? 128 : 0));
   CHECK(k.panel == 128);
   CHECK(k.pv_chunks == 1);
   CHECK(k.pv_n == 128);
-  // Q̂ 128 rows × 128 B (the pipelined loop reads A from shared memory) + 2 stages of {K 128×128,
-  // V 128×128, K scales (16 B, stage padded to 1 KiB)} + barriers + slack
-  CHECK(k.q_in_smem);
-  CHECK(k.smem == std::size_t(128 * 128 + 2 * (16384 + 16384 + 1024) + 40 + 1024));
+  // 2 stages of {K 128×128, V 128×128, K scales (16 B, stage padded to 1 KiB)} + barriers + slack
+  CHECK(!k.q_in_smem);
+  CHECK(k.smem == std::size_t(2 * (16384 + 16384 + 1024) + 40 + 1024));
+  {  // 3 stages (the default): the pipelined loop reads Q̂ (128 rows × 128 B) from shared memory
+    KernelSpec s3 = s;
+    s3.tile = D128;
+    const WgmmaKernelConfig k3 = wgmma_kernel_config(s3);
+    CHECK(k3.q_in_smem);
+    CHECK(k3.smem == std::size_t(128 * 128 + 3 * (16384 + 16384 + 1024) + 56 + 1024));
+  }
   s.smooth_q = true;  // ΔS row (512 B) fits the stage's last KiB
   CHECK(wgmma_kernel_config(s).smem == k.smem);
   s.head_dim = 256;

@@ -49,8 +49,10 @@ inline jit::KernelSpec wgmma_spec_for(const WgCase& c) {
 inline std::vector<WgCase> wgmma_case_list() {
   const auto F16 = DType::F16, BF16 = DType::BF16;
   const auto NONE = CausalMode::None, TL = CausalMode::TopLeft, BR = CausalMode::BottomRight;
+  // S3 is the default tile up to head dim 128 (pipelined consumer loop, Q̂ in shared memory); S4 and
+  // W1S3 pipeline too; W2, W1, K64 and S1 run the serial loop (wgmma_params.cuh: wg_pipelined).
   const jit::TileConfig W2{128, 128, 8, 2}, W1{64, 128, 4, 2}, K64{128, 64, 8, 2}, S3{128, 128, 8, 3},
-      S1{64, 64, 4, 1}, S4{128, 64, 8, 4};
+      S1{64, 64, 4, 1}, S4{128, 64, 8, 4}, W1S3{64, 128, 4, 3};
   std::vector<WgCase> v;
   auto add = [&](DType dt, bool nhd, int gqa, CausalMode cm, int d, std::int64_t nq, std::int64_t nk, bool sq, bool sv,
                  bool two, bool lse, jit::TileConfig tile, std::int64_t hkv = 1, bool sk = true, bool variant = false) {
@@ -76,9 +78,9 @@ inline std::vector<WgCase> wgmma_case_list() {
   add(F16, false, 1, NONE, 64, 1, 1, false, false, true, true, W2);
   add(BF16, true, 4, TL, 128, 1, 1, true, false, true, true, W2);
   add(F16, true, 1, BR, 64, 17, 17, false, true, true, true, W2);
-  add(F16, false, 4, NONE, 128, 128, 3000, false, false, true, true, W2, 2, true, true);
+  add(F16, false, 4, NONE, 128, 128, 3000, false, false, true, true, S3, 2, true, true);
   add(BF16, true, 1, BR, 128, 128, 3000, true, false, true, true, W1, 2, true, true);
-  add(F16, true, 4, TL, 128, 3000, 128, false, false, true, true, W2);
+  add(F16, true, 4, TL, 128, 3000, 128, false, false, true, true, S3);
   add(BF16, false, 1, BR, 64, 3000, 128, true, true, true, true, K64);  // rows with no visible key
   add(BF16, true, 1, NONE, 80, 257, 511, false, true, false, false, S4, 2);
   add(F16, true, 4, BR, 160, 200, 333, true, false, true, true, K64);
@@ -86,9 +88,9 @@ inline std::vector<WgCase> wgmma_case_list() {
   add(F16, false, 1, NONE, 32, 500, 700, false, false, false, true, S3, 2);
   add(BF16, false, 1, NONE, 1, 33, 65, false, false, true, true, S1);
   add(F16, true, 1, TL, 40, 96, 96, false, false, true, true, W2, 1, false);  // smooth_k off
-  add(F16, false, 1, NONE, 128, 1000, 1000, false, true, true, true, W1, 2);  // DESIGN accuracy config
-  add(BF16, true, 4, TL, 64, 512, 2048, true, true, true, true, W2, 1, true, true);
-  add(F16, false, 1, NONE, 96, 300, 300, false, false, true, true, W2);       // 32-byte K panels
+  add(F16, false, 1, NONE, 128, 1000, 1000, false, true, true, true, W1S3, 2);  // DESIGN accuracy config
+  add(BF16, true, 4, TL, 64, 512, 2048, true, true, true, true, S3, 1, true, true);
+  add(F16, false, 1, NONE, 96, 300, 300, false, false, true, true, S3);       // 32-byte K panels
   add(F16, false, 1, BR, 192, 150, 600, true, true, true, true, K64);
   add(BF16, false, 1, NONE, 224, 100, 257, false, false, true, true, S1);
   add(F16, false, 1, TL, 128, 1024, 1024, false, false, false, true, S3, 1, true, true);
@@ -137,9 +139,9 @@ inline std::vector<jit::KernelSpec> wgmma_variant_specs() {
 }
 
 // Experiment variants of the template timed by the perf case (macros in front of the source), with
-// their labels: the serial consumer loop (the default pipelines where it can) and FOLD.
+// their labels: the serial consumer loop (the default pipelines where it can).
 inline std::vector<std::pair<std::string, std::string>> wgmma_macro_variants() {
-  return {{"serial", "#define SAGE2_WG_PIPE 0\n"}, {"fold", "#define SAGE2_WG_FOLD 1\n"}};
+  return {{"serial", "#define SAGE2_WG_PIPE 0\n"}};
 }
 inline std::string wgmma_macro_key(const jit::KernelSpec& s, const std::string& macros) {
   char h[17];
