@@ -14,7 +14,10 @@
 //     rows  16*w + groupID and 16*w + groupID + 8
 //     cols  8*j + 2*tid and 8*j + 2*tid + 1     (j = 0..N/8-1)
 // Hence:
-//  - keys: a thread always sees keys with (key % 8) / 2 == tid  → 4 K groups per KV block;
+//  - keys: a thread always sees keys with (key % 8) / 2 == tid  → 4 K groups per KV block; the
+//    wgmma family also splits them at 64-key boundaries (k_span), so that a K group holds 16 keys
+//    at bk 128 as at bk 64 — a refinement (each thread reads one scale per 64-key half): with 32
+//    keys per group the H100 suite saw an LSE error 0.13 vs fp64 (bound 0.1, GQA 4, hd 64);
 //  - queries (mma.sync): each warp owns bq/warps consecutive rows; a thread sees the rows of its
 //    warp with row % 8 == groupID → 8 Q groups per warp;
 //  - queries (wgmma): each warpgroup owns bq/(warps/4) consecutive rows, cut in 64-row tiles;
@@ -39,9 +42,11 @@ struct QuantLayout {
   int bq = 128, bk = 64, warps = 4;
 
   int q_groups_per_block() const;       // warps * 8
-  int k_groups_per_block() const { return 4; }
+  // keys of one K group lie within one span of k_span() keys (bk for mma.sync, 64 for wgmma)
+  int k_span() const { return shape == MmaShape::WGMMA_M64NK32_S8 && bk > 64 ? 64 : bk; }
+  int k_groups_per_block() const { return 4 * (bk / k_span()); }
   int q_group(int row_in_block) const;  // 0 .. q_groups_per_block()-1
-  int k_group(int key_in_block) const { return (key_in_block % 8) / 2; }
+  int k_group(int key_in_block) const { return (key_in_block % 8) / 2 + 4 * (key_in_block / k_span()); }
   // The fragment owner of query row r / key c, as (warp, lane-group) — used by tests to check
   // groups against the PTX ISA tables written out independently.
   int q_warp(int row_in_block) const;

@@ -9,8 +9,9 @@
 // Fragment bookkeeping (PTX ISA, wgmma .m64nNk32 register fragments; warp w of a warpgroup,
 // lane = 4g + t):
 //  - S accumulator s[i] (i < BK/2): row 16w + g + 8·((i>>1)&1), key 8·(i>>2) + 2t + (i&1) — so
-//    a thread's keys all have (key % 8)/2 == t: ONE K scale per thread and tile (the quantize
-//    stage's per-thread K groups, jit::quant_layout), and one Q scale (group = warp·8 + g).
+//    a thread's keys all have (key % 8)/2 == t: one K scale per thread and 64-key half of the
+//    tile (the quantize stage's per-thread K groups, jit::quant_layout), and one Q scale
+//    (group = warp·8 + g).
 //  - The A fragment of P̂·V̂ (k = key) wants keys 4t..4t+3 of each 16-key half of a k32 chunk,
 //    while the S accumulator gives thread t keys {2t, 2t+1, 8+2t, 9+2t}. V is TMA-loaded as the
 //    quantize stage stored it (key-contiguous; 8-bit B operands cannot be transposed by wgmma),
@@ -58,6 +59,8 @@ constexpr int NCH = sage2::dev::wg_pv_chunks(D_V);
 constexpr int PVN = sage2::dev::wg_pv_n(D_V);
 constexpr int KC = BK / 32;            // k32 chunks of P̂·V̂
 constexpr int NS = BK / 2;             // S accumulator registers per thread
+constexpr int KH = BK / 64;            // 64-key halves of a tile: one K scale per thread each
+constexpr int KG = 4 * KH;             // K scale groups per tile
 // Q̂ as A fragments in registers for the whole KV loop, or A from a TMA-loaded shared-memory tile
 // (wgmma SS): wgmma_params.cuh says when.
 constexpr bool Q_IN_REGS = !sage2::dev::wg_q_in_smem(RB, D_V, STAGES);
@@ -96,12 +99,12 @@ static_assert(PVN % 8 == 0 && PVN * NCH == D_V, "P̂·V̂ chunks");
 static_assert(STAGES >= 1 && STAGES <= 4, "1..4 pipeline stages");
 static_assert(SAGE2_MMA_SHAPE == 2, "the preamble's quant layout must be the wgmma one");
 static_assert(SAGE2_QK_BITS == 8, "the wgmma family is 8-bit");
-static_assert(SAGE2_Q_GROUPS == WARPS * 8 && SAGE2_K_GROUPS == 4, "per-thread group counts");
+static_assert(SAGE2_Q_GROUPS == WARPS * 8 && SAGE2_K_GROUPS == KG, "per-thread group counts");
 static_assert(TX_BYTES < (1u << 20), "mbarrier transaction count");
 
 // The quantize kernels' per-thread groups (preamble tables from jit::quant_layout) are the ones
 // this kernel reads: row r of the block is in warp r/16 (warpgroup r/64), group warp·8 + r%8;
-// key k of a tile in group (k%8)/2.
+// key k of a tile in group (k%8)/2 + 4·(k/64).
 constexpr bool q_groups_match() {
   for (int r = 0; r < BQ; ++r)
     if (sage2_q_group_table[r] != (r / 16) * 8 + r % 8) return false;
@@ -109,7 +112,7 @@ constexpr bool q_groups_match() {
 }
 constexpr bool k_groups_match() {
   for (int k = 0; k < BK; ++k)
-    if (sage2_k_group_table[k] != (k % 8) / 2) return false;
+    if (sage2_k_group_table[k] != (k % 8) / 2 + 4 * (k / 64)) return false;
   return true;
 }
 static_assert(q_groups_match(), "Q scale groups differ from the wgmma accumulator rows");
@@ -260,9 +263,15 @@ struct RowCtx {
   int last[2];       // last visible key of rows g and g+8 (clamped to kv_len-1)
   int mask_from;     // first tile that needs the mask
   int t;             // lane % 4
-  const float* k_scale;  // this (batch, kv head)'s K scales: [k_blocks][4]
+  const float* k_scale;  // this (batch, kv head)'s K scales: [k_blocks][KG]
   const float* ds;       // smooth Q: this block's ΔS row [kv_len_pad]
 };
+
+// The thread's K scales of tile `tile`: one per 64-key half (group t of each half).
+__device__ __forceinline__ void load_k_scales(const RowCtx& rc, int tile, float (&dk)[KH]) {
+#pragma unroll
+  for (int h = 0; h < KH; ++h) dk[h] = rc.k_scale[tile * KG + 4 * h + rc.t];
+}
 
 // Issues S = Q̂ K̂ᵀ of the tile in stage `st` as one committed wgmma batch (not waited for).
 __device__ __forceinline__ void issue_qk(i32 (&s)[NS], const u32 (&qf)[Q_IN_REGS ? KSTEPS : 1][4], u32 st, u32 zero,
@@ -309,7 +318,7 @@ __device__ __forceinline__ void issue_qk(i32 (&s)[NS], const u32 (&qf)[Q_IN_REGS
 // The completed S tile → P̂ as P̂·V̂ A fragments: dequantise (+ΔS), log2 units, mask, online
 // softmax (m and l updated, alpha = exp2(m_old − m_new) returned for O), P̂ = e4m3(P̃·448) in
 // the quad-permuted fragment order.
-__device__ __forceinline__ void softmax_tile(i32 (&s)[NS], float dk, int tile, const RowCtx& rc, float (&m)[2],
+__device__ __forceinline__ void softmax_tile(i32 (&s)[NS], const float (&dk)[KH], int tile, const RowCtx& rc, float (&m)[2],
                                              float (&l)[2], float (&alpha)[2], u32 (&pa)[KC][4]) {
   const int t = rc.t;
   const float c2 = rc.c2;
@@ -322,7 +331,9 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], float dk, int tile, c
   // int32 → float through the magic number 1.5·2^23 (exact: |dot| <= 127²·256 < 2^22): an
   // integer add and a float subtract on the full-rate pipes instead of I2F on the 16/clk
   // conversion pipe that ex2 also uses. Then the contract's s = dot·((δq·δk)·c2) (+ ΔS·c2).
-  const float dqk = (rc.qs * dk) * c2;
+  float dqk[KH];
+#pragma unroll
+  for (int h = 0; h < KH; ++h) dqk[h] = (rc.qs * dk[h]) * c2;
   float sc[NS];
 #pragma unroll
   for (int j = 0; j < BK / 8; ++j) {
@@ -335,7 +346,7 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], float dk, int tile, c
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const float dot = ptx::bits_f32(static_cast<u32>(sv[4 * j + e]) + 0x4B400000u) - 12582912.f;
-      float S = dot * dqk;
+      float S = dot * dqk[j / 8];  // keys 8j.. lie in half j/8
       if (SMOOTH_Q) S = S + ((e & 1) ? dsy : dsx) * c2;
       sc[4 * j + e] = S;
     }
@@ -500,7 +511,7 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase
     const i64 row = c.i0 + warp * 16 + g;
     if (Q_IN_REGS) load_q_fragments(p.q_codes + (c.bh * c.q_len_pad + row) * RB + 4 * t, qf);
     rc.qs = p.q_scale[(c.bh * c.q_blocks + c.qb) * (WARPS * 8) + warp * 8 + g];
-    rc.k_scale = p.k_scale + c.bhk * c.k_blocks * 4;
+    rc.k_scale = p.k_scale + c.bhk * c.k_blocks * KG;
     rc.ds = SMOOTH_Q ? p.delta_s + (c.bhl * p.qb_count + c.qbl) * c.kv_len_pad : nullptr;
     const i64 off = CAUSAL == 2 ? p.kv_len - p.q_len : 0;
     const i64 kv_last = p.kv_len - 1;
@@ -535,7 +546,8 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase
       float alpha_prev[2];
       u32 st_prev = acquire_stage(sbase, 0);
       issue_qk(s, qf, st_prev, zero_base, sbase, wg);
-      const float dk0 = rc.k_scale[t];  // its latency hides under the batch
+      float dk0[KH];
+      load_k_scales(rc, 0, dk0);  // its latency hides under the batch
       ptx::wgmma_wait<0>();
       softmax_tile(s, dk0, 0, rc, m, l, alpha_prev, pa);
 #pragma unroll 1
@@ -553,7 +565,8 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase
           issue_pv(r, pa, vd, true);
         else
           issue_pv(o[0], pa, vd, false);
-        const float dk = rc.k_scale[tile * 4 + t];
+        float dk[KH];
+        load_k_scales(rc, tile, dk);
         ptx::wgmma_wait<1>();  // S of tile j (the older batch) is complete
         u32 pa_next[KC][4];
         float alpha[2];
@@ -601,7 +614,8 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase
       turn_wait(wg);
       issue_qk(s, qf, st, zero_base & static_cast<u32>(tile), sbase, wg);
       turn_pass(wg);
-      const float dk = rc.k_scale[tile * 4 + t];  // its latency hides under the batch
+      float dk[KH];
+      load_k_scales(rc, tile, dk);  // its latency hides under the batch
       ptx::wgmma_wait<0>();
       u32 pa[KC][4];
       float alpha[2];

@@ -6,6 +6,7 @@
 // all use), and with the scales the reference quantize stage actually assigns.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <numeric>
@@ -156,6 +157,13 @@ KernelSpec spec_of(const Case& c) {
   return s;
 }
 
+// The keys one thread's fragment holds, cut at k_span (64 keys for wgmma, the block for mma.sync).
+std::vector<int> k_components(const Owners& o, const QuantLayout& L) {
+  std::vector<int> k = components(o.keys, L.bk);
+  for (int a = 0; a < L.bk; ++a) k[static_cast<std::size_t>(a)] += 1000 * (a / L.k_span());
+  return k;
+}
+
 }  // namespace
 
 TEST_CASE("quant groups: the ISA tables themselves cover each 16x8 / 64xN tile exactly once") {
@@ -198,11 +206,12 @@ TEST_CASE("quant groups: jit::quant_layout equals the groups derived from fragme
     const Owners o = enumerate_owners(expect_shape, c.bq, c.bk, c.warps);
     // every row / key of the block is held by some thread
     const std::vector<int> qcomp = components(o.rows, c.bq);
-    const std::vector<int> kcomp = components(o.keys, c.bk);
+    CHECK(L.k_span() == (c.family == KernelFamily::AttentionWgmma ? std::min(64, c.bk) : c.bk));
+    const std::vector<int> kcomp = k_components(o, L);
     std::set<int> qsets(qcomp.begin(), qcomp.end()), ksets(kcomp.begin(), kcomp.end());
     CHECK(static_cast<int>(qsets.size()) == L.q_groups_per_block());
     CHECK(static_cast<int>(ksets.size()) == L.k_groups_per_block());
-    // same partition (pairwise), so each thread needs exactly one Q scale and one K scale
+    // same partition (pairwise), so each thread needs exactly one Q scale and one K scale per span
     bool q_ok = true, k_ok = true, warp_ok = true;
     for (int a = 0; a < c.bq; ++a) {
       if (L.q_group(a) < 0 || L.q_group(a) >= L.q_groups_per_block()) q_ok = false;
@@ -276,7 +285,7 @@ TEST_CASE("quant groups: the reference quantize stage gives each token the scale
     const int R = c.qk_bits == 4 ? 7 : 127;
     const MmaShape shape = L.shape;
     const Owners o = enumerate_owners(shape, c.bq, c.bk, c.warps);
-    const std::vector<int> qcomp = components(o.rows, c.bq), kcomp = components(o.keys, c.bk);
+    const std::vector<int> qcomp = components(o.rows, c.bq), kcomp = k_components(o, L);
     auto row_amax = [&](const reference::HostTensor& t, std::int64_t n) {
       float a = 0;
       for (int ch = 0; ch < d; ++ch) a = std::max(a, std::fabs(t.get(0, 0, n, ch)));
@@ -299,7 +308,7 @@ TEST_CASE("quant groups: the reference quantize stage gives each token the scale
       float expect = 0;
       for (int r2 = 0; r2 < c.bk; ++r2)
         if (kcomp[static_cast<std::size_t>(r2)] == kcomp[static_cast<std::size_t>(r)]) expect = std::max(expect, row_amax(k, blk * c.bk + r2));
-      const float got = qs.k_scale[static_cast<std::size_t>(blk * 4 + L.k_group(r))];
+      const float got = qs.k_scale[static_cast<std::size_t>(blk * L.k_groups_per_block() + L.k_group(r))];
       CHECK(got == expect / static_cast<float>(R));
     }
   }

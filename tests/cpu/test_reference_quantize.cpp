@@ -272,7 +272,7 @@ TEST_CASE("quantize stage: INT4/INT8 quantize→dequantize error is at most δ/2
       }
     for (std::int64_t h = 0; h < c.hkv; ++h)
       for (std::int64_t n = 0; n < c.nk; ++n) {
-        const float delta = qs.k_scale[static_cast<std::size_t>((h * L.k_blocks + n / c.bk) * 4 + L.layout.k_group(static_cast<int>(n % c.bk)))];
+        const float delta = qs.k_scale[static_cast<std::size_t>((h * L.k_blocks + n / c.bk) * L.layout.k_groups_per_block() + L.layout.k_group(static_cast<int>(n % c.bk)))];
         for (int ch = 0; ch < c.d; ++ch) {
           const double x = double(in.k.get(0, h, n, ch)) - qs.k_mean[static_cast<std::size_t>(h * L.d_qk + ch)];
           worst = std::max(worst, std::fabs(qs.k_code(0, h, n, ch) * double(delta) - x) / (0.5 * delta));
