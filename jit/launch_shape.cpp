@@ -101,6 +101,7 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
       fit_row(c);
       c.threads = 256;
       c.rows = c.threads / c.tpr;
+      c.min_ctas = c.chunks <= 32 ? 3 : 1;  // 85 registers; wider heads need more (they spill)
       break;
     case QuantOp::QuantizeQ:
     case QuantOp::QuantizeK: {
@@ -113,6 +114,9 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
       // Keep the loaded rows in registers (items * cpt <= 8 chunks of 16 bytes) when a bigger
       // CTA makes that possible.
       if (items * c.cpt > 8 && c.tpr * c.rows >= 512) c.threads = 512;
+      // <= 80 registers (3 CTAs of 256); smooth-Q's block means need more (they spilled at 80)
+      const int regs = s.op == QuantOp::QuantizeQ && s.smooth_q ? 128 : 80;
+      c.min_ctas = std::max(1, 65536 / (c.threads * regs));
       break;
     }
     case QuantOp::QuantizeV:
@@ -120,6 +124,7 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
       c.chunks = v_dim_padded(s.head_dim) / 8;
       fit_row(c);
       c.threads = std::min(256, c.tpr * c.rows);
+      c.min_ctas = std::max(1, 65536 / (c.threads * 80));  // <= 80 registers: 3 CTAs of 256
       break;
     case QuantOp::None:
       throw Error(ErrorCode::InvalidArgument, "quantize_kernel_config: spec without a quantize op");

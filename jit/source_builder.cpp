@@ -116,6 +116,7 @@ std::string generate_source(const KernelSpec& spec) {
     define(o, "SAGE2_QZ_TPR", q.tpr, "threads per token row");
     define(o, "SAGE2_QZ_CPT", q.cpt, "8-channel chunks per thread");
     define(o, "SAGE2_QZ_CHUNKS", q.chunks, "8-channel chunks per row covered");
+    define(o, "SAGE2_QZ_MIN_CTAS", q.min_ctas, "CTAs per SM the registers must allow");
   }
   o << "#include \"" << tmpl << "\"\n";
   return o.str();

@@ -837,13 +837,13 @@ __device__ __forceinline__ void quantize_fused(const QuantizeParams& p) {
 // (jit::quantize_launch_shape); surplus CTAs exit.
 
 #if SAGE2_QUANT_OP == 1
-extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, 1) sage2_channel_stats(sage2::dev::QuantizeParams p) {
+extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, SAGE2_QZ_MIN_CTAS) sage2_channel_stats(sage2::dev::QuantizeParams p) {
   qz::check_block_dim();
   __shared__ alignas(16) u8 s_raw[qz::stats_smem_bytes<qz::MapS>()];
   qz::channel_stats(p, s_raw);
 }
 #elif SAGE2_QUANT_OP == 2 || SAGE2_QUANT_OP == 3
-extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, 1)
+extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, SAGE2_QZ_MIN_CTAS)
 #if SAGE2_QUANT_OP == 2
 sage2_quantize_q(sage2::dev::QuantizeParams p) {
 #else
@@ -859,7 +859,7 @@ sage2_quantize_k(sage2::dev::QuantizeParams p) {
   qz::quantize_qk<IS_Q, qz::MapS>(p, s_raw, b, h, blockIdx.x);
 }
 #elif SAGE2_QUANT_OP == 4
-extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, 1) sage2_quantize_v(sage2::dev::QuantizeParams p) {
+extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, SAGE2_QZ_MIN_CTAS) sage2_quantize_v(sage2::dev::QuantizeParams p) {
   qz::check_block_dim();
   __shared__ alignas(16) u8 s_raw[qz::v_smem_bytes<qz::MapS>()];
   i64 b, h, bh;
