@@ -73,7 +73,7 @@ struct QuantBuffers {
   std::int64_t q_mean() const;    // f32 [B][Hq][q_blocks][d_qk]            (smooth_q)
   std::int64_t q_kbias() const;   // f32 [B][Hq][q_len_pad]                 (smooth_k)
   std::int64_t k_codes() const;   // i8  [B][Hkv][kv_len_pad][row_bytes]
-  std::int64_t k_scale() const;   // f32 [B][Hkv][k_blocks][4]
+  std::int64_t k_scale() const;   // f32 [B][Hkv][k_blocks][k_groups_per_block]
   std::int64_t k_mean() const;    // f32 [B][Hkv][d_qk]  (zeros when !smooth_k)
   std::int64_t k_stats() const;   // f32 [B][Hkv][3][d_qk]   sum, min, max
   std::int64_t v_codes() const;   // u8 (e4m3) [B][Hkv][d_v][kv_len_pad]

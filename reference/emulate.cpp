@@ -92,10 +92,32 @@ EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const 
   const double sm = opt.sm_scale.value_or(1.0 / std::sqrt(static_cast<double>(spec.head_dim)));
   if (!std::isfinite(sm) || sm == 0.0) bad_arg("sm_scale=" + std::to_string(sm) + " must be finite and non-zero");
 
-  // The quantize stage, exactly as the GPU runs it (validates spec vs tensors too).
-  QuantizeOptions qopt;
-  qopt.threads = opt.threads;
-  const QuantizedHost qs = quantize_stage(q, k, v, spec, qopt);
+  // The quantize stage, exactly as the GPU runs it (validates spec vs tensors too), or the
+  // caller's buffers of the same layout.
+  QuantizedHost own;
+  if (opt.stage) {
+    const jit::QuantBuffers want =
+        jit::quant_buffers(jit::QuantProblem{p.batch, p.q_heads, p.kv_heads, p.q_len, p.kv_len, p.d}, spec);
+    const QuantizedHost& s = *opt.stage;
+    const jit::QuantBuffers& g = s.layout;
+    auto n = [](std::int64_t c) { return static_cast<std::size_t>(c); };
+    if (g.offsets().total != want.offsets().total || g.layout.shape != want.layout.shape ||
+        g.layout.bq != want.layout.bq || g.layout.bk != want.layout.bk || g.layout.warps != want.layout.warps ||
+        g.qk_bits != want.qk_bits || g.smooth_q != want.smooth_q || g.smooth_k != want.smooth_k ||
+        g.smooth_v != want.smooth_v || s.q_codes.size() != n(want.q_codes()) || s.q_scale.size() != n(want.q_scale()) ||
+        s.q_mean.size() != n(want.q_mean()) || s.q_kbias.size() != n(want.q_kbias()) ||
+        s.k_codes.size() != n(want.k_codes()) || s.k_scale.size() != n(want.k_scale()) ||
+        s.k_mean.size() != n(want.k_mean()) || s.v_codes.size() != n(want.v_codes()) ||
+        s.v_scale.size() != n(want.v_scale()) || s.v_mean.size() != n(want.v_mean()) ||
+        s.q_bad.size() != n(want.q_bad()) || s.k_first_bad.size() != n(want.k_first_bad()) ||
+        s.v_first_bad.size() != n(want.v_first_bad()))
+      bad_arg("options.stage: its buffers do not have the layout of spec " + spec.key() + " for these tensors");
+  } else {
+    QuantizeOptions qopt;
+    qopt.threads = opt.threads;
+    own = quantize_stage(q, k, v, spec, qopt);
+  }
+  const QuantizedHost& qs = opt.stage ? *opt.stage : own;
   const jit::QuantBuffers& L = qs.layout;
   const jit::QuantLayout& ql = L.layout;
   const int d = p.d;

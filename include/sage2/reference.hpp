@@ -285,7 +285,7 @@ struct QuantizedHost {
   std::vector<float> q_mean;                // [B][Hq][q_blocks][d_qk]            (smooth_q)
   std::vector<float> q_kbias;               // [B][Hq][q_len_pad]                 (smooth_k)
   std::vector<std::int8_t> k_codes;         // [B][Hkv][kv_len_pad][row_bytes]
-  std::vector<float> k_scale;               // [B][Hkv][k_blocks][4]
+  std::vector<float> k_scale;               // [B][Hkv][k_blocks][k_groups_per_block]
   std::vector<float> k_mean;                // [B][Hkv][d_qk]
   std::vector<float> k_stats;               // [B][Hkv][3][d_qk]  sum, min, max
   std::vector<std::uint8_t> v_codes;        // [B][Hkv][d_v][kv_len_pad]  e4m3
@@ -340,6 +340,12 @@ struct EmulationOptions {
   std::optional<double> sm_scale;    // default 1/sqrt(spec.head_dim)
   bool round_output = false;         // round O to spec.out_dtype like the kernel's store
   int threads = 0;
+  // Quantize-stage buffers to read instead of running quantize_stage() (e.g. a GPU stage's,
+  // downloaded): the attention part is then emulated on exactly the codes the kernel read, so a
+  // code that the GPU rounded the other way at a rounding boundary (the accepted fp32
+  // reduction-order differences of q̄, k̄, ...) does not show up as an attention error. Its layout
+  // must be the one quantize_stage() would produce for these tensors and spec (else InvalidArgument).
+  const QuantizedHost* stage = nullptr;
 };
 
 struct EmulationResult {

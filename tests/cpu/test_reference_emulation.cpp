@@ -270,6 +270,41 @@ TEST_CASE("emulation: the per-thread configuration computes from the quantize st
   CHECK(compare(e.o, r.o).max_abs > 100 * worst);   // the quantization error itself is far larger
 }
 
+TEST_CASE("emulation: options.stage — the caller's quantize buffers are the ones read") {
+  auto in = make_activation_like(12, DType::F16, 1, 4, 2, 150, 190, 64);
+  const auto spec = make_spec(jit::KernelFamily::AttentionWgmma, 8, 64, 128, 128, 8, true, true, false);
+  const QuantizedHost qs = quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec);
+  EmulationOptions o;
+  const EmulationResult own = emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), spec, o);
+  o.stage = &qs;
+  const EmulationResult given = emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), spec, o);
+  CHECK(given.o == own.o);  // the same buffers give the same bits
+  CHECK(given.lse == own.lse);
+  QuantizedHost flipped = qs;  // one Q code moved by a step: only its row (query 5, head 1) changes
+  const std::size_t at = static_cast<std::size_t>((1 * qs.layout.q_len_pad + 5) * qs.layout.row_bytes + 3);
+  flipped.q_codes[at] = static_cast<std::int8_t>(flipped.q_codes[at] > 0 ? flipped.q_codes[at] - 1 : flipped.q_codes[at] + 1);
+  o.stage = &flipped;
+  const EmulationResult moved = emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), spec, o);
+  int rows_changed = 0;
+  for (int h = 0; h < 4; ++h)
+    for (std::int64_t i = 0; i < 150; ++i) {
+      bool changed = false;
+      for (int c = 0; c < 64; ++c) changed |= moved.o[moved.index(0, h, i, c)] != own.o[own.index(0, h, i, c)];
+      if (changed) {
+        ++rows_changed;
+        CHECK((h == 1 && i == 5));
+      }
+    }
+  CHECK(rows_changed == 1);
+  QuantizedHost wrong = qs;  // a buffer of the wrong size is rejected, not read out of bounds
+  wrong.k_scale.pop_back();
+  o.stage = &wrong;
+  CHECK_THROWS_AS(emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), spec, o), Error);
+  const auto other = make_spec(jit::KernelFamily::AttentionWgmma, 8, 64, 128, 64, 8, true, true, false);
+  o.stage = &qs;  // the buffers of another tile's layout
+  CHECK_THROWS_AS(emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), other, o), Error);
+}
+
 TEST_CASE("emulation: LSE is the un-smoothed one; rows without keys give O = 0 and LSE = -inf") {
   auto in = make_activation_like(11, DType::F16, 1, 2, 2, 200, 120, 64);
   for (auto spec : {make_spec(jit::KernelFamily::AttentionMma, 8, 64, 64, 64, 4, true, true, true, CausalMode::BottomRight),

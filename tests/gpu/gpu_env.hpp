@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,14 @@ inline void synchronize() {
 inline bool reduced() {
   const char* e = std::getenv("SAGE2_GPU_TESTS_REDUCED");
   return e && *e && std::strcmp(e, "0") != 0;
+}
+
+// Base seed of a randomised test case: SAGE2_TEST_SEED (decimal) reproduces a logged run, else a
+// fresh one; the cases print it ("base seed N") so that any failure can be replayed.
+inline std::uint64_t base_seed() {
+  if (const char* e = std::getenv("SAGE2_TEST_SEED"); e && *e) return std::strtoull(e, nullptr, 10);
+  std::random_device rd;
+  return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
 }
 
 // Device allocation owned by the test in a given CUDA context (e.g. another device's primary

@@ -244,8 +244,7 @@ std::vector<Case> case_list() {
 TEST_CASE("gpu attention: quantize + ΔS + mma attention equals the emulation and meets the accuracy targets") {
   Context& ctx = test::gpu_context();
   const jit::Arch arch = ctx.impl().arch();
-  std::random_device rd;
-  const std::uint64_t base_seed = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  const std::uint64_t base_seed = test::base_seed();
   MESSAGE("base seed " << base_seed << " arch " << jit::arch_name(arch));
   int case_no = 0;
   double worst_rel_emu = 0, worst_abs_ulps = 0;

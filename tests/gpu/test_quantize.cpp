@@ -21,6 +21,7 @@
 #include <random>
 
 #include "gpu_env.hpp"
+#include "stage_download.hpp"
 #include "jit/launch_shape.hpp"
 #include "runtime/quantize_stage.hpp"
 #include "sage2/reference.hpp"
@@ -83,12 +84,7 @@ std::string describe(const Case& c) {
   return buf;
 }
 
-template <class T>
-std::vector<T> download(const test::DeviceBuffer& ws, std::size_t offset, std::int64_t count) {
-  std::vector<T> v(static_cast<std::size_t>(count));
-  if (count) ws.download(v.data(), v.size() * sizeof(T), offset);
-  return v;
-}
+using test::download;
 
 // Floats equal up to float rounding of differently ordered reductions: relative `rel` of the
 // larger magnitude, plus `abs` (for values that are sums with cancellation).
@@ -137,8 +133,7 @@ sage2::jit::KernelSpec attention_spec_for(const Case& c, sage2::jit::Arch arch) 
 TEST_CASE("gpu quantize: every variant equals the CPU reference; every output written") {
   Context& ctx = test::gpu_context();
   const auto arch = ctx.impl().arch();
-  std::random_device rd;
-  const std::uint64_t base_seed = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  const std::uint64_t base_seed = test::base_seed();
   MESSAGE("base seed " << base_seed);
   std::int64_t total_codes = 0, total_near = 0;
   int case_no = 0;

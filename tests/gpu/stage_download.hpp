@@ -1,0 +1,45 @@
+// The quantize stage's buffers, downloaded from a workspace into the reference's QuantizedHost
+// (same layout: jit/quant_buffers.hpp), so that tests can compare them with the CPU reference or
+// run the emulation on exactly the codes a kernel read (reference::EmulationOptions::stage).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "gpu_env.hpp"
+#include "jit/quant_buffers.hpp"
+#include "sage2/reference.hpp"
+
+namespace sage2::test {
+
+template <class T>
+std::vector<T> download(const DeviceBuffer& ws, std::size_t offset, std::int64_t count) {
+  std::vector<T> v(static_cast<std::size_t>(count));
+  if (count) ws.download(v.data(), v.size() * sizeof(T), offset);
+  return v;
+}
+
+// Every buffer but the margins (a reference-only diagnostic) and the statistics partials.
+inline reference::QuantizedHost download_stage(const DeviceBuffer& ws, const jit::QuantBuffers& b) {
+  const jit::QuantBuffers::Offsets o = b.offsets();
+  reference::QuantizedHost s;
+  s.layout = b;
+  s.q_codes = download<std::int8_t>(ws, o.q_codes, b.q_codes());
+  s.q_scale = download<float>(ws, o.q_scale, b.q_scale());
+  s.q_mean = download<float>(ws, o.q_mean, b.q_mean());
+  s.q_kbias = download<float>(ws, o.q_kbias, b.q_kbias());
+  s.k_codes = download<std::int8_t>(ws, o.k_codes, b.k_codes());
+  s.k_scale = download<float>(ws, o.k_scale, b.k_scale());
+  s.k_mean = download<float>(ws, o.k_mean, b.k_mean());
+  s.k_stats = download<float>(ws, o.k_stats, b.k_stats());
+  s.v_codes = download<std::uint8_t>(ws, o.v_codes, b.v_codes());
+  s.v_scale = download<float>(ws, o.v_scale, b.v_scale());
+  s.v_mean = download<float>(ws, o.v_mean, b.v_mean());
+  s.v_stats = download<float>(ws, o.v_stats, b.v_stats());
+  s.q_bad = download<std::uint8_t>(ws, o.q_bad, b.q_bad());
+  s.k_first_bad = download<std::int32_t>(ws, o.k_first_bad, b.k_first_bad());
+  s.v_first_bad = download<std::int32_t>(ws, o.v_first_bad, b.v_first_bad());
+  return s;
+}
+
+}  // namespace sage2::test
