@@ -1,6 +1,7 @@
 // Shared helpers of the GPU suite: one Context for the process, device buffers, poison fills.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -82,6 +83,30 @@ inline std::uint64_t base_seed() {
   if (const char* e = std::getenv("SAGE2_TEST_SEED"); e && *e) return std::strtoull(e, nullptr, 10);
   std::random_device rd;
   return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+}
+
+// Median of `reps` runs of f() timed with CUDA events on the default stream, in ms (the timed
+// perf cases; the caller's context must be current).
+template <class F>
+float median_event_ms(F&& f, int reps = 7) {
+  const auto& a = driver::api();
+  CUevent e0, e1;
+  driver::check(a.cuEventCreate(&e0, 0), "cuEventCreate");
+  driver::check(a.cuEventCreate(&e1, 0), "cuEventCreate");
+  std::vector<float> ms;
+  for (int r = 0; r < reps; ++r) {
+    a.cuEventRecord(e0, nullptr);
+    f();
+    a.cuEventRecord(e1, nullptr);
+    a.cuEventSynchronize(e1);
+    float t = 0;
+    a.cuEventElapsedTime(&t, e0, e1);
+    ms.push_back(t);
+  }
+  a.cuEventDestroy_v2(e0);
+  a.cuEventDestroy_v2(e1);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
 }
 
 // Device allocation owned by the test in a given CUDA context (e.g. another device's primary

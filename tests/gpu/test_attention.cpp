@@ -408,7 +408,6 @@ TEST_CASE("gpu attention: a tile the device cannot hold is rejected before launc
 TEST_CASE("gpu attention perf: kernel time at B=4 H=32 hd128 (int8, fp16)") {
   if (!std::getenv("SAGE2_PERF")) return;
   Context& ctx = test::gpu_context();
-  const auto& a = driver::api();
   driver::ScopedContext scope(ctx.impl().cu_context());
   for (std::int64_t n : {1024, 4096}) {
     const std::size_t elems = static_cast<std::size_t>(4 * 32 * n * 128);
@@ -452,30 +451,11 @@ TEST_CASE("gpu attention perf: kernel time at B=4 H=32 hd128 (int8, fp16)") {
         quant();
         attn();
         test::synchronize();
-        CUevent e0, e1;
-        a.cuEventCreate(&e0, 0);
-        a.cuEventCreate(&e1, 0);
-        auto time = [&](auto&& f) {
-          std::vector<float> ms;
-          for (int r = 0; r < 7; ++r) {
-            a.cuEventRecord(e0, nullptr);
-            f();
-            a.cuEventRecord(e1, nullptr);
-            a.cuEventSynchronize(e1);
-            float t = 0;
-            a.cuEventElapsedTime(&t, e0, e1);
-            ms.push_back(t);
-          }
-          std::sort(ms.begin(), ms.end());
-          return ms[ms.size() / 2];
-        };
-        const float t_attn = time(attn);
-        const float t_all = time([&] {
+        const float t_attn = test::median_event_ms(attn);
+        const float t_all = test::median_event_ms([&] {
           quant();
           attn();
         });
-        a.cuEventDestroy_v2(e0);
-        a.cuEventDestroy_v2(e1);
         const double flops = 4.0 * 4 * 32 * double(n) * double(n) * 128 * (causal ? 0.5 : 1.0);
         std::printf("perf N=%5lld causal=%d tile bq%d.bk%d.w%d.s%d: attention %.3f ms (%.0f TOPS), quantize+attention "
                     "%.3f ms (%.0f TOPS)\n",

@@ -351,7 +351,6 @@ TEST_CASE("gpu wgmma: a small ΔS workspace (chunks over heads and over query bl
 TEST_CASE("gpu wgmma perf: TOPS at B=4 H=32 hd128 (int8, fp16), wgmma vs mma family") {
   if (!on_hopper() || !std::getenv("SAGE2_PERF")) return;
   Context& ctx = test::gpu_context();
-  const auto& a = driver::api();
   driver::ScopedContext scope(ctx.impl().cu_context());
   std::vector<std::int64_t> sizes = {1024, 4096, 8192};
   if (const char* s = std::getenv("SAGE2_PERF_N")) sizes = {std::atoll(s)};
@@ -402,30 +401,11 @@ TEST_CASE("gpu wgmma perf: TOPS at B=4 H=32 hd128 (int8, fp16), wgmma vs mma fam
         quant();
         attn();
         test::synchronize();
-        CUevent e0, e1;
-        a.cuEventCreate(&e0, 0);
-        a.cuEventCreate(&e1, 0);
-        auto time = [&](auto&& f) {
-          std::vector<float> ms;
-          for (int r = 0; r < 7; ++r) {
-            a.cuEventRecord(e0, nullptr);
-            f();
-            a.cuEventRecord(e1, nullptr);
-            a.cuEventSynchronize(e1);
-            float t = 0;
-            a.cuEventElapsedTime(&t, e0, e1);
-            ms.push_back(t);
-          }
-          std::sort(ms.begin(), ms.end());
-          return ms[ms.size() / 2];
-        };
-        const float t_attn = time(attn);
-        const float t_all = time([&] {
+        const float t_attn = test::median_event_ms(attn);
+        const float t_all = test::median_event_ms([&] {
           quant();
           attn();
         });
-        a.cuEventDestroy_v2(e0);
-        a.cuEventDestroy_v2(e1);
         const bool causal = spec.causal != CausalMode::None;
         const double flops = 4.0 * 4 * 32 * double(n) * double(n) * 128 * (causal ? 0.5 : 1.0);
         std::printf("perf %-5s %-8s N=%5lld causal=%d tile bq%d.bk%d.w%d.s%d: attention %.3f ms (%.0f TOPS), "
