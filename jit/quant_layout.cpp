@@ -43,6 +43,18 @@ int QuantLayout::q_warp(int r) const {
 
 int QuantLayout::q_group(int r) const { return q_warp(r) * 8 + r % 8; }
 
+int QuantLayout::v_slot(int key) const {
+  if (!v_permuted()) return key;
+  const int l = key & 15;
+  return (key & ~15) + 4 * ((l & 7) >> 1) + (l & 1) + 2 * (l >> 3);
+}
+
+int QuantLayout::v_key_of_slot(int slot) const {
+  if (!v_permuted()) return slot;
+  const int p = slot & 15;
+  return (slot & ~15) + 2 * (p >> 2) + (p & 1) + 8 * ((p >> 1) & 1);
+}
+
 std::vector<int> q_group_table(const QuantLayout& l) {
   std::vector<int> t(static_cast<std::size_t>(l.bq));
   for (int r = 0; r < l.bq; ++r) t[static_cast<std::size_t>(r)] = l.q_group(r);

@@ -50,6 +50,14 @@ struct QuantLayout {
   // The fragment owner of query row r / key c, as (warp, lane-group) — used by tests to check
   // groups against the PTX ISA tables written out independently.
   int q_warp(int row_in_block) const;
+
+  // V̂ is stored transposed, [d_v][kv_len_pad]. The wgmma family stores the keys of each 16-key
+  // group in the order in which a thread's S accumulator holds them (thread t of a quad: keys
+  // 2t, 2t+1, 8+2t, 9+2t), which is the order the P̂·V̂ A fragment reads them (k = 4t..4t+3):
+  // P̂ then leaves the QKᵀ accumulator with no register shuffles. The mma family keeps key order.
+  bool v_permuted() const { return shape == MmaShape::WGMMA_M64NK32_S8; }
+  int v_slot(int key) const;         // stored column of `key` (padded length is a multiple of 16)
+  int v_key_of_slot(int slot) const; // its inverse
 };
 
 // The layout the attention kernel described by `spec` (or the quantize kernel feeding it) uses.

@@ -95,6 +95,10 @@ std::string generate_source(const KernelSpec& spec) {
   std::vector<int> kt(static_cast<std::size_t>(layout.bk));
   for (int i = 0; i < layout.bk; ++i) kt[static_cast<std::size_t>(i)] = layout.k_group(i);
   table(o, "sage2_k_group_table", "SAGE2_BK", kt);
+  std::vector<int> vk(16);
+  for (int i = 0; i < 16; ++i) vk[static_cast<std::size_t>(i)] = layout.v_key_of_slot(i);
+  o << "// key stored in each column of a 16-key group of the transposed V (jit/quant_layout: v_slot)\n";
+  table(o, "sage2_v_key_of_slot", "16", vk);
   if (c.family == KernelFamily::Quantize && c.op == QuantOp::Fused) {
     const FusedQuantizeConfig f = fused_quantize_config(c);
     o << "// fused quantize: one CTA size, a thread mapping per item kind (jit/launch_shape: fused_quantize_config)\n";

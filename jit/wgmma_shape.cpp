@@ -19,13 +19,15 @@ WgmmaKernelConfig wgmma_kernel_config(const KernelSpec& spec) {
   const int dv = v_dim_padded(spec.head_dim);
   k.threads = dev::wg_threads(spec.tile.warps);
   k.consumer_groups = dev::wg_consumer_groups(spec.tile.warps);
-  k.producer_group = dev::wg_producer_wg();
+  k.producer_group = dev::wg_producer_wg(spec.tile.warps);
+  k.min_ctas = dev::wg_min_ctas(spec.tile.warps, dv, spec.tile.stages, spec.smooth_q);
+  k.pipelined = dev::wg_pipelined(dv, spec.tile.stages, spec.tile.warps, spec.smooth_q);
   k.panel = dev::wg_panel(rb);
   k.pv_chunks = dev::wg_pv_chunks(dv);
   k.pv_n = dev::wg_pv_n(dv);
   k.smem = static_cast<std::size_t>(
-      dev::wg_smem_layout(spec.tile.bq, spec.tile.bk, rb, dv, spec.tile.stages, spec.smooth_q).total);
-  k.q_in_smem = dev::wg_q_in_smem(rb, dv, spec.tile.stages);
+      dev::wg_smem_layout(spec.tile.bq, spec.tile.bk, rb, dv, spec.tile.stages, spec.smooth_q, spec.tile.warps).total);
+  k.q_in_smem = dev::wg_q_in_smem(rb, dv, spec.tile.stages, spec.tile.warps, spec.smooth_q);
   return k;
 }
 

@@ -24,7 +24,9 @@ struct WgmmaKernelConfig {
   bool producer_group = false;  // a producer warpgroup issues the copies (warp specialisation)
   int panel = 0;                // K tile column panel = its swizzle span (32/64/128 bytes)
   int pv_chunks = 0, pv_n = 0;  // P̂·V̂ in pv_chunks wgmma chunks of pv_n channels
-  bool q_in_smem = false;       // Q̂ read by wgmma from shared memory (head dims > 128)
+  bool q_in_smem = false;       // Q̂ read by wgmma from shared memory (wide heads, pipelined, 1 warpgroup)
+  bool pipelined = false;       // softmax of tile j under P̂·V̂ (j−1) (>= 3 stages, d_v <= 128)
+  int min_ctas = 1;             // CTAs per SM the registers are planned for (__launch_bounds__)
   std::size_t smem = 0;         // dynamic shared memory (bytes)
 };
 WgmmaKernelConfig wgmma_kernel_config(const KernelSpec& attention_spec);

@@ -137,7 +137,8 @@ int QuantizedHost::k_code(std::int64_t b, std::int64_t h, std::int64_t n, int c)
 
 std::uint8_t QuantizedHost::v_code(std::int64_t b, std::int64_t h, std::int64_t n, int c) const {
   const auto& L = layout;
-  return v_codes[static_cast<std::size_t>(((b * L.p.kv_heads + h) * L.d_v + c) * L.kv_len_pad + n)];
+  return v_codes[static_cast<std::size_t>(((b * L.p.kv_heads + h) * L.d_v + c) * L.kv_len_pad +
+                                          L.layout.v_slot(static_cast<int>(n)))];
 }
 
 QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const TensorRef& v,
@@ -267,14 +268,15 @@ QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const Tenso
       std::uint8_t* out = qs.v_codes.data() + (bh * L.d_v + c) * L.kv_len_pad;
       float* mrow = opt.margins ? qs.v_margin.data() + (bh * L.d_v + c) * L.kv_len_pad : nullptr;
       for (std::int64_t n = 0; n < p.kv_len; ++n) {
+        const int slot = ql.v_slot(static_cast<int>(n));  // stored column (the kernels' order)
         if (bad[sz(n * d + c)]) {   // non-finite input: code 0 (+0.0), no rounding boundary
-          out[n] = 0;
-          if (mrow) mrow[n] = inf;
+          out[slot] = 0;
+          if (mrow) mrow[slot] = inf;
           continue;
         }
         const float t = (x[sz(n * d + c)] - vm[c]) * inv;
-        out[n] = float_to_fp8(t, Fp8Format::E4M3);
-        if (mrow) mrow[n] = fp8_margin(t, Fp8Format::E4M3);
+        out[slot] = float_to_fp8(t, Fp8Format::E4M3);
+        if (mrow) mrow[slot] = fp8_margin(t, Fp8Format::E4M3);
       }
     }
   });

@@ -29,8 +29,7 @@ void encode_tma_map(const jit::TmaMapSpec& t, dev::TmaDesc& out) {
 
 void launch_wgmma_attention_stage(Context::Impl& ctx, const jit::KernelSpec& attention_spec, const jit::QuantBuffers& b,
                                   const TensorRef& k_input, const void* workspace, const TensorRef& out, float* lse,
-                                  float sm_scale, void* delta_s_workspace, std::size_t delta_s_bytes, CUstream stream,
-                                  const WgmmaKernelOverride* variant) {
+                                  float sm_scale, void* delta_s_workspace, std::size_t delta_s_bytes, CUstream stream) {
   jit::KernelSpec spec = attention_spec;
   spec.arch = ctx.arch();
   jit::check_wgmma_config(spec, ctx.facts().max_shared_per_block_optin);
@@ -57,7 +56,7 @@ void launch_wgmma_attention_stage(Context::Impl& ctx, const jit::KernelSpec& att
     if (spec.smooth_q) dp.push_back(jit::make_delta_s_params(b, workspace, k_input, delta_s_workspace, c));
   }
   driver::ScopedContext scope(ctx.cu_context());
-  LoadedKernel& attn = variant && variant->kernel ? *variant->kernel : ctx.kernels().get(spec);
+  LoadedKernel& attn = ctx.kernels().get(spec);
   LoadedKernel* ds = nullptr;
   jit::KernelSpec ds_spec;
   if (spec.smooth_q) {
@@ -66,12 +65,7 @@ void launch_wgmma_attention_stage(Context::Impl& ctx, const jit::KernelSpec& att
   }
   for (std::size_t i = 0; i < chunks.size(); ++i) {
     if (ds) launch(*ds, jit::delta_s_launch_shape(ds_spec, b, chunks[i]), &dp[i], stream);
-    jit::LaunchShape ls = jit::wgmma_launch_shape(spec, b, chunks[i]);
-    if (variant && variant->kernel) {
-      ls.block[0] = variant->threads;
-      if (variant->smem) ls.dynamic_smem = variant->smem;
-    }
-    launch(attn, ls, &ap[i], stream);
+    launch(attn, jit::wgmma_launch_shape(spec, b, chunks[i]), &ap[i], stream);
   }
 }
 

@@ -19,11 +19,6 @@ void encode_tma_map(const jit::TmaMapSpec& spec, dev::TmaDesc& out);
 
 // An alternative compiled kernel for the same spec (experiments: a variant of the template
 // compiled with extra macros) and its CTA size; used instead of the loader's kernel when given.
-struct WgmmaKernelOverride {
-  LoadedKernel* kernel = nullptr;
-  unsigned threads = 0;
-  std::size_t smem = 0;  // dynamic shared memory (0: the plan's)
-};
 
 // Same contract as launch_attention_stage (runtime/attention_stage.hpp) for a spec of the wgmma
 // family: `workspace` holds the quantize-stage buffers laid out for `attention_spec` (256-byte
@@ -33,7 +28,6 @@ struct WgmmaKernelOverride {
 // launching anything. No host synchronisation, no device allocation.
 void launch_wgmma_attention_stage(Context::Impl& ctx, const jit::KernelSpec& attention_spec, const jit::QuantBuffers& b,
                                   const TensorRef& k_input, const void* workspace, const TensorRef& out, float* lse,
-                                  float sm_scale, void* delta_s_workspace, std::size_t delta_s_bytes, CUstream stream,
-                                  const WgmmaKernelOverride* variant = nullptr);
+                                  float sm_scale, void* delta_s_workspace, std::size_t delta_s_bytes, CUstream stream);
 
 }  // namespace sage2::runtime

@@ -12,13 +12,11 @@
 //    a thread's keys all have (key % 8)/2 == t: one K scale per thread and 64-key half of the
 //    tile (the quantize stage's per-thread K groups, jit::quant_layout), and one Q scale
 //    (group = warp·8 + g).
-//  - The A fragment of P̂·V̂ (k = key) wants keys 4t..4t+3 of each 16-key half of a k32 chunk,
-//    while the S accumulator gives thread t keys {2t, 2t+1, 8+2t, 9+2t}. V is TMA-loaded as the
-//    quantize stage stored it (key-contiguous; 8-bit B operands cannot be transposed by wgmma),
-//    so P̂ is permuted in registers inside each quad: every thread packs its two n8 tiles of a
-//    half as Zlo = e4m3(tile 2h: rows g, g+8), Zhi = e4m3(tile 2h+1); two shuffles (even/odd
-//    senders swap Zlo/Zhi) and two byte permutes give each thread its keys 4t..4t+3 for both
-//    rows (see pack_pv_fragment()).
+//  - The A fragment of P̂·V̂ reads k = 4t..4t+3 and 16+4t..19+4t of each k32 chunk, while the S
+//    accumulator gives thread t keys {2t, 2t+1, 8+2t, 9+2t} of each 16-key half. The quantize
+//    stage stores V̂'s keys in that order (jit::QuantLayout::v_slot: column 4t+i of a 16-key group
+//    holds key 2t + (i&1) + 8·(i>>1)), so a thread's own P̂ values are its A fragment: two
+//    e4m3x2 conversions and one byte permute per register, no shuffles.
 //  - P̂·V̂ accumulates per KV tile from zero (TWO_LEVEL: scale-d = 0 on the tile's first k-step)
 //    and is added into the fp32 O as O = O·a + R; without TWO_LEVEL the accumulator is O
 //    itself, rescaled by a before the tile.
@@ -49,7 +47,7 @@ constexpr int BK = SAGE2_BK;
 constexpr int WARPS = SAGE2_WARPS;
 constexpr int STAGES = SAGE2_STAGES;
 constexpr int NWG = sage2::dev::wg_consumer_groups(WARPS);
-constexpr bool WS = sage2::dev::wg_producer_wg();
+constexpr bool WS = sage2::dev::wg_producer_wg(WARPS);
 constexpr int THREADS = sage2::dev::wg_threads(WARPS);
 constexpr int CTHREADS = WARPS * 32;   // consumer threads
 constexpr int KSTEPS = RB / 32;        // k32 steps of QKᵀ
@@ -63,16 +61,11 @@ constexpr int KH = BK / 64;            // 64-key halves of a tile: one K scale p
 constexpr int KG = 4 * KH;             // K scale groups per tile
 // Q̂ as A fragments in registers for the whole KV loop, or A from a TMA-loaded shared-memory tile
 // (wgmma SS): wgmma_params.cuh says when.
-constexpr bool Q_IN_REGS = !sage2::dev::wg_q_in_smem(RB, D_V, STAGES);
-// PINGPONG (experiment, 2 consumer warpgroups): the warpgroups take turns issuing their GEMM
-// batches (named barriers 1 and 2), so that one's softmax overlaps the other's tensor work.
-#ifdef SAGE2_WG_PINGPONG
-constexpr bool PINGPONG = SAGE2_WG_PINGPONG != 0 && NWG == 2;
-#else
-constexpr bool PINGPONG = false;
-#endif
+constexpr bool Q_IN_REGS = !sage2::dev::wg_q_in_smem(RB, D_V, STAGES, WARPS, SAGE2_SMOOTH_Q != 0);
 // PIPE: software pipelining inside a consumer warpgroup (consume(); wgmma_params.cuh says when).
-constexpr bool PIPE = sage2::dev::wg_pipelined(D_V, STAGES) && !PINGPONG;
+constexpr bool PIPE = sage2::dev::wg_pipelined(D_V, STAGES, WARPS, SAGE2_SMOOTH_Q != 0);
+// CTAs per SM the registers must allow (__launch_bounds__): wgmma_params.cuh.
+constexpr int MIN_CTAS = sage2::dev::wg_min_ctas(WARPS, D_V, STAGES, SAGE2_SMOOTH_Q != 0);
 constexpr u32 Q_TX_BYTES = static_cast<u32>(BQ * RB);
 constexpr bool SMOOTH_Q = SAGE2_SMOOTH_Q != 0;
 constexpr bool SMOOTH_K = SAGE2_SMOOTH_K != 0;
@@ -82,7 +75,7 @@ constexpr bool RETURN_LSE = SAGE2_RETURN_LSE != 0;
 constexpr int CAUSAL = SAGE2_CAUSAL;  // 0 none, 1 top-left, 2 bottom-right
 constexpr bool OUT_BF16 = SAGE2_OUT_BF16 != 0;
 constexpr bool OUT_F32 = SAGE2_OUT_F32 != 0;
-constexpr sage2::dev::WgSmemLayout SM = sage2::dev::wg_smem_layout(BQ, BK, RB, D_V, STAGES, SMOOTH_Q);
+constexpr sage2::dev::WgSmemLayout SM = sage2::dev::wg_smem_layout(BQ, BK, RB, D_V, STAGES, SMOOTH_Q, WARPS);
 constexpr u32 TX_BYTES = static_cast<u32>(sage2::dev::wg_stage_tx_bytes(BK, RB, D_V, SMOOTH_Q));
 constexpr float LOG2_P_SCALE = 8.80735492205760410744f;  // log2(448): P̂ = exp2(s - (m - log2 448))
 constexpr float LN2 = 0.693147180559945309417f;
@@ -117,6 +110,13 @@ constexpr bool k_groups_match() {
 }
 static_assert(q_groups_match(), "Q scale groups differ from the wgmma accumulator rows");
 static_assert(k_groups_match(), "K scale groups differ from the wgmma accumulator columns");
+// V̂'s stored key order is the accumulator's (see the header comment): pack_pv() relies on it.
+constexpr bool v_order_matches() {
+  for (int p = 0; p < 16; ++p)
+    if (sage2_v_key_of_slot[p] != 2 * (p >> 2) + (p & 1) + 8 * ((p >> 1) & 1)) return false;
+  return true;
+}
+static_assert(v_order_matches(), "V key order differs from the P̂ fragment order");
 
 __device__ __forceinline__ float neg_inf() { return ptx::bits_f32(0xff800000u); }
 __device__ __forceinline__ float lg2_approx(float x) {
@@ -203,30 +203,11 @@ __device__ __forceinline__ u32 pack4_e4m3(float a, float b, float c, float d) {
   return static_cast<u32>(ptx::f32x2_to_e4m3x2(a, b)) | (static_cast<u32>(ptx::f32x2_to_e4m3x2(c, d)) << 16);
 }
 
-// Per-thread constants of the quad permutation (see the header comment).
-struct PermSel {
-  int src_a, src_b;   // lanes read in the two shuffle rounds
-  u32 sel_g, sel_g8;  // byte selectors of the row-g / row-(g+8) registers
-  bool odd;           // sender: t odd sends Zhi first
-};
-__device__ __forceinline__ PermSel perm_sel(int lane) {
-  const int t = lane & 3;
-  PermSel s;
-  s.src_a = (lane & ~3) | (((2 * t) & 3) + (t >= 2 ? 1 : 0));
-  s.src_b = s.src_a ^ 1;
-  s.sel_g = t < 2 ? 0x5410u : 0x1054u;
-  s.sel_g8 = t < 2 ? 0x7632u : 0x3276u;
-  s.odd = (t & 1) != 0;
-  return s;
-}
-// A-fragment registers (row g, row g+8) of one 16-key half from the two n8 tiles j0, j0+1 of P̂.
-__device__ __forceinline__ void pack_pv_fragment(const float* p0, const float* p1, const PermSel& s, u32& ag, u32& ag8) {
-  const u32 zlo = pack4_e4m3(p0[0], p0[1], p0[2], p0[3]);
-  const u32 zhi = pack4_e4m3(p1[0], p1[1], p1[2], p1[3]);
-  const u32 va = ptx::shfl_idx(s.odd ? zhi : zlo, s.src_a);
-  const u32 vb = ptx::shfl_idx(s.odd ? zlo : zhi, s.src_b);
-  ag = ptx::prmt(va, vb, s.sel_g);
-  ag8 = ptx::prmt(va, vb, s.sel_g8);
+// The A fragment of one 16-key half for rows g / g+8 from the n8 tiles j0, j0+1 of P̃' (fp32, the
+// accumulator order): keys 2t, 2t+1 of tile j0 and of tile j0+1 (V̂ is stored in this order).
+__device__ __forceinline__ void pack_pv(const float* p, int j0, u32& ag, u32& ag8) {
+  ag = pack4_e4m3(p[4 * j0], p[4 * j0 + 1], p[4 * j0 + 4], p[4 * j0 + 5]);
+  ag8 = pack4_e4m3(p[4 * j0 + 2], p[4 * j0 + 3], p[4 * j0 + 6], p[4 * j0 + 7]);
 }
 
 // Output stores and the launch-shape guard: attention_blocks.cuh.
@@ -245,15 +226,6 @@ __device__ __forceinline__ void load_q_fragments(const i8* q0, u32 (&qf)[Q_IN_RE
     qf[ks][2] = ptx::ld_nc_u32(q0 + ks * 32 + 16);
     qf[ks][3] = ptx::ld_nc_u32(q0 + 8 * RB + ks * 32 + 16);
   }
-}
-
-// Ping-pong turns: warpgroup w waits on barrier 1+w (its 128 threads + the other's 128 arrivals)
-// before issuing a GEMM batch and lets the other go (arrive on 2-w) right after issuing.
-__device__ __forceinline__ void turn_wait(int wg) {
-  if (PINGPONG) ptx::named_barrier_sync(1u + static_cast<u32>(wg), 256u);
-}
-__device__ __forceinline__ void turn_pass(int wg) {
-  if (PINGPONG) ptx::named_barrier_arrive(2u - static_cast<u32>(wg), 256u);
 }
 
 // Per-thread constants of the consumer loop.
@@ -316,8 +288,10 @@ __device__ __forceinline__ void issue_qk(i32 (&s)[NS], const u32 (&qf)[Q_IN_REGS
 }
 
 // The completed S tile → P̂ as P̂·V̂ A fragments: dequantise (+ΔS), log2 units, mask, online
-// softmax (m and l updated, alpha = exp2(m_old − m_new) returned for O), P̂ = e4m3(P̃·448) in
-// the quad-permuted fragment order.
+// softmax (m and l updated, alpha = exp2(m_old − m_new) returned for O), P̂ = e4m3(P̃·448).
+// MASKED: the tile holds keys some rows may not see (causal diagonal, padding past kv_len).
+// Per score, without smooth-Q: one conversion, one max, one FFMA, one ex2, one add, half a pack.
+template <bool MASKED>
 __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], const float (&dk)[KH], int tile, const RowCtx& rc, float (&m)[2],
                                              float (&l)[2], float (&alpha)[2], u32 (&pa)[KC][4]) {
   const int t = rc.t;
@@ -328,78 +302,106 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], const float (&dk)[KH]
   i32 sv[NS];
 #pragma unroll
   for (int i = 0; i < NS; ++i) asm volatile("mov.b32 %0, %1;" : "=r"(sv[i]) : "r"(s[i]));
-  // int32 → float through the magic number 1.5·2^23 (exact: |dot| <= 127²·256 < 2^22): an
-  // integer add and a float subtract on the full-rate pipes instead of I2F on the 16/clk
-  // conversion pipe that ex2 also uses. Then the contract's s = dot·((δq·δk)·c2) (+ ΔS·c2).
+  // dot → fp32 with cvt.rn.f32.s32: exact (|dot| <= 127²·256 < 2^24), one instruction.
+  float x[NS];
+#pragma unroll
+  for (int i = 0; i < NS; ++i) asm("cvt.rn.f32.s32 %0, %1;" : "=f"(x[i]) : "r"(sv[i]));
+  // The contract's s = dot·((δq·δk)·c2) (+ ΔS·c2); dqk >= 0.
   float dqk[KH];
 #pragma unroll
   for (int h = 0; h < KH; ++h) dqk[h] = (rc.qs * dk[h]) * c2;
-  float sc[NS];
-#pragma unroll
-  for (int j = 0; j < BK / 8; ++j) {
-    float dsx = 0.f, dsy = 0.f;
-    if (SMOOTH_Q) {
-      const float2 d2 = *reinterpret_cast<const float2*>(rc.ds + static_cast<i64>(tile) * BK + 8 * j + 2 * t);
-      dsx = d2.x;
-      dsy = d2.y;
-    }
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const float dot = ptx::bits_f32(static_cast<u32>(sv[4 * j + e]) + 0x4B400000u) - 12582912.f;
-      float S = dot * dqk[j / 8];  // keys 8j.. lie in half j/8
-      if (SMOOTH_Q) S = S + ((e & 1) ? dsy : dsx) * c2;
-      sc[4 * j + e] = S;
-    }
-  }
-  if (tile >= rc.mask_from) {
+  // Visibility of key 8j + 2t + (e&1) to row g + 8·(e>>1) (MASKED tiles only).
+  int rel[2] = {BK, BK};
+  if (MASKED) {
     const int kbase = tile * BK;
-    const int rel0 = max_(-1, min_(BK, rc.last[0] - kbase));
-    const int rel1 = max_(-1, min_(BK, rc.last[1] - kbase));
+    rel[0] = max_(-1, min_(BK, rc.last[0] - kbase));
+    rel[1] = max_(-1, min_(BK, rc.last[1] - kbase));
+  }
+  auto visible = [&](int j, int e) { return !MASKED || 8 * j + 2 * t + (e & 1) <= rel[e >> 1]; };
+  const float ninf = neg_inf();
+
+  float mx[2];
+  if (SMOOTH_Q) {
+    // s = dot·dqk + ΔS·c2 per key, then the max over s.
 #pragma unroll
-    for (int j = 0; j < BK / 8; ++j)
+    for (int j = 0; j < BK / 8; ++j) {
+      const float2 d2 = *reinterpret_cast<const float2*>(rc.ds + static_cast<i64>(tile) * BK + 8 * j + 2 * t);
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        if (8 * j + 2 * t + (e & 1) > ((e & 2) ? rel1 : rel0)) sc[4 * j + e] = neg_inf();
+      for (int e = 0; e < 4; ++e) {
+        const float S = x[4 * j + e] * dqk[j / 8] + ((e & 1) ? d2.y : d2.x) * c2;
+        x[4 * j + e] = visible(j, e) ? S : ninf;
+      }
+    }
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      float v = ninf;
+#pragma unroll
+      for (int j = 0; j < BK / 8; ++j) v = ptx::max_f32(v, ptx::max_f32(x[4 * j + 2 * hf], x[4 * j + 2 * hf + 1]));
+      mx[hf] = v;
+    }
+  } else {
+    // max_j(dot_j·dqk) = max_j(dot_j)·dqk within a 64-key half (dqk >= 0 and rounding is
+    // monotone), so the max runs on the converted dots and costs one multiply per half.
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      float v = ninf;
+#pragma unroll
+      for (int h = 0; h < KH; ++h) {
+        float vh = ninf;
+#pragma unroll
+        for (int j = 8 * h; j < 8 * h + 8; ++j)
+#pragma unroll
+          for (int e = 2 * hf; e < 2 * hf + 2; ++e) vh = ptx::max_f32(vh, visible(j, e) ? x[4 * j + e] : ninf);
+        v = ptx::max_f32(v, vh * dqk[h]);  // a fully masked half: -inf (or NaN when dqk = 0: ignored)
+      }
+      mx[hf] = v;
+    }
   }
 
   // online softmax (max ignores NaN: max.f32)
-  float m_use[2];
+  float m_sh[2];
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
-    float mx = neg_inf();
-#pragma unroll
-    for (int j = 0; j < BK / 8; ++j) {
-      mx = ptx::max_f32(mx, sc[4 * j + 2 * hf]);
-      mx = ptx::max_f32(mx, sc[4 * j + 2 * hf + 1]);
-    }
-    mx = ptx::max_f32(mx, ptx::shfl_xor(mx, 1));
-    mx = ptx::max_f32(mx, ptx::shfl_xor(mx, 2));
-    const float m_new = ptx::max_f32(m[hf], mx);
-    m_use[hf] = (m_new == neg_inf()) ? 0.f : m_new;
-    alpha[hf] = ptx::exp2_approx(m[hf] - m_use[hf]);
+    float v = mx[hf];
+    v = ptx::max_f32(v, ptx::shfl_xor(v, 1));
+    v = ptx::max_f32(v, ptx::shfl_xor(v, 2));
+    const float m_new = ptx::max_f32(m[hf], v);
+    const float m_use = (m_new == ninf) ? 0.f : m_new;
+    alpha[hf] = ptx::exp2_approx(m[hf] - m_use);
     m[hf] = m_new;
+    // 448·P̃ = exp2(s - (m - log2 448)) in one exp2, P̂ = e4m3 of it, l sums it (l carries the
+    // 448: the epilogue divides by it and subtracts log2 448 from the LSE).
+    m_sh[hf] = m_use - LOG2_P_SCALE;
   }
-  // 448·P̃ = exp2(s - (m - log2 448)) in one exp2, P̂ = e4m3 of it, l sums it (l carries the
-  // 448: the epilogue divides by it and subtracts log2 448 from the LSE).
-  const float m_sh[2] = {m_use[0] - LOG2_P_SCALE, m_use[1] - LOG2_P_SCALE};
   float rs[2] = {0.f, 0.f};
 #pragma unroll
-  for (int i = 0; i < NS; ++i) {
-    sc[i] = ptx::exp2_approx(sc[i] - m_sh[(i >> 1) & 1]);
-    rs[(i >> 1) & 1] += sc[i];
-  }
+  for (int j = 0; j < BK / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = 4 * j + e, hf = e >> 1;
+      // without smooth-Q the exponent is one FFMA: dot·dqk − m_sh
+      float arg = SMOOTH_Q ? x[i] - m_sh[hf] : fmaf(x[i], dqk[j / 8], -m_sh[hf]);
+      if (MASKED && !SMOOTH_Q && !visible(j, e)) arg = ninf;
+      x[i] = ptx::exp2_approx(arg);
+      rs[hf] += x[i];
+    }
   // l is kept per thread (its own keys); the quad's partial sums are added at the end.
   l[0] = l[0] * alpha[0] + rs[0];
   l[1] = l[1] * alpha[1] + rs[1];
 
-  const PermSel sel = perm_sel(static_cast<int>(threadIdx.x) & 31);
 #pragma unroll
   for (int kc = 0; kc < KC; ++kc)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int j0 = 4 * kc + 2 * h;
-      pack_pv_fragment(&sc[4 * j0], &sc[4 * (j0 + 1)], sel, pa[kc][2 * h], pa[kc][2 * h + 1]);
-    }
+    for (int h = 0; h < 2; ++h) pack_pv(x, 4 * kc + 2 * h, pa[kc][2 * h], pa[kc][2 * h + 1]);
+}
+
+// The softmax of tile `tile`, with the mask where the tile needs it.
+__device__ __forceinline__ void softmax_any(i32 (&s)[NS], const float (&dk)[KH], int tile, const RowCtx& rc, float (&m)[2],
+                                            float (&l)[2], float (&alpha)[2], u32 (&pa)[KC][4]) {
+  if (tile >= rc.mask_from)
+    softmax_tile<true>(s, dk, tile, rc, m, l, alpha, pa);
+  else
+    softmax_tile<false>(s, dk, tile, rc, m, l, alpha, pa);
 }
 
 // Descriptors of the V̂ k-chunks of channel chunk `ch` in stage `st`, pinned: computed before any
@@ -550,7 +552,7 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase
       load_k_scales(rc, 0, dk);
       load_k_scales(rc, min_(1, n_tiles - 1), dk_next);
       ptx::wgmma_wait<0>();
-      softmax_tile(s, dk, 0, rc, m, l, alpha_prev, pa);
+      softmax_any(s, dk, 0, rc, m, l, alpha_prev, pa);
       // R of P̂·V̂ (declared once: re-declared per tile, the compiler zeroes it before every batch)
       float r[PVN / 2];
 #pragma unroll 1
@@ -575,7 +577,7 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase
         ptx::wgmma_wait<1>();  // S of tile j (the older batch) is complete
         u32 pa_next[KC][4];
         float alpha[2];
-        softmax_tile(s, dk, tile, rc, m, l, alpha, pa_next);
+        softmax_any(s, dk, tile, rc, m, l, alpha, pa_next);
         ptx::wgmma_wait<0>();
         keep_live(pa, zero_base, sbase);
         if (TWO_LEVEL) {
@@ -610,34 +612,28 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase
       release_stage(P, sbase, n_tiles - 1, n_tiles, lane, tid);
     }
   } else {
-    if (PINGPONG && wg == 1) turn_pass(1);  // warpgroup 0 goes first
 #pragma unroll 1
     for (int tile = 0; tile < n_tiles; ++tile) {
       const u32 st = acquire_stage(sbase, tile);
       i32 s[NS];
-      turn_wait(wg);
       issue_qk(s, qf, st, zero_base & static_cast<u32>(tile), sbase, wg);
-      turn_pass(wg);
       float dk[KH];
       load_k_scales(rc, tile, dk);  // its latency hides under the batch
       ptx::wgmma_wait<0>();
       u32 pa[KC][4];
       float alpha[2];
-      softmax_tile(s, dk, tile, rc, m, l, alpha, pa);
+      softmax_any(s, dk, tile, rc, m, l, alpha, pa);
 
-      turn_wait(wg);
       if (!TWO_LEVEL) rescale(o, alpha);
 #pragma unroll
       for (int ch = 0; ch < NCH; ++ch) {
         if (TWO_LEVEL) {
           float r[PVN / 2];
           issue_pv(r, pa, pv_descs(st, ch), true);
-          if (ch == 0) turn_pass(wg);
           ptx::wgmma_wait<0>();
           add_tile(o[ch], r, alpha);
         } else {
           issue_pv(o[ch], pa, pv_descs(st, ch), false);
-          if (ch == 0) turn_pass(wg);
           ptx::wgmma_wait<0>();
 #pragma unroll
           for (int i = 0; i < PVN / 2; ++i) ptx::fence_operand(o[ch][i]);
@@ -645,7 +641,6 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase
       }
       release_stage(P, sbase, tile, n_tiles, lane, tid);
     }
-    if (PINGPONG && wg == 0) turn_wait(0);  // takes warpgroup 1's last pass: the barriers end balanced
   }
 
   // ---- epilogue: O = (O / l) · δV (+ μ) (l carries the 448), LSE, then the non-finite poison of the
@@ -763,7 +758,7 @@ __device__ __forceinline__ void attention(const WgmmaAttentionParams& P) {
 
 }  // namespace wga
 
-extern "C" __global__ void __launch_bounds__(wga::THREADS, 1)
+extern "C" __global__ void __launch_bounds__(wga::THREADS, wga::MIN_CTAS)
     sage2_attention_wgmma(const __grid_constant__ sage2::dev::WgmmaAttentionParams p) {
   wga::check_block_dim();
   wga::attention(p);

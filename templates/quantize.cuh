@@ -554,7 +554,8 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, i
 //  μ = smooth_v ? sum/kv_len : 0; amax = smooth_v ? max(max-μ, μ-min) : max(|max|, |min|)
 //  (NaN-propagating max); scale = amax/448; inv = finite positive amax ? 448/amax : 0;
 //  code = e4m3_rn_satfinite((float(V) - μ) * inv) (0 for a non-finite V: its statistics were
-//  taken as 0 by channel_stats), stored transposed [c][n] through shared
+//  taken as 0 by channel_stats), stored transposed [c][slot] (slot = the consumer's key order within
+//  each 16-key group, jit::QuantLayout::v_slot) through shared
 //  memory so that each channel's ROWS bytes leave as 16-byte stores (one thread per channel).
 //  Tile 0 writes v_scale and v_mean (v_mean = μ, 0 when !smooth_v; padded channels 0).
 
@@ -656,7 +657,8 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, i6
       for (int q = 0; q < 4; ++q) {
         u32 v = 0u;
 #pragma unroll
-        for (int t = 0; t < 4; ++t) v |= static_cast<u32>(s_t[(seg * 16 + q * 4 + t) * D_V + c]) << (8 * t);
+        for (int t = 0; t < 4; ++t)  // column q·4+t of the group holds the layout's key (v_slot)
+          v |= static_cast<u32>(s_t[(seg * 16 + sage2_v_key_of_slot[q * 4 + t]) * D_V + c]) << (8 * t);
         w[q] = v;
       }
       ptx::st_v4(drow + seg * 16, ptx::u32x4{w[0], w[1], w[2], w[3]});

@@ -177,7 +177,8 @@ TEST_CASE("jit wgmma: every variant compiles for sm_90a on wgmma; main configs d
     CHECK(k.facts.static_shared_bytes <= 48 * 1024);
     if (r.spec.family == KernelFamily::AttentionWgmma) {
       const WgmmaKernelConfig cfg = wgmma_kernel_config(r.spec);
-      if (!cfg.producer_group) CHECK(k.facts.registers * cfg.threads <= 65536);
+      // the registers allow the CTAs per SM the plan counts on (__launch_bounds__ minimum)
+      if (!cfg.producer_group) CHECK(k.facts.registers * cfg.threads * cfg.min_ctas <= 65536);
       // ptxas ignores setmaxnreg without a register cap at entry (C7508) and serialises wgmma
       // batches whose accumulators it cannot keep in place (C7510 "wgmma ... serialized"): neither
       // may happen.
@@ -203,21 +204,41 @@ TEST_CASE("jit wgmma: host plan — CTA size, shared memory, TMA boxes and confi
   KernelSpec s = to_spec({128, NONE, F16, false, true, false, true, false, S2});
   WgmmaKernelConfig k = wgmma_kernel_config(s);
   CHECK(k.consumer_groups == 2);
-  CHECK(k.threads == 256 + (k.producer_group ? 128 : 0));
+  CHECK(k.producer_group);  // two consumer warpgroups: a producer warpgroup issues the copies
+  CHECK(k.threads == 256 + 128);
+  CHECK(k.min_ctas == 1);
   CHECK(k.panel == 128);
   CHECK(k.pv_chunks == 1);
   CHECK(k.pv_n == 128);
-  // 2 stages of {K 128×128, V 128×128, K scales (16 B, stage padded to 1 KiB)} + barriers + slack
+  // 2 stages of {K 128×128, V 128×128} + barriers + alignment slack
   CHECK(!k.q_in_smem);
-  CHECK(k.smem == std::size_t(2 * (16384 + 16384 + 1024) + 40 + 1024));
+  CHECK(!k.pipelined);
+  CHECK(k.smem == std::size_t(2 * (16384 + 16384) + 40 + 1024));
   {  // 3 stages (the default): the pipelined loop reads Q̂ (128 rows × 128 B) from shared memory
     KernelSpec s3 = s;
     s3.tile = D128;
     const WgmmaKernelConfig k3 = wgmma_kernel_config(s3);
     CHECK(k3.q_in_smem);
-    CHECK(k3.smem == std::size_t(128 * 128 + 3 * (16384 + 16384 + 1024) + 56 + 1024));
+    CHECK(k3.pipelined);
+    CHECK(k3.smem == std::size_t(128 * 128 + 3 * (16384 + 16384) + 56 + 1024));
   }
-  s.smooth_q = true;  // ΔS row (512 B) fits the stage's last KiB
+  {  // one warpgroup, 2 stages: no producer, Q̂ from shared memory, 3 CTAs per SM in registers and
+     // shared memory (228 KB per SM, 1 KB of it reserved per CTA)
+    KernelSpec g = s;
+    g.tile = TileConfig{64, 128, 4, 2};
+    const WgmmaKernelConfig kg = wgmma_kernel_config(g);
+    CHECK(!kg.producer_group);
+    CHECK(kg.threads == 128);
+    CHECK(kg.q_in_smem);
+    CHECK(!kg.pipelined);
+    CHECK(kg.min_ctas == 3);
+    CHECK(kg.smem == std::size_t(64 * 128 + 2 * (16384 + 16384) + 40 + 1024));
+    CHECK(3 * (kg.smem + 1024) <= 228u * 1024u);
+    g.tile.stages = 3;  // pipelined: 2 CTAs per SM
+    CHECK(wgmma_kernel_config(g).pipelined);
+    CHECK(wgmma_kernel_config(g).min_ctas == 2);
+  }
+  s.smooth_q = true;  // the ΔS row is read from global memory: no shared memory for it
   CHECK(wgmma_kernel_config(s).smem == k.smem);
   s.head_dim = 256;
   s.tile = D64;
@@ -226,7 +247,7 @@ TEST_CASE("jit wgmma: host plan — CTA size, shared memory, TMA boxes and confi
   CHECK(k.pv_chunks == 4);
   CHECK(k.pv_n == 64);
   CHECK(k.q_in_smem);  // + Q̂ 128 rows × 256 B
-  CHECK(k.smem == std::size_t(128 * 256 + 2 * (64 * 256 + 256 * 64 + 1024) + 40 + 1024));
+  CHECK(k.smem == std::size_t(128 * 256 + 2 * (64 * 256 + 256 * 64) + 40 + 1024));
   s.head_dim = 96;  // row 96 bytes: 32-byte panels
   CHECK(wgmma_kernel_config(s).panel == 32);
   s.head_dim = 33;  // d_qk 64
@@ -327,37 +348,5 @@ TEST_CASE("jit wgmma: prefill the disk cache with the GPU suite's kernels (SAGE2
     REQUIRE_MESSAGE(r.ok, r.error);
     stored += disk.store(r.k) ? 1 : 0;
   }
-  // the template variant (warp specialisation flipped) the suite also runs
-  const std::vector<KernelSpec> vs = sage2::test::wgmma_variant_specs();
-  std::vector<CompiledKernel> vk(vs.size());
-  std::atomic<std::size_t> next{0};
-  auto worker = [&] {
-    for (std::size_t i = next++; i < vs.size(); i = next++) {
-      vk[i] = compile_source(vs[i], sage2::test::wgmma_variant_source(vs[i]));
-      vk[i].key = sage2::test::wgmma_variant_key(vs[i]);
-    }
-  };
-  std::thread t1(worker), t2(worker);
-  t1.join();
-  t2.join();
-  for (const auto& k : vk) stored += disk.store(k) ? 1 : 0;
-  // the experiment variants the perf case times
-  std::vector<std::pair<KernelSpec, std::string>> mv;
-  for (const KernelSpec& sp : sage2::test::wgmma_perf_specs())
-    if (sp.family == KernelFamily::AttentionWgmma)
-      for (const auto& m : sage2::test::wgmma_macro_variants()) mv.push_back({sp, m.second});
-  std::vector<CompiledKernel> mk(mv.size());
-  next = 0;
-  auto worker2 = [&] {
-    for (std::size_t i = next++; i < mv.size(); i = next++) {
-      mk[i] = compile_source(mv[i].first, mv[i].second + generate_source(mv[i].first));
-      mk[i].key = sage2::test::wgmma_macro_key(mv[i].first, mv[i].second);
-    }
-  };
-  std::thread t3(worker2), t4(worker2);
-  t3.join();
-  t4.join();
-  for (const auto& k : mk) stored += disk.store(k) ? 1 : 0;
-  vk.insert(vk.end(), mk.begin(), mk.end());
-  MESSAGE("prefilled " << stored << " of " << results.size() + vk.size() << " kernels into " << std::string(dir));
+  MESSAGE("prefilled " << stored << " of " << results.size() << " kernels into " << std::string(dir));
 }

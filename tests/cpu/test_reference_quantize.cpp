@@ -244,7 +244,8 @@ TEST_CASE("quantize stage: the float ops of jit/quant_buffers.hpp, recomputed in
       const float amax = sv ? std::max(mx - mu, mu - mn) : std::max(std::fabs(mx), std::fabs(mn));
       CHECK(qs.v_scale[static_cast<std::size_t>(ch)] == amax / 448.f);
       for (std::int64_t n = 0; n < c.nk; ++n) {
-        const std::uint8_t code = qs.v_codes[static_cast<std::size_t>(ch * L.kv_len_pad + n)];
+        // stored in the consumer family's column order (QuantLayout::v_slot)
+        const std::uint8_t code = qs.v_codes[static_cast<std::size_t>(ch * L.kv_len_pad + L.layout.v_slot(static_cast<int>(n)))];
         REQUIRE(code == float_to_fp8((in.v.get(0, 0, n, ch) - mu) * (448.f / amax), Fp8Format::E4M3));
         REQUIRE(qs.v_code(0, 0, n, ch) == code);
       }

@@ -344,7 +344,7 @@ TEST_CASE("gpu nonfinite: quantize stage flags and statistics equal the CPU refe
         for (int ch = 0; ch < b.d_v; ++ch) {
           ++codes;
           if (g.v_code(0, hh, n, ch) == cpu.v_code(0, hh, n, ch)) continue;
-          const float mg = cpu.v_margin[static_cast<std::size_t>((hh * b.d_v + ch) * b.kv_len_pad + n)];
+          const float mg = cpu.v_margin[static_cast<std::size_t>((hh * b.d_v + ch) * b.kv_len_pad + b.layout.v_slot(static_cast<int>(n)))];
           (mg < 0.02f ? near : mismatches) += 1;
         }
       }

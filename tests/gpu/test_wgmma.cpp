@@ -8,7 +8,7 @@
 //  - both dtypes, HND/NHD, GQA 1/4, the three causal modes, head dims 1..256 (32/64/128-byte K
 //    panels, 1/2/4 P·V chunks, Q̂ in registers or shared memory), odd lengths, q_len != kv_len,
 //    1 or 2 consumer warpgroups, bk 64/128, 1..4 stages, smoothing on/off, two-level on/off, LSE
-//    on/off; the non-default template variant (warp specialisation off/on) on a few cases;
+//    on/off; a few cases also on the other design (one warpgroup per CTA ↔ producer + two);
 //  - a small ΔS workspace (chunks) gives the same bits as one chunk;
 //  - perf (SAGE2_PERF=1): TOPS at B=4, H=32, hd 128, N 1K..8K (CUDA events, median of 7) for the
 //    wgmma family and the mma family side by side.
@@ -61,54 +61,6 @@ std::string describe(const WgCase& c) {
   return buf;
 }
 
-// The non-default variant of the template (warp specialisation flipped), compiled from the
-// generated source with one extra macro; cached on disk under a key of its own.
-struct Variant {
-  runtime::LoadedKernel k;
-  runtime::WgmmaKernelOverride over;
-};
-bool variant_ws() { return test::wgmma_variant_is_ws(); }
-std::unique_ptr<Variant> load_variant(const KernelSpec& spec) {
-  const std::string key = test::wgmma_variant_key(spec);
-  cache::DiskCache disk(test::gpu_context().cache_dir(), false);
-  std::optional<jit::CompiledKernel> ck = disk.load(key);
-  if (!ck) {
-    ck = jit::compile_source(spec, test::wgmma_variant_source(spec));
-    ck->key = key;
-    disk.store(*ck);
-  }
-  auto v = std::make_unique<Variant>();
-  driver::ScopedContext scope(test::gpu_context().impl().cu_context());
-  driver::check(driver::api().cuModuleLoadData(&v->k.module, ck->cubin.data()), "cuModuleLoadData(variant)");
-  driver::check(driver::api().cuModuleGetFunction(&v->k.function, v->k.module, spec.entry_name().c_str()),
-                "cuModuleGetFunction(variant)");
-  v->k.key = key;
-  v->over.kernel = &v->k;
-  v->over.threads = test::wgmma_variant_threads(spec);
-  return v;
-}
-
-// A macro variant (experiments), from the disk cache when prefilled.
-std::unique_ptr<Variant> load_macro_variant(const KernelSpec& spec, const std::string& macros) {
-  const std::string key = test::wgmma_macro_key(spec, macros);
-  cache::DiskCache disk(test::gpu_context().cache_dir(), false);
-  std::optional<jit::CompiledKernel> ck = disk.load(key);
-  if (!ck) {
-    ck = jit::compile_source(spec, macros + jit::generate_source(spec));
-    ck->key = key;
-    disk.store(*ck);
-  }
-  auto v = std::make_unique<Variant>();
-  driver::ScopedContext scope(test::gpu_context().impl().cu_context());
-  driver::check(driver::api().cuModuleLoadData(&v->k.module, ck->cubin.data()), "cuModuleLoadData(macro variant)");
-  driver::check(driver::api().cuModuleGetFunction(&v->k.function, v->k.module, spec.entry_name().c_str()),
-                "cuModuleGetFunction(macro variant)");
-  v->k.key = key;
-  v->over.kernel = &v->k;
-  v->over.threads = static_cast<unsigned>(jit::wgmma_kernel_config(spec).threads);
-  return v;
-}
-
 std::unique_ptr<test::DeviceBuffer> upload(const ref::HostTensor& t) {
   auto buf = std::make_unique<test::DeviceBuffer>(t.ref().numel() * 2);
   buf->upload(t.ref().data, t.ref().numel() * 2);
@@ -131,7 +83,7 @@ struct GpuRun {
 constexpr std::size_t kGuardBytes = 4096;
 
 GpuRun run_gpu(const WgCase& c, const ref::AttentionInputs& in, const KernelSpec& spec, double sm_scale,
-               std::size_t ds_cap = jit::kDeltaSWorkspaceCap, const runtime::WgmmaKernelOverride* variant = nullptr) {
+               std::size_t ds_cap = jit::kDeltaSWorkspaceCap) {
   Context& ctx = test::gpu_context();
   const std::int64_t q_heads = c.kv_heads * c.gqa;
   jit::QuantProblem qp{c.batch, q_heads, c.kv_heads, c.q_len, c.kv_len, c.head_dim};
@@ -155,7 +107,7 @@ GpuRun run_gpu(const WgCase& c, const ref::AttentionInputs& in, const KernelSpec
   test::DeviceBuffer dds(std::max<std::size_t>(ds_bytes, 16));
   dds.poison(0xFF);
   runtime::launch_wgmma_attention_stage(ctx.impl(), spec, b, k_ref, ws.get(), out_ref, static_cast<float*>(dlse.get()),
-                                        static_cast<float>(sm_scale), dds.get(), ds_bytes, nullptr, variant);
+                                        static_cast<float>(sm_scale), dds.get(), ds_bytes, nullptr);
   test::synchronize();
 
   GpuRun r;
@@ -210,9 +162,8 @@ Diff diff(const std::vector<float>& ref_o, const std::vector<float>& out) {
 }
 
 // One case against the emulation and exact attention; prints a line.
-void check_case(const WgCase& c, std::uint64_t seed, const runtime::WgmmaKernelOverride* variant, double& worst_rel,
-                double& worst_ulps) {
-  const std::string name = describe(c) + (variant ? " [variant]" : "");
+void check_case(const WgCase& c, std::uint64_t seed, double& worst_rel, double& worst_ulps) {
+  const std::string name = describe(c);
   CAPTURE(name);
   const std::int64_t q_heads = c.kv_heads * c.gqa;
   const auto in = ref::make_activation_like(seed, c.dtype, c.batch, q_heads, c.kv_heads, c.q_len, c.kv_len, c.head_dim,
@@ -220,7 +171,7 @@ void check_case(const WgCase& c, std::uint64_t seed, const runtime::WgmmaKernelO
   const KernelSpec spec = test::wgmma_spec_for(c);
   const double sm = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
   const auto t0 = std::chrono::steady_clock::now();
-  const GpuRun g = run_gpu(c, in, spec, sm, jit::kDeltaSWorkspaceCap, variant);
+  const GpuRun g = run_gpu(c, in, spec, sm, jit::kDeltaSWorkspaceCap);
   const auto t1 = std::chrono::steady_clock::now();
   ref::EmulationOptions eo;
   eo.sm_scale = sm;
@@ -300,18 +251,15 @@ void check_case(const WgCase& c, std::uint64_t seed, const runtime::WgmmaKernelO
 TEST_CASE("gpu wgmma: quantize + ΔS + wgmma attention equals the emulation") {
   if (!on_hopper()) return;
   const std::uint64_t base_seed = test::base_seed();
-  MESSAGE("base seed " << base_seed << ", default template: " << (dev::wg_producer_wg() ? "warp-specialised" : "single role"));
+  MESSAGE("base seed " << base_seed);
   int n = 0;
   double worst_rel = 0, worst_ulps = 0;
   for (const WgCase& c : test::wgmma_case_list()) {
     // Reduced suite (compute-sanitizer): cases of at most ~100K scores, default template only.
     if (test::reduced() && c.q_len * c.kv_len > 100000) continue;
     ++n;
-    check_case(c, base_seed + n, nullptr, worst_rel, worst_ulps);
-    if (c.variant && !test::reduced()) {
-      auto v = load_variant(test::wgmma_spec_for(c));
-      check_case(c, base_seed + n, &v->over, worst_rel, worst_ulps);
-    }
+    check_case(c, base_seed + n, worst_rel, worst_ulps);
+    if (c.variant && !test::reduced()) check_case(test::with_other_design(c), base_seed + n, worst_rel, worst_ulps);
   }
   std::printf("wgmma: %d cases, worst vs emulation: rel-L1 %.2e, max abs %.2f ulp of max|O|\n", n, worst_rel, worst_ulps);
 }
@@ -376,17 +324,10 @@ TEST_CASE("gpu wgmma perf: TOPS at B=4 H=32 hd128 (int8, fp16), wgmma vs mma fam
     const TensorRef orf = TensorRef::hnd(o.get(), DType::F16, 4, 32, n, 128);
     for (const KernelSpec& spec0 : test::wgmma_perf_specs()) {
       const bool wg = spec0.family == jit::KernelFamily::AttentionWgmma;
-      const auto mvars = test::wgmma_macro_variants();
-      const int nvar = wg ? 1 + static_cast<int>(mvars.size()) : 1;
-      for (int var = 0; var < nvar; ++var) {
+      {
         KernelSpec spec = spec0;
         spec.arch = ctx.impl().arch();
-        std::unique_ptr<Variant> vk;
-        std::string label = wg ? (dev::wg_pipelined(spec.head_dim, spec.tile.stages) ? "pipe" : "serial") : "";
-        if (var > 0) {
-          vk = load_macro_variant(spec, mvars[static_cast<std::size_t>(var - 1)].second);
-          label = mvars[static_cast<std::size_t>(var - 1)].first;
-        }
+        const std::string label = wg ? (jit::wgmma_kernel_config(spec).pipelined ? "pipe" : "serial") : "";
         jit::QuantProblem qp{4, 32, 32, n, n, 128};
         const jit::QuantBuffers b = jit::quant_buffers(qp, spec);
         test::DeviceBuffer ws(b.offsets().total);
@@ -394,7 +335,7 @@ TEST_CASE("gpu wgmma perf: TOPS at B=4 H=32 hd128 (int8, fp16), wgmma vs mma fam
         auto attn = [&] {
           if (wg)
             runtime::launch_wgmma_attention_stage(ctx.impl(), spec, b, kr, ws.get(), orf, nullptr, 0.088f, nullptr, 0,
-                                                  nullptr, vk ? &vk->over : nullptr);
+                                                  nullptr);
           else
             runtime::launch_attention_stage(ctx.impl(), spec, b, kr, ws.get(), orf, nullptr, 0.088f, nullptr, 0, nullptr);
         };
@@ -429,20 +370,16 @@ TEST_CASE("gpu wgmma diag: configurations around a failure") {
     int d;
     std::int64_t nq, nk;
     TileConfig tile;
-    std::string macros;  // variant compile
     bool mma = false;
   };
   const TileConfig W2{128, 128, 8, 2}, W1{64, 128, 4, 2}, S1{128, 128, 8, 1}, K64{128, 64, 8, 2}, S3{128, 128, 8, 3};
+  const TileConfig G1S3{64, 128, 4, 3}, G1K64{64, 64, 4, 2};
   std::vector<D> ds = {
-      {128, 128, 128, W2, ""},  {128, 128, 256, W2, ""}, {128, 128, 129, W2, ""}, {128, 128, 256, S1, ""},
-      {128, 128, 256, S3, ""},  {128, 64, 256, W1, ""},  {128, 128, 256, K64, ""}, {64, 128, 256, W2, ""},
-      {64, 128, 256, K64, ""},  {64, 128, 128, K64, ""}, {96, 128, 256, W2, ""},  {128, 128, 256, W2, "#define SAGE2_WG_Q_SMEM 1\n"},
-      {128, 128, 256, W2, "#define SAGE2_WG_PV_CHUNKS 2\n"}, {128, 128, 256, W2, "#define SAGE2_WG_WS 0\n"},
-      {128, 128, 256, TileConfig{64, 64, 4, 2}, "", true}, {64, 128, 256, TileConfig{64, 64, 4, 2}, "", true},
-      {128, 128, 1000, W2, "#define SAGE2_WG_PINGPONG 1\n"}, {128, 256, 1000, S3, "#define SAGE2_WG_PINGPONG 1\n"},
-      {64, 128, 300, K64, "#define SAGE2_WG_PINGPONG 1\n"},
-      {128, 256, 1000, S3, "#define SAGE2_WG_PINGPONG 1\n#define SAGE2_WG_PIPE 0\n"},
-      {256, 128, 300, K64, "#define SAGE2_WG_PINGPONG 1\n"},
+      {128, 128, 128, W2},  {128, 128, 256, W2}, {128, 128, 129, W2},  {128, 128, 256, S1},
+      {128, 128, 256, S3},  {128, 64, 256, W1},  {128, 128, 256, K64}, {64, 128, 256, W2},
+      {64, 128, 256, K64},  {64, 128, 128, K64}, {96, 128, 256, W2},   {128, 128, 1000, W1},
+      {128, 256, 1000, G1S3}, {64, 128, 300, G1K64}, {256, 128, 300, G1K64},
+      {128, 128, 256, TileConfig{64, 64, 4, 2}, true}, {64, 128, 256, TileConfig{64, 64, 4, 2}, true},
   };
   for (const D& x : ds) {
     WgCase c;
@@ -467,25 +404,12 @@ TEST_CASE("gpu wgmma diag: configurations around a failure") {
     dout.poison(0xFF);
     TensorRef out_ref = out_host.ref();
     out_ref.data = dout.get();
-    std::unique_ptr<Variant> var;
-    if (!x.macros.empty()) {
-      var = std::make_unique<Variant>();
-      const jit::CompiledKernel ck = jit::compile_source(spec, x.macros + jit::generate_source(spec));
-      driver::ScopedContext scope(ctx.impl().cu_context());
-      driver::check(driver::api().cuModuleLoadData(&var->k.module, ck.cubin.data()), "load diag variant");
-      driver::check(driver::api().cuModuleGetFunction(&var->k.function, var->k.module, spec.entry_name().c_str()), "fn");
-      var->over.kernel = &var->k;
-      const bool ws0 = x.macros.find("SAGE2_WG_WS 0") != std::string::npos;
-      var->over.threads = static_cast<unsigned>(spec.tile.warps * 32 + (ws0 ? 0 : 128));
-      var->over.smem = jit::wgmma_kernel_config(spec).smem + (x.macros.find("Q_SMEM") != std::string::npos ? spec.tile.bq * 128 : 0);
-      std::printf("diag variant %s regs %d spill %d\n", x.macros.c_str(), ck.facts.registers, ck.facts.spill_store_bytes);
-    }
     if (x.mma)
       runtime::launch_attention_stage(ctx.impl(), spec, b, k_ref, ws.get(), out_ref, static_cast<float*>(dlse.get()),
                                       static_cast<float>(sm), nullptr, 0, nullptr);
     else
       runtime::launch_wgmma_attention_stage(ctx.impl(), spec, b, k_ref, ws.get(), out_ref, static_cast<float*>(dlse.get()),
-                                            static_cast<float>(sm), nullptr, 0, nullptr, var ? &var->over : nullptr);
+                                            static_cast<float>(sm), nullptr, 0, nullptr);
     test::synchronize();
     dout.download(out_host.bits().data(), out_host.bits().size() * 2);
     std::vector<float> lse(c.q_len);
@@ -513,12 +437,9 @@ TEST_CASE("gpu wgmma diag: configurations around a failure") {
       std::snprintf(buf, sizeof buf, " [%lld: o %.1e lse %.1e]", (long long)g0, ge, le);
       groups += buf;
     }
-    std::string mtag = x.macros;
-    for (char& ch : mtag)
-      if (ch == '\n') ch = ' ';
-    std::printf("diag %s d%d Nq%lld Nk%lld bq%d.bk%d.w%d.s%d %s: relL1 %.2e maxabs %.2e lse %.2e |%s\n",
+    std::printf("diag %s d%d Nq%lld Nk%lld bq%d.bk%d.w%d.s%d: relL1 %.2e maxabs %.2e lse %.2e |%s\n",
                 x.mma ? "mma  " : "wgmma", x.d, (long long)x.nq, (long long)x.nk, x.tile.bq, x.tile.bk, x.tile.warps,
-                x.tile.stages, mtag.c_str(), de.rel_l1,
+                x.tile.stages, de.rel_l1,
                 de.max_abs, lmax, groups.c_str());
     std::fflush(stdout);
   }

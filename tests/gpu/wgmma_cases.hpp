@@ -25,7 +25,7 @@ struct WgCase {
   bool two_level = true, lse = true;
   jit::TileConfig tile{128, 128, 8, 2};
   std::int64_t batch = 1, kv_heads = 1;
-  bool variant = false;  // also run the non-default (WS on/off) variant of the template on it
+  bool variant = false;  // also run it on the other design's tile (other_design())
 };
 
 inline jit::KernelSpec wgmma_spec_for(const WgCase& c) {
@@ -97,8 +97,9 @@ inline std::vector<WgCase> wgmma_case_list() {
   return v;
 }
 
-// Perf cases: B=4, H=32, hd 128, fp16, int8, smooth-K, no LSE: the wgmma tiles around the default
-// and the mma family's default tile for comparison.
+// Perf cases: B=4, H=32, hd 128, fp16, int8, smooth-K, no LSE: the wgmma designs (two consumer
+// warpgroups + producer; one warpgroup, several CTAs per SM), serial and pipelined, and the mma
+// family's default tile for comparison.
 inline std::vector<jit::KernelSpec> wgmma_perf_specs() {
   std::vector<jit::KernelSpec> v;
   for (bool causal : {false, true}) {
@@ -107,7 +108,8 @@ inline std::vector<jit::KernelSpec> wgmma_perf_specs() {
     c.causal = causal ? CausalMode::TopLeft : CausalMode::None;
     c.lse = false;
     for (const jit::TileConfig& t : {jit::TileConfig{128, 128, 8, 2}, jit::TileConfig{128, 128, 8, 3},
-                                     jit::TileConfig{128, 64, 8, 2}, jit::TileConfig{128, 64, 8, 3}}) {
+                                     jit::TileConfig{64, 128, 4, 2}, jit::TileConfig{64, 128, 4, 3},
+                                     jit::TileConfig{64, 64, 4, 2}, jit::TileConfig{64, 64, 4, 3}}) {
       c.tile = t;
       v.push_back(wgmma_spec_for(c));
     }
@@ -119,39 +121,23 @@ inline std::vector<jit::KernelSpec> wgmma_perf_specs() {
   return v;
 }
 
-// The non-default variant of the template: warp specialisation flipped by one macro in front of
-// the generated source; its cubin is cached under a key of its own.
-inline bool wgmma_variant_is_ws() { return !dev::wg_producer_wg(); }
-inline std::string wgmma_variant_key(const jit::KernelSpec& s) {
-  return s.key() + (wgmma_variant_is_ws() ? "|variant:ws1" : "|variant:ws0");
+// The other design on the same tile shape: one warpgroup (several CTAs per SM, no producer) for a
+// two-warpgroup tile and back (wgmma_params.cuh: wg_producer_wg).
+inline jit::TileConfig other_design(const jit::TileConfig& t) {
+  return t.warps == 8 ? jit::TileConfig{64, t.bk, 4, t.stages} : jit::TileConfig{128, t.bk, 8, t.stages};
 }
-inline std::string wgmma_variant_source(const jit::KernelSpec& s) {
-  return std::string("#define SAGE2_WG_WS ") + (wgmma_variant_is_ws() ? "1" : "0") + "\n" + jit::generate_source(s);
-}
-inline unsigned wgmma_variant_threads(const jit::KernelSpec& s) {
-  return static_cast<unsigned>(s.tile.warps * 32 + (wgmma_variant_is_ws() ? 128 : 0));
-}
-inline std::vector<jit::KernelSpec> wgmma_variant_specs() {
-  std::vector<jit::KernelSpec> v;
-  for (const WgCase& c : wgmma_case_list())
-    if (c.variant) v.push_back(wgmma_spec_for(c));
-  return v;
-}
-
-// Experiment variants of the template timed by the perf case (macros in front of the source), with
-// their labels: the serial consumer loop (the default pipelines where it can).
-inline std::vector<std::pair<std::string, std::string>> wgmma_macro_variants() {
-  return {{"serial", "#define SAGE2_WG_PIPE 0\n"}};
-}
-inline std::string wgmma_macro_key(const jit::KernelSpec& s, const std::string& macros) {
-  char h[17];
-  std::snprintf(h, sizeof h, "%016llx", static_cast<unsigned long long>(jit::fnv1a64(macros.data(), macros.size())));
-  return s.key() + "|macros:" + h;
+inline WgCase with_other_design(WgCase c) {
+  c.tile = other_design(c.tile);
+  c.variant = false;
+  return c;
 }
 
 inline std::vector<jit::KernelSpec> wgmma_suite_specs() {
   std::vector<jit::KernelSpec> v;
-  for (const WgCase& c : wgmma_case_list()) v.push_back(wgmma_spec_for(c));
+  for (const WgCase& c : wgmma_case_list()) {
+    v.push_back(wgmma_spec_for(c));
+    if (c.variant) v.push_back(wgmma_spec_for(with_other_design(c)));
+  }
   for (const jit::KernelSpec& s : wgmma_perf_specs()) v.push_back(s);
   return v;
 }
