@@ -21,9 +21,10 @@ inline std::vector<long> parse_list(const std::string& s) {
 }
 
 // Median of `reps` timed calls of fn on `stream` (CUDA events around each), after 3 warm-up calls
-// (compile, load, size workspaces).
-template <class F>
-double median_ms(F&& fn, int reps, CUstream stream) {
+// (compile, load, size workspaces). `before` runs ahead of each timed call, outside the events
+// (e.g. an L2 flush); the stream is synchronised after it so its work never hides fn's host time.
+template <class F, class B>
+double median_ms(F&& fn, int reps, CUstream stream, B&& before) {
   const auto& a = driver::api();
   struct Events {
     CUevent a, b;
@@ -40,6 +41,8 @@ double median_ms(F&& fn, int reps, CUstream stream) {
   driver::check(a.cuStreamSynchronize(stream), "sync");
   std::vector<float> t;
   for (int i = 0; i < reps; ++i) {
+    before();
+    driver::check(a.cuStreamSynchronize(stream), "sync");
     driver::check(a.cuEventRecord(ev.a, stream), "record");
     fn();
     driver::check(a.cuEventRecord(ev.b, stream), "record");
@@ -50,6 +53,11 @@ double median_ms(F&& fn, int reps, CUstream stream) {
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
+}
+
+template <class F>
+double median_ms(F&& fn, int reps, CUstream stream) {
+  return median_ms(fn, reps, stream, [] {});
 }
 
 // `count` device buffers of `elems` fp16 values each, all filled with the same pattern: a sum of 4
