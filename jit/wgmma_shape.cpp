@@ -60,11 +60,13 @@ TileConfig default_wgmma_tile(const KernelSpec& attention_spec, int max_smem_opt
                 "attention (wgmma family): head_dim=" + s(attention_spec.head_dim) + " > 256; use the mma family");
   KernelSpec k = attention_spec;
   k.family = KernelFamily::AttentionWgmma;
+  // One warpgroup per CTA (several CTAs per SM), serial loop with 2 stages; bk 128 up to head
+  // dim 128, 64 above (the stages of two CTAs per SM fit). Then the stages, then bk, lowered until
+  // the shared memory fits `max_smem_optin`.
   const int bk0 = attention_spec.head_dim <= 128 ? 128 : 64;
-  const int s0 = attention_spec.head_dim <= 128 ? 3 : 2;  // 3 stages: +4% at N 8K on the H100
   for (int bk : {bk0, 64}) {
-    for (int stages = s0; stages >= 1; --stages) {
-      k.tile = TileConfig{128, bk, 8, stages};
+    for (int stages = 2; stages >= 1; --stages) {
+      k.tile = TileConfig{64, bk, 4, stages};
       if (wgmma_kernel_config(k).smem <= static_cast<std::size_t>(max_smem_optin)) return k.tile;
     }
   }

@@ -38,8 +38,8 @@ WgmmaKernelConfig wgmma_kernel_config(const KernelSpec& attention_spec);
 // family) and when the shared memory exceeds `max_smem_optin`.
 void check_wgmma_config(const KernelSpec& attention_spec, int max_smem_optin);
 
-// A starting tile until the autotuner has an entry: 2 consumer warpgroups (bq 128), bk 128 and
-// 3 stages for head dims <= 128, bk 64 and 2 stages above, the stages (then bk) lowered until the
+// A starting tile until the autotuner has an entry: one warpgroup (bq 64, several CTAs per SM),
+// 2 stages, bk 128 for head dims <= 128 and 64 above, the stages (then bk) lowered until the
 // shared memory fits `max_smem_optin`. Unsupported above head dim 256.
 TileConfig default_wgmma_tile(const KernelSpec& attention_spec, int max_smem_optin);
 
