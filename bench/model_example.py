@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """sage2 swapped into real transformers: agreement with the original and end-to-end speed.
 
-    PYTHONPATH=python SAGE2_LIBRARY=build/libsage2.so python3 bench/model_example.py --out bench/results/
+    PYTHONPATH=python SAGE2_LIBRARY=build/libsage2.so python3 bench/model_example.py --out bench/results/<run folder>/python/
 
 Models (built locally, random weights, no downloads):
   vit    timm ViT-L/16 (pretrained=False) at 448x448 px: 785 tokens, 16 heads of dim 64, batch 32.

@@ -3,7 +3,7 @@
 memory-efficient) in one run, and a TOPS-vs-sequence-length plot per head dim (like Fig. 5 of
 the SageAttention2 paper).
 
-    PYTHONPATH=python SAGE2_LIBRARY=build/libsage2.so python3 bench/plot_attention.py --out bench/results/
+    PYTHONPATH=python SAGE2_LIBRARY=build/libsage2.so python3 bench/plot_attention.py --out bench/results/<run folder>/python/
 
 Writes OUT/attention_e2e.jsonl (one JSON record per method and shape; fields as
 bench/torch_baselines.py and sage2-bench-attention: method, mode="e2e", head_dim, causal, seq_len,

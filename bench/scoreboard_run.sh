@@ -22,10 +22,11 @@ while (($#)); do
   esac
 done
 [[ -n $out ]] || { echo "usage: bash bench/scoreboard_run.sh --out DIR [options]  (--help)" >&2; exit 2; }
-build=$(cd "$build" 2>/dev/null && pwd || echo "$build")
+out=$(realpath -m "$out")  # the driver runs from the repository root
+build=$(realpath -m "$build")
 if ((dry)); then
   # Fake records never go near bench/results.
-  case $(realpath -m "$out") in /tmp/*) ;; *) echo "--dry-run writes only under /tmp" >&2; exit 2 ;; esac
+  case $out in /tmp/*) ;; *) echo "--dry-run writes only under /tmp" >&2; exit 2 ;; esac
 fi
 mkdir -p "$out" || exit 2
 
