@@ -92,6 +92,12 @@ void launch(LoadedKernel& k, const jit::LaunchShape& s, void* params, CUstream s
     driver::check(a.cuFuncSetAttribute(k.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                        static_cast<int>(s.dynamic_smem)),
                   ("cuFuncSetAttribute(max dynamic smem) for " + k.key).c_str());
+    // Shared memory over L1 in the SM's carveout: kernels planned for several CTAs per SM (the
+    // one-warpgroup attention design: 3 × 73 KB) get them only with the largest carveout, which the
+    // driver's default choice need not be.
+    driver::check(a.cuFuncSetAttribute(k.function, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                                       CU_SHAREDMEM_CARVEOUT_MAX_SHARED),
+                  ("cuFuncSetAttribute(shared memory carveout) for " + k.key).c_str());
     k.smem_limit_set.store(s.dynamic_smem, std::memory_order_relaxed);
   }
   void* args[] = {params};

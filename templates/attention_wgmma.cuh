@@ -146,20 +146,30 @@ __device__ __forceinline__ int tile_count(const AttentionParams& p, i64 i0) {
   return static_cast<int>((n_keys + BK - 1) / BK);
 }
 
+// TMA rows of this CTA's (batch, kv head): K row of key 0 and the V channel row 0. Computed once:
+// the copies of every tile are issued from inside the KV loop (by thread 0 without a producer),
+// where recomputing the block coordinates cost 64-bit divisions on the critical path.
+struct TileRows {
+  i32 k_row0, v_row0;
+};
+__device__ __forceinline__ TileRows tile_rows(const AttentionParams& p) {
+  const Coords c = coords(p);
+  return TileRows{static_cast<i32>(c.bhk * c.kv_len_pad), static_cast<i32>(c.bhk * D_V)};
+}
+
 // Copies of KV tile `tile` into stage `slot`: K panels and V (TMA). The tile's K scales and ΔS
 // row are read by the consumers straight from global memory (L2): 16 and BK·4 bytes, where bulk
 // copies into the stage made compute-sanitizer racecheck report hazards it could not order.
-__device__ __forceinline__ void issue_tile(const WgmmaAttentionParams& P, int tile, int slot, u32 sbase) {
-  const AttentionParams& p = P.a;
-  const Coords c = coords(p);
+__device__ __forceinline__ void issue_tile(const WgmmaAttentionParams& P, const TileRows& r, int tile, int slot,
+                                           u32 sbase) {
   const u32 st = sbase + static_cast<u32>(SM.stages_off + slot * SM.stage_bytes);
   const u32 full = sbase + SM.bar_off + 8u * static_cast<u32>(slot);
   ptx::mbar_arrive_expect_tx(full, TX_BYTES);
-  const i32 krow = static_cast<i32>(c.bhk * c.kv_len_pad + static_cast<i64>(tile) * BK);
+  const i32 krow = r.k_row0 + tile * BK;
 #pragma unroll
   for (int pn = 0; pn < NPANEL; ++pn)
     ptx::tma_load_2d(st + SM.k_off + pn * BK * PANEL, &P.tm_k, full, pn * PANEL, krow);
-  ptx::tma_load_2d(st + SM.v_off, &P.tm_v, full, tile * BK, static_cast<i32>(c.bhk * D_V));
+  ptx::tma_load_2d(st + SM.v_off, &P.tm_v, full, tile * BK, r.v_row0);
 }
 
 // Q̂ tiles of every consumer warpgroup (wide heads only), completing on the q_full barrier.
@@ -179,9 +189,17 @@ __device__ __forceinline__ void issue_q(const WgmmaAttentionParams& P, u32 sbase
 // Descriptors of the operands in stage `st`. A descriptor's start address is addr >> 4 in its
 // low 14 bits and shared addresses stay below 2^18, so the descriptor of base + off is the base
 // descriptor + off/16: one base descriptor per tile and compile-time offsets (no per-k-step
-// descriptor registers for the compiler to hoist and spill).
+// descriptor registers for the compiler to hoist and spill), added to the low word alone (a
+// 64-bit add cost a carry instruction per descriptor).
 __device__ __forceinline__ void pin(u64& x) { asm volatile("" : "+l"(x)); }
-__device__ __forceinline__ u64 desc_add(u64 d, u32 off) { return d + static_cast<u64>(off >> 4); }
+__device__ __forceinline__ u64 desc_add(u64 d, u32 off) {
+  u32 lo, hi;
+  asm("mov.b64 {%0, %1}, %2;" : "=r"(lo), "=r"(hi) : "l"(d));
+  lo += off >> 4;
+  u64 r;
+  asm("mov.b64 %0, {%1, %2};" : "=l"(r) : "r"(lo), "r"(hi));
+  return r;
+}
 __device__ __forceinline__ u64 k_desc0(u32 st) {
   return ptx::smem_desc(st + SM.k_off, 8 * PANEL, ptx::desc_swizzle_code(PANEL));
 }
@@ -472,8 +490,8 @@ __device__ __forceinline__ void rescale(float (&o)[NCH][PVN / 2], const float (&
 // Releases the stage of tile `tile` (every wgmma of this warp that read it has completed; the
 // proxy fence orders this thread's accesses before the next TMA writes). Without a producer
 // warpgroup, thread 0 refills the stage once every consumer warp released it.
-__device__ __forceinline__ void release_stage(const WgmmaAttentionParams& P, u32 sbase, int tile, int n_tiles, int lane,
-                                              int tid) {
+__device__ __forceinline__ void release_stage(const WgmmaAttentionParams& P, const TileRows& rows, u32 sbase, int tile,
+                                              int n_tiles, int lane, int tid) {
   const int slot = STAGES == 1 ? 0 : tile % STAGES;
   ptx::fence_proxy_async_smem();
   __syncwarp();
@@ -481,7 +499,7 @@ __device__ __forceinline__ void release_stage(const WgmmaAttentionParams& P, u32
   if (!WS) {
     if (tid == 0 && tile + STAGES < n_tiles) {
       ptx::mbar_wait(sbase + SM.bar_off + 8u * static_cast<u32>(STAGES + slot), static_cast<u32>((tile / STAGES) & 1));
-      issue_tile(P, tile + STAGES, slot, sbase);
+      issue_tile(P, rows, tile + STAGES, slot, sbase);
     }
     __syncwarp();
   }
@@ -498,7 +516,7 @@ __device__ __forceinline__ u32 acquire_stage(u32 sbase, int tile) {
 }
 
 // The consumer warpgroups: QKᵀ, softmax, P̂·V̂ for every tile, then the epilogue.
-__device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase, int n_tiles) {
+__device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const TileRows& rows, u32 sbase, int n_tiles) {
   const AttentionParams& p = P.a;
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid >> 5, lane = tid & 31;
@@ -586,7 +604,7 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase
 #pragma unroll
           for (int i = 0; i < PVN / 2; ++i) ptx::fence_operand(o[0][i]);
         }
-        release_stage(P, sbase, tile - 1, n_tiles, lane, tid);
+        release_stage(P, rows, sbase, tile - 1, n_tiles, lane, tid);
         // An opaque copy after the wait: with a plain copy the compilers merge P̂ (j) into the
         // registers P̂·V̂ (j−1) is still reading (they do not know wgmma reads them asynchronously)
         // and ptxas serialises every wgmma (C7513).
@@ -609,7 +627,7 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase
 #pragma unroll
         for (int i = 0; i < PVN / 2; ++i) ptx::fence_operand(o[0][i]);
       }
-      release_stage(P, sbase, n_tiles - 1, n_tiles, lane, tid);
+      release_stage(P, rows, sbase, n_tiles - 1, n_tiles, lane, tid);
     }
   } else {
 #pragma unroll 1
@@ -639,7 +657,7 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, u32 sbase
           for (int i = 0; i < PVN / 2; ++i) ptx::fence_operand(o[ch][i]);
         }
       }
-      release_stage(P, sbase, tile, n_tiles, lane, tid);
+      release_stage(P, rows, sbase, tile, n_tiles, lane, tid);
     }
   }
 
@@ -712,6 +730,7 @@ __device__ __forceinline__ void attention(const WgmmaAttentionParams& P) {
   const u32 sbase = (ptx::smem_addr(smem) + 1023u) & ~1023u;
   const int tid = static_cast<int>(threadIdx.x);
   const int n_tiles = tile_count(p, coords(p).i0);
+  const TileRows rows = tile_rows(p);
 
   if (tid == 0) {
 #pragma unroll
@@ -739,20 +758,20 @@ __device__ __forceinline__ void attention(const WgmmaAttentionParams& P) {
           if (tile >= STAGES)
             ptx::mbar_wait(sbase + SM.bar_off + 8u * static_cast<u32>(STAGES + slot),
                            static_cast<u32>((tile / STAGES - 1) & 1));
-          issue_tile(P, tile, slot, sbase);
+          issue_tile(P, rows, tile, slot, sbase);
         }
       }
     } else {
       ptx::setmaxnreg_inc<CONSUMER_REGS>();
-      consume(P, sbase, n_tiles);
+      consume(P, rows, sbase, n_tiles);
     }
   } else {
     if (tid == 0) {
       issue_q(P, sbase);
-      for (int tile = 0; tile < min_(STAGES, n_tiles); ++tile) issue_tile(P, tile, tile, sbase);
+      for (int tile = 0; tile < min_(STAGES, n_tiles); ++tile) issue_tile(P, rows, tile, tile, sbase);
     }
     __syncwarp();
-    consume(P, sbase, n_tiles);
+    consume(P, rows, sbase, n_tiles);
   }
 }
 
