@@ -408,8 +408,9 @@ EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const 
         lse = kNegInf;
         continue;       // O stays 0
       }
+      const float rl = 1.f / l;   // one IEEE reciprocal per row (the kernels' rcp.rn)
       for (int c = 0; c < d; ++c) {
-        float x = o[c] / l;   // l carries p_scale
+        float x = o[c] * rl;   // l carries p_scale
         x = x * vscale[sz(bhk * d + c)];
         x = x + vmean[sz(bhk * d + c)];
         if (vfb[c] < n_vis) x = qnan;

@@ -52,7 +52,8 @@ __device__ __forceinline__ BlockCoords block_coords(const AttentionParams& p) {
   const u32 Hq = static_cast<u32>(p.q_heads);
   k.b = static_cast<i64>(static_cast<u32>(k.bh) / Hq);
   k.h = static_cast<i64>(static_cast<u32>(k.bh) % Hq);
-  const i64 hk = static_cast<i64>(static_cast<u32>(k.h) / static_cast<u32>(p.q_heads / p.kv_heads));
+  // 32-bit divisions (head counts < 2^31): an i64 divide is a ~100-instruction subroutine call
+  const i64 hk = static_cast<i64>(static_cast<u32>(k.h) / (Hq / static_cast<u32>(p.kv_heads)));
   k.bhk = k.b * p.kv_heads + hk;
   k.q_blocks = (p.q_len + BQ - 1) / BQ;
   k.k_blocks = (p.kv_len + BK - 1) / BK;

@@ -522,7 +522,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
       if (STAGES == 1) __syncthreads();  // the next tile overwrites the only buffer
     }
 
-    // ---- epilogue: O = (O / l) · δV (+ μ) (l carries the 448), LSE (indices recomputed, see coords()),
+    // ---- epilogue: O = (O · (1/l)) · δV (+ μ) (l carries the 448), LSE (indices recomputed, see coords()),
     //      then the non-finite poison of the flags
     {
     const Coords ke = coords(p);
@@ -542,6 +542,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
         float lt = l[mt][hf];
         lt += ptx::shfl_xor(lt, 1);
         lt += ptx::shfl_xor(lt, 2);
+        const float rl = ptx::rcp_rn(lt);  // the contract's O · (1/l): one reciprocal per row
         const i64 row = ke.i0 + ewarp * RW + mt * 16 + hf * 8 + eg;
         if (row >= p.q_len) continue;
         // keys visible to the row: [0, n_vis)
@@ -558,8 +559,8 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
           float y0 = 0.f, y1 = 0.f;
           if (lt != 0.f) {
             const float2 vs = *reinterpret_cast<const float2*>(p.v_scale + vbase + 8 * n);
-            y0 = (o[mt][n][2 * hf] / lt) * vs.x;
-            y1 = (o[mt][n][2 * hf + 1] / lt) * vs.y;
+            y0 = (o[mt][n][2 * hf] * rl) * vs.x;
+            y1 = (o[mt][n][2 * hf + 1] * rl) * vs.y;
             if (SMOOTH_V) {
               const float2 vm = *reinterpret_cast<const float2*>(p.v_mean + vbase + 8 * n);
               y0 = y0 + vm.x;

@@ -250,7 +250,8 @@ __device__ __forceinline__ void load_q_fragments(const i8* q0, u32 (&qf)[Q_IN_RE
 struct RowCtx {
   float qs;          // Q scale of the thread's group (rows g and g+8 share it)
   float c2;          // sm_scale · log2 e
-  int last[2];       // last visible key of rows g and g+8 (clamped to kv_len-1)
+  int diag;          // causal: last visible key of row g before the kv_len clamp (row g+8: diag + 8)
+  int kv_last;       // kv_len - 1
   int mask_from;     // first tile that needs the mask
   int t;             // lane % 4
   const float* k_scale;  // this (batch, kv head)'s K scales: [k_blocks][KG]
@@ -332,8 +333,11 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], const float (&dk)[KH]
   int rel[2] = {BK, BK};
   if (MASKED) {
     const int kbase = tile * BK;
-    rel[0] = max_(-1, min_(BK, rc.last[0] - kbase));
-    rel[1] = max_(-1, min_(BK, rc.last[1] - kbase));
+    // last visible key of rows g / g+8, relative to the tile, clamped to [-1, BK]
+    const int l0 = CAUSAL ? min_(rc.kv_last, rc.diag) : rc.kv_last;
+    const int l1 = CAUSAL ? min_(rc.kv_last, rc.diag + 8) : rc.kv_last;
+    rel[0] = max_(-1, min_(BK, l0 - kbase));
+    rel[1] = max_(-1, min_(BK, l1 - kbase));
   }
   auto visible = [&](int j, int e) { return !MASKED || 8 * j + 2 * t + (e & 1) <= rel[e >> 1]; };
   const float ninf = neg_inf();
@@ -535,8 +539,9 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const Til
     rc.ds = SMOOTH_Q ? p.delta_s + (c.bhl * p.qb_count + c.qbl) * c.kv_len_pad : nullptr;
     const i64 off = CAUSAL == 2 ? p.kv_len - p.q_len : 0;
     const i64 kv_last = p.kv_len - 1;
-    rc.last[0] = static_cast<int>(CAUSAL ? max_<i64>(-1, min_<i64>(kv_last, row + off)) : kv_last);
-    rc.last[1] = static_cast<int>(CAUSAL ? max_<i64>(-1, min_<i64>(kv_last, row + 8 + off)) : kv_last);
+    rc.kv_last = static_cast<int>(kv_last);
+    // clamped below at -9 (rows before the first visible key), so diag + 8 stays in int range
+    rc.diag = static_cast<int>(CAUSAL ? max_<i64>(-9, min_<i64>(kv_last, row + off)) : kv_last);
     // tiles that reach past kv_len or, causal, past the block's first row's limit need the mask
     i64 mask_from = p.kv_len / BK;
     if (CAUSAL) mask_from = min_<i64>(mask_from, max_<i64>(0, c.i0 + off + 1) / BK);
@@ -630,13 +635,19 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const Til
       release_stage(P, rows, sbase, n_tiles - 1, n_tiles, lane, tid);
     }
   } else {
+    float dk_next[KH];
+    load_k_scales(rc, 0, dk_next);
 #pragma unroll 1
     for (int tile = 0; tile < n_tiles; ++tile) {
       const u32 st = acquire_stage(sbase, tile);
       i32 s[NS];
       issue_qk(s, qf, st, zero_base & static_cast<u32>(tile), sbase, wg);
+      // K scales one tile ahead (loaded before the loop for tile 0): an L2 load issued beside
+      // the batch still stalled the softmax at short sequences (ncu, 1K: L1TEX waits 34%)
       float dk[KH];
-      load_k_scales(rc, tile, dk);  // its latency hides under the batch
+#pragma unroll
+      for (int h = 0; h < KH; ++h) dk[h] = dk_next[h];
+      load_k_scales(rc, min_(tile + 1, n_tiles - 1), dk_next);
       ptx::wgmma_wait<0>();
       u32 pa[KC][4];
       float alpha[2];
@@ -661,8 +672,8 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const Til
     }
   }
 
-  // ---- epilogue: O = (O / l) · δV (+ μ) (l carries the 448), LSE, then the non-finite poison of the
-  //      quantize stage's flags (reference.hpp "NaN / Inf policy"): for row i with visible keys
+  // ---- epilogue: O = (O · (1/l)) · δV (+ μ) (l carries the 448), LSE, then the non-finite poison of
+  //      the quantize stage's flags (reference.hpp "NaN / Inf policy"): for row i with visible keys
   //      [0, n_vis), n_vis > 0 and (q_bad[i] or k_first_bad < n_vis) → O row and LSE NaN;
   //      otherwise O[i, c] = NaN where v_first_bad[c] < n_vis.
   const Coords c = coords(p);
@@ -678,6 +689,7 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const Til
     float lt = l[hf];
     lt += ptx::shfl_xor(lt, 1);
     lt += ptx::shfl_xor(lt, 2);
+    const float rl = ptx::rcp_rn(lt);  // the contract's O · (1/l): one reciprocal per row
     const i64 row = c.i0 + warp * 16 + hf * 8 + g;
     if (row >= p.q_len) continue;
     const i64 n_vis =
@@ -694,8 +706,8 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const Til
         float y0 = 0.f, y1 = 0.f;
         if (lt != 0.f) {
           const float2 vs = *reinterpret_cast<const float2*>(p.v_scale + vbase + ch * PVN + 8 * n);
-          y0 = (o[ch][4 * n + 2 * hf] / lt) * vs.x;  // lt carries the 448 of P̂
-          y1 = (o[ch][4 * n + 2 * hf + 1] / lt) * vs.y;
+          y0 = (o[ch][4 * n + 2 * hf] * rl) * vs.x;  // lt carries the 448 of P̂
+          y1 = (o[ch][4 * n + 2 * hf + 1] * rl) * vs.y;
           if (SMOOTH_V) {
             const float2 vm = *reinterpret_cast<const float2*>(p.v_mean + vbase + ch * PVN + 8 * n);
             y0 = y0 + vm.x;

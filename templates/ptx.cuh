@@ -84,6 +84,13 @@ SAGE2_DEVICE_INLINE float exp2_approx(float x) {
   return r;
 }
 
+// IEEE-754 1/x, correctly rounded (rcp.rn.f32): the epilogue's one reciprocal per row.
+SAGE2_DEVICE_INLINE float rcp_rn(float x) {
+  float r;
+  asm("rcp.rn.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+
 // IEEE-754 a / b, correctly rounded (bit-identical to the host's float division), for a finite
 // b > 0 and any a — without the subroutine call that div.rn.f32's slow path compiles to (a call
 // forces ptxas to save live registers: stack frame and spills in register-heavy kernels).

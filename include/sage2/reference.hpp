@@ -58,7 +58,8 @@
 //  Epilogue:
 //    l == 0 (no visible key: all keys masked) → O_i = 0 and LSE_i = -inf
 //    non-finite inputs: row / channel poison from the stage's flags (NaN / Inf policy below)
-//    O_ic = (O_c / l) · δV[c] + μ[c]      (evaluated left to right, fp32; l carries p_scale)
+//    O_ic = (O_c · r) · δV[c] + μ[c]      r = 1/l (IEEE reciprocal, one per row); evaluated left
+//                                         to right, fp32; l carries p_scale
 //    LSE_i = (m + (log2(l) - L)) · ln2 + q_kbias_i · sm_scale   natural log; q_kbias_i = Q_i·k̄ makes the
 //            returned LSE the one of the UN-smoothed scores (smooth-Q's ΔS is already in S)
 //  Causal masks (CausalMode): TopLeft: key j visible to query i iff j <= i;
@@ -70,7 +71,9 @@
 //    exp2 (ex2.approx), the order of fp32 reductions (rowmax, rowsum, ΔS, q̄, q·k̄; the K/V
 //    channel sums follow the split stage's fixed order bit for bit, jit/quant_buffers.hpp, or
 //    the fused stage's with QuantizeOptions::fused_stats_order), FMA contraction of
-//    s = dot·δ + ΔS·c2, and the (unpublished) internal adder of the tensor core.
+//    s = dot·δ + ΔS·c2 and of the exponent s − (m_use − L) (the wgmma family evaluates it as one
+//    FMA dot·δ − (m_use − L) without smooth-Q; m is the same: max_j(dot_j)·δ = max_j(dot_j·δ) for
+//    δ >= 0), and the (unpublished) internal adder of the tensor core.
 //
 // NaN / Inf policy (project issue #4: "Bad input")
 //  exact_attention: no sanitising, plain IEEE double arithmetic of the textbook formula over the
