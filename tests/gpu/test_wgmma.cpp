@@ -42,7 +42,7 @@ using sage2::test::WgCase;
 
 namespace {
 
-bool on_hopper() { return test::gpu_context().impl().arch() == jit::Arch::Sm90a; }
+bool on_hopper() { return runtime::context_impl(test::gpu_context()).arch() == jit::Arch::Sm90a; }
 
 // The FP8 wgmma accumulator keeps 13 mantissa bits on the H100 (tests/gpu/test_probe_wgmma.cpp):
 // the emulation models it (SAGE2_WG_ACC_BITS overrides).
@@ -78,7 +78,7 @@ std::unique_ptr<Variant> load_variant(const KernelSpec& spec) {
     disk.store(*ck);
   }
   auto v = std::make_unique<Variant>();
-  driver::ScopedContext scope(test::gpu_context().impl().cu_context());
+  driver::ScopedContext scope(runtime::context_impl(test::gpu_context()).cu_context());
   driver::check(driver::api().cuModuleLoadData(&v->k.module, ck->cubin.data()), "cuModuleLoadData(variant)");
   driver::check(driver::api().cuModuleGetFunction(&v->k.function, v->k.module, spec.entry_name().c_str()),
                 "cuModuleGetFunction(variant)");
@@ -99,7 +99,7 @@ std::unique_ptr<Variant> load_macro_variant(const KernelSpec& spec, const std::s
     disk.store(*ck);
   }
   auto v = std::make_unique<Variant>();
-  driver::ScopedContext scope(test::gpu_context().impl().cu_context());
+  driver::ScopedContext scope(runtime::context_impl(test::gpu_context()).cu_context());
   driver::check(driver::api().cuModuleLoadData(&v->k.module, ck->cubin.data()), "cuModuleLoadData(macro variant)");
   driver::check(driver::api().cuModuleGetFunction(&v->k.function, v->k.module, spec.entry_name().c_str()),
                 "cuModuleGetFunction(macro variant)");
@@ -141,7 +141,7 @@ GpuRun run_gpu(const WgCase& c, const ref::AttentionInputs& in, const KernelSpec
                   v_ref = on_device(in.v.ref(), *dv);
   test::DeviceBuffer ws(b.offsets().total);
   ws.poison();
-  runtime::launch_quantize_stage(ctx.impl(), spec, b, q_ref, k_ref, v_ref, ws.get(), nullptr);
+  runtime::launch_quantize_stage(runtime::context_impl(ctx), spec, b, q_ref, k_ref, v_ref, ws.get(), nullptr);
   ref::HostTensor out_host(c.dtype, c.batch, q_heads, c.q_len, c.head_dim, c.nhd);
   const std::size_t out_bytes = static_cast<std::size_t>(out_host.ref().numel()) * 2;
   test::DeviceBuffer dout(out_bytes + kGuardBytes);
@@ -154,7 +154,7 @@ GpuRun run_gpu(const WgCase& c, const ref::AttentionInputs& in, const KernelSpec
   const std::size_t ds_bytes = runtime::delta_s_workspace_bytes(b, ds_cap);
   test::DeviceBuffer dds(std::max<std::size_t>(ds_bytes, 16));
   dds.poison(0xFF);
-  runtime::launch_wgmma_attention_stage(ctx.impl(), spec, b, k_ref, ws.get(), out_ref, static_cast<float*>(dlse.get()),
+  runtime::launch_wgmma_attention_stage(runtime::context_impl(ctx), spec, b, k_ref, ws.get(), out_ref, static_cast<float*>(dlse.get()),
                                         static_cast<float>(sm_scale), dds.get(), ds_bytes, nullptr, variant);
   test::synchronize();
 
@@ -351,7 +351,7 @@ TEST_CASE("gpu wgmma: a small ΔS workspace (chunks over heads and over query bl
 TEST_CASE("gpu wgmma perf: TOPS at B=4 H=32 hd128 (int8, fp16), wgmma vs mma family") {
   if (!on_hopper() || !std::getenv("SAGE2_PERF")) return;
   Context& ctx = test::gpu_context();
-  driver::ScopedContext scope(ctx.impl().cu_context());
+  driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
   std::vector<std::int64_t> sizes = {1024, 4096, 8192};
   if (const char* s = std::getenv("SAGE2_PERF_N")) sizes = {std::atoll(s)};
   for (std::int64_t n : sizes) {
@@ -380,7 +380,7 @@ TEST_CASE("gpu wgmma perf: TOPS at B=4 H=32 hd128 (int8, fp16), wgmma vs mma fam
       const int nvar = wg ? 1 + static_cast<int>(mvars.size()) : 1;
       for (int var = 0; var < nvar; ++var) {
         KernelSpec spec = spec0;
-        spec.arch = ctx.impl().arch();
+        spec.arch = runtime::context_impl(ctx).arch();
         std::unique_ptr<Variant> vk;
         std::string label = wg ? (dev::wg_pipelined(spec.head_dim, spec.tile.stages) ? "pipe" : "serial") : "";
         if (var > 0) {
@@ -390,13 +390,13 @@ TEST_CASE("gpu wgmma perf: TOPS at B=4 H=32 hd128 (int8, fp16), wgmma vs mma fam
         jit::QuantProblem qp{4, 32, 32, n, n, 128};
         const jit::QuantBuffers b = jit::quant_buffers(qp, spec);
         test::DeviceBuffer ws(b.offsets().total);
-        auto quant = [&] { runtime::launch_quantize_stage(ctx.impl(), spec, b, qr, kr, vr, ws.get(), nullptr); };
+        auto quant = [&] { runtime::launch_quantize_stage(runtime::context_impl(ctx), spec, b, qr, kr, vr, ws.get(), nullptr); };
         auto attn = [&] {
           if (wg)
-            runtime::launch_wgmma_attention_stage(ctx.impl(), spec, b, kr, ws.get(), orf, nullptr, 0.088f, nullptr, 0,
+            runtime::launch_wgmma_attention_stage(runtime::context_impl(ctx), spec, b, kr, ws.get(), orf, nullptr, 0.088f, nullptr, 0,
                                                   nullptr, vk ? &vk->over : nullptr);
           else
-            runtime::launch_attention_stage(ctx.impl(), spec, b, kr, ws.get(), orf, nullptr, 0.088f, nullptr, 0, nullptr);
+            runtime::launch_attention_stage(runtime::context_impl(ctx), spec, b, kr, ws.get(), orf, nullptr, 0.088f, nullptr, 0, nullptr);
         };
         quant();
         attn();
@@ -461,7 +461,7 @@ TEST_CASE("gpu wgmma diag: configurations around a failure") {
     const TensorRef q_ref = on_device(in.q.ref(), *dq), k_ref = on_device(in.k.ref(), *dk), v_ref = on_device(in.v.ref(), *dv);
     test::DeviceBuffer ws(b.offsets().total);
     ws.poison();
-    runtime::launch_quantize_stage(ctx.impl(), spec, b, q_ref, k_ref, v_ref, ws.get(), nullptr);
+    runtime::launch_quantize_stage(runtime::context_impl(ctx), spec, b, q_ref, k_ref, v_ref, ws.get(), nullptr);
     ref::HostTensor out_host(c.dtype, 1, 1, c.q_len, c.head_dim, false);
     test::DeviceBuffer dout(out_host.ref().numel() * 2), dlse(c.q_len * 4);
     dout.poison(0xFF);
@@ -471,7 +471,7 @@ TEST_CASE("gpu wgmma diag: configurations around a failure") {
     if (!x.macros.empty()) {
       var = std::make_unique<Variant>();
       const jit::CompiledKernel ck = jit::compile_source(spec, x.macros + jit::generate_source(spec));
-      driver::ScopedContext scope(ctx.impl().cu_context());
+      driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
       driver::check(driver::api().cuModuleLoadData(&var->k.module, ck.cubin.data()), "load diag variant");
       driver::check(driver::api().cuModuleGetFunction(&var->k.function, var->k.module, spec.entry_name().c_str()), "fn");
       var->over.kernel = &var->k;
@@ -481,10 +481,10 @@ TEST_CASE("gpu wgmma diag: configurations around a failure") {
       std::printf("diag variant %s regs %d spill %d\n", x.macros.c_str(), ck.facts.registers, ck.facts.spill_store_bytes);
     }
     if (x.mma)
-      runtime::launch_attention_stage(ctx.impl(), spec, b, k_ref, ws.get(), out_ref, static_cast<float*>(dlse.get()),
+      runtime::launch_attention_stage(runtime::context_impl(ctx), spec, b, k_ref, ws.get(), out_ref, static_cast<float*>(dlse.get()),
                                       static_cast<float>(sm), nullptr, 0, nullptr);
     else
-      runtime::launch_wgmma_attention_stage(ctx.impl(), spec, b, k_ref, ws.get(), out_ref, static_cast<float*>(dlse.get()),
+      runtime::launch_wgmma_attention_stage(runtime::context_impl(ctx), spec, b, k_ref, ws.get(), out_ref, static_cast<float*>(dlse.get()),
                                             static_cast<float>(sm), nullptr, 0, nullptr, var ? &var->over : nullptr);
     test::synchronize();
     dout.download(out_host.bits().data(), out_host.bits().size() * 2);
