@@ -135,8 +135,8 @@ struct ContextOptions {
 // environment variable it needs holds an unknown value (SAGE2_ATTENTION_FAMILY=foo).
 ContextOptions resolve_context_options(const ContextOptions& options = {});
 
-// Log messages go to stderr when at or above the level: by default $SAGE2_LOG_LEVEL (error | warn
-// | info | debug), else Warn. set_log_level() overrides the environment for the whole process
+// Log messages at least as severe as the level go to stderr. The level: $SAGE2_LOG_LEVEL (error |
+// warn | info | debug), else Warn. set_log_level() overrides the environment for the whole process
 // (logging is process-wide: much of it happens where no Context is at hand); nullopt returns to it.
 enum class LogLevel : int { Error = 0, Warn = 1, Info = 2, Debug = 3 };
 void set_log_level(std::optional<LogLevel> level) noexcept;
