@@ -4,7 +4,6 @@
 #include <tuple>
 
 #include "autotune/candidates.hpp"
-#include "runtime/env.hpp"
 #include "runtime/log.hpp"
 
 namespace sage2::autotune {
@@ -83,10 +82,9 @@ std::shared_ptr<Planner> shared_planner(const std::string& db_path, const std::s
   return p;
 }
 
-std::string context_db_path(const std::string& cache_dir, bool disk_cache, const std::string& device_name,
-                            jit::Arch arch) {
-  if (!disk_cache || env::flag("SAGE2_DISABLE_DISK_CACHE") || env::flag("SAGE2_DISABLE_TUNING")) return {};
-  return db_path(cache_dir.empty() ? env::cache_dir() : cache_dir, device_name, arch);
+std::string context_db_path(const config::ContextConfig& c, const std::string& device_name, jit::Arch arch) {
+  if (!c.disk_cache || !c.tuning) return {};
+  return db_path(c.cache_dir, device_name, arch);
 }
 
 }  // namespace sage2::autotune

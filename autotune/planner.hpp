@@ -20,6 +20,7 @@
 #include "autotune/tuning_db.hpp"
 #include "autotune/tuning_key.hpp"
 #include "runtime/attention_validate.hpp"
+#include "runtime/config.hpp"
 
 namespace sage2::autotune {
 
@@ -63,10 +64,8 @@ class Planner {
 std::shared_ptr<Planner> shared_planner(const std::string& db_path, const std::string& device_name, jit::Arch arch,
                                         int max_smem_optin);
 
-// The database path a Context uses for `cache_dir` (empty: the default, env::cache_dir()) on a
-// device: empty — no database — when the disk cache is disabled (`disk_cache` false or
-// SAGE2_DISABLE_DISK_CACHE) or SAGE2_DISABLE_TUNING is set.
-std::string context_db_path(const std::string& cache_dir, bool disk_cache, const std::string& device_name,
-                            jit::Arch arch);
+// The database path a Context with settings `c` uses on a device: beside its kernel cache; empty
+// — no database — when its disk cache or its tuning is off.
+std::string context_db_path(const config::ContextConfig& c, const std::string& device_name, jit::Arch arch);
 
 }  // namespace sage2::autotune

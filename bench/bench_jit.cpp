@@ -39,17 +39,17 @@ int main(int argc, char** argv) {
     attn.smooth_q = false;
     const auto spec = sage2::jit::quantize_spec_for(attn, sage2::jit::QuantOp::QuantizeQ);
     const auto t1 = clk::now();
-    auto& k = ctx.impl().kernels().get(spec);
+    auto& k = sage2::runtime::context_impl(ctx).kernels().get(spec);
     const double get_ms = ms_since(t1);
     const auto t2 = clk::now();
-    auto& k2 = ctx.impl().kernels().get(spec);  // in-memory hit
+    auto& k2 = sage2::runtime::context_impl(ctx).kernels().get(spec);  // in-memory hit
     const double memory_hit_us = ms_since(t2) * 1e3;
     (void)k2;
 
     // Per-call host overhead of attention() on a tiny problem, kernels already loaded: the CPU
     // time to validate, plan and enqueue (the GPU work is not waited for inside the loop).
     const auto& a = sage2::driver::api();
-    sage2::driver::ScopedContext scope(ctx.impl().cu_context());
+    sage2::driver::ScopedContext scope(sage2::runtime::context_impl(ctx).cu_context());
     CUdeviceptr buf;
     const std::int64_t n = 128, d = 64;
     sage2::driver::check(a.cuMemAlloc_v2(&buf, 4 * n * d * 2), "cuMemAlloc");

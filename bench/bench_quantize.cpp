@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
   }
   try {
     Context ctx(0);
-    auto& impl = ctx.impl();
+    auto& impl = runtime::context_impl(ctx);
     const auto& a = driver::api();
     driver::ScopedContext scope(impl.cu_context());
     CUstream stream;

@@ -17,7 +17,7 @@
 #include <random>
 #include <system_error>
 
-#include "runtime/env.hpp"
+#include "runtime/config.hpp"
 #include "runtime/log.hpp"
 
 namespace sage2::cache {
@@ -313,7 +313,8 @@ EntryInfo inspect(const DirEntry& de, std::vector<char>& bytes, dev_t& dev, ino_
 DiskCache::DiskCache(std::string dir, bool disabled) : dir_(std::move(dir)), disabled_(disabled) {}
 
 DiskCache DiskCache::from_env() {
-  return DiskCache(env::cache_dir(), env::flag("SAGE2_DISABLE_DISK_CACHE"));
+  const config::CacheConfig c = config::cache_config();
+  return DiskCache(c.cache_dir, !c.disk_cache);
 }
 
 std::string DiskCache::entry_path(const std::string& key) const { return join(dir_, entry_file_name(key)); }

@@ -1,5 +1,5 @@
 // On-disk cubin cache.
-//  Directory: env::cache_dir() ($SAGE2_CACHE_DIR, else $XDG_CACHE_HOME/sage2, else ~/.cache/sage2).
+//  Directory: config::cache_config().cache_dir ($SAGE2_CACHE_DIR, else $XDG_CACHE_HOME/sage2, else ~/.cache/sage2).
 //  Entry file: header (magic, format version, full key, arch, NVRTC version, payload checksum)
 //              + cubin + metadata JSON (ptxas facts, compile time, entry name, created time).
 //  Writes are atomic (temp file in the same directory + fsync + rename). A load verifies magic,
@@ -69,7 +69,7 @@ class DiskCache {
  public:
   // Uses `dir` as is (created on first store). disabled=true makes every call a no-op miss.
   explicit DiskCache(std::string dir, bool disabled = false);
-  // From the environment: SAGE2_CACHE_DIR / XDG / HOME, SAGE2_DISABLE_DISK_CACHE.
+  // What a Context with default options uses: SAGE2_CACHE_DIR / XDG / HOME, SAGE2_DISABLE_DISK_CACHE.
   static DiskCache from_env();
 
   const std::string& dir() const { return dir_; }

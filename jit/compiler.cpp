@@ -11,7 +11,7 @@
 
 #include "jit/embedded_templates.hpp"
 #include "jit/nvrtc_library.hpp"
-#include "runtime/env.hpp"
+#include "runtime/config.hpp"
 #include "runtime/log.hpp"
 
 namespace sage2::jit {
@@ -148,7 +148,7 @@ CompiledKernel compile_source(const KernelSpec& spec, const std::string& source)
   out.nvrtc_major = a.major;
   out.nvrtc_minor = a.minor;
   const std::vector<std::string> options = nvrtc_options(spec);
-  const auto dump_dir = env::get("SAGE2_DUMP_DIR");
+  const std::string dump_dir = config::process_config().dump_dir;
   const std::string dump_name = hex16(fnv1a64(out.key.data(), out.key.size()));
 
   // Every embedded template is offered as a header; NVRTC reads only those #included.
@@ -180,9 +180,9 @@ CompiledKernel compile_source(const KernelSpec& spec, const std::string& source)
       out.log = std::move(log);
     }
   }
-  if (dump_dir) {
-    dump_file(*dump_dir, dump_name + ".cu", source);
-    dump_file(*dump_dir, dump_name + ".log", "// key: " + out.key + "\n" + out.log);
+  if (!dump_dir.empty()) {
+    dump_file(dump_dir, dump_name + ".cu", source);
+    dump_file(dump_dir, dump_name + ".log", "// key: " + out.key + "\n" + out.log);
   }
   if (cr != NVRTC_SUCCESS) {
     std::string opts;
@@ -191,7 +191,7 @@ CompiledKernel compile_source(const KernelSpec& spec, const std::string& source)
                                              " failed to compile kernel " + out.key + " (entry " + out.entry +
                                              ", options" + opts + "): " + nvrtc_error(a, cr) +
                                              "\n--- NVRTC log ---\n" + out.log +
-                                             (dump_dir ? "\n(source dumped to " + *dump_dir + "/" + dump_name + ".cu)"
+                                             (!dump_dir.empty() ? "\n(source dumped to " + dump_dir + "/" + dump_name + ".cu)"
                                                        : std::string()));
   }
   std::size_t cubin_size = 0;
@@ -202,13 +202,13 @@ CompiledKernel compile_source(const KernelSpec& spec, const std::string& source)
   r = a.get_cubin(g.prog, out.cubin.data());
   if (r != NVRTC_SUCCESS)
     throw Error(ErrorCode::CompileError, "nvrtcGetCUBIN failed for " + out.key + ": " + nvrtc_error(a, r));
-  if (dump_dir) {
+  if (!dump_dir.empty()) {
     std::size_t ptx_size = 0;
     if (a.get_ptx_size(g.prog, &ptx_size) == NVRTC_SUCCESS && ptx_size > 1) {
       std::string ptx(ptx_size, '\0');
       if (a.get_ptx(g.prog, ptx.data()) == NVRTC_SUCCESS) {
         while (!ptx.empty() && ptx.back() == '\0') ptx.pop_back();
-        dump_file(*dump_dir, dump_name + ".ptx", ptx);
+        dump_file(dump_dir, dump_name + ".ptx", ptx);
       }
     }
   }

@@ -37,7 +37,8 @@ std::string generate_source(const KernelSpec& spec);
 std::vector<std::string> nvrtc_options(const KernelSpec& spec);
 
 // Compiles with NVRTC. Throws Error(CompileError) carrying the key and the whole log on failure,
-// Error(NvrtcMissing) when libnvrtc cannot be loaded. Honors SAGE2_DUMP_DIR.
+// Error(NvrtcMissing) when libnvrtc cannot be loaded. Honors config::ProcessConfig::dump_dir
+// (SAGE2_DUMP_DIR).
 CompiledKernel compile(const KernelSpec& spec);
 // Compiles `source` (instead of generate_source(spec)) with spec's options, key and entry name,
 // and the embedded templates as headers — for tests, probes and tools. Same errors as compile().

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "runtime/env.hpp"
+#include "runtime/config.hpp"
 #include "runtime/log.hpp"
 #include "sage2/sage2.hpp"
 
@@ -30,7 +30,7 @@ bool resolve(void* h, const char* name, F& fn, std::string& missing) {
 
 std::vector<std::string> default_candidates() {
   std::vector<std::string> candidates;
-  if (auto p = env::get("SAGE2_LIBNVRTC")) candidates.push_back(*p);
+  if (auto p = config::process_config().libnvrtc; !p.empty()) candidates.push_back(p);
   candidates.insert(candidates.end(), {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"});
   if (std::string(SAGE2_BUILD_NVRTC_DIR).size() > 0)
     candidates.push_back(std::string(SAGE2_BUILD_NVRTC_DIR) + "/libnvrtc.so");

@@ -3,20 +3,19 @@
 #include "autotune/candidates.hpp"
 #include "autotune/planner.hpp"
 #include "runtime/context_impl.hpp"
-#include "runtime/env.hpp"
+#include "runtime/config.hpp"
 
 namespace sage2::runtime {
 
-std::optional<jit::KernelFamily> attention_family_override(const DeviceFacts& facts, jit::Arch arch) {
-  const auto v = env::get("SAGE2_ATTENTION_FAMILY");
-  if (!v || *v == "auto") return std::nullopt;
-  const auto f = jit::parse_attention_family(*v);
-  if (!f) throw Error(ErrorCode::InvalidArgument, "SAGE2_ATTENTION_FAMILY='" + *v + "' is not one of auto, mma, wgmma");
-  if (*f == jit::KernelFamily::AttentionWgmma && arch != jit::Arch::Sm90a)
-    throw Error(ErrorCode::Unsupported, "SAGE2_ATTENTION_FAMILY=wgmma needs sm_90a; device " +
-                                            std::to_string(facts.ordinal) + " (" + facts.name + ") is " +
-                                            jit::arch_name(arch));
-  return f;
+std::optional<jit::KernelFamily> attention_family_override(AttentionFamily family, const DeviceFacts& facts,
+                                                           jit::Arch arch) {
+  if (family == AttentionFamily::Auto) return std::nullopt;
+  if (family == AttentionFamily::Mma) return jit::KernelFamily::AttentionMma;
+  if (arch != jit::Arch::Sm90a)
+    throw Error(ErrorCode::Unsupported, "attention family wgmma (ContextOptions::family or SAGE2_ATTENTION_FAMILY) "
+                                        "needs sm_90a; device " + std::to_string(facts.ordinal) + " (" + facts.name +
+                                            ") is " + jit::arch_name(arch));
+  return jit::KernelFamily::AttentionWgmma;
 }
 
 jit::KernelSpec attention_spec_for(const AttentionProblem& p, jit::Arch arch, std::optional<jit::KernelFamily> family) {
@@ -24,7 +23,7 @@ jit::KernelSpec attention_spec_for(const AttentionProblem& p, jit::Arch arch, st
   s.family = family.value_or(jit::default_attention_family(arch, p.qk_bits, static_cast<int>(p.head_dim)));
   if (s.family == jit::KernelFamily::AttentionWgmma && (p.qk_bits != 8 || p.head_dim > 256 || arch != jit::Arch::Sm90a))
     throw Error(ErrorCode::Unsupported,
-                "the wgmma attention family (SAGE2_ATTENTION_FAMILY=wgmma) runs 8-bit QK on sm_90a up to head dim "
+                "the wgmma attention family (ContextOptions::family or SAGE2_ATTENTION_FAMILY) runs 8-bit QK on sm_90a up to head dim "
                 "256; this call has qk_bits=" + std::to_string(p.qk_bits) + ", head_dim=" +
                     std::to_string(p.head_dim) + ", arch " + jit::arch_name(arch));
   s.arch = arch;
@@ -48,9 +47,10 @@ jit::KernelSpec plan_attention(const AttentionProblem& p, const Context::Impl& c
 }
 
 jit::KernelSpec plan_attention(const AttentionProblem& p, jit::Arch arch, const DeviceFacts& facts) {
-  jit::KernelSpec s = attention_spec_for(p, arch, attention_family_override(facts, arch));
-  const auto planner = autotune::shared_planner(autotune::context_db_path({}, true, facts.name, arch), facts.name, arch,
-                                                facts.max_shared_per_block_optin);
+  const config::ContextConfig defaults = config::context_config();
+  jit::KernelSpec s = attention_spec_for(p, arch, attention_family_override(defaults.family, facts, arch));
+  const auto planner = autotune::shared_planner(autotune::context_db_path(defaults, facts.name, arch), facts.name,
+                                                arch, facts.max_shared_per_block_optin);
   s.tile = planner->choose(s, p).tile;
   return s;
 }

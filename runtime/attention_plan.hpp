@@ -13,9 +13,10 @@
 
 namespace sage2::runtime {
 
-// SAGE2_ATTENTION_FAMILY (auto | mma | wgmma): nullopt for auto/unset. Throws InvalidArgument for
-// another value and Unsupported for wgmma on a device that is not sm_90a.
-std::optional<jit::KernelFamily> attention_family_override(const DeviceFacts& facts, jit::Arch arch);
+// The kernel family a Context's option (ContextOptions::family, default SAGE2_ATTENTION_FAMILY)
+// forces: nullopt for Auto. Throws Unsupported for wgmma on a device that is not sm_90a.
+std::optional<jit::KernelFamily> attention_family_override(AttentionFamily family, const DeviceFacts& facts,
+                                                           jit::Arch arch);
 
 // The attention KernelSpec of a validated problem with every field set except the tile. The
 // family is `family` when given (Unsupported when it cannot run the problem: wgmma needs 8-bit
@@ -29,8 +30,8 @@ jit::KernelSpec attention_spec_for(const AttentionProblem& p, jit::Arch arch,
 // no tile fits the device's shared memory.
 jit::KernelSpec plan_attention(const AttentionProblem& p, const Context::Impl& ctx);
 
-// What a Context created with default options (default cache directory, the family override of
-// the environment) on this device plans:
+// What a Context created with default options (every setting from the environment) on this device
+// plans:
 // the same process-wide planner (autotune::shared_planner), so tests and benchmarks that rebuild
 // "the spec the API ran" from the device facts get the tuned tile when the API used one.
 jit::KernelSpec plan_attention(const AttentionProblem& p, jit::Arch arch, const DeviceFacts& facts);

@@ -7,7 +7,7 @@
 
 #include "runtime/attention_validate.hpp"
 #include "runtime/c_api_internal.hpp"
-#include "runtime/env.hpp"
+#include "runtime/config.hpp"
 #include "sage2/sage2.hpp"
 
 struct sage2_context {
@@ -42,6 +42,36 @@ void require(bool ok, const char* what) {
   if (!ok) throw sage2::Error(sage2::ErrorCode::InvalidArgument, what);
 }
 
+// Options in C: SAGE2_FROM_ENV (or a NULL cache_dir) leaves a field unset, so the environment
+// gives it; anything else outside the enum is the caller's mistake and is named.
+sage2::ContextOptions to_cpp(const sage2_context_options* o) {
+  sage2::ContextOptions r;
+  if (!o) return r;
+  auto in = [](int32_t v, int32_t max, const char* name) {
+    if (v != SAGE2_FROM_ENV && (v < 0 || v > max))
+      throw sage2::Error(sage2::ErrorCode::InvalidArgument, std::string("options.") + name + "=" + std::to_string(v) +
+                                                                " (SAGE2_FROM_ENV or 0.." + std::to_string(max) + ")");
+    return v != SAGE2_FROM_ENV;
+  };
+  if (o->cache_dir) r.cache_dir = o->cache_dir;
+  if (in(o->disk_cache, 1, "disk_cache")) r.disk_cache = o->disk_cache == 1;
+  if (in(o->family, 2, "family")) r.family = static_cast<sage2::AttentionFamily>(o->family);
+  if (in(o->quant_path, 1, "quant_path")) r.quant_path = static_cast<sage2::QuantPath>(o->quant_path);
+  if (in(o->tuning, 1, "tuning")) r.tuning = o->tuning == 1;
+  return r;
+}
+
+// Resolved options (every field set) in C; cache_dir points into `resolved`.
+void to_c(const sage2::ContextOptions& resolved, sage2_context_options* o) {
+  o->cache_dir = resolved.cache_dir.c_str();
+  o->disk_cache = resolved.disk_cache.value() ? 1 : 0;
+  o->family = static_cast<int32_t>(resolved.family.value());
+  o->quant_path = static_cast<int32_t>(resolved.quant_path.value());
+  o->tuning = resolved.tuning.value() ? 1 : 0;
+}
+
+thread_local sage2::ContextOptions g_resolved;  // what sage2_context_options_resolve's cache_dir points into
+
 void copy_out(const std::string& s, char* dst, size_t n) {
   if (!dst || n == 0) return;
   const size_t k = s.size() < n - 1 ? s.size() : n - 1;
@@ -67,9 +97,50 @@ sage2_status sage2_context_create(int device, const char* cache_dir, int disk_ca
     require(out != nullptr, "out is NULL");
     *out = nullptr;
     sage2::ContextOptions o;
-    o.disk_cache = disk_cache != 0;
+    if (disk_cache == 0) o.disk_cache = false;  // 1 has always meant "unless the environment disables it"
     if (cache_dir) o.cache_dir = cache_dir;
     *out = new sage2_context{sage2::Context(device, o)};
+  });
+}
+
+void sage2_context_options_init(sage2_context_options* o) {
+  if (!o) return;
+  o->cache_dir = nullptr;
+  o->disk_cache = o->family = o->quant_path = o->tuning = SAGE2_FROM_ENV;
+}
+
+sage2_status sage2_context_create_with_options(int device, const sage2_context_options* options,
+                                               sage2_context** out) {
+  return guarded([&] {
+    require(out != nullptr, "out is NULL");
+    *out = nullptr;
+    *out = new sage2_context{sage2::Context(device, to_cpp(options))};
+  });
+}
+
+sage2_status sage2_context_options_resolve(sage2_context_options* options) {
+  return guarded([&] {
+    require(options != nullptr, "options is NULL");
+    g_resolved = sage2::resolve_context_options(to_cpp(options));
+    to_c(g_resolved, options);
+  });
+}
+
+sage2_status sage2_context_options_get(const sage2_context* ctx, sage2_context_options* options) {
+  return guarded([&] {
+    require(ctx != nullptr, "ctx is NULL");
+    require(options != nullptr, "options is NULL");
+    to_c(ctx->cpp.options(), options);
+  });
+}
+
+sage2_status sage2_set_log_level(int level) {
+  return guarded([&] {
+    if (level == SAGE2_FROM_ENV) return sage2::set_log_level(std::nullopt);
+    if (level < 0 || level > 3)
+      throw sage2::Error(sage2::ErrorCode::InvalidArgument,
+                         "level=" + std::to_string(level) + " (SAGE2_FROM_ENV, 0 error, 1 warn, 2 info, 3 debug)");
+    sage2::set_log_level(static_cast<sage2::LogLevel>(level));
   });
 }
 
@@ -104,7 +175,8 @@ sage2_status sage2_context_cache_dir(const sage2_context* ctx, char* buf, size_t
 
 sage2_status sage2_default_cache_dir(char* buf, size_t size) {
   return guarded([&] {
-    copy_out(sage2::env::flag("SAGE2_DISABLE_DISK_CACHE") ? std::string() : sage2::env::cache_dir(), buf, size);
+    const sage2::config::CacheConfig c = sage2::config::cache_config();
+    copy_out(c.disk_cache ? c.cache_dir : std::string(), buf, size);
   });
 }
 

@@ -3,15 +3,17 @@
 #include "autotune/planner.hpp"
 #include "runtime/attention_plan.hpp"
 #include "runtime/context_impl.hpp"
-#include "runtime/env.hpp"
 #include "runtime/log.hpp"
 
 namespace sage2 {
 
-Context::Impl::Impl(int device, const ContextOptions& options) {
+Context::Impl::Impl(int device, const ContextOptions& options)
+    : config_(config::context_config(options)), options_(config::to_options(config_)) {
   const auto& a = driver::api();
   facts_ = runtime::device_facts(device);
   arch_ = runtime::require_supported_arch(facts_);
+  // Before the primary context is retained: a refused family must leave nothing to release.
+  family_override_ = runtime::attention_family_override(config_.family, facts_, arch_);
   driver::check(a.cuDeviceGet(&dev_, device), "cuDeviceGet");
   // Prefer the caller's current context on this device (framework interop).
   CUcontext cur = nullptr;
@@ -23,15 +25,13 @@ Context::Impl::Impl(int device, const ContextOptions& options) {
     driver::check(a.cuDevicePrimaryCtxRetain(&ctx_, dev_), "cuDevicePrimaryCtxRetain");
     owns_primary_ = true;
   }
-  family_override_ = runtime::attention_family_override(facts_, arch_);
-  const bool disabled = !options.disk_cache || env::flag("SAGE2_DISABLE_DISK_CACHE");
-  const std::string dir = options.cache_dir.empty() ? env::cache_dir() : options.cache_dir;
-  loader_ = std::make_unique<runtime::KernelLoader>(ctx_, arch_, cache::DiskCache(dir, disabled));
+  loader_ = std::make_unique<runtime::KernelLoader>(ctx_, arch_,
+                                                    cache::DiskCache(config_.cache_dir, !config_.disk_cache));
   workspace_ = std::make_unique<runtime::WorkspacePool>(ctx_);
-  // The tuning database lives beside the cubin cache; without a disk cache (or with
-  // SAGE2_DISABLE_TUNING=1) every call uses the heuristic default.
-  planner_ = autotune::shared_planner(autotune::context_db_path(dir, !disabled, facts_.name, arch_), facts_.name,
-                                      arch_, facts_.max_shared_per_block_optin);
+  // The tuning database lives beside the cubin cache; without a disk cache (or with tuning off)
+  // every call uses the heuristic default.
+  planner_ = autotune::shared_planner(autotune::context_db_path(config_, facts_.name, arch_), facts_.name, arch_,
+                                      facts_.max_shared_per_block_optin);
   info.ordinal = device;
   info.name = facts_.name;
   info.arch = jit::arch_name(arch_);
@@ -56,6 +56,7 @@ Context& Context::operator=(Context&& o) noexcept {
   return *this;
 }
 const DeviceInfo& Context::device() const { return impl_->info; }
+const ContextOptions& Context::options() const { return impl_->options(); }
 const std::string& Context::cache_dir() const {
   static const std::string none;
   const auto& d = impl_->kernels().disk();

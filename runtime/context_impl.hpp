@@ -1,9 +1,10 @@
-// Internals of sage2::Context (used by the API implementation, tools and tests).
+// Internals of sage2::Context (used by the API implementation, tools, benchmarks and tests).
 #pragma once
 
 #include <memory>
 #include <optional>
 
+#include "runtime/config.hpp"
 #include "runtime/device.hpp"
 #include "runtime/kernel_loader.hpp"
 #include "runtime/workspace_pool.hpp"
@@ -26,12 +27,17 @@ class Context::Impl {
   runtime::KernelLoader& kernels() { return *loader_; }
   runtime::WorkspacePool& workspace() { return *workspace_; }
   autotune::Planner& planner() const { return *planner_; }
-  // SAGE2_ATTENTION_FAMILY=mma|wgmma, read at construction; nullopt ("auto" or unset): each call
-  // uses jit::default_attention_family().
+  // The Context's settings, decided at construction (ContextOptions, else the environment).
+  const config::ContextConfig& config() const { return config_; }
+  const ContextOptions& options() const { return options_; }  // the same, as public options
+  // config().family as a kernel family: nullopt for Auto (each call uses
+  // jit::default_attention_family()).
   std::optional<jit::KernelFamily> family_override() const { return family_override_; }
   DeviceInfo info;
 
  private:
+  config::ContextConfig config_;
+  ContextOptions options_;
   runtime::DeviceFacts facts_;
   jit::Arch arch_;
   CUcontext ctx_ = nullptr;
@@ -44,3 +50,18 @@ class Context::Impl {
 };
 
 }  // namespace sage2
+
+namespace sage2::runtime {
+
+// The way in to a Context's internals; Context befriends this class, so the public header need
+// not expose them.
+class ContextAccess {
+ public:
+  static Context::Impl& impl(Context& c) { return *c.impl_; }
+  static const Context::Impl& impl(const Context& c) { return *c.impl_; }
+};
+
+inline Context::Impl& context_impl(Context& c) { return ContextAccess::impl(c); }
+inline const Context::Impl& context_impl(const Context& c) { return ContextAccess::impl(c); }
+
+}  // namespace sage2::runtime

@@ -4,7 +4,7 @@
 
 #include <mutex>
 
-#include "runtime/env.hpp"
+#include "runtime/config.hpp"
 #include "sage2/sage2.hpp"
 
 namespace sage2::driver {
@@ -19,7 +19,7 @@ struct Loaded {
 
 Loaded load() {
   Loaded l;
-  const std::string lib = env::get("SAGE2_LIBCUDA").value_or("libcuda.so.1");
+  const std::string lib = config::process_config().libcuda;
   void* h = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char* e = dlerror();

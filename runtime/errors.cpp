@@ -48,6 +48,23 @@ const char* causal_mode_name(CausalMode m) noexcept {
   return "?";
 }
 
+const char* attention_family_name(AttentionFamily f) noexcept {
+  switch (f) {
+    case AttentionFamily::Auto: return "auto";
+    case AttentionFamily::Mma: return "mma";
+    case AttentionFamily::Wgmma: return "wgmma";
+  }
+  return "?";
+}
+
+const char* quant_path_name(QuantPath p) noexcept {
+  switch (p) {
+    case QuantPath::Split: return "split";
+    case QuantPath::Fused: return "fused";
+  }
+  return "?";
+}
+
 TensorRef TensorRef::hnd(const void* data, DType dtype, std::int64_t b, std::int64_t h,
                          std::int64_t n, std::int64_t d) {
   TensorRef t;

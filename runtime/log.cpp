@@ -5,11 +5,12 @@
 #include <mutex>
 #include <set>
 
-#include "runtime/env.hpp"
+#include "runtime/config.hpp"
 
 namespace sage2::log {
 namespace {
 std::atomic<Sink> g_sink{nullptr};
+std::atomic<int> g_level{-1};  // set_log_level(); -1: follow the environment
 std::mutex g_once_mu;
 std::set<std::string>& once_topics() {
   static std::set<std::string> topics;
@@ -27,13 +28,9 @@ const char* level_tag(Level l) {
 }  // namespace
 
 Level current_level() {
-  // Read each time: cheap, and tests may change it.
-  auto v = env::get("SAGE2_LOG_LEVEL");
-  if (!v) return Level::Warn;
-  if (*v == "error") return Level::Error;
-  if (*v == "info") return Level::Info;
-  if (*v == "debug") return Level::Debug;
-  return Level::Warn;
+  const int set = g_level.load();
+  // The environment is read each time: cheap, and tests may change it.
+  return set >= 0 ? static_cast<Level>(set) : config::process_config().log_level;
 }
 
 void write(Level level, const std::string& message) {
@@ -57,3 +54,14 @@ void warn_once(const std::string& topic, const std::string& message) {
 void set_sink(Sink sink) { g_sink.store(sink); }
 
 }  // namespace sage2::log
+
+namespace sage2 {
+void set_log_level(std::optional<LogLevel> level) noexcept { log::g_level.store(level ? static_cast<int>(*level) : -1); }
+LogLevel log_level() noexcept {
+  try {
+    return log::current_level();
+  } catch (...) {  // process_config() allocates; never let that escape a noexcept query
+    return LogLevel::Warn;
+  }
+}
+}  // namespace sage2

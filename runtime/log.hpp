@@ -1,11 +1,14 @@
-// Logging to stderr, filtered by SAGE2_LOG_LEVEL (error | warn | info | debug; default warn).
+// Logging to stderr, filtered by the process's level: sage2::set_log_level(), else SAGE2_LOG_LEVEL
+// (error | warn | info | debug; default warn).
 #pragma once
 
 #include <string>
 
+#include "sage2/sage2.hpp"
+
 namespace sage2::log {
 
-enum class Level : int { Error = 0, Warn = 1, Info = 2, Debug = 3 };
+using Level = LogLevel;  // the public enum; log::Level::Warn reads as before
 
 Level current_level();
 void write(Level level, const std::string& message);

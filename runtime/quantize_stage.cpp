@@ -3,21 +3,8 @@
 #include <cstdint>
 
 #include "jit/launch_shape.hpp"
-#include "runtime/env.hpp"
-#include "runtime/log.hpp"
 
 namespace sage2::runtime {
-
-QuantPath quant_path_from_env() {
-  static const QuantPath path = [] {
-    const auto v = env::get("SAGE2_QUANT_PATH");
-    if (!v || *v == "split") return QuantPath::Split;
-    if (*v == "fused") return QuantPath::Fused;
-    log::warn("SAGE2_QUANT_PATH='" + *v + "' is neither 'split' nor 'fused'; using split");
-    return QuantPath::Split;
-  }();
-  return path;
-}
 
 void launch_quantize_stage(Context::Impl& ctx, const jit::KernelSpec& attention_spec, const jit::QuantBuffers& b,
                            const TensorRef& q, const TensorRef& k, const TensorRef& v, void* workspace,

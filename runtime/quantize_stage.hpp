@@ -8,16 +8,12 @@
 namespace sage2::runtime {
 
 // Split (default): the four launches channel_stats → quantize_k → quantize_v → quantize_q.
-// Fused (SAGE2_QUANT_PATH=fused): a memset of the stage's small sync region (work ticket, arrival
+// Fused (ContextOptions::quant_path, default SAGE2_QUANT_PATH): a memset of the stage's small sync region (work ticket, arrival
 // counters, ready flags: QuantBuffers::Offsets::sync / sync_bytes) and ONE launch of
 // sage2_quantize_fused. Both write the same buffers; their channel sums differ in float rounding
 // only (another order), everything else follows from them. Split is the default on the evidence:
 // on the H100 the fused stage measured 11–35% slower (bench/NOTES.md, "Fused quantize stage").
-enum class QuantPath { Fused, Split };
-
-// SAGE2_QUANT_PATH: unset / "split" → Split, "fused" → Fused (anything else: Split and one
-// warning). Read once per process, at the first call.
-QuantPath quant_path_from_env();
+using QuantPath = sage2::QuantPath;  // public: a Context option
 
 // `workspace` is a device pointer with at least b.offsets().total bytes, 256-byte aligned. Inputs
 // are device tensors matching b.p. No host synchronisation.
@@ -27,7 +23,7 @@ void launch_quantize_stage(Context::Impl& ctx, const jit::KernelSpec& attention_
 inline void launch_quantize_stage(Context::Impl& ctx, const jit::KernelSpec& attention_spec,
                                   const jit::QuantBuffers& b, const TensorRef& q, const TensorRef& k,
                                   const TensorRef& v, void* workspace, CUstream stream) {
-  launch_quantize_stage(ctx, attention_spec, b, q, k, v, workspace, stream, quant_path_from_env());
+  launch_quantize_stage(ctx, attention_spec, b, q, k, v, workspace, stream, ctx.config().quant_path);
 }
 
 }  // namespace sage2::runtime

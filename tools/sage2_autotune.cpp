@@ -40,9 +40,9 @@
 #include "autotune/tuning_db.hpp"
 #include "cache/disk_cache.hpp"
 #include "jit/compiler.hpp"
+#include "runtime/config.hpp"
 #include "runtime/context_impl.hpp"
 #include "runtime/device.hpp"
-#include "runtime/env.hpp"
 #include "runtime/log.hpp"
 
 using namespace sage2;
@@ -563,7 +563,7 @@ bool emit_report(const Options& o, const json& j) {
 int run_compile_only(const Options& o, Progress& progress) {
   const jit::Arch arch = *o.arch;
   const int smem = o.max_smem ? o.max_smem : autotune::default_max_smem_optin(arch);
-  const std::string dir = o.cache_dir.empty() ? env::cache_dir() : o.cache_dir;
+  const std::string dir = o.cache_dir.empty() ? config::cache_config().cache_dir : o.cache_dir;
   if (jit::nvrtc_version().first == 0) {
     std::fprintf(stderr, "sage2-autotune: NVRTC cannot be loaded; nothing can be compiled (set SAGE2_LIBNVRTC)\n");
     return kExitFailed;
@@ -654,8 +654,8 @@ int run_tune(const Options& o, Progress& progress) {
   ContextOptions copt;
   copt.cache_dir = o.cache_dir;
   Context ctx(o.device, copt);
-  Context::Impl& impl = ctx.impl();
-  const std::string dir = o.cache_dir.empty() ? env::cache_dir() : o.cache_dir;
+  Context::Impl& impl = runtime::context_impl(ctx);
+  const std::string dir = impl.config().cache_dir;
   const bool disk = !ctx.cache_dir().empty();
   const cache::DiskCache cache(dir, !disk);
   const bool write_db = disk && !o.no_db;

@@ -6,7 +6,6 @@
 
 #include "cache/disk_cache.hpp"
 #include "runtime/device.hpp"
-#include "runtime/env.hpp"
 #include "sage2/sage2.hpp"
 
 int main(int argc, char** argv) {

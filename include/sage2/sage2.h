@@ -37,8 +37,50 @@ const char* sage2_version(void);
 /* Number of visible CUDA devices (0 without a driver). */
 int sage2_device_count(void);
 
-/* cache_dir may be NULL (environment default); disk_cache 0 disables the disk cache. */
+/* cache_dir may be NULL (environment default); disk_cache 0 disables the disk cache, any other
+ * value leaves it to the environment (SAGE2_DISABLE_DISK_CACHE). Every other setting takes its
+ * environment default; sage2_context_create_with_options sets them in code. */
 sage2_status sage2_context_create(int device, const char* cache_dir, int disk_cache, sage2_context** out);
+
+/* ---- context options (added in 0.1: additive, never changed) ------------------------------ */
+/* A field holding SAGE2_FROM_ENV (or a NULL cache_dir) takes the value of its environment
+ * variable when the context is created, else the built-in default; any other value wins over the
+ * environment. The variables are listed in README.md ("Environment switches"). */
+#define SAGE2_FROM_ENV (-1)
+typedef enum sage2_attention_family {
+  SAGE2_FAMILY_AUTO = 0,  /* wgmma for 8-bit QK on sm_90a up to head dim 256, mma.sync otherwise */
+  SAGE2_FAMILY_MMA = 1,
+  SAGE2_FAMILY_WGMMA = 2  /* sm_90a only: refused at context creation elsewhere */
+} sage2_attention_family;
+typedef enum sage2_quant_path {
+  SAGE2_QUANTIZE_SPLIT = 0, /* four launches: channel statistics, K, V, Q */
+  SAGE2_QUANTIZE_FUSED = 1  /* one launch for the whole stage */
+} sage2_quant_path;
+
+typedef struct sage2_context_options {
+  const char* cache_dir; /* NULL: $SAGE2_CACHE_DIR, $XDG_CACHE_HOME/sage2, ~/.cache/sage2 */
+  int32_t disk_cache;    /* 1 on, 0 off (compile in memory only); env: SAGE2_DISABLE_DISK_CACHE */
+  int32_t family;        /* sage2_attention_family; env: SAGE2_ATTENTION_FAMILY (default auto) */
+  int32_t quant_path;    /* sage2_quant_path; env: SAGE2_QUANT_PATH (default split) */
+  int32_t tuning;        /* 1 use the tuning database, 0 heuristic only; env: SAGE2_DISABLE_TUNING */
+} sage2_context_options;
+
+/* Every field "from the environment": SAGE2_FROM_ENV, cache_dir NULL. */
+void sage2_context_options_init(sage2_context_options* options);
+/* options may be NULL (all from the environment). A value out of range, or an environment
+ * variable holding an unknown value, is SAGE2_ERROR_INVALID_ARGUMENT naming it. */
+sage2_status sage2_context_create_with_options(int device, const sage2_context_options* options,
+                                               sage2_context** out);
+/* Replaces every "from the environment" field of *options by the value a context created now
+ * would use (the environment's, else the built-in default); needs no driver. The cache_dir it
+ * writes stays valid until the next sage2_context_options_resolve call on this thread. */
+sage2_status sage2_context_options_resolve(sage2_context_options* options);
+/* The options a context uses (every field set). cache_dir stays valid while the context lives. */
+sage2_status sage2_context_options_get(const sage2_context* ctx, sage2_context_options* options);
+
+/* Log level of the whole process: 0 error, 1 warn, 2 info, 3 debug, or SAGE2_FROM_ENV to follow
+ * SAGE2_LOG_LEVEL again (default warn). */
+sage2_status sage2_set_log_level(int level);
 sage2_status sage2_context_destroy(sage2_context* ctx);
 /* Writes the device name and code target ("sm_90a") into caller buffers (NUL-terminated,
  * truncated to the given sizes). */

@@ -14,6 +14,10 @@ struct CUstream_st;
 
 namespace sage2 {
 
+namespace runtime {
+class ContextAccess;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Errors: every failure is a sage2::Error carrying a code and a message that names the offending
 // values (and, for compile failures, the kernel key and the full NVRTC log).
@@ -95,15 +99,54 @@ struct AttentionParams {
 };
 
 // ---------------------------------------------------------------------------------------------
+// Configuration. Each setting has one SAGE2_* environment variable that gives its default; a value
+// set in code wins over the environment. README.md ("Environment switches") lists them all.
+
+// The attention kernel family. Auto: wgmma for 8-bit QK on sm_90a up to head dim 256, mma.sync
+// otherwise. Wgmma on a device that is not sm_90a is refused when the Context is created.
+enum class AttentionFamily : int { Auto = 0, Mma = 1, Wgmma = 2 };
+const char* attention_family_name(AttentionFamily f) noexcept;  // "auto", "mma", "wgmma"
+
+// The quantize stage. Split: four launches (channel statistics, K, V, Q). Fused: one launch for
+// the whole stage (measured slower on the H100: bench/NOTES.md, "Fused quantize stage").
+enum class QuantPath : int { Split = 0, Fused = 1 };
+const char* quant_path_name(QuantPath p) noexcept;  // "split", "fused"
+
+// Options of one Context. A field left unset (nullopt, or an empty cache_dir) takes the value of
+// its environment variable, read when the Context is created, else the built-in default.
+struct ContextOptions {
+  // false: compile in memory only; never read or write the disk cache (nor the tuning database).
+  // Unset: off when SAGE2_DISABLE_DISK_CACHE is 1/true/yes/on, else on.
+  std::optional<bool> disk_cache;
+  // Kernel cache and tuning database directory. Empty: $SAGE2_CACHE_DIR, else
+  // $XDG_CACHE_HOME/sage2, else ~/.cache/sage2.
+  std::string cache_dir;
+  // Unset: $SAGE2_ATTENTION_FAMILY (auto | mma | wgmma), else Auto.
+  std::optional<AttentionFamily> family;
+  // Unset: $SAGE2_QUANT_PATH (split | fused), else Split.
+  std::optional<QuantPath> quant_path;
+  // false: always the heuristic tile, never the tuning database. Unset: off when
+  // SAGE2_DISABLE_TUNING is 1/true/yes/on, else on.
+  std::optional<bool> tuning;
+};
+
+// The options a Context created now with `options` would use: every unset field filled from the
+// environment, else the built-in default (so every field is set). Throws InvalidArgument when an
+// environment variable it needs holds an unknown value (SAGE2_ATTENTION_FAMILY=foo).
+ContextOptions resolve_context_options(const ContextOptions& options = {});
+
+// Log messages at least as severe as the level go to stderr. The level: $SAGE2_LOG_LEVEL (error |
+// warn | info | debug), else Warn. set_log_level() overrides the environment for the whole process
+// (logging is process-wide: much of it happens where no Context is at hand); nullopt returns to it.
+enum class LogLevel : int { Error = 0, Warn = 1, Info = 2, Debug = 3 };
+void set_log_level(std::optional<LogLevel> level) noexcept;
+LogLevel log_level() noexcept;  // the level in effect now
+
+// ---------------------------------------------------------------------------------------------
 // A Context binds sage2 to one CUDA device. If the calling thread has a current CUDA context on
 // that device (e.g. PyTorch's), sage2 uses it; otherwise it retains the device's primary
 // context. Kernels are compiled (or loaded from the disk cache) on first use and kept per
 // Context. A Context may be used from several threads at once.
-struct ContextOptions {
-  bool disk_cache = true;     // false: compile in memory only (also SAGE2_DISABLE_DISK_CACHE=1)
-  std::string cache_dir;      // empty: $SAGE2_CACHE_DIR, $XDG_CACHE_HOME/sage2, ~/.cache/sage2
-};
-
 struct DeviceInfo {
   int ordinal = 0;
   std::string name;
@@ -136,11 +179,13 @@ class Context {
   std::size_t workspace_size(const TensorRef& q, const TensorRef& k, const TensorRef& v,
                              const TensorRef& out, const AttentionParams& params = {}) const;
   const std::string& cache_dir() const;  // empty when the disk cache is disabled
+  // The options in effect (resolve_context_options() of those given, at construction).
+  const ContextOptions& options() const;
 
-  class Impl;
-  Impl& impl() { return *impl_; }
+  class Impl;  // internal: runtime/context_impl.hpp
 
  private:
+  friend class runtime::ContextAccess;  // the library's, tools' and tests' way to the internals
   Impl* impl_;
 };
 

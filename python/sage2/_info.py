@@ -7,11 +7,9 @@ from . import _lib
 
 
 def _tuning_files(cache_dir):
-    """Tuning databases: $SAGE2_TUNING_DB if set, else the JSON files of the cache directory whose
-    name starts with "tuning" (sage2-autotune writes <cache dir>/tuning-v1-<device>-<arch>.json)."""
-    env = os.environ.get("SAGE2_TUNING_DB")
-    if env:
-        return [env] if os.path.isfile(env) else []
+    """Tuning databases: the JSON files of the cache directory whose name starts with "tuning"
+    (sage2-autotune writes <cache dir>/tuning-v1-<device>-<arch>.json, and a context reads its
+    device's file there; no variable points elsewhere, so neither does this)."""
     if not cache_dir or not os.path.isdir(cache_dir):
         return []
     return sorted(glob.glob(os.path.join(cache_dir, "tuning*.json")))

@@ -566,15 +566,16 @@ TEST_CASE("autotune: Contexts of one device and cache directory share one planne
   const auto p = problem(128, 4096, 4096);
   CHECK(a->choose(base_spec(p), p).tuned);
   CHECK(b->memoised() == 1);
-  // The path a Context uses: beside its cache; none when the disk cache or tuning is off.
-  CHECK(context_db_path(tmp.path, true, kDevice, kArch) == path);
-  CHECK(context_db_path(tmp.path, false, kDevice, kArch).empty());
-  const char* old = std::getenv("SAGE2_DISABLE_TUNING");
-  const std::string saved = old ? old : "";
-  ::setenv("SAGE2_DISABLE_TUNING", "1", 1);
-  CHECK(context_db_path(tmp.path, true, kDevice, kArch).empty());
-  if (old) ::setenv("SAGE2_DISABLE_TUNING", saved.c_str(), 1);
-  else ::unsetenv("SAGE2_DISABLE_TUNING");
+  // The path a Context uses: beside its cache; none when the disk cache or tuning is off (where
+  // SAGE2_DISABLE_TUNING comes in: tests/cpu/test_config.cpp).
+  config::ContextConfig c;
+  c.cache_dir = tmp.path;
+  CHECK(context_db_path(c, kDevice, kArch) == path);
+  c.disk_cache = false;
+  CHECK(context_db_path(c, kDevice, kArch).empty());
+  c.disk_cache = true;
+  c.tuning = false;
+  CHECK(context_db_path(c, kDevice, kArch).empty());
 }
 
 TEST_CASE("autotune: the planner is thread-safe and consistent under concurrent calls") {

@@ -35,7 +35,7 @@ inline Context& gpu_context() {
 class DeviceBuffer {
  public:
   explicit DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
-    driver::ScopedContext s(gpu_context().impl().cu_context());
+    driver::ScopedContext s(runtime::context_impl(gpu_context()).cu_context());
     driver::check(driver::api().cuMemAlloc_v2(&ptr_, bytes ? bytes : 1), "cuMemAlloc");
   }
   ~DeviceBuffer() {
@@ -47,15 +47,15 @@ class DeviceBuffer {
   void* get() const { return reinterpret_cast<void*>(ptr_); }
   std::size_t bytes() const { return bytes_; }
   void upload(const void* src, std::size_t n, std::size_t offset = 0) {
-    driver::ScopedContext s(gpu_context().impl().cu_context());
+    driver::ScopedContext s(runtime::context_impl(gpu_context()).cu_context());
     driver::check(driver::api().cuMemcpyHtoD_v2(ptr_ + offset, src, n), "cuMemcpyHtoD");
   }
   void download(void* dst, std::size_t n, std::size_t offset = 0) const {
-    driver::ScopedContext s(gpu_context().impl().cu_context());
+    driver::ScopedContext s(runtime::context_impl(gpu_context()).cu_context());
     driver::check(driver::api().cuMemcpyDtoH_v2(dst, ptr_ + offset, n), "cuMemcpyDtoH");
   }
   void poison(unsigned char byte = 0xA5) {
-    driver::ScopedContext s(gpu_context().impl().cu_context());
+    driver::ScopedContext s(runtime::context_impl(gpu_context()).cu_context());
     driver::check(driver::api().cuMemsetD8_v2(ptr_, byte, bytes_), "cuMemsetD8");
   }
 
@@ -65,7 +65,7 @@ class DeviceBuffer {
 };
 
 inline void synchronize() {
-  driver::ScopedContext s(gpu_context().impl().cu_context());
+  driver::ScopedContext s(runtime::context_impl(gpu_context()).cu_context());
   driver::check(driver::api().cuCtxSynchronize(), "cuCtxSynchronize");
 }
 
@@ -110,7 +110,7 @@ float median_event_ms(F&& f, int reps = 7) {
 }
 
 // Device allocation owned by the test in a given CUDA context (e.g. another device's primary
-// context, from a Context on that device: ctx.impl().cu_context()).
+// context, from a Context on that device: runtime::context_impl(ctx).cu_context()).
 class ContextBuffer {
  public:
   ContextBuffer(CUcontext ctx, std::size_t bytes) : ctx_(ctx), bytes_(bytes) {

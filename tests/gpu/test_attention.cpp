@@ -114,7 +114,7 @@ GpuRun run_gpu(const Case& c, const ref::AttentionInputs& in, const KernelSpec& 
                   v_ref = on_device(in.v.ref(), *dv);
   test::DeviceBuffer ws(b.offsets().total);
   ws.poison();
-  runtime::launch_quantize_stage(ctx.impl(), spec, b, q_ref, k_ref, v_ref, ws.get(), nullptr);
+  runtime::launch_quantize_stage(runtime::context_impl(ctx), spec, b, q_ref, k_ref, v_ref, ws.get(), nullptr);
 
   // Output in the layout of q (HND/NHD), poisoned (0xFFFF: NaN in f16 and bf16), plus a guard.
   ref::HostTensor out_host(c.dtype, c.batch, q_heads, c.q_len, c.head_dim, c.nhd);
@@ -129,7 +129,7 @@ GpuRun run_gpu(const Case& c, const ref::AttentionInputs& in, const KernelSpec& 
   const std::size_t ds_bytes = runtime::delta_s_workspace_bytes(b, ds_cap);
   test::DeviceBuffer dds(std::max<std::size_t>(ds_bytes, 16));
   dds.poison(0xFF);
-  runtime::launch_attention_stage(ctx.impl(), spec, b, k_ref, ws.get(), out_ref, static_cast<float*>(dlse.get()),
+  runtime::launch_attention_stage(runtime::context_impl(ctx), spec, b, k_ref, ws.get(), out_ref, static_cast<float*>(dlse.get()),
                                   static_cast<float>(sm_scale), dds.get(), ds_bytes, nullptr);
   test::synchronize();
 
@@ -243,7 +243,7 @@ std::vector<Case> case_list() {
 
 TEST_CASE("gpu attention: quantize + ΔS + mma attention equals the emulation and meets the accuracy targets") {
   Context& ctx = test::gpu_context();
-  const jit::Arch arch = ctx.impl().arch();
+  const jit::Arch arch = runtime::context_impl(ctx).arch();
   const std::uint64_t base_seed = test::base_seed();
   MESSAGE("base seed " << base_seed << " arch " << jit::arch_name(arch));
   int case_no = 0;
@@ -343,7 +343,7 @@ TEST_CASE("gpu attention: quantize + ΔS + mma attention equals the emulation an
 
 TEST_CASE("gpu attention: a small ΔS workspace (chunks over heads and over query blocks) gives the same bits") {
   Context& ctx = test::gpu_context();
-  const jit::Arch arch = ctx.impl().arch();
+  const jit::Arch arch = runtime::context_impl(ctx).arch();
   Case c;
   c.dtype = DType::BF16;
   c.nhd = true;
@@ -384,14 +384,14 @@ TEST_CASE("gpu attention: a tile the device cannot hold is rejected before launc
   c.head_dim = 512;
   c.q_len = c.kv_len = 64;
   c.tile = TileConfig{128, 128, 8, 4};  // ~330 KB of shared memory
-  const KernelSpec spec = spec_for(c, ctx.impl().arch());
+  const KernelSpec spec = spec_for(c, runtime::context_impl(ctx).arch());
   jit::QuantProblem qp{1, 1, 1, 64, 64, 512};
   const jit::QuantBuffers b = jit::quant_buffers(qp, spec);
   test::DeviceBuffer ws(b.offsets().total), out(64 * 512 * 2), lse(64 * 4);
   const TensorRef k = TensorRef::hnd(ws.get(), DType::F16, 1, 1, 64, 512);
   const TensorRef o = TensorRef::hnd(out.get(), DType::F16, 1, 1, 64, 512);
   try {
-    runtime::launch_attention_stage(ctx.impl(), spec, b, k, ws.get(), o, static_cast<float*>(lse.get()), 0.1f,
+    runtime::launch_attention_stage(runtime::context_impl(ctx), spec, b, k, ws.get(), o, static_cast<float*>(lse.get()), 0.1f,
                                     nullptr, 0, nullptr);
     FAIL("an oversized tile was accepted");
   } catch (const Error& e) {
@@ -402,13 +402,13 @@ TEST_CASE("gpu attention: a tile the device cannot hold is rejected before launc
   Case d = c;
   d.head_dim = 64;
   d.tile = TileConfig{64, 48, 4, 1};
-  CHECK_THROWS_AS(jit::check_attention_config(spec_for(d, ctx.impl().arch()), 1 << 30), Error);
+  CHECK_THROWS_AS(jit::check_attention_config(spec_for(d, runtime::context_impl(ctx).arch()), 1 << 30), Error);
 }
 
 TEST_CASE("gpu attention perf: kernel time at B=4 H=32 hd128 (int8, fp16)") {
   if (!std::getenv("SAGE2_PERF")) return;
   Context& ctx = test::gpu_context();
-  driver::ScopedContext scope(ctx.impl().cu_context());
+  driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
   for (std::int64_t n : {1024, 4096}) {
     const std::size_t elems = static_cast<std::size_t>(4 * 32 * n * 128);
     test::DeviceBuffer q(elems * 2), k(elems * 2), v(elems * 2), o(elems * 2);
@@ -436,7 +436,7 @@ TEST_CASE("gpu attention perf: kernel time at B=4 H=32 hd128 (int8, fp16)") {
         c.causal = causal ? CausalMode::TopLeft : CausalMode::None;
         c.lse = false;
         c.tile = tile;
-        const KernelSpec spec = spec_for(c, ctx.impl().arch());
+        const KernelSpec spec = spec_for(c, runtime::context_impl(ctx).arch());
         jit::QuantProblem qp{c.batch, 32, 32, n, n, 128};
         const jit::QuantBuffers b = jit::quant_buffers(qp, spec);
         test::DeviceBuffer ws(b.offsets().total);
@@ -444,9 +444,9 @@ TEST_CASE("gpu attention perf: kernel time at B=4 H=32 hd128 (int8, fp16)") {
         const TensorRef kr = TensorRef::hnd(k.get(), DType::F16, 4, 32, n, 128);
         const TensorRef vr = TensorRef::hnd(v.get(), DType::F16, 4, 32, n, 128);
         const TensorRef orf = TensorRef::hnd(o.get(), DType::F16, 4, 32, n, 128);
-        auto quant = [&] { runtime::launch_quantize_stage(ctx.impl(), spec, b, qr, kr, vr, ws.get(), nullptr); };
+        auto quant = [&] { runtime::launch_quantize_stage(runtime::context_impl(ctx), spec, b, qr, kr, vr, ws.get(), nullptr); };
         auto attn = [&] {
-          runtime::launch_attention_stage(ctx.impl(), spec, b, kr, ws.get(), orf, nullptr, 0.088f, nullptr, 0, nullptr);
+          runtime::launch_attention_stage(runtime::context_impl(ctx), spec, b, kr, ws.get(), orf, nullptr, 0.088f, nullptr, 0, nullptr);
         };
         quant();
         attn();

@@ -176,8 +176,8 @@ Outcome run_case(const Case& c, std::uint64_t seed) {
   const ref::ExactResult exact = ref::exact_attention(in.q.ref(), in.k.ref(), in.v.ref(), eo);
   // The spec the API planned, fed to the emulation: same algorithm, same tiles.
   const runtime::AttentionProblem prob =
-      runtime::validate_attention(q.ref(), k.ref(), v.ref(), out.ref(), p, ctx.impl().arch());
-  const jit::KernelSpec spec = runtime::plan_attention(prob, ctx.impl().arch(), ctx.impl().facts());
+      runtime::validate_attention(q.ref(), k.ref(), v.ref(), out.ref(), p, runtime::context_impl(ctx).arch());
+  const jit::KernelSpec spec = runtime::plan_attention(prob, runtime::context_impl(ctx).arch(), runtime::context_impl(ctx).facts());
   ref::EmulationOptions mo;
   mo.round_output = true;
   // the wgmma FP8 accumulator keeps 13 mantissa bits (tests/gpu/test_probe_wgmma.cpp)
@@ -295,7 +295,7 @@ TEST_CASE("gpu attention: 32K tokens, causal, checked on the last query rows") {
 TEST_CASE("gpu attention: CUDA graph capture, then replay with new input values") {
   Context& ctx = test::gpu_context();
   const auto& a = driver::api();
-  driver::ScopedContext scope(ctx.impl().cu_context());
+  driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
   CUstream stream;
   driver::check(a.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
   const std::int64_t n = test::reduced() ? 256 : 1000, d = 128;
@@ -308,7 +308,7 @@ TEST_CASE("gpu attention: CUDA graph capture, then replay with new input values"
   // Warm-up outside capture: compiles kernels and sizes this stream's workspace.
   ctx.attention(q.ref(), k.ref(), v.ref(), out.ref(), p, stream);
   driver::check(a.cuStreamSynchronize(stream), "sync");
-  const std::size_t held = ctx.impl().workspace().bytes_held();
+  const std::size_t held = runtime::context_impl(ctx).workspace().bytes_held();
 
   driver::check(a.cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "begin capture");
   ctx.attention(q.ref(), k.ref(), v.ref(), out.ref(), p, stream);
@@ -316,7 +316,7 @@ TEST_CASE("gpu attention: CUDA graph capture, then replay with new input values"
   driver::check(a.cuStreamEndCapture(stream, &graph), "end capture");
   CUgraphExec exec;
   driver::check(a.cuGraphInstantiateWithFlags(&exec, graph, 0), "instantiate");
-  CHECK(ctx.impl().workspace().bytes_held() == held);  // no allocation while capturing
+  CHECK(runtime::context_impl(ctx).workspace().bytes_held() == held);  // no allocation while capturing
 
   for (int round = 0; round < 2; ++round) {
     ref::AttentionInputs fresh = make_inputs(0, seed + 1 + round, DType::F16, 2, 4, 2, n, n, d, false);  // new data per replay

@@ -108,7 +108,7 @@ struct Result {
 Result run_once(Context& ctx, const Problem& p, const Inputs& in, test::DeviceBuffer& out, test::DeviceBuffer& lse,
                 CUstream stream) {
   const auto& a = driver::api();
-  driver::ScopedContext scope(ctx.impl().cu_context());
+  driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
   driver::check(a.cuMemsetD8Async(out.ptr(), 0xFF, in.out_bytes, stream), "cuMemsetD8Async(out)");
   driver::check(a.cuMemsetD8Async(lse.ptr(), 0xFF, in.lse_count * 4, stream), "cuMemsetD8Async(lse)");
   AttentionParams prm;
@@ -151,13 +151,13 @@ struct TempCacheDir {
 };
 
 CUstream new_stream(Context& ctx) {
-  driver::ScopedContext scope(ctx.impl().cu_context());
+  driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
   CUstream s = nullptr;
   driver::check(driver::api().cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
   return s;
 }
 void destroy_stream(Context& ctx, CUstream s) {
-  driver::ScopedContext scope(ctx.impl().cu_context());
+  driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
   driver::api().cuStreamDestroy_v2(s);
 }
 
@@ -175,20 +175,20 @@ TEST_CASE("gpu concurrency: 8 threads on one fresh Context, own streams, differe
   std::vector<Result> expected;
   std::size_t serial_kernels = 0;
   {
-    Context serial(0, ContextOptions{true, serial_dir.path});
+    Context serial(0, ContextOptions{.cache_dir = serial_dir.path});
     CUstream s = new_stream(serial);
     for (std::size_t i = 0; i < probs.size(); ++i) {
       test::DeviceBuffer out(inputs[i].out_bytes), lse(inputs[i].lse_count * 4);
       expected.push_back(run_once(serial, probs[i], inputs[i], out, lse, s));
     }
     destroy_stream(serial, s);
-    serial_kernels = serial.impl().kernels().loaded_count();
+    serial_kernels = runtime::context_impl(serial).kernels().loaded_count();
   }
 
   // Concurrent: thread t alternates between problem t and problem (t + 3) % 8, each into its
   // own output buffers, all starting at once (first use: every kernel compiles in the threads).
-  Context shared(0, ContextOptions{true, concurrent_dir.path});
-  REQUIRE(shared.impl().kernels().loaded_count() == 0);
+  Context shared(0, ContextOptions{.cache_dir = concurrent_dir.path});
+  REQUIRE(runtime::context_impl(shared).kernels().loaded_count() == 0);
   struct ThreadOutcome {
     int calls = 0, mismatched_out = 0, mismatched_lse = 0;
     std::string error;
@@ -244,11 +244,11 @@ TEST_CASE("gpu concurrency: 8 threads on one fresh Context, own streams, differe
     CHECK(o.mismatched_lse == 0);
     total_calls += o.calls;
   }
-  const std::size_t shared_kernels = shared.impl().kernels().loaded_count();
+  const std::size_t shared_kernels = runtime::context_impl(shared).kernels().loaded_count();
   std::printf("concurrency: %d threads x %d calls (%d) in %.2f s wall incl. concurrent first-use compiles; kernels "
               "loaded: %zu concurrent vs %zu serial; cache entries %zu vs %zu; workspace held %.1f MiB\n",
               threads, iterations, total_calls, wall, shared_kernels, serial_kernels, concurrent_dir.entries(),
-              serial_dir.entries(), shared.impl().workspace().bytes_held() / 1048576.0);
+              serial_dir.entries(), runtime::context_impl(shared).workspace().bytes_held() / 1048576.0);
   CHECK(shared_kernels == serial_kernels);
   if (shared.cache_dir().empty()) {
     MESSAGE("disk cache disabled (SAGE2_DISABLE_DISK_CACHE): cache entries not compared");

@@ -101,7 +101,7 @@ void fill_periodic(test::DeviceBuffer& buf, const std::vector<std::uint16_t>& ba
   const std::size_t total = static_cast<std::size_t>(rows) * row_bytes;
   std::size_t have = std::min(bank.size() * 2, total);
   buf.upload(bank.data(), have);
-  driver::ScopedContext scope(test::gpu_context().impl().cu_context());
+  driver::ScopedContext scope(runtime::context_impl(test::gpu_context()).cu_context());
   // `have` stays a multiple of the bank's size until the last (partial) copy, so the copy to
   // offset `have` continues the period.
   while (have < total) {
@@ -151,7 +151,7 @@ void run_shape(const Shape& s) {
   CAPTURE(s.name);
   REQUIRE(s.numel() > kTwo31);  // the point of the test: every tensor is beyond int32 indexing
   const Context& base = test::gpu_context();
-  const jit::Arch arch = test::gpu_context().impl().arch();
+  const jit::Arch arch = runtime::context_impl(test::gpu_context()).arch();
   const std::size_t bytes = static_cast<std::size_t>(s.numel()) * 2;
   const std::size_t lse_count = static_cast<std::size_t>(s.batch * s.heads * s.seq);
   if (base.device().total_memory < (std::size_t(48) << 30)) {
@@ -215,14 +215,14 @@ void run_shape(const Shape& s) {
     p.smooth_q = s.smooth_q;
     p.smooth_v = s.smooth_v;
     p.lse = static_cast<float*>(dlse.get());
-    const runtime::AttentionProblem prob = runtime::validate_attention(Q, K, V, O, p, ctx.impl().arch());
-    const jit::KernelSpec spec = runtime::plan_attention(prob, ctx.impl());
+    const runtime::AttentionProblem prob = runtime::validate_attention(Q, K, V, O, p, runtime::context_impl(ctx).arch());
+    const jit::KernelSpec spec = runtime::plan_attention(prob, runtime::context_impl(ctx));
     REQUIRE_MESSAGE(spec.family == (wg ? jit::KernelFamily::AttentionWgmma : jit::KernelFamily::AttentionMma),
                     "SAGE2_ATTENTION_FAMILY=" << family << " planned " << jit::family_name(spec.family));
     const std::size_t ws = ctx.workspace_size(Q, K, V, O, p);
     std::size_t free_b = 0, total_b = 0;
     {
-      driver::ScopedContext scope(ctx.impl().cu_context());
+      driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
       driver::check(driver::api().cuMemGetInfo_v2(&free_b, &total_b), "cuMemGetInfo");
     }
     std::printf("large %s [%s]: %lld elements per tensor (%.2f x 2^31), 4 x %.2f GiB tensors + %.2f GiB workspace; "

@@ -116,7 +116,7 @@ TEST_CASE("gpu multi-GPU: device 1 with its own tensors equals device 0 bit for 
   };
   CUstream s1 = nullptr;
   {
-    driver::ScopedContext scope(ctx1.impl().cu_context());
+    driver::ScopedContext scope(runtime::context_impl(ctx1).cu_context());
     driver::check(driver::api().cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING), "cuStreamCreate (device 1)");
   }
   int seed = 0;
@@ -129,7 +129,7 @@ TEST_CASE("gpu multi-GPU: device 1 with its own tensors equals device 0 bit for 
                                                               p.kv_len, p.head_dim, model, p.nhd);
     const std::size_t out_bytes = static_cast<std::size_t>(p.q_heads * p.q_len * p.head_dim) * 2;
     const std::size_t lse_count = static_cast<std::size_t>(p.q_heads * p.q_len);
-    OnDevice d0(ctx0.impl().cu_context(), in, out_bytes, lse_count), d1(ctx1.impl().cu_context(), in, out_bytes, lse_count);
+    OnDevice d0(runtime::context_impl(ctx0).cu_context(), in, out_bytes, lse_count), d1(runtime::context_impl(ctx1).cu_context(), in, out_bytes, lse_count);
     auto call = [&](Context& ctx, OnDevice& d, CUstream stream) {
       AttentionParams prm;
       prm.causal = p.causal;
@@ -140,8 +140,8 @@ TEST_CASE("gpu multi-GPU: device 1 with its own tensors equals device 0 bit for 
     };
     call(ctx0, d0, nullptr);
     call(ctx1, d1, s1);
-    test::synchronize(ctx0.impl().cu_context());
-    test::synchronize(ctx1.impl().cu_context());
+    test::synchronize(runtime::context_impl(ctx0).cu_context());
+    test::synchronize(runtime::context_impl(ctx1).cu_context());
     const auto o0 = bytes_of(*d0.out), o1 = bytes_of(*d1.out), l0 = bytes_of(*d0.lse), l1 = bytes_of(*d1.lse);
 
     // Device 1 against fp64 (its output decoded in logical order).
@@ -180,7 +180,7 @@ TEST_CASE("gpu multi-GPU: device 1 with its own tensors equals device 0 bit for 
     CHECK(lse_bad == 0);
     CHECK(lse_err <= 0.1);
   }
-  driver::ScopedContext scope(ctx1.impl().cu_context());
+  driver::ScopedContext scope(runtime::context_impl(ctx1).cu_context());
   driver::api().cuStreamDestroy_v2(s1);
 }
 
@@ -192,8 +192,8 @@ TEST_CASE("gpu multi-GPU: tensors on another device than the Context's are rejec
   const Problem p{"f16 HND d64 128x128", DType::F16, false, 64, 2, 2, 128, 128, CausalMode::None, Toggle::Auto};
   const ref::AttentionInputs in = ref::make_gaussian(5, p.dtype, 1, 2, 2, 128, 128, 64);
   const std::size_t out_bytes = 2 * 128 * 64 * 2, lse_count = 2 * 128;
-  std::unique_ptr<OnDevice> dev[2] = {std::make_unique<OnDevice>(ctx[0].impl().cu_context(), in, out_bytes, lse_count),
-                                      std::make_unique<OnDevice>(ctx[1].impl().cu_context(), in, out_bytes, lse_count)};
+  std::unique_ptr<OnDevice> dev[2] = {std::make_unique<OnDevice>(runtime::context_impl(ctx[0]).cu_context(), in, out_bytes, lse_count),
+                                      std::make_unique<OnDevice>(runtime::context_impl(ctx[1]).cu_context(), in, out_bytes, lse_count)};
   int rejected = 0;
   for (int home = 0; home < 2; ++home) {
     const int other = 1 - home;
@@ -228,12 +228,12 @@ TEST_CASE("gpu multi-GPU: tensors on another device than the Context's are rejec
   // Nothing launched or allocated: outputs still poisoned, no kernel loaded, no workspace.
   for (int d = 0; d < 2; ++d) {
     CAPTURE(d);
-    test::synchronize(ctx[d].impl().cu_context());
+    test::synchronize(runtime::context_impl(ctx[d]).cu_context());
     std::int64_t touched = 0;
     for (unsigned char b : bytes_of(*dev[d]->out)) touched += b != 0xFF;
     for (unsigned char b : bytes_of(*dev[d]->lse)) touched += b != 0xFF;
     CHECK(touched == 0);
-    CHECK(ctx[d].impl().kernels().loaded_count() == 0);
-    CHECK(ctx[d].impl().workspace().bytes_held() == 0);
+    CHECK(runtime::context_impl(ctx[d]).kernels().loaded_count() == 0);
+    CHECK(runtime::context_impl(ctx[d]).workspace().bytes_held() == 0);
   }
 }

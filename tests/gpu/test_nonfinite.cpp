@@ -247,7 +247,7 @@ TEST_CASE("gpu nonfinite: quantize stage flags and statistics equal the CPU refe
     apply(in, c.plants, false);
     jit::KernelSpec spec;
     spec.family = jit::KernelFamily::AttentionMma;
-    spec.arch = ctx.impl().arch();
+    spec.arch = runtime::context_impl(ctx).arch();
     spec.head_dim = c.d;
     spec.qk_bits = c.bits;
     spec.smooth_q = c.sq;
@@ -263,7 +263,7 @@ TEST_CASE("gpu nonfinite: quantize stage flags and statistics equal the CPU refe
     DeviceTensor q(in.q), k(in.k), v(in.v);
     test::DeviceBuffer ws(off.total);
     ws.poison();
-    runtime::launch_quantize_stage(ctx.impl(), spec, b, q.ref(), k.ref(), v.ref(), ws.get(), nullptr);
+    runtime::launch_quantize_stage(runtime::context_impl(ctx), spec, b, q.ref(), k.ref(), v.ref(), ws.get(), nullptr);
     test::synchronize();
     auto dl = [&](std::size_t o, std::size_t bytes, void* dst) { ws.download(dst, bytes, o); };
     std::vector<std::uint8_t> q_bad(cpu.q_bad.size());
@@ -380,8 +380,8 @@ TEST_CASE("gpu nonfinite: Context::attention pattern equals exact attention's; f
     DeviceTensor dq(bad.q), dk(bad.k), dv(bad.v);
     DeviceTensor dout(ref::HostTensor(cs.dt, cs.batch, cs.hq, cs.nq, cs.d, cs.nhd));
     const runtime::AttentionProblem prob =
-        runtime::validate_attention(dq.ref(), dk.ref(), dv.ref(), dout.ref(), p, ctx.impl().arch());
-    const jit::KernelSpec spec = runtime::plan_attention(prob, ctx.impl().arch(), ctx.impl().facts());
+        runtime::validate_attention(dq.ref(), dk.ref(), dv.ref(), dout.ref(), p, runtime::context_impl(ctx).arch());
+    const jit::KernelSpec spec = runtime::plan_attention(prob, runtime::context_impl(ctx).arch(), runtime::context_impl(ctx).facts());
     ref::EmulationOptions eo;
     eo.round_output = true;
     eo.accum_mantissa_bits = spec.family == jit::KernelFamily::AttentionWgmma ? 13 : 23;  // wgmma FP8: 13 bits

@@ -28,7 +28,7 @@ std::vector<float> run_probe(const std::vector<std::uint32_t>& a, const std::vec
   Context& ctx = test::gpu_context();
   jit::KernelSpec spec;
   spec.family = jit::KernelFamily::Probe;
-  runtime::LoadedKernel& k = ctx.impl().kernels().get(spec);
+  runtime::LoadedKernel& k = runtime::context_impl(ctx).kernels().get(spec);
   test::DeviceBuffer da(a.size() * 4), db(b.size() * 4), dc(c.size() * 4), dd(c.size() * 4);
   da.upload(a.data(), a.size() * 4);
   db.upload(b.data(), b.size() * 4);
@@ -38,7 +38,7 @@ std::vector<float> run_probe(const std::vector<std::uint32_t>& a, const std::vec
   jit::LaunchShape s;
   s.block[0] = 32;
   {
-    driver::ScopedContext scope(ctx.impl().cu_context());
+    driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
     runtime::launch(k, s, &p, nullptr);
   }
   test::synchronize();

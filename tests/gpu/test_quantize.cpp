@@ -132,7 +132,7 @@ sage2::jit::KernelSpec attention_spec_for(const Case& c, sage2::jit::Arch arch) 
 
 TEST_CASE("gpu quantize: every variant equals the CPU reference; every output written") {
   Context& ctx = test::gpu_context();
-  const auto arch = ctx.impl().arch();
+  const auto arch = runtime::context_impl(ctx).arch();
   const std::uint64_t base_seed = test::base_seed();
   MESSAGE("base seed " << base_seed);
   std::int64_t total_codes = 0, total_near = 0;
@@ -176,7 +176,7 @@ TEST_CASE("gpu quantize: every variant equals the CPU reference; every output wr
       CAPTURE(fused);
       const ref::QuantizedHost& cpu = fused ? cpu_fused : cpu_split;  // the sum order of that path
       ws.poison();
-      runtime::launch_quantize_stage(ctx.impl(), spec, b, device_ref(in.q, *dq), device_ref(in.k, *dk),
+      runtime::launch_quantize_stage(runtime::context_impl(ctx), spec, b, device_ref(in.q, *dq), device_ref(in.k, *dk),
                                      device_ref(in.v, *dv), ws.get(), nullptr, path);
       test::synchronize();
       if (fused) {

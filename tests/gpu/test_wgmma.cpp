@@ -42,7 +42,7 @@ using sage2::test::WgCase;
 
 namespace {
 
-bool on_hopper() { return test::gpu_context().impl().arch() == jit::Arch::Sm90a; }
+bool on_hopper() { return runtime::context_impl(test::gpu_context()).arch() == jit::Arch::Sm90a; }
 
 // The FP8 wgmma accumulator keeps 13 mantissa bits on the H100 (tests/gpu/test_probe_wgmma.cpp):
 // the emulation models it (SAGE2_WG_ACC_BITS overrides).
@@ -93,7 +93,7 @@ GpuRun run_gpu(const WgCase& c, const ref::AttentionInputs& in, const KernelSpec
                   v_ref = on_device(in.v.ref(), *dv);
   test::DeviceBuffer ws(b.offsets().total);
   ws.poison();
-  runtime::launch_quantize_stage(ctx.impl(), spec, b, q_ref, k_ref, v_ref, ws.get(), nullptr);
+  runtime::launch_quantize_stage(runtime::context_impl(ctx), spec, b, q_ref, k_ref, v_ref, ws.get(), nullptr);
   ref::HostTensor out_host(c.dtype, c.batch, q_heads, c.q_len, c.head_dim, c.nhd);
   const std::size_t out_bytes = static_cast<std::size_t>(out_host.ref().numel()) * 2;
   test::DeviceBuffer dout(out_bytes + kGuardBytes);
@@ -106,7 +106,7 @@ GpuRun run_gpu(const WgCase& c, const ref::AttentionInputs& in, const KernelSpec
   const std::size_t ds_bytes = runtime::delta_s_workspace_bytes(b, ds_cap);
   test::DeviceBuffer dds(std::max<std::size_t>(ds_bytes, 16));
   dds.poison(0xFF);
-  runtime::launch_wgmma_attention_stage(ctx.impl(), spec, b, k_ref, ws.get(), out_ref, static_cast<float*>(dlse.get()),
+  runtime::launch_wgmma_attention_stage(runtime::context_impl(ctx), spec, b, k_ref, ws.get(), out_ref, static_cast<float*>(dlse.get()),
                                         static_cast<float>(sm_scale), dds.get(), ds_bytes, nullptr);
   test::synchronize();
 
@@ -299,7 +299,7 @@ TEST_CASE("gpu wgmma: a small ΔS workspace (chunks over heads and over query bl
 TEST_CASE("gpu wgmma perf: TOPS at B=4 H=32 hd128 (int8, fp16), wgmma vs mma family") {
   if (!on_hopper() || !std::getenv("SAGE2_PERF")) return;
   Context& ctx = test::gpu_context();
-  driver::ScopedContext scope(ctx.impl().cu_context());
+  driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
   std::vector<std::int64_t> sizes = {1024, 4096, 8192};
   if (const char* s = std::getenv("SAGE2_PERF_N")) sizes = {std::atoll(s)};
   for (std::int64_t n : sizes) {
@@ -326,18 +326,18 @@ TEST_CASE("gpu wgmma perf: TOPS at B=4 H=32 hd128 (int8, fp16), wgmma vs mma fam
       const bool wg = spec0.family == jit::KernelFamily::AttentionWgmma;
       {
         KernelSpec spec = spec0;
-        spec.arch = ctx.impl().arch();
+        spec.arch = runtime::context_impl(ctx).arch();
         const std::string label = wg ? (jit::wgmma_kernel_config(spec).pipelined ? "pipe" : "serial") : "";
         jit::QuantProblem qp{4, 32, 32, n, n, 128};
         const jit::QuantBuffers b = jit::quant_buffers(qp, spec);
         test::DeviceBuffer ws(b.offsets().total);
-        auto quant = [&] { runtime::launch_quantize_stage(ctx.impl(), spec, b, qr, kr, vr, ws.get(), nullptr); };
+        auto quant = [&] { runtime::launch_quantize_stage(runtime::context_impl(ctx), spec, b, qr, kr, vr, ws.get(), nullptr); };
         auto attn = [&] {
           if (wg)
-            runtime::launch_wgmma_attention_stage(ctx.impl(), spec, b, kr, ws.get(), orf, nullptr, 0.088f, nullptr, 0,
+            runtime::launch_wgmma_attention_stage(runtime::context_impl(ctx), spec, b, kr, ws.get(), orf, nullptr, 0.088f, nullptr, 0,
                                                   nullptr);
           else
-            runtime::launch_attention_stage(ctx.impl(), spec, b, kr, ws.get(), orf, nullptr, 0.088f, nullptr, 0, nullptr);
+            runtime::launch_attention_stage(runtime::context_impl(ctx), spec, b, kr, ws.get(), orf, nullptr, 0.088f, nullptr, 0, nullptr);
         };
         quant();
         attn();
@@ -398,17 +398,17 @@ TEST_CASE("gpu wgmma diag: configurations around a failure") {
     const TensorRef q_ref = on_device(in.q.ref(), *dq), k_ref = on_device(in.k.ref(), *dk), v_ref = on_device(in.v.ref(), *dv);
     test::DeviceBuffer ws(b.offsets().total);
     ws.poison();
-    runtime::launch_quantize_stage(ctx.impl(), spec, b, q_ref, k_ref, v_ref, ws.get(), nullptr);
+    runtime::launch_quantize_stage(runtime::context_impl(ctx), spec, b, q_ref, k_ref, v_ref, ws.get(), nullptr);
     ref::HostTensor out_host(c.dtype, 1, 1, c.q_len, c.head_dim, false);
     test::DeviceBuffer dout(out_host.ref().numel() * 2), dlse(c.q_len * 4);
     dout.poison(0xFF);
     TensorRef out_ref = out_host.ref();
     out_ref.data = dout.get();
     if (x.mma)
-      runtime::launch_attention_stage(ctx.impl(), spec, b, k_ref, ws.get(), out_ref, static_cast<float*>(dlse.get()),
+      runtime::launch_attention_stage(runtime::context_impl(ctx), spec, b, k_ref, ws.get(), out_ref, static_cast<float*>(dlse.get()),
                                       static_cast<float>(sm), nullptr, 0, nullptr);
     else
-      runtime::launch_wgmma_attention_stage(ctx.impl(), spec, b, k_ref, ws.get(), out_ref, static_cast<float*>(dlse.get()),
+      runtime::launch_wgmma_attention_stage(runtime::context_impl(ctx), spec, b, k_ref, ws.get(), out_ref, static_cast<float*>(dlse.get()),
                                             static_cast<float>(sm), nullptr, 0, nullptr);
     test::synchronize();
     dout.download(out_host.bits().data(), out_host.bits().size() * 2);
