@@ -153,6 +153,21 @@ std::vector<DirEntry> scan(const std::string& dir, bool temps) {
   return out;
 }
 
+// The key an entry file's header declares, without verifying anything else (load() does).
+bool read_entry_key(const std::string& path, std::string& key) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (fd.fd < 0) return false;
+  struct stat st {};
+  if (::fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  char header[kEntryHeaderBytes];
+  int err = 0;
+  if (read_up_to(fd.fd, header, sizeof header, err) != static_cast<ssize_t>(sizeof header)) return false;
+  const std::uint32_t len = get_u32(header + 28);
+  if (len == 0 || len > kMaxKeyBytes) return false;
+  key.resize(len);
+  return read_up_to(fd.fd, key.data(), len, err) == static_cast<ssize_t>(len);
+}
+
 void sweep_stale_temps(const std::string& dir) {
   const double now = now_seconds();
   for (const auto& t : scan(dir, /*temps=*/true))
@@ -259,6 +274,34 @@ std::optional<jit::CompiledKernel> DiskCache::load(const std::string& key) const
                    "cannot load kernel cache entry " + path + ": " + e.what() + "; recompiling");
     return std::nullopt;
   }
+}
+
+std::optional<jit::CompiledKernel> DiskCache::load_build(const jit::KernelBuild& b) const {
+  if (b.toolchain.has_nvrtc()) return load(b.key);
+  if (disabled_) return std::nullopt;
+  // Candidates by the key in each header (the full check is load()'s); the newest NVRTC first.
+  const std::string prefix = b.stem + jit::kNvrtcKeyTag;
+  std::vector<std::pair<std::pair<int, int>, std::string>> found;
+  try {
+    for (const auto& de : scan(dir_, false)) {
+      std::string key;
+      if (!read_entry_key(de.path, key) || key.compare(0, prefix.size(), prefix) != 0) continue;
+      int major = 0, minor = 0;
+      if (std::sscanf(key.c_str() + prefix.size(), "%d.%d", &major, &minor) != 2) continue;
+      found.push_back({{major, minor}, std::move(key)});
+    }
+  } catch (const std::exception& e) {
+    log::warn_once("cache-unreadable:" + dir_, std::string("cannot search the kernel cache: ") + e.what());
+    return std::nullopt;
+  }
+  std::sort(found.begin(), found.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+  for (const auto& f : found)
+    if (auto k = load(f.second)) {
+      log::debug("no NVRTC: using " + k->key + ", built by NVRTC " + std::to_string(k->nvrtc_major) + "." +
+                 std::to_string(k->nvrtc_minor));
+      return k;
+    }
+  return std::nullopt;
 }
 
 bool DiskCache::store(const jit::CompiledKernel& k) const {

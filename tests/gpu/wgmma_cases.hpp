@@ -120,14 +120,12 @@ inline std::vector<jit::KernelSpec> wgmma_perf_specs() {
 }
 
 // The non-default variant of the template: warp specialisation flipped by one macro in front of
-// the generated source; its cubin is cached under a key of its own.
+// the generated source; its cubin is cached under the key of that source (what compile_source gives).
 inline bool wgmma_variant_is_ws() { return !dev::wg_producer_wg(); }
-inline std::string wgmma_variant_key(const jit::KernelSpec& s) {
-  return s.key() + (wgmma_variant_is_ws() ? "|variant:ws1" : "|variant:ws0");
-}
 inline std::string wgmma_variant_source(const jit::KernelSpec& s) {
   return std::string("#define SAGE2_WG_WS ") + (wgmma_variant_is_ws() ? "1" : "0") + "\n" + jit::generate_source(s);
 }
+inline std::string wgmma_variant_key(const jit::KernelSpec& s) { return jit::make_build(s, wgmma_variant_source(s)).key; }
 inline unsigned wgmma_variant_threads(const jit::KernelSpec& s) {
   return static_cast<unsigned>(s.tile.warps * 32 + (wgmma_variant_is_ws() ? 128 : 0));
 }
@@ -144,9 +142,7 @@ inline std::vector<std::pair<std::string, std::string>> wgmma_macro_variants() {
   return {{"serial", "#define SAGE2_WG_PIPE 0\n"}};
 }
 inline std::string wgmma_macro_key(const jit::KernelSpec& s, const std::string& macros) {
-  char h[17];
-  std::snprintf(h, sizeof h, "%016llx", static_cast<unsigned long long>(jit::fnv1a64(macros.data(), macros.size())));
-  return s.key() + "|macros:" + h;
+  return jit::make_build(s, macros + jit::generate_source(s)).key;
 }
 
 inline std::vector<jit::KernelSpec> wgmma_suite_specs() {
