@@ -21,7 +21,7 @@
 #include <tuple>
 
 #include "autotune/candidates.hpp"
-#include "jit/embedded_templates.hpp"
+#include "jit/kernel_build.hpp"
 #include "runtime/log.hpp"
 
 #ifndef SAGE2_VERSION
@@ -242,7 +242,13 @@ void sweep_stale_temps(const std::string& dir) {
 
 std::string library_version() { return SAGE2_VERSION; }
 
-std::string current_code_version() { return library_version() + "+" + hex_n(jit::templates_hash(), 16); }
+std::string current_code_version() { return jit::code_version(library_version()); }
+
+CodeIdentity CodeIdentity::current() { return {current_code_version(), jit::Toolchain::current().nvrtc_str()}; }
+
+bool CodeIdentity::matches(const TuningEntry& e) const {
+  return e.code_version == code_version && (nvrtc_version.empty() || e.nvrtc_version == nvrtc_version);
+}
 
 std::string db_file_name(const std::string& device_name, jit::Arch arch) {
   std::string slug;
@@ -403,11 +409,11 @@ std::string serialize_db(const DbInfo& info, std::vector<TuningEntry> entries) {
   return j.dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";
 }
 
-const TuningEntry* TuningDb::find(const TuningKey& key, const std::string& code_version, int max_distance) const {
+const TuningEntry* TuningDb::find(const TuningKey& key, const CodeIdentity& code, int max_distance) const {
   const TuningEntry* best = nullptr;
   int best_d = INT_MAX;
   for (const auto& e : entries_) {
-    if (!e.key.same_specialisation(key) || e.code_version != code_version) continue;
+    if (!e.key.same_specialisation(key) || !code.matches(e)) continue;
     const int d = bucket_distance(e.key, key);
     if (d > max_distance) continue;
     bool better = d < best_d;
