@@ -12,25 +12,28 @@ Planner::Planner(std::string db_path, std::string device_name, jit::Arch arch, i
     : db_path_(std::move(db_path)),
       device_name_(std::move(device_name)),
       arch_(arch),
-      max_smem_(max_smem_optin),
-      code_version_(current_code_version()) {}
+      max_smem_(max_smem_optin) {}
 
-Planner::Planner(TuningDb db, jit::Arch arch, int max_smem_optin)
-    : arch_(arch), max_smem_(max_smem_optin), code_version_(current_code_version()) {
-  std::call_once(loaded_, [&] { db_ = std::move(db); });
+Planner::Planner(TuningDb db, jit::Arch arch, int max_smem_optin) : arch_(arch), max_smem_(max_smem_optin) {
+  std::call_once(loaded_, [&] {
+    db_ = std::move(db);
+    code_ = CodeIdentity::current();
+  });
 }
 
 const TuningDb& Planner::db() const {
   std::call_once(loaded_, [&] {
     if (db_path_.empty()) return;
+    code_ = CodeIdentity::current();  // here, not in the constructor: it loads NVRTC
     DbReadResult r = load_db(db_path_, device_name_, arch_);  // warns once when unusable
     if (r.status != DbStatus::Ok) return;
     std::size_t current = 0;
-    for (const auto& e : r.entries) current += e.code_version == code_version_ ? 1 : 0;
+    for (const auto& e : r.entries) current += code_.matches(e) ? 1 : 0;
     if (current < r.entries.size())
       log::info("tuning database " + db_path_ + ": " + std::to_string(r.entries.size() - current) + " of " +
-                std::to_string(r.entries.size()) +
-                " entries were measured with other kernel code and are not used (run sage2-autotune again)");
+                std::to_string(r.entries.size()) + " entries were measured with other kernel code (this is " +
+                code_.code_version + (code_.nvrtc_version.empty() ? "" : ", NVRTC " + code_.nvrtc_version) +
+                ") and are not used (run sage2-autotune again)");
     db_ = TuningDb(std::move(r.entries));
   });
   return db_;
@@ -51,7 +54,7 @@ TileChoice Planner::choose(const jit::KernelSpec& attention_spec, const runtime:
     if (it != memo_.end()) return it->second;
   }
   TileChoice c;
-  if (const TuningEntry* e = db().find(key, code_version_)) {
+  if (const TuningEntry* e = db().find(key, code_)) {
     jit::KernelSpec s = attention_spec;
     s.tile = e->tile;
     if (auto why = static_reject_reason(s, max_smem_)) {

@@ -52,8 +52,8 @@ class Planner {
   std::string db_path_, device_name_;
   jit::Arch arch_;
   int max_smem_;
-  std::string code_version_;
   mutable std::once_flag loaded_;
+  mutable CodeIdentity code_;  // set with db_
   mutable TuningDb db_;
   mutable std::shared_mutex mu_;
   mutable std::unordered_map<TuningKey, TileChoice, TuningKeyHash> memo_;

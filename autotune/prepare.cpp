@@ -13,16 +13,12 @@ namespace {
 struct Job {
   Job(jit::KernelSpec s, std::string k) : spec(std::move(s)), key(std::move(k)) {}
   jit::KernelSpec spec;
-  std::string key;
+  std::string key;         // spec.key(): one job per specialisation
+  std::string cache_key;   // its disk cache key, once built or found
   bool ok = false, skipped = false, from_cache = false, stored = false;
   std::string error;
   jit::PtxasFacts facts;
 };
-
-std::string short_label(const std::string& key) {
-  const std::size_t src = key.find("|src:");
-  return src == std::string::npos ? key : key.substr(0, src);
-}
 
 // The first lines of a compile error (the full NVRTC log can be long).
 std::string first_lines(const std::string& s, int lines = 6) {
@@ -48,13 +44,16 @@ class Runner {
           continue;
         }
         try {
-          if (auto cached = cache_.load(j.key)) {
+          const jit::KernelBuild build = jit::make_build(j.spec);
+          if (auto cached = cache_.load_build(build)) {
             j.facts = cached->facts;
+            j.cache_key = cached->key;
             j.from_cache = true;
             j.stored = true;
           } else {
-            const jit::CompiledKernel k = jit::compile(j.spec);
+            const jit::CompiledKernel k = jit::compile(build);
             j.facts = k.facts;
+            j.cache_key = k.key;
             j.stored = cache_.store(k);
           }
           j.ok = true;
@@ -68,7 +67,7 @@ class Runner {
           p.phase = phase;
           p.done = done;
           p.total = total;
-          p.label = short_label(j.key);
+          p.label = j.key;
           o_.progress(p);
         }
       }
@@ -96,7 +95,7 @@ void account(const Job& j, PrepareStats& st, std::set<std::string>& keys) {
     st.errors.push_back(j.key + ": " + j.error);
     return;
   }
-  keys.insert(j.key);
+  keys.insert(j.cache_key);
   if (j.from_cache) ++st.from_cache;
   else ++st.compiled;
   if (!j.stored) ++st.store_failed;
@@ -240,7 +239,7 @@ std::vector<SpecialisationPlan> prepare_kernels(const std::vector<Specialisation
           all = false;
           if (c.state == CandidateState::Ok) {
             c.state = CandidateState::CompileError;
-            c.reason = "companion kernel " + short_label(j.key) + ": " + j.error;
+            c.reason = "companion kernel " + j.key + ": " + j.error;
           }
         }
       }

@@ -68,7 +68,7 @@ struct PrepareOptions {
 struct PrepareStats {
   std::size_t kernels = 0;          // unique kernels prepared successfully
   std::size_t compiled = 0, from_cache = 0, store_failed = 0, compile_errors = 0, skipped = 0;
-  std::vector<std::string> keys;    // their keys, sorted
+  std::vector<std::string> keys;    // their disk cache keys (jit::KernelBuild::key), sorted
   std::vector<std::string> errors;  // "key: message" of every failed compile
   bool interrupted = false;
   double seconds = 0;

@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -19,12 +18,10 @@
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <random>
-#include <system_error>
 #include <tuple>
 
 #include "autotune/candidates.hpp"
-#include "jit/embedded_templates.hpp"
+#include "jit/kernel_build.hpp"
 #include "runtime/log.hpp"
 
 #ifndef SAGE2_VERSION
@@ -33,6 +30,8 @@
 
 namespace sage2::autotune {
 namespace {
+using cache::fs::errno_text;
+using cache::fs::Fd;
 using cache::fs::join;
 using cache::fs::make_dirs;
 using cache::fs::parent_dir;
@@ -42,8 +41,6 @@ using nlohmann::json;
 constexpr const char* kTempPrefix = ".tuning-tmp-";
 constexpr const char* kTempSuffix = ".json-partial";
 constexpr double kStaleTempSeconds = 600;
-
-std::string errno_text(int e) { return std::error_code(e, std::generic_category()).message(); }
 
 std::int64_t now_unix() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -216,80 +213,10 @@ ojson entry_json(const TuningEntry& t) {
 }
 
 // ---- files -------------------------------------------------------------------------------------
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f = -1) : fd(f) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
-bool write_all(int fd, const char* p, std::size_t n, int& err) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      err = errno;
-      return false;
-    }
-    if (w == 0) {
-      err = EIO;
-      return false;
-    }
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
-  return true;
-}
-
-// Temp file in the target's directory, fsync, rename over the target, fsync the directory.
 bool write_atomic(const std::string& path, const std::string& text, std::string& why) {
-  const std::string dir = parent_dir(path);
-  static std::atomic<std::uint64_t> counter{0};
-  static const std::uint64_t salt = [] {
-    std::random_device rd;
-    return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-  }();
-  std::string tmp;
-  int fd = -1;
-  for (int attempt = 0; attempt < 8 && fd < 0; ++attempt) {
-    const std::uint64_t n = counter.fetch_add(1);
-    tmp = join(dir, kTempPrefix + std::to_string(::getpid()) + "-" + std::to_string(n) + "-" +
-                        hex_n(jit::fnv1a64(&n, sizeof n, salt), 8) + kTempSuffix);
-    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0 && errno != EEXIST) {
-      why = "cannot create " + tmp + ": " + errno_text(errno);
-      return false;
-    }
-  }
-  if (fd < 0) {
-    why = "cannot create a unique temporary file in " + dir;
-    return false;
-  }
-  int err = 0;
-  bool ok = write_all(fd, text.data(), text.size(), err);
-  if (!ok) why = "write to " + tmp + " failed: " + errno_text(err);
-  if (ok && ::fsync(fd) != 0) {
-    ok = false;
-    why = "fsync of " + tmp + " failed: " + errno_text(errno);
-  }
-  if (::close(fd) != 0 && ok) {
-    ok = false;
-    why = "close of " + tmp + " failed: " + errno_text(errno);
-  }
-  if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) {
-    ok = false;
-    why = "rename to " + path + " failed: " + errno_text(errno);
-  }
-  if (!ok) {
-    ::unlink(tmp.c_str());
-    return false;
-  }
-  Fd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (d.fd >= 0) (void)::fsync(d.fd);
-  return true;
+  const std::string name = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
+  return cache::fs::write_file_atomic(parent_dir(path), name, text.data(), text.size(), kTempPrefix, kTempSuffix,
+                                      why);
 }
 
 // Removes this module's temporary files older than kStaleTempSeconds (left by a killed writer).
@@ -315,7 +242,13 @@ void sweep_stale_temps(const std::string& dir) {
 
 std::string library_version() { return SAGE2_VERSION; }
 
-std::string current_code_version() { return library_version() + "+" + hex_n(jit::templates_hash(), 16); }
+std::string current_code_version() { return jit::code_version(library_version()); }
+
+CodeIdentity CodeIdentity::current() { return {current_code_version(), jit::Toolchain::current().nvrtc_str()}; }
+
+bool CodeIdentity::matches(const TuningEntry& e) const {
+  return e.code_version == code_version && (nvrtc_version.empty() || e.nvrtc_version == nvrtc_version);
+}
 
 std::string db_file_name(const std::string& device_name, jit::Arch arch) {
   std::string slug;
@@ -476,11 +409,11 @@ std::string serialize_db(const DbInfo& info, std::vector<TuningEntry> entries) {
   return j.dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";
 }
 
-const TuningEntry* TuningDb::find(const TuningKey& key, const std::string& code_version, int max_distance) const {
+const TuningEntry* TuningDb::find(const TuningKey& key, const CodeIdentity& code, int max_distance) const {
   const TuningEntry* best = nullptr;
   int best_d = INT_MAX;
   for (const auto& e : entries_) {
-    if (!e.key.same_specialisation(key) || e.code_version != code_version) continue;
+    if (!e.key.same_specialisation(key) || !code.matches(e)) continue;
     const int d = bucket_distance(e.key, key);
     if (d > max_distance) continue;
     bool better = d < best_d;

@@ -20,16 +20,19 @@
 //        "heuristic": {"tile": {...}, "ms": num, "tops": num},          -- the default's (0: not timed)
 //        "problem": {"batch", "q_heads", "kv_heads", "q_len", "kv_len"},  -- what was measured
 //        "candidates": {"timed": int, "rejected": int},
-//        "code_version": "0.1.0+<template hash>", "driver_version": int, "nvrtc_version": str,
+//        "code_version": "0.1.0+<16 hex>", "driver_version": int, "nvrtc_version": "13.0",
 //        "tuned_unix": int } ... ] }
 // Keys are unique in a file (a duplicate makes it invalid); entries are sorted by key.
 //
 // Trust: a file that cannot be parsed, is truncated, has another schema or schema version, or
 // names another device or arch is reported once per process (log::warn_once) and ignored — the
-// heuristic defaults are used, and the next write replaces it. An entry is used only when its
-// code_version is this build's (library version + template hash: timings of other kernel code
-// are not evidence about this code), and its tile must still pass the static checks on the
-// device (the planner re-checks).
+// heuristic defaults are used, and the next write replaces it. An entry is used only when it was
+// measured on the kernels this process would run (CodeIdentity: its code_version is this
+// build's jit::code_version — library version and a hash of the kernels the templates and the
+// source generator produce — and its nvrtc_version the loaded NVRTC's; timings of other code are
+// not evidence about this code). Entries of other code stay in the file, unused, with one log
+// line per process (Planner), until a new measurement of the same key replaces them. The tile of
+// a used entry must still pass the static checks on the device (the planner re-checks).
 //
 // Writes (merge_into_db): take an exclusive flock on "<file>.lock", re-read the file, overlay the
 // new entries (same key: the new one wins), write a temporary file in the same directory, fsync,
@@ -78,7 +81,7 @@ struct DbInfo {
   std::int64_t updated_unix = 0;
 };
 
-// library version + "+" + 16 hex digits of jit::templates_hash().
+// jit::code_version(library_version()): "0.1.0+<16 hex>".
 std::string current_code_version();
 std::string library_version();
 std::string db_file_name(const std::string& device_name, jit::Arch arch);
@@ -103,15 +106,25 @@ DbReadResult load_db(const std::string& path, const std::string& device_name, ji
 // The JSON text of a database (entries sorted by key).
 std::string serialize_db(const DbInfo& info, std::vector<TuningEntry> entries);
 
+// What tuning timings are evidence about: the kernels of one code version compiled by one NVRTC.
+struct CodeIdentity {
+  std::string code_version;   // current_code_version() of the process that measured
+  std::string nvrtc_version;  // "13.0"; empty when this process has no NVRTC: its kernels then
+                              // come from the disk cache, built by any NVRTC, so any is accepted
+  // This process's (jit::Toolchain::current()).
+  static CodeIdentity current();
+  bool matches(const TuningEntry& e) const;
+};
+
 // In-memory view for lookups.
 class TuningDb {
  public:
   TuningDb() = default;
   explicit TuningDb(std::vector<TuningEntry> entries) : entries_(std::move(entries)) {}
-  // The entry of the same specialisation and code version whose size buckets are nearest to
-  // `key` (at most `max_distance`); ties prefer the larger q, then kv, then gqa bucket. nullptr
-  // when there is none.
-  const TuningEntry* find(const TuningKey& key, const std::string& code_version,
+  // The entry of the same specialisation, measured on code `code` (CodeIdentity::matches), whose
+  // size buckets are nearest to `key` (at most `max_distance`); ties prefer the larger q, then
+  // kv, then gqa bucket. nullptr when there is none.
+  const TuningEntry* find(const TuningKey& key, const CodeIdentity& code,
                           int max_distance = kMaxLookupDistance) const;
   const std::vector<TuningEntry>& entries() const { return entries_; }
 

@@ -10,18 +10,18 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
-#include <random>
-#include <system_error>
 
 #include "runtime/config.hpp"
 #include "runtime/log.hpp"
 
 namespace sage2::cache {
 namespace {
+using fs::errno_text;
+using fs::Fd;
 using fs::get_u32;
 using fs::get_u64;
 using fs::join;
@@ -32,8 +32,6 @@ using fs::put_u64;
 constexpr char kBundleMagic[8] = {'S', '2', 'B', 'U', 'N', 'D', 'L', 'E'};
 constexpr const char* kTempPrefix = ".tmp-";
 constexpr const char* kTempSuffix = ".s2c-partial";
-
-std::string errno_text(int e) { return std::error_code(e, std::generic_category()).message(); }
 
 // Keys and reasons that come from a file may hold anything: keep messages short and printable.
 std::string printable(const std::string& s, std::size_t max = 160) {
@@ -79,33 +77,6 @@ double mtime_seconds(const struct stat& st) {
   return static_cast<double>(st.st_mtim.tv_sec) + 1e-9 * static_cast<double>(st.st_mtim.tv_nsec);
 }
 
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f = -1) : fd(f) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() { reset(); }
-  void reset() {
-    if (fd >= 0) ::close(fd);
-    fd = -1;
-  }
-};
-
-bool write_all(int fd, const char* p, std::size_t n, int& err) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, std::min<std::size_t>(n, 1u << 30));
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      err = errno;
-      return false;
-    }
-    if (w == 0) { err = EIO; return false; }
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
-  return true;
-}
-
 // Reads up to n bytes; returns how many were read (short only at end of file), -1 on error.
 ssize_t read_up_to(int fd, char* p, std::size_t n, int& err) {
   std::size_t got = 0;
@@ -147,87 +118,12 @@ int remove_if_same(const std::string& path, dev_t dev, ino_t ino) {
   return kRemoved;
 }
 
-// A file written under a temporary name in the target directory, then fsync'ed and renamed
-// over the final name, so readers only ever see complete files.
-class AtomicFile {
- public:
-  // Returns false with a reason; on success the temp file is open for writing.
-  bool open(const std::string& dir, const std::string& final_name, std::string& why) {
-    dir_ = dir;
-    final_path_ = join(dir, final_name);
-    static std::atomic<std::uint64_t> counter{0};
-    static const std::uint64_t salt = [] {
-      std::random_device rd;
-      return (static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^
-             static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-    }();
-    for (int attempt = 0; attempt < 8; ++attempt) {
-      const std::uint64_t n = counter.fetch_add(1);
-      char name[96];
-      std::snprintf(name, sizeof name, "%s%ld-%llu-%08llx%s", kTempPrefix, static_cast<long>(::getpid()),
-                    static_cast<unsigned long long>(n),
-                    static_cast<unsigned long long>(jit::fnv1a64(&n, sizeof n, salt) & 0xffffffffull), kTempSuffix);
-      temp_path_ = join(dir, name);
-      const int fd = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-      if (fd >= 0) {
-        fd_.fd = fd;
-        return true;
-      }
-      if (errno != EEXIST) {
-        why = "cannot create " + temp_path_ + ": " + errno_text(errno);
-        temp_path_.clear();
-        return false;
-      }
-    }
-    why = "cannot create a unique temporary file in " + dir;
-    temp_path_.clear();
-    return false;
-  }
-  bool write(const char* p, std::size_t n, std::string& why) {
-    int err = 0;
-    if (!write_all(fd_.fd, p, n, err)) { why = "write to " + temp_path_ + " failed: " + errno_text(err); return false; }
-    return true;
-  }
-  bool pwrite_at(const char* p, std::size_t n, off_t off, std::string& why) {
-    const ssize_t w = ::pwrite(fd_.fd, p, n, off);
-    if (w != static_cast<ssize_t>(n)) {
-      why = "write to " + temp_path_ + " failed: " + errno_text(w < 0 ? errno : EIO);
-      return false;
-    }
-    return true;
-  }
-  bool commit(std::string& why) {
-    if (::fsync(fd_.fd) != 0) { why = "fsync of " + temp_path_ + " failed: " + errno_text(errno); return false; }
-    const int fd = fd_.fd;
-    fd_.fd = -1;
-    if (::close(fd) != 0) { why = "close of " + temp_path_ + " failed: " + errno_text(errno); return false; }
-    if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
-      why = "rename to " + final_path_ + " failed: " + errno_text(errno);
-      return false;
-    }
-    temp_path_.clear();
-    // Make the rename itself durable; failure here does not undo a complete, visible file.
-    Fd d(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (d.fd >= 0) (void)::fsync(d.fd);
-    return true;
-  }
-  ~AtomicFile() {
-    fd_.reset();
-    if (!temp_path_.empty()) ::unlink(temp_path_.c_str());
-  }
-
- private:
-  std::string dir_, final_path_, temp_path_;
-  Fd fd_;
-};
-
 bool write_atomic(const std::string& dir, const std::string& name, const std::vector<char>& bytes,
                   bool create_dir, std::string& why) {
   if (create_dir) {
     if (int e = make_dirs(dir)) { why = "cannot create directory " + dir + ": " + errno_text(e); return false; }
   }
-  AtomicFile f;
-  return f.open(dir, name, why) && f.write(bytes.data(), bytes.size(), why) && f.commit(why);
+  return fs::write_file_atomic(dir, name, bytes.data(), bytes.size(), kTempPrefix, kTempSuffix, why);
 }
 
 struct DirEntry {
@@ -255,6 +151,21 @@ std::vector<DirEntry> scan(const std::string& dir, bool temps) {
   ::closedir(d);
   std::sort(out.begin(), out.end(), [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
   return out;
+}
+
+// The key an entry file's header declares, without verifying anything else (load() does).
+bool read_entry_key(const std::string& path, std::string& key) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (fd.fd < 0) return false;
+  struct stat st {};
+  if (::fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  char header[kEntryHeaderBytes];
+  int err = 0;
+  if (read_up_to(fd.fd, header, sizeof header, err) != static_cast<ssize_t>(sizeof header)) return false;
+  const std::uint32_t len = get_u32(header + 28);
+  if (len == 0 || len > kMaxKeyBytes) return false;
+  key.resize(len);
+  return read_up_to(fd.fd, key.data(), len, err) == static_cast<ssize_t>(len);
 }
 
 void sweep_stale_temps(const std::string& dir) {
@@ -366,6 +277,34 @@ std::optional<jit::CompiledKernel> DiskCache::load(const std::string& key) const
   }
 }
 
+std::optional<jit::CompiledKernel> DiskCache::load_build(const jit::KernelBuild& b) const {
+  if (b.toolchain.has_nvrtc()) return load(b.key);
+  if (disabled_) return std::nullopt;
+  // Candidates by the key in each header (the full check is load()'s); the newest NVRTC first.
+  const std::string prefix = b.stem + jit::kNvrtcKeyTag;
+  std::vector<std::pair<std::pair<int, int>, std::string>> found;
+  try {
+    for (const auto& de : scan(dir_, false)) {
+      std::string key;
+      if (!read_entry_key(de.path, key) || key.compare(0, prefix.size(), prefix) != 0) continue;
+      int major = 0, minor = 0;
+      if (std::sscanf(key.c_str() + prefix.size(), "%d.%d", &major, &minor) != 2) continue;
+      found.push_back({{major, minor}, std::move(key)});
+    }
+  } catch (const std::exception& e) {
+    log::warn_once("cache-unreadable:" + dir_, std::string("cannot search the kernel cache: ") + e.what());
+    return std::nullopt;
+  }
+  std::sort(found.begin(), found.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+  for (const auto& f : found)
+    if (auto k = load(f.second)) {
+      log::debug("no NVRTC: using " + k->key + ", built by NVRTC " + std::to_string(k->nvrtc_major) + "." +
+                 std::to_string(k->nvrtc_minor));
+      return k;
+    }
+  return std::nullopt;
+}
+
 bool DiskCache::store(const jit::CompiledKernel& k) const {
   if (disabled_) return false;
   try {
@@ -467,7 +406,7 @@ std::size_t DiskCache::export_bundle(const std::string& path) const {
   const std::string name = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
   if (name.empty()) fail("the bundle path names a directory");
   std::string why;
-  AtomicFile f;
+  fs::AtomicFile f(kTempPrefix, kTempSuffix);
   if (!f.open(dir, name, why)) fail(why);
   char header[kBundleHeaderBytes] = {};
   std::memcpy(header, kBundleMagic, sizeof kBundleMagic);

@@ -2,6 +2,9 @@
 //  Directory: config::cache_config().cache_dir ($SAGE2_CACHE_DIR, else $XDG_CACHE_HOME/sage2, else ~/.cache/sage2).
 //  Entry file: header (magic, format version, full key, arch, NVRTC version, payload checksum)
 //              + cubin + metadata JSON (ptxas facts, compile time, entry name, created time).
+//  Key: jit::KernelBuild::key (jit/kernel_build.hpp) — the spec, a hash of the source, templates,
+//  options and library version, and the NVRTC version — so an entry is found only by a process
+//  that would compile exactly the same thing with the same NVRTC.
 //  Writes are atomic (temp file in the same directory + fsync + rename). A load verifies magic,
 //  version, key, arch and checksum; a bad entry gives one warning, is deleted, and load returns
 //  nullopt (the caller recompiles and stores a fresh one) — never loaded, never a crash.
@@ -14,7 +17,8 @@
 //     8    4 format version (kEntryFormatVersion)
 //    12    4 header size in bytes (64)
 //    16    4 arch (jit::Arch value; arch_name() must know it and agree with the key's sm_ field)
-//    20    4 NVRTC major (int32)          24  4 NVRTC minor (int32)
+//    20    4 NVRTC major (int32)          24  4 NVRTC minor (int32)   (a key field "nvrtc:M.m"
+//                                                                          must name the same)
 //    28    4 key length K (1..kMaxKeyBytes)
 //    32    4 metadata length M (0..kMaxMetaBytes)
 //    36    4 reserved, 0
@@ -79,6 +83,10 @@ class DiskCache {
   // reported as a miss. store() returns false (one warning per directory) when it cannot write.
   // A successful load refreshes the entry's mtime, so prune() evicts the least recently used.
   std::optional<jit::CompiledKernel> load(const std::string& key) const;
+  // The entry of a build: load(b.key). When b's toolchain has no NVRTC (none could be loaded, so
+  // nothing can be recompiled), the entry of the same code (b.stem) built by any NVRTC — the
+  // newest when there are several. Never throws.
+  std::optional<jit::CompiledKernel> load_build(const jit::KernelBuild& b) const;
   bool store(const jit::CompiledKernel& k) const;
   std::string entry_path(const std::string& key) const;  // dir() + "/" + entry_file_name(key)
 

@@ -45,6 +45,22 @@ std::string key_arch_conflict(const std::string& key, jit::Arch arch) {
   return {};
 }
 
+// A "nvrtc:M.m" field of the key (jit/kernel_build.hpp) must name the NVRTC of the header: an
+// entry never claims to be built by another compiler than the one that built it. Returns the
+// offending field, or empty when consistent (or when the key has no such field).
+std::string key_nvrtc_conflict(const std::string& key, int major, int minor) {
+  const std::string want = "nvrtc:" + std::to_string(major) + "." + std::to_string(minor);
+  std::size_t start = 0;
+  while (start <= key.size()) {
+    std::size_t end = key.find('|', start);
+    if (end == std::string::npos) end = key.size();
+    const std::string_view field(key.data() + start, end - start);
+    if (field.substr(0, 6) == "nvrtc:" && field != want) return std::string(field);
+    start = end + 1;
+  }
+  return {};
+}
+
 // Rejects JSON nested deeper than kMaxMetaDepth before the parser sees it.
 bool nesting_ok(const char* p, std::size_t n) {
   int depth = 0;
@@ -177,6 +193,11 @@ bool parse_entry(const char* d, std::size_t n, jit::CompiledKernel& k, std::stri
   }
   out.nvrtc_major = static_cast<int>(static_cast<std::int32_t>(nv_major));
   out.nvrtc_minor = static_cast<int>(static_cast<std::int32_t>(nv_minor));
+  if (auto f = key_nvrtc_conflict(out.key, out.nvrtc_major, out.nvrtc_minor); !f.empty()) {
+    why = "header NVRTC " + std::to_string(out.nvrtc_major) + "." + std::to_string(out.nvrtc_minor) +
+          " disagrees with the key's " + f;
+    return false;
+  }
   if (!parse_metadata(meta_p, meta_len, out, why)) return false;
   out.cubin.assign(cubin_p, cubin_p + cubin_len);
   k = std::move(out);
@@ -196,6 +217,8 @@ std::vector<char> DiskCache::serialize(const jit::CompiledKernel& k) {
   if (!known_arch(arch)) fail("unknown arch code " + std::to_string(static_cast<int>(k.arch)));
   if (auto f = key_arch_conflict(k.key, k.arch); !f.empty())
     fail("arch " + std::string(jit::arch_name(k.arch)) + " disagrees with the key's " + f);
+  if (auto f = key_nvrtc_conflict(k.key, k.nvrtc_major, k.nvrtc_minor); !f.empty())
+    fail("NVRTC " + std::to_string(k.nvrtc_major) + "." + std::to_string(k.nvrtc_minor) + " disagrees with the key's " + f);
 
   json facts = {{"registers", k.facts.registers},
                 {"spill_store_bytes", k.facts.spill_store_bytes},

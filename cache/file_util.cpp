@@ -1,8 +1,18 @@
 #include "cache/file_util.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <system_error>
+
+#include "jit/kernel_spec.hpp"  // fnv1a64
 
 namespace sage2::cache::fs {
 
@@ -47,6 +57,114 @@ std::uint64_t get_u64(const char* p) {
   std::uint64_t v = 0;
   for (int i = 0; i < 8; ++i) v |= static_cast<std::uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
   return v;
+}
+
+std::string errno_text(int e) { return std::error_code(e, std::generic_category()).message(); }
+
+void Fd::reset() {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+
+bool write_all(int fd, const char* p, std::size_t n, int& err) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, std::min<std::size_t>(n, 1u << 30));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      err = errno;
+      return false;
+    }
+    if (w == 0) {
+      err = EIO;
+      return false;
+    }
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  return true;
+}
+
+bool AtomicFile::open(const std::string& dir, const std::string& final_name, std::string& why) {
+  dir_ = dir;
+  final_path_ = join(dir, final_name);
+  static std::atomic<std::uint64_t> counter{0};
+  static const std::uint64_t salt = [] {
+    std::random_device rd;
+    return (static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^
+           static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  }();
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    const std::uint64_t n = counter.fetch_add(1);
+    char tag[64];
+    std::snprintf(tag, sizeof tag, "%ld-%llu-%08llx", static_cast<long>(::getpid()),
+                  static_cast<unsigned long long>(n),
+                  static_cast<unsigned long long>(jit::fnv1a64(&n, sizeof n, salt) & 0xffffffffull));
+    temp_path_ = join(dir, temp_prefix_ + tag + temp_suffix_);
+    const int fd = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      fd_.fd = fd;
+      return true;
+    }
+    if (errno != EEXIST) {
+      why = "cannot create " + temp_path_ + ": " + errno_text(errno);
+      temp_path_.clear();
+      return false;
+    }
+  }
+  why = "cannot create a unique temporary file in " + dir;
+  temp_path_.clear();
+  return false;
+}
+
+bool AtomicFile::write(const char* p, std::size_t n, std::string& why) {
+  int err = 0;
+  if (!write_all(fd_.fd, p, n, err)) {
+    why = "write to " + temp_path_ + " failed: " + errno_text(err);
+    return false;
+  }
+  return true;
+}
+
+bool AtomicFile::pwrite_at(const char* p, std::size_t n, off_t off, std::string& why) {
+  const ssize_t w = ::pwrite(fd_.fd, p, n, off);
+  if (w != static_cast<ssize_t>(n)) {
+    why = "write to " + temp_path_ + " failed: " + errno_text(w < 0 ? errno : EIO);
+    return false;
+  }
+  return true;
+}
+
+bool AtomicFile::commit(std::string& why) {
+  if (::fsync(fd_.fd) != 0) {
+    why = "fsync of " + temp_path_ + " failed: " + errno_text(errno);
+    return false;
+  }
+  const int fd = fd_.fd;
+  fd_.fd = -1;
+  if (::close(fd) != 0) {
+    why = "close of " + temp_path_ + " failed: " + errno_text(errno);
+    return false;
+  }
+  if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
+    why = "rename to " + final_path_ + " failed: " + errno_text(errno);
+    return false;
+  }
+  temp_path_.clear();
+  // Make the rename itself durable; failure here does not undo a complete, visible file.
+  Fd d(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (d.fd >= 0) (void)::fsync(d.fd);
+  return true;
+}
+
+AtomicFile::~AtomicFile() {
+  fd_.reset();
+  if (!temp_path_.empty()) ::unlink(temp_path_.c_str());
+}
+
+bool write_file_atomic(const std::string& dir, const std::string& name, const char* data, std::size_t n,
+                       const std::string& temp_prefix, const std::string& temp_suffix, std::string& why) {
+  AtomicFile f(temp_prefix, temp_suffix);
+  return f.open(dir, name, why) && f.write(data, n, why) && f.commit(why);
 }
 
 }  // namespace sage2::cache::fs

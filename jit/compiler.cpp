@@ -136,18 +136,30 @@ std::pair<int, int> nvrtc_version() noexcept {
 
 CompiledKernel compile(const KernelSpec& spec) {
   nvrtc::api();  // Error(NvrtcMissing) before any other work
-  return compile_source(spec, generate_source(spec));
+  return compile(make_build(spec));
 }
 
 CompiledKernel compile_source(const KernelSpec& spec, const std::string& source) {
+  nvrtc::api();
+  return compile(make_build(spec, source));
+}
+
+CompiledKernel compile(const KernelBuild& b) {
   const nvrtc::Api& a = nvrtc::api();  // Error(NvrtcMissing) when unusable
+  if (b.toolchain.nvrtc_major != a.major || b.toolchain.nvrtc_minor != a.minor)
+    throw Error(ErrorCode::Internal, "kernel build " + b.key + " was made for NVRTC " +
+                                         std::to_string(b.toolchain.nvrtc_major) + "." +
+                                         std::to_string(b.toolchain.nvrtc_minor) + ", but NVRTC " +
+                                         std::to_string(a.major) + "." + std::to_string(a.minor) + " is loaded");
+  const KernelSpec& spec = b.spec;
+  const std::string& source = b.source;
+  const std::vector<std::string>& options = b.options;
   CompiledKernel out;
-  out.key = spec.key();
+  out.key = b.key;
   out.arch = spec.arch;
   out.entry = spec.entry_name();
   out.nvrtc_major = a.major;
   out.nvrtc_minor = a.minor;
-  const std::vector<std::string> options = nvrtc_options(spec);
   const std::string dump_dir = config::process_config().dump_dir;
   const std::string dump_name = hex16(fnv1a64(out.key.data(), out.key.size()));
 

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "jit/kernel_build.hpp"
 #include "jit/kernel_spec.hpp"
 
 namespace sage2::jit {
@@ -19,7 +20,7 @@ struct PtxasFacts {
 };
 
 struct CompiledKernel {
-  std::string key;             // spec.key()
+  std::string key;             // the KernelBuild's key (jit/kernel_build.hpp)
   Arch arch = Arch::Sm90a;
   std::string entry;           // spec.entry_name()
   std::vector<char> cubin;
@@ -36,12 +37,16 @@ std::string generate_source(const KernelSpec& spec);
 // The NVRTC options for `spec` (arch, std, fast-math policy, ptxas verbosity).
 std::vector<std::string> nvrtc_options(const KernelSpec& spec);
 
-// Compiles with NVRTC. Throws Error(CompileError) carrying the key and the whole log on failure,
-// Error(NvrtcMissing) when libnvrtc cannot be loaded. Honors config::ProcessConfig::dump_dir
-// (SAGE2_DUMP_DIR).
+// Compiles b.source with b.options and the embedded templates as headers; the result carries
+// b.key. Throws Error(CompileError) carrying the key and the whole log on failure,
+// Error(NvrtcMissing) when libnvrtc cannot be loaded, Error(Internal) when b was made for another
+// NVRTC than the loaded one (its key would name the wrong compiler). Honors
+// config::ProcessConfig::dump_dir (SAGE2_DUMP_DIR).
+CompiledKernel compile(const KernelBuild& b);
+// compile(make_build(spec)).
 CompiledKernel compile(const KernelSpec& spec);
-// Compiles `source` (instead of generate_source(spec)) with spec's options, key and entry name,
-// and the embedded templates as headers — for tests, probes and tools. Same errors as compile().
+// compile(make_build(spec, source)): a caller's source with spec's options and entry name — for
+// tests, probes and tools. The key covers that source.
 CompiledKernel compile_source(const KernelSpec& spec, const std::string& source);
 
 // NVRTC version of the loaded library; {0,0} when NVRTC is unavailable (never throws).

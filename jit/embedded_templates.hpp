@@ -17,7 +17,7 @@ struct EmbeddedTemplate {
 const std::vector<EmbeddedTemplate>& embedded_templates();
 // One template by file name; throws sage2::Error(Internal) when absent.
 std::string_view embedded_template(std::string_view name);
-// FNV-1a hash over every template's name and text: part of every kernel key.
+// FNV-1a hash over every template's name and text: part of every disk cache key (jit/kernel_build).
 std::uint64_t templates_hash();
 
 }  // namespace sage2::jit

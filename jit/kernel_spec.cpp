@@ -1,9 +1,6 @@
 #include "jit/kernel_spec.hpp"
 
-#include <cstdio>
 #include <sstream>
-
-#include "jit/embedded_templates.hpp"
 
 namespace sage2::jit {
 
@@ -140,8 +137,6 @@ void KernelSpec::validate() const {
 
 std::string KernelSpec::key() const {
   const KernelSpec c = canonical();
-  char src[17];
-  std::snprintf(src, sizeof src, "%016llx", static_cast<unsigned long long>(templates_hash()));
   std::ostringstream k;
   k << family_name(c.family);
   if (c.family == KernelFamily::Quantize) k << '.' << quant_op_name(c.op);
@@ -149,7 +144,7 @@ std::string KernelSpec::key() const {
     << "|bq" << c.tile.bq << ".bk" << c.tile.bk << ".w" << c.tile.warps << ".s" << c.tile.stages
     << "|int" << c.qk_bits << "|sq" << c.smooth_q << ".sk" << c.smooth_k << ".sv" << c.smooth_v << '|'
     << dtype_name(c.in_dtype) << '>' << dtype_name(c.out_dtype) << "|causal:" << causal_mode_name(c.causal)
-    << "|acc2:" << c.two_level_accum << ".lse:" << c.return_lse << "|src:" << src;
+    << "|acc2:" << c.two_level_accum << ".lse:" << c.return_lse;
   return k.str();
 }
 

@@ -1,5 +1,5 @@
 // KernelSpec: the single description of one kernel specialisation. From it come
-//  - the canonical cache key (key()),
+//  - the canonical spec key (key()), the readable prefix of the cache key (jit/kernel_build.hpp),
 //  - the generated source (jit/source_builder: spec values as constexpr before the template),
 //  - the NVRTC options (jit/nvrtc_compiler),
 //  - the launch shape (jit/launch_shape),
@@ -77,9 +77,10 @@ struct KernelSpec {
   // Copy with the fields that do not affect this family's code reset to fixed values, so two
   // specs that generate the same code have the same key.
   KernelSpec canonical() const;
-  // The one canonical key string, e.g.
-  //   "quantize.quantize_q|sm_90a|d128|mma|bq128.bk64.w4.s1|int8|sq1.sk1.sv0|f16>f16|src:1a2b3c4d"
-  // It includes a hash of the template text, so editing a template never loads a stale cubin.
+  // The one canonical key string of the spec, e.g.
+  //   "quantize.quantize_q|sm_90a|d128|attn_mma|bq128.bk64.w4.s1|int8|sq1.sk1.sv0|f16>f16|causal:none|acc2:1.lse:0"
+  // It names the specialisation within one build of the library. The disk cache key adds what
+  // else the cubin depends on (source, templates, options, NVRTC, library: jit::make_build).
   std::string key() const;
   // Name of the extern "C" __global__ entry in the generated module.
   std::string entry_name() const;

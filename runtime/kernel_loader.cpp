@@ -49,13 +49,15 @@ LoadedKernel& KernelLoader::get(jit::KernelSpec spec) {
 std::unique_ptr<LoadedKernel> KernelLoader::load(const jit::KernelSpec& spec) {
   const auto t0 = std::chrono::steady_clock::now();
   auto k = std::make_unique<LoadedKernel>();
-  k->key = spec.key();
-  std::optional<jit::CompiledKernel> compiled = disk_.load(k->key);
+  // The source is generated here, once per kernel and context: the disk key hashes it.
+  const jit::KernelBuild build = jit::make_build(spec);
+  std::optional<jit::CompiledKernel> compiled = disk_.load_build(build);
   k->source = compiled ? KernelSource::DiskCache : KernelSource::Compiled;
   if (!compiled) {
-    compiled = jit::compile(spec);
+    compiled = jit::compile(build);
     disk_.store(*compiled);
   }
+  k->key = compiled->key;
   k->facts = compiled->facts;
   const auto& a = driver::api();
   driver::ScopedContext scope(ctx_);
@@ -65,8 +67,9 @@ std::unique_ptr<LoadedKernel> KernelLoader::load(const jit::KernelSpec& spec) {
     // driver accepts): recompile here and replace it.
     log::warn_once("cache-driver-refused:" + k->key, "the driver refused the cached cubin of " + k->key + " (" +
                                                          driver::error_text(r) + "); recompiling");
-    compiled = jit::compile(spec);
+    compiled = jit::compile(build);
     disk_.store(*compiled);
+    k->key = compiled->key;
     k->source = KernelSource::Compiled;
     k->facts = compiled->facts;
     r = a.cuModuleLoadData(&k->module, compiled->cubin.data());

@@ -1,5 +1,7 @@
 // KernelSpec → CUfunction for one CUDA context: in-memory cache, then the disk cache, then NVRTC.
-// Thread-safe; concurrent requests for one key compile it once.
+// Thread-safe; concurrent requests for one key compile it once. The in-memory cache is keyed by
+// spec.key() (within one process the source, options and NVRTC of a spec never change); the
+// disk cache by the build's key, computed once per kernel when it is first loaded.
 #pragma once
 
 #include <atomic>
@@ -18,7 +20,7 @@ namespace sage2::runtime {
 enum class KernelSource { Compiled, DiskCache };
 
 struct LoadedKernel {
-  std::string key;
+  std::string key;                    // the disk cache key (jit::KernelBuild::key)
   CUmodule module = nullptr;
   CUfunction function = nullptr;
   jit::PtxasFacts facts;

@@ -449,10 +449,8 @@ void note_interrupt_once() {
 }
 
 // ---- reports ---------------------------------------------------------------------------------
-std::string nvrtc_string() {
-  const auto [maj, min] = jit::nvrtc_version();
-  return maj ? std::to_string(maj) + "." + std::to_string(min) : std::string();
-}
+// The NVRTC of the tuning entries' CodeIdentity.
+std::string nvrtc_string() { return jit::Toolchain::current().nvrtc_str(); }
 
 json facts_json(const jit::PtxasFacts& f) {
   return json{{"registers", f.registers},

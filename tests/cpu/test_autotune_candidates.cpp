@@ -210,10 +210,12 @@ TEST_CASE("autotune: real NVRTC compiles — spilling candidate rejected, clean 
 
   // Kernels: three attention kernels (the spilling one is cached too: its facts are what rejects
   // it) and the four quantize kernels shared by the two accepted 64x64x4 tiles (no ΔS at 8-bit).
+  // Keys are the disk cache keys (jit::make_build).
   std::set<std::string> expected;
-  for (const auto& t : {clean, spilling, jit::TileConfig{64, 64, 4, 2}}) expected.insert(s.attention_spec(arch, t).key());
-  for (const auto& k : companion_specs(s.attention_spec(arch, clean))) expected.insert(k.key());
-  for (const auto& k : companion_specs(s.attention_spec(arch, {64, 64, 4, 2}))) expected.insert(k.key());
+  auto key_of = [](const jit::KernelSpec& spec) { return jit::make_build(spec).key; };
+  for (const auto& t : {clean, spilling, jit::TileConfig{64, 64, 4, 2}}) expected.insert(key_of(s.attention_spec(arch, t)));
+  for (const auto& k : companion_specs(s.attention_spec(arch, clean))) expected.insert(key_of(k));
+  for (const auto& k : companion_specs(s.attention_spec(arch, {64, 64, 4, 2}))) expected.insert(key_of(k));
   CHECK(expected.size() == 7);
   CHECK(std::set<std::string>(st.keys.begin(), st.keys.end()) == expected);
   CHECK(st.compiled == 7);

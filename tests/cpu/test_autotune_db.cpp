@@ -6,7 +6,10 @@
 //    planner uses the heuristic default) and replaced by the next write;
 //  - forked writer processes merging at once lose no entry, and a reader never sees a partial file;
 //  - the planner returns the tuned tile, memoises per signature, is thread-safe, and falls back to
-//    the heuristic for a miss, another code version, or a tile the device cannot hold.
+//    the heuristic for a miss, another code version, or a tile the device cannot hold;
+//  - an entry measured on other compiled code (another build's code version, another NVRTC, or
+//    a database written by an older libsage2) is read without error, not used, and reported in
+//    one log line.
 #include <dirent.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -30,6 +33,7 @@
 #include "autotune/candidates.hpp"
 #include "autotune/planner.hpp"
 #include "autotune/tuning_db.hpp"
+#include "jit/kernel_build.hpp"
 #include "jit/wgmma_shape.hpp"
 #include "runtime/attention_plan.hpp"
 #include "runtime/log.hpp"
@@ -111,9 +115,9 @@ TuningEntry make_entry(const TuningKey& key, jit::TileConfig tile = {128, 64, 8,
   e.kv_len = key.kv_bucket;
   e.timed = 12;
   e.rejected = 24;
-  e.code_version = current_code_version();
+  e.code_version = current_code_version();  // measured by this build, with this process's NVRTC
   e.driver_version = 13000;
-  e.nvrtc_version = "13.0";
+  e.nvrtc_version = CodeIdentity::current().nvrtc_version;
   e.tuned_unix = 1763820000;
   return e;
 }
@@ -290,7 +294,7 @@ TEST_CASE("autotune: a database written and read back gives the same entries") {
   REQUIRE(r2.status == DbStatus::Ok);
   CHECK(r2.entries.size() == 4);
   const TuningDb db(r2.entries);
-  const TuningEntry* got = db.find(make_key(128), current_code_version());
+  const TuningEntry* got = db.find(make_key(128), CodeIdentity::current());
   REQUIRE(got);
   check_same(*got, changed);
   // Only the database and its lock file are in the directory: no temporary files.
@@ -306,7 +310,7 @@ TEST_CASE("autotune: lookups use the nearest size bucket of the same specialisat
   old.code_version = "0.0.1+0000000000000000";
   entries.push_back(old);
   const TuningDb db(entries);
-  const std::string code = current_code_version();
+  const CodeIdentity code = CodeIdentity::current();
   // Exact hits.
   REQUIRE(db.find(make_key(128, 1024, 1024), code));
   CHECK(db.find(make_key(128, 1024, 1024), code)->tile == jit::TileConfig{64, 64, 4, 1});
@@ -318,7 +322,8 @@ TEST_CASE("autotune: lookups use the nearest size bucket of the same specialisat
   // 4096² with other kernel code is never used.
   CHECK(db.find(make_key(128, 4096, 4096), code) == nullptr);
   CHECK(db.find(make_key(128, 4096, 4096), code, 4)->tile == jit::TileConfig{128, 64, 8, 2});  // tie → larger
-  CHECK(db.find(make_key(128, 4096, 4096), "0.0.1+0000000000000000")->tile == jit::TileConfig{128, 128, 8, 3});
+  CHECK(db.find(make_key(128, 4096, 4096), CodeIdentity{"0.0.1+0000000000000000", code.nvrtc_version})->tile ==
+        jit::TileConfig{128, 128, 8, 3});
   // GQA counts in the distance; other specialisations never match.
   CHECK(db.find(make_key(128, 1024, 1024, 4), code)->tile == jit::TileConfig{64, 64, 4, 1});
   CHECK(db.find(make_key(128, 1024, 1024, 16), code) == nullptr);
@@ -475,7 +480,7 @@ TEST_CASE("autotune: forked writers merging at once lose no entry; a reader neve
     for (int i = 0; i < kEach; ++i) {
       CAPTURE(w);
       CAPTURE(i);
-      const TuningEntry* e = db.find(make_key(16 + w, 64 << i, 1024), current_code_version(), 0);
+      const TuningEntry* e = db.find(make_key(16 + w, 64 << i, 1024), CodeIdentity::current(), 0);
       REQUIRE(e);
       CHECK(e->tile.stages == 1 + i % 2);
     }
@@ -552,6 +557,76 @@ TEST_CASE("autotune: the planner returns tuned tiles, memoises per signature and
   Planner tiny("", kDevice, kArch, 8 * 1024);
   CHECK_THROWS_AS(tiny.choose(base_spec(p128), p128), Error);
   CHECK(tiny.memoised() == 0);
+}
+
+TEST_CASE("autotune: the code version names the library and hashes the kernels it generates") {
+  const std::string v = jit::code_version("0.1.0");
+  CHECK(v == jit::code_version("0.1.0"));  // deterministic
+  REQUIRE(v.size() == std::string("0.1.0+").size() + 16);
+  CHECK(v.rfind("0.1.0+", 0) == 0);
+  // Another library version is other code (its launch code may read the kernels differently).
+  const std::string w = jit::code_version("0.1.1");
+  CHECK(w.rfind("0.1.1+", 0) == 0);
+  CHECK(w.substr(6) != v.substr(6));
+  CHECK(current_code_version() == jit::code_version(library_version()));
+  const CodeIdentity here = CodeIdentity::current();
+  CHECK(here.code_version == current_code_version());
+  CHECK(here.nvrtc_version == jit::Toolchain::current().nvrtc_str());
+}
+
+namespace {
+struct InfoCapture {
+  static std::vector<std::string>& msgs() { static std::vector<std::string> v; return v; }
+  static void sink(log::Level level, const std::string& m) {
+    if (level == log::Level::Info) msgs().push_back(m);
+  }
+  InfoCapture() {
+    msgs().clear();
+    log::set_sink(&sink);
+  }
+  ~InfoCapture() { log::set_sink(nullptr); }
+};
+}  // namespace
+
+TEST_CASE("autotune: entries measured on other compiled code are stale: kept in the file, not used, one log line") {
+  DbTempDir tmp;
+  const std::string path = db_path(tmp.path, kDevice, kArch);
+  const CodeIdentity here = CodeIdentity::current();
+  auto other_nvrtc = make_entry(make_key(96, 4096, 4096), {64, 32, 4, 2});
+  other_nvrtc.nvrtc_version = "99.9";  // a fake NVRTC: same code version, another compiler
+  auto older_build = make_entry(make_key(64, 4096, 4096), {64, 32, 4, 2});
+  older_build.code_version = "0.1.0+" + std::string(16, 'a');  // what libsage2 0.1.0 wrote before
+  REQUIRE(merge_into_db(path, make_info(),
+                        {make_entry(make_key(128, 4096, 4096), {128, 64, 8, 1}), other_nvrtc, older_build})
+              .ok);
+  InfoCapture info;
+  const Planner planner(path, kDevice, kArch, kSmem);
+  const auto p128 = problem(128, 4096, 4096), p96 = problem(96, 4096, 4096), p64 = problem(64, 4096, 4096);
+  CHECK(planner.choose(base_spec(p128), p128).tuned);
+  CHECK_FALSE(planner.choose(base_spec(p96), p96).tuned);
+  CHECK_FALSE(planner.choose(base_spec(p64), p64).tuned);
+  CHECK(planner.db_entries() == 3);
+  std::size_t stale_lines = 0;
+  for (const auto& m : InfoCapture::msgs())
+    if (m.find("2 of 3 entries were measured with other kernel code") != std::string::npos) ++stale_lines;
+  CHECK(stale_lines == 1);
+
+  // The identity decides, entry by entry.
+  CHECK(here.matches(make_entry(make_key())));
+  CHECK_FALSE(here.matches(other_nvrtc));
+  CHECK_FALSE(here.matches(older_build));
+  // A process without NVRTC runs whatever NVRTC built the cached kernels: any NVRTC will do.
+  const CodeIdentity no_nvrtc{here.code_version, ""};
+  CHECK(no_nvrtc.matches(other_nvrtc));
+  CHECK_FALSE(no_nvrtc.matches(older_build));
+
+  // A new measurement of a stale key replaces it; the file stays readable throughout.
+  auto fresh = make_entry(make_key(96, 4096, 4096), {64, 64, 4, 1});
+  REQUIRE(merge_into_db(path, make_info(), {fresh}).ok);
+  const DbReadResult r = read_db(path, kDevice, kArch);
+  REQUIRE(r.status == DbStatus::Ok);
+  CHECK(r.entries.size() == 3);
+  CHECK(TuningDb(r.entries).find(make_key(96, 4096, 4096), here)->tile == jit::TileConfig{64, 64, 4, 1});
 }
 
 TEST_CASE("autotune: Contexts of one device and cache directory share one planner") {

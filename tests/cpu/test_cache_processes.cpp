@@ -95,12 +95,13 @@ TEST_CASE("cache processes child: compile-or-load every key into the shared dire
   const DiskCache cache(dir);
   std::ostringstream report;
   for (const jit::KernelSpec& spec : keys_of(index)) {
-    const std::string key = spec.key();
+    const jit::KernelBuild build = jit::make_build(spec);
+    const std::string& key = build.key;
     // runtime/kernel_loader.cpp's order: the disk first; on a miss compile and store.
-    std::optional<jit::CompiledKernel> k = cache.load(key);
+    std::optional<jit::CompiledKernel> k = cache.load_build(build);
     const bool compiled = !k;
     if (!k) {
-      k = jit::compile(spec);
+      k = jit::compile(build);
       CHECK(cache.store(*k));
     }
     REQUIRE(k->key == key);
@@ -132,7 +133,8 @@ TEST_CASE("cache processes: 6 processes compiling shared and own keys into one d
   std::map<std::string, std::uint64_t> reference;
   for (int i = 0; i < kProcesses; ++i)
     for (const jit::KernelSpec& spec : keys_of(i))
-      if (!reference.count(spec.key())) reference[spec.key()] = hash_of(jit::compile(spec).cubin);
+      if (const std::string key = jit::make_build(spec).key; !reference.count(key))
+        reference[key] = hash_of(jit::compile(spec).cubin);
   REQUIRE(reference.size() == 2 + kProcesses);
 
   std::map<std::string, int> compiled_by;  // how many processes compiled each key themselves
@@ -182,7 +184,7 @@ TEST_CASE("cache processes: 6 processes compiling shared and own keys into one d
   }
   std::string shared;
   for (const jit::KernelSpec& s : keys_of(0))
-    if (s.op != jit::QuantOp::QuantizeV) shared += " " + std::to_string(compiled_by[s.key()]) + "/" + std::to_string(kProcesses);
+    if (s.op != jit::QuantOp::QuantizeV) shared += " " + std::to_string(compiled_by[jit::make_build(s).key]) + "/" + std::to_string(kProcesses);
   MESSAGE(kProcesses << " processes in " << seconds << " s; the shared keys were compiled by" << shared
                      << " processes (the others loaded an entry)");
 }

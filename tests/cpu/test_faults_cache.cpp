@@ -105,15 +105,19 @@ void rm_rf(const std::string& p) {
   REQUIRE(std::system(cmd.c_str()) == 0);
 }
 
+// The disk cache key of a spec's kernel, as this process builds it.
+std::string ckey(const jit::KernelSpec& spec) { return jit::make_build(spec).key; }
+
 // The loader's flow without the driver: disk cache, else NVRTC then store.
 struct Flow {
   int compiled = 0, from_disk = 0, stored = 0;
   jit::CompiledKernel get(const DiskCache& cache, const jit::KernelSpec& spec) {
-    if (auto k = cache.load(spec.key())) {
+    const jit::KernelBuild build = jit::make_build(spec);
+    if (auto k = cache.load_build(build)) {
       ++from_disk;
       return *k;
     }
-    jit::CompiledKernel k = jit::compile(spec);
+    jit::CompiledKernel k = jit::compile(build);
     ++compiled;
     stored += cache.store(k) ? 1 : 0;
     return k;
@@ -131,7 +135,7 @@ jit::KernelSpec quantize_spec(jit::QuantOp op, jit::Arch arch, int head_dim) {
 
 // What a loaded kernel must be for `spec`: its key, entry, arch, and the cubin NVRTC produced.
 void check_is(const jit::CompiledKernel& got, const jit::KernelSpec& spec, const std::vector<char>& cubin) {
-  CHECK(got.key == spec.key());
+  CHECK(got.key == ckey(spec));
   CHECK(got.entry == spec.entry_name());
   CHECK(got.arch == spec.arch);
   CHECK(got.cubin == cubin);
@@ -170,12 +174,12 @@ TEST_CASE("faults: a damaged entry is recompiled and replaced, never loaded (jit
   REQUIRE(f0.stored == 3);
   REQUIRE(ka.cubin != kb.cubin);
   REQUIRE(ka.cubin != ka89.cubin);
-  const auto good = slurp(src.entry_path(a.key()));
+  const auto good = slurp(src.entry_path(ckey(a)));
   // When NVRTC is deterministic for one source and option set, the recompiled cubin is the same bytes.
   const bool deterministic = jit::compile(a).cubin == ka.cubin;
   MESSAGE("NVRTC output deterministic for a recompile: " << std::string(deterministic ? "yes" : "no"));
 
-  const std::size_t key_len = a.key().size();
+  const std::size_t key_len = ckey(a).size();
   const std::vector<std::pair<std::string, std::function<std::vector<char>()>>> damages = {
       {"empty file", [&] { return std::vector<char>{}; }},
       {"truncated inside the header", [&] { return std::vector<char>(good.begin(), good.begin() + 40); }},
@@ -184,8 +188,8 @@ TEST_CASE("faults: a damaged entry is recompiled and replaced, never loaded (jit
       {"flipped bit in the cubin", [&] { auto x = good; x[64 + key_len + ka.cubin.size() / 3] ^= 0x04; return x; }},
       {"flipped bit in the metadata", [&] { auto x = good; x[x.size() - 5] ^= 0x01; return x; }},
       {"flipped bit in the key", [&] { auto x = good; x[64 + key_len / 2] ^= 0x01; return x; }},
-      {"another key's entry under this name", [&] { return slurp(src.entry_path(b.key())); }},
-      {"the sm_89 entry under the sm_90a name", [&] { return slurp(src.entry_path(a89.key())); }},
+      {"another key's entry under this name", [&] { return slurp(src.entry_path(ckey(b))); }},
+      {"the sm_89 entry under the sm_90a name", [&] { return slurp(src.entry_path(ckey(a89))); }},
       {"zeroed block in the middle", [&] { auto x = good; std::fill(x.begin() + 100, x.begin() + 612, 0); return x; }},
   };
   int n = 0;
@@ -194,9 +198,9 @@ TEST_CASE("faults: a damaged entry is recompiled and replaced, never loaded (jit
     // A fresh cache holding the three good entries (warnings are once per file and process).
     const DiskCache cache(tmp / ("c" + std::to_string(n++)));
     for (const auto* s : {&a, &b, &a89}) {
-      REQUIRE(cache.store(*src.load(s->key())));
+      REQUIRE(cache.store(*src.load(ckey(*s))));
     }
-    const std::string path_a = cache.entry_path(a.key());
+    const std::string path_a = cache.entry_path(ckey(a));
     spit(path_a, damaged());
     ++g_faults;
     Warnings warns;
@@ -214,8 +218,8 @@ TEST_CASE("faults: a damaged entry is recompiled and replaced, never loaded (jit
     check_is(reloaded, a, got.cubin);
     CHECK(warns.count() == 1);
     // The other keys' entries were never touched.
-    CHECK(cache.load(b.key())->cubin == kb.cubin);
-    CHECK(cache.load(a89.key())->cubin == ka89.cubin);
+    CHECK(cache.load(ckey(b))->cubin == kb.cubin);
+    CHECK(cache.load(ckey(a89))->cubin == ka89.cubin);
     CHECK(cache.verify(false).empty());
   }
   MESSAGE("recompile-and-replace faults injected: " << damages.size());
@@ -230,7 +234,7 @@ TEST_CASE("faults: two entries swapped between their keys are both recompiled, e
   Flow f0;
   const auto ka = f0.get(cache, a), kb = f0.get(cache, b);
   REQUIRE(f0.stored == 2);
-  const std::string pa = cache.entry_path(a.key()), pb = cache.entry_path(b.key());
+  const std::string pa = cache.entry_path(ckey(a)), pb = cache.entry_path(ckey(b));
   // Swap the two files (three renames, as a careless copy tool or a restore might).
   REQUIRE(::rename(pa.c_str(), (tmp / "swap").c_str()) == 0);
   REQUIRE(::rename(pb.c_str(), pa.c_str()) == 0);
@@ -252,15 +256,15 @@ TEST_CASE("faults: two entries swapped between their keys are both recompiled, e
   CHECK(f.from_disk == 0);
   CHECK(warns.count() == 2);
   CHECK(warns.all().find("another key") != std::string::npos);
-  CHECK(ga.key == a.key());
-  CHECK(gb.key == b.key());
+  CHECK(ga.key == ckey(a));
+  CHECK(gb.key == ckey(b));
   CHECK(ga.entry == a.entry_name());
   CHECK(gb.entry == b.entry_name());
   CHECK(ga.cubin != kb.cubin);
   CHECK(gb.cubin != ka.cubin);
   Flow again;
-  CHECK(again.get(cache, a).key == a.key());
-  CHECK(again.get(cache, b).key == b.key());
+  CHECK(again.get(cache, a).key == ckey(a));
+  CHECK(again.get(cache, b).key == ckey(b));
   CHECK(again.from_disk == 2);
   CHECK(cache.verify(false).empty());
   CHECK(warns.count() == 2);

@@ -3,9 +3,10 @@
 // binary itself, re-executed with a doctest filter on a "faults child" case (those are marked
 // skip and never run in the normal suite) — with the environment of the fault.
 // Specification: no crash; NVRTC missing → ErrorCode::NvrtcMissing naming what was tried, while
-// kernels already in the disk cache are still served and a damaged entry is still never
-// loaded; no driver → NoDriver from the C++ and the C API, every C entry point returns a
-// status (never crashes), and nothing is written to the cache.
+// kernels already in the disk cache are still served (built by whichever NVRTC: without one the
+// key cannot name it) and a damaged entry is still never loaded; no driver → NoDriver from the
+// C++ and the C API, every C entry point returns a status (never crashes), and nothing is
+// written to the cache.
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -169,21 +170,28 @@ TEST_CASE("faults child: NVRTC unloadable under an address-space limit" * doctes
     check_nvrtc_missing(e);
   }
 
-  // The disk cache still serves what it has, byte for byte.
+  // The disk cache still serves what it has, byte for byte: without NVRTC the key cannot name a
+  // compiler, so the entry of the same code built by any NVRTC (here the parent's) is used.
   const DiskCache cache(dir);
-  const auto k = cache.load(cached_spec().key());
+  const jit::KernelBuild cached = jit::make_build(cached_spec());
+  CHECK_FALSE(cached.toolchain.has_nvrtc());
+  const auto k = cache.load_build(cached);
   REQUIRE(k.has_value());
-  CHECK(k->key == cached_spec().key());
+  CHECK(k->key == child_env("SAGE2_FAULT_CACHED_KEY"));
+  CHECK(k->key.rfind(cached.stem, 0) == 0);
   CHECK(k->entry == cached_spec().entry_name());
   CHECK(k->cubin == slurp(dir + "/cubin-of-cached"));
+  // The swapped entry holds the cached one's key: no other code's kernel passes for this one.
+  CHECK_FALSE(cache.load_build(jit::make_build(swapped_spec())).has_value());
   // A damaged (here: another key's) entry is still refused; the recompile then says NvrtcMissing.
+  const std::string swapped_key = child_env("SAGE2_FAULT_SWAPPED_KEY");
   int warnings = 0;
   static int* counter = &warnings;
   log::set_sink([](log::Level l, const std::string&) { if (l == log::Level::Warn) ++*counter; });
-  CHECK_FALSE(cache.load(swapped_spec().key()).has_value());
+  CHECK_FALSE(cache.load(swapped_key).has_value());
   log::set_sink(nullptr);
   CHECK(warnings == 1);
-  CHECK_FALSE(exists(cache.entry_path(swapped_spec().key())));
+  CHECK_FALSE(exists(cache.entry_path(swapped_key)));
   CHECK_THROWS_AS(jit::compile(swapped_spec()), Error);
 
   // sage2-info (inheriting the limit; a smaller program than this one) says so plainly.
@@ -204,7 +212,9 @@ TEST_CASE("faults: NVRTC missing gives NvrtcMissing and cached kernels are still
   const auto k = jit::compile(cached_spec());
   REQUIRE(cache.store(k));
   spit(dir + "/cubin-of-cached", k.cubin);
-  spit(cache.entry_path(swapped_spec().key()), slurp(cache.entry_path(cached_spec().key())));
+  const std::string cached_key = jit::make_build(cached_spec()).key, swapped_key = jit::make_build(swapped_spec()).key;
+  REQUIRE(k.key == cached_key);
+  spit(cache.entry_path(swapped_key), slurp(cache.entry_path(cached_key)));
 
   // A nonexistent SAGE2_LIBNVRTC alone: the search falls back to the next candidates.
   const auto candidates = jit::nvrtc::default_candidates();
@@ -217,13 +227,15 @@ TEST_CASE("faults: NVRTC missing gives NvrtcMissing and cached kernels are still
 
   const Run child = run_child("faults child: NVRTC unloadable*",
                               std::string("SAGE2_LIBNVRTC=") + kNoNvrtc + " SAGE2_LIBCUDA=" + kNoCuda +
-                                  " SAGE2_FAULT_DIR=" + quote(dir) + " SAGE2_FAULT_TOOLS=" + quote(SAGE2_TOOLS_DIR));
+                                  " SAGE2_FAULT_DIR=" + quote(dir) + " SAGE2_FAULT_TOOLS=" + quote(SAGE2_TOOLS_DIR) +
+                                  " SAGE2_FAULT_CACHED_KEY=" + quote(cached_key) +
+                                  " SAGE2_FAULT_SWAPPED_KEY=" + quote(swapped_key));
   INFO(child.output);
   CHECK(child_passed(child));
   // The refused entry was removed by the child; the cached one is untouched.
-  CHECK_FALSE(exists(cache.entry_path(swapped_spec().key())));
-  REQUIRE(cache.load(cached_spec().key()).has_value());
-  CHECK(cache.load(cached_spec().key())->cubin == k.cubin);
+  CHECK_FALSE(exists(cache.entry_path(swapped_key)));
+  REQUIRE(cache.load(cached_key).has_value());
+  CHECK(cache.load(cached_key)->cubin == k.cubin);
 }
 
 // ---- no driver ----------------------------------------------------------------------------------

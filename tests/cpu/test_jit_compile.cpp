@@ -180,7 +180,7 @@ TEST_CASE("jit: every quantize variant compiles for sm_89 and sm_90a without spi
     INFO(r.spec.key());
     REQUIRE_MESSAGE(r.ok, r.error);
     const CompiledKernel& k = r.k;
-    CHECK(k.key == r.spec.key());
+    CHECK(k.key == make_build(r.spec).key);
     CHECK(k.entry == r.spec.entry_name());
     CHECK(k.arch == r.spec.arch);
     REQUIRE(k.cubin.size() > 4);

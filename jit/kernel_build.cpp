@@ -1,0 +1,143 @@
+#include "jit/kernel_build.hpp"
+
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "jit/compiler.hpp"
+#include "jit/embedded_templates.hpp"
+
+#ifndef SAGE2_VERSION
+#define SAGE2_VERSION "unknown"
+#endif
+
+namespace sage2::jit {
+namespace {
+
+std::string hex16(std::uint64_t v) {
+  char b[17];
+  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+// FNV-1a over length-prefixed fields, so that no two different field lists hash alike by
+// shifting bytes from one field to the next.
+struct FieldHash {
+  std::uint64_t h = fnv1a64("sage2-build-v1", 14);
+  void add(std::string_view s) {
+    const std::uint64_t n = s.size();
+    h = fnv1a64(&n, sizeof n, h);
+    h = fnv1a64(s.data(), s.size(), h);
+  }
+  void add(std::uint64_t v) { h = fnv1a64(&v, sizeof v, h); }
+};
+
+std::string stem_of(const KernelSpec& spec, const std::string& source, const std::vector<std::string>& options,
+                    const std::string& library) {
+  FieldHash f;
+  f.add(library);
+  f.add(spec.entry_name());  // also NVRTC's program name
+  f.add(static_cast<std::uint64_t>(options.size()));
+  for (const auto& o : options) f.add(o);
+  f.add(templates_hash());   // the headers the source includes
+  f.add(source);
+  return spec.key() + "|sage2:" + library + "|code:" + hex16(f.h);
+}
+
+// One spec per family and quantize op on each arch, as the planner would build them. A spec the
+// generator refuses contributes its error text (a change there is a change of the code, too).
+std::vector<KernelSpec> reference_specs() {
+  std::vector<KernelSpec> v;
+  for (Arch arch : {Arch::Sm89, Arch::Sm90a}) {
+    for (KernelFamily fam : {KernelFamily::AttentionMma, KernelFamily::AttentionWgmma}) {
+      if (fam == KernelFamily::AttentionWgmma && arch != Arch::Sm90a) continue;
+      KernelSpec a;
+      a.family = fam;
+      a.consumer = fam;
+      a.arch = arch;
+      a.qk_bits = arch == Arch::Sm89 ? 4 : 8;
+      a.smooth_q = arch == Arch::Sm89;  // the 4-bit path smooths Q, which adds ΔS
+      if (fam == KernelFamily::AttentionWgmma) a.tile = TileConfig{128, 128, 8, 2};
+      v.push_back(a);
+      for (QuantOp op : {QuantOp::ChannelStats, QuantOp::QuantizeQ, QuantOp::QuantizeK, QuantOp::QuantizeV,
+                         QuantOp::Fused})
+        v.push_back(quantize_spec_for(a, op));
+      KernelSpec d = a;
+      d.family = KernelFamily::DeltaS;
+      v.push_back(d.canonical());
+    }
+    KernelSpec p;
+    p.family = KernelFamily::Probe;
+    p.arch = arch;
+    v.push_back(p.canonical());
+  }
+  return v;
+}
+
+std::string compute_code_version(const std::string& library) {
+  FieldHash f;
+  const Toolchain tc{library, 0, 0};
+  for (const KernelSpec& s : reference_specs()) {
+    try {
+      f.add(make_build(s, tc).stem);
+    } catch (const std::exception& e) {
+      f.add(s.key());
+      f.add(e.what());
+    }
+  }
+  return library + "+" + hex16(f.h);
+}
+
+}  // namespace
+
+Toolchain Toolchain::current() {
+  Toolchain t;
+  t.library = SAGE2_VERSION;
+  const auto [major, minor] = nvrtc_version();
+  t.nvrtc_major = major;
+  t.nvrtc_minor = minor;
+  return t;
+}
+
+std::string Toolchain::nvrtc_str() const {
+  return has_nvrtc() ? std::to_string(nvrtc_major) + "." + std::to_string(nvrtc_minor) : std::string();
+}
+
+std::string nvrtc_key_field(int major, int minor) {
+  return kNvrtcKeyTag + std::to_string(major) + "." + std::to_string(minor);
+}
+
+KernelBuild make_build(const KernelSpec& spec, std::string source, std::vector<std::string> options,
+                       const Toolchain& tc) {
+  KernelBuild b;
+  b.spec = spec;
+  b.source = std::move(source);
+  b.options = std::move(options);
+  b.toolchain = tc;
+  b.stem = stem_of(spec, b.source, b.options, tc.library);
+  b.key = b.stem + nvrtc_key_field(tc.nvrtc_major, tc.nvrtc_minor);
+  return b;
+}
+
+KernelBuild make_build(const KernelSpec& spec, std::string source, const Toolchain& tc) {
+  return make_build(spec, std::move(source), nvrtc_options(spec), tc);
+}
+
+KernelBuild make_build(const KernelSpec& spec, const Toolchain& tc) {
+  return make_build(spec, generate_source(spec), nvrtc_options(spec), tc);
+}
+
+std::string code_version(const std::string& library) {
+  static std::mutex mu;
+  static std::map<std::string, std::string> memo;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = memo.find(library); it != memo.end()) return it->second;
+  }
+  std::string v = compute_code_version(library);  // outside the lock: it generates ~20 sources
+  std::lock_guard<std::mutex> lock(mu);
+  return memo.emplace(library, std::move(v)).first->second;
+}
+
+}  // namespace sage2::jit

@@ -1,0 +1,65 @@
+// KernelBuild: everything NVRTC is given for one spec, and the cache key that names it.
+//
+// A cubin is a function of the generated source, the embedded templates it includes, the NVRTC
+// options, the NVRTC that compiles it, and the library whose host code launches it. The cache key
+// covers all of them, so a new libsage2 (other source generation, other launch code) or a new
+// NVRTC never loads a cubin built from other inputs:
+//
+//   <spec.key()>|sage2:<SAGE2_VERSION>|code:<16 hex>|nvrtc:<major>.<minor>
+//
+// code = FNV-1a 64 over the library version, the entry name, the options, every embedded
+// template and the complete generated source. The NVRTC version is a field of its own (last) so
+// that a process without NVRTC, which cannot recompile anything, can still use an entry of the
+// same code built by any NVRTC (cache::DiskCache::load_build).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "jit/kernel_spec.hpp"
+
+namespace sage2::jit {
+
+// What turns source into a cubin and launches it, besides the source: this library and NVRTC.
+struct Toolchain {
+  std::string library;                   // SAGE2_VERSION of the library
+  int nvrtc_major = 0, nvrtc_minor = 0;  // 0.0: no NVRTC could be loaded
+
+  // This process's: SAGE2_VERSION and the NVRTC loaded by nvrtc::try_api() (0.0 when none, no
+  // error: a process without NVRTC may still load cached kernels).
+  static Toolchain current();
+  bool has_nvrtc() const { return nvrtc_major > 0; }
+  std::string nvrtc_str() const;  // "13.0"; empty without NVRTC
+  bool operator==(const Toolchain&) const = default;
+};
+
+struct KernelBuild {
+  KernelSpec spec;
+  std::string source;                // the complete generated source (or a caller's)
+  std::vector<std::string> options;  // NVRTC options
+  Toolchain toolchain;
+  std::string stem;                  // the key up to and without "|nvrtc:..."
+  std::string key;                   // stem + nvrtc_key_field(toolchain): the cache key
+};
+
+// generate_source(spec) and nvrtc_options(spec) under `tc`. Throws what generate_source throws.
+KernelBuild make_build(const KernelSpec& spec, const Toolchain& tc = Toolchain::current());
+// A caller's source (tests, probes, template variants) with spec's options.
+KernelBuild make_build(const KernelSpec& spec, std::string source, const Toolchain& tc = Toolchain::current());
+// A caller's source and options.
+KernelBuild make_build(const KernelSpec& spec, std::string source, std::vector<std::string> options,
+                       const Toolchain& tc);
+
+// "|nvrtc:13.0": the last field of every cache key.
+std::string nvrtc_key_field(int major, int minor);
+inline constexpr const char* kNvrtcKeyTag = "|nvrtc:";
+
+// The identity of the code this library generates, for records that depend on the compiled
+// kernels but not on one spec (the tuning database): "<library>+<16 hex>", the hex a hash of the
+// build stems of a fixed set of reference specs (one per family and quantize op, both archs) —
+// so it changes with the templates, the source generator or the options, not only with the
+// version number. The NVRTC version is compared separately. Computed once per library string.
+std::string code_version(const std::string& library);
+
+}  // namespace sage2::jit
