@@ -82,7 +82,8 @@ def collect():
     try:
         r["nvrtc_file"], r["nvrtc_rule"], r["nvrtc_passed_over"] = _lib.nvrtc_library()
     except _lib.Sage2Error as e:
-        r["nvrtc_error"] = str(e)
+        msg = str(e)
+        r["nvrtc_error"] = msg.split(": ", 1)[1] if msg.startswith(e.function + ": ") else msg
     try:
         import torch
 
