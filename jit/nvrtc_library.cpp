@@ -4,6 +4,7 @@
 #include <link.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <mutex>
 #include <vector>
 
@@ -34,6 +35,24 @@ bool resolve(void* h, const char* name, F& fn, std::string& missing) {
 std::mutex g_mutex;
 std::vector<Candidate> g_added;
 bool g_searched = false;
+
+// Loads libnvrtc-builtins.so.<major>.<minor> from the directory of `file` (or of the file it links
+// to) when it is there; returns its path, "" otherwise. Never closed, like libnvrtc.
+std::string preload_builtins(const std::string& file, int major, int minor) {
+  if (file.find('/') == std::string::npos) return "";
+  const std::string name = "libnvrtc-builtins.so." + std::to_string(major) + "." + std::to_string(minor);
+  std::error_code ec;
+  std::vector<std::filesystem::path> dirs{std::filesystem::path(file).parent_path()};
+  const auto real = std::filesystem::canonical(file, ec);
+  if (!ec && real.parent_path() != dirs[0]) dirs.push_back(real.parent_path());
+  for (const auto& d : dirs) {
+    const std::string p = (d / name).string();
+    if (!std::filesystem::exists(p, ec)) continue;
+    if (dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL)) return p;
+    log::warn("NVRTC builtins " + p + " beside " + file + " could not be loaded: " + dlerror());
+  }
+  return "";
+}
 
 // The file the dynamic linker mapped for handle `h` (a bare soname resolves to its full path).
 std::string mapped_file(void* h, const std::string& fallback) {
@@ -108,6 +127,7 @@ LoadAttempt load_from(const std::vector<Candidate>& candidates) {
       dlclose(h);
       continue;
     }
+    a.builtins = preload_builtins(a.file, a.major, a.minor);
     r.api = a;
     r.ok = true;
     log::debug("loaded NVRTC " + std::to_string(a.major) + "." + std::to_string(a.minor) + " from " + a.file +

@@ -8,7 +8,10 @@
 //   3. the system's names libnvrtc.so.13, libnvrtc.so.12, libnvrtc.so (dynamic linker search);
 //   4. SAGE2_BUILD_NVRTC_DIR "/libnvrtc.so" (the toolkit the library was built against).
 // A candidate that fails is recorded and the next one tried. Loaded once per process; the
-// handle is never closed.
+// handle is never closed. NVRTC opens libnvrtc-builtins.so.<major>.<minor> by bare name, which the
+// dynamic linker would not look for beside a wheel's libnvrtc (or would take from another CUDA
+// version's toolkit): when that file is beside the loaded libnvrtc, it is loaded first, so that
+// NVRTC's own lookup finds it already loaded.
 #pragma once
 
 #include <nvrtc.h>
@@ -22,6 +25,7 @@ struct Api {
   std::string path;  // the candidate that was loaded, as given to dlopen
   std::string file;  // the file the dynamic linker mapped for it (absolute when known)
   std::string rule;  // why it was tried (the search rule that produced the candidate)
+  std::string builtins;  // libnvrtc-builtins preloaded from beside `file` ("" when not)
   int major = 0, minor = 0;
   nvrtcResult (*version)(int*, int*) = nullptr;
   const char* (*get_error_string)(nvrtcResult) = nullptr;

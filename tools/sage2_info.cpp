@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   if (nvrtc.ok) {
     std::printf("NVRTC %d.%d: %s (%s)\n", v.nvrtc_major, v.nvrtc_minor, nvrtc.api.file.c_str(),
                 nvrtc.api.rule.c_str());
+    if (!nvrtc.api.builtins.empty()) std::printf("NVRTC builtins: %s (beside it)\n", nvrtc.api.builtins.c_str());
     if (!nvrtc.tried.empty()) std::printf("NVRTC candidates passed over:%s\n", nvrtc.tried.c_str());
   } else
     std::printf("NVRTC not found: kernels can only come from the disk cache; tried, in order:%s\n",

@@ -12,6 +12,8 @@ struct i8 {
 
 #include <doctest/doctest.h>
 
+#include <filesystem>
+
 #include <regex>
 #include <set>
 #include <string>
@@ -449,6 +451,11 @@ TEST_CASE("jit: NVRTC is found by the documented search order; a missing one is 
   CHECK(hit.api.path == c.back().path);
   CHECK(hit.api.rule == c.back().rule);
   CHECK(hit.api.file.find("libnvrtc.so") != std::string::npos);  // the mapped file
+  // a toolkit keeps libnvrtc-builtins beside libnvrtc: preloaded from there
+  const std::string builtins = "libnvrtc-builtins.so." + std::to_string(hit.api.major) + "." +
+                               std::to_string(hit.api.minor);
+  if (std::filesystem::exists(std::filesystem::path(hit.api.file).parent_path() / builtins))
+    CHECK(hit.api.builtins.find(builtins) != std::string::npos);
   CHECK(nvrtc::api().major == nvrtc_version().first);
   // once the process's search has run, nothing more can be added (and it says so)
   CHECK_FALSE(nvrtc::add_candidate("/late/libnvrtc.so.13", "too late"));
