@@ -5,6 +5,7 @@
 #include <new>
 #include <string>
 
+#include "jit/nvrtc_library.hpp"
 #include "runtime/attention_validate.hpp"
 #include "runtime/c_api_internal.hpp"
 #include "runtime/config.hpp"
@@ -177,6 +178,25 @@ sage2_status sage2_default_cache_dir(char* buf, size_t size) {
   return guarded([&] {
     const sage2::config::CacheConfig c = sage2::config::cache_config();
     copy_out(c.disk_cache ? c.cache_dir : std::string(), buf, size);
+  });
+}
+
+sage2_status sage2_nvrtc_add_candidate(const char* path, const char* rule) {
+  return guarded([&] {
+    require(path != nullptr && *path, "path is NULL or empty");
+    if (!sage2::jit::nvrtc::add_candidate(path, rule && *rule ? rule : "added by the application"))
+      throw sage2::Error(sage2::ErrorCode::Unsupported,
+                         std::string("NVRTC is already loaded (or its search has run); ") + path + " not added");
+  });
+}
+
+sage2_status sage2_nvrtc_library(char* path, size_t path_size, char* rule, size_t rule_size, char* passed_over,
+                                 size_t passed_over_size) {
+  return guarded([&] {
+    const auto& a = sage2::jit::nvrtc::api();  // Error(NvrtcMissing) listing every candidate
+    copy_out(a.file, path, path_size);
+    copy_out(a.rule, rule, rule_size);
+    copy_out(sage2::jit::nvrtc::attempt().tried, passed_over, passed_over_size);
   });
 }
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "cache/disk_cache.hpp"
+#include "jit/nvrtc_library.hpp"
 #include "runtime/device.hpp"
 #include "sage2/sage2.hpp"
 
@@ -20,10 +21,17 @@ int main(int argc, char** argv) {
   }
   const sage2::VersionInfo v = sage2::version_info();
   std::printf("sage2 %s\n", v.library.c_str());
-  if (v.nvrtc_major)
-    std::printf("NVRTC %d.%d\n", v.nvrtc_major, v.nvrtc_minor);
-  else
-    std::printf("NVRTC not found: kernels can only come from the disk cache\n");
+  // Which file and which search rule: a pip-installed torch, a toolkit and $SAGE2_LIBNVRTC can
+  // each supply a different NVRTC, and the cubins follow the one that was loaded.
+  const auto& nvrtc = sage2::jit::nvrtc::attempt();
+  if (nvrtc.ok) {
+    std::printf("NVRTC %d.%d: %s (%s)\n", v.nvrtc_major, v.nvrtc_minor, nvrtc.api.file.c_str(),
+                nvrtc.api.rule.c_str());
+    if (!nvrtc.api.builtins.empty()) std::printf("NVRTC builtins: %s (beside it)\n", nvrtc.api.builtins.c_str());
+    if (!nvrtc.tried.empty()) std::printf("NVRTC candidates passed over:%s\n", nvrtc.tried.c_str());
+  } else
+    std::printf("NVRTC not found: kernels can only come from the disk cache; tried, in order:%s\n",
+                nvrtc.tried.c_str());
   const auto cache = sage2::cache::DiskCache::from_env();
   if (cache.disabled()) {
     std::printf("disk cache: disabled (SAGE2_DISABLE_DISK_CACHE)\n");

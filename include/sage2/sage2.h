@@ -102,6 +102,21 @@ sage2_status sage2_default_cache_dir(char* buf, size_t size);
 sage2_status sage2_context_device_props(const sage2_context* ctx, int* ordinal, int* sm_count,
                                         uint64_t* total_memory);
 
+/* ---- NVRTC search (added in 0.1: additive) ------------------------------------------------ */
+/* Adds a libnvrtc to try after $SAGE2_LIBNVRTC (and after those added before it), ahead of the
+ * system's names; `rule` (may be NULL) is the reason shown by the info tools and in the
+ * nvrtc_missing message. The Python binding adds the NVIDIA wheels next to the running torch.
+ * Only before NVRTC is first loaded (first compile, sage2_version_info, sage2_nvrtc_library):
+ * SAGE2_ERROR_UNSUPPORTED afterwards. */
+sage2_status sage2_nvrtc_add_candidate(const char* path, const char* rule);
+/* Loads NVRTC if that has not happened yet and writes the file that was loaded, the rule that
+ * chose it and the candidates tried before it that failed (one "\n  candidate (rule): why" line
+ * each; "" when the first one worked). NUL-terminated, truncated to the sizes; any buffer may be
+ * NULL. SAGE2_ERROR_NVRTC_MISSING when none could be loaded: sage2_last_error() then lists every
+ * candidate tried, in order, and why it failed. */
+sage2_status sage2_nvrtc_library(char* path, size_t path_size, char* rule, size_t rule_size, char* passed_over,
+                                 size_t passed_over_size);
+
 /* ---- attention ------------------------------------------------------------------------- */
 typedef enum sage2_dtype { SAGE2_DTYPE_F16 = 0, SAGE2_DTYPE_BF16 = 1 } sage2_dtype;
 typedef enum sage2_causal {

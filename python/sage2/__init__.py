@@ -5,10 +5,12 @@ Thin Python binding over the C ABI of libsage2 (ctypes; nothing is compiled at i
     import sage2
     out = sage2.sageattn(q, k, v, tensor_layout="HND", is_causal=False)
 
-``import sage2`` works without the native library and without torch; the library is located on
-first use ($SAGE2_LIBRARY, a libsage2.so next to the package, <repo>/build/libsage2.so, then the
-system's library path) and a call without it raises :class:`LibraryNotFoundError` listing where it
-looked. ``python -m sage2 info`` prints what sage2 sees on this machine.
+``import sage2`` works without the native library and without torch. The library is looked for
+at import ($SAGE2_LIBRARY, the libsage2.so inside the package — a wheel carries one —,
+<repo>/build/libsage2.so, then the system's library path); without it a call raises
+:class:`LibraryNotFoundError` listing where it looked, and a library of another version than the
+package makes the import fail naming both. NVRTC is found by the library: $SAGE2_LIBNVRTC, then the
+NVIDIA wheels next to torch, then the system's. ``python -m sage2 info`` prints what sage2 sees.
 """
 from ._lib import (  # noqa: F401
     InvalidArgumentError,
@@ -20,7 +22,27 @@ from ._lib import (  # noqa: F401
     search_locations,
 )
 
-__version__ = "0.1.0"
+from . import _lib as _lib_module
+
+# The package's own version (generated into a wheel from CMake's project VERSION, or read from the
+# checkout's CMakeLists.txt), then the library's: they must agree, so a package paired with another
+# build of libsage2 fails here rather than on a call with mismatched structs or semantics.
+__version__ = _lib_module.package_version()
+try:
+    _lib_module.lib()
+except LibraryNotFoundError:
+    pass  # import works without the library; a call then says where it looked
+else:
+    _lib_version = _lib_module.version()
+    if __version__ is not None and _lib_version != __version__:
+        raise ImportError(
+            "sage2: the Python package is version %s (%s) but the libsage2 it loaded is version %s (%s); "
+            "they must match. Reinstall the sage2 wheel (it carries its own libsage2), or point "
+            "SAGE2_LIBRARY at a libsage2 %s." % (__version__, _lib_module._PKG_DIR, _lib_version,
+                                                _lib_module.library_path(), __version__))
+    __version__ = _lib_version
+if __version__ is None:
+    __version__ = "unknown"  # neither a generated version, a checkout nor a library
 
 _TORCH_PROBLEM = None
 try:

@@ -75,6 +75,13 @@ def collect():
         r["driver"] = ("CUDA %d.%d (%d)" % (drv // 1000, (drv % 1000) // 10, drv)) if drv else "no CUDA driver found"
     except _lib.Sage2Error as e:
         r["nvrtc"] = r["driver"] = str(e)
+    # which NVRTC file and why: torch's wheel, a toolkit and $SAGE2_LIBNVRTC can each supply one
+    r["nvrtc_file"] = r["nvrtc_rule"] = r["nvrtc_passed_over"] = None
+    try:
+        r["nvrtc_file"], r["nvrtc_rule"], r["nvrtc_passed_over"] = _lib.nvrtc_library()
+    except _lib.Sage2Error as e:
+        msg = str(e)
+        r["nvrtc_error"] = msg.split(": ", 1)[1] if msg.startswith(e.function + ": ") else msg
     try:
         import torch
 
@@ -132,7 +139,14 @@ def format_info(r):
         lines.append(r.get("library_error") or "")
         return "\n".join(lines)
     lines.append("sage2 %s (library: %s)" % (r["version"], r["library"]))
-    lines.append("NVRTC: %s" % r["nvrtc"])
+    if r.get("nvrtc_file"):
+        lines.append("NVRTC: %s from %s (%s)" % (r["nvrtc"], r["nvrtc_file"], r["nvrtc_rule"]))
+        if r.get("nvrtc_passed_over"):
+            lines.append("NVRTC candidates passed over:" + r["nvrtc_passed_over"])
+    elif r.get("nvrtc_error"):
+        lines.append("NVRTC: %s; %s" % (r["nvrtc"], r["nvrtc_error"]))
+    else:
+        lines.append("NVRTC: %s" % r["nvrtc"])
     lines.append("driver: %s" % r["driver"])
     lines.append("torch: %s" % r["torch"])
     if not r["devices"]:

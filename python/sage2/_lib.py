@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import importlib.util
 import os
+import re
+import sys
 import threading
 from typing import List, Optional, Tuple
 
@@ -23,6 +26,9 @@ __all__ = [
     "lib",
     "library_path",
     "search_locations",
+    "nvrtc_wheel_candidates",
+    "nvrtc_library",
+    "package_version",
     "check",
     "STATUS_NAMES",
 ]
@@ -160,6 +166,104 @@ def search_locations() -> List[Tuple[str, str]]:
     return locs
 
 
+def package_version() -> Optional[str]:
+    """The version this Python package belongs to: the generated _version.py in a wheel, else the
+    project VERSION of the source checkout's CMakeLists.txt (the single source of both)."""
+    try:
+        from ._version import __version__ as v  # written by CMake into the wheel
+
+        return v
+    except ImportError:
+        pass
+    cmake = os.path.join(os.path.dirname(os.path.dirname(_PKG_DIR)), "CMakeLists.txt")
+    try:
+        with open(cmake, "r", encoding="utf-8") as f:
+            m = re.search(r"project\(\s*sage2\s+VERSION\s+([0-9][0-9.]*)", f.read())
+    except OSError:
+        return None
+    return m.group(1) if m else None
+
+
+# The NVIDIA wheels that carry libnvrtc, as (CUDA major, path below site-packages). A pip-installed
+# torch depends on one of them, so a torch environment has NVRTC without any toolkit.
+_NVRTC_WHEEL_LAYOUTS = (
+    (13, os.path.join("nvidia", "cu13", "lib", "libnvrtc.so.13")),
+    (12, os.path.join("nvidia", "cuda_nvrtc", "lib", "libnvrtc.so.12")),
+)
+
+
+def _torch_location() -> Tuple[Optional[str], Optional[int]]:
+    """(torch's package directory, its CUDA major) for the torch this process runs, or would
+    import; never imports torch (find_spec only locates it)."""
+    t = sys.modules.get("torch")
+    d = None
+    if t is not None and getattr(t, "__file__", None):
+        d = os.path.dirname(os.path.abspath(t.__file__))
+    else:
+        try:
+            spec = importlib.util.find_spec("torch")
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.origin and os.path.isfile(spec.origin):
+            d = os.path.dirname(os.path.abspath(spec.origin))
+    if d is None:
+        return None, None
+    cuda = getattr(getattr(t, "version", None), "cuda", None) if t is not None else None
+    if cuda is None:
+        # torch/version.py holds `cuda = '13.0'` (None for a CPU build); read, not imported
+        try:
+            with open(os.path.join(d, "version.py"), "r", encoding="utf-8") as f:
+                m = re.search(r"^cuda\b[^=]*=\s*['\"]([0-9]+)", f.read(), re.M)
+            cuda = m.group(1) if m else None
+        except OSError:
+            cuda = None
+    try:
+        major = int(str(cuda).split(".")[0]) if cuda else None
+    except ValueError:
+        major = None
+    return d, major
+
+
+def nvrtc_wheel_candidates() -> List[Tuple[str, str]]:
+    """The libnvrtc files of NVIDIA wheels that the library tries after $SAGE2_LIBNVRTC and before
+    the system's names, in order, as (path, rule): both layouts next to the running torch (its own
+    CUDA major first), then those of other `nvidia` package directories on sys.path that exist."""
+    out: List[Tuple[str, str]] = []
+    torch_dir, major = _torch_location()
+    layouts = sorted(_NVRTC_WHEEL_LAYOUTS, key=lambda lay: lay[0] != major)  # stable: 13 before 12
+    torch_site = None
+    if torch_dir:
+        torch_site = os.path.dirname(torch_dir)
+        for m, rel in layouts:
+            out.append((os.path.join(torch_site, rel),
+                        "torch's NVIDIA wheel, CUDA %d layout, next to %s" % (m, torch_dir)))
+    try:
+        spec = importlib.util.find_spec("nvidia")
+        dirs = list(spec.submodule_search_locations or []) if spec is not None else []
+    except (ImportError, ValueError):
+        dirs = []
+    for nv in dirs:
+        site = os.path.dirname(os.path.abspath(nv))
+        if torch_site and os.path.realpath(site) == os.path.realpath(torch_site):
+            continue
+        for m, rel in layouts:
+            p = os.path.join(site, rel)
+            if os.path.isfile(p):
+                out.append((p, "NVIDIA wheel on sys.path, CUDA %d layout" % m))
+    seen = set()
+    return [c for c in out if not (c[0] in seen or seen.add(c[0]))]
+
+
+def _add_nvrtc_candidates(L: ctypes.CDLL) -> None:
+    """Tells the library where torch's NVRTC is, before anything loads NVRTC."""
+    if not hasattr(L, "sage2_nvrtc_add_candidate"):
+        return
+    for path, rule in nvrtc_wheel_candidates():
+        # refused only when this process already loaded NVRTC (e.g. a second copy of the
+        # package, or C++ code in the process used sage2 first): the loaded one stays
+        L.sage2_nvrtc_add_candidate(os.fsencode(path), rule.encode("utf-8", "replace"))
+
+
 _lock = threading.Lock()
 _lib: Optional[ctypes.CDLL] = None
 _lib_path: Optional[str] = None
@@ -202,6 +306,12 @@ def _declare(L: ctypes.CDLL) -> None:
     if hasattr(L, "sage2_default_cache_dir"):
         L.sage2_default_cache_dir.restype = c_int
         L.sage2_default_cache_dir.argtypes = [ctypes.c_char_p, c_size_t]
+    if hasattr(L, "sage2_nvrtc_add_candidate"):
+        L.sage2_nvrtc_add_candidate.restype = c_int
+        L.sage2_nvrtc_add_candidate.argtypes = [c_char_p, c_char_p]
+    if hasattr(L, "sage2_nvrtc_library"):
+        L.sage2_nvrtc_library.restype = c_int
+        L.sage2_nvrtc_library.argtypes = [c_char_p, c_size_t, c_char_p, c_size_t, c_char_p, c_size_t]
     if hasattr(L, "sage2_context_device_props"):
         L.sage2_context_device_props.restype = c_int
         L.sage2_context_device_props.argtypes = [c_void_p, P(c_int), P(c_int), P(ctypes.c_uint64)]
@@ -230,6 +340,7 @@ def _load() -> ctypes.CDLL:
                 break
             continue
         _declare(L)
+        _add_nvrtc_candidates(L)
         global _lib_path
         _lib_path = os.path.abspath(path) if os.path.sep in path else path
         return L
@@ -327,6 +438,21 @@ def version_info() -> Tuple[int, int, int]:
     a, b, c = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
     check(L.sage2_version_info(ctypes.byref(a), ctypes.byref(b), ctypes.byref(c)), "sage2_version_info")
     return a.value, b.value, c.value
+
+
+def nvrtc_library() -> Tuple[str, str, str]:
+    """(file, rule, passed_over) of the NVRTC the library loaded: the file, the search rule that
+    chose it and the earlier candidates that failed ("" if none). Loads NVRTC; raises Sage2Error
+    (status nvrtc_missing, the message listing every candidate tried) when none can be loaded."""
+    L = lib()
+    if not hasattr(L, "sage2_nvrtc_library"):
+        raise Sage2Error("this libsage2 predates sage2_nvrtc_library()", SAGE2_ERROR_UNSUPPORTED, "sage2_nvrtc_library")
+    path = ctypes.create_string_buffer(4096)
+    rule = ctypes.create_string_buffer(1024)
+    passed = ctypes.create_string_buffer(16384)
+    check(L.sage2_nvrtc_library(path, 4096, rule, 1024, passed, 16384), "sage2_nvrtc_library")
+    dec = lambda b: b.value.decode("utf-8", "replace")  # noqa: E731
+    return dec(path), dec(rule), dec(passed)
 
 
 def default_cache_dir() -> str:

@@ -18,7 +18,12 @@ def pytest_configure(config):
 def pytest_report_header(config):
     import sage2
 
-    lines = ["sage2 library: %s" % (sage2.library_path() or "not found")]
+    lines = ["sage2 %s, package %s, library: %s" % (sage2.__version__, os.path.dirname(sage2.__file__),
+                                                     sage2.library_path() or "not found")]
+    try:
+        lines.append("NVRTC: %s (%s)" % sage2._lib.nvrtc_library()[:2])
+    except sage2.Sage2Error as e:
+        lines.append("NVRTC: %s" % str(e).splitlines()[0])
     try:
         import torch
 

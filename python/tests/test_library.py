@@ -15,7 +15,8 @@ from sage2 import _lib
 
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(_lib.__file__)))
 REPO = os.path.dirname(PYTHON_DIR)
-HEADER = os.path.join(REPO, "include", "sage2", "sage2.h")
+# SAGE2_SOURCE_DIR: the checkout, when the package under test is an installed wheel
+HEADER = os.path.join(os.environ.get("SAGE2_SOURCE_DIR") or REPO, "include", "sage2", "sage2.h")
 
 
 def _run_python(code, env_extra=None):
@@ -90,7 +91,7 @@ def test_struct_layout_matches_the_header(tmp_path):
     lines += ["return 0;", "}"]
     src.write_text("\n".join(lines))
     exe = tmp_path / "layout"
-    subprocess.run([cc, "-I", os.path.join(REPO, "include"), str(src), "-o", str(exe)], check=True)
+    subprocess.run([cc, "-I", os.path.dirname(os.path.dirname(HEADER)), str(src), "-o", str(exe)], check=True)
     got = dict(line.rsplit(" ", 1) for line in subprocess.check_output([str(exe)], text=True).splitlines())
     assert int(got["sage2_tensor"]) == ctypes.sizeof(_lib.Tensor)
     assert int(got["sage2_attention_params"]) == ctypes.sizeof(_lib.AttentionParams)

@@ -143,3 +143,20 @@ TEST_CASE("C API info: per-context queries on a real context (GPU machines only)
   CHECK(std::string(buf).empty());  // disk cache disabled
   CHECK(sage2_context_destroy(ctx) == SAGE2_OK);
 }
+
+TEST_CASE("C API info: sage2_nvrtc_library names the loaded file and its rule; late additions are refused") {
+  CHECK(sage2_nvrtc_add_candidate(nullptr, "x") == SAGE2_ERROR_INVALID_ARGUMENT);
+  char path[4096], rule[256], passed[8192];
+  std::memset(passed, 'x', sizeof passed);
+  REQUIRE(sage2_nvrtc_library(path, sizeof path, rule, sizeof rule, passed, sizeof passed) == SAGE2_OK);
+  CHECK(std::string(path).find("libnvrtc") != std::string::npos);
+  CHECK(std::strlen(rule) > 0);
+  CHECK(std::strlen(passed) < sizeof passed);  // terminated ("" unless $SAGE2_LIBNVRTC etc. failed)
+  CHECK(sage2_nvrtc_library(nullptr, 0, nullptr, 0, nullptr, 0) == SAGE2_OK);
+  char tiny[4];
+  CHECK(sage2_nvrtc_library(tiny, sizeof tiny, nullptr, 0, nullptr, 0) == SAGE2_OK);
+  CHECK(std::strlen(tiny) == 3);  // truncated, terminated
+  // the search has run: a candidate added now could never be used, so it is refused
+  CHECK(sage2_nvrtc_add_candidate("/late/libnvrtc.so.13", "late") == SAGE2_ERROR_UNSUPPORTED);
+  CHECK(std::string(sage2_last_error()).find("/late/libnvrtc.so.13") != std::string::npos);
+}

@@ -12,6 +12,8 @@ struct i8 {
 
 #include <doctest/doctest.h>
 
+#include <filesystem>
+
 #include <regex>
 #include <set>
 #include <string>
@@ -423,20 +425,40 @@ TEST_CASE("jit: NVRTC is found by the documented search order; a missing one is 
     const auto c = nvrtc::default_candidates();
     unsetenv("SAGE2_LIBNVRTC");
     REQUIRE(c.size() >= 4);
-    CHECK(c[0] == "/opt/custom/libnvrtc.so.99");
-    CHECK(c[1] == "libnvrtc.so.13");
-    CHECK(c[2] == "libnvrtc.so.12");
-    CHECK(c[3] == "libnvrtc.so");
+    CHECK(c[0].path == "/opt/custom/libnvrtc.so.99");
+    CHECK(c[0].rule == "$SAGE2_LIBNVRTC");
+    // candidates added before the first load (the Python binding's wheels) would come here
+    const size_t sys = c.size() - 4;
+    CHECK(c[sys].path == "libnvrtc.so.13");
+    CHECK(c[sys + 1].path == "libnvrtc.so.12");
+    CHECK(c[sys + 2].path == "libnvrtc.so");
+    CHECK(c[sys].rule.find("system library name") != std::string::npos);
   }
   const auto c = nvrtc::default_candidates();
-  CHECK(c.back().find("/libnvrtc.so") != std::string::npos);  // the build toolkit's, last
-  const auto miss = nvrtc::load_from({"/nonexistent/sage2/libnvrtc.so.13", "libsage2_no_such_nvrtc.so"});
+  CHECK(c.back().path.find("/libnvrtc.so") != std::string::npos);  // the build toolkit's, last
+  CHECK(c.back().rule == "toolkit sage2 was built with");
+  const auto miss = nvrtc::load_from({{"/nonexistent/sage2/libnvrtc.so.13", "wheel rule"}, "libsage2_no_such_nvrtc.so"});
   CHECK_FALSE(miss.ok);
-  CHECK(miss.tried.find("/nonexistent/sage2/libnvrtc.so.13") != std::string::npos);
-  CHECK(miss.tried.find("libsage2_no_such_nvrtc.so") != std::string::npos);
+  // every candidate is named with its rule, in order
+  const auto at_wheel = miss.tried.find("/nonexistent/sage2/libnvrtc.so.13 (wheel rule): ");
+  const auto at_name = miss.tried.find("libsage2_no_such_nvrtc.so (given): ");
+  CHECK(at_wheel != std::string::npos);
+  CHECK(at_name != std::string::npos);
+  CHECK(at_wheel < at_name);
   const auto hit = nvrtc::load_from({"/nonexistent/sage2/libnvrtc.so.13", c.back()});
   CHECK(hit.ok);
   CHECK(hit.api.major >= 12);
-  CHECK(hit.api.path == c.back());
+  CHECK(hit.api.path == c.back().path);
+  CHECK(hit.api.rule == c.back().rule);
+  CHECK(hit.api.file.find("libnvrtc.so") != std::string::npos);  // the mapped file
+  // a toolkit keeps libnvrtc-builtins beside libnvrtc: preloaded from there
+  const std::string builtins = "libnvrtc-builtins.so." + std::to_string(hit.api.major) + "." +
+                               std::to_string(hit.api.minor);
+  if (std::filesystem::exists(std::filesystem::path(hit.api.file).parent_path() / builtins))
+    CHECK(hit.api.builtins.find(builtins) != std::string::npos);
   CHECK(nvrtc::api().major == nvrtc_version().first);
+  // once the process's search has run, nothing more can be added (and it says so)
+  CHECK_FALSE(nvrtc::add_candidate("/late/libnvrtc.so.13", "too late"));
+  CHECK(nvrtc::attempt().ok);
+  CHECK_FALSE(nvrtc::attempt().api.rule.empty());
 }
