@@ -64,6 +64,11 @@ constexpr int KG = 4 * KH;             // K scale groups per tile
 constexpr bool Q_IN_REGS = !sage2::dev::wg_q_in_smem(RB, D_V, STAGES, WARPS, SAGE2_SMOOTH_Q != 0);
 // PIPE: software pipelining inside a consumer warpgroup (consume(); wgmma_params.cuh says when).
 constexpr bool PIPE = sage2::dev::wg_pipelined(D_V, STAGES, WARPS, SAGE2_SMOOTH_Q != 0);
+// Without a producer, thread 0 refills a stage as soon as its own wait shows the tile's wgmmas
+// complete. At d_v > 128 (O alone takes 128 of the 255 registers) ptxas (CUDA 13.0) spilled O in
+// that form (280 bytes at head dim 256) and not when the refill waits on the stage's "empty"
+// barrier as with a producer, so wide heads keep the barrier round trip.
+constexpr bool RELEASE_BY_BARRIER = D_V > 128;
 // CTAs per SM the registers must allow (__launch_bounds__): wgmma_params.cuh.
 constexpr int MIN_CTAS = sage2::dev::wg_min_ctas(WARPS, D_V, STAGES, SAGE2_SMOOTH_Q != 0);
 constexpr u32 Q_TX_BYTES = static_cast<u32>(BQ * RB);
@@ -491,18 +496,23 @@ __device__ __forceinline__ void rescale(float (&o)[NCH][PVN / 2], const float (&
     for (int i = 0; i < PVN / 2; ++i) o[ch][i] *= alpha[(i >> 1) & 1];
 }
 
-// Releases the stage of tile `tile` (every wgmma of this warp that read it has completed; the
-// proxy fence orders this thread's accesses before the next TMA writes). Without a producer
-// warpgroup, thread 0 refills the stage once every consumer warp released it.
+// Releases the stage of tile `tile`: every wgmma that read it has completed (this warp's wait, and
+// a warpgroup's wgmma completes for all of its warps at once). With a producer warpgroup each
+// consumer warp arrives on the stage's "empty" barrier (after a proxy fence) for the producer to
+// refill it. Without one, thread 0 refills the stage at once: only wgmma (async proxy) read it,
+// so no other warp's arrival is needed — no per-tile round trip through a barrier.
 __device__ __forceinline__ void release_stage(const WgmmaAttentionParams& P, const TileRows& rows, u32 sbase, int tile,
                                               int n_tiles, int lane, int tid) {
   const int slot = STAGES == 1 ? 0 : tile % STAGES;
-  ptx::fence_proxy_async_smem();
-  __syncwarp();
-  if (lane == 0) ptx::mbar_arrive(sbase + SM.bar_off + 8u * static_cast<u32>(STAGES + slot));
+  if (WS || RELEASE_BY_BARRIER) {
+    ptx::fence_proxy_async_smem();
+    __syncwarp();
+    if (lane == 0) ptx::mbar_arrive(sbase + SM.bar_off + 8u * static_cast<u32>(STAGES + slot));
+  }
   if (!WS) {
     if (tid == 0 && tile + STAGES < n_tiles) {
-      ptx::mbar_wait(sbase + SM.bar_off + 8u * static_cast<u32>(STAGES + slot), static_cast<u32>((tile / STAGES) & 1));
+      if (RELEASE_BY_BARRIER)
+        ptx::mbar_wait(sbase + SM.bar_off + 8u * static_cast<u32>(STAGES + slot), static_cast<u32>((tile / STAGES) & 1));
       issue_tile(P, rows, tile + STAGES, slot, sbase);
     }
     __syncwarp();
