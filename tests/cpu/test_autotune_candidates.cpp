@@ -164,7 +164,7 @@ TEST_CASE("autotune: real NVRTC compiles — spilling candidate rejected, clean 
   const jit::Arch arch = jit::Arch::Sm90a;
   Specialisation s = Specialisation::defaults(arch, 128, CausalMode::None, DType::F16);
   s.family = jit::KernelFamily::AttentionMma;  // the portable family's tiles (wgmma has its own)
-  const jit::TileConfig clean{64, 64, 4, 1}, spilling{128, 32, 4, 1}, too_big{128, 128, 8, 3};
+  const jit::TileConfig clean{64, 64, 4, 1}, spilling{128, 64, 4, 1}, too_big{128, 128, 8, 3};
 
   PrepareOptions o;
   o.arch = arch;
