@@ -17,12 +17,6 @@
 namespace sage2::jit {
 namespace {
 
-std::string hex16(std::uint64_t v) {
-  char b[17];
-  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
-  return b;
-}
-
 // Writes `text` to dir/name; a failure is a warning, never an error (dumping is a debug aid).
 void dump_file(const std::string& dir, const std::string& name, const std::string& text) {
   const std::string path = dir + "/" + name;

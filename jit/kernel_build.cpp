@@ -15,12 +15,6 @@
 namespace sage2::jit {
 namespace {
 
-std::string hex16(std::uint64_t v) {
-  char b[17];
-  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
-  return b;
-}
-
 // FNV-1a over length-prefixed fields, so that no two different field lists hash alike by
 // shifting bytes from one field to the next.
 struct FieldHash {

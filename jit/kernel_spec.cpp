@@ -70,6 +70,12 @@ std::uint64_t fnv1a64(const void* data, std::size_t n, std::uint64_t h) {
   return h;
 }
 
+std::string hex16(std::uint64_t v) {
+  char b[17];
+  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
 KernelSpec KernelSpec::canonical() const {
   if (family == KernelFamily::Probe) {  // one probe module per arch: nothing else matters
     KernelSpec p;

@@ -101,5 +101,6 @@ int qk_row_bytes(int head_dim, int qk_bits);    // bytes of one quantized Q/K ro
 int v_dim_padded(int head_dim);                 // multiple of 32 (FP8 P̂V̂ n tiles)
 
 std::uint64_t fnv1a64(const void* data, std::size_t n, std::uint64_t seed = 1469598103934665603ull);
+std::string hex16(std::uint64_t v);  // 16 lowercase hex digits
 
 }  // namespace sage2::jit

@@ -3,6 +3,8 @@
 // queries are also checked on a real context when a driver and a supported device are present.
 #include <doctest/doctest.h>
 
+#include "scoped_env.hpp"
+
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -13,27 +15,7 @@
 #include "sage2/sage2.hpp"
 
 namespace {
-// Sets an environment variable for one scope and restores the previous value.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = std::string(old);
-    if (value)
-      ::setenv(name, value, 1);
-    else
-      ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      ::setenv(name_, old_->c_str(), 1);
-    else
-      ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using sage2::test::ScopedEnv;
 
 std::string default_cache_dir() {
   char buf[4096];

@@ -4,6 +4,8 @@
 // Context resolves them at construction; a real Context is checked where a device is present.
 #include <doctest/doctest.h>
 
+#include "scoped_env.hpp"
+
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -21,29 +23,7 @@ using namespace sage2;
 
 namespace {
 
-// Sets (value) or unsets (nullptr) an environment variable for one scope, then restores it.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = std::string(old);
-    if (value)
-      ::setenv(name, value, 1);
-    else
-      ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      ::setenv(name_, old_->c_str(), 1);
-    else
-      ::unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using sage2::test::ScopedEnv;
 
 // Every variable that gives a ContextOptions default, unset for one scope.
 struct CleanContextEnv {

@@ -4,6 +4,8 @@
 // with the key and the whole NVRTC log; SAGE2_DUMP_DIR receives the source, PTX and log.
 #include <doctest/doctest.h>
 
+#include "scoped_env.hpp"
+
 #include "jit_test_support.hpp"
 
 #include <algorithm>
@@ -112,11 +114,7 @@ std::vector<Variant> covering_set() {
 using sage2::test::compile_all;
 using sage2::test::Outcome;
 
-struct EnvGuard {
-  std::string name;
-  EnvGuard(const char* n, const std::string& v) : name(n) { setenv(n, v.c_str(), 1); }
-  ~EnvGuard() { unsetenv(name.c_str()); }
-};
+using EnvGuard = sage2::test::ScopedEnv;
 
 std::string read_file(const std::filesystem::path& p) {
   std::ifstream f(p, std::ios::binary);
