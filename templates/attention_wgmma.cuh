@@ -368,7 +368,19 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], const float (&dk)[KH]
     }
   } else {
     // max_j(dot_j·dqk) = max_j(dot_j)·dqk within a 64-key half (dqk >= 0 and rounding is
-    // monotone), so the max runs on the converted dots and costs one multiply per half.
+    // monotone), so the max runs on the converted dots and costs one multiply per half. A masked
+    // key's dot becomes -inf once: its product, the max and the exponent follow from it. dqk is
+    // raised to FLT_MIN so that -inf·dqk stays -inf: dqk = 0 only where every dot is 0 (a Q or K
+    // group of zero codes), whose products stay 0.
+    if (MASKED) {
+#pragma unroll
+      for (int h = 0; h < KH; ++h) dqk[h] = ptx::max_f32(dqk[h], 1.17549435e-38f);
+#pragma unroll
+      for (int j = 0; j < BK / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (!visible(j, e)) x[4 * j + e] = ninf;
+    }
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
       float v = ninf;
@@ -378,8 +390,8 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], const float (&dk)[KH]
 #pragma unroll
         for (int j = 8 * h; j < 8 * h + 8; ++j)
 #pragma unroll
-          for (int e = 2 * hf; e < 2 * hf + 2; ++e) vh = ptx::max_f32(vh, visible(j, e) ? x[4 * j + e] : ninf);
-        v = ptx::max_f32(v, vh * dqk[h]);  // a fully masked half: -inf (or NaN when dqk = 0: ignored)
+          for (int e = 2 * hf; e < 2 * hf + 2; ++e) vh = ptx::max_f32(vh, x[4 * j + e]);
+        v = ptx::max_f32(v, vh * dqk[h]);  // a fully masked half: -inf
       }
       mx[hf] = v;
     }
@@ -407,8 +419,8 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], const float (&dk)[KH]
     for (int e = 0; e < 4; ++e) {
       const int i = 4 * j + e, hf = e >> 1;
       // without smooth-Q the exponent is one FFMA: dot·dqk − m_sh
-      float arg = SMOOTH_Q ? x[i] - m_sh[hf] : fmaf(x[i], dqk[j / 8], -m_sh[hf]);
-      if (MASKED && !SMOOTH_Q && !visible(j, e)) arg = ninf;
+      // (a masked key: -inf·dqk − m_sh = -inf, weight 0)
+      const float arg = SMOOTH_Q ? x[i] - m_sh[hf] : fmaf(x[i], dqk[j / 8], -m_sh[hf]);
       x[i] = ptx::exp2_approx(arg);
       rs[hf] += x[i];
     }
@@ -694,6 +706,21 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const Til
                                   p.o_stride_head % 2 == 0 && p.o_stride_seq % 2 == 0)
                                : ((reinterpret_cast<u64>(p.out) & 3u) == 0 && p.o_stride_batch % 2 == 0 &&
                                   p.o_stride_head % 2 == 0 && p.o_stride_seq % 2 == 0);
+  // The smallest v_first_bad over the head's channels, reduced over the warp (each lane reads a
+  // few): rows whose visible keys end before it skip the per-channel V flags (no NaN/Inf in V, the
+  // common case, costs D_V/64 loads per lane instead of D_V/4).
+  int v_bad_from = 0x7fffffff;
+#pragma unroll
+  for (int ch0 = 0; ch0 < D_V; ch0 += 64) {
+    const int ch = ch0 + 2 * lane;
+    if (ch < D_V) {
+      const int2 vf = *reinterpret_cast<const int2*>(p.v_first_bad + c.bhk * D_V + ch);
+      v_bad_from = min_(v_bad_from, min_(vf.x, vf.y));
+    }
+  }
+#pragma unroll
+  for (int d = 16; d >= 1; d >>= 1)
+    v_bad_from = min_(v_bad_from, static_cast<int>(ptx::shfl_xor(static_cast<u32>(v_bad_from), d)));
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
     float lt = l[hf];
@@ -705,6 +732,7 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const Til
     const i64 n_vis =
         CAUSAL ? max_<i64>(0, min_<i64>(p.kv_len, row + (CAUSAL == 2 ? p.kv_len - p.q_len : 0) + 1)) : p.kv_len;
     const bool row_bad = n_vis > 0 && (p.q_bad[c.bh * c.q_len_pad + row] != 0 || kfb < n_vis);
+    const bool check_v = !row_bad && v_bad_from < n_vis;
     char* orow = static_cast<char*>(p.out) +
                  (c.b * p.o_stride_batch + c.h * p.o_stride_head + row * p.o_stride_seq) * static_cast<i64>(OUT_F32 ? 4 : 2);
 #pragma unroll
@@ -726,7 +754,7 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const Til
         }
         if (row_bad) {
           y0 = y1 = qnan;
-        } else {
+        } else if (check_v) {
           const int2 vf = *reinterpret_cast<const int2*>(p.v_first_bad + vbase + ch * PVN + 8 * n);
           if (vf.x < n_vis) y0 = qnan;
           if (vf.y < n_vis) y1 = qnan;
