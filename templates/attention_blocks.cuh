@@ -14,6 +14,11 @@ using sage2::dev::AttentionParams;
 
 template <class T>
 __device__ __forceinline__ T min_(T a, T b) { return a < b ? a : b; }
+// A compile-time bool as a type (tag arguments of generic lambdas; no toolkit headers).
+template <bool B>
+struct bool_c {
+  static constexpr bool value = B;
+};
 template <class T>
 __device__ __forceinline__ T max_(T a, T b) { return a > b ? a : b; }
 

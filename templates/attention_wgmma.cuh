@@ -64,11 +64,13 @@ constexpr int KG = 4 * KH;             // K scale groups per tile
 constexpr bool Q_IN_REGS = !sage2::dev::wg_q_in_smem(RB, D_V, STAGES, WARPS, SAGE2_SMOOTH_Q != 0);
 // PIPE: software pipelining inside a consumer warpgroup (consume(); wgmma_params.cuh says when).
 constexpr bool PIPE = sage2::dev::wg_pipelined(D_V, STAGES, WARPS, SAGE2_SMOOTH_Q != 0);
-// Without a producer, thread 0 refills a stage as soon as its own wait shows the tile's wgmmas
-// complete. At d_v > 128 (O alone takes 128 of the 255 registers) ptxas (CUDA 13.0) spilled O in
-// that form (280 bytes at head dim 256) and not when the refill waits on the stage's "empty"
-// barrier as with a producer, so wide heads keep the barrier round trip.
-constexpr bool RELEASE_BY_BARRIER = D_V > 128;
+// Wide heads: at d_v > 128 O alone takes 128 of the 255 registers, and ptxas (CUDA 13.0) spilled
+// (280 bytes at head dim 256) when thread 0 refilled a stage as soon as its own wait showed the
+// tile's wgmmas complete (the one-warpgroup default below), and when the block coordinates stayed
+// live across the KV loop. So wide heads refill after the stage's "empty" barrier, as with a
+// producer, and recompute the coordinates for the epilogue.
+constexpr bool WIDE = D_V > 128;
+constexpr bool RELEASE_BY_BARRIER = WIDE;
 // CTAs per SM the registers must allow (__launch_bounds__): wgmma_params.cuh.
 constexpr int MIN_CTAS = sage2::dev::wg_min_ctas(WARPS, D_V, STAGES, SAGE2_SMOOTH_Q != 0);
 constexpr u32 Q_TX_BYTES = static_cast<u32>(BQ * RB);
@@ -157,8 +159,7 @@ __device__ __forceinline__ int tile_count(const AttentionParams& p, i64 i0) {
 struct TileRows {
   i32 k_row0, v_row0;
 };
-__device__ __forceinline__ TileRows tile_rows(const AttentionParams& p) {
-  const Coords c = coords(p);
+__device__ __forceinline__ TileRows tile_rows(const Coords& c) {
   return TileRows{static_cast<i32>(c.bhk * c.kv_len_pad), static_cast<i32>(c.bhk * D_V)};
 }
 
@@ -178,9 +179,8 @@ __device__ __forceinline__ void issue_tile(const WgmmaAttentionParams& P, const 
 }
 
 // Q̂ tiles of every consumer warpgroup (wide heads only), completing on the q_full barrier.
-__device__ __forceinline__ void issue_q(const WgmmaAttentionParams& P, u32 sbase) {
+__device__ __forceinline__ void issue_q(const WgmmaAttentionParams& P, const Coords& c, u32 sbase) {
   if (Q_IN_REGS) return;
-  const Coords c = coords(P.a);
   const u32 bar = sbase + SM.bar_off + 8u * (2 * STAGES);
   ptx::mbar_arrive_expect_tx(bar, Q_TX_BYTES);
 #pragma unroll
@@ -542,7 +542,8 @@ __device__ __forceinline__ u32 acquire_stage(u32 sbase, int tile) {
 }
 
 // The consumer warpgroups: QKᵀ, softmax, P̂·V̂ for every tile, then the epilogue.
-__device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const TileRows& rows, u32 sbase, int n_tiles) {
+__device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const Coords& cta, const TileRows& rows, u32 sbase,
+                                        int n_tiles) {
   const AttentionParams& p = P.a;
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid >> 5, lane = tid & 31;
@@ -553,7 +554,7 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const Til
   u32 qf[Q_IN_REGS ? KSTEPS : 1][4];
   RowCtx rc;
   {
-    const Coords c = coords(p);
+    const Coords& c = cta;
     const i64 row = c.i0 + warp * 16 + g;
     if (Q_IN_REGS) load_q_fragments(p.q_codes + (c.bh * c.q_len_pad + row) * RB + 4 * t, qf);
     rc.qs = p.q_scale[(c.bh * c.q_blocks + c.qb) * (WARPS * 8) + warp * 8 + g];
@@ -698,7 +699,7 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const Til
   //      the quantize stage's flags (reference.hpp "NaN / Inf policy"): for row i with visible keys
   //      [0, n_vis), n_vis > 0 and (q_bad[i] or k_first_bad < n_vis) → O row and LSE NaN;
   //      otherwise O[i, c] = NaN where v_first_bad[c] < n_vis.
-  const Coords c = coords(p);
+  const Coords c = WIDE ? coords(p) : cta;
   const i64 vbase = c.bhk * D_V + 2 * t;
   const i64 kfb = p.k_first_bad[c.bhk];
   const float qnan = ptx::bits_f32(0x7fc00000u);
@@ -721,12 +722,34 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const Til
 #pragma unroll
   for (int d = 16; d >= 1; d >>= 1)
     v_bad_from = min_(v_bad_from, static_cast<int>(ptx::shfl_xor(static_cast<u32>(v_bad_from), d)));
+  // δV (and μ) of the thread's channel pairs, loaded once for both of its rows (wide heads: at
+  // each use, their registers are O's).
+  constexpr int NVS = WIDE ? 1 : PVN / 8;
+  float2 vs[NCH][NVS], vmu[NCH][NVS];
+  auto load_v = [&](int ch, int n, float2& s_, float2& m_) {
+    s_ = *reinterpret_cast<const float2*>(p.v_scale + vbase + ch * PVN + 8 * n);
+    m_ = SMOOTH_V ? *reinterpret_cast<const float2*>(p.v_mean + vbase + ch * PVN + 8 * n) : make_float2(0.f, 0.f);
+  };
+  if (!WIDE) {
+#pragma unroll
+    for (int ch = 0; ch < NCH; ++ch)
+#pragma unroll
+      for (int n = 0; n < NVS; ++n) {
+        const int chn = ch * PVN + 8 * n + 2 * t;
+        vs[ch][n] = vmu[ch][n] = make_float2(0.f, 0.f);
+        if (D_V > HD && chn >= HD) continue;
+        load_v(ch, n, vs[ch][n], vmu[ch][n]);
+      }
+  }
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
     float lt = l[hf];
     lt += ptx::shfl_xor(lt, 1);
     lt += ptx::shfl_xor(lt, 2);
-    const float rl = ptx::rcp_rn(lt);  // the contract's O · (1/l): one reciprocal per row
+    // the contract's O · (1/l), one reciprocal per row; a row without visible keys (l = 0, O = 0)
+    // stays 0: rl = 0 and μ weighted by 0
+    const float rl = lt != 0.f ? ptx::rcp_rn(lt) : 0.f;
+    const float mu_w = lt != 0.f ? 1.f : 0.f;
     const i64 row = c.i0 + warp * 16 + hf * 8 + g;
     if (row >= p.q_len) continue;
     const i64 n_vis =
@@ -735,32 +758,43 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const Til
     const bool check_v = !row_bad && v_bad_from < n_vis;
     char* orow = static_cast<char*>(p.out) +
                  (c.b * p.o_stride_batch + c.h * p.o_stride_head + row * p.o_stride_seq) * static_cast<i64>(OUT_F32 ? 4 : 2);
+    // One instantiation per (aligned pair stores, non-finite flags to apply): the common rows run
+    // straight-line stores without per-element predicates.
+    auto emit = [&](auto vec_tag, auto flags_tag) {
+      constexpr bool VEC = decltype(vec_tag)::value, FLAGS = decltype(flags_tag)::value;
 #pragma unroll
-    for (int ch = 0; ch < NCH; ++ch)
+      for (int ch = 0; ch < NCH; ++ch)
 #pragma unroll
-      for (int n = 0; n < PVN / 8; ++n) {
-        const int chn = ch * PVN + 8 * n + 2 * t;
-        if (D_V > HD && chn >= HD) continue;
-        float y0 = 0.f, y1 = 0.f;
-        if (lt != 0.f) {
-          const float2 vs = *reinterpret_cast<const float2*>(p.v_scale + vbase + ch * PVN + 8 * n);
-          y0 = (o[ch][4 * n + 2 * hf] * rl) * vs.x;  // lt carries the 448 of P̂
-          y1 = (o[ch][4 * n + 2 * hf + 1] * rl) * vs.y;
+        for (int n = 0; n < PVN / 8; ++n) {
+          const int chn = ch * PVN + 8 * n + 2 * t;
+          if (D_V > HD && chn >= HD) continue;
+          float2 sv = vs[ch][WIDE ? 0 : n], mv = vmu[ch][WIDE ? 0 : n];
+          if (WIDE) load_v(ch, n, sv, mv);
+          float y0 = (o[ch][4 * n + 2 * hf] * rl) * sv.x;  // lt carries the 448 of P̂
+          float y1 = (o[ch][4 * n + 2 * hf + 1] * rl) * sv.y;
           if (SMOOTH_V) {
-            const float2 vm = *reinterpret_cast<const float2*>(p.v_mean + vbase + ch * PVN + 8 * n);
-            y0 = y0 + vm.x;
-            y1 = y1 + vm.y;
+            y0 = y0 + mv.x * mu_w;
+            y1 = y1 + mv.y * mu_w;
           }
+          if (FLAGS) {
+            if (row_bad) {
+              y0 = y1 = qnan;
+            } else {
+              const int2 vf = *reinterpret_cast<const int2*>(p.v_first_bad + vbase + ch * PVN + 8 * n);
+              if (vf.x < n_vis) y0 = qnan;
+              if (vf.y < n_vis) y1 = qnan;
+            }
+          }
+          store_pair(orow, chn, y0, y1, VEC, chn + 1 < HD);
         }
-        if (row_bad) {
-          y0 = y1 = qnan;
-        } else if (check_v) {
-          const int2 vf = *reinterpret_cast<const int2*>(p.v_first_bad + vbase + ch * PVN + 8 * n);
-          if (vf.x < n_vis) y0 = qnan;
-          if (vf.y < n_vis) y1 = qnan;
-        }
-        store_pair(orow, chn, y0, y1, out_vec, chn + 1 < HD);
-      }
+    };
+    using T_ = attn_common::bool_c<true>;
+    using F_ = attn_common::bool_c<false>;
+    if (row_bad || check_v) {
+      if (out_vec) emit(T_{}, T_{}); else emit(F_{}, T_{});
+    } else {
+      if (out_vec) emit(T_{}, F_{}); else emit(F_{}, F_{});
+    }
     if (RETURN_LSE && t == 0) {
       float v = neg_inf();
       if (lt != 0.f) {
@@ -779,8 +813,10 @@ __device__ __forceinline__ void attention(const WgmmaAttentionParams& P) {
   if (static_cast<i64>(blockIdx.y) >= p.bh_count || static_cast<i64>(blockIdx.x) >= p.qb_count) return;
   const u32 sbase = (ptx::smem_addr(smem) + 1023u) & ~1023u;
   const int tid = static_cast<int>(threadIdx.x);
-  const int n_tiles = tile_count(p, coords(p).i0);
-  const TileRows rows = tile_rows(p);
+  // The block coordinates (u32 divisions by the head counts) once, for every later step.
+  const Coords c = coords(p);
+  const int n_tiles = tile_count(p, c.i0);
+  const TileRows rows = tile_rows(c);
 
   if (tid == 0) {
 #pragma unroll
@@ -801,7 +837,7 @@ __device__ __forceinline__ void attention(const WgmmaAttentionParams& P) {
       // producer warpgroup: one thread issues every copy, the stage's previous use released first
       ptx::setmaxnreg_dec<PRODUCER_REGS>();
       if (tid == CTHREADS) {
-        issue_q(P, sbase);
+        issue_q(P, c, sbase);
 #pragma unroll 1
         for (int tile = 0; tile < n_tiles; ++tile) {
           const int slot = STAGES == 1 ? 0 : tile % STAGES;
@@ -813,15 +849,15 @@ __device__ __forceinline__ void attention(const WgmmaAttentionParams& P) {
       }
     } else {
       ptx::setmaxnreg_inc<CONSUMER_REGS>();
-      consume(P, rows, sbase, n_tiles);
+      consume(P, c, rows, sbase, n_tiles);
     }
   } else {
     if (tid == 0) {
-      issue_q(P, sbase);
+      issue_q(P, c, sbase);
       for (int tile = 0; tile < min_(STAGES, n_tiles); ++tile) issue_tile(P, rows, tile, tile, sbase);
     }
     __syncwarp();
-    consume(P, rows, sbase, n_tiles);
+    consume(P, c, rows, sbase, n_tiles);
   }
 }
 
