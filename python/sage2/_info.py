@@ -22,7 +22,7 @@ def _tile(t):
 
 
 def _describe_entry(e):
-    """One line for an entry of the sage2-tuning schema (plan/tuning_db.hpp)."""
+    """One line for an entry of the sage2-tuning schema (autotune/tuning_db.hpp)."""
     flags = "".join(n for n, k in (("Q", "smooth_q"), ("K", "smooth_k"), ("V", "smooth_v")) if e.get(k))
     s = "%s %s d%s %s int%s smooth[%s] q~%s kv~%s gqa~%s -> %s" % (
         e.get("family", "?"), e.get("dtype", "?"), e.get("head_dim", "?"), "causal" if e.get("causal") else "full",

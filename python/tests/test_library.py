@@ -187,7 +187,7 @@ def test_info_command(tmp_path):
     r = _info({"SAGE2_CACHE_DIR": str(cache)}, "--json")
     facts = json.loads(r.stdout)
     assert facts["cache_dir"] == str(cache) and len(facts["tuning"][0]["entries"]) == 2
-    # the schema sage2-autotune writes (plan/tuning_db.hpp) is described entry by entry
+    # the schema sage2-autotune writes (autotune/tuning_db.hpp) is described entry by entry
     (cache / "tuning.json").unlink()
     db = {"schema": "sage2-tuning", "schema_version": 1,
           "device": {"name": "NVIDIA H100 80GB HBM3", "arch": "sm_90a", "sm_count": 132},
