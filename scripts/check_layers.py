@@ -74,10 +74,16 @@ def scan(root, layers):
                 with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as fh:
                     for lineno, line in enumerate(fh, 1):
                         m = INCLUDE.match(line)
-                        if not m or "/" not in m.group(1):
-                            continue  # same-folder include ("quantize_params.cuh" in templates/)
+                        if not m:
+                            continue
                         target = m.group(1)
                         where = f"{rel}:{lineno}"
+                        if target.startswith("../") or "/../" in target:
+                            bad.append(f"{where}: includes \"{target}\": no '..' in an include "
+                                       "(name the folder: \"layer/file\")")
+                            continue
+                        if "/" not in target:
+                            continue  # same-folder include ("quantize_params.cuh" in templates/)
                         dst = layer_of_include(target, layers)
                         if dst is None:
                             top = target.split("/")[0]
