@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "autotune/candidates.hpp"
+#include "plan/candidates.hpp"
 #include "cache/disk_cache.hpp"
 
 namespace sage2::autotune {

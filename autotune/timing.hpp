@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "autotune/candidates.hpp"
+#include "plan/candidates.hpp"
 #include "runtime/context_impl.hpp"
 
 namespace sage2::autotune {

@@ -22,7 +22,7 @@
 #include "jit/quant_buffers.hpp"
 #include "runtime/attention_plan.hpp"
 #include "runtime/attention_stage.hpp"
-#include "runtime/attention_validate.hpp"
+#include "plan/attention_validate.hpp"
 #include "runtime/context_impl.hpp"
 #include "runtime/quantize_stage.hpp"
 #include "bench_support.hpp"

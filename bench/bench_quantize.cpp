@@ -20,7 +20,7 @@
 #include "jit/launch_shape.hpp"
 #include "jit/quant_buffers.hpp"
 #include "runtime/attention_plan.hpp"
-#include "runtime/attention_validate.hpp"
+#include "plan/attention_validate.hpp"
 #include "runtime/context_impl.hpp"
 #include "runtime/kernel_loader.hpp"
 #include "runtime/quantize_stage.hpp"

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/driver.hpp"
+#include "base/driver.hpp"
 #include "sage2/reference.hpp"
 
 namespace sage2::bench {

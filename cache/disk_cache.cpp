@@ -1,7 +1,7 @@
 // On-disk cubin cache: file system side (atomic writes, loads that never trust the bytes,
 // maintenance, bundles). The entry format itself is in cache/entry_format.cpp.
 #include "cache/disk_cache.hpp"
-#include "cache/file_util.hpp"
+#include "base/file_util.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -15,8 +15,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "runtime/config.hpp"
-#include "runtime/log.hpp"
+#include "base/config.hpp"
+#include "base/log.hpp"
 
 namespace sage2::cache {
 namespace {

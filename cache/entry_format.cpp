@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/disk_cache.hpp"
-#include "cache/file_util.hpp"
+#include "base/file_util.hpp"
 
 namespace sage2::cache {
 namespace {

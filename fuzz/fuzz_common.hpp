@@ -13,7 +13,7 @@
 
 #include "cache/disk_cache.hpp"
 #include "jit/kernel_spec.hpp"
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 
 #define SAGE2_FUZZ_CHECK(cond, what)                                                          \
   do {                                                                                        \

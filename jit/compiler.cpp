@@ -11,8 +11,8 @@
 
 #include "jit/embedded_templates.hpp"
 #include "jit/nvrtc_library.hpp"
-#include "runtime/config.hpp"
-#include "runtime/log.hpp"
+#include "base/config.hpp"
+#include "base/log.hpp"
 
 namespace sage2::jit {
 namespace {

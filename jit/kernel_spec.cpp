@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "base/hash.hpp"
+
 namespace sage2::jit {
 
 const char* arch_name(Arch a) noexcept {
@@ -61,20 +63,8 @@ int qk_row_bytes(int head_dim, int qk_bits) {
 }
 int v_dim_padded(int head_dim) { return round_up(head_dim, 32); }
 
-std::uint64_t fnv1a64(const void* data, std::size_t n, std::uint64_t h) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-std::string hex16(std::uint64_t v) {
-  char b[17];
-  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
-  return b;
-}
+std::uint64_t fnv1a64(const void* data, std::size_t n, std::uint64_t h) { return base::fnv1a64(data, n, h); }
+std::string hex16(std::uint64_t v) { return base::hex16(v); }
 
 KernelSpec KernelSpec::canonical() const {
   if (family == KernelFamily::Probe) {  // one probe module per arch: nothing else matters

@@ -8,8 +8,8 @@
 #include <mutex>
 #include <vector>
 
-#include "runtime/config.hpp"
-#include "runtime/log.hpp"
+#include "base/config.hpp"
+#include "base/log.hpp"
 #include "sage2/sage2.hpp"
 
 #ifndef SAGE2_BUILD_NVRTC_DIR

@@ -1,9 +1,9 @@
 #include "runtime/attention_plan.hpp"
 
-#include "autotune/candidates.hpp"
-#include "autotune/planner.hpp"
+#include "plan/candidates.hpp"
+#include "plan/planner.hpp"
 #include "runtime/context_impl.hpp"
-#include "runtime/config.hpp"
+#include "base/config.hpp"
 
 namespace sage2::runtime {
 

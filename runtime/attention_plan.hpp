@@ -1,13 +1,13 @@
 // Planning one attention call: which kernel family and tile configuration run it. The tile comes
-// from the Context's tuning database (autotune/planner.hpp: memoised per problem signature) and,
-// without an entry, from the heuristic default (autotune/candidates.hpp) — chosen at once, never
+// from the Context's tuning database (plan/planner.hpp: memoised per problem signature) and,
+// without an entry, from the heuristic default (plan/candidates.hpp) — chosen at once, never
 // blocking on tuning.
 #pragma once
 
 #include <optional>
 
 #include "jit/kernel_spec.hpp"
-#include "runtime/attention_validate.hpp"
+#include "plan/attention_validate.hpp"
 #include "runtime/device.hpp"
 #include "sage2/sage2.hpp"
 

@@ -6,9 +6,9 @@
 #include <string>
 
 #include "jit/nvrtc_library.hpp"
-#include "runtime/attention_validate.hpp"
+#include "plan/attention_validate.hpp"
 #include "runtime/c_api_internal.hpp"
-#include "runtime/config.hpp"
+#include "base/config.hpp"
 #include "sage2/sage2.hpp"
 
 struct sage2_context {

@@ -1,9 +1,9 @@
 #include <utility>
 
-#include "autotune/planner.hpp"
+#include "plan/planner.hpp"
 #include "runtime/attention_plan.hpp"
 #include "runtime/context_impl.hpp"
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 
 namespace sage2 {
 

@@ -4,14 +4,14 @@
 #include <memory>
 #include <optional>
 
-#include "runtime/config.hpp"
+#include "base/config.hpp"
 #include "runtime/device.hpp"
 #include "runtime/kernel_loader.hpp"
 #include "runtime/workspace_pool.hpp"
 #include "sage2/sage2.hpp"
 
 namespace sage2::autotune {
-class Planner;  // autotune/planner.hpp: tuning-database lookups, memoised per problem signature
+class Planner;  // plan/planner.hpp: tuning-database lookups, memoised per problem signature
 }
 
 namespace sage2 {

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "jit/kernel_spec.hpp"
-#include "runtime/driver.hpp"
+#include "base/driver.hpp"
 
 namespace sage2::runtime {
 

@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 
 namespace sage2::runtime {
 

@@ -13,7 +13,7 @@
 #include "cache/disk_cache.hpp"
 #include "jit/compiler.hpp"
 #include "jit/launch_shape.hpp"
-#include "runtime/driver.hpp"
+#include "base/driver.hpp"
 
 namespace sage2::runtime {
 

@@ -1,6 +1,6 @@
 #include "runtime/workspace_pool.hpp"
 
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 #include "sage2/sage2.hpp"
 
 namespace sage2::runtime {

@@ -8,7 +8,7 @@
 #include <map>
 #include <mutex>
 
-#include "runtime/driver.hpp"
+#include "base/driver.hpp"
 
 namespace sage2::runtime {
 

@@ -34,16 +34,16 @@
 #include <thread>
 #include <vector>
 
-#include "autotune/candidates.hpp"
+#include "plan/candidates.hpp"
 #include "autotune/prepare.hpp"
 #include "autotune/timing.hpp"
-#include "autotune/tuning_db.hpp"
+#include "plan/tuning_db.hpp"
 #include "cache/disk_cache.hpp"
 #include "jit/compiler.hpp"
-#include "runtime/config.hpp"
+#include "base/config.hpp"
 #include "runtime/context_impl.hpp"
 #include "runtime/device.hpp"
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 
 using namespace sage2;
 using nlohmann::json;

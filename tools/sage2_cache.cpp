@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "cache/disk_cache.hpp"
-#include "runtime/config.hpp"
+#include "base/config.hpp"
 
 namespace {
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/attention_validate.hpp"
+#include "plan/attention_validate.hpp"
 #include "runtime/c_api_internal.hpp"
 #include "sage2/sage2.h"
 

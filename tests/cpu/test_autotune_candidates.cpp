@@ -17,11 +17,11 @@
 
 #include <doctest/doctest.h>
 
-#include "autotune/candidates.hpp"
+#include "plan/candidates.hpp"
 #include "autotune/prepare.hpp"
 #include "cache/disk_cache.hpp"
 #include "jit/attention_shape.hpp"
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 
 using namespace sage2;
 using namespace sage2::autotune;

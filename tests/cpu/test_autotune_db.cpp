@@ -30,13 +30,13 @@
 
 #include <doctest/doctest.h>
 
-#include "autotune/candidates.hpp"
-#include "autotune/planner.hpp"
-#include "autotune/tuning_db.hpp"
+#include "plan/candidates.hpp"
+#include "plan/planner.hpp"
+#include "plan/tuning_db.hpp"
 #include "jit/kernel_build.hpp"
 #include "jit/wgmma_shape.hpp"
 #include "runtime/attention_plan.hpp"
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 
 using namespace sage2;
 using namespace sage2::autotune;

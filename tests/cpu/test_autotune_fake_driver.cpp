@@ -3,7 +3,7 @@
 // The fake (a C file compiled by this test, loaded by the tool through SAGE2_LIBCUDA) reports one
 // sm_90 device, keeps "device" memory in host memory, and runs no kernel: a launch advances a
 // virtual clock by 0.002 ms + 1 ns per byte of dynamic shared memory, and events read that clock.
-// Every driver entry point sage2 resolves (runtime/driver.hpp's X-macro, read at test time) is
+// Every driver entry point sage2 resolves (base/driver.hpp's X-macro, read at test time) is
 // exported; the ones the tuner does not need fail with CUDA_ERROR_NOT_SUPPORTED.
 // What this checks (everything but the kernels and real timings, which need the H100):
 //  - the tool compiles, filters, allocates rotation copies, times every candidate with events,
@@ -34,9 +34,9 @@
 
 #include <doctest/doctest.h>
 
-#include "autotune/candidates.hpp"
-#include "autotune/planner.hpp"
-#include "autotune/tuning_db.hpp"
+#include "plan/candidates.hpp"
+#include "plan/planner.hpp"
+#include "plan/tuning_db.hpp"
 #include "jit/attention_shape.hpp"
 #include "runtime/attention_plan.hpp"
 
@@ -167,7 +167,7 @@ struct FakeDriver {
       return;
     }
     dir = buf.data();
-    std::ifstream h(std::string(SAGE2_SOURCE_DIR) + "/runtime/driver.hpp");
+    std::ifstream h(std::string(SAGE2_SOURCE_DIR) + "/base/driver.hpp");
     const std::string header((std::istreambuf_iterator<char>(h)), std::istreambuf_iterator<char>());
     std::string src = kFakeSource;
     const auto have = defined_in_fake();

@@ -26,8 +26,8 @@
 
 #include <doctest/doctest.h>
 
-#include "autotune/candidates.hpp"
-#include "autotune/tuning_db.hpp"
+#include "plan/candidates.hpp"
+#include "plan/tuning_db.hpp"
 #include "cache/disk_cache.hpp"
 
 using namespace sage2;

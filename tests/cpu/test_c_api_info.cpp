@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-#include "runtime/driver.hpp"
+#include "base/driver.hpp"
 #include "sage2/sage2.h"
 #include "sage2/sage2.hpp"
 

@@ -30,7 +30,7 @@
 
 #include "cache/disk_cache.hpp"
 #include "jit/kernel_spec.hpp"
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 #include "test_support.hpp"
 
 using namespace sage2;

@@ -10,7 +10,7 @@
 
 #include <doctest/doctest.h>
 
-#include "cache/file_util.hpp"
+#include "base/file_util.hpp"
 #include "test_support.hpp"
 
 using namespace sage2::cache;

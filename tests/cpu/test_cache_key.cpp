@@ -10,7 +10,7 @@
 #include <doctest/doctest.h>
 
 #include "cache/disk_cache.hpp"
-#include "cache/file_util.hpp"
+#include "base/file_util.hpp"
 #include "jit/compiler.hpp"
 #include "jit/kernel_build.hpp"
 #include "test_support.hpp"

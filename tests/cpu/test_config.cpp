@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "autotune/planner.hpp"
-#include "runtime/config.hpp"
-#include "runtime/log.hpp"
+#include "plan/planner.hpp"
+#include "base/config.hpp"
+#include "base/log.hpp"
 #include "sage2/sage2.h"
 #include "sage2/sage2.hpp"
 

@@ -26,8 +26,8 @@
 #include "jit/compiler.hpp"
 #include "jit/kernel_spec.hpp"
 #include "jit/nvrtc_library.hpp"
-#include "runtime/driver.hpp"
-#include "runtime/log.hpp"
+#include "base/driver.hpp"
+#include "base/log.hpp"
 #include "sage2/sage2.h"
 #include "sage2/sage2.hpp"
 

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <string>
 
-#include "runtime/driver.hpp"
+#include "base/driver.hpp"
 #include "sage2/sage2.h"
 #include "sage2/sage2.hpp"
 #include "test_support.hpp"

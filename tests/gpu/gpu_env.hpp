@@ -12,7 +12,7 @@
 
 #include "runtime/context_impl.hpp"
 #include "runtime/device.hpp"
-#include "runtime/driver.hpp"
+#include "base/driver.hpp"
 
 namespace sage2::test {
 

@@ -18,7 +18,7 @@
 #include "gpu_env.hpp"
 #include "jit/quant_buffers.hpp"
 #include "runtime/attention_plan.hpp"
-#include "runtime/attention_validate.hpp"
+#include "plan/attention_validate.hpp"
 #include "sage2/reference.hpp"
 #include "stage_download.hpp"
 

@@ -30,7 +30,7 @@
 
 #include "gpu_env.hpp"
 #include "runtime/attention_plan.hpp"
-#include "runtime/attention_validate.hpp"
+#include "plan/attention_validate.hpp"
 #include "sage2/reference.hpp"
 
 using namespace sage2;

@@ -24,7 +24,7 @@
 #include "gpu_env.hpp"
 #include "jit/quant_buffers.hpp"
 #include "runtime/attention_plan.hpp"
-#include "runtime/attention_validate.hpp"
+#include "plan/attention_validate.hpp"
 #include "runtime/quantize_stage.hpp"
 #include "sage2/reference.hpp"
 

@@ -18,7 +18,7 @@
 #include <string>
 
 #include "jit/kernel_spec.hpp"
-#include "runtime/attention_validate.hpp"
+#include "plan/attention_validate.hpp"
 
 namespace sage2::autotune {
 

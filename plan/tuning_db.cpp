@@ -1,6 +1,6 @@
 // Tuning database: JSON schema, strict parsing, lookups, and the locked merge + atomic write.
-#include "autotune/tuning_db.hpp"
-#include "cache/file_util.hpp"
+#include "plan/tuning_db.hpp"
+#include "base/file_util.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -20,9 +20,9 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
-#include "autotune/candidates.hpp"
+#include "plan/candidates.hpp"
 #include "jit/kernel_build.hpp"
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 
 #ifndef SAGE2_VERSION
 #define SAGE2_VERSION "unknown"

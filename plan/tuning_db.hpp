@@ -1,5 +1,5 @@
 // The tuning database: which tile configuration was measured fastest for a problem signature
-// (autotune/tuning_key.hpp) on one device.
+// (plan/tuning_key.hpp) on one device.
 //
 // Where: one JSON file per device beside the cubin cache,
 //   <cache dir>/tuning-v1-<device slug>-<8 hex of the exact device name>-<arch>.json
@@ -44,7 +44,7 @@
 #include <string>
 #include <vector>
 
-#include "autotune/tuning_key.hpp"
+#include "plan/tuning_key.hpp"
 #include "jit/kernel_spec.hpp"
 
 namespace sage2::autotune {

@@ -1,11 +1,11 @@
-#include "runtime/log.hpp"
+#include "base/log.hpp"
 
 #include <atomic>
 #include <cstdio>
 #include <mutex>
 #include <set>
 
-#include "runtime/config.hpp"
+#include "base/config.hpp"
 
 namespace sage2::log {
 namespace {

@@ -17,10 +17,10 @@
 #include <string>
 #include <unordered_map>
 
-#include "autotune/tuning_db.hpp"
-#include "autotune/tuning_key.hpp"
-#include "runtime/attention_validate.hpp"
-#include "runtime/config.hpp"
+#include "plan/tuning_db.hpp"
+#include "plan/tuning_key.hpp"
+#include "plan/attention_validate.hpp"
+#include "base/config.hpp"
 
 namespace sage2::autotune {
 

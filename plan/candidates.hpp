@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "autotune/tuning_key.hpp"
+#include "plan/tuning_key.hpp"
 #include "jit/compiler.hpp"
 #include "jit/kernel_spec.hpp"
 

@@ -1,4 +1,4 @@
-// The one place sage2 reads its environment (runtime/config.hpp says why). Every variable read
+// The one place sage2 reads its environment (base/config.hpp says why). Every variable read
 // here is in README.md's "Environment switches" table; keep the two in step.
 //   SAGE2_CACHE_DIR          ContextOptions::cache_dir     (else $XDG_CACHE_HOME/sage2, ~/.cache/sage2)
 //   SAGE2_DISABLE_DISK_CACHE ContextOptions::disk_cache
@@ -10,8 +10,8 @@
 #include <optional>
 #include <utility>
 
-#include "runtime/config.hpp"
-#include "runtime/log.hpp"
+#include "base/config.hpp"
+#include "base/log.hpp"
 
 namespace sage2::config {
 namespace {

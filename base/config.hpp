@@ -1,4 +1,4 @@
-// Configuration as the library reads it. runtime/env.cpp implements this header and is the only
+// Configuration as the library reads it. base/env.cpp implements this header and is the only
 // file that reads the environment: a SAGE2_* variable is only ever the default of a setting, so
 // everything else takes these objects (or the Context's) and never calls getenv.
 #pragma once

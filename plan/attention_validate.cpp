@@ -1,4 +1,4 @@
-#include "runtime/attention_validate.hpp"
+#include "plan/attention_validate.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "autotune/tuning_key.hpp"
+#include "plan/tuning_key.hpp"
 
 #include <algorithm>
 #include <cstdlib>

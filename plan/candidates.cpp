@@ -1,4 +1,4 @@
-#include "autotune/candidates.hpp"
+#include "plan/candidates.hpp"
 
 #include <climits>
 #include <cstdio>

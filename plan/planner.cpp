@@ -1,10 +1,10 @@
-#include "autotune/planner.hpp"
+#include "plan/planner.hpp"
 
 #include <map>
 #include <tuple>
 
-#include "autotune/candidates.hpp"
-#include "runtime/log.hpp"
+#include "plan/candidates.hpp"
+#include "base/log.hpp"
 
 namespace sage2::autotune {
 

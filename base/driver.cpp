@@ -1,10 +1,10 @@
-#include "runtime/driver.hpp"
+#include "base/driver.hpp"
 
 #include <dlfcn.h>
 
 #include <mutex>
 
-#include "runtime/config.hpp"
+#include "base/config.hpp"
 #include "sage2/sage2.hpp"
 
 namespace sage2::driver {

@@ -1,4 +1,4 @@
-#include "cache/file_util.hpp"
+#include "base/file_util.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -12,7 +12,7 @@
 #include <random>
 #include <system_error>
 
-#include "jit/kernel_spec.hpp"  // fnv1a64
+#include "base/hash.hpp"
 
 namespace sage2::cache::fs {
 
@@ -98,7 +98,7 @@ bool AtomicFile::open(const std::string& dir, const std::string& final_name, std
     char tag[64];
     std::snprintf(tag, sizeof tag, "%ld-%llu-%08llx", static_cast<long>(::getpid()),
                   static_cast<unsigned long long>(n),
-                  static_cast<unsigned long long>(jit::fnv1a64(&n, sizeof n, salt) & 0xffffffffull));
+                  static_cast<unsigned long long>(base::fnv1a64(&n, sizeof n, salt) & 0xffffffffull));
     temp_path_ = join(dir, temp_prefix_ + tag + temp_suffix_);
     const int fd = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd >= 0) {
