@@ -9,7 +9,7 @@
 namespace sage2 {
 
 // Per call after the first of a shape signature: validation, one hash lookup, the pointer
-// checks, then the launches with parameter structs built on the stack (runtime/call_plan.hpp).
+// checks, then the launches with parameter structs rebuilt for the pointers (runtime/call_plan.hpp).
 std::size_t Context::workspace_size(const TensorRef& q, const TensorRef& k, const TensorRef& v, const TensorRef& out,
                                     const AttentionParams& params) const {
   return runtime::call_workspace_bytes(*impl_, q, k, v, out, params);
