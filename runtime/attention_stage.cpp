@@ -10,6 +10,8 @@ std::size_t delta_s_workspace_bytes(const jit::QuantBuffers& b, std::size_t cap)
   return jit::delta_s_workspace_bytes(b, cap);
 }
 
+// Context::attention runs the same steps from a cached plan (runtime/call_plan.cpp run_call_plan):
+// a change here belongs there too.
 void launch_attention_stage(Context::Impl& ctx, const jit::KernelSpec& attention_spec, const jit::QuantBuffers& b,
                             const TensorRef& k_input, const void* workspace, const TensorRef& out, float* lse,
                             float sm_scale, void* delta_s_workspace, std::size_t delta_s_bytes, CUstream stream) {

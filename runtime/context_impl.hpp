@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "base/config.hpp"
+#include "runtime/call_cache.hpp"
 #include "runtime/device.hpp"
 #include "runtime/kernel_loader.hpp"
 #include "runtime/workspace_pool.hpp"
@@ -12,6 +13,10 @@
 
 namespace sage2::autotune {
 class Planner;  // plan/planner.hpp: tuning-database lookups, memoised per problem signature
+}
+
+namespace sage2::runtime {
+struct CallPlan;  // runtime/call_plan.hpp: one cached attention call plan
 }
 
 namespace sage2 {
@@ -33,6 +38,8 @@ class Context::Impl {
   // config().family as a kernel family: nullopt for Auto (each call uses
   // jit::default_attention_family()).
   std::optional<jit::KernelFamily> family_override() const { return family_override_; }
+  // Attention call plans by shape signature (runtime/call_plan.hpp).
+  runtime::CallCache<runtime::CallPlan>& call_cache() { return call_cache_; }
   DeviceInfo info;
 
  private:
@@ -47,6 +54,7 @@ class Context::Impl {
   std::unique_ptr<runtime::WorkspacePool> workspace_;
   std::optional<jit::KernelFamily> family_override_;
   std::shared_ptr<autotune::Planner> planner_;  // shared by the Contexts of one device + cache dir
+  runtime::CallCache<runtime::CallPlan> call_cache_;
 };
 
 }  // namespace sage2

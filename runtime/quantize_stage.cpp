@@ -6,6 +6,8 @@
 
 namespace sage2::runtime {
 
+// Context::attention runs the same steps from a cached plan (runtime/call_plan.cpp run_call_plan):
+// a change here belongs there too.
 void launch_quantize_stage(Context::Impl& ctx, const jit::KernelSpec& attention_spec, const jit::QuantBuffers& b,
                            const TensorRef& q, const TensorRef& k, const TensorRef& v, void* workspace,
                            CUstream stream, QuantPath path) {

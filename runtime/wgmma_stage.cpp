@@ -27,6 +27,8 @@ void encode_tma_map(const jit::TmaMapSpec& t, dev::TmaDesc& out) {
                     "): " + driver::error_text(r));
 }
 
+// Context::attention runs the same steps from a cached plan (runtime/call_plan.cpp run_call_plan):
+// a change to how the parameters or tensor maps are built here belongs there too.
 void launch_wgmma_attention_stage(Context::Impl& ctx, const jit::KernelSpec& attention_spec, const jit::QuantBuffers& b,
                                   const TensorRef& k_input, const void* workspace, const TensorRef& out, float* lse,
                                   float sm_scale, void* delta_s_workspace, std::size_t delta_s_bytes, CUstream stream) {

@@ -164,9 +164,28 @@ def _desc(t, layout, dtype_code):
     return _lib.Tensor(t.data_ptr(), dtype_code, b, h, n, d, sb, sh, sn, 1)
 
 
+def _raw_stream_slow(index):
+    return torch.cuda.current_stream(index).cuda_stream
+
+
+# torch's current stream of a device as an int, without building a torch.cuda.Stream object
+# (what torch.compile's generated code uses); the public API where this torch lacks it.
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or _raw_stream_slow
+
+
 _ws_lock = threading.Lock()
 _ws_cache = {}  # problem key -> workspace bytes
 _WS_CACHE_MAX = 4096
+
+
+def _ws_key(q, k, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v, v=None):
+    """The workspace-size cache key of a normalized call (v's strides given by keyword)."""
+    b, hq, nq, d = _dims(q, layout)
+    _, hk, nk, _ = _dims(k, layout)
+    dev = q.device
+    index = dev.index if dev.index is not None else torch.cuda.current_device()
+    return (index, layout, q.dtype, b, hq, hk, nq, nk, d, q.stride(), k.stride(), v.stride(), causal, qk_bits,
+            smooth_q, smooth_k, smooth_v, return_lse)
 
 
 def _run(q, k, v, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v):
@@ -192,8 +211,7 @@ def _run(q, k, v, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smoot
     tq, tk, tv, to = _desc(q, layout, code), _desc(k, layout, code), _desc(v, layout, code), _desc(out, layout, code)
     params = _lib.AttentionParams(causal, sm_scale, qk_bits, smooth_q, int(smooth_k), int(smooth_v),
                                   lse.data_ptr() if return_lse else None, None, 0)
-    key = (index, layout, q.dtype, b, hq, hk, nq, nk, d, q.stride(), k.stride(), v.stride(), causal, qk_bits,
-           smooth_q, smooth_k, smooth_v, return_lse)
+    key = _ws_key(q, k, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v, v=v)
     ws_bytes = _ws_cache.get(key)
     if ws_bytes is None:
         n = ctypes.c_size_t(0)
@@ -213,12 +231,145 @@ def _run(q, k, v, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smoot
         ptr = ws.data_ptr()
         params.workspace = (ptr + 255) // 256 * 256
         params.workspace_bytes = ws_bytes
-    stream = torch.cuda.current_stream(dev).cuda_stream
+    stream = _raw_stream(index)
     _lib.check(L.sage2_attention(ctx, ctypes.byref(tq), ctypes.byref(tk), ctypes.byref(tv), ctypes.byref(to),
                                  ctypes.byref(params), ctypes.c_void_p(stream)),
                "sage2_attention")
     del ws  # returned to the caching allocator; later users on this stream are ordered after us
     return out, lse
+
+
+# ---- the eager fast path: per-signature cached call (issue 15 item 2) ---------------------------
+# A call whose tensors' metadata (shapes, strides, dtypes, devices) and scalar arguments equal
+# those of an earlier successful call needs none of _normalize's checks again (they read only
+# that metadata) nor the workspace size query: _FastCall keeps the normalized arguments, the
+# library handles, the descriptors' shapes and strides and, per thread, the ctypes structures
+# with their byref()s, so a call only allocates its outputs and workspace, patches five pointers
+# and makes the C call. Scalars are keyed with their types (True == 1 == 1.0 for dict keys, but
+# sm_scale=True is refused where 1.0 is not).
+_FAST_MAX = 1024
+_fast_lock = threading.Lock()
+_fast = {}  # signature -> _FastCall
+_Tensor = torch.Tensor
+_F32 = torch.float32
+_U8 = torch.uint8
+
+
+def _fast_key(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, options):
+    """The signature of a call (raises TypeError for unhashable arguments: no fast path)."""
+    opts = tuple(sorted((n, type(x), x) for n, x in options.items())) if options else ()
+    return (q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype, k.dtype, v.dtype,
+            q.device, k.device, v.device, tensor_layout, type(is_causal), is_causal, type(sm_scale), sm_scale,
+            type(return_lse), return_lse, opts)
+
+
+def _tensor_fields(shape, strides, layout, code):
+    """(dtype, batch, heads, seq, dim, stride_batch, stride_head, stride_seq, stride_dim) of a
+    sage2_tensor for a 4-D torch shape/stride in the given layout (the fields after `data`)."""
+    if layout == "HND":
+        b, h, n, d = shape
+        sb, sh, sn = strides[0], strides[1], strides[2]
+    else:
+        b, n, h, d = shape
+        sb, sn, sh = strides[0], strides[1], strides[2]
+    return (code, b, h, n, d, sb, sh, sn, 1)
+
+
+def _contiguous_strides(shape):
+    st, acc = [], 1
+    for n in reversed(tuple(shape)):
+        st.append(acc)
+        acc *= n
+    return tuple(reversed(st))
+
+
+class _Structs:
+    """One thread's ctypes arguments of a _FastCall: built once, pointers patched per call."""
+
+    __slots__ = ("q", "k", "v", "o", "p", "args")
+
+    def __init__(self, fc):
+        T = _lib.Tensor
+        self.q, self.k, self.v, self.o = T(None, *fc.fq), T(None, *fc.fk), T(None, *fc.fv), T(None, *fc.fo)
+        self.p = _lib.AttentionParams(fc.causal, fc.sm_scale, fc.qk_bits, fc.smooth_q, int(fc.smooth_k),
+                                      int(fc.smooth_v), None, None, 0)
+        br = ctypes.byref
+        self.args = (br(self.q), br(self.k), br(self.v), br(self.o), br(self.p))
+
+
+class _FastCall:
+    """Everything of one call signature that does not depend on the tensors' memory."""
+
+    def __init__(self, q, k, v, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v,
+                 ws_bytes):
+        self.layout, self.causal, self.sm_scale, self.return_lse = layout, causal, sm_scale, return_lse
+        self.qk_bits, self.smooth_q, self.smooth_k, self.smooth_v = qk_bits, smooth_q, smooth_k, smooth_v
+        dev = q.device
+        self.device = dev
+        self.index = dev.index if dev.index is not None else torch.cuda.current_device()
+        self.shape = q.shape
+        self.dtype = q.dtype
+        b, hq, nq, _ = _dims(q, layout)
+        self.lse_shape = (b, hq, nq)
+        code = _DTYPES[q.dtype]
+        self.fq = _tensor_fields(q.shape, q.stride(), layout, code)
+        self.fk = _tensor_fields(k.shape, k.stride(), layout, code)
+        self.fv = _tensor_fields(v.shape, v.stride(), layout, code)
+        self.fo = _tensor_fields(q.shape, _contiguous_strides(q.shape), layout, code)
+        self.ws_bytes = ws_bytes
+        self.lib = _lib.lib()
+        self.fn = self.lib.sage2_attention
+        self.ctx = _lib.context(self.index)
+        self.tls = threading.local()
+
+    def structs(self):
+        try:
+            return self.tls.s
+        except AttributeError:
+            s = self.tls.s = _Structs(self)
+            return s
+
+    def __call__(self, q, k, v):
+        dev = self.device
+        out = torch.empty(self.shape, dtype=self.dtype, device=dev)
+        s = self.structs()
+        s.q.data = q.data_ptr()
+        s.k.data = k.data_ptr()
+        s.v.data = v.data_ptr()
+        s.o.data = out.data_ptr()
+        p = s.p
+        lse = None
+        if self.return_lse:
+            lse = torch.empty(self.lse_shape, dtype=_F32, device=dev)
+            p.lse = lse.data_ptr()
+        ws = None
+        n = self.ws_bytes
+        if n:
+            # torch's caching allocator owns the workspace (stream-ordered reuse; the graph's
+            # private pool under CUDA graph capture), as in _run.
+            ws = torch.empty((n + 256,), dtype=_U8, device=dev)
+            p.workspace = (ws.data_ptr() + 255) // 256 * 256
+            p.workspace_bytes = n
+        a = s.args
+        status = self.fn(self.ctx, a[0], a[1], a[2], a[3], a[4], _raw_stream(self.index))
+        if status:
+            _lib.check(status, "sage2_attention")
+        del ws
+        return (out, lse) if self.return_lse else out
+
+
+def _fast_insert(key, q, k, v, args):
+    """Caches the signature of a call that just succeeded eagerly (not the empty-output and
+    no-key cases, which _run handles without the library)."""
+    if q.numel() == 0 or _dims(k, args[0])[2] == 0:
+        return
+    fc = _FastCall(q, k, v, *args, ws_bytes=_ws_cache.get(_ws_key(q, k, *args, v=v)))
+    if fc.ws_bytes is None:
+        return
+    with _fast_lock:
+        if len(_fast) >= _FAST_MAX:
+            _fast.clear()
+        _fast[key] = fc
 
 
 # ---- the custom op (torch.compile, tracing, autograd guard) -------------------------------------
@@ -278,9 +429,21 @@ def sageattn(q, k, v, tensor_layout="HND", is_causal=False, sm_scale=None, retur
 
     Bad input raises TypeError/ValueError naming the argument before anything runs on the GPU;
     errors from the library raise sage2.Sage2Error subclasses carrying sage2_last_error()."""
+    key = None
+    if not torch.compiler.is_compiling() and type(q) is _Tensor and type(k) is _Tensor and type(v) is _Tensor:
+        try:
+            key = _fast_key(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, options)
+            fc = _fast.get(key)
+        except TypeError:  # an unhashable argument: the checks below name it
+            key = fc = None
+        if fc is not None and not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or
+                                                                v.requires_grad)):
+            return fc(q, k, v)
     args = _normalize(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, options)
     if _use_op(q, k, v):
         out, lse = torch.ops.sage2.sageattn(q, k, v, *args)
     else:
         out, lse = _run(q, k, v, *args)
+        if key is not None:
+            _fast_insert(key, q, k, v, args)
     return (out, lse) if return_lse else out

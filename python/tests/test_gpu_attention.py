@@ -209,6 +209,30 @@ def test_deterministic_and_output_layout():
     assert sage2.sageattn(q, k, v, tensor_layout="NHD", return_lse=True)[1].shape == (2, 4, 512)
 
 
+def test_fast_path_hits_and_gives_the_same_bits():
+    """The second call of a signature takes the cached fast path (no argument checks again) and
+    gives the same bits and LSE as the first; other strides or options miss."""
+    from sage2 import _attention as A
+
+    q, k, v = activation_like(1, 4, 2, 300, 500, 64, seed=21)
+    a, la = sage2.sageattn(q, k, v, is_causal=True, return_lse=True)
+    n = len(A._fast)
+    calls = []
+    orig = A._normalize
+    A._normalize = lambda *args: calls.append(1) or orig(*args)
+    try:
+        for _ in range(3):
+            q2, k2, v2 = (torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device).copy_(t)
+                          for t in (q, k, v))  # other memory, the same strides
+            b, lb = sage2.sageattn(q2, k2, v2, is_causal=True, return_lse=True)
+            assert torch.equal(a, b) and torch.equal(la, lb)
+        assert calls == [] and len(A._fast) == n
+        sage2.sageattn(q, k, v, is_causal=False)  # another signature: checked, then cached
+        assert calls == [1] and len(A._fast) == n + 1
+    finally:
+        A._normalize = orig
+
+
 def test_empty_inputs():
     q, k, v = activation_like(1, 2, 2, 64, 64, 64, seed=1)
     out, lse = sage2.sageattn(q[:, :, :0], k, v, return_lse=True)

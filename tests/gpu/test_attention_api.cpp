@@ -7,12 +7,14 @@
 //  - every output element is written (outputs are poisoned with NaN first);
 //  - head dim 512 and a 32K-token sequence work;
 //  - a call captured in a CUDA graph and replayed on new input values is still correct, and
-//    capture does not allocate.
+//    capture does not allocate;
+//  - later calls of a cached call plan (other outputs, caller workspaces) give the same bits.
 #include <doctest/doctest.h>
 
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 
 #include "gpu_env.hpp"
@@ -351,6 +353,43 @@ TEST_CASE("gpu attention: CUDA graph capture, then replay with new input values"
   a.cuGraphExecDestroy(exec);
   a.cuGraphDestroy(graph);
   a.cuStreamDestroy_v2(stream);
+}
+
+TEST_CASE("gpu attention: a cached call plan with other pointers gives the same bits as its first call") {
+  // The plan (kernels, shapes, chunks) is cached per shape signature; per call only the pointers
+  // change: parameter structs are rebuilt and the wgmma tensor maps are memoised per workspace
+  // pointer. Other outputs and caller workspaces (at other addresses) must give the same bits.
+  Context& ctx = test::gpu_context();
+  auto& cache = runtime::context_impl(ctx).call_cache();
+  const std::int64_t n = 300, d = 128;
+  ref::AttentionInputs in = make_inputs(0, fresh_seed(), DType::F16, 1, 4, 2, n, n, d, false);
+  DeviceTensor q(in.q), k(in.k), v(in.v);
+  for (Toggle sq : {Toggle::Off, Toggle::On}) {
+    CAPTURE(static_cast<int>(sq));
+    AttentionParams p;
+    p.causal = CausalMode::TopLeft;
+    p.smooth_q = sq;
+    DeviceTensor out0(ref::HostTensor(DType::F16, 1, 4, n, d));
+    ctx.attention(q.ref(), k.ref(), v.ref(), out0.ref(), p);
+    const std::vector<float> want = download_out(out0);
+    const std::size_t hits0 = cache.hits();
+    const std::size_t ws = ctx.workspace_size(q.ref(), k.ref(), v.ref(), out0.ref(), p);
+    test::DeviceBuffer wsbuf(ws + 4 * 256);
+    for (int i = 0; i < 4; ++i) {
+      CAPTURE(i);
+      DeviceTensor out(ref::HostTensor(DType::F16, 1, 4, n, d));
+      out.dev->poison(0xFF);
+      AttentionParams pi = p;
+      if (i > 0) {  // caller workspaces at three addresses, then the pool again
+        pi.workspace = static_cast<char*>(wsbuf.get()) + 256 * (i - 1);
+        pi.workspace_bytes = ws;
+      }
+      ctx.attention(q.ref(), k.ref(), v.ref(), out.ref(), pi);
+      const std::vector<float> got = download_out(out);
+      CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+    }
+    CHECK(cache.hits() >= hits0 + 4);  // every later call found the plan
+  }
 }
 
 TEST_CASE("gpu attention: bad input is rejected before launch, naming the argument") {

@@ -1,0 +1,243 @@
+// Specification (CPU): the per-Context cache of attention call plans (runtime/call_cache.hpp,
+// runtime/call_plan.hpp; issue 15 item 2). A plan is keyed by the call's shapes, strides, dtypes
+// and options, never its pointers; the per-call parameter structs built from a cached plan equal
+// what the stages build from scratch (jit::make_*_params) for any pointers.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "jit/attention_shape.hpp"
+#include "jit/wgmma_shape.hpp"
+#include "runtime/attention_plan.hpp"
+#include "plan/attention_validate.hpp"
+#include "runtime/call_cache.hpp"
+#include "runtime/call_plan.hpp"
+
+using namespace sage2;
+using runtime::call_signature;
+using runtime::CallSignature;
+
+namespace {
+
+struct Call {
+  TensorRef q, k, v, out;
+  AttentionParams params;
+};
+
+// Fake, well-aligned, disjoint "device" addresses (nothing is dereferenced).
+Call make_call(std::uintptr_t base, std::int64_t b = 1, std::int64_t hq = 2, std::int64_t hk = 1,
+               std::int64_t nq = 128, std::int64_t nk = 128, std::int64_t d = 64) {
+  auto ptr = [&](int i) { return reinterpret_cast<const void*>(base + static_cast<std::uintptr_t>(i) * (1u << 28)); };
+  Call c;
+  c.q = TensorRef::hnd(ptr(0), DType::F16, b, hq, nq, d);
+  c.k = TensorRef::hnd(ptr(1), DType::F16, b, hk, nk, d);
+  c.v = TensorRef::hnd(ptr(2), DType::F16, b, hk, nk, d);
+  c.out = TensorRef::hnd(ptr(3), DType::F16, b, hq, nq, d);
+  return c;
+}
+
+CallSignature sig(const Call& c) { return call_signature(c.q, c.k, c.v, c.out, c.params); }
+
+}  // namespace
+
+TEST_CASE("call cache: the signature ignores pointers and sees every shape, stride, dtype and option") {
+  const Call a = make_call(0x10000000);
+  Call b = make_call(0x7000000000);  // other q/k/v/out pointers
+  b.params.workspace = reinterpret_cast<void*>(0x123400);
+  b.params.workspace_bytes = 1 << 20;
+  CHECK(sig(a) == sig(b));
+  CHECK(runtime::CallSignatureHash{}(sig(a)) == runtime::CallSignatureHash{}(sig(b)));
+
+  std::vector<Call> other;
+  {
+    Call c = a;
+    c.k = TensorRef::nhd(c.k.data, DType::F16, 1, 1, 128, 64);  // same shape, NHD strides
+    c.k.stride_seq = 128;                                       // (one head: make them differ)
+    other.push_back(c);
+  }
+  { Call c = a; c.q.stride_head += 64; other.push_back(c); }
+  { Call c = a; c.out.stride_batch += 8; other.push_back(c); }
+  {
+    Call c = a;
+    c.q.dtype = c.k.dtype = c.v.dtype = c.out.dtype = DType::BF16;
+    other.push_back(c);
+  }
+  { Call c = a; c.params.causal = CausalMode::TopLeft; other.push_back(c); }
+  { Call c = a; c.params.causal = CausalMode::BottomRight; other.push_back(c); }
+  { Call c = a; c.params.qk_bits = QkBits::Int4; other.push_back(c); }
+  { Call c = a; c.params.smooth_q = Toggle::On; other.push_back(c); }
+  { Call c = a; c.params.smooth_k = false; other.push_back(c); }
+  { Call c = a; c.params.smooth_v = true; other.push_back(c); }
+  { Call c = a; c.params.sm_scale = 0.125f; other.push_back(c); }
+  { Call c = a; c.params.sm_scale = 0.25f; other.push_back(c); }
+  { Call c = a; c.params.lse = reinterpret_cast<float*>(0x900000000); other.push_back(c); }
+  { Call c = make_call(0x10000000, 1, 2, 1, 129, 128, 64); other.push_back(c); }
+  { Call c = make_call(0x10000000, 1, 2, 1, 128, 256, 64); other.push_back(c); }
+  { Call c = make_call(0x10000000, 2, 2, 1, 128, 128, 64); other.push_back(c); }
+  { Call c = make_call(0x10000000, 1, 2, 2, 128, 128, 64); other.push_back(c); }
+  { Call c = make_call(0x10000000, 1, 2, 1, 128, 128, 128); other.push_back(c); }
+  for (std::size_t i = 0; i < other.size(); ++i) {
+    CAPTURE(i);
+    CHECK(sig(other[i]) != sig(a));
+    for (std::size_t j = 0; j < i; ++j) CHECK(sig(other[i]) != sig(other[j]));
+  }
+}
+
+TEST_CASE("call cache: same signature hits, another misses; a full cache clears without freeing plans in use") {
+  struct Plan { int id; };
+  runtime::CallCache<Plan> cache(3);
+  const Call a = make_call(0x10000000);
+  Call b = a;
+  b.params.causal = CausalMode::TopLeft;
+  CHECK(cache.find(sig(a)) == nullptr);
+  auto pa = cache.insert(sig(a), std::make_shared<const Plan>(Plan{1}));
+  CHECK(pa->id == 1);
+  CHECK(cache.find(sig(make_call(0x50000000))) == pa);  // other pointers: the same plan
+  CHECK(cache.find(sig(b)) == nullptr);
+  CHECK(cache.hits() == 1);
+  CHECK(cache.misses() == 2);
+  // A racing insert for the same signature keeps the first plan.
+  CHECK(cache.insert(sig(a), std::make_shared<const Plan>(Plan{2}))->id == 1);
+  cache.insert(sig(b), std::make_shared<const Plan>(Plan{3}));
+  Call c = a;
+  c.params.smooth_v = true;
+  cache.insert(sig(c), std::make_shared<const Plan>(Plan{4}));
+  CHECK(cache.size() == 3);
+  Call d = a;
+  d.params.smooth_k = false;
+  cache.insert(sig(d), std::make_shared<const Plan>(Plan{5}));  // full: cleared, then inserted
+  CHECK(cache.size() == 1);
+  CHECK(pa->id == 1);  // still alive for its holder
+  CHECK(cache.find(sig(a)) == nullptr);
+}
+
+TEST_CASE("call cache: concurrent lookups and inserts agree on one plan per signature") {
+  struct Plan { int id; };
+  runtime::CallCache<Plan> cache;
+  std::vector<std::thread> threads;
+  std::vector<const Plan*> seen(8);
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      const Call a = make_call(0x10000000 + static_cast<std::uintptr_t>(t) * 0x1000);
+      std::shared_ptr<const Plan> p;
+      for (int i = 0; i < 1000; ++i) {
+        p = cache.find(sig(a));
+        if (!p) p = cache.insert(sig(a), std::make_shared<const Plan>(Plan{t}));
+      }
+      seen[t] = p.get();
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 1; t < 8; ++t) CHECK(seen[t] == seen[0]);
+  CHECK(cache.size() == 1);
+}
+
+namespace {
+
+// A plan as build_call_plan lays it out, for a given arch (no Context, no kernels).
+std::unique_ptr<runtime::CallPlan> layout(const Call& c, jit::Arch arch) {
+  const runtime::AttentionProblem p = runtime::validate_attention(c.q, c.k, c.v, c.out, c.params, arch);
+  jit::KernelSpec spec = runtime::plan_attention_heuristic(p, arch, 232448);
+  auto plan = std::make_unique<runtime::CallPlan>();
+  runtime::layout_call_plan(p, spec, *plan);
+  return plan;
+}
+
+template <class T>
+bool same_bytes(const T& a, const T& b) {
+  return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+
+// What the stages build from scratch for these pointers (runtime/quantize_stage.cpp,
+// attention_stage.cpp, wgmma_stage.cpp), compared with build_call_params on the cached plan.
+void check_params_match(const runtime::CallPlan& plan, const Call& c, char* ws) {
+  runtime::CallParams cp;
+  runtime::build_call_params(plan, c.q, c.k, c.v, c.out, c.params.lse, ws, cp);
+  const jit::QuantBuffers& b = plan.buffers;
+  void* ds = ws + plan.quant_bytes;
+  CHECK(same_bytes(cp.quantize, jit::make_quantize_params(b, c.q, c.k, c.v, ws)));
+  REQUIRE(!plan.chunks.empty());
+  const std::size_t n = plan.chunks.size();
+  CHECK((plan.wgmma ? cp.wgmma.size() : cp.attention.size()) == n);
+  CHECK(cp.delta_s.size() == (plan.spec.smooth_q ? n : 0));
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& ch = plan.chunks[i];
+    if (plan.wgmma)
+      CHECK(same_bytes(cp.wgmma[i], jit::make_wgmma_params(plan.spec, b, ws, c.out, c.params.lse,
+                                                            plan.problem.sm_scale, ds, ch)));
+    else
+      CHECK(same_bytes(cp.attention[i], jit::make_attention_params(plan.spec, b, ws, c.out, c.params.lse,
+                                                                   plan.problem.sm_scale, ds, ch)));
+    if (plan.spec.smooth_q) CHECK(same_bytes(cp.delta_s[i], jit::make_delta_s_params(b, ws, c.k, ds, ch)));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("call plan: parameter structs from a cached plan equal a fresh build, for any pointers") {
+  for (jit::Arch arch : {jit::Arch::Sm90a, jit::Arch::Sm89}) {
+    for (int variant = 0; variant < 3; ++variant) {
+      CAPTURE(jit::arch_name(arch));
+      CAPTURE(variant);
+      Call c = make_call(0x10000000, 2, 4, 2, 200, 333, 64);
+      if (variant == 1) {
+        c.params.causal = CausalMode::BottomRight;
+        c.params.smooth_q = Toggle::On;
+        c.params.lse = reinterpret_cast<float*>(0x900000000);
+      }
+      if (variant == 2) {
+        c.params.sm_scale = 0.3f;
+        c.params.smooth_v = true;
+      }
+      const auto plan = layout(c, arch);
+      CHECK(plan->wgmma == (plan->spec.family == jit::KernelFamily::AttentionWgmma));
+      // The plan was made for the first pointers; the next calls bring others.
+      check_params_match(*plan, c, reinterpret_cast<char*>(0x200000000));
+      Call d = make_call(0x30000000, 2, 4, 2, 200, 333, 64);
+      d.params = c.params;
+      if (d.params.lse) d.params.lse = reinterpret_cast<float*>(0xa00000000);
+      check_params_match(*plan, d, reinterpret_cast<char*>(0x400000100));
+    }
+  }
+}
+
+TEST_CASE("call plan: host cost per cached call without the driver (validation, lookup, parameter structs)") {
+  // Not a timed test (nothing is asserted about time): prints ns per call for the record.
+  runtime::CallCache<runtime::CallPlan> cache;
+  const Call c = make_call(0x10000000, 1, 1, 1, 128, 128, 64);
+  {
+    auto plan = layout(c, jit::Arch::Sm90a);
+    cache.insert(sig(c), std::shared_ptr<const runtime::CallPlan>(plan.release()));
+  }
+  runtime::CallParams cp;
+  char* ws = reinterpret_cast<char*>(0x200000000);
+  const int n = 20000;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) {
+    const auto p = runtime::validate_attention(c.q, c.k, c.v, c.out, c.params, jit::Arch::Sm90a);
+    const auto plan = cache.find(sig(c));
+    if (!plan) FAIL("cache miss");
+    runtime::build_call_params(*plan, c.q, c.k, c.v, c.out, c.params.lse, ws, cp);
+    (void)p;
+  }
+  const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / n;
+  // For comparison, what the uncached path paid on top per call: the layout, and one
+  // KernelSpec::key() string per loaded kernel (6: 4 quantize ops, ΔS-free attention... as a floor).
+  const auto plan = cache.find(sig(c));
+  const auto t1 = std::chrono::steady_clock::now();
+  std::size_t sink = 0;
+  for (int i = 0; i < n; ++i) {
+    runtime::CallPlan fresh;
+    runtime::layout_call_plan(plan->problem, plan->spec, fresh);
+    for (int j = 0; j < 5; ++j) sink += plan->spec.key().size();
+  }
+  const double old_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t1).count() / n;
+  MESSAGE("host path without driver calls: " << ns << " ns per call; the uncached layout + 5 spec keys alone: "
+                                             << old_ns << " ns");
+  CHECK(sink > 0);
+  CHECK(ns > 0);
+}
