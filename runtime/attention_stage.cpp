@@ -12,6 +12,14 @@ std::size_t delta_s_workspace_bytes(const jit::QuantBuffers& b, std::size_t cap)
 
 // Context::attention runs the same steps from a cached plan (runtime/call_plan.cpp run_call_plan):
 // a change here belongs there too.
+DeltaSKernel delta_s_kernel(Context::Impl& ctx, const jit::KernelSpec& attention_spec) {
+  DeltaSKernel d;
+  if (!attention_spec.smooth_q) return d;
+  d.spec = jit::delta_s_spec_for(attention_spec);
+  d.kernel = &ctx.kernels().get(d.spec);
+  return d;
+}
+
 void launch_attention_stage(Context::Impl& ctx, const jit::KernelSpec& attention_spec, const jit::QuantBuffers& b,
                             const TensorRef& k_input, const void* workspace, const TensorRef& out, float* lse,
                             float sm_scale, void* delta_s_workspace, std::size_t delta_s_bytes, CUstream stream) {
@@ -33,12 +41,9 @@ void launch_attention_stage(Context::Impl& ctx, const jit::KernelSpec& attention
   }
   driver::ScopedContext scope(ctx.cu_context());
   LoadedKernel& attn = ctx.kernels().get(spec);
-  LoadedKernel* ds = nullptr;
-  jit::KernelSpec ds_spec;
-  if (spec.smooth_q) {
-    ds_spec = jit::delta_s_spec_for(spec);
-    ds = &ctx.kernels().get(ds_spec);
-  }
+  const DeltaSKernel dsk = delta_s_kernel(ctx, spec);
+  LoadedKernel* ds = dsk.kernel;
+  const jit::KernelSpec& ds_spec = dsk.spec;
   for (std::size_t i = 0; i < chunks.size(); ++i) {
     if (ds) launch(*ds, jit::delta_s_launch_shape(ds_spec, b, chunks[i]), &dp[i], stream);
     launch(attn, jit::attention_launch_shape(spec, b, chunks[i]), &ap[i], stream);

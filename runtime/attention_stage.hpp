@@ -14,6 +14,14 @@ namespace sage2::runtime {
 // jit::delta_s_workspace_bytes).
 std::size_t delta_s_workspace_bytes(const jit::QuantBuffers& b, std::size_t cap = jit::kDeltaSWorkspaceCap);
 
+// The ΔS kernel an attention spec needs (smooth-Q), loaded; {nullptr, {}} without smooth-Q. Both
+// attention stages and the cached call plan use it.
+struct DeltaSKernel {
+  LoadedKernel* kernel = nullptr;
+  jit::KernelSpec spec;
+};
+DeltaSKernel delta_s_kernel(Context::Impl& ctx, const jit::KernelSpec& attention_spec);
+
 // Launches ΔS (if attention_spec.smooth_q) and attention for every chunk. `workspace` holds the
 // quantize-stage buffers (b.offsets()); `k_input` is the device K the quantize stage read (ΔS is
 // computed from the un-quantised γK); `out` [B, Hq, q_len, head_dim] in attention_spec.out_dtype

@@ -70,12 +70,9 @@ std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const Attent
 
   // Attention stage (runtime/attention_stage.cpp, runtime/wgmma_stage.cpp).
   LoadedKernel& attn = ctx.kernels().get(spec);
-  LoadedKernel* ds = nullptr;
-  jit::KernelSpec ds_spec;
-  if (spec.smooth_q) {
-    ds_spec = jit::delta_s_spec_for(spec);
-    ds = &ctx.kernels().get(ds_spec);
-  }
+  const DeltaSKernel dsk = delta_s_kernel(ctx, spec);
+  LoadedKernel* ds = dsk.kernel;
+  const jit::KernelSpec& ds_spec = dsk.spec;
   for (const auto& c : p->chunks) {
     p->attention.push_back(
         {&attn, p->wgmma ? jit::wgmma_launch_shape(spec, b, c) : jit::attention_launch_shape(spec, b, c)});

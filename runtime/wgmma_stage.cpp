@@ -1,5 +1,7 @@
 #include "runtime/wgmma_stage.hpp"
 
+#include "runtime/attention_stage.hpp"
+
 #include <string>
 #include <vector>
 
@@ -59,12 +61,9 @@ void launch_wgmma_attention_stage(Context::Impl& ctx, const jit::KernelSpec& att
   }
   driver::ScopedContext scope(ctx.cu_context());
   LoadedKernel& attn = ctx.kernels().get(spec);
-  LoadedKernel* ds = nullptr;
-  jit::KernelSpec ds_spec;
-  if (spec.smooth_q) {
-    ds_spec = jit::delta_s_spec_for(spec);
-    ds = &ctx.kernels().get(ds_spec);
-  }
+  const DeltaSKernel dsk = delta_s_kernel(ctx, spec);
+  LoadedKernel* ds = dsk.kernel;
+  const jit::KernelSpec& ds_spec = dsk.spec;
   for (std::size_t i = 0; i < chunks.size(); ++i) {
     if (ds) launch(*ds, jit::delta_s_launch_shape(ds_spec, b, chunks[i]), &dp[i], stream);
     launch(attn, jit::wgmma_launch_shape(spec, b, chunks[i]), &ap[i], stream);
