@@ -14,13 +14,13 @@ struct ContextConfig {
   bool disk_cache = true;
   std::string cache_dir;  // set even when disk_cache is false: where the cache would be
   AttentionFamily family = AttentionFamily::Auto;
-  QuantPath quant_path = QuantPath::Split;
+  QuantPath quant_path = QuantPath::Auto;  // resolved per device by the runtime (Context)
   bool tuning = true;
 };
 
 // `options` with each unset field taken from the environment (read now), else the built-in
 // default. Throws InvalidArgument for a value outside its enum, in `options` or in the
-// environment; an unknown SAGE2_QUANT_PATH only warns (once) and means split, as it always has.
+// environment; an unknown SAGE2_QUANT_PATH only warns (once) and means auto.
 ContextConfig context_config(const ContextOptions& options = {});
 // The same settings as public options (every field set).
 ContextOptions to_options(const ContextConfig& c);

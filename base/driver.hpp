@@ -34,6 +34,7 @@ namespace sage2::driver {
   X(cuFuncSetAttribute)           \
   X(cuFuncGetAttribute)           \
   X(cuLaunchKernel)               \
+  X(cuLaunchKernelEx)             \
   X(cuMemAlloc_v2)                \
   X(cuMemFree_v2)                 \
   X(cuMemGetInfo_v2)              \

@@ -46,10 +46,13 @@ AttentionFamily env_family() {
 
 QuantPath env_quant_path() {
   const auto v = get("SAGE2_QUANT_PATH");
-  if (!v || *v == "split") return QuantPath::Split;
+  if (!v || *v == "auto") return QuantPath::Auto;
+  if (*v == "split") return QuantPath::Split;
   if (*v == "fused") return QuantPath::Fused;
-  log::warn_once("SAGE2_QUANT_PATH=" + *v, "SAGE2_QUANT_PATH='" + *v + "' is neither 'split' nor 'fused'; using split");
-  return QuantPath::Split;
+  if (*v == "cluster") return QuantPath::Cluster;
+  log::warn_once("SAGE2_QUANT_PATH=" + *v,
+                 "SAGE2_QUANT_PATH='" + *v + "' is not one of auto, split, fused, cluster; using auto");
+  return QuantPath::Auto;
 }
 
 LogLevel env_log_level() {
@@ -74,7 +77,7 @@ ContextConfig context_config(const ContextOptions& o) {
   if (o.family && (static_cast<int>(*o.family) < 0 || static_cast<int>(*o.family) > 2))
     throw Error(ErrorCode::InvalidArgument,
                 "ContextOptions::family=" + std::to_string(static_cast<int>(*o.family)) + " is not an AttentionFamily");
-  if (o.quant_path && (static_cast<int>(*o.quant_path) < 0 || static_cast<int>(*o.quant_path) > 1))
+  if (o.quant_path && (static_cast<int>(*o.quant_path) < 0 || static_cast<int>(*o.quant_path) > 3))
     throw Error(ErrorCode::InvalidArgument,
                 "ContextOptions::quant_path=" + std::to_string(static_cast<int>(*o.quant_path)) + " is not a QuantPath");
   ContextConfig c;

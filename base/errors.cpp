@@ -61,6 +61,8 @@ const char* quant_path_name(QuantPath p) noexcept {
   switch (p) {
     case QuantPath::Split: return "split";
     case QuantPath::Fused: return "fused";
+    case QuantPath::Cluster: return "cluster";
+    case QuantPath::Auto: return "auto";
   }
   return "?";
 }

@@ -57,6 +57,7 @@ std::vector<KernelSpec> reference_specs() {
       for (QuantOp op : {QuantOp::ChannelStats, QuantOp::QuantizeQ, QuantOp::QuantizeK, QuantOp::QuantizeV,
                          QuantOp::Fused})
         v.push_back(quantize_spec_for(a, op));
+      if (arch == Arch::Sm90a) v.push_back(quantize_spec_for(a, QuantOp::Cluster));
       KernelSpec d = a;
       d.family = KernelFamily::DeltaS;
       v.push_back(d.canonical());

@@ -51,6 +51,7 @@ const char* quant_op_name(QuantOp op) noexcept {
     case QuantOp::QuantizeK: return "quantize_k";
     case QuantOp::QuantizeV: return "quantize_v";
     case QuantOp::Fused: return "quantize_fused";
+    case QuantOp::Cluster: return "quantize_cluster";
   }
   return "?";
 }
@@ -122,6 +123,11 @@ void KernelSpec::validate() const {
   if (tile.stages < 1 || tile.stages > 8) bad("stages=" + std::to_string(tile.stages) + " outside 1..8");
   if (in_dtype == DType::F32) bad("in_dtype=f32 (inputs are f16 or bf16)");
   if (family == KernelFamily::Quantize && op == QuantOp::None) bad("quantize spec without an op");
+  if (family == KernelFamily::Quantize && op == QuantOp::Cluster && arch != Arch::Sm90a)
+    bad("the cluster quantize stage needs thread-block clusters (sm_90a), got " + std::string(arch_name(arch)));
+  if (family == KernelFamily::Quantize && op == QuantOp::Cluster && head_dim > kClusterMaxHeadDim)
+    bad("the cluster quantize stage runs up to head dim " + std::to_string(kClusterMaxHeadDim) +
+        " (its shared memory), got head_dim=" + std::to_string(head_dim));
   if (family == KernelFamily::AttentionWgmma || consumer == KernelFamily::AttentionWgmma) {
     if (arch != Arch::Sm90a) bad("the wgmma family needs sm_90a, got " + std::string(arch_name(arch)));
     if (qk_bits != 8) bad("the wgmma family is 8-bit only, got qk_bits=4");

@@ -44,8 +44,16 @@ enum class QuantOp : int {
   QuantizeV = 4,     // V: optional subtract mean, FP8 E4M3 per channel, transposed [d, n]
   Fused = 5,         // the whole stage in one launch: K/V statistics chunks, then Q, K, V items
                      // taken from a device work counter (jit/launch_shape.hpp QuantizeSchedule)
+  Cluster = 6,       // the whole stage in one launch of thread-block clusters, one per (batch,
+                     // kv head), statistics exchanged in distributed shared memory (sm_90a;
+                     // jit/launch_shape.hpp quantize_cluster_plan)
 };
 const char* quant_op_name(QuantOp op) noexcept;
+
+// The cluster quantize stage (QuantOp::Cluster) runs up to this head dim: its partials, final
+// statistics and item scratch must fit the 48 KiB of static shared memory (at head dim 512 the
+// 512-thread CTA's statistics scratch alone takes 32 KiB).
+constexpr int kClusterMaxHeadDim = 256;
 
 // Tile configuration of the attention kernel. The quantize kernels take the config of the
 // attention kernel that will consume their output: the quantization layout derives from it.

@@ -72,6 +72,21 @@ int quantize_split_stats_rows_per_pass(const KernelSpec& spec) {
   return c.threads / c.tpr;
 }
 
+QuantizeClusterPlan quantize_cluster_plan(const QuantBuffers& b) {
+  const std::int64_t groups = std::max<std::int64_t>(1, b.p.batch * b.p.kv_heads);
+  const std::int64_t len = std::max<std::int64_t>(1, b.p.kv_len);
+  const std::int64_t bk = b.layout.bk;
+  std::int64_t size = std::clamp<std::int64_t>((kClusterTargetCtas + groups - 1) / groups, 1, kMaxClusterSize);
+  std::int64_t chunk = (len + size - 1) / size;
+  chunk = std::max<std::int64_t>(bk, (chunk + bk - 1) / bk * bk);
+  size = (len + chunk - 1) / chunk;
+  return QuantizeClusterPlan{static_cast<int>(size), chunk};
+}
+
+bool cluster_quantize_supported(const KernelSpec& spec) {
+  return spec.arch == Arch::Sm90a && spec.head_dim <= kClusterMaxHeadDim;
+}
+
 sage2::dev::QuantizeSchedule quantize_schedule(const QuantBuffers& b) {
   sage2::dev::QuantizeSchedule s{};
   const std::int64_t groups = b.p.batch * b.p.kv_heads;
@@ -91,7 +106,8 @@ sage2::dev::QuantizeSchedule quantize_schedule(const QuantBuffers& b) {
 QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
   QuantizeKernelConfig c;
   switch (s.op) {
-    case QuantOp::Fused: {
+    case QuantOp::Fused:
+    case QuantOp::Cluster: {
       const FusedQuantizeConfig f = fused_quantize_config(s);
       c = f.stats;
       break;
@@ -142,6 +158,7 @@ std::int64_t quantize_blocks_per_head(const KernelSpec& s, const QuantBuffers& b
       const std::int64_t groups = std::max<std::int64_t>(1, b.p.batch * b.p.kv_heads);
       return fused_items(b) / groups;
     }
+    case QuantOp::Cluster: return quantize_cluster_plan(b).size;
     case QuantOp::None: break;
   }
   throw Error(ErrorCode::InvalidArgument, "quantize_blocks_per_head: spec without a quantize op");
@@ -149,6 +166,7 @@ std::int64_t quantize_blocks_per_head(const KernelSpec& s, const QuantBuffers& b
 
 std::int64_t quantize_work_ctas(const KernelSpec& s, const QuantBuffers& b) {
   if (s.op == QuantOp::Fused) return fused_items(b);
+  if (s.op == QuantOp::Cluster) return std::max<std::int64_t>(1, b.p.batch * b.p.kv_heads) * quantize_cluster_plan(b).size;
   const std::int64_t heads = s.op == QuantOp::QuantizeQ ? b.p.q_heads : b.p.kv_heads;
   return quantize_blocks_per_head(s, b) * b.p.batch * heads;
 }
@@ -158,7 +176,9 @@ LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b) {
     throw Error(ErrorCode::InvalidArgument,
                 std::string("quantize_launch_shape: spec family is ") + family_name(s.family));
   const bool fused = s.op == QuantOp::Fused;
-  const bool qk = s.op == QuantOp::QuantizeQ || s.op == QuantOp::QuantizeK || fused;
+  const bool cluster = s.op == QuantOp::Cluster;
+  const bool whole = fused || cluster;  // one launch runs every item kind
+  const bool qk = s.op == QuantOp::QuantizeQ || s.op == QuantOp::QuantizeK || whole;
   std::string mismatch;
   if (s.tile.bk != b.layout.bk) mismatch += " bk";
   if (s.head_dim != b.p.head_dim) mismatch += " head_dim";
@@ -169,13 +189,25 @@ LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b) {
     mismatch += " qk_bits (k_stats row width d_qk)";
   if (qk && mma_shape_for(s) != b.layout.shape) mismatch += " consumer";
   if (qk && s.smooth_k != b.smooth_k) mismatch += " smooth_k";
-  if ((s.op == QuantOp::QuantizeQ || fused) && s.smooth_q != b.smooth_q) mismatch += " smooth_q";
-  if ((s.op == QuantOp::QuantizeV || fused) && s.smooth_v != b.smooth_v) mismatch += " smooth_v";
+  if ((s.op == QuantOp::QuantizeQ || whole) && s.smooth_q != b.smooth_q) mismatch += " smooth_q";
+  if ((s.op == QuantOp::QuantizeV || whole) && s.smooth_v != b.smooth_v) mismatch += " smooth_v";
   if (fused && quantize_stats_chunk(s) != b.stats_chunk) mismatch += " stats_chunk";
   if (!mismatch.empty())
     throw Error(ErrorCode::InvalidArgument, "quantize_launch_shape: the quantize spec (" + s.key() +
                                                 ") does not match the buffers in:" + mismatch);
   const QuantizeKernelConfig c = quantize_kernel_config(s);
+  if (cluster) {
+    const QuantizeClusterPlan cp = quantize_cluster_plan(b);
+    const std::int64_t ctas = std::max<std::int64_t>(1, b.p.batch * b.p.kv_heads) * cp.size;
+    if (ctas > kMaxGridX)
+      throw Error(ErrorCode::InvalidArgument, "cluster quantize launch needs " + std::to_string(ctas) +
+                                                  " CTAs, more than a grid can hold");
+    LaunchShape ls;
+    ls.grid[0] = static_cast<unsigned>(ctas);
+    ls.block[0] = static_cast<unsigned>(c.threads);
+    ls.cluster_x = static_cast<unsigned>(cp.size);
+    return ls;
+  }
   if (fused) {
     const std::int64_t items = fused_items(b);
     if (items > kMaxGridX)
@@ -263,6 +295,7 @@ sage2::dev::QuantizeParams make_quantize_params(const QuantBuffers& b, const Ten
   p.stats_part = static_cast<float*>(at(o.stats_part, b.stats_part()));
   p.sync = static_cast<sage2::dev::u32*>(at(o.sync, b.sync_words()));
   p.sched_lag = quantize_schedule(b).lag;
+  p.cluster_chunk = quantize_cluster_plan(b).chunk;
   return p;
 }
 

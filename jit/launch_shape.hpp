@@ -18,6 +18,7 @@ struct LaunchShape {
   unsigned grid[3] = {1, 1, 1};
   unsigned block[3] = {1, 1, 1};
   std::size_t dynamic_smem = 0;
+  unsigned cluster_x = 1;  // CTAs per thread-block cluster along x (1: a plain launch)
 };
 
 // Thread mapping of one quantize kernel. A CTA walks token rows; each row is covered by `tpr`
@@ -58,6 +59,23 @@ int quantize_stats_rows_per_pass(const KernelSpec& spec);
 // whole sequence as ONE chunk (T = kv_len) with P = its own rows per pass (threads / threads per row).
 int quantize_split_stats_rows_per_pass(const KernelSpec& spec);
 
+// The cluster stage (QuantOp::Cluster): `size` CTAs per cluster, one cluster per (batch, kv
+// head); rank r owns tokens [r·chunk, (r+1)·chunk). From the problem alone (never the device), so
+// the statistics' sum order — chunks of `chunk` tokens, jit/quant_buffers.hpp — and therefore
+// every bit of the result is the same on every GPU:
+//   size  = clamp(ceil(kClusterTargetCtas / groups), 1, kMaxClusterSize), then
+//   chunk = ceil(kv_len / size) rounded up to a multiple of bk (at least bk), size = ceil(kv_len / chunk).
+// 8 is the portable cluster size limit; 1024 CTAs fill an H100 (132 SMs, 2 per SM) about 4 times.
+constexpr int kMaxClusterSize = 8;
+constexpr std::int64_t kClusterTargetCtas = 1024;
+struct QuantizeClusterPlan {
+  int size = 1;
+  std::int64_t chunk = 0;
+};
+QuantizeClusterPlan quantize_cluster_plan(const QuantBuffers& b);
+// Where the cluster stage runs: sm_90a, head dims up to kClusterMaxHeadDim (jit/kernel_spec.hpp).
+bool cluster_quantize_supported(const KernelSpec& spec);
+
 // Work-item schedule of the fused launch for the buffers `b` (templates/quantize_params.cuh):
 // lag = the number of groups whose K+V bytes fit kLagBytes (at least 1, at most all groups), so
 // a group's K/V are re-read from L2 after its statistics items read them.
@@ -71,6 +89,8 @@ sage2::dev::QuantizeSchedule quantize_schedule(const QuantBuffers& b);
 //   quantize_v:    kv_len_pad / quantize_v_tile(bk)
 //   quantize_fused: 1-D grid of quantize_schedule(b).total() CTAs (items come from a device
 //                   counter, not from blockIdx; more than 2^31 - 1 items is an InvalidArgument)
+//   quantize_cluster: 1-D grid of batch·kv_heads clusters of quantize_cluster_plan(b).size CTAs
+//                   (cluster_x = size)
 // and the batch*heads pairs (Hq for quantize_q, Hkv otherwise) numbered
 // blockIdx.z * gridDim.y + blockIdx.y, folded into z when above 65535; surplus CTAs exit.
 // block = (quantize_kernel_config(spec).threads, 1, 1); no dynamic shared memory.

@@ -99,11 +99,11 @@ std::string generate_source(const KernelSpec& spec) {
   for (int i = 0; i < 16; ++i) vk[static_cast<std::size_t>(i)] = layout.v_key_of_slot(i);
   o << "// key stored in each column of a 16-key group of the transposed V (jit/quant_layout: v_slot)\n";
   table(o, "sage2_v_key_of_slot", "16", vk);
-  if (c.family == KernelFamily::Quantize && c.op == QuantOp::Fused) {
+  if (c.family == KernelFamily::Quantize && (c.op == QuantOp::Fused || c.op == QuantOp::Cluster)) {
     const FusedQuantizeConfig f = fused_quantize_config(c);
     o << "// fused quantize: one CTA size, a thread mapping per item kind (jit/launch_shape: fused_quantize_config)\n";
     define(o, "SAGE2_QZ_THREADS", f.threads, "CTA size");
-    define(o, "SAGE2_QZ_STATS_CHUNK", quantize_stats_chunk(c), "tokens per statistics item");
+    if (c.op == QuantOp::Fused) define(o, "SAGE2_QZ_STATS_CHUNK", quantize_stats_chunk(c), "tokens per statistics item");
     const std::pair<const char*, const QuantizeKernelConfig*> kinds[] = {{"S", &f.stats}, {"Q", &f.q}, {"K", &f.k}, {"V", &f.v}};
     for (const auto& [name, k] : kinds) {
       const std::string pre = std::string("SAGE2_QZ_") + name + "_";

@@ -189,10 +189,14 @@ QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const Tenso
   }
   const int R = L.qk_bits == 4 ? 7 : 127;
   const int d = p.d;
-  const int stats_T = opt.fused_stats_order ? jit::quantize_stats_chunk(spec)
-                                            : static_cast<int>(std::min<std::int64_t>(p.kv_len, 1 << 30));
-  const int stats_P = opt.fused_stats_order ? jit::quantize_stats_rows_per_pass(spec)
-                                            : jit::quantize_split_stats_rows_per_pass(spec);
+  if (opt.fused_stats_order && opt.cluster_stats_order)
+    detail::bad_arg("QuantizeOptions: fused_stats_order and cluster_stats_order are exclusive");
+  // Both one-launch stages sum chunks with the fused CTA's rows per pass; split walks one chunk.
+  const int stats_T = opt.fused_stats_order     ? jit::quantize_stats_chunk(spec)
+                      : opt.cluster_stats_order ? static_cast<int>(jit::quantize_cluster_plan(L).chunk)
+                                                : static_cast<int>(std::min<std::int64_t>(p.kv_len, 1 << 30));
+  const int stats_P = opt.fused_stats_order || opt.cluster_stats_order ? jit::quantize_stats_rows_per_pass(spec)
+                                                                       : jit::quantize_split_stats_rows_per_pass(spec);
 
   // ---- K and V: statistics, means, codes (one work item per batch × kv head) ----------------
   detail::parallel_for(p.batch * p.kv_heads, opt.threads, [&](std::int64_t bh) {

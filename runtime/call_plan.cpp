@@ -4,6 +4,7 @@
 
 #include "runtime/attention_plan.hpp"
 #include "runtime/attention_stage.hpp"
+#include "runtime/quantize_stage.hpp"
 #include "runtime/wgmma_stage.hpp"
 
 namespace sage2::runtime {
@@ -53,19 +54,16 @@ std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const Attent
     jit::check_attention_config(spec, ctx.facts().max_shared_per_block_optin);
 
   // Quantize stage (runtime/quantize_stage.cpp).
-  p->fused_quantize = ctx.config().quant_path == QuantPath::Fused;
+  const std::vector<jit::QuantOp> ops = quantize_ops(ctx.config().quant_path, spec);
+  p->fused_quantize = ops.front() == jit::QuantOp::Fused;
   if (p->fused_quantize) {
     const jit::QuantBuffers::Offsets o = b.offsets();
     p->sync_offset = o.sync;
     p->sync_bytes = o.sync_bytes;
-    const jit::KernelSpec s = jit::quantize_spec_for(p->spec, jit::QuantOp::Fused);
+  }
+  for (jit::QuantOp op : ops) {
+    const jit::KernelSpec s = jit::quantize_spec_for(p->spec, op);
     p->quantize.push_back({&ctx.kernels().get(s), jit::quantize_launch_shape(s, b)});
-  } else {
-    for (jit::QuantOp op : {jit::QuantOp::ChannelStats, jit::QuantOp::QuantizeK, jit::QuantOp::QuantizeV,
-                            jit::QuantOp::QuantizeQ}) {
-      const jit::KernelSpec s = jit::quantize_spec_for(p->spec, op);
-      p->quantize.push_back({&ctx.kernels().get(s), jit::quantize_launch_shape(s, b)});
-    }
   }
 
   // Attention stage (runtime/attention_stage.cpp, runtime/wgmma_stage.cpp).

@@ -35,7 +35,7 @@ struct CallPlan {
   };
   bool fused_quantize = false;
   std::size_t sync_offset = 0, sync_bytes = 0;  // fused: cleared before the launch
-  std::vector<Launch> quantize;                 // 1 (fused) or 4 launches
+  std::vector<Launch> quantize;                 // 1 (fused, cluster) or 4 (split) launches
 
   bool wgmma = false;
   std::vector<jit::AttentionChunk> chunks;

@@ -14,6 +14,10 @@ Context::Impl::Impl(int device, const ContextOptions& options)
   arch_ = runtime::require_supported_arch(facts_);
   // Before the primary context is retained: a refused family must leave nothing to release.
   family_override_ = runtime::attention_family_override(config_.family, facts_, arch_);
+  if (config_.quant_path == QuantPath::Cluster && arch_ != jit::Arch::Sm90a)
+    throw Error(ErrorCode::Unsupported, "quantize path cluster (ContextOptions::quant_path or SAGE2_QUANT_PATH) needs "
+                                        "thread-block clusters (sm_90a); device " + std::to_string(facts_.ordinal) +
+                                            " (" + facts_.name + ") is " + jit::arch_name(arch_));
   driver::check(a.cuDeviceGet(&dev_, device), "cuDeviceGet");
   // Prefer the caller's current context on this device (framework interop).
   CUcontext cur = nullptr;

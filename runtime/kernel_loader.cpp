@@ -104,11 +104,34 @@ void launch(LoadedKernel& k, const jit::LaunchShape& s, void* params, CUstream s
     k.smem_limit_set.store(s.dynamic_smem, std::memory_order_relaxed);
   }
   void* args[] = {params};
-  const CUresult r = a.cuLaunchKernel(k.function, s.grid[0], s.grid[1], s.grid[2], s.block[0], s.block[1],
-                                      s.block[2], static_cast<unsigned>(s.dynamic_smem), stream, args, nullptr);
+  CUresult r;
+  if (s.cluster_x > 1) {
+    // Thread-block clusters: the cluster size is a launch attribute (one compiled kernel serves
+    // every size the plan picks).
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.clusterDim.x = s.cluster_x;
+    attr.value.clusterDim.y = 1;
+    attr.value.clusterDim.z = 1;
+    CUlaunchConfig cfg{};
+    cfg.gridDimX = s.grid[0];
+    cfg.gridDimY = s.grid[1];
+    cfg.gridDimZ = s.grid[2];
+    cfg.blockDimX = s.block[0];
+    cfg.blockDimY = s.block[1];
+    cfg.blockDimZ = s.block[2];
+    cfg.sharedMemBytes = static_cast<unsigned>(s.dynamic_smem);
+    cfg.hStream = stream;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    r = a.cuLaunchKernelEx(&cfg, k.function, args, nullptr);
+  } else {
+    r = a.cuLaunchKernel(k.function, s.grid[0], s.grid[1], s.grid[2], s.block[0], s.block[1], s.block[2],
+                         static_cast<unsigned>(s.dynamic_smem), stream, args, nullptr);
+  }
   if (r != CUDA_SUCCESS)
     throw Error(r == CUDA_ERROR_OUT_OF_MEMORY ? ErrorCode::OutOfMemory : ErrorCode::DriverError,
-                "cuLaunchKernel " + k.key + " grid(" + std::to_string(s.grid[0]) + "," + std::to_string(s.grid[1]) +
+                std::string(s.cluster_x > 1 ? "cuLaunchKernelEx (cluster " + std::to_string(s.cluster_x) + ") " : "cuLaunchKernel ") + k.key + " grid(" + std::to_string(s.grid[0]) + "," + std::to_string(s.grid[1]) +
                     "," + std::to_string(s.grid[2]) + ") block(" + std::to_string(s.block[0]) + "," +
                     std::to_string(s.block[1]) + "," + std::to_string(s.block[2]) + ") smem " +
                     std::to_string(s.dynamic_smem) + ": " + driver::error_text(r));

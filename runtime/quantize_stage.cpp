@@ -6,27 +6,42 @@
 
 namespace sage2::runtime {
 
+std::vector<jit::QuantOp> quantize_ops(QuantPath path, const jit::KernelSpec& attention_spec) {
+  const bool cluster_ok = jit::cluster_quantize_supported(attention_spec);
+  if (path == QuantPath::Auto) path = cluster_ok ? QuantPath::Cluster : QuantPath::Split;
+  if (path == QuantPath::Cluster && !cluster_ok)
+    throw Error(ErrorCode::Unsupported,
+                "quantize path cluster (ContextOptions::quant_path or SAGE2_QUANT_PATH) runs on sm_90a up to head dim " +
+                    std::to_string(jit::kClusterMaxHeadDim) + "; this call has head_dim=" +
+                    std::to_string(attention_spec.head_dim) + " on " + jit::arch_name(attention_spec.arch) +
+                    " (use auto or split)");
+  switch (path) {
+    case QuantPath::Split:
+      return {jit::QuantOp::ChannelStats, jit::QuantOp::QuantizeK, jit::QuantOp::QuantizeV, jit::QuantOp::QuantizeQ};
+    case QuantPath::Fused: return {jit::QuantOp::Fused};
+    case QuantPath::Cluster: return {jit::QuantOp::Cluster};
+    case QuantPath::Auto: break;
+  }
+  throw Error(ErrorCode::Internal, std::string("quantize stage: path ") + quant_path_name(path));
+}
+
 // Context::attention runs the same steps from a cached plan (runtime/call_plan.cpp run_call_plan):
 // a change here belongs there too.
 void launch_quantize_stage(Context::Impl& ctx, const jit::KernelSpec& attention_spec, const jit::QuantBuffers& b,
                            const TensorRef& q, const TensorRef& k, const TensorRef& v, void* workspace,
                            CUstream stream, QuantPath path) {
+  const std::vector<jit::QuantOp> ops = quantize_ops(path, attention_spec);
   dev::QuantizeParams params = jit::make_quantize_params(b, q, k, v, workspace);
   driver::ScopedContext scope(ctx.cu_context());
-  if (path == QuantPath::Fused) {
+  if (ops.front() == jit::QuantOp::Fused) {
     // The counters must start at zero: a memset node on the same stream (graph-capturable) is
     // robust against any workspace content — a caller's fresh buffer, a call that trapped —
     // where self-resetting counters would trust the previous call.
     const jit::QuantBuffers::Offsets o = b.offsets();
     const auto sync = reinterpret_cast<CUdeviceptr>(static_cast<char*>(workspace) + o.sync);
     driver::check(driver::api().cuMemsetD8Async(sync, 0, o.sync_bytes, stream), "cuMemsetD8Async (quantize sync)");
-    const jit::KernelSpec spec = jit::quantize_spec_for(attention_spec, jit::QuantOp::Fused);
-    LoadedKernel& kernel = ctx.kernels().get(spec);
-    launch(kernel, jit::quantize_launch_shape(spec, b), &params, stream);
-    return;
   }
-  for (jit::QuantOp op : {jit::QuantOp::ChannelStats, jit::QuantOp::QuantizeK, jit::QuantOp::QuantizeV,
-                          jit::QuantOp::QuantizeQ}) {
+  for (jit::QuantOp op : ops) {
     const jit::KernelSpec spec = jit::quantize_spec_for(attention_spec, op);
     LoadedKernel& kernel = ctx.kernels().get(spec);
     launch(kernel, jit::quantize_launch_shape(spec, b), &params, stream);

@@ -2,18 +2,28 @@
 // quantized into the workspace laid out by jit::QuantBuffers, on the caller's stream.
 #pragma once
 
+#include <vector>
+
 #include "jit/quant_buffers.hpp"
 #include "runtime/context_impl.hpp"
 
 namespace sage2::runtime {
 
-// Split (default): the four launches channel_stats → quantize_k → quantize_v → quantize_q.
-// Fused (ContextOptions::quant_path, default SAGE2_QUANT_PATH): a memset of the stage's small sync region (work ticket, arrival
-// counters, ready flags: QuantBuffers::Offsets::sync / sync_bytes) and ONE launch of
-// sage2_quantize_fused. Both write the same buffers; their channel sums differ in float rounding
-// only (another order), everything else follows from them. Split is the default on the evidence:
-// on the H100 the fused stage measured 11–35% slower (bench/NOTES.md, "Fused quantize stage").
+// The paths (ContextOptions::quant_path, default SAGE2_QUANT_PATH; a Context resolves Auto):
+//  Split: the four launches channel_stats → quantize_k → quantize_v → quantize_q (sm_89 default).
+//  Fused: a memset of the stage's small sync region (work ticket, arrival counters, ready flags:
+//    QuantBuffers::Offsets::sync / sync_bytes) and ONE launch of sage2_quantize_fused (measured
+//    11–35% slower than split on the H100: bench/NOTES.md, "Fused quantize stage").
+//  Cluster: ONE launch of sage2_quantize_cluster, thread-block clusters (sm_90a, head dims up to
+//    jit::kClusterMaxHeadDim: wider rows do not fit its static shared memory).
+//  Auto (the default): Cluster where it can run, else Split.
+// All write the same buffers; their channel sums differ in float rounding only (another order,
+// which the CPU reference follows), everything else follows from them.
 using QuantPath = sage2::QuantPath;  // public: a Context option
+
+// The quantize kernels `path` launches for `attention_spec`, in order (Auto resolved here). Throws
+// Unsupported for Cluster where it cannot run (sm_89, head dims above jit::kClusterMaxHeadDim).
+std::vector<jit::QuantOp> quantize_ops(QuantPath path, const jit::KernelSpec& attention_spec);
 
 // `workspace` is a device pointer with at least b.offsets().total bytes, 256-byte aligned. Inputs
 // are device tensors matching b.p. No host synchronisation.

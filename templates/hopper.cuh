@@ -122,6 +122,39 @@ SAGE2_DEVICE_INLINE void named_barrier_arrive(u32 id, u32 threads) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
+// ---------------------------------------------------------------------------------------------
+// Thread-block clusters (sm_90): the CTA's rank and the cluster's size and index (1-D grids),
+// distributed shared memory (a CTA's shared address mapped into another rank's window), and the
+// cluster-wide barrier (release on arrive, acquire on wait: the shared and global writes made
+// before the arrive are visible to every thread of the cluster after its wait).
+SAGE2_DEVICE_INLINE u32 cluster_ctarank() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+SAGE2_DEVICE_INLINE u32 cluster_nctarank() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
+  return r;
+}
+SAGE2_DEVICE_INLINE u32 clusterid_x() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%clusterid.x;" : "=r"(r));
+  return r;
+}
+SAGE2_DEVICE_INLINE u32 mapa_shared(u32 addr, u32 rank) {
+  u32 r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
+  return r;
+}
+SAGE2_DEVICE_INLINE float ld_cluster_f32(u32 addr) {
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
+  return v;
+}
+SAGE2_DEVICE_INLINE void cluster_arrive_release() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
+SAGE2_DEVICE_INLINE void cluster_wait_acquire() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
+
 // Byte permute: result byte i = byte sel.nibble(i) of the 8-byte value {b, a} (a = bytes 0-3).
 SAGE2_DEVICE_INLINE u32 prmt(u32 a, u32 b, u32 sel) {
   u32 r;

@@ -20,6 +20,7 @@
 // All index arithmetic on tensors is 64-bit.
 #pragma once
 
+#include "hopper.cuh"
 #include "ptx.cuh"
 #include "quantize_params.cuh"
 #include "types.cuh"
@@ -58,7 +59,7 @@ struct Map {
   static_assert(THREADS % TPR == 0, "bad CTA size");
   static_assert(TPR * CPT >= CHUNKS, "the row mapping must cover every chunk");
 };
-#if SAGE2_QUANT_OP == 5
+#if SAGE2_QUANT_OP >= 5
 using MapS = Map<SAGE2_QZ_S_ROWS, SAGE2_QZ_S_TPR, SAGE2_QZ_S_CPT, SAGE2_QZ_S_CHUNKS>;
 using MapQ = Map<SAGE2_QZ_Q_ROWS, SAGE2_QZ_Q_TPR, SAGE2_QZ_Q_CPT, SAGE2_QZ_Q_CHUNKS>;
 using MapK = Map<SAGE2_QZ_K_ROWS, SAGE2_QZ_K_TPR, SAGE2_QZ_K_CPT, SAGE2_QZ_K_CHUNKS>;
@@ -327,7 +328,7 @@ __device__ __forceinline__ void channel_stats(const QuantizeParams p, u8* smem) 
 // Rows are kept in registers between the passes when ITEMS * CPT <= 8 (16-byte chunks), else
 // re-read in rolled loops (the re-reads hit L1/L2; this keeps big head dims quick to compile).
 
-#if SAGE2_QUANT_OP == 2 || SAGE2_QUANT_OP == 3 || SAGE2_QUANT_OP == 5
+#if SAGE2_QUANT_OP == 2 || SAGE2_QUANT_OP == 3 || SAGE2_QUANT_OP >= 5
 template <bool IS_Q, class M>
 constexpr int qk_smem_bytes() {
   constexpr int GROUPS = IS_Q ? SAGE2_Q_GROUPS : SAGE2_K_GROUPS;
@@ -336,9 +337,12 @@ constexpr int qk_smem_bytes() {
   return 4 * (D_QK + (KBIAS ? D_QK : 0) + 2 * GROUPS + (BLOCK_MEAN ? M::RPP * M::CHUNKS * 8 : 0));
 }
 
-// One block `blk` of head h of batch b (Q: a q head; K: a kv head).
+// One block `blk` of head h of batch b (Q: a q head; K: a kv head). `k_sum`: the K channel sums
+// of the block's kv head when the caller holds them in shared memory (the cluster stage), else
+// null: they are read from k_stats in global memory.
 template <bool IS_Q, class M>
-__device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, i64 b, i64 h, i64 blk) {
+__device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, i64 b, i64 h, i64 blk,
+                                            const float* k_sum = nullptr) {
   constexpr int GROUPS = IS_Q ? SAGE2_Q_GROUPS : SAGE2_K_GROUPS;
   constexpr bool BLOCK_MEAN = IS_Q && SAGE2_SMOOTH_Q;  // smooth Q
   constexpr bool KBIAS = IS_Q && SAGE2_SMOOTH_K;       // q · k̄ for the LSE
@@ -380,7 +384,9 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, i
   for (int c = tid; c < D_QK; c += THREADS) {
     // k̄ = sum_K / kv_len (k_stats is read only when smooth_k: it may be null otherwise)
     const float kbar = (SAGE2_SMOOTH_K && c < HD)
-                           ? ptx::div_rn(ld_stat(p.k_stats + kv_bh * 3 * D_QK + c), static_cast<float>(p.kv_len)) : 0.f;
+                           ? ptx::div_rn(k_sum ? k_sum[c] : ld_stat(p.k_stats + kv_bh * 3 * D_QK + c),
+                                         static_cast<float>(p.kv_len))
+                           : 0.f;
     if (KBIAS) s_kbar[c] = kbar;
     if (!BLOCK_MEAN) {
       const float m = K_MEAN ? kbar : 0.f;
@@ -559,12 +565,15 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, i
 //  memory so that each channel's ROWS bytes leave as 16-byte stores (one thread per channel).
 //  Tile 0 writes v_scale and v_mean (v_mean = μ, 0 when !smooth_v; padded channels 0).
 
-#if SAGE2_QUANT_OP == 4 || SAGE2_QUANT_OP == 5
+#if SAGE2_QUANT_OP == 4 || SAGE2_QUANT_OP >= 5
 template <class M>
 constexpr int v_smem_bytes() { return 8 * D_V + M::ROWS * D_V; }
 
+// `stats`: the head's V statistics [3][D_V] in shared memory (the cluster stage), else null:
+// read from v_stats in global memory.
 template <class M>
-__device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, i64 b, i64 h, i64 tile) {
+__device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, i64 b, i64 h, i64 tile,
+                                           const float* stats = nullptr) {
   constexpr int ROWS = M::ROWS, TPR = M::TPR, CPT = M::CPT, CHUNKS = M::CHUNKS, RPP = M::RPP, ITEMS = M::ITEMS;
   static_assert(ROWS % 16 == 0, "V tile must be a multiple of 16 tokens");
   static_assert(CHUNKS * 8 == D_V, "V mapping covers the padded head dim");
@@ -587,7 +596,9 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, i6
   for (int c = tid; c < D_V; c += THREADS) {
     float mu = 0.f, inv = 0.f, scale = 0.f;
     if (c < HD) {
-      const float vsum = ld_stat(st + c), vmin = ld_stat(st + D_V + c), vmax = ld_stat(st + 2 * D_V + c);
+      const float vsum = stats ? stats[c] : ld_stat(st + c);
+      const float vmin = stats ? stats[D_V + c] : ld_stat(st + D_V + c);
+      const float vmax = stats ? stats[2 * D_V + c] : ld_stat(st + 2 * D_V + c);
       float amax;
       if (SAGE2_SMOOTH_V) {
         mu = ptx::div_rn(vsum, static_cast<float>(p.kv_len));
@@ -667,6 +678,17 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, i6
 }
 #endif
 
+
+#if SAGE2_QUANT_OP >= 5
+template <int A, int B>
+struct MaxOf {
+  static constexpr int value = A > B ? A : B;
+};
+// Scratch of one work item of any kind (the fused and cluster stages run every kind in one CTA).
+constexpr int FUSED_SMEM =
+    MaxOf<MaxOf<stats_smem_bytes<MapS>(), v_smem_bytes<MapV>()>::value,
+          MaxOf<qk_smem_bytes<true, MapQ>(), qk_smem_bytes<false, MapK>()>::value>::value;
+#endif
 
 // ---------------------------------------------------------------------------------------------
 // The fused stage (SAGE2_QUANT_OP 5): statistics chunks and the group's ready flags.
@@ -787,13 +809,7 @@ __device__ __forceinline__ void stats_chunk(const QuantizeParams& p, u8* smem, b
   (void)groups;
 }
 
-template <int A, int B>
-struct MaxOf {
-  static constexpr int value = A > B ? A : B;
-};
-constexpr int FUSED_SMEM =
-    MaxOf<MaxOf<stats_smem_bytes<MapS>(), v_smem_bytes<MapV>()>::value,
-          MaxOf<qk_smem_bytes<true, MapQ>(), qk_smem_bytes<false, MapK>()>::value>::value;
+
 static_assert(FUSED_SMEM <= 48 * 1024, "fused quantize exceeds static shared memory");
 
 __device__ __forceinline__ void quantize_fused(const QuantizeParams& p) {
@@ -828,6 +844,146 @@ __device__ __forceinline__ void quantize_fused(const QuantizeParams& p) {
       quantize_qk<true, MapQ>(p, s_raw, b, h * s.q_per_group + qh, blk);
       break;
     }
+  }
+}
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// The cluster stage (SAGE2_QUANT_OP 6, sm_90): the whole quantize stage in one launch with no
+// device counters, no waiting on other CTAs' flags and no memset. One thread-block cluster of C
+// CTAs (C = %cluster_nctarank, set at launch: jit::quantize_cluster_plan) per group g = (batch,
+// kv head); rank r owns tokens [r·T, (r+1)·T) (T = p.cluster_chunk, a multiple of BK):
+//  1. K and V statistics of its tokens (stats_rows: the fused stage's chunk sums with T tokens
+//     per chunk), into its own shared memory;
+//  2. cluster barrier; every rank reduces the C partials in rank order (sum left to right from
+//     rank 0's, so every rank holds the same bits and the CPU reference follows the formula of
+//     jit/quant_buffers.hpp with chunks of T); rank 0 writes k_stats / v_stats / first-bad flags;
+//  3. cluster barrier (the partials may then be overwritten); the K blocks and V tiles of its
+//     tokens (their rows are re-read: L2 hits, the same CTA read them in step 1) and every C-th
+//     Q block of the group's q heads, all with the statistics from its own shared memory.
+// Hardware schedules a cluster's CTAs together, so the barriers cannot deadlock.
+
+#if SAGE2_QUANT_OP == 6
+constexpr int PART_OFF = (stats_smem_bytes<MapS>() + 15) / 16 * 16;
+constexpr int PART_BYTES = 2 * 4 * D_V * 4;  // [K|V][sum, min, max, first-bad][D_V]
+constexpr int CLUSTER_SMEM = MaxOf<FUSED_SMEM, PART_OFF + PART_BYTES>::value;
+static_assert(CLUSTER_SMEM + 4 * (D_QK + 3 * D_V) + 16 <= 48 * 1024, "cluster quantize exceeds static shared memory");
+
+__device__ __forceinline__ void quantize_cluster(const QuantizeParams& p) {
+  __shared__ alignas(16) u8 s_raw[CLUSTER_SMEM];
+  __shared__ alignas(16) float s_ksum[D_QK];     // K channel sums (k̄ = sum / kv_len)
+  __shared__ alignas(16) float s_vst[3 * D_V];   // V sum, min, max
+  __shared__ i32 s_kfb;
+  const u32 C = ptx::cluster_nctarank(), rank = ptx::cluster_ctarank();
+  const i64 g = static_cast<i64>(ptx::clusterid_x());
+  const i64 T = p.cluster_chunk;
+  if (g >= p.batch * p.kv_heads) return;  // the whole cluster: no barrier is left waiting
+  // A launch without the planned cluster would leave tokens out of the statistics.
+  if (T <= 0 || T % BK != 0 || static_cast<i64>(C) * T < p.kv_len) asm volatile("trap;");
+  const i64 b = static_cast<i64>(static_cast<u32>(g) / static_cast<u32>(p.kv_heads));
+  const i64 h = static_cast<i64>(static_cast<u32>(g) % static_cast<u32>(p.kv_heads));
+  const int tid = threadIdx.x;
+
+  // ---- 1. this rank's K and V statistics
+  const i64 n0 = static_cast<i64>(rank) * T;
+  const i64 n1 = p.kv_len - n0 < T ? p.kv_len : n0 + T;  // n0 >= kv_len: an empty chunk
+  float* part = reinterpret_cast<float*>(s_raw + PART_OFF);
+  {
+    const Input in = make_input(p.k, p.k_stride_batch, p.k_stride_head, p.k_stride_seq);
+    stats_rows<MapS>(in, row_ptr(in, b, h, 0), n0, n1 > n0 ? n1 : n0, D_V, s_raw,
+                     [&](int s, int c, float v) { part[s * D_V + c] = v; });
+  }
+  {
+    const Input in = make_input(p.v, p.v_stride_batch, p.v_stride_head, p.v_stride_seq);
+    stats_rows<MapS>(in, row_ptr(in, b, h, 0), n0, n1 > n0 ? n1 : n0, D_V, s_raw,
+                     [&](int s, int c, float v) { part[4 * D_V + s * D_V + c] = v; });
+  }
+  if (tid == 0) s_kfb = NO_BAD;
+  ptx::cluster_arrive_release();
+  ptx::cluster_wait_acquire();
+
+  // ---- 2. the group's statistics from every rank's partials, in rank order
+  const u32 part_addr = ptx::smem_addr(part);
+  constexpr int D_MAX = D_QK > D_V ? D_QK : D_V;
+#pragma unroll 1
+  for (int c = tid; c < D_MAX; c += THREADS) {
+#pragma unroll
+    for (int kv = 0; kv < 2; ++kv) {
+      const int d_out = kv ? D_V : D_QK;
+      if (c >= d_out) continue;
+      float sum = 0.f, mn = 0.f, mx = 0.f;
+      i32 fb = NO_BAD;
+      if (c < HD) {
+        const u32 a0 = part_addr + static_cast<u32>((kv * 4 * D_V + c) * 4);
+        constexpr int UB = 8;  // ranks whose partials are in flight at once (latency, not order)
+#pragma unroll 1
+        for (u32 q0 = 0; q0 < C; q0 += UB) {
+          float vs[UB], vn[UB], vx[UB], vf[UB];
+#pragma unroll
+          for (int u = 0; u < UB; ++u) {
+            const u32 a = ptx::mapa_shared(a0, q0 + u < C ? q0 + u : q0);
+            vs[u] = ptx::ld_cluster_f32(a);
+            vn[u] = ptx::ld_cluster_f32(a + 4 * D_V);
+            vx[u] = ptx::ld_cluster_f32(a + 8 * D_V);
+            vf[u] = ptx::ld_cluster_f32(a + 12 * D_V);
+          }
+#pragma unroll
+          for (int u = 0; u < UB; ++u) {
+            if (q0 + u >= C) break;
+            const i32 f = static_cast<i32>(ptx::f32_bits(vf[u]));
+            if (q0 + u == 0) {
+              sum = vs[u]; mn = vn[u]; mx = vx[u]; fb = f;
+            } else {
+              sum += vs[u];
+              mn = ptx::min_nan(mn, vn[u]);
+              mx = ptx::max_nan(mx, vx[u]);
+              fb = f < fb ? f : fb;
+            }
+          }
+        }
+      }
+      if (kv == 0) {
+        s_ksum[c] = sum;
+        if (fb != NO_BAD) red_min_shared_s32(ptx::smem_addr(&s_kfb), fb);
+      } else {
+        s_vst[c] = sum;
+        s_vst[D_V + c] = mn;
+        s_vst[2 * D_V + c] = mx;
+      }
+      if (rank == 0) {
+        float* out = (kv ? p.v_stats : p.k_stats) + g * 3 * d_out;
+        out[c] = sum;
+        out[d_out + c] = mn;
+        out[2 * d_out + c] = mx;
+        if (kv) p.v_first_bad[g * D_V + c] = fb;
+      }
+    }
+  }
+  // Every rank has read every partial before any rank overwrites its scratch (step 3).
+  ptx::cluster_arrive_release();
+  ptx::cluster_wait_acquire();
+  if (rank == 0 && tid == 0) p.k_first_bad[g] = s_kfb;
+
+  // ---- 3. this rank's K blocks and V tiles, then its share of the group's Q blocks
+  const i64 len_pad = (p.kv_len + BK - 1) / BK * BK;
+  const i64 t0 = static_cast<i64>(rank) * T;
+  const i64 t1 = len_pad - t0 < T ? len_pad : t0 + T;
+#pragma unroll 1
+  for (i64 blk = t0 / BK; blk < t1 / BK; ++blk) {
+    quantize_qk<false, MapK>(p, s_raw, b, h, blk, s_ksum);
+    __syncthreads();  // the next item rewrites the scratch
+  }
+#pragma unroll 1
+  for (i64 tile = t0 / MapV::ROWS; tile < t1 / MapV::ROWS; ++tile) {
+    quantize_v<MapV>(p, s_raw, b, h, tile, s_vst);
+    __syncthreads();
+  }
+  const u32 qpg = static_cast<u32>(p.q_heads) / static_cast<u32>(p.kv_heads);
+  const u32 q_blocks = static_cast<u32>((p.q_len + BQ - 1) / BQ);
+#pragma unroll 1
+  for (u32 i = rank; i < qpg * q_blocks; i += C) {
+    quantize_qk<true, MapQ>(p, s_raw, b, h * qpg + i / q_blocks, i % q_blocks, s_ksum);
+    __syncthreads();
   }
 }
 #endif
@@ -875,6 +1031,11 @@ extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, 1) sage2_quantize
   qz::check_block_dim();
   qz::quantize_fused(p);
 }
+#elif SAGE2_QUANT_OP == 6
+extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, 1) sage2_quantize_cluster(sage2::dev::QuantizeParams p) {
+  qz::check_block_dim();
+  qz::quantize_cluster(p);
+}
 #else
-#error "SAGE2_QUANT_OP must be 1..5"
+#error "SAGE2_QUANT_OP must be 1..6"
 #endif

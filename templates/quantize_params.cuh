@@ -62,6 +62,9 @@ struct QuantizeParams {
   float* stats_part;  // [B][Hkv][2 (K,V)][stats_chunks][4][d_v]: sum, min, max, first-bad (i32 bits)
   u32* sync;          // [1 + 4·B·Hkv]: work ticket, arrivals per (group, K|V), ready flags; zero at launch
   i64 sched_lag;      // QuantizeSchedule::lag (groups of statistics ahead of the work that needs them)
+
+  // ---- cluster stage only (appended; jit::quantize_cluster_plan)
+  i64 cluster_chunk;  // tokens per CTA of a cluster (a multiple of bk)
 };
 
 // Work items of sage2_quantize_fused, in the order the device counter hands them out. A group g

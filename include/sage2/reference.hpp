@@ -279,6 +279,9 @@ struct QuantizeOptions {
   // jit::quantize_stats_chunk tokens) instead of the default split stage's (one chunk): the
   // reference is bit-faithful to whichever path the GPU ran.
   bool fused_stats_order = false;
+  // ... or in the order of the cluster stage (QuantPath::Cluster, the sm_90a default: chunks of
+  // jit::quantize_cluster_plan(...).chunk tokens, one per CTA of the group's cluster).
+  bool cluster_stats_order = false;
 };
 
 struct QuantizedHost {

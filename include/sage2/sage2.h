@@ -54,14 +54,16 @@ typedef enum sage2_attention_family {
 } sage2_attention_family;
 typedef enum sage2_quant_path {
   SAGE2_QUANTIZE_SPLIT = 0, /* four launches: channel statistics, K, V, Q */
-  SAGE2_QUANTIZE_FUSED = 1  /* one launch for the whole stage */
+  SAGE2_QUANTIZE_FUSED = 1,   /* one launch for the whole stage (device counters) */
+  SAGE2_QUANTIZE_CLUSTER = 2, /* one launch, a thread-block cluster per (batch, kv head); sm_90+ */
+  SAGE2_QUANTIZE_AUTO = 3     /* cluster where the device has clusters (sm_90a), split elsewhere */
 } sage2_quant_path;
 
 typedef struct sage2_context_options {
   const char* cache_dir; /* NULL: $SAGE2_CACHE_DIR, $XDG_CACHE_HOME/sage2, ~/.cache/sage2 */
   int32_t disk_cache;    /* 1 on, 0 off (compile in memory only); env: SAGE2_DISABLE_DISK_CACHE */
   int32_t family;        /* sage2_attention_family; env: SAGE2_ATTENTION_FAMILY (default auto) */
-  int32_t quant_path;    /* sage2_quant_path; env: SAGE2_QUANT_PATH (default split) */
+  int32_t quant_path;    /* sage2_quant_path; env: SAGE2_QUANT_PATH (default auto) */
   int32_t tuning;        /* 1 use the tuning database, 0 heuristic only; env: SAGE2_DISABLE_TUNING */
 } sage2_context_options;
 

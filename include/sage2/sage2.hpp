@@ -108,9 +108,12 @@ enum class AttentionFamily : int { Auto = 0, Mma = 1, Wgmma = 2 };
 const char* attention_family_name(AttentionFamily f) noexcept;  // "auto", "mma", "wgmma"
 
 // The quantize stage. Split: four launches (channel statistics, K, V, Q). Fused: one launch for
-// the whole stage (measured slower on the H100: bench/NOTES.md, "Fused quantize stage").
-enum class QuantPath : int { Split = 0, Fused = 1 };
-const char* quant_path_name(QuantPath p) noexcept;  // "split", "fused"
+// the whole stage, CTAs handing statistics over through device counters (measured slower on the
+// H100: bench/NOTES.md, "Fused quantize stage"). Cluster: one launch, one thread-block cluster per
+// (batch, kv head) exchanging the K/V statistics in distributed shared memory (sm_90 and newer).
+// Auto: Cluster where the device has thread-block clusters (sm_90a), Split elsewhere (sm_89).
+enum class QuantPath : int { Split = 0, Fused = 1, Cluster = 2, Auto = 3 };
+const char* quant_path_name(QuantPath p) noexcept;  // "split", "fused", "cluster", "auto"
 
 // Options of one Context. A field left unset (nullopt, or an empty cache_dir) takes the value of
 // its environment variable, read when the Context is created, else the built-in default.
@@ -123,7 +126,7 @@ struct ContextOptions {
   std::string cache_dir;
   // Unset: $SAGE2_ATTENTION_FAMILY (auto | mma | wgmma), else Auto.
   std::optional<AttentionFamily> family;
-  // Unset: $SAGE2_QUANT_PATH (split | fused), else Split.
+  // Unset: $SAGE2_QUANT_PATH (auto | split | fused | cluster), else Auto.
   std::optional<QuantPath> quant_path;
   // false: always the heuristic tile, never the tuning database. Unset: off when
   // SAGE2_DISABLE_TUNING is 1/true/yes/on, else on.

@@ -61,7 +61,7 @@ TEST_CASE("config: without the environment every setting has its built-in defaul
   CHECK(*r.disk_cache);
   CHECK(r.cache_dir == "/tmp/sage2-config-test/xdg/sage2");
   CHECK(r.family == AttentionFamily::Auto);
-  CHECK(r.quant_path == QuantPath::Split);
+  CHECK(r.quant_path == QuantPath::Auto);  // a Context resolves it: cluster on sm_90a, split on sm_89
   CHECK(r.tuning == true);
 }
 
@@ -159,12 +159,12 @@ TEST_CASE("config: an unknown value is an error naming it, unless the option is 
   CHECK_THROWS_WITH_AS((void)config::context_config(q), doctest::Contains("ContextOptions::quant_path=-3"), Error);
 }
 
-TEST_CASE("config: an unknown SAGE2_QUANT_PATH warns once and means split") {
+TEST_CASE("config: an unknown SAGE2_QUANT_PATH warns once and means auto") {
   CleanContextEnv clean;
   ScopedEnv bad("SAGE2_QUANT_PATH", "sage2-config-test-unknown");
   LogCapture cap;
-  CHECK(config::context_config().quant_path == QuantPath::Split);
-  CHECK(config::context_config().quant_path == QuantPath::Split);
+  CHECK(config::context_config().quant_path == QuantPath::Auto);
+  CHECK(config::context_config().quant_path == QuantPath::Auto);
   std::size_t warned = 0;
   for (const auto& l : LogCapture::lines()) warned += l.find("sage2-config-test-unknown") != std::string::npos;
   CHECK(warned == 2);  // once as a warning, then as debug (log::warn_once): the sink sees both
@@ -231,6 +231,8 @@ TEST_CASE("config: names of the option enums") {
   CHECK(std::string(attention_family_name(AttentionFamily::Wgmma)) == "wgmma");
   CHECK(std::string(quant_path_name(QuantPath::Split)) == "split");
   CHECK(std::string(quant_path_name(QuantPath::Fused)) == "fused");
+  CHECK(std::string(quant_path_name(QuantPath::Cluster)) == "cluster");
+  CHECK(std::string(quant_path_name(QuantPath::Auto)) == "auto");
 }
 
 TEST_CASE("config C API: options_init leaves every field to the environment") {

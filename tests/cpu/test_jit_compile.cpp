@@ -318,3 +318,44 @@ TEST_CASE("jit: the fused quantize kernel compiles for sm_89 and sm_90a without 
                                        << " smem " << k.facts.static_shared_bytes);
   }
 }
+
+// The cluster stage (QuantOp::Cluster, sm_90a only): one module with every item body plus the
+// cluster exchange, compiled for the covering set of its sm_90a axes (bits, smoothing, dtypes,
+// consumer layouts, head dims 1..512) without spills, stack or more static shared memory than a
+// CTA may declare; on sm_89 the spec is refused (no thread-block clusters).
+TEST_CASE("jit: the cluster quantize kernel compiles for sm_90a without spills; sm_89 refuses it") {
+  REQUIRE_MESSAGE(nvrtc_version().first >= 12, "NVRTC must be loadable for the CPU suite");
+  using Q = QuantOp;
+  const std::vector<Variant> cluster = {
+      // op       arch head bits  sq     sk     sv     in    consumer tile
+      {Q::Cluster, S90, 128, 8, false, true, false, F16, WG, T_WG4},   // the sm_90a default
+      {Q::Cluster, S90, 128, 8, true, true, true, BF16, WG, T_WG8},
+      {Q::Cluster, S90, 64, 8, false, false, false, F16, WG, T_WG4},
+      {Q::Cluster, S90, 128, 4, true, true, false, F16, MMA, T_DEF},
+      {Q::Cluster, S90, 64, 4, true, false, true, BF16, MMA, T_BK32},
+      {Q::Cluster, S90, 256, 8, true, true, false, F16, WG, T_WG8},
+      {Q::Cluster, S90, 40, 8, false, true, true, F16, MMA, T_MMA8},
+      {Q::Cluster, S90, 1, 4, true, true, false, F16, MMA, T_DEF},
+      {Q::Cluster, S90, 256, 8, true, true, true, BF16, MMA, T_DEF},
+  };
+  std::vector<KernelSpec> specs;
+  for (const auto& v : cluster) specs.push_back(to_spec(v));
+  for (const auto& r : compile_all(specs)) {
+    INFO(r.spec.key());
+    REQUIRE_MESSAGE(r.ok, r.error);
+    const CompiledKernel& k = r.k;
+    CHECK(k.entry == "sage2_quantize_cluster");
+    const FusedQuantizeConfig cfg = fused_quantize_config(r.spec);
+    CHECK(cfg.threads == quantize_kernel_config(r.spec).threads);
+    CHECK(k.facts.registers * cfg.threads <= 65536);
+    CHECK(k.facts.spill_store_bytes == 0);
+    CHECK(k.facts.spill_load_bytes == 0);
+    CHECK(k.facts.stack_frame_bytes == 0);
+    CHECK(k.facts.static_shared_bytes <= 48 * 1024);
+    MESSAGE(r.spec.key().substr(0, 80) << " regs " << k.facts.registers << " threads " << cfg.threads
+                                       << " smem " << k.facts.static_shared_bytes);
+  }
+  Variant ada = cluster[3];
+  ada.arch = S89;
+  CHECK_THROWS_WITH_AS(to_spec(ada).validate(), doctest::Contains("needs thread-block clusters"), Error);
+}

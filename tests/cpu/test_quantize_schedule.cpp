@@ -106,3 +106,51 @@ TEST_CASE("fused quantize: lag, sync region and partials come from the buffers")
   CHECK(o.total >= o.sync + o.sync_bytes);
   CHECK(o.sync % 256 == 0);
 }
+
+// The cluster stage's plan (jit::quantize_cluster_plan): one cluster of `size` CTAs per (batch,
+// kv head), each rank owning `chunk` tokens. The chunk is a whole number of KV tiles (K blocks and
+// V tiles never straddle two ranks), the ranks cover the sequence with none left empty, the size
+// stays within the portable cluster limit, and the plan depends on the problem alone (the sum
+// order, and so every bit of the statistics, is the same on every GPU).
+TEST_CASE("cluster quantize plan: whole tiles per rank, every token covered, no empty rank") {
+  struct P {
+    std::int64_t batch, hkv, nk;
+    KernelFamily fam;
+  };
+  const P cases[] = {{1, 1, 1, KernelFamily::AttentionMma},        {1, 1, 17, KernelFamily::AttentionWgmma},
+                     {4, 32, 1024, KernelFamily::AttentionWgmma},  {4, 32, 32768, KernelFamily::AttentionWgmma},
+                     {1, 8, 4096, KernelFamily::AttentionWgmma},   {1, 8, 32768, KernelFamily::AttentionMma},
+                     {2, 1, 129, KernelFamily::AttentionMma},      {64, 64, 256, KernelFamily::AttentionMma},
+                     {1, 2, 29040, KernelFamily::AttentionWgmma},  {3, 5, 100000, KernelFamily::AttentionMma}};
+  for (const P& c : cases) {
+    const QuantBuffers b = buffers(c.batch, c.hkv, c.hkv, c.nk, c.nk, 128, c.fam);
+    const QuantizeClusterPlan p = quantize_cluster_plan(b);
+    CAPTURE(c.batch);
+    CAPTURE(c.hkv);
+    CAPTURE(c.nk);
+    CHECK(p.size >= 1);
+    CHECK(p.size <= kMaxClusterSize);
+    CHECK(p.chunk % b.layout.bk == 0);
+    CHECK(p.chunk % quantize_v_tile(b.layout.bk) == 0);
+    CHECK(p.size * p.chunk >= c.nk);          // every token has a rank
+    CHECK((p.size - 1) * p.chunk < c.nk);     // and every rank has a token
+    const std::int64_t groups = c.batch * c.hkv;
+    // enough CTAs to fill the GPU where the sequence allows it
+    if (groups < kClusterTargetCtas && c.nk >= kMaxClusterSize * b.layout.bk)
+      CHECK(groups * p.size >= std::min<std::int64_t>(kClusterTargetCtas, groups * kMaxClusterSize));
+    KernelSpec attn;
+    attn.family = c.fam;
+    attn.head_dim = 128;
+    if (c.fam == KernelFamily::AttentionWgmma) attn.tile = TileConfig{128, 128, 8, 2};
+    const KernelSpec qs = quantize_spec_for(attn, QuantOp::Cluster);
+    const LaunchShape ls = quantize_launch_shape(qs, b);
+    CHECK(ls.cluster_x == static_cast<unsigned>(p.size));
+    CHECK(ls.grid[0] == static_cast<unsigned>(groups * p.size));
+    CHECK(ls.grid[1] == 1u);
+    // the kernel reads its chunk from the parameters
+    CHECK(make_quantize_params(b, TensorRef::hnd(nullptr, DType::F16, c.batch, c.hkv, c.nk, 128),
+                               TensorRef::hnd(nullptr, DType::F16, c.batch, c.hkv, c.nk, 128),
+                               TensorRef::hnd(nullptr, DType::F16, c.batch, c.hkv, c.nk, 128), nullptr)
+              .cluster_chunk == p.chunk);
+  }
+}

@@ -379,3 +379,26 @@ TEST_CASE("quantize stage: channel sums follow the chunked fp32 order across sev
     for (int ch = 40; ch < qs.layout.d_qk; ++ch) CHECK(qs.k_stats[static_cast<std::size_t>(ch)] == 0.f);
   }
 }
+
+TEST_CASE("quantize stage: the cluster stage's sums follow the chunked order with its plan's chunks") {
+  // 1000 keys of one kv head: the plan cuts them into chunks of whole KV tiles, one per cluster
+  // rank; the sums follow the same formula as the fused stage's with that chunk (and its P).
+  const auto spec = attn_spec(jit::KernelFamily::AttentionWgmma, 8, 64, 128, 128, 8, false, true, true);
+  auto in = make_activation_like(23, DType::F16, 1, 1, 1, 16, 1000, 64);
+  QuantizeOptions co;
+  co.cluster_stats_order = true;
+  const QuantizedHost qs = quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec, co);
+  const jit::QuantizeClusterPlan plan = jit::quantize_cluster_plan(qs.layout);
+  REQUIRE(plan.size > 1);
+  REQUIRE(plan.chunk < 1000);
+  const int T = static_cast<int>(plan.chunk), P = jit::quantize_stats_rows_per_pass(spec);
+  for (int ch = 0; ch < 64; ++ch) {
+    CHECK(qs.k_stats[static_cast<std::size_t>(ch)] ==
+          stage_sum([&](std::int64_t n) { return in.k.get(0, 0, n, ch); }, 1000, T, P));
+    CHECK(qs.v_stats[static_cast<std::size_t>(ch)] ==
+          stage_sum([&](std::int64_t n) { return in.v.get(0, 0, n, ch); }, 1000, T, P));
+  }
+  QuantizeOptions both = co;
+  both.fused_stats_order = true;
+  CHECK_THROWS_AS(quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec, both), Error);
+}

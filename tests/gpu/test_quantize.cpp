@@ -1,10 +1,11 @@
-// Specification of the GPU quantize stage, both paths (fused: one launch; split: the four-launch
-// baseline): for every variant it writes exactly the buffers the CPU reference
-// (reference::quantize_stage) computes —
-//  - K/V channel statistics: fused bit for bit (the reference follows its fixed fp32 order),
-//    split to float rounding; means and scales to float rounding (exactly, where they follow
-//    from the statistics alone, on the fused path);
-//  - the fused path is deterministic: two runs give identical bytes in every output buffer;
+// Specification of the GPU quantize stage, every path (cluster: one launch of thread-block
+// clusters, sm_90a; fused: one launch with device counters; split: the four-launch baseline): for
+// every variant it writes exactly the buffers the CPU reference (reference::quantize_stage)
+// computes —
+//  - K/V channel statistics: cluster and fused bit for bit (the reference follows their fixed
+//    fp32 orders), split to float rounding; means and scales to float rounding (exactly, where
+//    they follow from the statistics alone, on the one-launch paths);
+//  - the one-launch paths are deterministic: two runs give identical bytes in every output buffer;
 //  - codes exactly, except where the unrounded value sits within float rounding of a rounding
 //    boundary (those are counted and reported; every other mismatch fails);
 //  - the non-finite flags (q_bad, k_first_bad, v_first_bad) exactly (tests/gpu/test_nonfinite.cpp
@@ -153,6 +154,11 @@ TEST_CASE("gpu quantize: every variant equals the CPU reference; every output wr
     const ref::QuantizedHost cpu_split = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec, qo);
     qo.fused_stats_order = true;
     const ref::QuantizedHost cpu_fused = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec, qo);
+    const bool clusters = arch == sage2::jit::Arch::Sm90a;
+    qo.fused_stats_order = false;
+    qo.cluster_stats_order = true;
+    const ref::QuantizedHost cpu_cluster =
+        clusters ? ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec, qo) : ref::QuantizedHost{};
     const sage2::jit::QuantBuffers& b = cpu_split.layout;
     const auto off = b.offsets();
 
@@ -169,12 +175,18 @@ TEST_CASE("gpu quantize: every variant equals the CPU reference; every output wr
       return r;
     };
     test::DeviceBuffer ws(off.total);
-    std::vector<std::uint8_t> first_fused;  // output bytes of the first fused run
-    for (const runtime::QuantPath path : {runtime::QuantPath::Fused, runtime::QuantPath::Fused, runtime::QuantPath::Split}) {
-      const bool fused = path == runtime::QuantPath::Fused;
-      const bool repeat = fused && !first_fused.empty();
-      CAPTURE(fused);
-      const ref::QuantizedHost& cpu = fused ? cpu_fused : cpu_split;  // the sum order of that path
+    using QP = runtime::QuantPath;
+    std::vector<std::uint8_t> first_run[2];  // output bytes of the first fused / cluster run
+    for (const QP path : {QP::Cluster, QP::Cluster, QP::Fused, QP::Fused, QP::Split}) {
+      if (path == QP::Cluster && !clusters) continue;
+      // `fused` below: a one-launch path, whose statistics have a fixed order the reference follows
+      const bool fused = path != QP::Split;
+      std::vector<std::uint8_t>& first = first_run[path == QP::Cluster ? 1 : 0];
+      const bool repeat = fused && !first.empty();
+      const char* path_name = quant_path_name(path);
+      CAPTURE(path_name);
+      const ref::QuantizedHost& cpu =  // the sum order of that path
+          path == QP::Cluster ? cpu_cluster : (path == QP::Fused ? cpu_fused : cpu_split);
       ws.poison();
       runtime::launch_quantize_stage(runtime::context_impl(ctx), spec, b, device_ref(in.q, *dq), device_ref(in.k, *dk),
                                      device_ref(in.v, *dv), ws.get(), nullptr, path);
@@ -183,10 +195,10 @@ TEST_CASE("gpu quantize: every variant equals the CPU reference; every output wr
         // Determinism: every output buffer (everything before the fused scratch) byte for byte.
         std::vector<std::uint8_t> bytes = download<std::uint8_t>(ws, 0, static_cast<std::int64_t>(off.stats_part));
         if (repeat) {
-          CHECK_MESSAGE(bytes == first_fused, "two fused runs wrote different bytes");
+          CHECK_MESSAGE(bytes == first, "two runs of a one-launch path wrote different bytes");
           continue;
         }
-        first_fused = std::move(bytes);
+        first = std::move(bytes);
       }
 
       // Statistics, means, scales: float rounding. Sums over up to 29040 tokens of O(10) values.
@@ -260,7 +272,7 @@ TEST_CASE("gpu quantize: every variant equals the CPU reference; every output wr
       }
       total_codes += cc.checked;
       total_near += cc.near_boundary;
-      std::printf("quantize %-5s %-70s codes %10lld near-boundary %4lld mismatches %lld\n", fused ? "fused" : "split",
+      std::printf("quantize %-7s %-70s codes %10lld near-boundary %4lld mismatches %lld\n", path_name,
                   name.c_str(), (long long)cc.checked, (long long)cc.near_boundary, (long long)cc.mismatches);
     }
   }
