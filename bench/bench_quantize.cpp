@@ -1,6 +1,7 @@
 // sage2-bench-quantize: time of the quantize stage (everything the attention stage reads is
-// written), fused (memset of the sync words + one launch) vs split (the four-launch baseline),
-// and what every launch of each path costs on its own.
+// written), cluster (one launch of thread-block clusters; sm_90a) vs fused (memset of the sync
+// words + one launch) vs split (the four-launch baseline), and what every launch of the split path
+// costs on its own.
 //   sage2-bench-quantize [--seq-lens 1024,4096,8192,32768] [--head-dim 128] [--batch 4]
 //                        [--heads 32] [--bits 8] [--reps 30] [--json FILE] [--command "..."]
 // The attention spec is the one a default Context plans for the problem (family, tile), so the
@@ -8,7 +9,7 @@
 // `reps` after 3 warm-up calls. GB/s = (bytes of Q, K, V read once + bytes of every output buffer
 // written) / time: the floor the stage is measured against (the fused kernel re-reads K and V,
 // from L2 when the schedule's lag works; that is not counted).
-// One JSON line per measurement: {"method": "sage2-quantize", "path": "fused"|"split",
+// One JSON line per measurement: {"method": "sage2-quantize", "path": "cluster"|"fused"|"split",
 //   "launch": "stage"|"memset"|"channel_stats"|"quantize_k"|"quantize_v"|"quantize_q", ...}.
 #include <algorithm>
 #include <cstdio>
@@ -64,7 +65,7 @@ int main(int argc, char** argv) {
     const std::size_t elems = static_cast<std::size_t>(batch * heads * max_n * d);
     const bench::DeviceInputs buf(4, elems, 0.5);  // q, k, v, out (distinct: validation checks overlap)
     std::vector<std::string> records;
-    std::printf("%-6s %-14s %6s %10s %9s  %s\n", "path", "launch", "N", "ms", "GB/s", "attention spec");
+    std::printf("%-7s %-14s %6s %10s %9s  %s\n", "path", "launch", "N", "ms", "GB/s", "attention spec");
     for (long n : lens) {
       auto t = [&](int i) { return TensorRef::hnd(buf[i], DType::F16, batch, heads, n, d); };
       const TensorRef q = t(0), k = t(1), v = t(2);
@@ -84,7 +85,7 @@ int main(int argc, char** argv) {
                     spec.tile.warps, spec.tile.stages);
       auto record = [&](const char* path, const char* launch, double ms) {
         const double gbps = bytes / (ms * 1e-3) / 1e9;
-        std::printf("%-6s %-14s %6ld %10.4f %9.0f  %s\n", path, launch, n, ms, gbps, tile);
+        std::printf("%-7s %-14s %6ld %10.4f %9.0f  %s\n", path, launch, n, ms, gbps, tile);
         char rec[1024];
         std::snprintf(rec, sizeof rec,
                       "{\"method\": \"sage2-quantize\", \"path\": \"%s\", \"launch\": \"%s\", \"head_dim\": %ld, "
@@ -95,6 +96,10 @@ int main(int argc, char** argv) {
                       command.c_str());
         records.push_back(rec);
       };
+      if (impl.arch() == jit::Arch::Sm90a && jit::cluster_quantize_supported(spec))
+        record("cluster", "stage", median_ms([&] {
+                 runtime::launch_quantize_stage(impl, spec, qb, q, k, v, ws, stream, runtime::QuantPath::Cluster);
+               }, reps, stream));
       record("fused", "stage",
              median_ms([&] { runtime::launch_quantize_stage(impl, spec, qb, q, k, v, ws, stream, runtime::QuantPath::Fused); },
                        reps, stream));

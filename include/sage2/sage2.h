@@ -56,7 +56,7 @@ typedef enum sage2_quant_path {
   SAGE2_QUANTIZE_SPLIT = 0, /* four launches: channel statistics, K, V, Q */
   SAGE2_QUANTIZE_FUSED = 1,   /* one launch for the whole stage (device counters) */
   SAGE2_QUANTIZE_CLUSTER = 2, /* one launch, a thread-block cluster per (batch, kv head); sm_90+ */
-  SAGE2_QUANTIZE_AUTO = 3     /* cluster where the device has clusters (sm_90a), split elsewhere */
+  SAGE2_QUANTIZE_AUTO = 3     /* the fastest measured: split today */
 } sage2_quant_path;
 
 typedef struct sage2_context_options {

@@ -111,7 +111,7 @@ const char* attention_family_name(AttentionFamily f) noexcept;  // "auto", "mma"
 // the whole stage, CTAs handing statistics over through device counters (measured slower on the
 // H100: bench/NOTES.md, "Fused quantize stage"). Cluster: one launch, one thread-block cluster per
 // (batch, kv head) exchanging the K/V statistics in distributed shared memory (sm_90 and newer).
-// Auto: Cluster where the device has thread-block clusters (sm_90a), Split elsewhere (sm_89).
+// Auto: the fastest measured (Split today, on the H100: bench/NOTES.md "Cluster quantize stage").
 enum class QuantPath : int { Split = 0, Fused = 1, Cluster = 2, Auto = 3 };
 const char* quant_path_name(QuantPath p) noexcept;  // "split", "fused", "cluster", "auto"
 

@@ -17,6 +17,7 @@
 #include "plan/attention_validate.hpp"
 #include "runtime/call_cache.hpp"
 #include "runtime/call_plan.hpp"
+#include "runtime/quantize_stage.hpp"
 
 using namespace sage2;
 using runtime::call_signature;
@@ -240,4 +241,25 @@ TEST_CASE("call plan: host cost per cached call without the driver (validation, 
                                              << old_ns << " ns");
   CHECK(sink > 0);
   CHECK(ns > 0);
+}
+
+TEST_CASE("quantize paths: the launches each path makes; auto is split; cluster only where it runs") {
+  using runtime::QuantPath;
+  using jit::QuantOp;
+  jit::KernelSpec s;
+  s.family = jit::KernelFamily::AttentionWgmma;
+  s.arch = jit::Arch::Sm90a;
+  s.head_dim = 128;
+  const std::vector<QuantOp> split = {QuantOp::ChannelStats, QuantOp::QuantizeK, QuantOp::QuantizeV, QuantOp::QuantizeQ};
+  CHECK(runtime::quantize_ops(QuantPath::Split, s) == split);
+  CHECK(runtime::quantize_ops(QuantPath::Auto, s) == split);
+  CHECK(runtime::quantize_ops(QuantPath::Fused, s) == std::vector<QuantOp>{QuantOp::Fused});
+  CHECK(runtime::quantize_ops(QuantPath::Cluster, s) == std::vector<QuantOp>{QuantOp::Cluster});
+  s.head_dim = 512;
+  s.family = jit::KernelFamily::AttentionMma;
+  CHECK_THROWS_WITH_AS(runtime::quantize_ops(QuantPath::Cluster, s), doctest::Contains("head_dim=512"), Error);
+  s.head_dim = 128;
+  s.arch = jit::Arch::Sm89;
+  CHECK_THROWS_WITH_AS(runtime::quantize_ops(QuantPath::Cluster, s), doctest::Contains("sm_89"), Error);
+  CHECK(runtime::quantize_ops(QuantPath::Auto, s) == split);
 }

@@ -154,7 +154,7 @@ TEST_CASE("gpu quantize: every variant equals the CPU reference; every output wr
     const ref::QuantizedHost cpu_split = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec, qo);
     qo.fused_stats_order = true;
     const ref::QuantizedHost cpu_fused = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec, qo);
-    const bool clusters = arch == sage2::jit::Arch::Sm90a;
+    const bool clusters = sage2::jit::cluster_quantize_supported(spec);  // sm_90a, head dim <= 256
     qo.fused_stats_order = false;
     qo.cluster_stats_order = true;
     const ref::QuantizedHost cpu_cluster =

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# One device call's worth of checks and measurements on the GPU machine, each step bounded in time
+# and logged under OUT (files come back from there):
+#   bash scripts/gpu_run.sh OUT [--bundle .dev] [--suite FILTER|none] [--pytest] [--quantize]
+#                           [--scoreboard "scoreboard_bench.py options"|none]
+# --suite: doctest -tc filter for sage2_gpu_tests ("" = the whole suite), --pytest: the Python
+# suite, --quantize: sage2-bench-quantize (every quantize path, hd 128, N 1K..32K), --scoreboard:
+# bench/scoreboard_run.sh with those options. A summary of exit codes is printed last.
+set -uo pipefail
+out=${1:?usage: gpu_run.sh OUT [options]}
+shift
+bundle=.dev suite=none pytest=0 quant=0 sb=none
+while (($#)); do
+  case $1 in
+    --bundle) bundle=$2; shift 2 ;;
+    --suite) suite=$2; shift 2 ;;
+    --pytest) pytest=1; shift ;;
+    --quantize) quant=1; shift ;;
+    --scoreboard) sb=$2; shift 2 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$out"
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+summary=()
+step() {  # step NAME TIMEOUT_S COMMAND...
+  local name=$1 t=$2
+  shift 2
+  local t0=$SECONDS
+  timeout "$t" "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  summary+=("$name rc=$rc $((SECONDS - t0))s")
+  tail -4 "$out/$name.log"
+}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv >"$out/gpu.txt" 2>&1
+if [[ $quant == 1 ]]; then
+  step quantize 240 "$bundle/bench/sage2-bench-quantize" --seq-lens 1024,2048,4096,8192,32768 --reps 20 \
+    --json "$out/quantize.jsonl" --command "sage2-bench-quantize --seq-lens 1024,2048,4096,8192,32768 --reps 20"
+fi
+if [[ $suite != none ]]; then
+  if [[ -n $suite ]]; then step gpu_suite 480 "$bundle/tests/sage2_gpu_tests" -tc="$suite"
+  else step gpu_suite 480 "$bundle/tests/sage2_gpu_tests"; fi
+fi
+if [[ $pytest == 1 ]]; then
+  step pytest 300 env PYTHONPATH=python SAGE2_LIBRARY="$bundle/libsage2.so" python3 -m pytest -q python/tests
+fi
+if [[ $sb != none ]]; then
+  # shellcheck disable=SC2086
+  step scoreboard 420 bash bench/scoreboard_run.sh --build "$bundle" --out "$out/sb" $sb
+  cp "$out/sb/scoreboard.txt" "$out/scoreboard.txt" 2>/dev/null
+fi
+printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
