@@ -31,6 +31,9 @@ std::int64_t fused_items(const QuantBuffers& b) {
 
 }  // namespace
 
+// Registers per thread the cluster stage is compiled for (min CTAs per SM = 65536 / (threads · this)).
+constexpr int kClusterRegs = 80;
+
 int quantize_v_tile(int bk) {
   if (bk % 64 == 0) return 64;
   if (bk % 32 == 0) return 32;
@@ -110,6 +113,9 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
     case QuantOp::Cluster: {
       const FusedQuantizeConfig f = fused_quantize_config(s);
       c = f.stats;
+      // The cluster stage runs every item of a rank in one CTA, one after the other: residency is
+      // what keeps bytes in flight (ncu, H100, hd 128: 136 registers gave 1 CTA of 8 warps per SM).
+      c.min_ctas = s.op == QuantOp::Cluster ? std::max(1, 65536 / (f.threads * kClusterRegs)) : 1;
       break;
     }
     case QuantOp::ChannelStats:

@@ -104,6 +104,8 @@ std::string generate_source(const KernelSpec& spec) {
     o << "// fused quantize: one CTA size, a thread mapping per item kind (jit/launch_shape: fused_quantize_config)\n";
     define(o, "SAGE2_QZ_THREADS", f.threads, "CTA size");
     if (c.op == QuantOp::Fused) define(o, "SAGE2_QZ_STATS_CHUNK", quantize_stats_chunk(c), "tokens per statistics item");
+    if (c.op == QuantOp::Cluster)
+      define(o, "SAGE2_QZ_MIN_CTAS", quantize_kernel_config(c).min_ctas, "CTAs per SM the registers must allow");
     const std::pair<const char*, const QuantizeKernelConfig*> kinds[] = {{"S", &f.stats}, {"Q", &f.q}, {"K", &f.k}, {"V", &f.v}};
     for (const auto& [name, k] : kinds) {
       const std::string pre = std::string("SAGE2_QZ_") + name + "_";

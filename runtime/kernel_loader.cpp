@@ -83,6 +83,12 @@ std::unique_ptr<LoadedKernel> KernelLoader::load(const jit::KernelSpec& spec) {
     throw Error(ErrorCode::Internal,
                 "kernel " + k->key + " has no entry '" + entry + "': " + driver::error_text(r2));
   }
+  // Shared memory over L1 in the SM's carveout for every kernel, so that the CTAs per SM its
+  // registers allow also fit by shared memory: with the driver's own choice a kernel of 14 KB static
+  // shared memory got a 16 KB configuration, one CTA per SM (ncu, H100, the cluster quantize stage).
+  driver::check(a.cuFuncSetAttribute(k->function, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                                     CU_SHAREDMEM_CARVEOUT_MAX_SHARED),
+                ("cuFuncSetAttribute(shared memory carveout) for " + k->key).c_str());
   k->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   log::debug(std::string(k->source == KernelSource::DiskCache ? "loaded from disk cache " : "compiled ") +
              k->key + " in " + std::to_string(k->load_seconds * 1e3) + " ms");

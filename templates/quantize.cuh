@@ -1032,7 +1032,7 @@ extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, 1) sage2_quantize
   qz::quantize_fused(p);
 }
 #elif SAGE2_QUANT_OP == 6
-extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, 1) sage2_quantize_cluster(sage2::dev::QuantizeParams p) {
+extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, SAGE2_QZ_MIN_CTAS) sage2_quantize_cluster(sage2::dev::QuantizeParams p) {
   qz::check_block_dim();
   qz::quantize_cluster(p);
 }
