@@ -138,8 +138,17 @@ __device__ __forceinline__ void to_f32x8(const ptx::u32x4& v, float (&x)[8]) {
 // Non-finite inputs: the value is replaced by 0 (for every statistic) and bit e of the result
 // is set for each such element. Finite values pass unchanged (bit-identical numerics).
 __device__ __forceinline__ bool nonfinite(float x) { return (ptx::f32_bits(x) & 0x7f800000u) == 0x7f800000u; }
+// Whether any of the 8 raw 16-bit values is a NaN/Inf, on the packed bits: for each half
+// h, (h & EXP) + EXP_LSB carries into the half's top bit exactly when its exponent is all ones (and
+// never out of the half). Finite inputs, the common case, then skip the per-element checks.
+__device__ __forceinline__ bool any_nonfinite(const ptx::u32x4& v) {
+  constexpr u32 EXP = IN_BF16 ? 0x7f807f80u : 0x7c007c00u;
+  constexpr u32 LSB = IN_BF16 ? 0x00800080u : 0x04000400u;
+  return ((((v.x & EXP) + LSB) | ((v.y & EXP) + LSB) | ((v.z & EXP) + LSB) | ((v.w & EXP) + LSB)) & 0x80008000u) != 0u;
+}
 __device__ __forceinline__ u32 to_f32x8_sane(const ptx::u32x4& v, float (&x)[8]) {
   to_f32x8(v, x);
+  if (!any_nonfinite(v)) return 0u;
   u32 bad = 0u;
 #pragma unroll
   for (int e = 0; e < 8; ++e) {
@@ -243,7 +252,11 @@ __device__ __forceinline__ void stats_rows(const Input& in, const u16* row0, i64
             sum[k][e] += x[e];
             mn[k][e] = ptx::min_nan(mn[k][e], x[e]);
             mx[k][e] = ptx::max_nan(mx[k][e], x[e]);
-            if ((bad >> e) & 1u) fb[k][e] = fb[k][e] < n32 ? fb[k][e] : n32;
+          }
+          if (bad != 0u) {  // rare: keep the per-element work off the common path
+#pragma unroll
+            for (int e = 0; e < 8; ++e)
+              if ((bad >> e) & 1u) fb[k][e] = fb[k][e] < n32 ? fb[k][e] : n32;
           }
         }
       }
@@ -536,7 +549,12 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, i
         float x[8];
         const u32 bad = fetch(i, k, x);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) q[e] = ((bad >> e) & 1u) ? 0 : quant_int<R>(x[e] - mean_r[k][e], inv);
+        for (int e = 0; e < 8; ++e) q[e] = quant_int<R>(x[e] - mean_r[k][e], inv);
+        if (bad != 0u) {  // a non-finite input's code is 0 (rare: off the common path)
+#pragma unroll
+          for (int e = 0; e < 8; ++e)
+            if ((bad >> e) & 1u) q[e] = 0;
+        }
       }
       if (SAGE2_QK_BITS == 8) {
         const u32 lo = (static_cast<u32>(q[0]) & 0xffu) | ((static_cast<u32>(q[1]) & 0xffu) << 8) |
@@ -643,10 +661,16 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, i6
       if (r < valid && j < CH_IN) {
         float x[8];
         const u32 bad = to_f32x8_sane(load_chunk(in, base + static_cast<i64>(r) * in.sn, j), x);
+        float y[8];
 #pragma unroll
-        for (int e = 0; e < 8; e += 2)
-          pair[e / 2] = ptx::f32x2_to_e4m3x2(((bad >> e) & 1u) ? 0.f : (x[e] - mu_r[k][e]) * inv_r[k][e],
-                                             ((bad >> (e + 1)) & 1u) ? 0.f : (x[e + 1] - mu_r[k][e + 1]) * inv_r[k][e + 1]);
+        for (int e = 0; e < 8; ++e) y[e] = (x[e] - mu_r[k][e]) * inv_r[k][e];
+        if (bad != 0u) {  // a non-finite input's code is 0 (rare: off the common path)
+#pragma unroll
+          for (int e = 0; e < 8; ++e)
+            if ((bad >> e) & 1u) y[e] = 0.f;
+        }
+#pragma unroll
+        for (int e = 0; e < 8; e += 2) pair[e / 2] = ptx::f32x2_to_e4m3x2(y[e], y[e + 1]);
       }
       u32* d8 = reinterpret_cast<u32*>(&s_t[r * D_V + j * 8]);
       d8[0] = pair[0] | (pair[1] << 16);
