@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "gpu_env.hpp"
-#include "jit/attention_shape.hpp"
+#include "jit/attention_family.hpp"
 #include "runtime/attention_stage.hpp"
 #include "runtime/quantize_stage.hpp"
 #include "sage2/reference.hpp"
