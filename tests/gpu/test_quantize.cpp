@@ -24,6 +24,7 @@
 #include "stage_download.hpp"
 #include "jit/launch_shape.hpp"
 #include "runtime/quantize_stage.hpp"
+#include "reference/kernel_config.hpp"
 #include "sage2/reference.hpp"
 
 using namespace sage2;
@@ -150,10 +151,10 @@ TEST_CASE("gpu quantize: every variant equals the CPU reference; every output wr
     const auto spec = attention_spec_for(c, arch);
     ref::QuantizeOptions qo;
     qo.margins = true;
-    const ref::QuantizedHost cpu_split = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec, qo);
+    const ref::QuantizedHost cpu_split = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(spec), qo);
     qo.fused_stats_order = true;
-    const ref::QuantizedHost cpu_fused = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec, qo);
-    const sage2::jit::QuantBuffers& b = cpu_split.layout;
+    const ref::QuantizedHost cpu_fused = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(spec), qo);
+    const sage2::jit::QuantBuffers b = ref::quant_buffers(cpu_split.layout);
     const auto off = b.offsets();
 
     // Device inputs with the same strides as the host tensors.

@@ -110,7 +110,7 @@ GpuRun run_gpu(const WgCase& c, const ref::AttentionInputs& in, const KernelSpec
   test::synchronize();
 
   GpuRun r;
-  r.stage = test::download_stage(ws, b);
+  r.stage = test::download_stage(ws, b, spec);
   std::vector<unsigned char> bytes(out_bytes + kGuardBytes);
   dout.download(bytes.data(), bytes.size());
   for (std::size_t i = out_bytes; i < bytes.size(); ++i) r.guard_ok &= bytes[i] == 0xFF;
@@ -181,7 +181,7 @@ void check_case(const WgCase& c, std::uint64_t seed, double& worst_rel, double& 
   // way (block means summed in another fp32 order) moved a whole row by up to 0.28 (seed
   // 5167942390583379513, reduced suite, hd 160 smooth-Q) and read as an attention error.
   eo.stage = &g.stage;
-  const ref::EmulationResult emu = ref::emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), spec, eo);
+  const ref::EmulationResult emu = ref::emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(spec), eo);
   ref::AttentionOptions xo;
   xo.causal = c.causal;
   xo.sm_scale = sm;
@@ -409,7 +409,7 @@ TEST_CASE("gpu wgmma diag: configurations around a failure") {
     eo.sm_scale = sm;
     eo.round_output = true;
     eo.accum_mantissa_bits = x.mma ? 23 : acc_bits;
-    const ref::EmulationResult emu = ref::emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), spec, eo);
+    const ref::EmulationResult emu = ref::emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(spec), eo);
     std::vector<float> o(emu.o.size());
     for (std::int64_t i = 0; i < c.q_len; ++i)
       for (int ch = 0; ch < c.head_dim; ++ch) o[i * c.head_dim + ch] = out_host.get(0, 0, i, ch);
