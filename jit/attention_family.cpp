@@ -2,21 +2,27 @@
 
 #include <string>
 
+#include "jit/family_mma.hpp"
+#include "jit/family_wgmma.hpp"
+
 namespace sage2::jit {
 
-// The descriptors (jit/family_*.cpp). Constant-initialised: the registry is usable from any
-// static initialiser.
-extern const AttentionFamilyDesc kMmaFamily;
-extern const AttentionFamilyDesc kWgmmaFamily;
+LaunchShape AttentionFamilyDesc::launch_shape(const KernelSpec& spec, const QuantBuffers& b,
+                                              const AttentionChunk& chunk) const {
+  return chunk_launch_shape(spec, b, chunk, kernel_config(spec));
+}
 
-namespace {
-constexpr const AttentionFamilyDesc* kFamilies[] = {&kMmaFamily, &kWgmmaFamily};
-}  // namespace
+void AttentionFamilyDesc::tma_specs(const KernelSpec&, const QuantBuffers&, const void*, TmaMapSpec*) const {}
 
-std::span<const AttentionFamilyDesc* const> attention_families() noexcept { return kFamilies; }
+// The descriptors are constant-initialised objects (jit/family_*.cpp): the registry is usable
+// from any static initialiser.
+std::span<const AttentionFamilyDesc* const> attention_families() noexcept {
+  static const AttentionFamilyDesc* const families[] = {&mma_family(), &wgmma_family()};
+  return families;
+}
 
 const AttentionFamilyDesc* find_attention_family(KernelFamily family) noexcept {
-  for (const AttentionFamilyDesc* d : kFamilies)
+  for (const AttentionFamilyDesc* d : attention_families())
     if (d->family == family) return d;
   return nullptr;
 }
@@ -29,9 +35,9 @@ const AttentionFamilyDesc& attention_family(KernelFamily family) {
 
 KernelFamily default_attention_family(Arch arch, int qk_bits, int head_dim) noexcept {
   const AttentionFamilyDesc* best = nullptr;
-  for (const AttentionFamilyDesc* d : kFamilies)
+  for (const AttentionFamilyDesc* d : attention_families())
     if (d->runs(arch, qk_bits, head_dim) && (!best || d->preference > best->preference)) best = d;
-  return best ? best->family : kFamilies[0]->family;
+  return best ? best->family : attention_families()[0]->family;
 }
 
 AttentionKernelConfig attention_kernel_config(const KernelSpec& spec) {

@@ -5,8 +5,8 @@
 // family. Adding a family means one descriptor, one template, its KernelFamily value and its line
 // in the registry (jit/attention_family.cpp).
 //
-// A descriptor is plain constant data and function pointers (constant-initialised: usable from
-// static initialisers, no locking).
+// A descriptor is a constant object (constant-initialised: usable from static initialisers, no
+// locking): the family's data, and its rules as virtual functions.
 #pragma once
 
 #include <cstddef>
@@ -43,52 +43,72 @@ struct alignas(64) AttentionParamStorage {
   unsigned char bytes[kMaxAttentionParamBytes];
 };
 
-struct AttentionFamilyDesc {
-  KernelFamily family;
-  const char* name;           // "attn_mma": spec keys, the tuning database, messages
-  const char* option_name;    // "mma": ContextOptions::family / SAGE2_ATTENTION_FAMILY / --family
-  const char* template_file;  // its device template (templates/)
-  const char* entry;          // the extern "C" __global__ entry of the generated module
+class AttentionFamilyDesc {
+ public:
+  // ---- what the family is
+  const KernelFamily family;
+  const char* const name;           // "attn_mma": spec keys, the tuning database, messages
+  const char* const option_name;    // "mma": ContextOptions::family / SAGE2_ATTENTION_FAMILY / --family
+  const char* const template_file;  // its device template (templates/)
+  const char* const entry;          // the extern "C" __global__ entry of the generated module
   // The default family of a problem is the one with the highest preference that runs() it.
-  int preference;
+  const int preference;
   // What runs() demands, for messages ("runs 8-bit QK on sm_90a up to head dim 256").
-  const char* requirement;
+  const char* const requirement;
   // A tile every spec of the family validates with (the reference specs of jit::code_version).
-  TileConfig reference_tile;
+  const TileConfig reference_tile;
+  // The kernel's by-value parameter struct: its size (write_params fills it), and the byte
+  // offsets of the tensor maps it carries (tma_maps of them, encoded by the runtime).
+  const std::size_t param_bytes;
+  int tma_maps = 0;
+  std::size_t tma_offsets[kMaxTmaMaps] = {};
 
+  // ---- config rules
   // Whether the family has kernels for problems of this arch, QK code width and head dim.
-  bool (*runs)(Arch arch, int qk_bits, int head_dim);
+  virtual bool runs(Arch arch, int qk_bits, int head_dim) const = 0;
   // The tensor-core instruction whose accumulator fragments define the quantization groups of
   // the data it reads (jit/quant_layout.hpp).
-  MmaShape (*mma_shape)(int qk_bits);
+  virtual MmaShape mma_shape(int qk_bits) const = 0;
   // Rules on the tile, arch and bits that every spec reading this family's layout obeys — its
   // own attention specs and the quantize / ΔS specs that feed it (KernelSpec::validate throws
   // InvalidArgument "kernel spec: ..." through it).
-  void (*validate)(const KernelSpec& spec);
+  virtual void validate(const KernelSpec& spec) const = 0;
   // Throws InvalidArgument (naming the field) when the family cannot run `spec`, Unsupported when
   // its shared memory exceeds `max_smem_optin` bytes (the device's opt-in limit per block).
-  void (*check)(const KernelSpec& spec, int max_smem_optin);
+  virtual void check(const KernelSpec& spec, int max_smem_optin) const = 0;
+
+  // ---- shared memory, launch shape
   // CTA size, CTAs per SM and dynamic shared memory of the spec's kernel.
-  AttentionKernelConfig (*kernel_config)(const KernelSpec& spec);
+  virtual AttentionKernelConfig kernel_config(const KernelSpec& spec) const = 0;
+  // Grid, block and dynamic shared memory of one chunk's launch. Default: one CTA per query
+  // block of the chunk (jit::chunk_launch_shape with kernel_config()).
+  virtual LaunchShape launch_shape(const KernelSpec& spec, const QuantBuffers& b, const AttentionChunk& chunk) const;
+
+  // ---- tuning
   // The heuristic tile until the tuning database has one: passes check() for `max_smem_optin`;
   // Unsupported when none does.
-  TileConfig (*default_tile)(const KernelSpec& spec, int max_smem_optin);
+  virtual TileConfig default_tile(const KernelSpec& spec, int max_smem_optin) const = 0;
   // Every tile the autotuner considers, before filtering, in a fixed order.
-  const std::vector<TileConfig>& (*candidates)();
-  // Grid, block and dynamic shared memory of one chunk's launch.
-  LaunchShape (*launch_shape)(const KernelSpec& spec, const QuantBuffers& b, const AttentionChunk& chunk);
+  virtual const std::vector<TileConfig>& candidates() const = 0;
 
-  // The kernel's by-value parameter struct: its size, and a writer that fills it for one chunk
-  // (`out`: param_bytes of 64-byte aligned storage). Tensor maps are left zero: the runtime
-  // encodes tma_specs() through the driver and copies map i to byte tma_offsets[i].
-  std::size_t param_bytes;
-  void (*write_params)(const KernelSpec& spec, const QuantBuffers& b, const AttentionArgs& args,
-                       const AttentionChunk& chunk, void* out);
-  int tma_maps;                              // 0: no tensor maps
-  std::size_t tma_offsets[kMaxTmaMaps];
-  // Fills out[0 .. tma_maps) for the buffers at `workspace` (null when tma_maps is 0). The maps
-  // depend on the workspace base pointer only, not on the chunk or the call's other pointers.
-  void (*tma_specs)(const KernelSpec& spec, const QuantBuffers& b, const void* workspace, TmaMapSpec* out);
+  // ---- parameters
+  // Fills the parameter struct of one chunk into `out` (param_bytes of 64-byte aligned storage),
+  // tensor maps left zero. Throws InvalidArgument naming a bad argument.
+  virtual void write_params(const KernelSpec& spec, const QuantBuffers& b, const AttentionArgs& args,
+                            const AttentionChunk& chunk, void* out) const = 0;
+  // Fills out[0 .. tma_maps) for the buffers at `workspace`. The maps depend on the workspace base
+  // pointer only, not on the chunk or the call's other pointers. Default: no maps.
+  virtual void tma_specs(const KernelSpec& spec, const QuantBuffers& b, const void* workspace, TmaMapSpec* out) const;
+
+ protected:
+  constexpr AttentionFamilyDesc(KernelFamily family_, const char* name_, const char* option_name_,
+                                const char* template_file_, const char* entry_, int preference_,
+                                const char* requirement_, TileConfig reference_tile_, std::size_t param_bytes_)
+      : family(family_), name(name_), option_name(option_name_), template_file(template_file_), entry(entry_),
+        preference(preference_), requirement(requirement_), reference_tile(reference_tile_),
+        param_bytes(param_bytes_) {}
+  // Descriptors are static objects, never deleted through the base.
+  ~AttentionFamilyDesc() = default;
 };
 
 // The registry: every attention family, in KernelFamily order.

@@ -11,6 +11,10 @@
 
 namespace sage2::jit {
 
+class AttentionFamilyDesc;
+// The family's descriptor (also reachable through the registry, jit/attention_family.hpp).
+const AttentionFamilyDesc& mma_family() noexcept;
+
 struct MmaKernelConfig {
   int threads = 0;        // CTA size (warps · 32)
   int m_tiles = 0;        // 16-row tiles per warp

@@ -11,6 +11,10 @@
 
 namespace sage2::jit {
 
+class AttentionFamilyDesc;
+// The family's descriptor (also reachable through the registry, jit/attention_family.hpp).
+const AttentionFamilyDesc& wgmma_family() noexcept;
+
 struct WgmmaKernelConfig {
   int threads = 0;              // CTA size: consumer warps · 32 (+ 128 for the producer warpgroup)
   int consumer_groups = 0;      // consumer warpgroups (64 query rows each)

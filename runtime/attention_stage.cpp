@@ -111,7 +111,8 @@ void add_tensor_maps(const AttentionStagePlan& plan, const jit::QuantBuffers& b,
   jit::TmaMap maps[jit::kMaxTmaMaps];
   plan.tma.get(f, plan.spec, b, workspace, maps);
   for (auto& p : params.attention)
-    for (int m = 0; m < f.tma_maps; ++m) std::memcpy(p.bytes + f.tma_offsets[m], &maps[m], sizeof(jit::TmaMap));
+    for (int m = 0; m < f.tma_maps && m < jit::kMaxTmaMaps; ++m)
+      std::memcpy(p.bytes + f.tma_offsets[m], &maps[m], sizeof(jit::TmaMap));
 }
 
 void enqueue_attention_stage(const AttentionStagePlan& plan, AttentionStageParams& params, CUstream stream) {

@@ -89,8 +89,10 @@ struct Coverage {
   std::set<bool> two, lse;
   std::set<std::tuple<int, int, int, int>> tiles;
 };
-// Every variant validates, passes its family's check at 227 KB and is distinct.
-inline Coverage coverage(jit::KernelFamily family, const std::vector<AttentionVariant>& set) {
+// Every variant validates, passes its family's check at 227 KB and is distinct; the causal
+// modes, dtypes, two-level and LSE settings all occur, with at least `min_smooth` smoothing
+// combinations and 6 tiles. The suites check the head dims (and archs) they promise.
+inline Coverage coverage(jit::KernelFamily family, const std::vector<AttentionVariant>& set, std::size_t min_smooth) {
   Coverage c;
   std::set<std::string> keys;
   for (const auto& v : set) {
@@ -107,19 +109,48 @@ inline Coverage coverage(jit::KernelFamily family, const std::vector<AttentionVa
     c.lse.insert(v.lse);
     c.tiles.insert({v.tile.bq, v.tile.bk, v.tile.warps, v.tile.stages});
   }
+  CHECK(c.causal.size() == 3);
+  CHECK(c.dtype.size() == 2);
+  CHECK(c.smooth.size() >= min_smooth);
+  CHECK(c.two.size() == 2);
+  CHECK(c.lse.size() == 2);
+  CHECK(c.tiles.size() >= 6);
   return c;
 }
 
+// The spec's family refuses it on a device with `max_smem_optin` bytes of shared memory per block:
+// Unsupported, and the message says it is the shared memory.
+inline void check_refused_for_shared_memory(const jit::KernelSpec& s, int max_smem_optin) {
+  try {
+    jit::check_attention_config(s, max_smem_optin);
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::Unsupported);
+    CHECK(std::string(e.what()).find("shared memory") != std::string::npos);
+  }
+}
+
+// The kernels a compile test builds, and whether each is a main one (must not spill).
+struct SpecList {
+  std::vector<jit::KernelSpec> specs;
+  std::vector<bool> main;
+  void add(const jit::KernelSpec& s, bool is_main) {
+    specs.push_back(s);
+    main.push_back(is_main);
+  }
+};
+
 // Compiles every spec (two at a time) and checks what holds for every kernel: it compiled, the
 // entry is the spec's, an ELF cubin, 1..255 registers, static shared memory within 48 KB, and for
-// the main ones (`main[i]`, unless `may_spill(spec)`) no spills and no stack. `extra` adds the
+// the main ones (unless `may_spill(spec)`) no spills and no stack. `extra` adds the
 // suite's own checks. Prints a table (key, registers, spills, stack, shared memory, compile time).
-inline void compile_and_check(const std::vector<jit::KernelSpec>& specs, const std::vector<bool>& main,
-                              const char* what,
+inline void compile_and_check(const SpecList& list, const char* what,
                               const std::function<bool(const jit::KernelSpec&)>& may_spill,
                               const std::function<void(const Outcome&)>& extra) {
+  REQUIRE_MESSAGE(jit::nvrtc_version().first >= 12, "NVRTC must be loadable for the CPU suite");
+  const std::vector<bool>& main = list.main;
   const auto t0 = std::chrono::steady_clock::now();
-  const auto results = compile_all(specs);
+  const auto results = compile_all(list.specs);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   double max_s = 0;
   std::ostringstream table;

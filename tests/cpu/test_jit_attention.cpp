@@ -86,42 +86,28 @@ std::vector<AttentionVariant> covering_set() {
   return v;
 }
 
-
 }  // namespace
 
 TEST_CASE("jit attention: the covering set covers every value of every code-relevant axis") {
-  const sage2::test::Coverage c = sage2::test::coverage(KernelFamily::AttentionMma, covering_set());
+  const sage2::test::Coverage c = sage2::test::coverage(KernelFamily::AttentionMma, covering_set(), 6);
   for (int d : {32, 64, 80, 96, 128, 160, 256, 512}) CHECK_MESSAGE(c.dims.count(d), "head dim " << d);
   for (Arch a : {S89, S90})
     for (int b : {4, 8}) CHECK(c.arch_bits.count({a, b}));
-  CHECK(c.causal.size() == 3);
-  CHECK(c.dtype.size() == 2);
-  CHECK(c.smooth.size() >= 6);
-  CHECK(c.two.size() == 2);
-  CHECK(c.lse.size() == 2);
-  CHECK(c.tiles.size() >= 6);
 }
 
 TEST_CASE("jit attention: every attention and ΔS variant compiles for sm_89 and sm_90a; main configs do not spill") {
-  REQUIRE_MESSAGE(nvrtc_version().first >= 12, "NVRTC must be loadable for the CPU suite");
-  std::vector<KernelSpec> specs;
-  std::vector<bool> main;
-  for (const auto& v : covering_set()) {
-    specs.push_back(to_spec(v));
-    main.push_back(v.main);
-  }
+  sage2::test::SpecList list;
+  for (const auto& v : covering_set()) list.add(to_spec(v), v.main);
   // ΔS: one per arch and input dtype, a few head dims / tiles (it is canonical over bits,
   // causal, V smoothing, two-level, LSE).
   for (const auto& v : std::vector<AttentionVariant>{{S89, 128, 8, NONE, F16, true, true, false, true, false, W8},
                                               {S90, 64, 4, NONE, BF16, true, false, false, true, false, M2},
                                               {S89, 80, 4, NONE, BF16, true, true, false, true, false, K128},
                                               {S90, 512, 8, NONE, F16, true, true, false, true, false, W4},
-                                              {S90, 1, 8, NONE, F16, true, true, false, true, false, S1}}) {
-    specs.push_back(delta_s_spec_for(to_spec(v)));
-    main.push_back(true);
-  }
+                                              {S90, 1, 8, NONE, F16, true, true, false, true, false, S1}})
+    list.add(delta_s_spec_for(to_spec(v)), true);
   sage2::test::compile_and_check(
-      specs, main, "attention/ΔS", [](const KernelSpec&) { return false; },
+      list, "attention/ΔS", [](const KernelSpec&) { return false; },
       [](const sage2::test::Outcome& r) {
         const bool attention = r.spec.family == KernelFamily::AttentionMma;
         const int threads = attention ? attention_kernel_config(r.spec).threads : dev::ds_threads();
@@ -159,13 +145,7 @@ TEST_CASE("jit attention: host plan — CTA size, V passes, shared memory and co
   // family cannot run (InvalidArgument).
   s.head_dim = 512;
   s.tile = TileConfig{128, 128, 8, 4};
-  try {
-    check_attention_config(s, 99 * 1024);
-    FAIL("accepted");
-  } catch (const Error& e) {
-    CHECK(e.code() == ErrorCode::Unsupported);
-    CHECK(std::string(e.what()).find("shared memory") != std::string::npos);
-  }
+  sage2::test::check_refused_for_shared_memory(s, 99 * 1024);
   s.head_dim = 64;
   s.tile = TileConfig{64, 48, 4, 1};
   CHECK_THROWS_AS(check_attention_config(s, 1 << 30), Error);
