@@ -4,7 +4,7 @@
 #include <cmath>
 #include <string>
 
-#include "jit/wgmma_shape.hpp"
+#include "jit/quant_layout.hpp"
 
 namespace sage2::jit {
 namespace {
@@ -16,8 +16,9 @@ constexpr std::int64_t kMaxGridYZ = 65535;
 
 std::string s(std::int64_t v) { return std::to_string(v); }
 
-// The buffers must have been laid out for this attention spec.
-void check_match(const KernelSpec& spec, const QuantBuffers& b, const char* who) {
+}  // namespace
+
+void check_buffers_match(const KernelSpec& spec, const QuantBuffers& b, const char* who) {
   std::string mismatch;
   if (spec.tile.bq != b.layout.bq || spec.tile.bk != b.layout.bk || spec.tile.warps != b.layout.warps)
     mismatch += " tile";
@@ -31,58 +32,15 @@ void check_match(const KernelSpec& spec, const QuantBuffers& b, const char* who)
     bad(std::string(who) + ": the spec (" + spec.key() + ") does not match the quantize buffers in:" + mismatch);
 }
 
-}  // namespace
-
-AttentionKernelConfig attention_kernel_config(const KernelSpec& spec) {
-  const KernelSpec& c = spec;
-  AttentionKernelConfig k;
-  const int rb = qk_row_bytes(c.head_dim, c.qk_bits);
-  const int dv = v_dim_padded(c.head_dim);
-  k.threads = dev::attn_threads(c.tile.warps);
-  k.m_tiles = dev::attn_m_tiles(c.tile.bq, c.tile.warps);
-  if (k.m_tiles < 1) return k;
-  k.v_slices = dev::attn_v_slices(dv, k.m_tiles);
-  k.v_slice = dev::attn_v_slice(dv, k.m_tiles);
-  k.smem = static_cast<std::size_t>(
-      dev::attn_smem_layout(c.tile.bq, c.tile.bk, c.tile.warps, rb, dv, c.tile.stages, c.smooth_q).total);
-  return k;
-}
-
-void check_attention_config(const KernelSpec& spec, int max_smem_optin) {
-  if (spec.family == KernelFamily::AttentionWgmma) return check_wgmma_config(spec, max_smem_optin);
-  if (spec.family != KernelFamily::AttentionMma)
-    bad(std::string("attention (mma family): spec family is ") + family_name(spec.family));
-  spec.validate();
+void check_shared_memory(const KernelSpec& spec, std::size_t smem, int max_smem_optin, const char* who,
+                         const char* remedy) {
+  if (smem <= static_cast<std::size_t>(max_smem_optin)) return;
   const TileConfig& t = spec.tile;
-  if (t.bk % 32 != 0)
-    bad("attention (mma family): bk=" + s(t.bk) + " must be a multiple of 32 (k32 FP8 P·V chunks)");
-  if (t.bq % (16 * t.warps) != 0)
-    bad("attention (mma family): bq=" + s(t.bq) + " must be a multiple of 16*warps=" + s(16 * t.warps));
-  if (t.stages < 1 || t.stages > 4) bad("attention (mma family): stages=" + s(t.stages) + " outside 1..4");
-  const int mt = dev::attn_m_tiles(t.bq, t.warps);
-  if (mt > 4)
-    bad("attention (mma family): bq/warps=" + s(t.bq / t.warps) + " query rows per warp (at most 64)");
-  const AttentionKernelConfig k = attention_kernel_config(spec);
-  if (k.smem > static_cast<std::size_t>(max_smem_optin))
-    throw Error(ErrorCode::Unsupported,
-                "attention (mma family) tile bq=" + s(t.bq) + " bk=" + s(t.bk) + " warps=" + s(t.warps) +
-                    " stages=" + s(t.stages) + " at head_dim=" + s(spec.head_dim) + " int" + s(spec.qk_bits) +
-                    " needs " + s(static_cast<std::int64_t>(k.smem)) +
-                    " bytes of shared memory per block; this device allows " + s(max_smem_optin) +
-                    " (use fewer stages, a smaller bq or bk)");
-}
-
-TileConfig default_attention_tile(const KernelSpec& attention_spec, int max_smem_optin) {
-  KernelSpec k = attention_spec;
-  k.family = KernelFamily::AttentionMma;
-  for (int bk : {64, 32}) {
-    for (int stages = 2; stages >= 1; --stages) {
-      k.tile = TileConfig{64, bk, 4, stages};
-      if (attention_kernel_config(k).smem <= static_cast<std::size_t>(max_smem_optin)) return k.tile;
-    }
-  }
-  throw Error(ErrorCode::Unsupported, "attention (mma family): no tile fits " + s(max_smem_optin) +
-                                          " bytes of shared memory at head_dim=" + s(attention_spec.head_dim));
+  throw Error(ErrorCode::Unsupported, std::string(who) + "tile bq=" + s(t.bq) + " bk=" + s(t.bk) + " warps=" +
+                                          s(t.warps) + " stages=" + s(t.stages) + " at head_dim=" + s(spec.head_dim) +
+                                          " int" + s(spec.qk_bits) + " needs " + s(static_cast<std::int64_t>(smem)) +
+                                          " bytes of shared memory per block; this device allows " +
+                                          s(max_smem_optin) + " (" + remedy + ")");
 }
 
 KernelSpec delta_s_spec_for(const KernelSpec& attention) {
@@ -135,14 +93,14 @@ std::vector<AttentionChunk> attention_chunks(const QuantBuffers& b, std::size_t 
   return chunks;
 }
 
-LaunchShape attention_launch_shape(const KernelSpec& spec, const QuantBuffers& b, const AttentionChunk& c) {
-  check_match(spec, b, "attention_launch_shape");
+LaunchShape chunk_launch_shape(const KernelSpec& spec, const QuantBuffers& b, const AttentionChunk& c,
+                               const AttentionKernelConfig& k) {
+  check_buffers_match(spec, b, "attention_launch_shape");
   if (c.bh_count < 1 || c.bh_count > kMaxGridYZ || c.qb_count < 1 || c.qb_count > kMaxGridX ||
       c.bh_offset < 0 || c.bh_offset + c.bh_count > b.p.batch * b.p.q_heads || c.qb_offset < 0 ||
       c.qb_offset + c.qb_count > b.q_blocks)
     bad("attention_launch_shape: chunk pairs [" + s(c.bh_offset) + ", +" + s(c.bh_count) + ") blocks [" +
         s(c.qb_offset) + ", +" + s(c.qb_count) + ") outside the problem or the grid limits");
-  const AttentionKernelConfig k = attention_kernel_config(spec);
   LaunchShape ls;
   ls.grid[0] = static_cast<unsigned>(c.qb_count);
   ls.grid[1] = static_cast<unsigned>(c.bh_count);
@@ -173,11 +131,12 @@ LaunchShape delta_s_launch_shape(const KernelSpec& ds, const QuantBuffers& b, co
   return ls;
 }
 
-dev::AttentionParams make_attention_params(const KernelSpec& spec, const QuantBuffers& b, const void* workspace,
-                                           const TensorRef& out, float* lse, float sm_scale,
-                                           const void* delta_s, const AttentionChunk& c) {
-  check_match(spec, b, "attention params");
-  if (!workspace) bad("attention params: workspace is null");
+dev::AttentionParams make_attention_params(const KernelSpec& spec, const QuantBuffers& b, const AttentionArgs& args,
+                                           const AttentionChunk& c) {
+  check_buffers_match(spec, b, "attention params");
+  const TensorRef& out = args.out;
+  const float sm_scale = args.sm_scale;
+  if (!args.workspace) bad("attention params: workspace is null");
   if (!out.data) bad("attention params: out is null");
   if (out.dtype != spec.out_dtype)
     bad(std::string("attention params: out dtype ") + dtype_name(out.dtype) + " != spec out_dtype " +
@@ -189,12 +148,12 @@ dev::AttentionParams make_attention_params(const KernelSpec& spec, const QuantBu
   if (b.p.kv_len >= (std::int64_t(1) << 31) - 1024 || b.p.q_len >= (std::int64_t(1) << 31) - 1024)
     bad("attention params: q_len=" + s(b.p.q_len) + " kv_len=" + s(b.p.kv_len) +
         " (the kernel indexes keys and rows with 32-bit offsets inside a head: < 2^31 - 1024)");
-  if (spec.return_lse && !lse) bad("attention params: return_lse is set but lse is null");
-  if (spec.smooth_q && !delta_s) bad("attention params: smooth_q is set but the ΔS workspace is null");
+  if (spec.return_lse && !args.lse) bad("attention params: return_lse is set but lse is null");
+  if (spec.smooth_q && !args.delta_s) bad("attention params: smooth_q is set but the ΔS workspace is null");
   if (!(std::isfinite(sm_scale) && sm_scale != 0.f))
     bad("attention params: sm_scale=" + std::to_string(sm_scale) + " must be finite and non-zero");
   const QuantBuffers::Offsets o = b.offsets();
-  const auto* base = static_cast<const char*>(workspace);
+  const auto* base = static_cast<const char*>(args.workspace);
   dev::AttentionParams p{};
   p.q_codes = reinterpret_cast<const dev::i8*>(base + o.q_codes);
   p.q_scale = reinterpret_cast<const float*>(base + o.q_scale);
@@ -207,12 +166,12 @@ dev::AttentionParams make_attention_params(const KernelSpec& spec, const QuantBu
   p.q_bad = reinterpret_cast<const dev::u8*>(base + o.q_bad);
   p.k_first_bad = reinterpret_cast<const dev::i32*>(base + o.k_first_bad);
   p.v_first_bad = reinterpret_cast<const dev::i32*>(base + o.v_first_bad);
-  p.delta_s = spec.smooth_q ? static_cast<const float*>(delta_s) : nullptr;
+  p.delta_s = spec.smooth_q ? static_cast<const float*>(args.delta_s) : nullptr;
   p.out = const_cast<void*>(out.data);
   p.o_stride_batch = out.stride_batch;
   p.o_stride_head = out.stride_head;
   p.o_stride_seq = out.stride_seq;
-  p.lse = spec.return_lse ? lse : nullptr;
+  p.lse = spec.return_lse ? args.lse : nullptr;
   p.batch = b.p.batch;
   p.q_heads = b.p.q_heads;
   p.kv_heads = b.p.kv_heads;

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <utility>
 
+#include "jit/attention_family.hpp"
 #include "jit/compiler.hpp"
 #include "jit/embedded_templates.hpp"
 
@@ -44,15 +45,15 @@ std::string stem_of(const KernelSpec& spec, const std::string& source, const std
 std::vector<KernelSpec> reference_specs() {
   std::vector<KernelSpec> v;
   for (Arch arch : {Arch::Sm89, Arch::Sm90a}) {
-    for (KernelFamily fam : {KernelFamily::AttentionMma, KernelFamily::AttentionWgmma}) {
-      if (fam == KernelFamily::AttentionWgmma && arch != Arch::Sm90a) continue;
+    for (const AttentionFamilyDesc* fam : attention_families()) {
       KernelSpec a;
-      a.family = fam;
-      a.consumer = fam;
+      a.family = fam->family;
+      a.consumer = fam->family;
       a.arch = arch;
       a.qk_bits = arch == Arch::Sm89 ? 4 : 8;
+      if (!fam->runs(arch, a.qk_bits, a.head_dim)) continue;
       a.smooth_q = arch == Arch::Sm89;  // the 4-bit path smooths Q, which adds ΔS
-      if (fam == KernelFamily::AttentionWgmma) a.tile = TileConfig{128, 128, 8, 2};
+      a.tile = fam->reference_tile;
       v.push_back(a);
       for (QuantOp op : {QuantOp::ChannelStats, QuantOp::QuantizeQ, QuantOp::QuantizeK, QuantOp::QuantizeV,
                          QuantOp::Fused})

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "base/hash.hpp"
+#include "jit/attention_family.hpp"
 
 namespace sage2::jit {
 
@@ -22,25 +23,19 @@ Arch parse_arch(const std::string& s) {
 }
 
 const char* family_name(KernelFamily f) noexcept {
+  if (const AttentionFamilyDesc* d = find_attention_family(f)) return d->name;
   switch (f) {
     case KernelFamily::Quantize: return "quantize";
     case KernelFamily::DeltaS: return "delta_s";
-    case KernelFamily::AttentionMma: return "attn_mma";
-    case KernelFamily::AttentionWgmma: return "attn_wgmma";
     case KernelFamily::Probe: return "probe";
+    default: return "?";
   }
-  return "?";
 }
 
 std::optional<KernelFamily> parse_attention_family(const std::string& s) {
-  if (s == "mma" || s == "attn_mma") return KernelFamily::AttentionMma;
-  if (s == "wgmma" || s == "attn_wgmma") return KernelFamily::AttentionWgmma;
+  for (const AttentionFamilyDesc* d : attention_families())
+    if (s == d->option_name || s == d->name) return d->family;
   return std::nullopt;
-}
-
-KernelFamily default_attention_family(Arch arch, int qk_bits, int head_dim) noexcept {
-  return arch == Arch::Sm90a && qk_bits == 8 && head_dim <= 256 ? KernelFamily::AttentionWgmma
-                                                                : KernelFamily::AttentionMma;
 }
 
 const char* quant_op_name(QuantOp op) noexcept {
@@ -76,8 +71,7 @@ KernelSpec KernelSpec::canonical() const {
     return p;
   }
   KernelSpec c = *this;
-  const bool attention = family == KernelFamily::AttentionMma || family == KernelFamily::AttentionWgmma;
-  if (attention) {
+  if (find_attention_family(family)) {
     c.op = QuantOp::None;
     c.consumer = family;
   } else {
@@ -117,8 +111,7 @@ void KernelSpec::validate() const {
   if (head_dim < 1 || head_dim > 512) bad("head_dim=" + std::to_string(head_dim) + " outside 1..512");
   if (qk_bits != 4 && qk_bits != 8) bad("qk_bits=" + std::to_string(qk_bits) + " (must be 4 or 8)");
   if (tile.warps < 1 || tile.warps > 16) bad("warps=" + std::to_string(tile.warps) + " outside 1..16");
-  if (tile.bq < 16 || (tile.bq % (16 * tile.warps) != 0 && family != KernelFamily::AttentionWgmma))
-    bad("bq=" + std::to_string(tile.bq) + " must be a multiple of 16*warps=" + std::to_string(16 * tile.warps));
+  if (tile.bq < 16) bad("bq=" + std::to_string(tile.bq) + " must be a multiple of 16*warps=" + std::to_string(16 * tile.warps));
   if (tile.bk < 16 || tile.bk % 16 != 0) bad("bk=" + std::to_string(tile.bk) + " must be a positive multiple of 16");
   if (tile.stages < 1 || tile.stages > 8) bad("stages=" + std::to_string(tile.stages) + " outside 1..8");
   if (in_dtype == DType::F32) bad("in_dtype=f32 (inputs are f16 or bf16)");
@@ -128,13 +121,10 @@ void KernelSpec::validate() const {
   if (family == KernelFamily::Quantize && op == QuantOp::Cluster && head_dim > kClusterMaxHeadDim)
     bad("the cluster quantize stage runs up to head dim " + std::to_string(kClusterMaxHeadDim) +
         " (its shared memory), got head_dim=" + std::to_string(head_dim));
-  if (family == KernelFamily::AttentionWgmma || consumer == KernelFamily::AttentionWgmma) {
-    if (arch != Arch::Sm90a) bad("the wgmma family needs sm_90a, got " + std::string(arch_name(arch)));
-    if (qk_bits != 8) bad("the wgmma family is 8-bit only, got qk_bits=4");
-    if (tile.warps % 4 != 0) bad("the wgmma family needs whole warpgroups, got warps=" + std::to_string(tile.warps));
-    if (tile.bq % (64 * (tile.warps / 4)) != 0)
-      bad("wgmma bq=" + std::to_string(tile.bq) + " must be a multiple of 64 per warpgroup");
-  }
+  // The attention family whose layout the kernel writes or reads sets the rules of the tile.
+  const AttentionFamilyDesc* f = find_attention_family(family);
+  if (!f) f = find_attention_family(consumer);
+  if (f) f->validate(*this);
 }
 
 std::string KernelSpec::key() const {
@@ -162,10 +152,10 @@ std::string KernelSpec::entry_name() const {
   switch (family) {
     case KernelFamily::Quantize: return std::string("sage2_") + quant_op_name(op);
     case KernelFamily::DeltaS: return "sage2_delta_s";
-    case KernelFamily::AttentionMma: return "sage2_attention_mma";
-    case KernelFamily::AttentionWgmma: return "sage2_attention_wgmma";
     case KernelFamily::Probe: return "sage2_probe_mma_e4m3";
+    default: break;
   }
+  if (const AttentionFamilyDesc* d = find_attention_family(family)) return d->entry;
   return "sage2_unknown";
 }
 

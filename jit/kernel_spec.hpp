@@ -31,8 +31,9 @@ const char* family_name(KernelFamily f) noexcept;
 // "attn_mma" / "mma" → AttentionMma, "attn_wgmma" / "wgmma" → AttentionWgmma; nullopt otherwise.
 std::optional<KernelFamily> parse_attention_family(const std::string& s);
 
-// The attention family a call uses unless told otherwise: wgmma on sm_90a for 8-bit QKᵀ up to
-// head dim 256 (its fp32 O of 64 rows must fit the registers), the portable mma.sync family else.
+// The attention family a call uses unless told otherwise: of the families that run the problem
+// (jit/attention_family.hpp), the one of highest preference — wgmma on sm_90a for 8-bit QKᵀ up to
+// head dim 256, the portable mma.sync family else.
 KernelFamily default_attention_family(Arch arch, int qk_bits, int head_dim) noexcept;
 
 // Entry points of the quantize family (one template, several kernels).

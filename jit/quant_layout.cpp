@@ -1,5 +1,7 @@
 #include "jit/quant_layout.hpp"
 
+#include "jit/attention_family.hpp"
+
 namespace sage2::jit {
 
 const char* mma_shape_name(MmaShape s) noexcept {
@@ -12,10 +14,10 @@ const char* mma_shape_name(MmaShape s) noexcept {
 }
 
 MmaShape mma_shape_for(const KernelSpec& spec) {
-  const KernelFamily attn =
-      (spec.family == KernelFamily::AttentionMma || spec.family == KernelFamily::AttentionWgmma)
-          ? spec.family : spec.consumer;
-  if (attn == KernelFamily::AttentionWgmma) return MmaShape::WGMMA_M64NK32_S8;
+  const AttentionFamilyDesc* f = find_attention_family(spec.family);
+  if (!f) f = find_attention_family(spec.consumer);
+  if (f) return f->mma_shape(spec.qk_bits);
+  // feeds no attention kernel (probes): the mma.sync shape of its code width
   return spec.qk_bits == 4 ? MmaShape::M16N8K64_S4 : MmaShape::M16N8K32_S8;
 }
 

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "jit/attention_family.hpp"
 #include "jit/compiler.hpp"
 #include "jit/embedded_templates.hpp"
 #include "jit/launch_shape.hpp"
@@ -17,14 +18,13 @@ namespace sage2::jit {
 namespace {
 
 const char* family_template(KernelFamily f) {
+  if (const AttentionFamilyDesc* d = find_attention_family(f)) return d->template_file;
   switch (f) {
     case KernelFamily::Quantize: return "quantize.cuh";
     case KernelFamily::DeltaS: return "delta_s.cuh";
-    case KernelFamily::AttentionMma: return "attention_mma.cuh";
-    case KernelFamily::AttentionWgmma: return "attention_wgmma.cuh";
     case KernelFamily::Probe: return "probe.cuh";
+    default: return "?";
   }
-  return "?";
 }
 
 bool has_template(std::string_view name) {
@@ -66,7 +66,7 @@ std::string generate_source(const KernelSpec& spec) {
   define(o, "SAGE2_ARCH", c.arch == Arch::Sm89 ? 89 : 90, arch_name(c.arch));
   define(o, "SAGE2_FAMILY", static_cast<int>(c.family), "0 quantize, 1 delta_s, 2 attn_mma, 3 attn_wgmma");
   define(o, "SAGE2_CONSUMER", static_cast<int>(c.consumer), "attention family that reads the quantized data");
-  define(o, "SAGE2_CONSUMER_WGMMA", c.consumer == KernelFamily::AttentionWgmma);
+  define(o, "SAGE2_CONSUMER_WGMMA", layout.shape == MmaShape::WGMMA_M64NK32_S8);
   define(o, "SAGE2_QUANT_OP", static_cast<int>(c.op),
          "0 none, 1 channel_stats, 2 quantize_q, 3 quantize_k, 4 quantize_v, 5 quantize_fused");
   define(o, "SAGE2_HEAD_DIM", c.head_dim, "original head dim");

@@ -3,8 +3,7 @@
 #include <climits>
 #include <cstdio>
 
-#include "jit/attention_shape.hpp"
-#include "jit/wgmma_shape.hpp"
+#include "jit/attention_family.hpp"
 
 namespace sage2::autotune {
 
@@ -17,33 +16,9 @@ int default_max_smem_optin(jit::Arch arch) {
 }
 
 const std::vector<jit::TileConfig>& tile_candidates(jit::KernelFamily family, jit::Arch) {
-  static const std::vector<jit::TileConfig> mma = [] {
-    std::vector<jit::TileConfig> v;
-    const int shapes[][2] = {{64, 4}, {128, 4}, {128, 8}, {256, 8}};  // (bq, warps)
-    for (const auto& s : shapes)
-      for (int bk : {32, 64, 128})
-        for (int stages : {1, 2, 3}) v.push_back(jit::TileConfig{s[0], bk, s[1], stages});
-    return v;
-  }();
-  // wgmma: 1 or 2 consumer warpgroups of 64 rows, bk 64/128, 2..4 stages (1 stage cannot overlap
-  // copies with compute).
-  static const std::vector<jit::TileConfig> wgmma = [] {
-    std::vector<jit::TileConfig> v;
-    for (int warps : {8, 4})
-      for (int bk : {128, 64})
-        for (int stages : {2, 3, 4}) v.push_back(jit::TileConfig{16 * warps, bk, warps, stages});
-    return v;
-  }();
   static const std::vector<jit::TileConfig> none;
-  return family == jit::KernelFamily::AttentionMma ? mma : family == jit::KernelFamily::AttentionWgmma ? wgmma : none;
-}
-
-const std::vector<jit::TileConfig>& heuristic_tiles(jit::KernelFamily family, jit::Arch) {
-  static const std::vector<jit::TileConfig> mma = {
-      {64, 64, 4, 2}, {64, 64, 4, 1}, {128, 64, 8, 2}, {64, 32, 4, 1},
-  };
-  static const std::vector<jit::TileConfig> none;
-  return family == jit::KernelFamily::AttentionMma ? mma : none;
+  const jit::AttentionFamilyDesc* f = jit::find_attention_family(family);
+  return f ? f->candidates() : none;
 }
 
 std::optional<std::string> static_reject_reason(const jit::KernelSpec& spec, int max_smem_optin) {
@@ -62,8 +37,7 @@ std::optional<std::string> ptxas_reject_reason(const jit::KernelSpec& spec, cons
   if (f.stack_frame_bytes > 0)
     return "uses a " + std::to_string(f.stack_frame_bytes) + "-byte stack frame (local memory)";
   if (f.registers > 0) {
-    const int threads = spec.family == jit::KernelFamily::AttentionWgmma ? jit::wgmma_kernel_config(spec).threads
-                                                                         : spec.tile.warps * 32;
+    const int threads = jit::attention_kernel_config(spec).threads;
     if (static_cast<long long>(f.registers) * threads > kRegistersPerBlock)
       return std::to_string(f.registers) + " registers x " + std::to_string(threads) + " threads exceed the " +
              std::to_string(kRegistersPerBlock) + " registers of a block";
@@ -72,20 +46,7 @@ std::optional<std::string> ptxas_reject_reason(const jit::KernelSpec& spec, cons
 }
 
 jit::TileConfig heuristic_tile(const jit::KernelSpec& attention_spec, int max_smem_optin) {
-  if (attention_spec.family == jit::KernelFamily::AttentionWgmma)
-    return jit::default_wgmma_tile(attention_spec, max_smem_optin);  // depends on the head dim
-  jit::KernelSpec s = attention_spec;
-  std::string last;
-  for (const jit::TileConfig& t : heuristic_tiles(s.family, s.arch)) {
-    s.tile = t;
-    auto why = static_reject_reason(s, max_smem_optin);
-    if (!why) return t;
-    last = *why;
-  }
-  throw Error(ErrorCode::Unsupported, std::string("no tile configuration of the ") + jit::family_name(s.family) +
-                                          " family fits head dim " + std::to_string(s.head_dim) + " in " +
-                                          std::to_string(max_smem_optin) + " bytes of shared memory" +
-                                          (last.empty() ? std::string() : ": " + last));
+  return jit::attention_family(attention_spec.family).default_tile(attention_spec, max_smem_optin);
 }
 
 std::string tile_str(const jit::TileConfig& t) {

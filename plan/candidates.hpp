@@ -1,10 +1,10 @@
 // Candidate tile configurations, the checks that filter them before any timing, and the
 // heuristic default used whenever the tuning database has no entry.
 //
+// The candidates and the heuristic are the family descriptor's (jit/attention_family.hpp).
 // Filtering, in order (a rejected candidate is never compiled further, never timed):
-//  1. static: the spec validates and the mma family can run it (bk a multiple of 32, whole 16-row
-//     tiles per warp, at most 4 of them) — jit::check_attention_config;
-//  2. shared memory: jit::attention_kernel_config(spec).smem <= the device's opt-in limit per
+//  1. static: the spec validates and its family can run it — the descriptor's check();
+//  2. shared memory: the descriptor's kernel_config(spec).smem <= the device's opt-in limit per
 //     block (default_max_smem_optin(arch) when there is no device, e.g. --compile-only);
 //  3. ptxas facts of the compiled cubin: no spill stores/loads, no stack frame (local memory),
 //     registers × threads within the 64 K registers of a block.
@@ -25,15 +25,9 @@ namespace sage2::autotune {
 int default_max_smem_optin(jit::Arch arch);
 inline constexpr int kRegistersPerBlock = 65536;
 
-// Every tile the tuner considers for `family` on `arch`, before filtering, in a fixed order.
-// mma.sync family: (bq, warps) ∈ {(64,4), (128,4), (128,8), (256,8)} × bk ∈ {32, 64, 128}
-// × stages ∈ {1, 2, 3} — 16-row and 32-row warps, 4 and 8 warps per CTA.
+// Every tile the tuner considers for `family` on `arch`, before filtering, in a fixed order (the
+// descriptor's candidates(); empty for a family that is not an attention family).
 const std::vector<jit::TileConfig>& tile_candidates(jit::KernelFamily family, jit::Arch arch);
-
-// The heuristic's preference list (most preferred first). {64,64,4,2}: no spills at head dims
-// 64/128 on sm_89 and sm_90a and the fastest tile measured on the H100 before tuning existed
-// (tests/gpu/test_attention.cpp perf case); then fewer stages, 8 warps × 16 rows, a smaller bk.
-const std::vector<jit::TileConfig>& heuristic_tiles(jit::KernelFamily family, jit::Arch arch);
 
 // Why `spec` (an attention spec) cannot run on a device with `max_smem_optin` bytes of opt-in
 // shared memory per block; nullopt when it can. Never compiles, never throws.
@@ -42,7 +36,7 @@ std::optional<std::string> static_reject_reason(const jit::KernelSpec& spec, int
 // is. Unknown facts (registers == -1: ptxas did not report) are accepted.
 std::optional<std::string> ptxas_reject_reason(const jit::KernelSpec& spec, const jit::PtxasFacts& facts);
 
-// The heuristic default: the first tile of heuristic_tiles() that passes static_reject_reason().
+// The heuristic default: the descriptor's default_tile(), which passes static_reject_reason().
 // Instant (no compile, no file). Throws Unsupported naming the head dim when none fits.
 jit::TileConfig heuristic_tile(const jit::KernelSpec& attention_spec, int max_smem_optin);
 

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "reference/internal.hpp"
+#include "reference/kernel_config.hpp"
 #include "sage2/reference.hpp"
 
 namespace sage2::reference {
@@ -77,10 +78,9 @@ PvRule pv_rule(PvFormat f) {
 }  // namespace
 
 EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const TensorRef& v,
-                                  const jit::KernelSpec& spec, const EmulationOptions& opt) {
+                                  const KernelConfig& config, const EmulationOptions& opt) {
   const detail::Problem p = detail::check_qkv(q, k, v);
-  if (spec.family != jit::KernelFamily::AttentionMma && spec.family != jit::KernelFamily::AttentionWgmma)
-    bad_arg(std::string("spec.family=") + jit::family_name(spec.family) + " is not an attention family");
+  const jit::KernelSpec spec = kernel_spec(config);
   if (opt.accum_mantissa_bits < 1 || opt.accum_mantissa_bits > 23)
     bad_arg("accum_mantissa_bits=" + std::to_string(opt.accum_mantissa_bits) + " outside 1..23");
   if (static_cast<int>(opt.granularity) < 0 || static_cast<int>(opt.granularity) > 3)
@@ -88,37 +88,33 @@ EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const 
   if (static_cast<int>(opt.pv_format) < 0 || static_cast<int>(opt.pv_format) > 4)
     bad_arg("pv_format=" + std::to_string(static_cast<int>(opt.pv_format)) + " is not a PvFormat");
   if (spec.causal != CausalMode::None && spec.causal != CausalMode::TopLeft && spec.causal != CausalMode::BottomRight)
-    bad_arg("spec.causal=" + std::to_string(static_cast<int>(spec.causal)) + " is not a CausalMode");
+    bad_arg("config.causal=" + std::to_string(static_cast<int>(spec.causal)) + " is not a CausalMode");
   const double sm = opt.sm_scale.value_or(1.0 / std::sqrt(static_cast<double>(spec.head_dim)));
   if (!std::isfinite(sm) || sm == 0.0) bad_arg("sm_scale=" + std::to_string(sm) + " must be finite and non-zero");
 
   // The quantize stage, exactly as the GPU runs it (validates spec vs tensors too), or the
   // caller's buffers of the same layout.
   QuantizedHost own;
-  if (opt.stage) {
-    const jit::QuantBuffers want =
-        jit::quant_buffers(jit::QuantProblem{p.batch, p.q_heads, p.kv_heads, p.q_len, p.kv_len, p.d}, spec);
-    const QuantizedHost& s = *opt.stage;
-    const jit::QuantBuffers& g = s.layout;
-    auto n = [](std::int64_t c) { return static_cast<std::size_t>(c); };
-    if (g.offsets().total != want.offsets().total || g.layout.shape != want.layout.shape ||
-        g.layout.bq != want.layout.bq || g.layout.bk != want.layout.bk || g.layout.warps != want.layout.warps ||
-        g.qk_bits != want.qk_bits || g.smooth_q != want.smooth_q || g.smooth_k != want.smooth_k ||
-        g.smooth_v != want.smooth_v || s.q_codes.size() != n(want.q_codes()) || s.q_scale.size() != n(want.q_scale()) ||
-        s.q_mean.size() != n(want.q_mean()) || s.q_kbias.size() != n(want.q_kbias()) ||
-        s.k_codes.size() != n(want.k_codes()) || s.k_scale.size() != n(want.k_scale()) ||
-        s.k_mean.size() != n(want.k_mean()) || s.v_codes.size() != n(want.v_codes()) ||
-        s.v_scale.size() != n(want.v_scale()) || s.v_mean.size() != n(want.v_mean()) ||
-        s.q_bad.size() != n(want.q_bad()) || s.k_first_bad.size() != n(want.k_first_bad()) ||
-        s.v_first_bad.size() != n(want.v_first_bad()))
-      bad_arg("options.stage: its buffers do not have the layout of spec " + spec.key() + " for these tensors");
-  } else {
+  if (!opt.stage) {
     QuantizeOptions qopt;
     qopt.threads = opt.threads;
-    own = quantize_stage(q, k, v, spec, qopt);
+    own = quantize_stage(q, k, v, config, qopt);
+  }
+  const jit::QuantBuffers L =
+      jit::quant_buffers(jit::QuantProblem{p.batch, p.q_heads, p.kv_heads, p.q_len, p.kv_len, p.d}, spec);
+  if (opt.stage) {
+    const QuantizedHost& s = *opt.stage;
+    auto n = [](std::int64_t c) { return static_cast<std::size_t>(c); };
+    if (!detail::same_layout(s.layout, stage_layout(L, kernel_config(spec))) || s.q_codes.size() != n(L.q_codes()) ||
+        s.q_scale.size() != n(L.q_scale()) || s.q_mean.size() != n(L.q_mean()) ||
+        s.q_kbias.size() != n(L.q_kbias()) || s.k_codes.size() != n(L.k_codes()) ||
+        s.k_scale.size() != n(L.k_scale()) || s.k_mean.size() != n(L.k_mean()) ||
+        s.v_codes.size() != n(L.v_codes()) || s.v_scale.size() != n(L.v_scale()) ||
+        s.v_mean.size() != n(L.v_mean()) || s.q_bad.size() != n(L.q_bad()) ||
+        s.k_first_bad.size() != n(L.k_first_bad()) || s.v_first_bad.size() != n(L.v_first_bad()))
+      bad_arg("options.stage: its buffers do not have the layout of spec " + spec.key() + " for these tensors");
   }
   const QuantizedHost& qs = opt.stage ? *opt.stage : own;
-  const jit::QuantBuffers& L = qs.layout;
   const jit::QuantLayout& ql = L.layout;
   const int d = p.d;
   const int R = L.qk_bits == 4 ? 7 : 127;

@@ -63,6 +63,11 @@ void channel_stats(const std::vector<float>& x, std::int64_t n, int d, float* su
 void smoothed_k(const TensorRef& k, const QuantizedHost& qs, std::int64_t b, std::int64_t h, std::vector<float>& out);
 void smoothed_q(const TensorRef& q, const QuantizedHost& qs, std::int64_t b, std::int64_t h, std::vector<float>& out);
 
+// Whether two stage layouts place every buffer element alike: the sizes, groups and V order, and
+// the config fields they derive from (family, tile bq/bk/warps, code width, smoothing) — not the
+// causal mode, dtypes, stages or LSE, which the quantize stage does not see.
+bool same_layout(const StageLayout& a, const StageLayout& b);
+
 // Absolute maximum of V channel c after the optional mean subtraction (the stage's formula).
 float v_amax(const QuantizedHost& qs, std::int64_t b, std::int64_t h, int c);
 

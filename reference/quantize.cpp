@@ -1,11 +1,13 @@
 // Reference of the GPU quantize stage (jit/quant_buffers.hpp): same buffers, same float ops.
-// The groups come from jit::quant_layout(spec) — the one source of truth shared with the kernels.
+// The groups come from jit::quant_layout of the config's kernel spec — the one source of truth
+// shared with the kernels.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "jit/launch_shape.hpp"
 #include "reference/internal.hpp"
+#include "reference/kernel_config.hpp"
 #include "sage2/reference.hpp"
 
 namespace sage2::reference {
@@ -33,34 +35,34 @@ void zero_nonfinite(std::vector<float>& x) {
 }  // namespace
 
 void smoothed_k(const TensorRef& k, const QuantizedHost& qs, std::int64_t b, std::int64_t h, std::vector<float>& out) {
-  const int d = qs.layout.p.head_dim;
+  const int d = qs.layout.head_dim;
   load_head(k, b, h, out);
   zero_nonfinite(out);
-  const float* mean = qs.k_mean.data() + (b * qs.layout.p.kv_heads + h) * qs.layout.d_qk;
-  const std::int64_t n = qs.layout.p.kv_len;
+  const float* mean = qs.k_mean.data() + (b * qs.layout.kv_heads + h) * qs.layout.d_qk;
+  const std::int64_t n = qs.layout.kv_len;
   for (std::int64_t i = 0; i < n; ++i)
     for (int c = 0; c < d; ++c) out[static_cast<std::size_t>(i * d + c)] -= mean[c];
 }
 
 void smoothed_q(const TensorRef& q, const QuantizedHost& qs, std::int64_t b, std::int64_t h, std::vector<float>& out) {
   const auto& L = qs.layout;
-  const int d = L.p.head_dim;
+  const int d = L.head_dim;
   load_head(q, b, h, out);
   zero_nonfinite(out);
-  if (!L.smooth_q) return;
-  for (std::int64_t i = 0; i < L.p.q_len; ++i) {
-    const std::int64_t blk = i / L.layout.bq;
-    const float* mean = qs.q_mean.data() + ((b * L.p.q_heads + h) * L.q_blocks + blk) * L.d_qk;
+  if (!L.config.smooth_q) return;
+  for (std::int64_t i = 0; i < L.q_len; ++i) {
+    const std::int64_t blk = i / L.config.tile.bq;
+    const float* mean = qs.q_mean.data() + ((b * L.q_heads + h) * L.q_blocks + blk) * L.d_qk;
     for (int c = 0; c < d; ++c) out[static_cast<std::size_t>(i * d + c)] -= mean[c];
   }
 }
 
 float v_amax(const QuantizedHost& qs, std::int64_t b, std::int64_t h, int c) {
   const auto& L = qs.layout;
-  const std::int64_t bh = b * L.p.kv_heads + h;
+  const std::int64_t bh = b * L.kv_heads + h;
   const float* st = qs.v_stats.data() + bh * 3 * L.d_v;
   const float mn = st[L.d_v + c], mx = st[2 * L.d_v + c];
-  if (L.smooth_v) {
+  if (L.config.smooth_v) {
     const float mu = qs.v_mean[static_cast<std::size_t>(bh * L.d_v + c)];
     return nan_max(mx - mu, mu - mn);
   }
@@ -119,8 +121,8 @@ void unpack_codes(const std::int8_t* row, int qk_bits, int d_qk, int* out) {
 
 int QuantizedHost::q_code(std::int64_t b, std::int64_t h, std::int64_t n, int c) const {
   const auto& L = layout;
-  const std::int8_t* row = q_codes.data() + ((b * L.p.q_heads + h) * L.q_len_pad + n) * L.row_bytes;
-  if (L.qk_bits == 8) return row[c];
+  const std::int8_t* row = q_codes.data() + ((b * L.q_heads + h) * L.q_len_pad + n) * L.row_bytes;
+  if (L.config.qk_bits == 8) return row[c];
   const auto byte = static_cast<std::uint8_t>(row[c / 2]);
   const int nib = (c % 2) ? (byte >> 4) : (byte & 0x0F);
   return nib >= 8 ? nib - 16 : nib;
@@ -128,8 +130,8 @@ int QuantizedHost::q_code(std::int64_t b, std::int64_t h, std::int64_t n, int c)
 
 int QuantizedHost::k_code(std::int64_t b, std::int64_t h, std::int64_t n, int c) const {
   const auto& L = layout;
-  const std::int8_t* row = k_codes.data() + ((b * L.p.kv_heads + h) * L.kv_len_pad + n) * L.row_bytes;
-  if (L.qk_bits == 8) return row[c];
+  const std::int8_t* row = k_codes.data() + ((b * L.kv_heads + h) * L.kv_len_pad + n) * L.row_bytes;
+  if (L.config.qk_bits == 8) return row[c];
   const auto byte = static_cast<std::uint8_t>(row[c / 2]);
   const int nib = (c % 2) ? (byte >> 4) : (byte & 0x0F);
   return nib >= 8 ? nib - 16 : nib;
@@ -137,15 +139,15 @@ int QuantizedHost::k_code(std::int64_t b, std::int64_t h, std::int64_t n, int c)
 
 std::uint8_t QuantizedHost::v_code(std::int64_t b, std::int64_t h, std::int64_t n, int c) const {
   const auto& L = layout;
-  return v_codes[static_cast<std::size_t>(((b * L.p.kv_heads + h) * L.d_v + c) * L.kv_len_pad +
-                                          L.layout.v_slot(static_cast<int>(n)))];
+  return v_codes[static_cast<std::size_t>(((b * L.kv_heads + h) * L.d_v + c) * L.kv_len_pad + L.v_slot(n))];
 }
 
 QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const TensorRef& v,
-                             const jit::KernelSpec& spec, const QuantizeOptions& opt) {
+                             const KernelConfig& config, const QuantizeOptions& opt) {
   const detail::Problem p = detail::check_qkv(q, k, v);
+  const jit::KernelSpec spec = kernel_spec(config);
   if (spec.head_dim != p.d)
-    detail::bad_arg("spec.head_dim=" + std::to_string(spec.head_dim) + " != q.dim=" + std::to_string(p.d));
+    detail::bad_arg("config.head_dim=" + std::to_string(spec.head_dim) + " != q.dim=" + std::to_string(p.d));
   if (p.dv != p.d)
     detail::bad_arg("v.dim=" + std::to_string(p.dv) + " != q.dim=" + std::to_string(p.d) + " (the kernels need equal head dims)");
   {
@@ -162,9 +164,9 @@ QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const Tenso
   qp.q_len = p.q_len;
   qp.kv_len = p.kv_len;
   qp.head_dim = p.d;
-  qs.layout = jit::quant_buffers(qp, spec);
-  const jit::QuantBuffers& L = qs.layout;
+  const jit::QuantBuffers L = jit::quant_buffers(qp, spec);
   const jit::QuantLayout& ql = L.layout;
+  qs.layout = stage_layout(L, kernel_config(spec));
   auto sz = [](std::int64_t n) { return static_cast<std::size_t>(n); };
   qs.q_codes.assign(sz(L.q_codes()), 0);
   qs.q_scale.assign(sz(L.q_scale()), 0.f);

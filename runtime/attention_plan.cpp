@@ -4,27 +4,35 @@
 #include "plan/planner.hpp"
 #include "runtime/context_impl.hpp"
 #include "base/config.hpp"
+#include "jit/attention_family.hpp"
 
 namespace sage2::runtime {
 
 std::optional<jit::KernelFamily> attention_family_override(AttentionFamily family, const DeviceFacts& facts,
                                                            jit::Arch arch) {
   if (family == AttentionFamily::Auto) return std::nullopt;
-  if (family == AttentionFamily::Mma) return jit::KernelFamily::AttentionMma;
-  if (arch != jit::Arch::Sm90a)
-    throw Error(ErrorCode::Unsupported, "attention family wgmma (ContextOptions::family or SAGE2_ATTENTION_FAMILY) "
-                                        "needs sm_90a; device " + std::to_string(facts.ordinal) + " (" + facts.name +
+  const auto f = jit::parse_attention_family(attention_family_name(family));
+  if (!f) throw Error(ErrorCode::Internal, std::string("attention family ") + attention_family_name(family) +
+                                               " has no kernel family");
+  // A family with no kernel at all for this arch is refused when the Context is created.
+  const jit::AttentionFamilyDesc& d = jit::attention_family(*f);
+  if (!d.runs(arch, 4, 1) && !d.runs(arch, 8, 1))
+    throw Error(ErrorCode::Unsupported, std::string("attention family ") + d.option_name +
+                                            " (ContextOptions::family or SAGE2_ATTENTION_FAMILY) " + d.requirement +
+                                            "; device " + std::to_string(facts.ordinal) + " (" + facts.name +
                                             ") is " + jit::arch_name(arch));
-  return jit::KernelFamily::AttentionWgmma;
+  return *f;
 }
 
 jit::KernelSpec attention_spec_for(const AttentionProblem& p, jit::Arch arch, std::optional<jit::KernelFamily> family) {
   jit::KernelSpec s;
-  s.family = family.value_or(jit::default_attention_family(arch, p.qk_bits, static_cast<int>(p.head_dim)));
-  if (s.family == jit::KernelFamily::AttentionWgmma && (p.qk_bits != 8 || p.head_dim > 256 || arch != jit::Arch::Sm90a))
+  const int head_dim = static_cast<int>(p.head_dim);
+  s.family = family.value_or(jit::default_attention_family(arch, p.qk_bits, head_dim));
+  const jit::AttentionFamilyDesc& d = jit::attention_family(s.family);
+  if (!d.runs(arch, p.qk_bits, head_dim))
     throw Error(ErrorCode::Unsupported,
-                "the wgmma attention family (ContextOptions::family or SAGE2_ATTENTION_FAMILY) runs 8-bit QK on sm_90a up to head dim "
-                "256; this call has qk_bits=" + std::to_string(p.qk_bits) + ", head_dim=" +
+                std::string("the ") + d.option_name + " attention family (ContextOptions::family or SAGE2_ATTENTION_FAMILY) " +
+                    d.requirement + "; this call has qk_bits=" + std::to_string(p.qk_bits) + ", head_dim=" +
                     std::to_string(p.head_dim) + ", arch " + jit::arch_name(arch));
   s.arch = arch;
   s.head_dim = p.head_dim;

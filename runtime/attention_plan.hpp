@@ -14,13 +14,14 @@
 namespace sage2::runtime {
 
 // The kernel family a Context's option (ContextOptions::family, default SAGE2_ATTENTION_FAMILY)
-// forces: nullopt for Auto. Throws Unsupported for wgmma on a device that is not sm_90a.
+// forces: nullopt for Auto. Throws Unsupported for a family with no kernel for the device's arch
+// (wgmma off sm_90a).
 std::optional<jit::KernelFamily> attention_family_override(AttentionFamily family, const DeviceFacts& facts,
                                                            jit::Arch arch);
 
 // The attention KernelSpec of a validated problem with every field set except the tile. The
-// family is `family` when given (Unsupported when it cannot run the problem: wgmma needs 8-bit
-// and head dim <= 256), else jit::default_attention_family().
+// family is `family` when given (Unsupported when its descriptor does not run the problem: wgmma
+// needs 8-bit and head dim <= 256), else jit::default_attention_family().
 jit::KernelSpec attention_spec_for(const AttentionProblem& p, jit::Arch arch,
                                    std::optional<jit::KernelFamily> family = std::nullopt);
 

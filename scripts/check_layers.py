@@ -16,16 +16,10 @@ import sys
 
 # The one table lives in cmake/layers.txt (CMake builds the layer libraries from it too).
 # Folder of each layer; `api` is the public include/sage2, except sage2/reference.hpp, which is
-# the reference layer's public header.
+# the reference layer's public header. A public header (include/) includes only public headers
+# ("sage2/..."), whatever layer it belongs to.
 FOLDERS = {"api": "include/sage2"}
 FILE_LAYERS = {"include/sage2/reference.hpp": "reference"}
-# A public header (include/) includes only public headers ("sage2/..."). The one known exception,
-# left from issue 13 until the reference API has public types of its own: reference.hpp still
-# shows the kernels' spec and layout (installed under include/sage2/jit). Printed, not failed;
-# any other internal include from include/ fails.
-PUBLIC_EXCEPTIONS = {
-    "include/sage2/reference.hpp": {"jit/kernel_spec.hpp", "jit/quant_buffers.hpp", "jit/quant_layout.hpp"},
-}
 
 
 def load_table(root):
@@ -68,7 +62,6 @@ def layer_of_include(target, layers):
 def scan(root, layers):
     edges = {}          # (src, dst) -> [file:line]
     bad = []
-    known = []
     for layer in layers:
         base = os.path.join(root, folder(layer))
         if not os.path.isdir(base):
@@ -91,13 +84,9 @@ def scan(root, layers):
                                        "(name the folder: \"layer/file\")")
                             continue
                         if rel.startswith("include/") and not target.startswith("sage2/"):
-                            if target in PUBLIC_EXCEPTIONS.get(rel, ()):
-                                known.append(f"{where}: public header includes internal \"{target}\" "
-                                             "(known, issue 13: reference API without public types yet)")
-                            else:
-                                bad.append(f"{where}: public header includes internal \"{target}\": "
-                                           "a public header includes only \"sage2/...\"")
-                                continue
+                            bad.append(f"{where}: public header includes internal \"{target}\": "
+                                       "a public header includes only \"sage2/...\"")
+                            continue
                         if "/" not in target:
                             continue  # same-folder include ("quantize_params.cuh" in templates/)
                         dst = layer_of_include(target, layers)
@@ -111,7 +100,7 @@ def scan(root, layers):
                         if dst != src and dst not in layers[src]:
                             bad.append(f"{where}: {src} -> {dst} (\"{target}\") is not allowed; "
                                        f"{src} may include: {', '.join(layers[src]) or 'nothing'}")
-    return edges, bad, known
+    return edges, bad
 
 
 def cycles(edges):
@@ -144,7 +133,7 @@ def main():
     args = ap.parse_args()
     root = os.path.abspath(args.root)
     layers = load_table(root)
-    edges, bad, known = scan(root, layers)
+    edges, bad = scan(root, layers)
     if args.graph:
         print("folder graph (includes: count):")
         for (a, b), where in sorted(edges.items()):
@@ -154,8 +143,6 @@ def main():
         print("cycles:" if cyc else "cycles: none")
         for c in cyc:
             print("  " + " -> ".join(c))
-    for k in known:
-        print("note: " + k)
     for b in bad:
         print(b)
     if bad:

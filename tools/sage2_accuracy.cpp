@@ -38,7 +38,7 @@
 #include <string>
 #include <vector>
 
-#include "jit/kernel_spec.hpp"
+#include "reference/kernel_config.hpp"
 #include "sage2/reference.hpp"
 
 using namespace sage2;
@@ -152,15 +152,15 @@ struct Paper {   // the paper's numbers for the row, when it has one (CogVideoX,
 
 struct Config {
   std::string section, name;
-  jit::KernelSpec spec;
+  ref::KernelConfig spec;
   ref::EmulationOptions opt;
   Paper paper;
 };
 
-jit::KernelSpec int4_spec(int d, CausalMode causal) {
-  jit::KernelSpec s;   // SageAttn2-4b: mma.sync m16n8k64 INT4, bq 128, bk 64, 4 warps (sm_89)
-  s.family = jit::KernelFamily::AttentionMma;
-  s.arch = jit::Arch::Sm89;
+ref::KernelConfig int4_spec(int d, CausalMode causal) {
+  ref::KernelConfig s;   // SageAttn2-4b: mma.sync m16n8k64 INT4, bq 128, bk 64, 4 warps (sm_89)
+  s.family = AttentionFamily::Mma;
+  s.arch = "sm_89";
   s.qk_bits = 4;
   s.head_dim = d;
   s.causal = causal;
@@ -172,10 +172,10 @@ jit::KernelSpec int4_spec(int d, CausalMode causal) {
   return s;
 }
 
-jit::KernelSpec hopper_spec(int d, CausalMode causal) {
-  jit::KernelSpec s;   // SageAttn2-8b on Hopper: wgmma INT8, bq 128 over 2 warpgroups, bk 128
-  s.family = jit::KernelFamily::AttentionWgmma;
-  s.arch = jit::Arch::Sm90a;
+ref::KernelConfig hopper_spec(int d, CausalMode causal) {
+  ref::KernelConfig s;   // SageAttn2-8b on Hopper: wgmma INT8, bq 128 over 2 warpgroups, bk 128
+  s.family = AttentionFamily::Wgmma;
+  s.arch = "sm_90a";
   s.qk_bits = 8;
   s.head_dim = d;
   s.causal = causal;
@@ -260,7 +260,7 @@ std::vector<Config> configs(const Args& a) {
     cs.push_back(c);
     Config m{"hopper", "mma.sync int8 (m16n8k32), smooth K, fp32 acc", int4_spec(d, a.causal), ada, {}};
     m.spec.qk_bits = 8;
-    m.spec.arch = jit::Arch::Sm90a;
+    m.spec.arch = "sm_90a";
     m.spec.smooth_q = false;
     m.opt.accum_mantissa_bits = 23;
     cs.push_back(m);
@@ -443,7 +443,7 @@ int main(int argc, char** argv) {
         if (std::isfinite(exact.lse[i])) lse_err = std::max(lse_err, std::fabs(exact.lse[i] - r.lse[i]));
       nlohmann::json row = {{"section", c.section},
                             {"name", c.name},
-                            {"kernel_key", c.spec.key()},
+                            {"kernel_key", ref::kernel_spec(c.spec).key()},
                             {"granularity", ref::granularity_name(c.opt.granularity)},
                             {"pv_format", ref::pv_format_name(c.opt.pv_format)},
                             {"accum_mantissa_bits", c.opt.accum_mantissa_bits},

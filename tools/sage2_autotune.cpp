@@ -39,6 +39,7 @@
 #include "autotune/timing.hpp"
 #include "plan/tuning_db.hpp"
 #include "cache/disk_cache.hpp"
+#include "jit/attention_family.hpp"
 #include "jit/compiler.hpp"
 #include "base/config.hpp"
 #include "runtime/context_impl.hpp"
@@ -340,9 +341,8 @@ std::vector<autotune::Specialisation> specialisations(const Options& o, jit::Arc
             s.smooth_q = o.smooth_q == Toggle::Auto ? s.qk_bits == 4 : o.smooth_q == Toggle::On;
             s.smooth_v = o.smooth_v;
             s.family = fam.value_or(jit::default_attention_family(arch, s.qk_bits, hd));
-            if (fam == jit::KernelFamily::AttentionWgmma &&
-                jit::default_attention_family(arch, s.qk_bits, hd) != jit::KernelFamily::AttentionWgmma)
-              continue;  // wgmma runs 8-bit on sm_90a up to head dim 256 only
+            if (fam && !jit::attention_family(*fam).runs(arch, s.qk_bits, hd))
+              continue;  // a forced family that has no kernel for this problem (wgmma: 8-bit, sm_90a, hd <= 256)
             if (std::find(v.begin(), v.end(), s) != v.end()) continue;  // auto may equal an explicit family
             v.push_back(s);
             if (o.with_lse) {

@@ -5,9 +5,11 @@
 //     against);
 //  2. the reference of the GPU *quantize stage*: the exact buffers described in
 //     jit/quant_buffers.hpp, produced with the same float operations (bit-faithful);
-//  3. an emulation of the quantized attention kernel, driven by the same jit::KernelSpec the GPU
-//     kernels are generated from, plus ablation knobs (EmulationOptions) that the spec does not
-//     carry. The emulation *defines* the float-op contract the GPU attention kernel follows.
+//  3. an emulation of the quantized attention kernel described by a KernelConfig (family, tile,
+//     code width, smoothing, causal mode, ...: the public twin of the spec the GPU kernels are
+//     generated from, converted inside the library, so groups, padding and sum orders are the
+//     kernels' own), plus ablation knobs (EmulationOptions) that the kernels do not have. The
+//     emulation *defines* the float-op contract the GPU attention kernel follows.
 //
 // Users debugging accuracy can call these directly; the GPU test suite uses them as its oracle.
 //
@@ -107,7 +109,7 @@
 //
 // Errors: every entry point throws sage2::Error(ErrorCode::InvalidArgument, "<argument>=<value>
 // ...") for unusable input (null data, stride_dim != 1, mismatched shapes, head mismatch for GQA,
-// spec/tensor head_dim mismatch, bad knob values).
+// config/tensor head_dim mismatch, bad knob values).
 #pragma once
 
 #include <cstddef>
@@ -117,12 +119,62 @@
 #include <vector>
 
 #include "sage2/sage2.hpp"
-// The emulation is driven by the kernels' own spec and layout (one source of truth).
-#include "jit/kernel_spec.hpp"
-#include "jit/quant_buffers.hpp"
-#include "jit/quant_layout.hpp"
 
 namespace sage2::reference {
+
+// ---------------------------------------------------------------------------------------------
+// The attention kernel the reference reproduces (the library converts it to the kernels' spec).
+struct KernelTile {
+  int bq = 128;     // query rows per CTA
+  int bk = 64;      // keys per KV tile
+  int warps = 4;    // warps per CTA (consumer warps for the wgmma family)
+  int stages = 1;   // pipeline stages (no effect on the numerics)
+  bool operator==(const KernelTile&) const = default;
+};
+struct KernelConfig {
+  // Mma (mma.sync; sm_89 and sm_90a) or Wgmma (sm_90a, 8-bit, head dim <= 256); Auto: the
+  // family a Context would pick for arch, qk_bits and head_dim.
+  AttentionFamily family = AttentionFamily::Mma;
+  std::string arch = "sm_90a";  // "sm_89" or "sm_90a" (as DeviceInfo::arch)
+  int head_dim = 128;
+  CausalMode causal = CausalMode::None;
+  KernelTile tile{};
+  int qk_bits = 8;              // 4 or 8
+  bool smooth_q = false, smooth_k = true, smooth_v = false;
+  DType in_dtype = DType::F16, out_dtype = DType::F16;
+  bool two_level_accum = true;
+  bool return_lse = false;
+  bool operator==(const KernelConfig&) const = default;
+};
+
+// The layout of the quantize-stage buffers (jit/quant_buffers.hpp) for a problem and a config:
+// sizes, padding and the per-thread scale groups. Every vector of QuantizedHost has the count
+// its comment gives in these terms.
+struct StageLayout {
+  KernelConfig config;  // the kernel the buffers feed (family resolved); the layout derives from it
+  std::int64_t batch = 0, q_heads = 0, kv_heads = 0, q_len = 0, kv_len = 0;
+  int head_dim = 0;
+  std::int64_t q_blocks = 0, k_blocks = 0;     // ceil(len / bq), ceil(len / bk)
+  std::int64_t q_len_pad = 0, kv_len_pad = 0;  // blocks * tile
+  int d_qk = 0;        // padded Q/K head dim (elements)
+  int row_bytes = 0;   // bytes of one quantized Q/K row
+  int d_v = 0;         // padded V head dim
+  int stats_chunk = 0;            // tokens per statistics chunk of the fused stage
+  std::int64_t stats_chunks = 0;  // ceil(kv_len / stats_chunk)
+  int q_groups_per_block = 0, k_groups_per_block = 0;
+  std::vector<int> q_group_of_row;  // [bq]: the Q scale group of each row of a query block
+  std::vector<int> k_group_of_key;  // [bk]: the K scale group of each key of a KV block
+  std::vector<int> v_slot_in_16;    // [16]: stored column of each key of a 16-key group of V̂
+
+  int q_group(int row_in_block) const { return q_group_of_row[static_cast<std::size_t>(row_in_block)]; }
+  int k_group(int key_in_block) const { return k_group_of_key[static_cast<std::size_t>(key_in_block)]; }
+  // Column of `key` in the transposed V̂ ([d_v][kv_len_pad]): the wgmma family permutes the keys
+  // of each 16-key group, the mma family keeps key order.
+  std::int64_t v_slot(std::int64_t key) const {
+    return (key & ~std::int64_t(15)) + v_slot_in_16[static_cast<std::size_t>(key & 15)];
+  }
+  bool operator==(const StageLayout&) const = default;
+};
 
 // ---------------------------------------------------------------------------------------------
 // Scalar formats. All conversions round to nearest, ties to even.
@@ -285,7 +337,7 @@ struct QuantizeOptions {
 };
 
 struct QuantizedHost {
-  jit::QuantBuffers layout;                 // the sizes; every vector below has layout's count
+  StageLayout layout;                       // the sizes; every vector below has layout's count
   std::vector<std::int8_t> q_codes;         // [B][Hq][q_len_pad][row_bytes]  (int4: 2 per byte)
   std::vector<float> q_scale;               // [B][Hq][q_blocks][q_groups_per_block]
   std::vector<float> q_mean;                // [B][Hq][q_blocks][d_qk]            (smooth_q)
@@ -312,20 +364,22 @@ struct QuantizedHost {
   std::uint8_t v_code(std::int64_t b, std::int64_t h, std::int64_t n, int c) const;
 };
 
+// `config`: the attention kernel the buffers feed. Throws InvalidArgument naming the field when
+// the config cannot be generated (validated as the kernels' spec) or does not match the tensors.
 QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const TensorRef& v,
-                             const jit::KernelSpec& attention_spec, const QuantizeOptions& options = {});
+                             const KernelConfig& config, const QuantizeOptions& options = {});
 
 // Unpack one row of INT4 codes (2 per byte, element 2j in the low nibble) / copy INT8 codes.
 void unpack_codes(const std::int8_t* row, int qk_bits, int d_qk, int* out);
 
 // ---------------------------------------------------------------------------------------------
-// Emulation of the quantized attention kernel described by `attention_spec`
-// (family AttentionMma / AttentionWgmma, qk_bits, smooth_q/k/v, tile bq/bk/warps, causal,
-// two_level_accum) — see the contract at the top of this file.
+// Emulation of the quantized attention kernel described by `config` (family, qk_bits,
+// smooth_q/k/v, tile bq/bk/warps, causal, two_level_accum) — see the contract at the top of
+// this file.
 enum class Granularity : int {
   PerTensor = 0,   // one Q/K scale per (batch, head)
   PerBlock = 1,    // one scale per bq query rows / bk keys (SageAttention 1)
-  PerThread = 2,   // the kernel's: groups from jit::quant_layout(spec) (SageAttention 2)
+  PerThread = 2,   // the kernel's: groups of the config's layout (StageLayout; SageAttention 2)
   PerToken = 3,    // one scale per token
 };
 enum class PvFormat : int {
@@ -343,14 +397,14 @@ struct EmulationOptions {
   PvFormat pv_format = PvFormat::E4M3;
   int accum_mantissa_bits = 23;      // 13 = FP22 (paper, Ada f32.e4m3 mma); 1..23
   bool exact_qk = false;             // S from the un-quantized smoothed Q/K (dot in double)
-  std::optional<double> sm_scale;    // default 1/sqrt(spec.head_dim)
-  bool round_output = false;         // round O to spec.out_dtype like the kernel's store
+  std::optional<double> sm_scale;    // default 1/sqrt(config.head_dim)
+  bool round_output = false;         // round O to config.out_dtype like the kernel's store
   int threads = 0;
   // Quantize-stage buffers to read instead of running quantize_stage() (e.g. a GPU stage's,
   // downloaded): the attention part is then emulated on exactly the codes the kernel read, so a
   // code that the GPU rounded the other way at a rounding boundary (the accepted fp32
   // reduction-order differences of q̄, k̄, ...) does not show up as an attention error. Its layout
-  // must be the one quantize_stage() would produce for these tensors and spec (else InvalidArgument).
+  // must be the one quantize_stage() would produce for these tensors and config (else InvalidArgument).
   const QuantizedHost* stage = nullptr;
 };
 
@@ -363,7 +417,7 @@ struct EmulationResult {
   }
 };
 
-// spec.head_dim must equal the tensors' head dim; the spec's in_dtype is not checked against the
+// config.head_dim must equal the tensors' head dim; the config's in_dtype is not checked against the
 // tensors (F32 tensors are accepted for experiments). The emulation always runs quantize_stage():
 // per-thread Q/K codes and scales and the E4M3 V codes are its buffers, read as the kernel reads
 // them; other granularities / P̃,V formats re-quantize from the same smoothing statistics.
@@ -371,7 +425,6 @@ struct EmulationResult {
 // likewise); work is spread over `threads` std::threads by (batch, head, query block); results do
 // not depend on the thread count.
 EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const TensorRef& v,
-                                  const jit::KernelSpec& attention_spec,
-                                  const EmulationOptions& options = {});
+                                  const KernelConfig& config, const EmulationOptions& options = {});
 
 }  // namespace sage2::reference

@@ -13,6 +13,11 @@ int main() {
   const auto in = sage2::reference::make_gaussian(1, sage2::DType::F16, 1, 1, 1, 4, 4, 8);
   const auto r = sage2::reference::exact_attention(in.q.ref(), in.k.ref(), in.v.ref());
   if (r.o.size() != 32) return 1;
+  // ... and its emulation of a kernel, described with the reference's own public types.
+  sage2::reference::KernelConfig cfg;
+  cfg.head_dim = 8;
+  const auto e = sage2::reference::emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), cfg);
+  if (e.o.size() != 32 || sage2::reference::compare(r.o, e.o).cos_sim < 0.99) return 1;
   sage2_context* ctx = nullptr;
   const sage2_status s = sage2_context_create(0, nullptr, 0, &ctx);
   if (s == SAGE2_OK) {

@@ -20,7 +20,7 @@
 #include "plan/candidates.hpp"
 #include "autotune/prepare.hpp"
 #include "cache/disk_cache.hpp"
-#include "jit/attention_shape.hpp"
+#include "jit/attention_family.hpp"
 #include "base/log.hpp"
 
 using namespace sage2;
@@ -69,8 +69,15 @@ TEST_CASE("autotune: candidate tiles are valid, distinct, and include the heuris
       CHECK_FALSE(static_reject_reason(s.attention_spec(arch, t), INT_MAX).has_value());
       CHECK(parse_tile(tile_str(t)) == std::optional<jit::TileConfig>(t));
     }
-    for (const auto& t : heuristic_tiles(jit::KernelFamily::AttentionMma, arch))
-      CHECK(std::find(tiles.begin(), tiles.end(), t) != tiles.end());
+    // the heuristic default is a candidate at every head dim and code width
+    for (int hd : {32, 64, 128, 256, 512})
+      for (int bits : {4, 8}) {
+        Specialisation s = Specialisation::defaults(arch, hd, CausalMode::None, DType::F16);
+        s.family = jit::KernelFamily::AttentionMma;
+        s.qk_bits = bits;
+        const jit::TileConfig h = heuristic_tile(s.attention_spec(arch, {}), default_max_smem_optin(arch));
+        CHECK(std::find(tiles.begin(), tiles.end(), h) != tiles.end());
+      }
     CHECK(tile_candidates(jit::KernelFamily::Quantize, arch).empty());
   }
   // wgmma (sm_90a, 8-bit): every candidate is valid at head dims 64 and 128 on an unlimited device.

@@ -34,7 +34,7 @@
 #include "plan/planner.hpp"
 #include "plan/tuning_db.hpp"
 #include "jit/kernel_build.hpp"
-#include "jit/wgmma_shape.hpp"
+#include "jit/attention_family.hpp"
 #include "runtime/attention_plan.hpp"
 #include "base/log.hpp"
 
@@ -549,7 +549,7 @@ TEST_CASE("autotune: the planner returns tuned tiles, memoises per signature and
     // The default family on sm_90a: wgmma for 8-bit up to head dim 256, with its own default tile.
     const jit::KernelSpec d = runtime::plan_attention_heuristic(p, kArch, kSmem);
     CHECK(d.family == (p.head_dim <= 256 ? jit::KernelFamily::AttentionWgmma : jit::KernelFamily::AttentionMma));
-    CHECK(d.tile == (p.head_dim <= 256 ? jit::default_wgmma_tile(d, kSmem) : h.tile));
+    CHECK(d.tile == (p.head_dim <= 256 ? jit::attention_family(jit::KernelFamily::AttentionWgmma).default_tile(d, kSmem) : h.tile));
     CHECK(d.tile == none.choose(d, p).tile);
     CHECK(d.tile == runtime::plan_attention(p, kArch, facts).tile);
   }

@@ -37,7 +37,7 @@
 #include "plan/candidates.hpp"
 #include "plan/planner.hpp"
 #include "plan/tuning_db.hpp"
-#include "jit/attention_shape.hpp"
+#include "jit/attention_family.hpp"
 #include "runtime/attention_plan.hpp"
 
 using namespace sage2;

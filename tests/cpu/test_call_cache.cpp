@@ -1,7 +1,7 @@
 // Specification (CPU): the per-Context cache of attention call plans (runtime/call_cache.hpp,
 // runtime/call_plan.hpp; issue 15 item 2). A plan is keyed by the call's shapes, strides, dtypes
 // and options, never its pointers; the per-call parameter structs built from a cached plan equal
-// what the stages build from scratch (jit::make_*_params) for any pointers.
+// what the family's descriptor builds from scratch for any pointers.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -11,8 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "jit/attention_shape.hpp"
-#include "jit/wgmma_shape.hpp"
+#include "jit/attention_family.hpp"
 #include "runtime/attention_plan.hpp"
 #include "plan/attention_validate.hpp"
 #include "runtime/call_cache.hpp"
@@ -153,27 +152,28 @@ bool same_bytes(const T& a, const T& b) {
   return std::memcmp(&a, &b, sizeof(T)) == 0;
 }
 
-// What the stages build from scratch for these pointers (runtime/quantize_stage.cpp,
-// attention_stage.cpp, wgmma_stage.cpp), compared with build_call_params on the cached plan.
+// What the stages build from scratch for these pointers (jit::make_quantize_params, the family
+// descriptor's write_params, jit::make_delta_s_params), compared with build_call_params on the
+// cached plan.
 void check_params_match(const runtime::CallPlan& plan, const Call& c, char* ws) {
   runtime::CallParams cp;
   runtime::build_call_params(plan, c.q, c.k, c.v, c.out, c.params.lse, ws, cp);
   const jit::QuantBuffers& b = plan.buffers;
   void* ds = ws + plan.quant_bytes;
   CHECK(same_bytes(cp.quantize, jit::make_quantize_params(b, c.q, c.k, c.v, ws)));
-  REQUIRE(!plan.chunks.empty());
-  const std::size_t n = plan.chunks.size();
-  CHECK((plan.wgmma ? cp.wgmma.size() : cp.attention.size()) == n);
-  CHECK(cp.delta_s.size() == (plan.spec.smooth_q ? n : 0));
+  const jit::AttentionFamilyDesc& family = jit::attention_family(plan.spec.family);
+  const std::vector<jit::AttentionChunk> chunks = jit::attention_chunks(b, plan.spec.smooth_q ? plan.delta_s_bytes : 0);
+  REQUIRE(!chunks.empty());
+  const std::size_t n = chunks.size();
+  CHECK(cp.attention.attention.size() == n);
+  CHECK(cp.attention.delta_s.size() == (plan.spec.smooth_q ? n : 0));
+  const jit::AttentionArgs args{ws, c.out, c.params.lse, plan.problem.sm_scale, ds};
   for (std::size_t i = 0; i < n; ++i) {
-    const auto& ch = plan.chunks[i];
-    if (plan.wgmma)
-      CHECK(same_bytes(cp.wgmma[i], jit::make_wgmma_params(plan.spec, b, ws, c.out, c.params.lse,
-                                                            plan.problem.sm_scale, ds, ch)));
-    else
-      CHECK(same_bytes(cp.attention[i], jit::make_attention_params(plan.spec, b, ws, c.out, c.params.lse,
-                                                                   plan.problem.sm_scale, ds, ch)));
-    if (plan.spec.smooth_q) CHECK(same_bytes(cp.delta_s[i], jit::make_delta_s_params(b, ws, c.k, ds, ch)));
+    jit::AttentionParamStorage fresh{};
+    family.write_params(plan.spec, b, args, chunks[i], fresh.bytes);
+    CHECK(std::memcmp(cp.attention.attention[i].bytes, fresh.bytes, family.param_bytes) == 0);
+    if (plan.spec.smooth_q)
+      CHECK(same_bytes(cp.attention.delta_s[i], jit::make_delta_s_params(b, ws, c.k, ds, chunks[i])));
   }
 }
 
@@ -195,7 +195,10 @@ TEST_CASE("call plan: parameter structs from a cached plan equal a fresh build, 
         c.params.smooth_v = true;
       }
       const auto plan = layout(c, arch);
-      CHECK(plan->wgmma == (plan->spec.family == jit::KernelFamily::AttentionWgmma));
+      // The plan holds the spec's family descriptor and its kernel config, computed once.
+      CHECK(plan->attention.family == &jit::attention_family(plan->spec.family));
+      CHECK(plan->attention.kernel.smem == jit::attention_kernel_config(plan->spec).smem);
+      CHECK(plan->attention.kernel.threads == jit::attention_kernel_config(plan->spec).threads);
       // The plan was made for the first pointers; the next calls bring others.
       check_params_match(*plan, c, reinterpret_cast<char*>(0x200000000));
       Call d = make_call(0x30000000, 2, 4, 2, 200, 333, 64);

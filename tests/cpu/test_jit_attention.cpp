@@ -17,43 +17,18 @@
 #include <thread>
 #include <vector>
 
-#include "jit/attention_shape.hpp"
+#include "jit/attention_family.hpp"
 #include "jit/compiler.hpp"
+#include "jit/family_mma.hpp"
 
 using namespace sage2;
 using namespace sage2::jit;
 
 namespace {
 
-struct AVariant {
-  Arch arch;
-  int head_dim;
-  int bits;
-  CausalMode causal;
-  DType dtype;
-  bool sq, sk, sv;
-  bool two_level, lse;
-  TileConfig tile;
-  bool main = false;  // a main configuration: must not spill
-};
+using sage2::test::AttentionVariant;
 
-KernelSpec to_spec(const AVariant& v) {
-  KernelSpec s;
-  s.family = KernelFamily::AttentionMma;
-  s.arch = v.arch;
-  s.head_dim = v.head_dim;
-  s.qk_bits = v.bits;
-  s.causal = v.causal;
-  s.in_dtype = v.dtype;
-  s.out_dtype = v.dtype;
-  s.smooth_q = v.sq;
-  s.smooth_k = v.sk;
-  s.smooth_v = v.sv;
-  s.two_level_accum = v.two_level;
-  s.return_lse = v.lse;
-  s.tile = v.tile;
-  return s;
-}
+KernelSpec to_spec(const AttentionVariant& v) { return sage2::test::to_spec(KernelFamily::AttentionMma, v); }
 
 constexpr auto S89 = Arch::Sm89;
 constexpr auto S90 = Arch::Sm90a;
@@ -69,8 +44,8 @@ const TileConfig K128{128, 128, 8, 2};
 const TileConfig S1{64, 32, 4, 1};    // bk 32, one stage
 const TileConfig S3{64, 64, 4, 3};    // three stages
 
-std::vector<AVariant> covering_set() {
-  std::vector<AVariant> v = {
+std::vector<AttentionVariant> covering_set() {
+  std::vector<AttentionVariant> v = {
       // arch head bits causal dtype  sq     sk     sv     acc2   lse    tile  main
       // main configurations: head dims 64/128, INT8/INT4, default tile, both archs
       {S89, 64, 8, NONE, F16, false, true, false, true, false, W8, true},
@@ -111,94 +86,33 @@ std::vector<AVariant> covering_set() {
   return v;
 }
 
-using sage2::test::compile_all;
-using sage2::test::Outcome;
-
 }  // namespace
 
 TEST_CASE("jit attention: the covering set covers every value of every code-relevant axis") {
-  std::set<std::string> keys;
-  std::set<int> dims;
-  std::set<std::pair<Arch, int>> arch_bits;
-  std::set<CausalMode> causal;
-  std::set<DType> dtype;
-  std::set<std::tuple<bool, bool, bool>> smooth;
-  std::set<bool> two, lse;
-  std::set<std::tuple<int, int, int, int>> tiles;
-  for (const auto& v : covering_set()) {
-    const KernelSpec s = to_spec(v);
-    CHECK_NOTHROW(s.validate());
-    CHECK_NOTHROW(check_attention_config(s, 227 * 1024));
-    CHECK_MESSAGE(keys.insert(s.key()).second, "duplicate variant " << s.key());
-    dims.insert(v.head_dim);
-    arch_bits.insert({v.arch, v.bits});
-    causal.insert(v.causal);
-    dtype.insert(v.dtype);
-    smooth.insert({v.sq, v.sk, v.sv});
-    two.insert(v.two_level);
-    lse.insert(v.lse);
-    tiles.insert({v.tile.bq, v.tile.bk, v.tile.warps, v.tile.stages});
-  }
-  for (int d : {32, 64, 80, 96, 128, 160, 256, 512}) CHECK_MESSAGE(dims.count(d), "head dim " << d);
+  const sage2::test::Coverage c = sage2::test::coverage(KernelFamily::AttentionMma, covering_set(), 6);
+  for (int d : {32, 64, 80, 96, 128, 160, 256, 512}) CHECK_MESSAGE(c.dims.count(d), "head dim " << d);
   for (Arch a : {S89, S90})
-    for (int b : {4, 8}) CHECK(arch_bits.count({a, b}));
-  CHECK(causal.size() == 3);
-  CHECK(dtype.size() == 2);
-  CHECK(smooth.size() >= 6);
-  CHECK(two.size() == 2);
-  CHECK(lse.size() == 2);
-  CHECK(tiles.size() >= 6);
+    for (int b : {4, 8}) CHECK(c.arch_bits.count({a, b}));
 }
 
 TEST_CASE("jit attention: every attention and ΔS variant compiles for sm_89 and sm_90a; main configs do not spill") {
-  REQUIRE_MESSAGE(nvrtc_version().first >= 12, "NVRTC must be loadable for the CPU suite");
-  std::vector<KernelSpec> specs;
-  std::vector<bool> main;
-  for (const auto& v : covering_set()) {
-    specs.push_back(to_spec(v));
-    main.push_back(v.main);
-  }
+  sage2::test::SpecList list;
+  for (const auto& v : covering_set()) list.add(to_spec(v), v.main);
   // ΔS: one per arch and input dtype, a few head dims / tiles (it is canonical over bits,
   // causal, V smoothing, two-level, LSE).
-  for (const auto& v : std::vector<AVariant>{{S89, 128, 8, NONE, F16, true, true, false, true, false, W8},
+  for (const auto& v : std::vector<AttentionVariant>{{S89, 128, 8, NONE, F16, true, true, false, true, false, W8},
                                               {S90, 64, 4, NONE, BF16, true, false, false, true, false, M2},
                                               {S89, 80, 4, NONE, BF16, true, true, false, true, false, K128},
                                               {S90, 512, 8, NONE, F16, true, true, false, true, false, W4},
-                                              {S90, 1, 8, NONE, F16, true, true, false, true, false, S1}}) {
-    specs.push_back(delta_s_spec_for(to_spec(v)));
-    main.push_back(true);
-  }
-  const auto t0 = std::chrono::steady_clock::now();
-  const auto results = compile_all(specs);
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  double max_s = 0;
-  std::ostringstream table;
-  for (std::size_t i = 0; i < results.size(); ++i) {
-    const auto& r = results[i];
-    INFO(r.spec.key());
-    REQUIRE_MESSAGE(r.ok, r.error);
-    const CompiledKernel& k = r.k;
-    CHECK(k.entry == r.spec.entry_name());
-    REQUIRE(k.cubin.size() > 4);
-    CHECK(std::string(k.cubin.data(), 4) == "\x7f" "ELF");
-    CHECK(k.facts.registers > 0);
-    CHECK(k.facts.registers <= 255);
-    const bool attention = r.spec.family == KernelFamily::AttentionMma;
-    const int threads = attention ? attention_kernel_config(r.spec).threads : dev::ds_threads();
-    CHECK(k.facts.registers * threads <= 65536);  // the CTA fits one SM's register file
-    if (main[i]) {
-      CHECK(k.facts.spill_store_bytes == 0);
-      CHECK(k.facts.spill_load_bytes == 0);
-      CHECK(k.facts.stack_frame_bytes == 0);
-    }
-    CHECK(k.facts.static_shared_bytes <= 48 * 1024);
-    max_s = std::max(max_s, k.compile_seconds);
-    table << "\n  " << k.key << "  regs " << k.facts.registers << " spill " << k.facts.spill_store_bytes << "/"
-          << k.facts.spill_load_bytes << " stack " << k.facts.stack_frame_bytes << " smem "
-          << (attention ? attention_kernel_config(r.spec).smem : 0) << " compile " << k.compile_seconds << " s";
-  }
-  MESSAGE(results.size() << " attention/ΔS kernels compiled in " << wall << " s wall (2 threads), slowest "
-                         << max_s << " s" << table.str());
+                                              {S90, 1, 8, NONE, F16, true, true, false, true, false, S1}})
+    list.add(delta_s_spec_for(to_spec(v)), true);
+  sage2::test::compile_and_check(
+      list, "attention/ΔS", [](const KernelSpec&) { return false; },
+      [](const sage2::test::Outcome& r) {
+        const bool attention = r.spec.family == KernelFamily::AttentionMma;
+        const int threads = attention ? attention_kernel_config(r.spec).threads : dev::ds_threads();
+        CHECK(r.k.facts.registers * threads <= 65536);  // the CTA fits one SM's register file
+      });
 }
 
 TEST_CASE("jit attention: host plan — CTA size, V passes, shared memory and config rejection") {
@@ -206,7 +120,7 @@ TEST_CASE("jit attention: host plan — CTA size, V passes, shared memory and co
   s.family = KernelFamily::AttentionMma;
   s.head_dim = 128;
   s.tile = W8;
-  AttentionKernelConfig k = attention_kernel_config(s);
+  MmaKernelConfig k = mma_kernel_config(s);
   CHECK(k.threads == 256);
   CHECK(k.m_tiles == 1);
   CHECK(k.v_slices == 1);
@@ -214,16 +128,16 @@ TEST_CASE("jit attention: host plan — CTA size, V passes, shared memory and co
   // Q 128 rows + 2 stages of {K 64 rows, V 128 channel rows, K scales}: rows padded by 16 bytes.
   CHECK(k.smem == std::size_t(128 * 144 + 2 * (64 * 144 + 128 * 80 + 16)));
   s.smooth_q = true;  // + the ΔS row of each stage
-  CHECK(attention_kernel_config(s).smem == std::size_t(128 * 144 + 2 * (64 * 144 + 128 * 80 + 16 + 64 * 4)));
+  CHECK(mma_kernel_config(s).smem == std::size_t(128 * 144 + 2 * (64 * 144 + 128 * 80 + 16 + 64 * 4)));
   s.head_dim = 512;
   s.tile = W4;
-  k = attention_kernel_config(s);
+  k = mma_kernel_config(s);
   CHECK(k.v_slices == 3);
   CHECK(k.v_slice * k.v_slices >= 512);
   CHECK(k.v_slice % 16 == 0);
   s.tile = M2;
   s.head_dim = 128;
-  k = attention_kernel_config(s);
+  k = mma_kernel_config(s);
   CHECK(k.m_tiles == 2);
   CHECK(k.v_slices == 1);
 
@@ -231,19 +145,13 @@ TEST_CASE("jit attention: host plan — CTA size, V passes, shared memory and co
   // family cannot run (InvalidArgument).
   s.head_dim = 512;
   s.tile = TileConfig{128, 128, 8, 4};
-  try {
-    check_attention_config(s, 99 * 1024);
-    FAIL("accepted");
-  } catch (const Error& e) {
-    CHECK(e.code() == ErrorCode::Unsupported);
-    CHECK(std::string(e.what()).find("shared memory") != std::string::npos);
-  }
+  sage2::test::check_refused_for_shared_memory(s, 99 * 1024);
   s.head_dim = 64;
   s.tile = TileConfig{64, 48, 4, 1};
   CHECK_THROWS_AS(check_attention_config(s, 1 << 30), Error);
   s.tile = TileConfig{64, 64, 4, 5};
   CHECK_THROWS_AS(check_attention_config(s, 1 << 30), Error);
-  // A wgmma spec is held to the wgmma family's rules (jit::check_wgmma_config): 64 query rows per
+  // A wgmma spec is held to the wgmma family's rules (its descriptor's check): 64 query rows per
   // consumer warpgroup, bk 64/128.
   s.family = KernelFamily::AttentionWgmma;
   s.arch = Arch::Sm90a;
@@ -256,7 +164,8 @@ TEST_CASE("jit attention: host plan — CTA size, V passes, shared memory and co
   CHECK_THROWS_AS(check_attention_config(s, 1 << 30), Error);
 }
 
-TEST_CASE("jit attention: the default tile fits the device and is valid") {
+TEST_CASE("jit attention: the default tile fits the device, is valid and is a tuning candidate") {
+  const AttentionFamilyDesc& mma = attention_family(KernelFamily::AttentionMma);
   for (int d : {1, 32, 64, 80, 96, 128, 160, 256, 512})
     for (int bits : {4, 8})
       for (int limit : {99 * 1024, 227 * 1024}) {
@@ -265,17 +174,20 @@ TEST_CASE("jit attention: the default tile fits the device and is valid") {
         s.head_dim = d;
         s.qk_bits = bits;
         s.smooth_q = true;
-        s.tile = default_attention_tile(s, limit);
+        s.tile = mma.default_tile(s, limit);
         CAPTURE(d);
         CAPTURE(limit);
         CHECK_NOTHROW(check_attention_config(s, limit));
-        CHECK(s.tile.bq == 64);
-        CHECK(s.tile.warps == 4);
+        CHECK(std::find(mma.candidates().begin(), mma.candidates().end(), s.tile) != mma.candidates().end());
+        // no spills at any head dim, fastest on the H100; one stage where two do not fit (int8
+        // rows at head dim 512 on a 99 KB device)
+        const bool one_stage = d == 512 && bits == 8 && limit < 227 * 1024;
+        CHECK(s.tile == (one_stage ? TileConfig{64, 64, 4, 1} : TileConfig{64, 64, 4, 2}));
       }
   KernelSpec s;
   s.family = KernelFamily::AttentionMma;
   s.head_dim = 512;
-  CHECK_THROWS_AS(default_attention_tile(s, 16 * 1024), Error);
+  CHECK_THROWS_AS(mma.default_tile(s, 16 * 1024), Error);
 }
 
 TEST_CASE("jit attention: ΔS workspace stays bounded; chunks tile (pairs × query blocks) exactly once") {

@@ -24,8 +24,9 @@
 #include <vector>
 
 #include "cache/disk_cache.hpp"
+#include "jit/attention_family.hpp"
 #include "jit/compiler.hpp"
-#include "jit/wgmma_shape.hpp"
+#include "jit/family_wgmma.hpp"
 #include "../gpu/wgmma_cases.hpp"
 
 using namespace sage2;
@@ -33,6 +34,9 @@ using namespace sage2::jit;
 
 namespace {
 
+using sage2::test::AttentionVariant;
+
+// The wgmma variants vary everything but the arch and the code width (sm_90a, 8-bit).
 struct WVariant {
   int head_dim;
   CausalMode causal;
@@ -43,23 +47,10 @@ struct WVariant {
   bool main = false;  // must not spill
 };
 
-KernelSpec to_spec(const WVariant& v) {
-  KernelSpec s;
-  s.family = KernelFamily::AttentionWgmma;
-  s.arch = Arch::Sm90a;
-  s.head_dim = v.head_dim;
-  s.qk_bits = 8;
-  s.causal = v.causal;
-  s.in_dtype = v.dtype;
-  s.out_dtype = v.dtype;
-  s.smooth_q = v.sq;
-  s.smooth_k = v.sk;
-  s.smooth_v = v.sv;
-  s.two_level_accum = v.two_level;
-  s.return_lse = v.lse;
-  s.tile = v.tile;
-  return s;
+AttentionVariant variant(const WVariant& v) {
+  return {Arch::Sm90a, v.head_dim, 8, v.causal, v.dtype, v.sq, v.sk, v.sv, v.two_level, v.lse, v.tile, v.main};
 }
+KernelSpec to_spec(const WVariant& v) { return sage2::test::to_spec(KernelFamily::AttentionWgmma, variant(v)); }
 
 constexpr auto F16 = DType::F16;
 constexpr auto BF16 = DType::BF16;
@@ -100,97 +91,42 @@ std::vector<WVariant> covering_set() {
   };
 }
 
-using sage2::test::compile_all;
-using sage2::test::Outcome;
-
 }  // namespace
 
 TEST_CASE("jit wgmma: the covering set covers every value of every code-relevant axis") {
-  std::set<std::string> keys;
-  std::set<int> dims;
-  std::set<CausalMode> causal;
-  std::set<DType> dtype;
-  std::set<std::tuple<bool, bool, bool>> smooth;
-  std::set<bool> two, lse;
-  std::set<std::tuple<int, int, int, int>> tiles;
-  for (const auto& v : covering_set()) {
-    const KernelSpec s = to_spec(v);
-    CHECK_NOTHROW(s.validate());
-    CHECK_NOTHROW(check_wgmma_config(s, 227 * 1024));
-    CHECK_MESSAGE(keys.insert(s.key()).second, "duplicate variant " << s.key());
-    dims.insert(v.head_dim);
-    causal.insert(v.causal);
-    dtype.insert(v.dtype);
-    smooth.insert({v.sq, v.sk, v.sv});
-    two.insert(v.two_level);
-    lse.insert(v.lse);
-    tiles.insert({v.tile.bq, v.tile.bk, v.tile.warps, v.tile.stages});
-  }
-  for (int d : {1, 32, 64, 96, 128, 160, 192, 256}) CHECK_MESSAGE(dims.count(d), "head dim " << d);
-  CHECK(causal.size() == 3);
-  CHECK(dtype.size() == 2);
-  CHECK(smooth.size() >= 5);
-  CHECK(two.size() == 2);
-  CHECK(lse.size() == 2);
-  CHECK(tiles.size() >= 6);
+  std::vector<AttentionVariant> set;
+  for (const WVariant& v : covering_set()) set.push_back(variant(v));
+  const sage2::test::Coverage c = sage2::test::coverage(KernelFamily::AttentionWgmma, set, 5);
+  for (int d : {1, 32, 64, 96, 128, 160, 192, 256}) CHECK_MESSAGE(c.dims.count(d), "head dim " << d);
 }
 
 TEST_CASE("jit wgmma: every variant compiles for sm_90a on wgmma; main configs do not spill") {
-  REQUIRE_MESSAGE(nvrtc_version().first >= 12, "NVRTC must be loadable for the CPU suite");
-  std::vector<KernelSpec> specs;
-  std::vector<bool> main;
-  for (const auto& v : covering_set()) {
-    specs.push_back(to_spec(v));
-    main.push_back(v.main);
-  }
+  sage2::test::SpecList list;
+  for (const auto& v : covering_set()) list.add(to_spec(v), v.main);
   // The ΔS kernel that feeds a wgmma spec (canonical: one per dtype / tile / head dim).
-  specs.push_back(delta_s_spec_for(to_spec({128, NONE, F16, true, true, false, true, false, D128})));
-  main.push_back(true);
-  const auto t0 = std::chrono::steady_clock::now();
-  const auto results = compile_all(specs);
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::ostringstream table;
-  for (std::size_t i = 0; i < results.size(); ++i) {
-    const auto& r = results[i];
-    INFO(r.spec.key());
-    REQUIRE_MESSAGE(r.ok, r.error);
+  list.add(delta_s_spec_for(to_spec({128, NONE, F16, true, true, false, true, false, D128})), true);
+  // Known exception: head dim 256 WITH two-level accumulation keeps O (128 registers) and the
+  // per-tile accumulator of a 64-channel chunk live beside the softmax state and spills ~40
+  // loop-invariant values (~150 bytes, L1-resident); bounded here until it is restructured.
+  auto known_spill = [](const KernelSpec& s) {
+    return s.head_dim > 224 && s.two_level_accum && s.family == KernelFamily::AttentionWgmma;
+  };
+  sage2::test::compile_and_check(list, "wgmma/ΔS", known_spill, [&](const sage2::test::Outcome& r) {
     const CompiledKernel& k = r.k;
-    CHECK(k.entry == r.spec.entry_name());
-    REQUIRE(k.cubin.size() > 4);
-    CHECK(std::string(k.cubin.data(), 4) == "\x7f" "ELF");
-    CHECK(k.facts.registers > 0);
-    CHECK(k.facts.registers <= 255);
-    // Known exception: head dim 256 WITH two-level accumulation keeps O (128 registers) and the
-    // per-tile accumulator of a 64-channel chunk live beside the softmax state and spills ~40
-    // loop-invariant values (~150 bytes, L1-resident); bounded here until it is restructured.
-    const bool known_spill = r.spec.head_dim > 224 && r.spec.two_level_accum &&
-                             r.spec.family == KernelFamily::AttentionWgmma;
-    if (main[i] && !known_spill) {
-      CHECK_MESSAGE(k.facts.spill_store_bytes == 0, k.log);
-      CHECK(k.facts.spill_load_bytes == 0);
-      CHECK(k.facts.stack_frame_bytes == 0);
-    }
-    if (known_spill) {
+    if (known_spill(r.spec)) {
       CHECK(k.facts.spill_store_bytes <= 256);
       CHECK(k.facts.spill_load_bytes <= 256);
     }
-    CHECK(k.facts.static_shared_bytes <= 48 * 1024);
-    if (r.spec.family == KernelFamily::AttentionWgmma) {
-      const WgmmaKernelConfig cfg = wgmma_kernel_config(r.spec);
-      // the registers allow the CTAs per SM the plan counts on (__launch_bounds__ minimum)
-      if (!cfg.producer_group) CHECK(k.facts.registers * cfg.threads * cfg.min_ctas <= 65536);
-      // ptxas ignores setmaxnreg without a register cap at entry (C7508) and serialises wgmma
-      // batches whose accumulators it cannot keep in place (C7510 "wgmma ... serialized"): neither
-      // may happen.
-      CHECK_MESSAGE(k.log.find("C7508") == std::string::npos, k.log);
-      CHECK_MESSAGE(k.log.find("serialized") == std::string::npos, k.log);
-    }
-    table << "\n  " << k.key << "  regs " << k.facts.registers << " spill " << k.facts.spill_store_bytes << "/"
-          << k.facts.spill_load_bytes << " stack " << k.facts.stack_frame_bytes << " smem "
-          << (r.spec.family == KernelFamily::AttentionWgmma ? wgmma_kernel_config(r.spec).smem : 0) << " compile "
-          << k.compile_seconds << " s";
-  }
-  MESSAGE(results.size() << " wgmma/ΔS kernels compiled in " << wall << " s wall (2 threads)" << table.str());
+    if (r.spec.family != KernelFamily::AttentionWgmma) return;
+    const WgmmaKernelConfig cfg = wgmma_kernel_config(r.spec);
+    // the registers allow the CTAs per SM the plan counts on (__launch_bounds__ minimum)
+    if (!cfg.producer_group) CHECK(k.facts.registers * cfg.threads * cfg.min_ctas <= 65536);
+    // ptxas ignores setmaxnreg without a register cap at entry (C7508) and serialises wgmma
+    // batches whose accumulators it cannot keep in place (C7510 "wgmma ... serialized"): neither
+    // may happen.
+    CHECK_MESSAGE(k.log.find("C7508") == std::string::npos, k.log);
+    CHECK_MESSAGE(k.log.find("serialized") == std::string::npos, k.log);
+  });
 }
 
 TEST_CASE("jit wgmma: the generated source issues wgmma and TMA (PTX mnemonics)") {
@@ -259,8 +195,8 @@ TEST_CASE("jit wgmma: host plan — CTA size, shared memory, TMA boxes and confi
   // default tiles fit the H100's 227 KB and pass the checks
   for (int d : {1, 32, 64, 96, 128, 160, 192, 256}) {
     KernelSpec t = to_spec({d, NONE, F16, true, true, true, true, true, D128});
-    t.tile = default_wgmma_tile(t, 227 * 1024);
-    CHECK_NOTHROW(check_wgmma_config(t, 227 * 1024));
+    t.tile = attention_family(KernelFamily::AttentionWgmma).default_tile(t, 227 * 1024);
+    CHECK_NOTHROW(check_attention_config(t, 227 * 1024));
     CHECK(t.tile.bk == (d <= 128 ? 128 : 64));
     CHECK(t.tile.warps == 4);  // one warpgroup per CTA, several CTAs per SM
     CHECK(t.tile.stages == 2);
@@ -268,55 +204,54 @@ TEST_CASE("jit wgmma: host plan — CTA size, shared memory, TMA boxes and confi
   // rejections
   KernelSpec r = to_spec({128, NONE, F16, false, true, false, true, false, D128});
   r.tile = TileConfig{128, 128, 4, 2};  // bq != 16·warps
-  CHECK_THROWS_AS(check_wgmma_config(r, 227 * 1024), Error);
+  CHECK_THROWS_AS(check_attention_config(r, 227 * 1024), Error);
   r.tile = TileConfig{128, 96, 8, 2};
-  CHECK_THROWS_AS(check_wgmma_config(r, 227 * 1024), Error);
+  CHECK_THROWS_AS(check_attention_config(r, 227 * 1024), Error);
   r.tile = TileConfig{128, 128, 8, 4};
-  try {
-    check_wgmma_config(r, 100 * 1024);
-    FAIL("accepted");
-  } catch (const Error& e) {
-    CHECK(e.code() == ErrorCode::Unsupported);
-    CHECK(std::string(e.what()).find("shared memory") != std::string::npos);
-  }
+  sage2::test::check_refused_for_shared_memory(r, 100 * 1024);
   r.tile = D64;
   r.head_dim = 512;
   try {
-    check_wgmma_config(r, 227 * 1024);
+    check_attention_config(r, 227 * 1024);
     FAIL("accepted");
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::Unsupported);
   }
   r.head_dim = 128;
-  r.family = KernelFamily::AttentionMma;
-  CHECK_THROWS_AS(check_wgmma_config(r, 227 * 1024), Error);
+  r.family = KernelFamily::AttentionMma;  // the wgmma descriptor checks its own family's specs only
+  CHECK_THROWS_AS(attention_family(KernelFamily::AttentionWgmma).check(r, 227 * 1024), Error);
 
   // TMA maps: K {row_bytes, rows} box {panel, bk}; V {kv_len_pad, B·Hkv·d_v} box {bk, d_v}
+  const AttentionFamilyDesc& wg = attention_family(KernelFamily::AttentionWgmma);
   KernelSpec t = to_spec({128, NONE, F16, false, true, false, true, false, D128});
   QuantProblem qp{2, 8, 4, 300, 1000, 128};
   const QuantBuffers b = quant_buffers(qp, t);
   alignas(256) static char fake[256];
-  const WgmmaTmaSpecs m = wgmma_tma_specs(t, b, fake);
-  CHECK(m.q.dims[0] == 128);
-  CHECK(m.q.dims[1] == std::uint64_t(2 * 8 * 384));
-  CHECK(m.q.box[0] == 128);
-  CHECK(m.q.box[1] == 64);
-  CHECK(m.q.base == fake + b.offsets().q_codes);
-  CHECK(m.k.dims[0] == 128);
-  CHECK(m.k.dims[1] == std::uint64_t(2 * 4 * 1024));
-  CHECK(m.k.box[0] == 128);
-  CHECK(m.k.box[1] == 128);
-  CHECK(m.k.swizzle_bytes == 128);
-  CHECK(m.v.dims[0] == 1024);
-  CHECK(m.v.dims[1] == std::uint64_t(2 * 4 * 128));
-  CHECK(m.v.box[0] == 128);
-  CHECK(m.v.box[1] == 128);
-  CHECK(m.k.base == fake + b.offsets().k_codes);
-  CHECK(m.v.base == fake + b.offsets().v_codes);
+  REQUIRE(wg.tma_maps == 3);
+  TmaMapSpec m[kMaxTmaMaps];
+  wg.tma_specs(t, b, fake, m);
+  const TmaMapSpec &mq = m[0], &mk = m[1], &mv = m[2];
+  CHECK(mq.dims[0] == 128);
+  CHECK(mq.dims[1] == std::uint64_t(2 * 8 * 384));
+  CHECK(mq.box[0] == 128);
+  CHECK(mq.box[1] == 64);
+  CHECK(mq.base == fake + b.offsets().q_codes);
+  CHECK(mk.dims[0] == 128);
+  CHECK(mk.dims[1] == std::uint64_t(2 * 4 * 1024));
+  CHECK(mk.box[0] == 128);
+  CHECK(mk.box[1] == 128);
+  CHECK(mk.swizzle_bytes == 128);
+  CHECK(mv.dims[0] == 1024);
+  CHECK(mv.dims[1] == std::uint64_t(2 * 4 * 128));
+  CHECK(mv.box[0] == 128);
+  CHECK(mv.box[1] == 128);
+  CHECK(mk.base == fake + b.offsets().k_codes);
+  CHECK(mv.base == fake + b.offsets().v_codes);
+  CHECK_THROWS_AS(wg.tma_specs(t, b, fake + 16, m), Error);  // TMA needs a 256-byte aligned workspace
   // launch shape
   const auto chunks = attention_chunks(b, 0);
   REQUIRE(chunks.size() == 1);
-  const LaunchShape ls = wgmma_launch_shape(t, b, chunks[0]);
+  const LaunchShape ls = attention_launch_shape(t, b, chunks[0]);
   CHECK(ls.grid[0] == 3);
   CHECK(ls.grid[1] == 16);
   CHECK(ls.block[0] == static_cast<unsigned>(wgmma_kernel_config(t).threads));
@@ -324,7 +259,7 @@ TEST_CASE("jit wgmma: host plan — CTA size, shared memory, TMA boxes and confi
   KernelSpec mm = t;
   mm.family = KernelFamily::AttentionMma;
   mm.tile = TileConfig{128, 128, 8, 2};
-  CHECK_THROWS_AS(wgmma_tma_specs(t, quant_buffers(qp, mm), fake), Error);
+  CHECK_THROWS_AS(wg.tma_specs(t, quant_buffers(qp, mm), fake, m), Error);
 }
 
 TEST_CASE("jit wgmma: prefill the disk cache with the GPU suite's kernels (SAGE2_WGMMA_PREFILL)") {
@@ -341,7 +276,7 @@ TEST_CASE("jit wgmma: prefill the disk cache with the GPU suite's kernels (SAGE2
       add(quantize_spec_for(a, op));
     if (a.smooth_q) add(delta_s_spec_for(a));
   }
-  const auto results = compile_all(specs);
+  const auto results = sage2::test::compile_all(specs);
   cache::DiskCache disk(dir, false);
   int stored = 0;
   for (const auto& r : results) {

@@ -15,6 +15,7 @@
 
 #include "jit/kernel_spec.hpp"
 #include "jit/quant_layout.hpp"
+#include "reference/kernel_config.hpp"
 #include "sage2/reference.hpp"
 
 using namespace sage2;
@@ -280,7 +281,8 @@ TEST_CASE("quant groups: the reference quantize stage gives each token the scale
         k.set(0, 0, t, ch, mag(t + 5) * std::cos(0.13f * static_cast<float>(ch * t + 1)) * (ch == (t * 3) % d ? 1.f : 0.5f));
         v.set(0, 0, t, ch, 1.f);
       }
-    const reference::QuantizedHost qs = reference::quantize_stage(q.ref(), k.ref(), v.ref(), spec);
+    const reference::QuantizedHost qs =
+        reference::quantize_stage(q.ref(), k.ref(), v.ref(), reference::kernel_config(spec));
     const QuantLayout L = quant_layout(spec);
     const int R = c.qk_bits == 4 ? 7 : 127;
     const MmaShape shape = L.shape;

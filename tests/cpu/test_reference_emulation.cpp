@@ -10,8 +10,6 @@
 #include <limits>
 #include <string>
 
-#include "jit/kernel_spec.hpp"
-#include "jit/quant_layout.hpp"
 #include "sage2/reference.hpp"
 
 using namespace sage2;
@@ -19,11 +17,11 @@ using namespace sage2::reference;
 
 namespace {
 
-jit::KernelSpec make_spec(jit::KernelFamily fam, int bits, int d, int bq, int bk, int warps, bool sq, bool sk, bool sv,
-                          CausalMode causal = CausalMode::None) {
-  jit::KernelSpec s;
+KernelConfig make_spec(AttentionFamily fam, int bits, int d, int bq, int bk, int warps, bool sq, bool sk, bool sv,
+                       CausalMode causal = CausalMode::None) {
+  KernelConfig s;
   s.family = fam;
-  s.arch = fam == jit::KernelFamily::AttentionWgmma ? jit::Arch::Sm90a : jit::Arch::Sm89;
+  s.arch = fam == AttentionFamily::Wgmma ? "sm_90a" : "sm_89";
   s.qk_bits = bits;
   s.head_dim = d;
   s.tile = {bq, bk, warps, 1};
@@ -76,12 +74,12 @@ TEST_CASE("emulation: with every approximation off it is exact attention to 1e-6
                  {make_activation_like(3, DType::F32, 1, 1, 1, 130, 70, 128), "activation f32 q>kv"}};
   for (auto& x : inputs) {
     const int d = static_cast<int>(x.in.q.dim());
-    const jit::KernelSpec specs[] = {
-        make_spec(jit::KernelFamily::AttentionMma, 4, d, 128, 64, 4, true, true, false),
-        make_spec(jit::KernelFamily::AttentionMma, 8, d, 64, 32, 2, false, true, true),
-        make_spec(jit::KernelFamily::AttentionWgmma, 8, d, 128, 128, 8, true, false, true),
+    const KernelConfig specs[] = {
+        make_spec(AttentionFamily::Mma, 4, d, 128, 64, 4, true, true, false),
+        make_spec(AttentionFamily::Mma, 8, d, 64, 32, 2, false, true, true),
+        make_spec(AttentionFamily::Wgmma, 8, d, 128, 128, 8, true, false, true),
     };
-    for (jit::KernelSpec spec : specs)
+    for (KernelConfig spec : specs)
       for (CausalMode cm : {CausalMode::None, CausalMode::TopLeft, CausalMode::BottomRight})
         for (bool two : {true, false}) {
           spec.causal = cm;
@@ -92,7 +90,8 @@ TEST_CASE("emulation: with every approximation off it is exact attention to 1e-6
           const EmulationResult r = emulate_attention(x.in.q.ref(), x.in.k.ref(), x.in.v.ref(), spec, exact_options());
           const Err err = max_err(e, r);
           CAPTURE(x.name);
-          CAPTURE(spec.key());
+          CAPTURE(attention_family_name(spec.family));
+          CAPTURE(spec.qk_bits);
           CHECK(err.o_abs <= 1e-6 * std::max(1.0, err.o_scale));
           CHECK(err.lse_abs <= 1e-6);
         }
@@ -101,7 +100,7 @@ TEST_CASE("emulation: with every approximation off it is exact attention to 1e-6
 
 TEST_CASE("emulation: FP16 P̃/V alone is exact attention up to FP16 rounding") {
   auto in = make_gaussian(4, DType::F16, 1, 2, 2, 96, 300, 64);
-  const auto spec = make_spec(jit::KernelFamily::AttentionMma, 8, 64, 64, 64, 4, false, true, false);
+  const auto spec = make_spec(AttentionFamily::Mma, 8, 64, 64, 64, 4, false, true, false);
   const ExactResult e = exact_attention(in.q.ref(), in.k.ref(), in.v.ref());
   EmulationOptions o = exact_options();
   o.pv_format = PvFormat::FP16;
@@ -119,10 +118,10 @@ TEST_CASE("emulation: each approximation alone moves the error the expected way"
   // activation-like data: channel bias, outlier channels, similar tokens
   auto in = make_activation_like(7, DType::F16, 1, 2, 2, 256, 512, 64);
   const ExactResult e = exact_attention(in.q.ref(), in.k.ref(), in.v.ref());
-  auto err = [&](jit::KernelSpec s, EmulationOptions o) {
+  auto err = [&](KernelConfig s, EmulationOptions o) {
     return rel_l1(e, emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), s, o));
   };
-  const auto s4 = make_spec(jit::KernelFamily::AttentionMma, 4, 64, 128, 64, 4, true, true, false);
+  const auto s4 = make_spec(AttentionFamily::Mma, 4, 64, 128, 64, 4, true, true, false);
   auto s8 = s4;
   s8.qk_bits = 8;
   const double e0 = err(s4, exact_options());
@@ -180,7 +179,7 @@ TEST_CASE("emulation: FP22 accumulator, two-level accumulation and smooth V") {
   auto in = make_activation_like(8, DType::F16, 1, 1, 1, 32, 4096, 64, m);
   const ExactResult e = exact_attention(in.q.ref(), in.k.ref(), in.v.ref());
   auto run = [&](int bits, bool two, bool sv) {
-    auto s = make_spec(jit::KernelFamily::AttentionMma, 8, 64, 64, 64, 4, false, true, sv);
+    auto s = make_spec(AttentionFamily::Mma, 8, 64, 64, 64, 4, false, true, sv);
     s.two_level_accum = two;
     EmulationOptions o = exact_options();
     o.accum_mantissa_bits = bits;
@@ -210,7 +209,7 @@ TEST_CASE("emulation: INT8 P̃ loses the many small probabilities that E4M3 keep
     for (int c = 0; c < d; ++c)
       v.set(0, 0, j, c, j == 0 ? -2.f : 1.f + 0.5f * std::cos(0.37f * static_cast<float>(j * (c + 1))));
   }
-  auto s = make_spec(jit::KernelFamily::AttentionMma, 8, d, 64, 64, 4, false, false, false);
+  auto s = make_spec(AttentionFamily::Mma, 8, d, 64, 64, 4, false, false, false);
   AttentionOptions ao;
   ao.sm_scale = 1.0;
   const ExactResult e = exact_attention(q.ref(), k.ref(), v.ref(), ao);
@@ -231,7 +230,7 @@ TEST_CASE("emulation: INT8 P̃ loses the many small probabilities that E4M3 keep
 
 TEST_CASE("emulation: the per-thread configuration computes from the quantize stage's buffers") {
   auto in = make_activation_like(10, DType::F16, 1, 2, 1, 150, 90, 48);
-  const auto spec = make_spec(jit::KernelFamily::AttentionMma, 4, 48, 64, 32, 2, true, true, false);
+  const auto spec = make_spec(AttentionFamily::Mma, 4, 48, 64, 32, 2, true, true, false);
   const QuantizedHost qs = quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec);
   const auto& L = qs.layout;
   EmulationOptions o = exact_options();
@@ -243,13 +242,13 @@ TEST_CASE("emulation: the per-thread configuration computes from the quantize st
   for (int h = 0; h < 2; ++h)
     for (std::int64_t i = 0; i < 150; i += 7) {
       const std::int64_t blk = i / 64;
-      const float dq = qs.q_scale[static_cast<std::size_t>((h * L.q_blocks + blk) * L.layout.q_groups_per_block() + L.layout.q_group(static_cast<int>(i % 64)))];
+      const float dq = qs.q_scale[static_cast<std::size_t>((h * L.q_blocks + blk) * L.q_groups_per_block + L.q_group(static_cast<int>(i % 64)))];
       std::vector<double> s(90);
       double mx = -1e300;
       for (std::int64_t j = 0; j < 90; ++j) {
         int dot = 0;
         for (int c = 0; c < L.d_qk; ++c) dot += qs.q_code(0, h, i, c) * qs.k_code(0, 0, j, c);
-        const float dk = qs.k_scale[static_cast<std::size_t>((j / 32) * 4 + L.layout.k_group(static_cast<int>(j % 32)))];
+        const float dk = qs.k_scale[static_cast<std::size_t>((j / 32) * 4 + L.k_group(static_cast<int>(j % 32)))];
         double ds = 0;
         for (int c = 0; c < 48; ++c)
           ds += double(qs.q_mean[static_cast<std::size_t>((h * L.q_blocks + blk) * L.d_qk + c)]) * (in.k.get(0, 0, j, c) - qs.k_mean[static_cast<std::size_t>(c)]);
@@ -272,7 +271,7 @@ TEST_CASE("emulation: the per-thread configuration computes from the quantize st
 
 TEST_CASE("emulation: options.stage — the caller's quantize buffers are the ones read") {
   auto in = make_activation_like(12, DType::F16, 1, 4, 2, 150, 190, 64);
-  const auto spec = make_spec(jit::KernelFamily::AttentionWgmma, 8, 64, 128, 128, 8, true, true, false);
+  const auto spec = make_spec(AttentionFamily::Wgmma, 8, 64, 128, 128, 8, true, true, false);
   const QuantizedHost qs = quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec);
   EmulationOptions o;
   const EmulationResult own = emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), spec, o);
@@ -300,15 +299,15 @@ TEST_CASE("emulation: options.stage — the caller's quantize buffers are the on
   wrong.k_scale.pop_back();
   o.stage = &wrong;
   CHECK_THROWS_AS(emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), spec, o), Error);
-  const auto other = make_spec(jit::KernelFamily::AttentionWgmma, 8, 64, 128, 64, 8, true, true, false);
+  const auto other = make_spec(AttentionFamily::Wgmma, 8, 64, 128, 64, 8, true, true, false);
   o.stage = &qs;  // the buffers of another tile's layout
   CHECK_THROWS_AS(emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), other, o), Error);
 }
 
 TEST_CASE("emulation: LSE is the un-smoothed one; rows without keys give O = 0 and LSE = -inf") {
   auto in = make_activation_like(11, DType::F16, 1, 2, 2, 200, 120, 64);
-  for (auto spec : {make_spec(jit::KernelFamily::AttentionMma, 8, 64, 64, 64, 4, true, true, true, CausalMode::BottomRight),
-                    make_spec(jit::KernelFamily::AttentionWgmma, 8, 64, 128, 64, 4, false, true, false, CausalMode::BottomRight)}) {
+  for (auto spec : {make_spec(AttentionFamily::Mma, 8, 64, 64, 64, 4, true, true, true, CausalMode::BottomRight),
+                    make_spec(AttentionFamily::Wgmma, 8, 64, 128, 64, 4, false, true, false, CausalMode::BottomRight)}) {
     AttentionOptions ao;
     ao.causal = CausalMode::BottomRight;   // rows i < 80 see no key
     const ExactResult e = exact_attention(in.q.ref(), in.k.ref(), in.v.ref(), ao);
@@ -340,7 +339,7 @@ TEST_CASE("emulation: LSE is the un-smoothed one; rows without keys give O = 0 a
 
 TEST_CASE("emulation: 23-bit two-level and one-level accumulation agree; output rounding") {
   auto in = make_activation_like(12, DType::F16, 1, 1, 1, 64, 700, 32);
-  auto spec = make_spec(jit::KernelFamily::AttentionMma, 8, 32, 64, 64, 4, false, true, false);
+  auto spec = make_spec(AttentionFamily::Mma, 8, 32, 64, 64, 4, false, true, false);
   const EmulationResult a = emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), spec);
   spec.two_level_accum = false;
   const EmulationResult b = emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), spec);
@@ -361,7 +360,7 @@ TEST_CASE("emulation: 23-bit two-level and one-level accumulation agree; output 
 TEST_CASE("emulation: NaN policy — poison reaches exactly the rows / channels that read it") {
   // (tests/cpu/test_reference_nonfinite.cpp specifies the policy in full.)
   auto in = make_gaussian(13, DType::F32, 1, 1, 1, 128, 128, 32);
-  const auto spec = make_spec(jit::KernelFamily::AttentionMma, 8, 32, 64, 64, 4, false, false, false, CausalMode::TopLeft);
+  const auto spec = make_spec(AttentionFamily::Mma, 8, 32, 64, 64, 4, false, false, false, CausalMode::TopLeft);
   {
     auto x = in;
     x.v.set(0, 0, 5, 3, std::numeric_limits<float>::quiet_NaN());   // channel 3 of the rows seeing key 5
@@ -384,8 +383,8 @@ TEST_CASE("emulation: NaN policy — poison reaches exactly the rows / channels 
 
 TEST_CASE("emulation: invalid arguments are rejected with names and values") {
   auto in = make_gaussian(1, DType::F16, 1, 1, 1, 16, 16, 32);
-  auto spec = make_spec(jit::KernelFamily::AttentionMma, 8, 32, 64, 64, 4, false, true, false);
-  auto expect = [&](const jit::KernelSpec& s, const EmulationOptions& o, const std::string& needle) {
+  auto spec = make_spec(AttentionFamily::Mma, 8, 32, 64, 64, 4, false, true, false);
+  auto expect = [&](const KernelConfig& s, const EmulationOptions& o, const std::string& needle) {
     try {
       emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), s, o);
     } catch (const Error& e) {
@@ -405,11 +404,14 @@ TEST_CASE("emulation: invalid arguments are rejected with names and values") {
   o.pv_format = static_cast<PvFormat>(7);
   expect(spec, o, "pv_format=7");
   auto s2 = spec;
-  s2.family = jit::KernelFamily::Quantize;
-  expect(s2, {}, "spec.family=quantize");
+  s2.family = static_cast<AttentionFamily>(7);
+  expect(s2, {}, "config.family=7");
+  s2 = spec;
+  s2.arch = "sm_80";
+  expect(s2, {}, "arch 'sm_80'");
   s2 = spec;
   s2.head_dim = 64;
-  expect(s2, {}, "spec.head_dim=64");
+  expect(s2, {}, "config.head_dim=64");
   s2 = spec;
   s2.qk_bits = 5;
   expect(s2, {}, "qk_bits=5");

@@ -18,7 +18,6 @@
 #include <string>
 #include <vector>
 
-#include "jit/kernel_spec.hpp"
 #include "sage2/reference.hpp"
 
 using namespace sage2;
@@ -131,11 +130,11 @@ Pattern predict(const TensorRef& q, const TensorRef& k, const TensorRef& v, Caus
   return P;
 }
 
-jit::KernelSpec make_spec(int bits, int d, int bq, int bk, int warps, bool sq, bool sk, bool sv, CausalMode causal,
-                          DType dt) {
-  jit::KernelSpec s;
-  s.family = jit::KernelFamily::AttentionMma;
-  s.arch = jit::Arch::Sm90a;
+KernelConfig make_spec(int bits, int d, int bq, int bk, int warps, bool sq, bool sk, bool sv, CausalMode causal,
+                       DType dt) {
+  KernelConfig s;
+  s.family = AttentionFamily::Mma;
+  s.arch = "sm_90a";
   s.qk_bits = bits;
   s.head_dim = d;
   s.tile = {bq, bk, warps, 1};
@@ -201,10 +200,10 @@ TEST_CASE("nonfinite: quantize_stage keeps bad inputs out of statistics, zeroes 
       qo.margins = true;
       const QuantizedHost a = quantize_stage(bad.q.ref(), bad.k.ref(), bad.v.ref(), spec, qo);
       const QuantizedHost z = quantize_stage(zero.q.ref(), zero.k.ref(), zero.v.ref(), spec, qo);
-      const jit::QuantBuffers& L = a.layout;
-      REQUIRE(a.q_bad.size() == static_cast<std::size_t>(L.q_bad()));
-      REQUIRE(a.k_first_bad.size() == static_cast<std::size_t>(L.k_first_bad()));
-      REQUIRE(a.v_first_bad.size() == static_cast<std::size_t>(L.v_first_bad()));
+      const StageLayout& L = a.layout;
+      REQUIRE(a.q_bad.size() == static_cast<std::size_t>(batch * cs.hq * L.q_len_pad));
+      REQUIRE(a.k_first_bad.size() == static_cast<std::size_t>(batch * cs.hkv));
+      REQUIRE(a.v_first_bad.size() == static_cast<std::size_t>(batch * cs.hkv * L.d_v));
       // statistics, means, q·k̄ and scales: those of the zeroed inputs, bit for bit
       CHECK(a.k_stats == z.k_stats);
       CHECK(a.v_stats == z.v_stats);

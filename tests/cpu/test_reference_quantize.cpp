@@ -10,6 +10,7 @@
 
 #include "jit/launch_shape.hpp"
 #include "jit/quant_buffers.hpp"
+#include "reference/kernel_config.hpp"
 #include "sage2/reference.hpp"
 
 using namespace sage2;
@@ -17,10 +18,10 @@ using namespace sage2::reference;
 
 namespace {
 
-jit::KernelSpec attn_spec(jit::KernelFamily fam, int bits, int d, int bq, int bk, int warps, bool sq, bool sk, bool sv) {
-  jit::KernelSpec s;
+KernelConfig attn_spec(AttentionFamily fam, int bits, int d, int bq, int bk, int warps, bool sq, bool sk, bool sv) {
+  KernelConfig s;
   s.family = fam;
-  s.arch = jit::Arch::Sm90a;
+  s.arch = "sm_90a";
   s.qk_bits = bits;
   s.head_dim = d;
   s.tile = {bq, bk, warps, 1};
@@ -31,18 +32,18 @@ jit::KernelSpec attn_spec(jit::KernelFamily fam, int bits, int d, int bq, int bk
 }
 
 struct Cfg {
-  jit::KernelFamily fam;
+  AttentionFamily fam;
   int bits, d, bq, bk, warps;
   bool sq, sk, sv;
   std::int64_t hq, hkv, nq, nk;
 };
 
 const Cfg kCfgs[] = {
-    {jit::KernelFamily::AttentionMma, 4, 72, 128, 64, 4, true, true, false, 2, 1, 150, 100},
-    {jit::KernelFamily::AttentionMma, 8, 40, 64, 32, 2, false, true, true, 2, 2, 64, 33},
-    {jit::KernelFamily::AttentionMma, 4, 64, 32, 16, 1, false, false, true, 1, 1, 17, 20},
-    {jit::KernelFamily::AttentionWgmma, 8, 128, 128, 64, 4, true, true, true, 4, 2, 200, 129},
-    {jit::KernelFamily::AttentionWgmma, 8, 24, 256, 128, 8, false, true, false, 1, 1, 257, 300},
+    {AttentionFamily::Mma, 4, 72, 128, 64, 4, true, true, false, 2, 1, 150, 100},
+    {AttentionFamily::Mma, 8, 40, 64, 32, 2, false, true, true, 2, 2, 64, 33},
+    {AttentionFamily::Mma, 4, 64, 32, 16, 1, false, false, true, 1, 1, 17, 20},
+    {AttentionFamily::Wgmma, 8, 128, 128, 64, 4, true, true, true, 4, 2, 200, 129},
+    {AttentionFamily::Wgmma, 8, 24, 256, 128, 8, false, true, false, 1, 1, 257, 300},
 };
 
 // The channel-sum order of jit/quant_buffers.hpp, written out for one channel: chunks of T
@@ -77,9 +78,26 @@ TEST_CASE("quantize stage: buffer sizes are QuantBuffers' counts and padded entr
     p.q_len = c.nq;
     p.kv_len = c.nk;
     p.head_dim = c.d;
-    const jit::QuantBuffers L = jit::quant_buffers(p, spec);
+    const jit::QuantBuffers L = jit::quant_buffers(p, kernel_spec(spec));
     CAPTURE(c.d);
     CAPTURE(c.bits);
+    // The public layout is the kernels' layout: sizes, padding, groups, V order.
+    const StageLayout& G = qs.layout;
+    CHECK(G.config == spec);
+    CHECK(G.q_blocks == L.q_blocks);
+    CHECK(G.k_blocks == L.k_blocks);
+    CHECK(G.q_len_pad == L.q_len_pad);
+    CHECK(G.kv_len_pad == L.kv_len_pad);
+    CHECK(G.d_qk == L.d_qk);
+    CHECK(G.row_bytes == L.row_bytes);
+    CHECK(G.d_v == L.d_v);
+    CHECK(G.stats_chunks == L.stats_chunks);
+    CHECK(G.q_groups_per_block == L.layout.q_groups_per_block());
+    CHECK(G.k_groups_per_block == L.layout.k_groups_per_block());
+    for (int r = 0; r < c.bq; ++r) CHECK(G.q_group(r) == L.layout.q_group(r));
+    for (int j = 0; j < c.bk; ++j) CHECK(G.k_group(j) == L.layout.k_group(j));
+    for (int key = 0; key < 48; ++key) CHECK(G.v_slot(key) == L.layout.v_slot(key));
+    CHECK(reference::quant_buffers(G).offsets().total == L.offsets().total);
     CHECK(qs.q_codes.size() == static_cast<std::size_t>(L.q_codes()));
     CHECK(qs.q_scale.size() == static_cast<std::size_t>(L.q_scale()));
     CHECK(qs.q_mean.size() == static_cast<std::size_t>(L.q_mean()));
@@ -108,11 +126,11 @@ TEST_CASE("quantize stage: buffer sizes are QuantBuffers' counts and padded entr
         // groups of the last block that hold no valid row have scale 0
         const std::int64_t last = L.q_blocks - 1;
         for (int r = 0; r < c.bq; ++r) {
-          const int g = L.layout.q_group(r);
+          const int g = qs.layout.q_group(r);
           bool any_valid = false;
           for (int r2 = 0; r2 < c.bq; ++r2)
-            if (L.layout.q_group(r2) == g && last * c.bq + r2 < c.nq) any_valid = true;
-          const float sc = qs.q_scale[static_cast<std::size_t>(((b * c.hq + h) * L.q_blocks + last) * L.layout.q_groups_per_block() + g)];
+            if (qs.layout.q_group(r2) == g && last * c.bq + r2 < c.nq) any_valid = true;
+          const float sc = qs.q_scale[static_cast<std::size_t>(((b * c.hq + h) * L.q_blocks + last) * qs.layout.q_groups_per_block + g)];
           if (!any_valid && sc != 0.f) pad_ok = false;
           if (any_valid && !(sc > 0.f)) pad_ok = false;
         }
@@ -162,8 +180,8 @@ TEST_CASE("quantize stage: the float ops of jit/quant_buffers.hpp, recomputed in
     const int R = 7;
     // k̄ and the stats: sums in the stage's fixed fp32 order (T, P: one chunk walked by the split
     // stats kernel; the fused kernel's chunks), which stays within float rounding of the exact sum
-    const int T = static_cast<int>(c.nk), P = jit::quantize_split_stats_rows_per_pass(spec);
-    const int TF = jit::quantize_stats_chunk(spec), PF = jit::quantize_stats_rows_per_pass(spec);
+    const int T = static_cast<int>(c.nk), P = jit::quantize_split_stats_rows_per_pass(kernel_spec(spec));
+    const int TF = jit::quantize_stats_chunk(kernel_spec(spec)), PF = jit::quantize_stats_rows_per_pass(kernel_spec(spec));
     for (int ch = 0; ch < c.d; ++ch) {
       const float fsum = stage_sum([&](std::int64_t n) { return in.k.get(0, 0, n, ch); }, c.nk, TF, PF);
       CHECK(qf.k_stats[static_cast<std::size_t>(ch)] == fsum);
@@ -188,10 +206,10 @@ TEST_CASE("quantize stage: the float ops of jit/quant_buffers.hpp, recomputed in
     // K codes: x = K - k̄, per-thread group scales
     for (std::int64_t n = 0; n < c.nk; ++n) {
       const std::int64_t blk = n / c.bk;
-      const int g = L.layout.k_group(static_cast<int>(n % c.bk));
+      const int g = L.k_group(static_cast<int>(n % c.bk));
       float amax = 0;
       for (std::int64_t n2 = blk * c.bk; n2 < std::min<std::int64_t>(c.nk, (blk + 1) * c.bk); ++n2)
-        if (L.layout.k_group(static_cast<int>(n2 % c.bk)) == g)
+        if (L.k_group(static_cast<int>(n2 % c.bk)) == g)
           for (int ch = 0; ch < c.d; ++ch) amax = std::max(amax, std::fabs(in.k.get(0, 0, n2, ch) - qs.k_mean[static_cast<std::size_t>(ch)]));
       REQUIRE(qs.k_scale[static_cast<std::size_t>(blk * 4 + g)] == amax / 7.f);
       const float inv = 7.f / amax;
@@ -212,12 +230,12 @@ TEST_CASE("quantize stage: the float ops of jit/quant_buffers.hpp, recomputed in
           CHECK(qs.q_mean[static_cast<std::size_t>((h * L.q_blocks + blk) * L.d_qk + ch)] == mean[static_cast<std::size_t>(ch)]);
         }
         for (std::int64_t i = i0; i < i1; ++i) {
-          const int g = L.layout.q_group(static_cast<int>(i - i0));
+          const int g = L.q_group(static_cast<int>(i - i0));
           float amax = 0;
           for (std::int64_t i2 = i0; i2 < i1; ++i2)
-            if (L.layout.q_group(static_cast<int>(i2 - i0)) == g)
+            if (L.q_group(static_cast<int>(i2 - i0)) == g)
               for (int ch = 0; ch < c.d; ++ch) amax = std::max(amax, std::fabs(in.q.get(0, h, i2, ch) - mean[static_cast<std::size_t>(ch)]));
-          REQUIRE(qs.q_scale[static_cast<std::size_t>((h * L.q_blocks + blk) * L.layout.q_groups_per_block() + g)] == amax / R);
+          REQUIRE(qs.q_scale[static_cast<std::size_t>((h * L.q_blocks + blk) * L.q_groups_per_block + g)] == amax / R);
           for (int ch = 0; ch < c.d; ++ch) {
             const float t = (in.q.get(0, h, i, ch) - mean[static_cast<std::size_t>(ch)]) * (7.f / amax);
             REQUIRE(qs.q_code(0, h, i, ch) == static_cast<int>(std::nearbyint(std::clamp(t, -7.f, 7.f))));
@@ -245,7 +263,7 @@ TEST_CASE("quantize stage: the float ops of jit/quant_buffers.hpp, recomputed in
       CHECK(qs.v_scale[static_cast<std::size_t>(ch)] == amax / 448.f);
       for (std::int64_t n = 0; n < c.nk; ++n) {
         // stored in the consumer family's column order (QuantLayout::v_slot)
-        const std::uint8_t code = qs.v_codes[static_cast<std::size_t>(ch * L.kv_len_pad + L.layout.v_slot(static_cast<int>(n)))];
+        const std::uint8_t code = qs.v_codes[static_cast<std::size_t>(ch * L.kv_len_pad + L.v_slot(n))];
         REQUIRE(code == float_to_fp8((in.v.get(0, 0, n, ch) - mu) * (448.f / amax), Fp8Format::E4M3));
         REQUIRE(qs.v_code(0, 0, n, ch) == code);
       }
@@ -263,8 +281,8 @@ TEST_CASE("quantize stage: INT4/INT8 quantize→dequantize error is at most δ/2
     for (std::int64_t h = 0; h < c.hq; ++h)
       for (std::int64_t i = 0; i < c.nq; ++i) {
         const std::int64_t blk = i / c.bq;
-        const float delta = qs.q_scale[static_cast<std::size_t>((h * L.q_blocks + blk) * L.layout.q_groups_per_block() +
-                                                                L.layout.q_group(static_cast<int>(i % c.bq)))];
+        const float delta = qs.q_scale[static_cast<std::size_t>((h * L.q_blocks + blk) * L.q_groups_per_block +
+                                                                L.q_group(static_cast<int>(i % c.bq)))];
         for (int ch = 0; ch < c.d; ++ch) {
           const float mean = c.sq ? qs.q_mean[static_cast<std::size_t>((h * L.q_blocks + blk) * L.d_qk + ch)] : 0.f;
           const double x = double(in.q.get(0, h, i, ch)) - mean;
@@ -273,7 +291,7 @@ TEST_CASE("quantize stage: INT4/INT8 quantize→dequantize error is at most δ/2
       }
     for (std::int64_t h = 0; h < c.hkv; ++h)
       for (std::int64_t n = 0; n < c.nk; ++n) {
-        const float delta = qs.k_scale[static_cast<std::size_t>((h * L.k_blocks + n / c.bk) * L.layout.k_groups_per_block() + L.layout.k_group(static_cast<int>(n % c.bk)))];
+        const float delta = qs.k_scale[static_cast<std::size_t>((h * L.k_blocks + n / c.bk) * L.k_groups_per_block + L.k_group(static_cast<int>(n % c.bk)))];
         for (int ch = 0; ch < c.d; ++ch) {
           const double x = double(in.k.get(0, h, n, ch)) - qs.k_mean[static_cast<std::size_t>(h * L.d_qk + ch)];
           worst = std::max(worst, std::fabs(qs.k_code(0, h, n, ch) * double(delta) - x) / (0.5 * delta));
@@ -286,7 +304,7 @@ TEST_CASE("quantize stage: INT4/INT8 quantize→dequantize error is at most δ/2
 }
 
 TEST_CASE("quantize stage: INT4 packing (element 2j low nibble, two's complement) and NHD = HND") {
-  const auto spec = attn_spec(jit::KernelFamily::AttentionMma, 4, 64, 64, 32, 4, false, false, false);
+  const auto spec = attn_spec(AttentionFamily::Mma, 4, 64, 64, 32, 4, false, false, false);
   HostTensor q(DType::F32, 1, 1, 64, 64), k(DType::F32, 1, 1, 32, 64), v(DType::F32, 1, 1, 32, 64);
   // row 0 of Q: codes -7..7 pattern; the group of row 0 (rows 0 and 8) has amax 7
   for (int ch = 0; ch < 64; ++ch) q.set(0, 0, 0, ch, static_cast<float>((ch % 15) - 7));
@@ -304,7 +322,7 @@ TEST_CASE("quantize stage: INT4 packing (element 2j low nibble, two's complement
 
   auto hnd = make_activation_like(9, DType::F16, 2, 2, 1, 70, 50, 40, {}, false);
   auto nhd = make_activation_like(9, DType::F16, 2, 2, 1, 70, 50, 40, {}, true);
-  const auto spec8 = attn_spec(jit::KernelFamily::AttentionMma, 8, 40, 64, 32, 2, true, true, true);
+  const auto spec8 = attn_spec(AttentionFamily::Mma, 8, 40, 64, 32, 2, true, true, true);
   const QuantizedHost a = quantize_stage(hnd.q.ref(), hnd.k.ref(), hnd.v.ref(), spec8);
   const QuantizedHost b = quantize_stage(nhd.q.ref(), nhd.k.ref(), nhd.v.ref(), spec8);
   CHECK(a.q_codes == b.q_codes);
@@ -315,7 +333,7 @@ TEST_CASE("quantize stage: INT4 packing (element 2j low nibble, two's complement
 }
 
 TEST_CASE("quantize stage: margins locate the values that sit near a rounding boundary") {
-  const auto spec = attn_spec(jit::KernelFamily::AttentionMma, 8, 32, 64, 32, 4, false, true, true);
+  const auto spec = attn_spec(AttentionFamily::Mma, 8, 32, 64, 32, 4, false, true, true);
   auto in = make_activation_like(21, DType::F16, 1, 1, 1, 64, 64, 32);
   QuantizeOptions o;
   o.margins = true;
@@ -330,7 +348,7 @@ TEST_CASE("quantize stage: margins locate the values that sit near a rounding bo
       const float m = qs.k_margin[static_cast<std::size_t>(n * L.d_qk + ch)];
       REQUIRE(m >= 0.f);
       REQUIRE(m <= 0.5f + 1e-3f);
-      const float delta = qs.k_scale[static_cast<std::size_t>((n / 32) * 4 + L.layout.k_group(static_cast<int>(n % 32)))];
+      const float delta = qs.k_scale[static_cast<std::size_t>((n / 32) * 4 + L.k_group(static_cast<int>(n % 32)))];
       // the stage measures the margin on its own t = x·(127/amax); recomputed here through the
       // stored scale (amax ≈ 127·δ), it agrees to far better than 1e-3 code steps
       const float t = (in.k.get(0, 0, n, ch) - qs.k_mean[static_cast<std::size_t>(ch)]) / delta;
@@ -344,13 +362,13 @@ TEST_CASE("quantize stage: margins locate the values that sit near a rounding bo
 
 TEST_CASE("quantize stage: spec/tensor mismatches are rejected with names and values") {
   auto in = make_gaussian(1, DType::F16, 1, 2, 1, 16, 16, 64);
-  auto spec = attn_spec(jit::KernelFamily::AttentionMma, 8, 96, 64, 32, 4, false, true, false);
+  auto spec = attn_spec(AttentionFamily::Mma, 8, 96, 64, 32, 4, false, true, false);
   try {
     quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec);
     FAIL("expected an exception");
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::InvalidArgument);
-    CHECK(std::string(e.what()).find("spec.head_dim=96") != std::string::npos);
+    CHECK(std::string(e.what()).find("config.head_dim=96") != std::string::npos);
   }
   spec.head_dim = 64;
   spec.tile.bq = 40;
@@ -361,8 +379,8 @@ TEST_CASE("quantize stage: channel sums follow the chunked fp32 order across sev
   // 700 keys = 3 statistics chunks (T = 256), the last one partial; int8 and int4 mappings
   // (different P), head dim 40 (padded channels stay 0).
   for (int bits : {8, 4}) {
-    const auto spec = attn_spec(jit::KernelFamily::AttentionMma, bits, 40, 64, 32, 2, false, true, true);
-    const int T = jit::quantize_stats_chunk(spec), P = jit::quantize_stats_rows_per_pass(spec);
+    const auto spec = attn_spec(AttentionFamily::Mma, bits, 40, 64, 32, 2, false, true, true);
+    const int T = jit::quantize_stats_chunk(kernel_spec(spec)), P = jit::quantize_stats_rows_per_pass(kernel_spec(spec));
     REQUIRE(T == 256);
     REQUIRE(P >= 1);
     auto in = make_activation_like(17, DType::F16, 1, 1, 1, 16, 700, 40);
@@ -383,15 +401,15 @@ TEST_CASE("quantize stage: channel sums follow the chunked fp32 order across sev
 TEST_CASE("quantize stage: the cluster stage's sums follow the chunked order with its plan's chunks") {
   // 1000 keys of one kv head: the plan cuts them into chunks of whole KV tiles, one per cluster
   // rank; the sums follow the same formula as the fused stage's with that chunk (and its P).
-  const auto spec = attn_spec(jit::KernelFamily::AttentionWgmma, 8, 64, 128, 128, 8, false, true, true);
+  const auto spec = attn_spec(AttentionFamily::Wgmma, 8, 64, 128, 128, 8, false, true, true);
   auto in = make_activation_like(23, DType::F16, 1, 1, 1, 16, 1000, 64);
   QuantizeOptions co;
   co.cluster_stats_order = true;
   const QuantizedHost qs = quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec, co);
-  const jit::QuantizeClusterPlan plan = jit::quantize_cluster_plan(qs.layout);
+  const jit::QuantizeClusterPlan plan = jit::quantize_cluster_plan(reference::quant_buffers(qs.layout));
   REQUIRE(plan.size > 1);
   REQUIRE(plan.chunk < 1000);
-  const int T = static_cast<int>(plan.chunk), P = jit::quantize_stats_rows_per_pass(spec);
+  const int T = static_cast<int>(plan.chunk), P = jit::quantize_stats_rows_per_pass(kernel_spec(spec));
   for (int ch = 0; ch < 64; ++ch) {
     CHECK(qs.k_stats[static_cast<std::size_t>(ch)] ==
           stage_sum([&](std::int64_t n) { return in.k.get(0, 0, n, ch); }, 1000, T, P));

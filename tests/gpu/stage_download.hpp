@@ -8,6 +8,7 @@
 
 #include "gpu_env.hpp"
 #include "jit/quant_buffers.hpp"
+#include "reference/kernel_config.hpp"
 #include "sage2/reference.hpp"
 
 namespace sage2::test {
@@ -19,11 +20,13 @@ std::vector<T> download(const DeviceBuffer& ws, std::size_t offset, std::int64_t
   return v;
 }
 
-// Every buffer but the margins (a reference-only diagnostic) and the statistics partials.
-inline reference::QuantizedHost download_stage(const DeviceBuffer& ws, const jit::QuantBuffers& b) {
+// Every buffer but the margins (a reference-only diagnostic) and the statistics partials, of
+// the buffers `b` laid out for the attention spec `spec`.
+inline reference::QuantizedHost download_stage(const DeviceBuffer& ws, const jit::QuantBuffers& b,
+                                               const jit::KernelSpec& spec) {
   const jit::QuantBuffers::Offsets o = b.offsets();
   reference::QuantizedHost s;
-  s.layout = b;
+  s.layout = reference::stage_layout(b, reference::kernel_config(spec));
   s.q_codes = download<std::int8_t>(ws, o.q_codes, b.q_codes());
   s.q_scale = download<float>(ws, o.q_scale, b.q_scale());
   s.q_mean = download<float>(ws, o.q_mean, b.q_mean());

@@ -24,9 +24,10 @@
 #include <vector>
 
 #include "gpu_env.hpp"
-#include "jit/attention_shape.hpp"
+#include "jit/attention_family.hpp"
 #include "runtime/attention_stage.hpp"
 #include "runtime/quantize_stage.hpp"
+#include "reference/kernel_config.hpp"
 #include "sage2/reference.hpp"
 
 using namespace sage2;
@@ -264,7 +265,7 @@ TEST_CASE("gpu attention: quantize + ΔS + mma attention equals the emulation an
     ref::EmulationOptions eo;
     eo.sm_scale = sm;
     eo.round_output = true;
-    const ref::EmulationResult emu = ref::emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), spec, eo);
+    const ref::EmulationResult emu = ref::emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(spec), eo);
     ref::AttentionOptions xo;
     xo.causal = c.causal;
     xo.sm_scale = sm;

@@ -190,9 +190,9 @@ Outcome run_case(const Case& c, std::uint64_t seed) {
   // 0.025 at INT4 (seed 18048165131708100579: head 0, row 1785, channel 48 sits exactly on a
   // rounding boundary in the reference).
   const ref::QuantizedHost stage = test::download_stage(
-      ws, jit::quant_buffers(jit::QuantProblem{batch, q_heads, kv_heads, c.q_len, c.kv_len, c.head_dim}, spec));
+      ws, jit::quant_buffers(jit::QuantProblem{batch, q_heads, kv_heads, c.q_len, c.kv_len, c.head_dim}, spec), spec);
   mo.stage = &stage;
-  const ref::EmulationResult emul = ref::emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), spec, mo);
+  const ref::EmulationResult emul = ref::emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(spec), mo);
 
   Outcome r;
   r.vs_exact = ref::compare(exact.o, got);

@@ -26,6 +26,7 @@
 #include "runtime/attention_plan.hpp"
 #include "plan/attention_validate.hpp"
 #include "runtime/quantize_stage.hpp"
+#include "reference/kernel_config.hpp"
 #include "sage2/reference.hpp"
 
 using namespace sage2;
@@ -257,8 +258,8 @@ TEST_CASE("gpu nonfinite: quantize stage flags and statistics equal the CPU refe
     spec.tile = {64, 64, 4, 2};
     ref::QuantizeOptions qo;
     qo.margins = true;
-    const ref::QuantizedHost cpu = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec, qo);
-    const jit::QuantBuffers& b = cpu.layout;
+    const ref::QuantizedHost cpu = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(spec), qo);
+    const jit::QuantBuffers b = ref::quant_buffers(cpu.layout);
     const auto off = b.offsets();
     DeviceTensor q(in.q), k(in.k), v(in.v);
     test::DeviceBuffer ws(off.total);
@@ -344,7 +345,7 @@ TEST_CASE("gpu nonfinite: quantize stage flags and statistics equal the CPU refe
         for (int ch = 0; ch < b.d_v; ++ch) {
           ++codes;
           if (g.v_code(0, hh, n, ch) == cpu.v_code(0, hh, n, ch)) continue;
-          const float mg = cpu.v_margin[static_cast<std::size_t>((hh * b.d_v + ch) * b.kv_len_pad + b.layout.v_slot(static_cast<int>(n)))];
+          const float mg = cpu.v_margin[static_cast<std::size_t>((hh * b.d_v + ch) * b.kv_len_pad + cpu.layout.v_slot(n))];
           (mg < 0.02f ? near : mismatches) += 1;
         }
       }
@@ -385,7 +386,7 @@ TEST_CASE("gpu nonfinite: Context::attention pattern equals exact attention's; f
     ref::EmulationOptions eo;
     eo.round_output = true;
     eo.accum_mantissa_bits = spec.family == jit::KernelFamily::AttentionWgmma ? 13 : 23;  // wgmma FP8: 13 bits
-    const ref::EmulationResult e = ref::emulate_attention(bad.q.ref(), bad.k.ref(), bad.v.ref(), spec, eo);
+    const ref::EmulationResult e = ref::emulate_attention(bad.q.ref(), bad.k.ref(), bad.v.ref(), ref::kernel_config(spec), eo);
 
     std::int64_t pat_bad = 0, exact_bad = 0, div_bad = 0, same_bad = 0, emul_pat_bad = 0;
     std::vector<double> emul_fin;

@@ -25,6 +25,7 @@
 #include "stage_download.hpp"
 #include "jit/launch_shape.hpp"
 #include "runtime/quantize_stage.hpp"
+#include "reference/kernel_config.hpp"
 #include "sage2/reference.hpp"
 
 using namespace sage2;
@@ -151,15 +152,16 @@ TEST_CASE("gpu quantize: every variant equals the CPU reference; every output wr
     const auto spec = attention_spec_for(c, arch);
     ref::QuantizeOptions qo;
     qo.margins = true;
-    const ref::QuantizedHost cpu_split = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec, qo);
+    const ref::QuantizedHost cpu_split = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(spec), qo);
     qo.fused_stats_order = true;
-    const ref::QuantizedHost cpu_fused = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec, qo);
+    const ref::QuantizedHost cpu_fused = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(spec), qo);
     const bool clusters = sage2::jit::cluster_quantize_supported(spec);  // sm_90a, head dim <= 256
     qo.fused_stats_order = false;
     qo.cluster_stats_order = true;
     const ref::QuantizedHost cpu_cluster =
-        clusters ? ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec, qo) : ref::QuantizedHost{};
-    const sage2::jit::QuantBuffers& b = cpu_split.layout;
+        clusters ? ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(spec), qo)
+                 : ref::QuantizedHost{};
+    const sage2::jit::QuantBuffers b = ref::quant_buffers(cpu_split.layout);
     const auto off = b.offsets();
 
     // Device inputs with the same strides as the host tensors.

@@ -27,10 +27,9 @@
 #include "gpu_env.hpp"
 #include "stage_download.hpp"
 #include "jit/compiler.hpp"
-#include "jit/wgmma_shape.hpp"
+#include "jit/family_wgmma.hpp"
 #include "runtime/attention_stage.hpp"
 #include "runtime/quantize_stage.hpp"
-#include "runtime/wgmma_stage.hpp"
 #include "sage2/reference.hpp"
 #include "wgmma_cases.hpp"
 
@@ -106,12 +105,12 @@ GpuRun run_gpu(const WgCase& c, const ref::AttentionInputs& in, const KernelSpec
   const std::size_t ds_bytes = runtime::delta_s_workspace_bytes(b, ds_cap);
   test::DeviceBuffer dds(std::max<std::size_t>(ds_bytes, 16));
   dds.poison(0xFF);
-  runtime::launch_wgmma_attention_stage(runtime::context_impl(ctx), spec, b, k_ref, ws.get(), out_ref, static_cast<float*>(dlse.get()),
-                                        static_cast<float>(sm_scale), dds.get(), ds_bytes, nullptr);
+  runtime::launch_attention_stage(runtime::context_impl(ctx), spec, b, k_ref, ws.get(), out_ref, static_cast<float*>(dlse.get()),
+                                  static_cast<float>(sm_scale), dds.get(), ds_bytes, nullptr);
   test::synchronize();
 
   GpuRun r;
-  r.stage = test::download_stage(ws, b);
+  r.stage = test::download_stage(ws, b, spec);
   std::vector<unsigned char> bytes(out_bytes + kGuardBytes);
   dout.download(bytes.data(), bytes.size());
   for (std::size_t i = out_bytes; i < bytes.size(); ++i) r.guard_ok &= bytes[i] == 0xFF;
@@ -182,7 +181,7 @@ void check_case(const WgCase& c, std::uint64_t seed, double& worst_rel, double& 
   // way (block means summed in another fp32 order) moved a whole row by up to 0.28 (seed
   // 5167942390583379513, reduced suite, hd 160 smooth-Q) and read as an attention error.
   eo.stage = &g.stage;
-  const ref::EmulationResult emu = ref::emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), spec, eo);
+  const ref::EmulationResult emu = ref::emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(spec), eo);
   ref::AttentionOptions xo;
   xo.causal = c.causal;
   xo.sm_scale = sm;
@@ -333,11 +332,7 @@ TEST_CASE("gpu wgmma perf: TOPS at B=4 H=32 hd128 (int8, fp16), wgmma vs mma fam
         test::DeviceBuffer ws(b.offsets().total);
         auto quant = [&] { runtime::launch_quantize_stage(runtime::context_impl(ctx), spec, b, qr, kr, vr, ws.get(), nullptr); };
         auto attn = [&] {
-          if (wg)
-            runtime::launch_wgmma_attention_stage(runtime::context_impl(ctx), spec, b, kr, ws.get(), orf, nullptr, 0.088f, nullptr, 0,
-                                                  nullptr);
-          else
-            runtime::launch_attention_stage(runtime::context_impl(ctx), spec, b, kr, ws.get(), orf, nullptr, 0.088f, nullptr, 0, nullptr);
+          runtime::launch_attention_stage(runtime::context_impl(ctx), spec, b, kr, ws.get(), orf, nullptr, 0.088f, nullptr, 0, nullptr);
         };
         quant();
         attn();
@@ -404,12 +399,8 @@ TEST_CASE("gpu wgmma diag: configurations around a failure") {
     dout.poison(0xFF);
     TensorRef out_ref = out_host.ref();
     out_ref.data = dout.get();
-    if (x.mma)
-      runtime::launch_attention_stage(runtime::context_impl(ctx), spec, b, k_ref, ws.get(), out_ref, static_cast<float*>(dlse.get()),
-                                      static_cast<float>(sm), nullptr, 0, nullptr);
-    else
-      runtime::launch_wgmma_attention_stage(runtime::context_impl(ctx), spec, b, k_ref, ws.get(), out_ref, static_cast<float*>(dlse.get()),
-                                            static_cast<float>(sm), nullptr, 0, nullptr);
+    runtime::launch_attention_stage(runtime::context_impl(ctx), spec, b, k_ref, ws.get(), out_ref, static_cast<float*>(dlse.get()),
+                                    static_cast<float>(sm), nullptr, 0, nullptr);
     test::synchronize();
     dout.download(out_host.bits().data(), out_host.bits().size() * 2);
     std::vector<float> lse(c.q_len);
@@ -418,7 +409,7 @@ TEST_CASE("gpu wgmma diag: configurations around a failure") {
     eo.sm_scale = sm;
     eo.round_output = true;
     eo.accum_mantissa_bits = x.mma ? 23 : acc_bits;
-    const ref::EmulationResult emu = ref::emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), spec, eo);
+    const ref::EmulationResult emu = ref::emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(spec), eo);
     std::vector<float> o(emu.o.size());
     for (std::int64_t i = 0; i < c.q_len; ++i)
       for (int ch = 0; ch < c.head_dim; ++ch) o[i * c.head_dim + ch] = out_host.get(0, 0, i, ch);

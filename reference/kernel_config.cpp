@@ -1,0 +1,109 @@
+#include "reference/kernel_config.hpp"
+
+#include <optional>
+#include <string>
+
+#include "jit/attention_family.hpp"
+#include "jit/quant_layout.hpp"
+#include "reference/internal.hpp"
+
+namespace sage2::reference {
+
+jit::KernelSpec kernel_spec(const KernelConfig& c) {
+  jit::KernelSpec s;
+  s.arch = jit::parse_arch(c.arch);
+  if (c.family == AttentionFamily::Auto) {
+    s.family = jit::default_attention_family(s.arch, c.qk_bits, c.head_dim);
+  } else {
+    const std::optional<jit::KernelFamily> f = jit::parse_attention_family(attention_family_name(c.family));
+    if (!f)
+      detail::bad_arg("config.family=" + std::to_string(static_cast<int>(c.family)) + " is not an attention family");
+    s.family = *f;
+  }
+  s.consumer = s.family;
+  s.head_dim = c.head_dim;
+  s.causal = c.causal;
+  s.tile = jit::TileConfig{c.tile.bq, c.tile.bk, c.tile.warps, c.tile.stages};
+  s.qk_bits = c.qk_bits;
+  s.smooth_q = c.smooth_q;
+  s.smooth_k = c.smooth_k;
+  s.smooth_v = c.smooth_v;
+  s.in_dtype = c.in_dtype;
+  s.out_dtype = c.out_dtype;
+  s.two_level_accum = c.two_level_accum;
+  s.return_lse = c.return_lse;
+  return s;
+}
+
+KernelConfig kernel_config(const jit::KernelSpec& s) {
+  if (!jit::find_attention_family(s.family))
+    detail::bad_arg(std::string("spec.family=") + jit::family_name(s.family) + " is not an attention family");
+  KernelConfig c;
+  for (AttentionFamily f : {AttentionFamily::Mma, AttentionFamily::Wgmma})
+    if (jit::parse_attention_family(attention_family_name(f)) == s.family) c.family = f;
+  c.arch = jit::arch_name(s.arch);
+  c.head_dim = s.head_dim;
+  c.causal = s.causal;
+  c.tile = KernelTile{s.tile.bq, s.tile.bk, s.tile.warps, s.tile.stages};
+  c.qk_bits = s.qk_bits;
+  c.smooth_q = s.smooth_q;
+  c.smooth_k = s.smooth_k;
+  c.smooth_v = s.smooth_v;
+  c.in_dtype = s.in_dtype;
+  c.out_dtype = s.out_dtype;
+  c.two_level_accum = s.two_level_accum;
+  c.return_lse = s.return_lse;
+  return c;
+}
+
+StageLayout stage_layout(const jit::QuantBuffers& b, const KernelConfig& config) {
+  StageLayout l;
+  l.config = config;
+  l.batch = b.p.batch;
+  l.q_heads = b.p.q_heads;
+  l.kv_heads = b.p.kv_heads;
+  l.q_len = b.p.q_len;
+  l.kv_len = b.p.kv_len;
+  l.head_dim = b.p.head_dim;
+  l.q_blocks = b.q_blocks;
+  l.k_blocks = b.k_blocks;
+  l.q_len_pad = b.q_len_pad;
+  l.kv_len_pad = b.kv_len_pad;
+  l.d_qk = b.d_qk;
+  l.row_bytes = b.row_bytes;
+  l.d_v = b.d_v;
+  l.stats_chunk = b.stats_chunk;
+  l.stats_chunks = b.stats_chunks;
+  const jit::QuantLayout& g = b.layout;
+  l.q_groups_per_block = g.q_groups_per_block();
+  l.k_groups_per_block = g.k_groups_per_block();
+  l.q_group_of_row = jit::q_group_table(g);
+  for (int j = 0; j < g.bk; ++j) l.k_group_of_key.push_back(g.k_group(j));
+  for (int j = 0; j < 16; ++j) l.v_slot_in_16.push_back(g.v_slot(j));
+  return l;
+}
+
+jit::QuantBuffers quant_buffers(const StageLayout& l) {
+  return jit::quant_buffers(jit::QuantProblem{l.batch, l.q_heads, l.kv_heads, l.q_len, l.kv_len, l.head_dim},
+                            kernel_spec(l.config));
+}
+
+namespace detail {
+
+bool same_layout(const StageLayout& a, const StageLayout& b) {
+  auto layout_only = [](StageLayout l) {
+    KernelConfig& c = l.config;
+    c.arch.clear();
+    c.causal = CausalMode::None;
+    c.tile.stages = 1;
+    c.in_dtype = c.out_dtype = DType::F16;
+    c.two_level_accum = true;
+    c.return_lse = false;
+    return l;
+  };
+  return layout_only(a) == layout_only(b);
+}
+
+}  // namespace detail
+
+}  // namespace sage2::reference

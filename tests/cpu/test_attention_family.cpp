@@ -1,0 +1,207 @@
+// Specification (CPU): the attention family descriptors (jit/attention_family.hpp) and their
+// registry. Every family is reachable by its KernelFamily and its names; the spec key, entry,
+// template and quantization layout come from its descriptor; its launch shape, kernel config and
+// parameter struct are what the kernels were launched with before the descriptors existed
+// (values pinned from that code for a few specs), and the generic pieces agree with each other
+// (launch shape = kernel config, parameters = the shared AttentionParams plus zeroed map slots).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <set>
+#include <string>
+
+#include "jit/attention_family.hpp"
+#include "jit/compiler.hpp"
+#include "jit/quant_layout.hpp"
+#include "templates/wgmma_params.cuh"
+
+using namespace sage2;
+using namespace sage2::jit;
+
+namespace {
+
+KernelSpec spec_of(KernelFamily family, int head_dim, TileConfig tile, bool smooth_q = false) {
+  KernelSpec s;
+  s.family = family;
+  s.consumer = family;
+  s.arch = Arch::Sm90a;
+  s.head_dim = head_dim;
+  s.qk_bits = 8;
+  s.smooth_q = smooth_q;
+  s.return_lse = smooth_q;
+  s.tile = tile;
+  return s;
+}
+
+// A fake, 256-byte aligned workspace and output (nothing is dereferenced).
+char* const kWorkspace = reinterpret_cast<char*>(std::uintptr_t(0x100000000));
+const TensorRef kOut = TensorRef::hnd(reinterpret_cast<void*>(0x7000000000), DType::F16, 2, 8, 1000, 128);
+const AttentionArgs kArgs{kWorkspace, kOut, reinterpret_cast<float*>(0x9000000000), 0.125f,
+                          reinterpret_cast<void*>(0x5000000000)};
+
+}  // namespace
+
+TEST_CASE("attention family: the registry holds every attention family, once, by kind and name") {
+  const auto all = attention_families();
+  REQUIRE(all.size() == 2);
+  CHECK(all[0]->family == KernelFamily::AttentionMma);  // KernelFamily order
+  CHECK(all[1]->family == KernelFamily::AttentionWgmma);
+  std::set<std::string> names;
+  for (const AttentionFamilyDesc* d : all) {
+    CAPTURE(d->name);
+    CHECK(find_attention_family(d->family) == d);
+    CHECK(&attention_family(d->family) == d);
+    CHECK(names.insert(d->name).second);
+    CHECK(names.insert(d->option_name).second);
+    CHECK(std::string(family_name(d->family)) == d->name);
+    CHECK(parse_attention_family(d->name) == d->family);
+    CHECK(parse_attention_family(d->option_name) == d->family);
+    CHECK(d->param_bytes <= kMaxAttentionParamBytes);
+    CHECK(d->tma_maps <= kMaxTmaMaps);
+    CHECK_FALSE(d->candidates().empty());
+  }
+  for (KernelFamily f : {KernelFamily::Quantize, KernelFamily::DeltaS, KernelFamily::Probe}) {
+    CHECK(find_attention_family(f) == nullptr);
+    CHECK_THROWS_AS(attention_family(f), Error);
+  }
+  CHECK_FALSE(parse_attention_family("quantize").has_value());
+  CHECK_FALSE(parse_attention_family("").has_value());
+}
+
+TEST_CASE("attention family: the default family is the preferred one that runs the problem") {
+  for (Arch arch : {Arch::Sm89, Arch::Sm90a})
+    for (int bits : {4, 8})
+      for (int hd : {1, 64, 128, 256, 257, 512}) {
+        const AttentionFamilyDesc* best = nullptr;
+        for (const AttentionFamilyDesc* d : attention_families())
+          if (d->runs(arch, bits, hd) && (!best || d->preference > best->preference)) best = d;
+        REQUIRE(best);
+        CHECK(default_attention_family(arch, bits, hd) == best->family);
+      }
+  // What that means today: wgmma for 8-bit on sm_90a up to head dim 256, mma.sync otherwise.
+  CHECK(default_attention_family(Arch::Sm90a, 8, 256) == KernelFamily::AttentionWgmma);
+  CHECK(default_attention_family(Arch::Sm90a, 8, 257) == KernelFamily::AttentionMma);
+  CHECK(default_attention_family(Arch::Sm90a, 4, 128) == KernelFamily::AttentionMma);
+  CHECK(default_attention_family(Arch::Sm89, 8, 128) == KernelFamily::AttentionMma);
+}
+
+TEST_CASE("attention family: keys, entries, templates and layouts come from the descriptor") {
+  for (const AttentionFamilyDesc* d : attention_families()) {
+    CAPTURE(d->name);
+    KernelSpec s = spec_of(d->family, 128, d->reference_tile);
+    CHECK_NOTHROW(s.validate());
+    CHECK(s.key().rfind(std::string(d->name) + "|", 0) == 0);
+    CHECK(s.entry_name() == d->entry);
+    const std::string src = generate_source(s);
+    CHECK(src.find(std::string("#include \"") + d->template_file + "\"") != std::string::npos);
+    CHECK(quant_layout(s).shape == d->mma_shape(s.qk_bits));
+    // the quantize kernels feeding it write its layout
+    CHECK(quant_layout(quantize_spec_for(s, QuantOp::QuantizeK)).shape == d->mma_shape(s.qk_bits));
+    CHECK(quant_layout(delta_s_spec_for(s)).shape == d->mma_shape(s.qk_bits));
+  }
+}
+
+TEST_CASE("attention family: every candidate validates; the default tile passes the check and fits") {
+  for (const AttentionFamilyDesc* d : attention_families())
+    for (int hd : {64, 128, 256}) {
+      CAPTURE(d->name);
+      CAPTURE(hd);
+      KernelSpec s = spec_of(d->family, hd, {});
+      for (const TileConfig& t : d->candidates()) {
+        s.tile = t;
+        CHECK_NOTHROW(s.validate());
+      }
+      for (int smem : {99 * 1024, 227 * 1024}) {
+        s.tile = d->default_tile(s, smem);
+        CHECK_NOTHROW(d->check(s, smem));
+        CHECK(d->kernel_config(s).smem <= static_cast<std::size_t>(smem));
+      }
+    }
+}
+
+TEST_CASE("attention family: launch shapes, kernel configs and parameters as before the descriptors") {
+  struct Pinned {
+    KernelFamily family;
+    TileConfig tile;
+    bool smooth_q;
+    int threads, min_ctas;
+    std::size_t smem;
+    std::size_t param_bytes;
+    unsigned grid0;
+    std::vector<unsigned> grid1;  // per chunk at a 1 MiB ΔS workspace
+  };
+  const Pinned pinned[] = {
+      {KernelFamily::AttentionMma, {128, 128, 8, 2}, false, 256, 1, 92192, 216, 8, {16}},
+      {KernelFamily::AttentionMma, {128, 128, 8, 2}, true, 256, 1, 93216, 216, 8, {10, 6}},
+      {KernelFamily::AttentionMma, {64, 64, 4, 2}, true, 128, 1, 48672, 216, 16, {5, 5, 5, 1}},
+      {KernelFamily::AttentionWgmma, {128, 128, 8, 2}, false, 384, 1, 66600, 640, 8, {16}},
+      {KernelFamily::AttentionWgmma, {128, 128, 8, 2}, true, 384, 1, 66600, 640, 8, {10, 6}},
+      {KernelFamily::AttentionWgmma, {64, 64, 4, 2}, false, 128, 3, 42024, 640, 16, {16}},
+  };
+  for (const Pinned& p : pinned) {
+    const AttentionFamilyDesc& d = attention_family(p.family);
+    const KernelSpec s = spec_of(p.family, 128, p.tile, p.smooth_q);
+    CAPTURE(s.key());
+    const AttentionKernelConfig k = d.kernel_config(s);
+    CHECK(k.threads == p.threads);
+    CHECK(k.min_ctas == p.min_ctas);
+    CHECK(k.smem == p.smem);
+    CHECK(d.param_bytes == p.param_bytes);
+    const QuantBuffers b = quant_buffers({2, 8, 4, 1000, 3000, 128}, s);
+    const auto chunks = attention_chunks(b, p.smooth_q ? delta_s_workspace_bytes(b, std::size_t(1) << 20) : 0);
+    REQUIRE(chunks.size() == p.grid1.size());
+    for (std::size_t i = 0; i < chunks.size(); ++i) {
+      const LaunchShape ls = d.launch_shape(s, b, chunks[i]);
+      CHECK(ls.grid[0] == p.grid0);
+      CHECK(ls.grid[1] == p.grid1[i]);
+      CHECK(ls.grid[2] == 1);
+      CHECK(ls.block[0] == static_cast<unsigned>(k.threads));
+      CHECK(ls.block[1] == 1);
+      CHECK(ls.dynamic_smem == k.smem);
+      // The parameters: the shared AttentionParams, and tensor-map slots left zero.
+      AttentionParamStorage st;
+      std::memset(st.bytes, 0xAB, sizeof st.bytes);
+      d.write_params(s, b, kArgs, chunks[i], st.bytes);
+      const dev::AttentionParams a = make_attention_params(s, b, kArgs, chunks[i]);
+      if (d.tma_maps == 0) {
+        CHECK(d.param_bytes == sizeof a);
+        CHECK(std::memcmp(st.bytes, &a, sizeof a) == 0);
+      } else {
+        dev::WgmmaAttentionParams w;
+        REQUIRE(d.param_bytes == sizeof w);
+        std::memcpy(&w, st.bytes, sizeof w);
+        CHECK(std::memcmp(&w.a, &a, sizeof a) == 0);
+        const TmaMap zero{};
+        for (int m = 0; m < d.tma_maps; ++m)
+          CHECK(std::memcmp(st.bytes + d.tma_offsets[m], &zero, sizeof zero) == 0);
+        CHECK(d.tma_offsets[0] == offsetof(dev::WgmmaAttentionParams, tm_q));
+        CHECK(d.tma_offsets[1] == offsetof(dev::WgmmaAttentionParams, tm_k));
+        CHECK(d.tma_offsets[2] == offsetof(dev::WgmmaAttentionParams, tm_v));
+      }
+    }
+  }
+}
+
+TEST_CASE("attention family: a family's descriptor refuses the other family's specs and buffers") {
+  const AttentionFamilyDesc& mma = attention_family(KernelFamily::AttentionMma);
+  const AttentionFamilyDesc& wg = attention_family(KernelFamily::AttentionWgmma);
+  const KernelSpec ms = spec_of(KernelFamily::AttentionMma, 128, {128, 128, 8, 2});
+  const KernelSpec ws = spec_of(KernelFamily::AttentionWgmma, 128, {128, 128, 8, 2});
+  CHECK_THROWS_AS(mma.check(ws, INT_MAX), Error);
+  CHECK_THROWS_AS(wg.check(ms, INT_MAX), Error);
+  // Buffers laid out for one family's quantization groups cannot feed the other's kernel.
+  const QuantBuffers mb = quant_buffers({1, 2, 2, 256, 256, 128}, ms);
+  const auto chunks = attention_chunks(mb, 0);
+  CHECK_THROWS_AS(wg.launch_shape(ws, mb, chunks[0]), Error);
+  AttentionParamStorage st;
+  CHECK_THROWS_AS(wg.write_params(ws, mb, kArgs, chunks[0], st.bytes), Error);
+  // The wgmma family runs 8-bit on sm_90a up to head dim 256; the mma family everywhere.
+  CHECK(wg.runs(Arch::Sm90a, 8, 256));
+  CHECK_FALSE(wg.runs(Arch::Sm90a, 8, 257));
+  CHECK_FALSE(wg.runs(Arch::Sm90a, 4, 64));
+  CHECK_FALSE(wg.runs(Arch::Sm89, 8, 64));
+  for (Arch arch : {Arch::Sm89, Arch::Sm90a})
+    for (int bits : {4, 8}) CHECK(mma.runs(arch, bits, 512));
+}
