@@ -253,6 +253,8 @@ _fast = {}  # signature -> _FastCall
 _Tensor = torch.Tensor
 _F32 = torch.float32
 _U8 = torch.uint8
+_WS_KEEP_MAX = 16 << 20  # workspaces up to this size are kept per (signature, thread) for the next call
+_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None) or torch.cuda.is_current_stream_capturing
 
 
 def _fast_key(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, options):
@@ -286,7 +288,7 @@ def _contiguous_strides(shape):
 class _Structs:
     """One thread's ctypes arguments of a _FastCall: built once, pointers patched per call."""
 
-    __slots__ = ("q", "k", "v", "o", "p", "args")
+    __slots__ = ("q", "k", "v", "o", "p", "args", "ws", "ws_stream")
 
     def __init__(self, fc):
         T = _lib.Tensor
@@ -295,6 +297,8 @@ class _Structs:
                                       int(fc.smooth_v), None, None, 0)
         br = ctypes.byref
         self.args = (br(self.q), br(self.k), br(self.v), br(self.o), br(self.p))
+        self.ws = None  # this thread's last small workspace and the stream it was used on
+        self.ws_stream = None
 
 
 class _FastCall:
@@ -344,14 +348,23 @@ class _FastCall:
             p.lse = lse.data_ptr()
         ws = None
         n = self.ws_bytes
+        stream = _raw_stream(self.index)
         if n:
             # torch's caching allocator owns the workspace (stream-ordered reuse; the graph's
-            # private pool under CUDA graph capture), as in _run.
-            ws = torch.empty((n + 256,), dtype=_U8, device=dev)
+            # private pool under CUDA graph capture), as in _run. A small one is kept for this
+            # thread's next call on the same stream (that call is ordered after this one's kernels),
+            # which saves an allocation where the host time per call matters; never while capturing.
+            capturing = _capturing()
+            if not capturing and s.ws_stream == stream:
+                ws = s.ws
+            else:
+                ws = torch.empty((n + 256,), dtype=_U8, device=dev)
+                if not capturing and n <= _WS_KEEP_MAX:
+                    s.ws, s.ws_stream = ws, stream
             p.workspace = (ws.data_ptr() + 255) // 256 * 256
             p.workspace_bytes = n
         a = s.args
-        status = self.fn(self.ctx, a[0], a[1], a[2], a[3], a[4], _raw_stream(self.index))
+        status = self.fn(self.ctx, a[0], a[1], a[2], a[3], a[4], stream)
         if status:
             _lib.check(status, "sage2_attention")
         del ws

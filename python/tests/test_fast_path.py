@@ -70,9 +70,12 @@ class _Cuda:
     @staticmethod
     def is_available(): return False
 cuda = _Cuda()
+CAPTURING = [False]
 class _C:
     @staticmethod
     def _cuda_getCurrentRawStream(i): return 0x5000 + i
+    @staticmethod
+    def _cuda_isCurrentStreamCapturing(): return CAPTURING[0]
 OP_CALLS = []
 class _Op:
     def __init__(self, fn): self.fn = fn
@@ -235,7 +238,30 @@ except sage2.InvalidArgumentError as e:
     assert "the fake library refused it" in str(e) and "sage2_attention" in str(e)
 fake.fail = 0
 
-# 6. another thread: its own structures, the same results
+# 6. the workspace: a small one is reused by the next call of the thread on the same stream (that
+#    call is ordered after the previous one's kernels), never while a CUDA graph is captured and
+#    never across streams
+q, k, v = T(1, 2, 96, 64), T(1, 2, 96, 64), T(1, 2, 96, 64)
+call(q, k, v)
+_, _, _, rec1 = call(q, k, v)
+_, _, _, rec2 = call(q, k, v)
+assert rec1["p"][7] == rec2["p"][7] and rec2["p"][8] == 4096 + 96, (rec1["p"], rec2["p"])
+torch.CAPTURING[0] = True
+_, _, _, rec3 = call(q, k, v)
+_, _, _, rec4 = call(q, k, v)
+torch.CAPTURING[0] = False
+assert len({rec2["p"][7], rec3["p"][7], rec4["p"][7]}) == 3, "capture allocates each call from torch"
+_, _, _, rec5 = call(q, k, v)  # after the capture: the kept one was not replaced by a captured one
+assert rec5["p"][7] == rec2["p"][7]
+raw = torch._C._cuda_getCurrentRawStream
+torch._C._cuda_getCurrentRawStream = staticmethod(lambda i: 0x6000 + i)
+A._raw_stream = torch._C._cuda_getCurrentRawStream
+_, _, _, rec6 = call(q, k, v)
+A._raw_stream = raw
+torch._C._cuda_getCurrentRawStream = raw
+assert rec6["stream"] == 0x6000 and rec6["p"][7] != rec2["p"][7], "another stream gets its own workspace"
+
+# 7. another thread: its own structures, the same results
 res = {}
 def worker():
     res["r"] = call(T(1, 2, 32, 64), T(1, 2, 32, 64), T(1, 2, 32, 64))
