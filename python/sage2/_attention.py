@@ -253,7 +253,14 @@ _fast = {}  # signature -> _FastCall
 _Tensor = torch.Tensor
 _F32 = torch.float32
 _U8 = torch.uint8
-_WS_KEEP_MAX = 16 << 20  # workspaces up to this size are kept per (signature, thread) for the next call
+_WS_KEEP_MAX = 16 << 20  # a workspace up to this size is kept per thread for its next call
+
+
+class _KeptWorkspace(threading.local):
+    ws, stream, bytes = None, None, 0
+
+
+_kept_ws = _KeptWorkspace()
 _capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None) or torch.cuda.is_current_stream_capturing
 
 
@@ -288,7 +295,7 @@ def _contiguous_strides(shape):
 class _Structs:
     """One thread's ctypes arguments of a _FastCall: built once, pointers patched per call."""
 
-    __slots__ = ("q", "k", "v", "o", "p", "args", "ws", "ws_stream")
+    __slots__ = ("q", "k", "v", "o", "p", "args")
 
     def __init__(self, fc):
         T = _lib.Tensor
@@ -297,8 +304,6 @@ class _Structs:
                                       int(fc.smooth_v), None, None, 0)
         br = ctypes.byref
         self.args = (br(self.q), br(self.k), br(self.v), br(self.o), br(self.p))
-        self.ws = None  # this thread's last small workspace and the stream it was used on
-        self.ws_stream = None
 
 
 class _FastCall:
@@ -351,16 +356,18 @@ class _FastCall:
         stream = _raw_stream(self.index)
         if n:
             # torch's caching allocator owns the workspace (stream-ordered reuse; the graph's
-            # private pool under CUDA graph capture), as in _run. A small one is kept for this
-            # thread's next call on the same stream (that call is ordered after this one's kernels),
-            # which saves an allocation where the host time per call matters; never while capturing.
+            # private pool under CUDA graph capture), as in _run. One small workspace per thread is
+            # kept for the thread's next call on the same stream, whatever its signature (that call
+            # is ordered after this one's kernels): an allocation less where the host time per call
+            # matters, at most _WS_KEEP_MAX bytes held per thread; never while capturing.
             capturing = _capturing()
-            if not capturing and s.ws_stream == stream:
-                ws = s.ws
+            kept = _kept_ws
+            if not capturing and kept.stream == stream and kept.bytes >= n:
+                ws = kept.ws
             else:
                 ws = torch.empty((n + 256,), dtype=_U8, device=dev)
                 if not capturing and n <= _WS_KEEP_MAX:
-                    s.ws, s.ws_stream = ws, stream
+                    kept.ws, kept.stream, kept.bytes = ws, stream, n
             p.workspace = (ws.data_ptr() + 255) // 256 * 256
             p.workspace_bytes = n
         a = s.args

@@ -238,9 +238,9 @@ except sage2.InvalidArgumentError as e:
     assert "the fake library refused it" in str(e) and "sage2_attention" in str(e)
 fake.fail = 0
 
-# 6. the workspace: a small one is reused by the next call of the thread on the same stream (that
-#    call is ordered after the previous one's kernels), never while a CUDA graph is captured and
-#    never across streams
+# 6. the workspace: a small one is reused by the thread's next call on the same stream (that call
+#    is ordered after the previous one's kernels) when it is large enough, whatever the signature;
+#    never while a CUDA graph is captured, never across streams; one kept per thread
 q, k, v = T(1, 2, 96, 64), T(1, 2, 96, 64), T(1, 2, 96, 64)
 call(q, k, v)
 _, _, _, rec1 = call(q, k, v)
@@ -260,6 +260,13 @@ _, _, _, rec6 = call(q, k, v)
 A._raw_stream = raw
 torch._C._cuda_getCurrentRawStream = raw
 assert rec6["stream"] == 0x6000 and rec6["p"][7] != rec2["p"][7], "another stream gets its own workspace"
+for n_ in (16, 200):  # first calls of these signatures (the checked path, its own workspace)
+    call(T(1, 2, n_, 64), T(1, 2, n_, 64), T(1, 2, n_, 64))
+_, _, _, r_a = call(T(1, 2, 32, 64), T(1, 2, 32, 64), T(1, 2, 32, 64))     # 4096 + 32 bytes on 0x5000: new
+_, _, _, r_b = call(T(1, 2, 16, 64), T(1, 2, 16, 64), T(1, 2, 16, 64))     # smaller: reuses it
+assert r_b["p"][7] == r_a["p"][7] and r_b["p"][8] == 4096 + 16
+_, _, _, r_c = call(T(1, 2, 200, 64), T(1, 2, 200, 64), T(1, 2, 200, 64))  # larger: a new one
+assert r_c["p"][7] != r_a["p"][7]
 
 # 7. another thread: its own structures, the same results
 res = {}
