@@ -11,8 +11,9 @@ Prints one line per --report-every calls and a verdict; exits 1 on any failure.
 
 Run on the GPU machine with PYTHONPATH=python SAGE2_LIBRARY=<build>/libsage2.so. Head dims are
 drawn from --head-dims (each new specialisation is compiled once by NVRTC during warm-up).
-Memory is read after warm-up and at every report: torch.cuda.memory_allocated (live tensors),
-the driver's used memory (mem_get_info: torch's cache + sage2's modules and buffers) and VmRSS.
+Memory is read after warm-up and at every report: torch.cuda.memory_allocated (live tensors), the
+device memory used outside torch's cache (mem_get_info minus memory_reserved: sage2's modules and
+buffers, the context) and VmRSS.
 "Flat" = growth from the end of warm-up to the end within --mem-slack-mb (device) and
 --rss-slack-mb (host): the caches sage2 keeps (call plans, Python fast path, kernels) are
 bounded and fill during warm-up; a per-call leak of even 1 KB would show as 95 MB over 95 000 calls.
@@ -42,8 +43,11 @@ def rss_mb():
 
 
 def device_used_mb():
+    """Device memory in use outside torch's caching allocator (sage2's modules and buffers, the CUDA
+    context): the driver's used memory minus what torch has reserved (torch's cache grows and
+    fragments with random shapes; that is torch's policy, not a leak)."""
     free, total = torch.cuda.mem_get_info()
-    return (total - free) / 2**20
+    return (total - free - torch.cuda.memory_reserved()) / 2**20
 
 
 def draw(rng, args):
@@ -152,7 +156,7 @@ def main():
         if i % args.report_every == 0 or i == args.calls:
             torch.cuda.synchronize()
             now = (torch.cuda.memory_allocated() / 2**20, device_used_mb(), rss_mb())
-            log("%7d calls %6.0f s: allocated %.1f MB, device used %.1f MB, RSS %.1f MB, checks %d (worst cos %.6f), "
+            log("%7d calls %6.0f s: allocated %.1f MB, device used (not torch) %.1f MB, RSS %.1f MB, checks %d (worst cos %.6f), "
                 "failures %d" % (i, time.time() - t0, *now, checks, worst_cos, len(failures)))
     torch.cuda.synchronize()
     end = (torch.cuda.memory_allocated() / 2**20, device_used_mb(), rss_mb())
