@@ -8,6 +8,9 @@ the options jit::nvrtc_options() gives NVRTC, and the cubin is read back with cu
 preamble is fixed by the dump, a template-only change can be measured without rebuilding the
 library: dump once, `collect` before and after the change, `compare`.
 
+Sources for a covering set: `SAGE2_DUMP_DIR=DIR build/tests/sage2_cpu_tests -tc="jit wgmma*"` (or
+"jit attention*" for the mma family); each source is named in the results by its spec key.
+
 Per source it records: ptxas registers / spill bytes / stack, the SASS instruction count of the
 entry, an opcode histogram, the loops (backward branches) that hold tensor-core instructions
 with their sizes, and two fingerprints: of the opcode sequence and of the whole listing with
@@ -119,7 +122,8 @@ def collect_one(path, templates, nvcc, cuobjdump):
         return os.path.basename(path)[:-6], sass_facts(facts, sass)
     src = open(path, encoding="utf-8").read()
     arch = arch_of(src)
-    name = os.path.basename(path)[:-3]
+    key = re.search(r"^// key:\s+(\S+)", src, re.M)  # the spec's key (jit/source_builder.cpp)
+    name = key.group(1) if key else os.path.basename(path)[:-3]
     with tempfile.TemporaryDirectory() as tmp:
         cubin = os.path.join(tmp, "k.cubin")
         # jit::nvrtc_options(): -std=c++17, IEEE div/sqrt, no FTZ, ptxas -v (-default-device is
@@ -176,35 +180,37 @@ def cmd_show(a):
 
 def cmd_compare(a):
     b, c = json.load(open(a.before)), json.load(open(a.after))
-    rows, worst = [], 0
-    same = 0
-    for n in sorted(set(b) | set(c)):
+    rows, names = [], sorted(set(b) | set(c))
+    same = facts_moved = worst = 0
+    for n in names:
         x, y = b.get(n), c.get(n)
         if not x or not y or "error" in x or "error" in y:
             rows.append(f"{n}: missing or failed on one side")
-            worst = max(worst, 10**9)
+            facts_moved += 1
             continue
         ident = x["sass_fp"] == y["sass_fp"]
         same += ident
         d_tot = y["total"] - x["total"]
+        worst = max(worst, abs(d_tot))
         flag = "identical" if ident else ("same opcodes" if x["op_fp"] == y["op_fp"] else "differs")
+        f_x = (x["registers"], x["spill_store"], x["spill_load"], x["stack"])
+        f_y = (y["registers"], y["spill_store"], y["spill_load"], y["stack"])
+        facts_moved += f_x != f_y
         regs = f"{x['registers']}" if x["registers"] == y["registers"] else f"{x['registers']}->{y['registers']}"
-        spill = (f"{x['spill_store']}/{x['spill_load']}" if (x['spill_store'], x['spill_load']) == (y['spill_store'], y['spill_load'])
-                 else f"{x['spill_store']}/{x['spill_load']}->{y['spill_store']}/{y['spill_load']}")
+        spill = f"{x['spill_store']}/{x['spill_load']}"
+        if (x["spill_store"], x["spill_load"]) != (y["spill_store"], y["spill_load"]):
+            spill += f"->{y['spill_store']}/{y['spill_load']}"
         tot = f"{x['total']}" if not d_tot else f"{x['total']}->{y['total']} ({d_tot:+d})"
         lp = loop_str(x) if loop_str(x) == loop_str(y) else f"{loop_str(x)}->{loop_str(y)}"
-        rows.append(f"{n}: regs {regs} spill {spill} total {tot} loops {lp} [{flag}]")
-        if x["registers"] != y["registers"] or x["spill_store"] != y["spill_store"]:
-            worst = max(worst, 10**6)
-        worst = max(worst, abs(d_tot))
+        rows.append(f"{n}: regs {regs} spill {spill} total {tot} loop {lp} [{flag}]")
         if a.hist and not ident:
-            ops = sorted(set(x["hist"]) | set(y["hist"]))
-            for o in ops:
+            for o in sorted(set(x["hist"]) | set(y["hist"])):
                 dx, dy = x["hist"].get(o, 0), y["hist"].get(o, 0)
                 if dx != dy:
                     rows.append(f"    {o}: {dx} -> {dy}")
     print("\n".join(rows))
-    print(f"{same}/{len(rows and set(b) | set(c))} identical SASS; largest instruction-count change {worst}")
+    print(f"{len(names)} kernels: {same} identical SASS, {facts_moved} with other registers/spills/stack "
+          f"(or missing), largest instruction-count change {worst}")
     return 0
 
 

@@ -5,9 +5,11 @@
 // O[i, c] = NaN where v_first_bad[c] < n_vis. A row without visible keys (l = 0, O = 0) gets
 // O = 0 and LSE = -inf.
 //
-// A thread's O values of a row come in channel pairs: pair n holds channels ch0 + 8n and
-// ch0 + 8n + 1 (the m16n8 accumulator layout of both families; ch0 = 2·(lane % 4) + the pass's
-// first channel). The family passes them as o_at(n, e), e = 0, 1.
+// What the families share here is the m16n8 accumulator layout: a thread holds rows g + 8r of its
+// warp's tiles (r = 0, 1 per 16-row tile) and, per row, channel pairs n = 0, 1, ...: channels
+// ch0 + 8n and ch0 + 8n + 1 (ch0 = 2·(lane % 4) + the pass's first channel). Where the values sit
+// in registers is the family's business: it passes accessors. Float ops and their order are the
+// contract's (include/sage2/reference.hpp "Epilogue").
 #pragma once
 
 #include "attention_blocks.cuh"
@@ -60,17 +62,21 @@ __device__ __forceinline__ void store_lse(const AttentionParams& p, const BlockC
   p.lse[c.bh * p.q_len + row] = v;
 }
 
-// The epilogue of a thread's ROWS output rows (the whole quad runs it: l is summed over the quad).
-// Row r is query row row_of(r), with softmax state l_at(r), m_at(r) and O values o_at(r, n, e) of
-// its NP channel pairs; ch0 is the thread's first channel, vbase = bhk·D_V + ch0 indexes the flags
-// and δV/μ of the pairs; lse_lane: the lane that writes the LSE. Template choices of the family:
-// PRELOAD (VScales); SPLIT: the smallest v_first_bad over the head's channels, reduced over the
-// warp (each lane reads a few), lets rows whose visible keys end before it skip the per-channel V
-// flags (no NaN/Inf in V, the common case, costs D_V/64 loads per lane instead of one per pair),
-// and the stores get one instantiation per (aligned pairs, flags to apply), so that the common
-// rows run straight-line stores without per-element predicates; otherwise one loop checks the
-// flags of every pair.
-template <int ROWS, int NCHUNK, int NPC, int CH_END, bool PRELOAD, bool SPLIT, class LAt, class MAt, class OAt>
+// The epilogue of a thread's output rows, two (g, g + 8) in each of its MTILES 16-row tiles (the
+// whole quad runs it: l is summed over the quad). Row r is query row row0 + 8r, with softmax
+// state l_at(r), m_at(r) and the O values o_at(r, n, e) of its NCHUNK·NPC channel pairs
+// (n = chunk·NPC + i: the family's P̂·V̂ chunks, kept as a loop nest, which ptxas allocated better
+// than one flat loop at head dim 256); vbase = bhk·D_V + ch0 indexes the flags and δV/μ of the
+// pairs; lse_lane: the lane that writes the LSE. Channels at and past CH_END are never stored.
+// The family's choices:
+//  - PRELOAD: δV/μ loaded once for all rows (VScales);
+//  - SPLIT: the smallest v_first_bad over the head's channels, reduced over the warp (each lane
+//    reads a few), lets rows whose visible keys end before it skip the per-channel V flags (no
+//    NaN/Inf in V, the common case, costs D_V/64 loads per lane instead of one per pair), and the
+//    stores get one instantiation per (aligned pairs, flags to apply), so that the common rows run
+//    straight-line stores without per-element predicates; otherwise one loop checks the flags of
+//    every pair (less code: the mma family).
+template <int MTILES, int NCHUNK, int NPC, int CH_END, bool PRELOAD, bool SPLIT, class LAt, class MAt, class OAt>
 __device__ __forceinline__ void epilogue(const AttentionParams& p, const BlockCoords& c, int lane, i64 row0, int ch0,
                                          i64 vbase, bool lse_lane, LAt l_at, MAt m_at, OAt o_at) {
   const i64 kfb = p.k_first_bad[c.bhk];
@@ -93,8 +99,13 @@ __device__ __forceinline__ void epilogue(const AttentionParams& p, const BlockCo
   constexpr int NP = NCHUNK * NPC;
   VScales<NP, CH_END, PRELOAD> vsc;
   vsc.init(p, vbase, ch0);
+  // rows as a (tile, half) loop nest, like the accumulators (one flat loop of 4 rows cost the mma
+  // family ~60 instructions at 32 rows per warp)
 #pragma unroll
-  for (int r = 0; r < ROWS; ++r) {
+  for (int tile = 0; tile < MTILES; ++tile)
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = 2 * tile + half;
     float lt = l_at(r);
     lt += ptx::shfl_xor(lt, 1);
     lt += ptx::shfl_xor(lt, 2);
@@ -110,7 +121,7 @@ __device__ __forceinline__ void epilogue(const AttentionParams& p, const BlockCo
     const bool row_bad = n_vis > 0 && (p.q_bad[c.bh * c.q_len_pad + row] != 0 || kfb < n_vis);
     const bool check_v = !row_bad && v_bad_from < n_vis;
     char* orow = out_row(p, c, row);
-    // vec_tag: bool_c (a compile-time choice) or RuntimeBool
+    // vec_tag: bool_c (a compile-time choice) or runtime_c (out_vec)
     auto emit = [&](auto vec_tag, auto flags_tag) {
       const bool vec = value_or(vec_tag, out_vec);
       constexpr bool FLAGS = decltype(flags_tag)::value;
@@ -118,31 +129,31 @@ __device__ __forceinline__ void epilogue(const AttentionParams& p, const BlockCo
       for (int chunk = 0; chunk < NCHUNK; ++chunk)
 #pragma unroll
         for (int i = 0; i < NPC; ++i) {
-        const int n = chunk * NPC + i;
-        const int chn = ch0 + 8 * n;
-        if (CH_END > HD && chn >= HD) continue;
-        float y0 = 0.f, y1 = 0.f;
-        if (SPLIT || lt != 0.f) {
-          float2 sv, mv;
-          vsc.get(p, vbase, n, sv, mv);
-          y0 = (o_at(r, n, 0) * rl) * sv.x;  // lt carries the 448 of P̂
-          y1 = (o_at(r, n, 1) * rl) * sv.y;
-          if (SMOOTH_V) {
-            y0 = y0 + mv.x * mu_w;
-            y1 = y1 + mv.y * mu_w;
+          const int n = chunk * NPC + i;
+          const int chn = ch0 + 8 * n;
+          if (CH_END > HD && chn >= HD) continue;
+          float y0 = 0.f, y1 = 0.f;
+          if (SPLIT || lt != 0.f) {
+            float2 sv, mv;
+            vsc.get(p, vbase, n, sv, mv);
+            y0 = (o_at(r, n, 0) * rl) * sv.x;  // lt carries the 448 of P̂
+            y1 = (o_at(r, n, 1) * rl) * sv.y;
+            if (SMOOTH_V) {
+              y0 = y0 + mv.x * mu_w;
+              y1 = y1 + mv.y * mu_w;
+            }
           }
-        }
-        if (FLAGS) {
-          if (row_bad) {
-            y0 = y1 = nan;
-          } else {
-            const int2 vf = *reinterpret_cast<const int2*>(p.v_first_bad + vbase + 8 * n);
-            if (vf.x < n_vis) y0 = nan;
-            if (vf.y < n_vis) y1 = nan;
+          if (FLAGS) {
+            if (row_bad) {
+              y0 = y1 = nan;
+            } else {
+              const int2 vf = *reinterpret_cast<const int2*>(p.v_first_bad + vbase + 8 * n);
+              if (vf.x < n_vis) y0 = nan;
+              if (vf.y < n_vis) y1 = nan;
+            }
           }
+          store_pair(orow, chn, y0, y1, vec, chn + 1 < HD);
         }
-        store_pair(orow, chn, y0, y1, vec, chn + 1 < HD);
-      }
     };
     using T_ = bool_c<true>;
     using F_ = bool_c<false>;

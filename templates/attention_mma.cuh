@@ -32,9 +32,9 @@
 //    O = O·a + R; without TWO_LEVEL the accumulator is O itself, rescaled by a before the tile.
 //
 // Non-finite inputs (reference.hpp "NaN / Inf policy"): the quantize stage keeps them out of every
-// scale and mean and flags them; the main loop never looks at the flags. The epilogue, for row i
-// with visible keys [0, n_vis): n_vis > 0 and (q_bad[i] or k_first_bad < n_vis) → O row and LSE
-// NaN; otherwise O[i, c] = NaN where v_first_bad[c] < n_vis.
+// scale and mean and flags them; the main loop never looks at the flags, the epilogue applies
+// them (attention_epilogue.cuh, shared with the wgmma family like the online softmax,
+// attention_softmax.cuh, and the visibility rules, attention_blocks.cuh).
 //
 // Head dims whose fp32 O would not fit in registers (MT·DVS/8·4 ≤ 128 registers per thread) are
 // processed in NSL passes over the KV sequence, each producing DVS channels; the scores are
@@ -229,7 +229,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
   const i64 bh = k0.bh, q_len_pad = k0.q_len_pad, i0 = k0.i0;
 
   // ---- visible KV range; tiles from mask_from on need the element mask
-  const i64 mask_from_ = mask_from(p, i0, causal_offset(p));
+  const i64 masked_from = mask_from(p, i0, causal_offset(p));
   const int n_tiles = tile_count(p, i0);
 
   const float qs = q_scale(p, k0, warp, g);
@@ -303,7 +303,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
       // the contract's s = dot·((δq·δk)·c2) (+ ΔS·c2): one multiply per score
       const float dqk0 = score_scale(qs, ks.x, c2);  // even n8 tiles: K group 2·(t%2)
       const float dqk1 = score_scale(qs, ks.y, c2);  // odd n8 tiles:  K group 2·(t%2)+1
-      const bool need_mask = tile >= mask_from_;
+      const bool need_mask = tile >= masked_from;
       const int kbase = tile * BK;
 
 #pragma unroll
@@ -439,8 +439,8 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
       const int etid = static_cast<int>(tid_x());
       const int ewarp = etid >> 5, eg = (etid & 31) >> 2, et = etid & 3;
       const int ch0 = slice * DVS + 2 * et;
-      epilogue<2 * MT, 1, NV, NSL * DVS, false, false>(
-          p, ke, etid & 31, ke.i0 + ewarp * RW + eg, ch0, ke.bhk * D_V + ch0, et == 0 && slice == NSL - 1,
+      epilogue<MT, 1, NV, NSL * DVS, false, false>(
+          p, ke, etid & 31, ke.i0 + ewarp * RW + eg, ch0, ke.bhk * D_V + slice * DVS + 2 * et, et == 0 && slice == NSL - 1,
           [&](int r) { return l[r >> 1][r & 1]; }, [&](int r) { return m[r >> 1][r & 1]; },
           [&](int r, int n, int e) { return o[r >> 1][n][2 * (r & 1) + e]; });
     }

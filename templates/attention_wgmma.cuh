@@ -99,7 +99,6 @@ static_assert(groups_match(sage2_k_group_table, [](int k) { return (k % 8) / 2 +
 static_assert(groups_match(sage2_v_key_of_slot, [](int p) { return 2 * (p >> 2) + (p & 1) + 8 * ((p >> 1) & 1); }),
               "V key order differs from the P̂ fragment order");
 
-
 // TMA rows of this CTA's (batch, kv head): K row of key 0 and the V channel row 0. Computed once:
 // the copies of every tile are issued from inside the KV loop (by thread 0 without a producer),
 // where recomputing the block coordinates cost 64-bit divisions on the critical path.
@@ -598,7 +597,7 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const Blo
   // is channels 8n + 2t, +1 = O registers 4·(n % (PVN/8)) + 2·half + {0, 1} of chunk n / (PVN/8).
   // Wide heads recompute the block coordinates (see WIDE) and load δV/μ at each use.
   const BlockCoords c = WIDE ? block_coords(p) : cta;
-  epilogue<2, NCH, PVN / 8, D_V, !WIDE, true>(
+  epilogue<1, NCH, PVN / 8, D_V, !WIDE, true>(
       p, c, lane, c.i0 + warp * 16 + g, 2 * t, c.bhk * D_V + 2 * t, t == 0, [&](int hf) { return l[hf]; }, [&](int hf) { return m[hf]; },
       [&](int hf, int n, int e) { return o[n / (PVN / 8)][4 * (n % (PVN / 8)) + 2 * hf + e]; });
 }
