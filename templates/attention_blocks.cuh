@@ -1,10 +1,12 @@
 // Pieces shared by the attention families (attention_mma.cuh, attention_wgmma.cuh): special
-// registers, min/max, and the coordinates of a CTA's (batch, head, query block). Both families
-// launch the same grid (x = query blocks of the chunk, y = (batch, head) pairs of the chunk), so
-// one definition serves both.
+// registers, small math, the coordinates of a CTA's (batch, head, query block), the visible-key
+// rules of the causal modes and kv_len, the per-block pointers into the quantize stage's buffers,
+// and the output stores. Both families launch the same grid (x = query blocks of the chunk,
+// y = (batch, head) pairs of the chunk), so one definition serves both.
 #pragma once
 
 #include "attention_params.cuh"
+#include "attention_spec.cuh"
 #include "ptx.cuh"
 #include "types.cuh"
 
@@ -14,14 +16,34 @@ using sage2::dev::AttentionParams;
 
 template <class T>
 __device__ __forceinline__ T min_(T a, T b) { return a < b ? a : b; }
+template <class T>
+__device__ __forceinline__ T max_(T a, T b) { return a > b ? a : b; }
 // A compile-time bool as a type (tag arguments of generic lambdas; no toolkit headers).
 template <bool B>
 struct bool_c {
   static constexpr bool value = B;
 };
-template <class T>
-__device__ __forceinline__ T max_(T a, T b) { return a > b ? a : b; }
+// A bool decided at run time, where a caller does not specialise: value_or(tag, v) is v.
+struct runtime_c {};
+template <bool B>
+__device__ __forceinline__ bool value_or(bool_c<B>, bool) { return B; }
+__device__ __forceinline__ bool value_or(runtime_c, bool v) { return v; }
 
+__device__ __forceinline__ float neg_inf() { return ptx::bits_f32(0xff800000u); }
+__device__ __forceinline__ float qnan() { return ptx::bits_f32(0x7fc00000u); }
+__device__ __forceinline__ float lg2_approx(float x) {
+  float r;
+  asm("lg2.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+// Four scores → four e4m3 bytes (a, b in the low half).
+__device__ __forceinline__ u32 pack_e4m3x4(float a, float b, float c, float d) {
+  return static_cast<u32>(ptx::f32x2_to_e4m3x2(a, b)) | (static_cast<u32>(ptx::f32x2_to_e4m3x2(c, d)) << 16);
+}
+
+// Special registers through volatile asm, so that a family can recompute the block coordinates
+// instead of keeping ~20 registers of 64-bit indices alive across the KV loop (the compiler would
+// otherwise CSE the two computations and spill).
 __device__ __forceinline__ u32 ctaid_x() {
   u32 r;
   asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(r));
@@ -46,7 +68,6 @@ struct BlockCoords {
   i64 i0;                // first query row of the block
 };
 
-template <int BQ, int BK, int CAUSAL>
 __device__ __forceinline__ BlockCoords block_coords(const AttentionParams& p) {
   BlockCoords k;
   k.bhl = static_cast<i64>(ctaid_y());
@@ -68,9 +89,75 @@ __device__ __forceinline__ BlockCoords block_coords(const AttentionParams& p) {
   return k;
 }
 
+// ---- visible keys (reference.hpp "Causal masks"): key j is visible to query row i iff
+// j < kv_len and, causal, j <= i + off (off = kv_len - q_len bottom-right, 0 top-left).
+__device__ __forceinline__ i64 causal_offset(const AttentionParams& p) { return CAUSAL == 2 ? p.kv_len - p.q_len : 0; }
+// Keys visible to row `row`: [0, n_vis).
+__device__ __forceinline__ i64 visible_keys(const AttentionParams& p, i64 row) {
+  return CAUSAL ? max_<i64>(0, min_<i64>(p.kv_len, row + causal_offset(p) + 1)) : p.kv_len;
+}
+// KV tiles the block visits: up to its last row's last visible key.
+__device__ __forceinline__ int tile_count(const AttentionParams& p, i64 i0) {
+  i64 n_keys = p.kv_len;
+  if (CAUSAL) {
+    const i64 last_row = min_<i64>(i0 + BQ, p.q_len) - 1;
+    n_keys = visible_keys(p, last_row);
+  }
+  return static_cast<int>((n_keys + BK - 1) / BK);
+}
+// First tile that needs the element mask: tiles that reach past kv_len or, causal, past the
+// block's first row's limit i0 + off (off = causal_offset(p), the caller's copy).
+__device__ __forceinline__ i64 mask_from(const AttentionParams& p, i64 i0, i64 off) {
+  i64 from = p.kv_len / BK;
+  if (CAUSAL) from = min_<i64>(from, max_<i64>(0, i0 + off + 1) / BK);
+  return from;
+}
+// Last key visible to a row whose causal limit is `diag` (its row + off); I: the integer type the
+// family keeps it in.
+template <class I>
+__device__ __forceinline__ I last_visible(I kv_last, I diag) {
+  return CAUSAL ? min_<I>(kv_last, diag) : kv_last;
+}
+// The same relative to the tile starting at key `kbase`, clamped to [-1, BK]: key kbase + k of
+// the tile is visible iff k <= the result.
+template <class I>
+__device__ __forceinline__ int tile_last_visible(I last, I kbase) {
+  return static_cast<int>(max_<I>(-1, min_<I>(BK, last - kbase)));
+}
+
+// ---- the block's inputs from the quantize stage (jit::QuantBuffers layout)
+// Q scale of a thread's rows: group warp·8 + g of the block (the quantize stage's per-thread
+// layout, the same for both families).
+__device__ __forceinline__ float q_scale(const AttentionParams& p, const BlockCoords& c, int warp, int g) {
+  return p.q_scale[(c.bh * c.q_blocks + c.qb) * (WARPS * 8) + warp * 8 + g];
+}
+// K scales of the block's kv head, KG groups per KV tile.
+template <int KG>
+__device__ __forceinline__ const float* k_scales(const AttentionParams& p, const BlockCoords& c) {
+  return p.k_scale + c.bhk * c.k_blocks * KG;
+}
+// Smooth-Q: the ΔS row of this (pair, query block) of the chunk, key 0. Callers test SMOOTH_Q
+// themselves: a call that returns a constant null still changed ptxas's register allocation of
+// the wgmma kernel (+48 instructions at head dim 128, causal, two consumer warpgroups).
+__device__ __forceinline__ const float* delta_s_row(const AttentionParams& p, const BlockCoords& c) {
+  return p.delta_s + (c.bhl * p.qb_count + c.qbl) * c.kv_len_pad;
+}
+
+// ---- output
+// Row `row` of the output, byte pointer.
+__device__ __forceinline__ char* out_row(const AttentionParams& p, const BlockCoords& c, i64 row) {
+  return static_cast<char*>(p.out) +
+         (c.b * p.o_stride_batch + c.h * p.o_stride_head + row * p.o_stride_seq) * static_cast<i64>(OUT_F32 ? 4 : 2);
+}
+// True when every even channel pair of the output is aligned for one 4/8-byte store.
+__device__ __forceinline__ bool out_pairs_aligned(const AttentionParams& p) {
+  return OUT_F32 ? ((reinterpret_cast<u64>(p.out) & 7u) == 0 && p.o_stride_batch % 2 == 0 &&
+                    p.o_stride_head % 2 == 0 && p.o_stride_seq % 2 == 0)
+                 : ((reinterpret_cast<u64>(p.out) & 3u) == 0 && p.o_stride_batch % 2 == 0 &&
+                    p.o_stride_head % 2 == 0 && p.o_stride_seq % 2 == 0);
+}
 // Stores two adjacent channels (ch, ch+1) of one output row in the output dtype; `vec` when the
 // pair is aligned for one 4/8-byte store, `second` when channel ch+1 exists.
-template <bool OUT_F32, bool OUT_BF16>
 __device__ __forceinline__ void store_pair(void* row, int ch, float y0, float y1, bool vec, bool second) {
   if (OUT_F32) {
     float* o = static_cast<float*>(row) + ch;

@@ -32,9 +32,9 @@
 //    O = O·a + R; without TWO_LEVEL the accumulator is O itself, rescaled by a before the tile.
 //
 // Non-finite inputs (reference.hpp "NaN / Inf policy"): the quantize stage keeps them out of every
-// scale and mean and flags them; the main loop never looks at the flags. The epilogue, for row i
-// with visible keys [0, n_vis): n_vis > 0 and (q_bad[i] or k_first_bad < n_vis) → O row and LSE
-// NaN; otherwise O[i, c] = NaN where v_first_bad[c] < n_vis.
+// scale and mean and flags them; the main loop never looks at the flags, the epilogue applies
+// them (attention_epilogue.cuh, shared with the wgmma family like the online softmax,
+// attention_softmax.cuh, and the visibility rules, attention_blocks.cuh).
 //
 // Head dims whose fp32 O would not fit in registers (MT·DVS/8·4 ≤ 128 registers per thread) are
 // processed in NSL passes over the KV sequence, each producing DVS channels; the scores are
@@ -42,7 +42,9 @@
 #pragma once
 
 #include "attention_blocks.cuh"
+#include "attention_epilogue.cuh"
 #include "attention_params.cuh"
+#include "attention_softmax.cuh"
 #include "ptx.cuh"
 #include "types.cuh"
 
@@ -52,16 +54,9 @@
 
 namespace attn {
 
-using sage2::dev::AttentionParams;
+// The spec's constants, block coordinates, visibility rules, softmax and epilogue: attn_common.
+using namespace attn_common;
 
-constexpr int HD = SAGE2_HEAD_DIM;
-constexpr int D_QK = SAGE2_D_QK;
-constexpr int RB = SAGE2_ROW_BYTES;
-constexpr int D_V = SAGE2_D_V;
-constexpr int BQ = SAGE2_BQ;
-constexpr int BK = SAGE2_BK;
-constexpr int WARPS = SAGE2_WARPS;
-constexpr int STAGES = SAGE2_STAGES;
 constexpr int THREADS = sage2::dev::attn_threads(WARPS);
 constexpr int RW = BQ / WARPS;
 constexpr int MT = sage2::dev::attn_m_tiles(BQ, WARPS);
@@ -71,51 +66,28 @@ constexpr int KC = BK / 32;       // k32 chunks of the P̂·V̂ product
 constexpr int NSL = sage2::dev::attn_v_slices(D_V, MT);
 constexpr int DVS = sage2::dev::attn_v_slice(D_V, MT);
 constexpr int NV = DVS / 8;
-// m tiles whose P̂·V̂ shares one pass over the V fragments (MG = MT: V read once per tile, more
-// live registers; MG = 1: each m tile finishes its P̂·V̂ before the next one's QKᵀ).
-#ifndef SAGE2_ATTN_MG
+// m tiles whose P̂·V̂ shares one pass over the V fragments: 1, each m tile finishes its P̂·V̂
+// before the next one's QKᵀ (a group of MT read V once per tile but kept more registers live).
 constexpr int MG = 1;
-#else
-constexpr int MG = SAGE2_ATTN_MG;
-#endif
 constexpr int QKP = sage2::dev::attn_qk_pitch(RB);
 constexpr int VP = sage2::dev::attn_v_pitch(BK);
 constexpr bool INT4 = SAGE2_QK_BITS == 4;
-constexpr bool SMOOTH_Q = SAGE2_SMOOTH_Q != 0;
-constexpr bool SMOOTH_K = SAGE2_SMOOTH_K != 0;
-constexpr bool SMOOTH_V = SAGE2_SMOOTH_V != 0;
-constexpr bool TWO_LEVEL = SAGE2_TWO_LEVEL_ACCUM != 0;
-constexpr bool RETURN_LSE = SAGE2_RETURN_LSE != 0;
-constexpr int CAUSAL = SAGE2_CAUSAL;  // 0 none, 1 top-left, 2 bottom-right
-constexpr bool OUT_BF16 = SAGE2_OUT_BF16 != 0;
-constexpr bool OUT_F32 = SAGE2_OUT_F32 != 0;
 constexpr sage2::dev::AttnSmemLayout SM =
     sage2::dev::attn_smem_layout(BQ, BK, WARPS, RB, D_V, STAGES, SMOOTH_Q);
-constexpr float LOG2_P_SCALE = 8.80735492205760410744f;  // log2(448): 448·P̃ = exp2(s - (m - log2 448))
-constexpr float LN2 = 0.693147180559945309417f;
 
 static_assert(BQ % (16 * WARPS) == 0 && MT >= 1, "each warp owns whole 16-row tiles");
 static_assert(BK % 32 == 0 && BK >= 32, "the mma family needs BK a multiple of 32 (k32 P·V chunks)");
 static_assert(RB % 32 == 0 && D_V % 32 == 0 && DVS % 16 == 0 && DVS * NSL >= D_V, "padded dims");
 static_assert(MT * NV * 4 <= 128, "fp32 O must fit the register budget");
-static_assert(STAGES >= 1 && STAGES <= 4, "1..4 pipeline stages");
 static_assert(SAGE2_MMA_SHAPE == (INT4 ? 0 : 1), "the preamble's quant layout must be the mma.sync one");
-static_assert(SAGE2_Q_GROUPS == WARPS * 8 && SAGE2_K_GROUPS == 4, "per-thread group counts");
+static_assert(SAGE2_K_GROUPS == 4, "per-thread K group count");
 
 // The per-thread quantisation layout the quantize kernels used (preamble tables, derived by
 // jit::quant_layout) is the one this kernel reads: checked at compile time.
-constexpr bool q_groups_match() {
-  for (int r = 0; r < BQ; ++r)
-    if (sage2_q_group_table[r] != (r / RW) * 8 + r % 8) return false;
-  return true;
-}
-constexpr bool k_groups_match() {
-  for (int k = 0; k < BK; ++k)
-    if (sage2_k_group_table[k] != (k % 8) / 2) return false;
-  return true;
-}
-static_assert(q_groups_match(), "Q scale groups differ from the mma.sync fragment rows");
-static_assert(k_groups_match(), "K scale groups differ from the mma.sync fragment columns");
+static_assert(groups_match(sage2_q_group_table, [](int r) { return (r / RW) * 8 + r % 8; }),
+              "Q scale groups differ from the mma.sync fragment rows");
+static_assert(groups_match(sage2_k_group_table, [](int k) { return (k % 8) / 2; }),
+              "K scale groups differ from the mma.sync fragment columns");
 
 // K row permutation (see the header comment).
 constexpr int key_of(int j, int r) { return 32 * (j / 4) + 16 * ((j % 4) / 2) + 2 * (j % 2) + 4 * (r / 2) + r % 2; }
@@ -130,20 +102,10 @@ constexpr bool permutation_ok() {
 }
 static_assert(permutation_ok(), "k_slot must invert key_of");
 
-__device__ __forceinline__ float neg_inf() { return ptx::bits_f32(0xff800000u); }
-
-__device__ __forceinline__ float lg2_approx(float x) {
-  float r;
-  asm("lg2.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
-  return r;
-}
 __device__ __forceinline__ float2 lds_f32x2(u32 addr) {
   float2 v;
   asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(addr));
   return v;
-}
-__device__ __forceinline__ u32 pack_p(float a, float b, float c, float d) {
-  return static_cast<u32>(ptx::f32x2_to_e4m3x2(a, b)) | (static_cast<u32>(ptx::f32x2_to_e4m3x2(c, d)) << 16);
 }
 
 struct Ctx {
@@ -186,34 +148,15 @@ __device__ __forceinline__ void mma_pv(float (&acc)[4], const u32 (&a)[4], u32 b
 }
 
 
-// Output stores and the launch-shape guard: attention_blocks.cuh.
-__device__ __forceinline__ void store_pair(void* row, int ch, float y0, float y1, bool vec, bool second) {
-  attn_common::store_pair<OUT_F32, OUT_BF16>(row, ch, y0, y1, vec, second);
-}
-__device__ __forceinline__ void check_block_dim() { attn_common::check_block_dim<THREADS>(); }
-
-// Block coordinates. Read through volatile asm so that the epilogue can recompute them instead
-// of keeping ~20 registers of 64-bit indices alive across the KV loop (the compiler would
-// otherwise CSE the two computations and spill).
-using attn_common::ctaid_x;
-using attn_common::ctaid_y;
-using attn_common::max_;
-using attn_common::min_;
-using attn_common::tid_x;
-using Coords = attn_common::BlockCoords;
-__device__ __forceinline__ Coords coords(const AttentionParams& p) {
-  return attn_common::block_coords<BQ, BK, CAUSAL>(p);
-}
-
 // Global sources of the KV loads, recomputed per tile from the block coordinates (cheaper than
 // keeping five 64-bit values alive across the loop).
 __device__ __forceinline__ Ctx make_ctx(const AttentionParams& p) {
-  const Coords k = coords(p);
+  const BlockCoords k = block_coords(p);
   Ctx c;
   c.k_head = p.k_codes + k.bhk * k.kv_len_pad * RB;
   c.v_head = p.v_codes + k.bhk * D_V * k.kv_len_pad;
-  c.ks_head = p.k_scale + k.bhk * k.k_blocks * 4;
-  c.ds_row = SMOOTH_Q ? p.delta_s + (k.bhl * p.qb_count + k.qbl) * k.kv_len_pad : nullptr;
+  c.ks_head = k_scales<4>(p, k);
+  c.ds_row = SMOOTH_Q ? delta_s_row(p, k) : nullptr;
   c.kv_len_pad = k.kv_len_pad;
   return c;
 }
@@ -282,23 +225,14 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
   const int g = lane >> 2, t = lane & 3;
 
   if (static_cast<i64>(blockIdx.y) >= p.bh_count || static_cast<i64>(blockIdx.x) >= p.qb_count) return;
-  const Coords k0 = coords(p);
-  const i64 bh = k0.bh, qb = k0.qb, bhk = k0.bhk, q_blocks = k0.q_blocks, k_blocks = k0.k_blocks;
-  const i64 q_len_pad = k0.q_len_pad, kv_len_pad = k0.kv_len_pad, i0 = k0.i0, bhl = k0.bhl, qbl = k0.qbl;
+  const BlockCoords k0 = block_coords(p);
+  const i64 bh = k0.bh, q_len_pad = k0.q_len_pad, i0 = k0.i0;
 
   // ---- visible KV range; tiles from mask_from on need the element mask
-  const i64 off = CAUSAL == 2 ? p.kv_len - p.q_len : 0;
-  i64 n_keys = p.kv_len;
-  i64 mask_from = p.kv_len / BK;  // tiles that reach past kv_len
-  if (CAUSAL) {
-    const i64 last_row = min_<i64>(i0 + BQ, p.q_len) - 1;
-    n_keys = max_<i64>(0, min_<i64>(p.kv_len, last_row + off + 1));
-    // tiles whose last key is beyond the first row's limit i0 + off
-    mask_from = min_<i64>(mask_from, max_<i64>(0, i0 + off + 1) / BK);
-  }
-  const int n_tiles = static_cast<int>((n_keys + BK - 1) / BK);
+  const i64 masked_from = mask_from(p, i0, causal_offset(p));
+  const int n_tiles = tile_count(p, i0);
 
-  const float qs = p.q_scale[(bh * q_blocks + qb) * (WARPS * 8) + warp * 8 + g];
+  const float qs = q_scale(p, k0, warp, g);
   const float c2 = p.c2;
 
 
@@ -367,9 +301,9 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
 
       const float2 ks = lds_f32x2(st + SM.ks_off + (t & 1) * 8);
       // the contract's s = dot·((δq·δk)·c2) (+ ΔS·c2): one multiply per score
-      const float dqk0 = (qs * ks.x) * c2;  // even n8 tiles: K group 2·(t%2)
-      const float dqk1 = (qs * ks.y) * c2;  // odd n8 tiles:  K group 2·(t%2)+1
-      const bool need_mask = tile >= mask_from;
+      const float dqk0 = score_scale(qs, ks.x, c2);  // even n8 tiles: K group 2·(t%2)
+      const float dqk1 = score_scale(qs, ks.y, c2);  // odd n8 tiles:  K group 2·(t%2)+1
+      const bool need_mask = tile >= masked_from;
       const int kbase = tile * BK;
 
 #pragma unroll
@@ -417,15 +351,14 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
           // (recomputed here: key indices fit 32 bits, the host rejects kv_len >= 2^31).
           int rel[2];
           {
-            const Coords km = coords(p);
+            const BlockCoords km = block_coords(p);
             const int mtid = static_cast<int>(tid_x());
             const i64 row = km.i0 + (mtid >> 5) * RW + mt * 16 + ((mtid & 31) >> 2);
             const i64 kv_last = p.kv_len - 1;
-            const i64 off_ = CAUSAL == 2 ? p.kv_len - p.q_len : 0;
-            const i64 l0 = CAUSAL ? min_<i64>(kv_last, row + off_) : kv_last;
-            const i64 l1 = CAUSAL ? min_<i64>(kv_last, row + 8 + off_) : kv_last;
-            rel[0] = static_cast<int>(max_<i64>(-1, min_<i64>(BK, l0 - kbase)));
-            rel[1] = static_cast<int>(max_<i64>(-1, min_<i64>(BK, l1 - kbase)));
+            const i64 off = causal_offset(p);
+            const i64 l0 = last_visible(kv_last, row + off), l1 = last_visible(kv_last, row + 8 + off);
+            rel[0] = tile_last_visible<i64>(l0, kbase);
+            rel[1] = tile_last_visible<i64>(l1, kbase);
           }
 #pragma unroll
           for (int j = 0; j < NT; ++j) {
@@ -435,8 +368,8 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
               if (kofs + (e & 1) > rel[e >> 1]) sc[j][e] = neg_inf();
           }
         }
-        // ---- online softmax (max ignores NaN: max.f32)
-        float m_use[2];
+        // ---- online softmax (attention_softmax.cuh), on the thread's max of each row half
+        float m_sh[2];
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) {
           float mx = neg_inf();
@@ -445,34 +378,10 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
             mx = ptx::max_f32(mx, sc[j][2 * hf]);
             mx = ptx::max_f32(mx, sc[j][2 * hf + 1]);
           }
-          mx = ptx::max_f32(mx, ptx::shfl_xor(mx, 1));
-          mx = ptx::max_f32(mx, ptx::shfl_xor(mx, 2));
-          const float m_new = ptx::max_f32(m[mt][hf], mx);
-          m_use[hf] = (m_new == neg_inf()) ? 0.f : m_new;
-          alpha[mi][hf] = ptx::exp2_approx(m[mt][hf] - m_use[hf]);
-          m[mt][hf] = m_new;
+          m_sh[hf] = update_max(mx, m[mt][hf], alpha[mi][hf], neg_inf());
         }
-        // 448·P̃ in one exp2; l sums it (l carries the 448, removed in the epilogue)
-        const float m_sh[2] = {m_use[0] - LOG2_P_SCALE, m_use[1] - LOG2_P_SCALE};
-        float rs[2] = {0.f, 0.f};
-#pragma unroll
-        for (int j = 0; j < NT; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            sc[j][e] = ptx::exp2_approx(sc[j][e] - m_sh[e >> 1]);
-            rs[e >> 1] += sc[j][e];
-          }
-        // l is kept per thread (its own keys); the quad's partial sums are added at the end.
-        l[mt][0] = l[mt][0] * alpha[mi][0] + rs[0];
-        l[mt][1] = l[mt][1] * alpha[mi][1] + rs[1];
-#pragma unroll
-        for (int kc = 0; kc < KC; ++kc) {
-          const int j0 = 4 * kc;
-          pf[mi][kc][0] = pack_p(sc[j0][0], sc[j0][1], sc[j0 + 1][0], sc[j0 + 1][1]);
-          pf[mi][kc][1] = pack_p(sc[j0][2], sc[j0][3], sc[j0 + 1][2], sc[j0 + 1][3]);
-          pf[mi][kc][2] = pack_p(sc[j0 + 2][0], sc[j0 + 2][1], sc[j0 + 3][0], sc[j0 + 3][1]);
-          pf[mi][kc][3] = pack_p(sc[j0 + 2][2], sc[j0 + 2][3], sc[j0 + 3][2], sc[j0 + 3][3]);
-        }
+        exp2_rowsum(sc, alpha[mi], l[mt], [&](int j, int e) { return sc[j][e] - m_sh[e >> 1]; });
+        pack_p(sc, pf[mi]);
       }
 
       // ---- P̂ V̂ of the group's m tiles (V fragments shared by the group)
@@ -522,71 +431,18 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
       if (STAGES == 1) __syncthreads();  // the next tile overwrites the only buffer
     }
 
-    // ---- epilogue: O = (O · (1/l)) · δV (+ μ) (l carries the 448), LSE (indices recomputed, see coords()),
-    //      then the non-finite poison of the flags
+    // ---- epilogue (attention_epilogue.cuh), indices recomputed (see block_coords()): row 2·mt + half
+    // of the thread is query row 16·mt + 8·half + g of its warp; pair n is channels 8n + 2t, +1 of
+    // the pass = O registers [mt][n][2·half + {0, 1}].
     {
-    const Coords ke = coords(p);
-    const int etid = static_cast<int>(tid_x());
-    const int ewarp = etid >> 5, eg = (etid & 31) >> 2, et = etid & 3;
-    const i64 vbase = ke.bhk * D_V + slice * DVS + 2 * et;
-    const i64 kfb = p.k_first_bad[ke.bhk];
-    const float qnan = ptx::bits_f32(0x7fc00000u);
-    const bool out_vec = OUT_F32 ? ((reinterpret_cast<u64>(p.out) & 7u) == 0 && p.o_stride_batch % 2 == 0 &&
-                                  p.o_stride_head % 2 == 0 && p.o_stride_seq % 2 == 0)
-                               : ((reinterpret_cast<u64>(p.out) & 3u) == 0 && p.o_stride_batch % 2 == 0 &&
-                                  p.o_stride_head % 2 == 0 && p.o_stride_seq % 2 == 0);
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        float lt = l[mt][hf];
-        lt += ptx::shfl_xor(lt, 1);
-        lt += ptx::shfl_xor(lt, 2);
-        const float rl = ptx::rcp_rn(lt);  // the contract's O · (1/l): one reciprocal per row
-        const i64 row = ke.i0 + ewarp * RW + mt * 16 + hf * 8 + eg;
-        if (row >= p.q_len) continue;
-        // keys visible to the row: [0, n_vis)
-        const i64 n_vis = CAUSAL ? max_<i64>(0, min_<i64>(p.kv_len, row + (CAUSAL == 2 ? p.kv_len - p.q_len : 0) + 1))
-                                 : p.kv_len;
-        const bool row_bad = n_vis > 0 && (p.q_bad[ke.bh * ke.q_len_pad + row] != 0 || kfb < n_vis);
-        char* orow = static_cast<char*>(p.out) +
-                     (ke.b * p.o_stride_batch + ke.h * p.o_stride_head + row * p.o_stride_seq) *
-                         static_cast<i64>(OUT_F32 ? 4 : 2);
-#pragma unroll
-        for (int n = 0; n < NV; ++n) {
-          const int ch = slice * DVS + 8 * n + 2 * et;
-          if (NSL * DVS > HD && ch >= HD) continue;
-          float y0 = 0.f, y1 = 0.f;
-          if (lt != 0.f) {
-            const float2 vs = *reinterpret_cast<const float2*>(p.v_scale + vbase + 8 * n);
-            y0 = (o[mt][n][2 * hf] * rl) * vs.x;
-            y1 = (o[mt][n][2 * hf + 1] * rl) * vs.y;
-            if (SMOOTH_V) {
-              const float2 vm = *reinterpret_cast<const float2*>(p.v_mean + vbase + 8 * n);
-              y0 = y0 + vm.x;
-              y1 = y1 + vm.y;
-            }
-          }
-          if (row_bad) {
-            y0 = y1 = qnan;
-          } else {
-            const int2 vf = *reinterpret_cast<const int2*>(p.v_first_bad + vbase + 8 * n);
-            if (vf.x < n_vis) y0 = qnan;
-            if (vf.y < n_vis) y1 = qnan;
-          }
-          store_pair(orow, ch, y0, y1, out_vec, ch + 1 < HD);
-        }
-        if (RETURN_LSE && et == 0 && slice == NSL - 1) {
-          float v = neg_inf();
-          if (lt != 0.f) {
-            v = (m[mt][hf] + (lg2_approx(lt) - LOG2_P_SCALE)) * LN2;
-            if (SMOOTH_K) v = v + p.q_kbias[ke.bh * ke.q_len_pad + row] * p.sm_scale;
-          }
-          if (row_bad) v = qnan;
-          p.lse[ke.bh * p.q_len + row] = v;
-        }
-      }
-    }
+      const BlockCoords ke = block_coords(p);
+      const int etid = static_cast<int>(tid_x());
+      const int ewarp = etid >> 5, eg = (etid & 31) >> 2, et = etid & 3;
+      const int ch0 = slice * DVS + 2 * et;
+      epilogue<MT, 1, NV, NSL * DVS, false, false>(
+          p, ke, etid & 31, ke.i0 + ewarp * RW + eg, ch0, ke.bhk * D_V + slice * DVS + 2 * et, et == 0 && slice == NSL - 1,
+          [&](int r) { return l[r >> 1][r & 1]; }, [&](int r) { return m[r >> 1][r & 1]; },
+          [&](int r, int n, int e) { return o[r >> 1][n][2 * (r & 1) + e]; });
     }
     if (NSL > 1) __syncthreads();  // the next pass refills the stage buffers
   }
@@ -596,6 +452,6 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
 }  // namespace attn
 
 extern "C" __global__ void __launch_bounds__(attn::THREADS) sage2_attention_mma(const sage2::dev::AttentionParams p) {
-  attn::check_block_dim();
+  attn_common::check_block_dim<attn::THREADS>();
   attn::attention(p);
 }

@@ -23,7 +23,9 @@
 #pragma once
 
 #include "attention_blocks.cuh"
+#include "attention_epilogue.cuh"
 #include "attention_params.cuh"
+#include "attention_softmax.cuh"
 #include "hopper.cuh"
 #include "ptx.cuh"
 #include "types.cuh"
@@ -36,16 +38,10 @@
 
 namespace wga {
 
-using sage2::dev::AttentionParams;
+// The spec's constants, block coordinates, visibility rules, softmax and epilogue: attn_common.
+using namespace attn_common;
 using sage2::dev::WgmmaAttentionParams;
 
-constexpr int HD = SAGE2_HEAD_DIM;
-constexpr int RB = SAGE2_ROW_BYTES;
-constexpr int D_V = SAGE2_D_V;
-constexpr int BQ = SAGE2_BQ;
-constexpr int BK = SAGE2_BK;
-constexpr int WARPS = SAGE2_WARPS;
-constexpr int STAGES = SAGE2_STAGES;
 constexpr int NWG = sage2::dev::wg_consumer_groups(WARPS);
 constexpr bool WS = sage2::dev::wg_producer_wg(WARPS);
 constexpr int THREADS = sage2::dev::wg_threads(WARPS);
@@ -57,13 +53,14 @@ constexpr int NCH = sage2::dev::wg_pv_chunks(D_V);
 constexpr int PVN = sage2::dev::wg_pv_n(D_V);
 constexpr int KC = BK / 32;            // k32 chunks of P̂·V̂
 constexpr int NS = BK / 2;             // S accumulator registers per thread
+constexpr int NT = BK / 8;             // its n8 tiles (4 registers each)
 constexpr int KH = BK / 64;            // 64-key halves of a tile: one K scale per thread each
 constexpr int KG = 4 * KH;             // K scale groups per tile
 // Q̂ as A fragments in registers for the whole KV loop, or A from a TMA-loaded shared-memory tile
 // (wgmma SS): wgmma_params.cuh says when.
-constexpr bool Q_IN_REGS = !sage2::dev::wg_q_in_smem(RB, D_V, STAGES, WARPS, SAGE2_SMOOTH_Q != 0);
+constexpr bool Q_IN_REGS = !sage2::dev::wg_q_in_smem(RB, D_V, STAGES, WARPS, SMOOTH_Q);
 // PIPE: software pipelining inside a consumer warpgroup (consume(); wgmma_params.cuh says when).
-constexpr bool PIPE = sage2::dev::wg_pipelined(D_V, STAGES, WARPS, SAGE2_SMOOTH_Q != 0);
+constexpr bool PIPE = sage2::dev::wg_pipelined(D_V, STAGES, WARPS, SMOOTH_Q);
 // Wide heads: at d_v > 128 O alone takes 128 of the 255 registers, and ptxas (CUDA 13.0) spilled
 // (280 bytes at head dim 256) when thread 0 refilled a stage as soon as its own wait showed the
 // tile's wgmmas complete (the one-warpgroup default below), and when the block coordinates stayed
@@ -72,20 +69,10 @@ constexpr bool PIPE = sage2::dev::wg_pipelined(D_V, STAGES, WARPS, SAGE2_SMOOTH_
 constexpr bool WIDE = D_V > 128;
 constexpr bool RELEASE_BY_BARRIER = WIDE;
 // CTAs per SM the registers must allow (__launch_bounds__): wgmma_params.cuh.
-constexpr int MIN_CTAS = sage2::dev::wg_min_ctas(WARPS, D_V, STAGES, SAGE2_SMOOTH_Q != 0);
+constexpr int MIN_CTAS = sage2::dev::wg_min_ctas(WARPS, D_V, STAGES, SMOOTH_Q);
 constexpr u32 Q_TX_BYTES = static_cast<u32>(BQ * RB);
-constexpr bool SMOOTH_Q = SAGE2_SMOOTH_Q != 0;
-constexpr bool SMOOTH_K = SAGE2_SMOOTH_K != 0;
-constexpr bool SMOOTH_V = SAGE2_SMOOTH_V != 0;
-constexpr bool TWO_LEVEL = SAGE2_TWO_LEVEL_ACCUM != 0;
-constexpr bool RETURN_LSE = SAGE2_RETURN_LSE != 0;
-constexpr int CAUSAL = SAGE2_CAUSAL;  // 0 none, 1 top-left, 2 bottom-right
-constexpr bool OUT_BF16 = SAGE2_OUT_BF16 != 0;
-constexpr bool OUT_F32 = SAGE2_OUT_F32 != 0;
 constexpr sage2::dev::WgSmemLayout SM = sage2::dev::wg_smem_layout(BQ, BK, RB, D_V, STAGES, SMOOTH_Q, WARPS);
 constexpr u32 TX_BYTES = static_cast<u32>(sage2::dev::wg_stage_tx_bytes(BK, RB, D_V, SMOOTH_Q));
-constexpr float LOG2_P_SCALE = 8.80735492205760410744f;  // log2(448): P̂ = exp2(s - (m - log2 448))
-constexpr float LN2 = 0.693147180559945309417f;
 // Registers per thread after setmaxnreg (consumers / producer): 2 consumer warpgroups at 240 and
 // a producer at 24 use 64512 of the SM's 65536.
 constexpr int CONSUMER_REGS = 240;
@@ -96,62 +83,21 @@ static_assert(BQ == 64 * NWG, "each consumer warpgroup owns one 64-row wgmma til
 static_assert(BK == 64 || BK == 128, "BK must be 64 or 128 (wgmma N of QKᵀ, the V panel swizzle)");
 static_assert(RB % 32 == 0 && D_V % 32 == 0 && D_V <= 256, "padded dims");
 static_assert(PVN % 8 == 0 && PVN * NCH == D_V, "P̂·V̂ chunks");
-static_assert(STAGES >= 1 && STAGES <= 4, "1..4 pipeline stages");
 static_assert(SAGE2_MMA_SHAPE == 2, "the preamble's quant layout must be the wgmma one");
 static_assert(SAGE2_QK_BITS == 8, "the wgmma family is 8-bit");
-static_assert(SAGE2_Q_GROUPS == WARPS * 8 && SAGE2_K_GROUPS == KG, "per-thread group counts");
+static_assert(SAGE2_K_GROUPS == KG, "per-thread K group count");
 static_assert(TX_BYTES < (1u << 20), "mbarrier transaction count");
 
 // The quantize kernels' per-thread groups (preamble tables from jit::quant_layout) are the ones
 // this kernel reads: row r of the block is in warp r/16 (warpgroup r/64), group warp·8 + r%8;
 // key k of a tile in group (k%8)/2 + 4·(k/64).
-constexpr bool q_groups_match() {
-  for (int r = 0; r < BQ; ++r)
-    if (sage2_q_group_table[r] != (r / 16) * 8 + r % 8) return false;
-  return true;
-}
-constexpr bool k_groups_match() {
-  for (int k = 0; k < BK; ++k)
-    if (sage2_k_group_table[k] != (k % 8) / 2 + 4 * (k / 64)) return false;
-  return true;
-}
-static_assert(q_groups_match(), "Q scale groups differ from the wgmma accumulator rows");
-static_assert(k_groups_match(), "K scale groups differ from the wgmma accumulator columns");
-// V̂'s stored key order is the accumulator's (see the header comment): pack_pv() relies on it.
-constexpr bool v_order_matches() {
-  for (int p = 0; p < 16; ++p)
-    if (sage2_v_key_of_slot[p] != 2 * (p >> 2) + (p & 1) + 8 * ((p >> 1) & 1)) return false;
-  return true;
-}
-static_assert(v_order_matches(), "V key order differs from the P̂ fragment order");
-
-__device__ __forceinline__ float neg_inf() { return ptx::bits_f32(0xff800000u); }
-__device__ __forceinline__ float lg2_approx(float x) {
-  float r;
-  asm("lg2.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
-  return r;
-}
-
-using attn_common::ctaid_x;
-using attn_common::ctaid_y;
-using attn_common::max_;
-using attn_common::min_;
-using attn_common::tid_x;
-using Coords = attn_common::BlockCoords;
-__device__ __forceinline__ Coords coords(const AttentionParams& p) {
-  return attn_common::block_coords<BQ, BK, CAUSAL>(p);
-}
-
-// Number of KV tiles the block visits (causal: up to its last row's last visible key).
-__device__ __forceinline__ int tile_count(const AttentionParams& p, i64 i0) {
-  const i64 off = CAUSAL == 2 ? p.kv_len - p.q_len : 0;
-  i64 n_keys = p.kv_len;
-  if (CAUSAL) {
-    const i64 last_row = min_<i64>(i0 + BQ, p.q_len) - 1;
-    n_keys = max_<i64>(0, min_<i64>(p.kv_len, last_row + off + 1));
-  }
-  return static_cast<int>((n_keys + BK - 1) / BK);
-}
+static_assert(groups_match(sage2_q_group_table, [](int r) { return (r / 16) * 8 + r % 8; }),
+              "Q scale groups differ from the wgmma accumulator rows");
+static_assert(groups_match(sage2_k_group_table, [](int k) { return (k % 8) / 2 + 4 * (k / 64); }),
+              "K scale groups differ from the wgmma accumulator columns");
+// V̂'s stored key order is the accumulator's (see the header comment): pack_p() relies on it.
+static_assert(groups_match(sage2_v_key_of_slot, [](int p) { return 2 * (p >> 2) + (p & 1) + 8 * ((p >> 1) & 1); }),
+              "V key order differs from the P̂ fragment order");
 
 // TMA rows of this CTA's (batch, kv head): K row of key 0 and the V channel row 0. Computed once:
 // the copies of every tile are issued from inside the KV loop (by thread 0 without a producer),
@@ -159,7 +105,7 @@ __device__ __forceinline__ int tile_count(const AttentionParams& p, i64 i0) {
 struct TileRows {
   i32 k_row0, v_row0;
 };
-__device__ __forceinline__ TileRows tile_rows(const Coords& c) {
+__device__ __forceinline__ TileRows tile_rows(const BlockCoords& c) {
   return TileRows{static_cast<i32>(c.bhk * c.kv_len_pad), static_cast<i32>(c.bhk * D_V)};
 }
 
@@ -179,7 +125,7 @@ __device__ __forceinline__ void issue_tile(const WgmmaAttentionParams& P, const 
 }
 
 // Q̂ tiles of every consumer warpgroup (wide heads only), completing on the q_full barrier.
-__device__ __forceinline__ void issue_q(const WgmmaAttentionParams& P, const Coords& c, u32 sbase) {
+__device__ __forceinline__ void issue_q(const WgmmaAttentionParams& P, const BlockCoords& c, u32 sbase) {
   if (Q_IN_REGS) return;
   const u32 bar = sbase + SM.bar_off + 8u * (2 * STAGES);
   ptx::mbar_arrive_expect_tx(bar, Q_TX_BYTES);
@@ -221,23 +167,6 @@ __device__ __forceinline__ u32 opaque(u32 x) {
   asm volatile("mov.b32 %0, %0;" : "+r"(x));
   return x;
 }
-
-__device__ __forceinline__ u32 pack4_e4m3(float a, float b, float c, float d) {
-  return static_cast<u32>(ptx::f32x2_to_e4m3x2(a, b)) | (static_cast<u32>(ptx::f32x2_to_e4m3x2(c, d)) << 16);
-}
-
-// The A fragment of one 16-key half for rows g / g+8 from the n8 tiles j0, j0+1 of P̃' (fp32, the
-// accumulator order): keys 2t, 2t+1 of tile j0 and of tile j0+1 (V̂ is stored in this order).
-__device__ __forceinline__ void pack_pv(const float* p, int j0, u32& ag, u32& ag8) {
-  ag = pack4_e4m3(p[4 * j0], p[4 * j0 + 1], p[4 * j0 + 4], p[4 * j0 + 5]);
-  ag8 = pack4_e4m3(p[4 * j0 + 2], p[4 * j0 + 3], p[4 * j0 + 6], p[4 * j0 + 7]);
-}
-
-// Output stores and the launch-shape guard: attention_blocks.cuh.
-__device__ __forceinline__ void store_pair(void* row, int ch, float y0, float y1, bool vec, bool second) {
-  attn_common::store_pair<OUT_F32, OUT_BF16>(row, ch, y0, y1, vec, second);
-}
-__device__ __forceinline__ void check_block_dim() { attn_common::check_block_dim<THREADS>(); }
 
 // Q̂ as wgmma A fragments (4 bytes per register: rows g / g+8, channels 4t.. and 16+4t.. of
 // each 32-byte k-step), straight from global memory.
@@ -327,22 +256,20 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], const float (&dk)[KH]
 #pragma unroll
   for (int i = 0; i < NS; ++i) asm volatile("mov.b32 %0, %1;" : "=r"(sv[i]) : "r"(s[i]));
   // dot → fp32 with cvt.rn.f32.s32: exact (|dot| <= 127²·256 < 2^24), one instruction.
-  float x[NS];
+  float x[NT][4];
 #pragma unroll
-  for (int i = 0; i < NS; ++i) asm("cvt.rn.f32.s32 %0, %1;" : "=f"(x[i]) : "r"(sv[i]));
+  for (int i = 0; i < NS; ++i) asm("cvt.rn.f32.s32 %0, %1;" : "=f"(x[i / 4][i % 4]) : "r"(sv[i]));
   // The contract's s = dot·((δq·δk)·c2) (+ ΔS·c2); dqk >= 0.
   float dqk[KH];
 #pragma unroll
-  for (int h = 0; h < KH; ++h) dqk[h] = (rc.qs * dk[h]) * c2;
+  for (int h = 0; h < KH; ++h) dqk[h] = score_scale(rc.qs, dk[h], c2);
   // Visibility of key 8j + 2t + (e&1) to row g + 8·(e>>1) (MASKED tiles only).
   int rel[2] = {BK, BK};
   if (MASKED) {
     const int kbase = tile * BK;
-    // last visible key of rows g / g+8, relative to the tile, clamped to [-1, BK]
-    const int l0 = CAUSAL ? min_(rc.kv_last, rc.diag) : rc.kv_last;
-    const int l1 = CAUSAL ? min_(rc.kv_last, rc.diag + 8) : rc.kv_last;
-    rel[0] = max_(-1, min_(BK, l0 - kbase));
-    rel[1] = max_(-1, min_(BK, l1 - kbase));
+    const int l0 = last_visible(rc.kv_last, rc.diag), l1 = last_visible(rc.kv_last, rc.diag + 8);
+    rel[0] = tile_last_visible(l0, kbase);
+    rel[1] = tile_last_visible(l1, kbase);
   }
   auto visible = [&](int j, int e) { return !MASKED || 8 * j + 2 * t + (e & 1) <= rel[e >> 1]; };
   const float ninf = neg_inf();
@@ -351,19 +278,19 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], const float (&dk)[KH]
   if (SMOOTH_Q) {
     // s = dot·dqk + ΔS·c2 per key, then the max over s.
 #pragma unroll
-    for (int j = 0; j < BK / 8; ++j) {
+    for (int j = 0; j < NT; ++j) {
       const float2 d2 = *reinterpret_cast<const float2*>(rc.ds + static_cast<i64>(tile) * BK + 8 * j + 2 * t);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const float S = x[4 * j + e] * dqk[j / 8] + ((e & 1) ? d2.y : d2.x) * c2;
-        x[4 * j + e] = visible(j, e) ? S : ninf;
+        const float S = x[j][e] * dqk[j / 8] + ((e & 1) ? d2.y : d2.x) * c2;
+        x[j][e] = visible(j, e) ? S : ninf;
       }
     }
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
       float v = ninf;
 #pragma unroll
-      for (int j = 0; j < BK / 8; ++j) v = ptx::max_f32(v, ptx::max_f32(x[4 * j + 2 * hf], x[4 * j + 2 * hf + 1]));
+      for (int j = 0; j < NT; ++j) v = ptx::max_f32(v, ptx::max_f32(x[j][2 * hf], x[j][2 * hf + 1]));
       mx[hf] = v;
     }
   } else {
@@ -376,10 +303,10 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], const float (&dk)[KH]
 #pragma unroll
       for (int h = 0; h < KH; ++h) dqk[h] = ptx::max_f32(dqk[h], 1.17549435e-38f);
 #pragma unroll
-      for (int j = 0; j < BK / 8; ++j)
+      for (int j = 0; j < NT; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e)
-          if (!visible(j, e)) x[4 * j + e] = ninf;
+          if (!visible(j, e)) x[j][e] = ninf;
     }
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
@@ -390,48 +317,22 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], const float (&dk)[KH]
 #pragma unroll
         for (int j = 8 * h; j < 8 * h + 8; ++j)
 #pragma unroll
-          for (int e = 2 * hf; e < 2 * hf + 2; ++e) vh = ptx::max_f32(vh, x[4 * j + e]);
+          for (int e = 2 * hf; e < 2 * hf + 2; ++e) vh = ptx::max_f32(vh, x[j][e]);
         v = ptx::max_f32(v, vh * dqk[h]);  // a fully masked half: -inf
       }
       mx[hf] = v;
     }
   }
 
-  // online softmax (max ignores NaN: max.f32)
   float m_sh[2];
 #pragma unroll
-  for (int hf = 0; hf < 2; ++hf) {
-    float v = mx[hf];
-    v = ptx::max_f32(v, ptx::shfl_xor(v, 1));
-    v = ptx::max_f32(v, ptx::shfl_xor(v, 2));
-    const float m_new = ptx::max_f32(m[hf], v);
-    const float m_use = (m_new == ninf) ? 0.f : m_new;
-    alpha[hf] = ptx::exp2_approx(m[hf] - m_use);
-    m[hf] = m_new;
-    // 448·P̃ = exp2(s - (m - log2 448)) in one exp2, P̂ = e4m3 of it, l sums it (l carries the
-    // 448: the epilogue divides by it and subtracts log2 448 from the LSE).
-    m_sh[hf] = m_use - LOG2_P_SCALE;
-  }
-  float rs[2] = {0.f, 0.f};
-#pragma unroll
-  for (int j = 0; j < BK / 8; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int i = 4 * j + e, hf = e >> 1;
-      // without smooth-Q the exponent is one FFMA: dot·dqk − m_sh
-      // (a masked key: -inf·dqk − m_sh = -inf, weight 0)
-      const float arg = SMOOTH_Q ? x[i] - m_sh[hf] : fmaf(x[i], dqk[j / 8], -m_sh[hf]);
-      x[i] = ptx::exp2_approx(arg);
-      rs[hf] += x[i];
-    }
-  // l is kept per thread (its own keys); the quad's partial sums are added at the end.
-  l[0] = l[0] * alpha[0] + rs[0];
-  l[1] = l[1] * alpha[1] + rs[1];
-
-#pragma unroll
-  for (int kc = 0; kc < KC; ++kc)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) pack_pv(x, 4 * kc + 2 * h, pa[kc][2 * h], pa[kc][2 * h + 1]);
+  for (int hf = 0; hf < 2; ++hf) m_sh[hf] = update_max(mx[hf], m[hf], alpha[hf], ninf);
+  // without smooth-Q the exponent is one FFMA: dot·dqk − m_sh (a masked key: -inf·dqk − m_sh =
+  // -inf, weight 0)
+  exp2_rowsum(x, alpha, l, [&](int j, int e) {
+    return SMOOTH_Q ? x[j][e] - m_sh[e >> 1] : fmaf(x[j][e], dqk[j / 8], -m_sh[e >> 1]);
+  });
+  pack_p(x, pa);
 }
 
 // The softmax of tile `tile`, with the mask where the tile needs it.
@@ -542,7 +443,7 @@ __device__ __forceinline__ u32 acquire_stage(u32 sbase, int tile) {
 }
 
 // The consumer warpgroups: QKᵀ, softmax, P̂·V̂ for every tile, then the epilogue.
-__device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const Coords& cta, const TileRows& rows, u32 sbase,
+__device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const BlockCoords& cta, const TileRows& rows, u32 sbase,
                                         int n_tiles) {
   const AttentionParams& p = P.a;
   const int tid = static_cast<int>(threadIdx.x);
@@ -554,21 +455,18 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const Coo
   u32 qf[Q_IN_REGS ? KSTEPS : 1][4];
   RowCtx rc;
   {
-    const Coords& c = cta;
+    const BlockCoords& c = cta;
     const i64 row = c.i0 + warp * 16 + g;
     if (Q_IN_REGS) load_q_fragments(p.q_codes + (c.bh * c.q_len_pad + row) * RB + 4 * t, qf);
-    rc.qs = p.q_scale[(c.bh * c.q_blocks + c.qb) * (WARPS * 8) + warp * 8 + g];
-    rc.k_scale = p.k_scale + c.bhk * c.k_blocks * KG;
-    rc.ds = SMOOTH_Q ? p.delta_s + (c.bhl * p.qb_count + c.qbl) * c.kv_len_pad : nullptr;
-    const i64 off = CAUSAL == 2 ? p.kv_len - p.q_len : 0;
+    rc.qs = q_scale(p, c, warp, g);
+    rc.k_scale = k_scales<KG>(p, c);
+    rc.ds = SMOOTH_Q ? delta_s_row(p, c) : nullptr;
+    const i64 off = causal_offset(p);
     const i64 kv_last = p.kv_len - 1;
     rc.kv_last = static_cast<int>(kv_last);
     // clamped below at -9 (rows before the first visible key), so diag + 8 stays in int range
-    rc.diag = static_cast<int>(CAUSAL ? max_<i64>(-9, min_<i64>(kv_last, row + off)) : kv_last);
-    // tiles that reach past kv_len or, causal, past the block's first row's limit need the mask
-    i64 mask_from = p.kv_len / BK;
-    if (CAUSAL) mask_from = min_<i64>(mask_from, max_<i64>(0, c.i0 + off + 1) / BK);
-    rc.mask_from = static_cast<int>(mask_from);
+    rc.diag = static_cast<int>(CAUSAL ? max_<i64>(-9, last_visible(kv_last, row + off)) : kv_last);
+    rc.mask_from = static_cast<int>(mask_from(p, c.i0, off));
   }
 #pragma unroll
   for (int ch = 0; ch < NCH; ++ch)
@@ -695,116 +593,13 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const Coo
     }
   }
 
-  // ---- epilogue: O = (O · (1/l)) · δV (+ μ) (l carries the 448), LSE, then the non-finite poison of
-  //      the quantize stage's flags (reference.hpp "NaN / Inf policy"): for row i with visible keys
-  //      [0, n_vis), n_vis > 0 and (q_bad[i] or k_first_bad < n_vis) → O row and LSE NaN;
-  //      otherwise O[i, c] = NaN where v_first_bad[c] < n_vis.
-  const Coords c = WIDE ? coords(p) : cta;
-  const i64 vbase = c.bhk * D_V + 2 * t;
-  const i64 kfb = p.k_first_bad[c.bhk];
-  const float qnan = ptx::bits_f32(0x7fc00000u);
-  const bool out_vec = OUT_F32 ? ((reinterpret_cast<u64>(p.out) & 7u) == 0 && p.o_stride_batch % 2 == 0 &&
-                                  p.o_stride_head % 2 == 0 && p.o_stride_seq % 2 == 0)
-                               : ((reinterpret_cast<u64>(p.out) & 3u) == 0 && p.o_stride_batch % 2 == 0 &&
-                                  p.o_stride_head % 2 == 0 && p.o_stride_seq % 2 == 0);
-  // The smallest v_first_bad over the head's channels, reduced over the warp (each lane reads a
-  // few): rows whose visible keys end before it skip the per-channel V flags (no NaN/Inf in V, the
-  // common case, costs D_V/64 loads per lane instead of D_V/4).
-  int v_bad_from = 0x7fffffff;
-#pragma unroll
-  for (int ch0 = 0; ch0 < D_V; ch0 += 64) {
-    const int ch = ch0 + 2 * lane;
-    if (ch < D_V) {
-      const int2 vf = *reinterpret_cast<const int2*>(p.v_first_bad + c.bhk * D_V + ch);
-      v_bad_from = min_(v_bad_from, min_(vf.x, vf.y));
-    }
-  }
-#pragma unroll
-  for (int d = 16; d >= 1; d >>= 1)
-    v_bad_from = min_(v_bad_from, static_cast<int>(ptx::shfl_xor(static_cast<u32>(v_bad_from), d)));
-  // δV (and μ) of the thread's channel pairs, loaded once for both of its rows (wide heads: at
-  // each use, their registers are O's).
-  constexpr int NVS = WIDE ? 1 : PVN / 8;
-  float2 vs[NCH][NVS], vmu[NCH][NVS];
-  auto load_v = [&](int ch, int n, float2& s_, float2& m_) {
-    s_ = *reinterpret_cast<const float2*>(p.v_scale + vbase + ch * PVN + 8 * n);
-    m_ = SMOOTH_V ? *reinterpret_cast<const float2*>(p.v_mean + vbase + ch * PVN + 8 * n) : make_float2(0.f, 0.f);
-  };
-  if (!WIDE) {
-#pragma unroll
-    for (int ch = 0; ch < NCH; ++ch)
-#pragma unroll
-      for (int n = 0; n < NVS; ++n) {
-        const int chn = ch * PVN + 8 * n + 2 * t;
-        vs[ch][n] = vmu[ch][n] = make_float2(0.f, 0.f);
-        if (D_V > HD && chn >= HD) continue;
-        load_v(ch, n, vs[ch][n], vmu[ch][n]);
-      }
-  }
-#pragma unroll
-  for (int hf = 0; hf < 2; ++hf) {
-    float lt = l[hf];
-    lt += ptx::shfl_xor(lt, 1);
-    lt += ptx::shfl_xor(lt, 2);
-    // the contract's O · (1/l), one reciprocal per row; a row without visible keys (l = 0, O = 0)
-    // stays 0: rl = 0 and μ weighted by 0
-    const float rl = lt != 0.f ? ptx::rcp_rn(lt) : 0.f;
-    const float mu_w = lt != 0.f ? 1.f : 0.f;
-    const i64 row = c.i0 + warp * 16 + hf * 8 + g;
-    if (row >= p.q_len) continue;
-    const i64 n_vis =
-        CAUSAL ? max_<i64>(0, min_<i64>(p.kv_len, row + (CAUSAL == 2 ? p.kv_len - p.q_len : 0) + 1)) : p.kv_len;
-    const bool row_bad = n_vis > 0 && (p.q_bad[c.bh * c.q_len_pad + row] != 0 || kfb < n_vis);
-    const bool check_v = !row_bad && v_bad_from < n_vis;
-    char* orow = static_cast<char*>(p.out) +
-                 (c.b * p.o_stride_batch + c.h * p.o_stride_head + row * p.o_stride_seq) * static_cast<i64>(OUT_F32 ? 4 : 2);
-    // One instantiation per (aligned pair stores, non-finite flags to apply): the common rows run
-    // straight-line stores without per-element predicates.
-    auto emit = [&](auto vec_tag, auto flags_tag) {
-      constexpr bool VEC = decltype(vec_tag)::value, FLAGS = decltype(flags_tag)::value;
-#pragma unroll
-      for (int ch = 0; ch < NCH; ++ch)
-#pragma unroll
-        for (int n = 0; n < PVN / 8; ++n) {
-          const int chn = ch * PVN + 8 * n + 2 * t;
-          if (D_V > HD && chn >= HD) continue;
-          float2 sv = vs[ch][WIDE ? 0 : n], mv = vmu[ch][WIDE ? 0 : n];
-          if (WIDE) load_v(ch, n, sv, mv);
-          float y0 = (o[ch][4 * n + 2 * hf] * rl) * sv.x;  // lt carries the 448 of P̂
-          float y1 = (o[ch][4 * n + 2 * hf + 1] * rl) * sv.y;
-          if (SMOOTH_V) {
-            y0 = y0 + mv.x * mu_w;
-            y1 = y1 + mv.y * mu_w;
-          }
-          if (FLAGS) {
-            if (row_bad) {
-              y0 = y1 = qnan;
-            } else {
-              const int2 vf = *reinterpret_cast<const int2*>(p.v_first_bad + vbase + ch * PVN + 8 * n);
-              if (vf.x < n_vis) y0 = qnan;
-              if (vf.y < n_vis) y1 = qnan;
-            }
-          }
-          store_pair(orow, chn, y0, y1, VEC, chn + 1 < HD);
-        }
-    };
-    using T_ = attn_common::bool_c<true>;
-    using F_ = attn_common::bool_c<false>;
-    if (row_bad || check_v) {
-      if (out_vec) emit(T_{}, T_{}); else emit(F_{}, T_{});
-    } else {
-      if (out_vec) emit(T_{}, F_{}); else emit(F_{}, F_{});
-    }
-    if (RETURN_LSE && t == 0) {
-      float v = neg_inf();
-      if (lt != 0.f) {
-        v = (m[hf] + (lg2_approx(lt) - LOG2_P_SCALE)) * LN2;
-        if (SMOOTH_K) v = v + p.q_kbias[c.bh * c.q_len_pad + row] * p.sm_scale;
-      }
-      if (row_bad) v = qnan;
-      p.lse[c.bh * p.q_len + row] = v;
-    }
-  }
+  // ---- epilogue (attention_epilogue.cuh): the thread's rows g, g+8 of its warp; pair n of a row
+  // is channels 8n + 2t, +1 = O registers 4·(n % (PVN/8)) + 2·half + {0, 1} of chunk n / (PVN/8).
+  // Wide heads recompute the block coordinates (see WIDE) and load δV/μ at each use.
+  const BlockCoords c = WIDE ? block_coords(p) : cta;
+  epilogue<1, NCH, PVN / 8, D_V, !WIDE, true>(
+      p, c, lane, c.i0 + warp * 16 + g, 2 * t, c.bhk * D_V + 2 * t, t == 0, [&](int hf) { return l[hf]; }, [&](int hf) { return m[hf]; },
+      [&](int hf, int n, int e) { return o[n / (PVN / 8)][4 * (n % (PVN / 8)) + 2 * hf + e]; });
 }
 
 __device__ __forceinline__ void attention(const WgmmaAttentionParams& P) {
@@ -814,7 +609,7 @@ __device__ __forceinline__ void attention(const WgmmaAttentionParams& P) {
   const u32 sbase = (ptx::smem_addr(smem) + 1023u) & ~1023u;
   const int tid = static_cast<int>(threadIdx.x);
   // The block coordinates (u32 divisions by the head counts) once, for every later step.
-  const Coords c = coords(p);
+  const BlockCoords c = block_coords(p);
   const int n_tiles = tile_count(p, c.i0);
   const TileRows rows = tile_rows(c);
 
@@ -865,6 +660,6 @@ __device__ __forceinline__ void attention(const WgmmaAttentionParams& P) {
 
 extern "C" __global__ void __launch_bounds__(wga::THREADS, wga::MIN_CTAS)
     sage2_attention_wgmma(const __grid_constant__ sage2::dev::WgmmaAttentionParams p) {
-  wga::check_block_dim();
+  attn_common::check_block_dim<wga::THREADS>();
   wga::attention(p);
 }

@@ -1,0 +1,46 @@
+// The kernel spec as the attention families see it: the preamble's SAGE2_* values that both
+// families (attention_mma.cuh, attention_wgmma.cuh) specialise on, as constants of attn_common,
+// plus the contract constants of include/sage2/reference.hpp. Family-specific values (fragment
+// counts, shared-memory layouts) stay in the family files.
+#pragma once
+
+#include "types.cuh"
+
+#if !defined(SAGE2_FAMILY) || (SAGE2_FAMILY != 2 && SAGE2_FAMILY != 3)
+#error "attention_spec.cuh is specialised by the preamble of an attention family (attn_mma, attn_wgmma)"
+#endif
+
+namespace attn_common {
+
+constexpr int HD = SAGE2_HEAD_DIM;      // original head dim
+constexpr int RB = SAGE2_ROW_BYTES;     // bytes of one quantized Q/K row
+constexpr int D_V = SAGE2_D_V;          // padded V head dim
+constexpr int BQ = SAGE2_BQ;
+constexpr int BK = SAGE2_BK;
+constexpr int WARPS = SAGE2_WARPS;
+constexpr int STAGES = SAGE2_STAGES;
+constexpr bool SMOOTH_Q = SAGE2_SMOOTH_Q != 0;
+constexpr bool SMOOTH_K = SAGE2_SMOOTH_K != 0;
+constexpr bool SMOOTH_V = SAGE2_SMOOTH_V != 0;
+constexpr bool TWO_LEVEL = SAGE2_TWO_LEVEL_ACCUM != 0;
+constexpr bool RETURN_LSE = SAGE2_RETURN_LSE != 0;
+constexpr int CAUSAL = SAGE2_CAUSAL;  // 0 none, 1 top-left, 2 bottom-right
+constexpr bool OUT_BF16 = SAGE2_OUT_BF16 != 0;
+constexpr bool OUT_F32 = SAGE2_OUT_F32 != 0;
+// log2(448): 448·P̃ = exp2(s - (m - log2 448)), the E4M3 scale folded into the exponent
+constexpr float LOG2_P_SCALE = 8.80735492205760410744f;
+constexpr float LN2 = 0.693147180559945309417f;
+
+static_assert(STAGES >= 1 && STAGES <= 4, "1..4 pipeline stages");
+static_assert(SAGE2_Q_GROUPS == WARPS * 8, "one Q scale group per (warp, row % 8)");
+
+// True when the preamble's per-thread group table (jit::quant_layout, what the quantize kernels
+// used) equals the group the kernel's fragments read for each entry.
+template <int N, class F>
+constexpr bool groups_match(const int (&table)[N], F group_of) {
+  for (int i = 0; i < N; ++i)
+    if (table[i] != group_of(i)) return false;
+  return true;
+}
+
+}  // namespace attn_common
