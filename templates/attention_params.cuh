@@ -1,6 +1,6 @@
 // Kernel parameters and shared-memory/register plan of the mma.sync attention family
 // (templates/attention_mma.cuh) and of the ΔS kernel (templates/delta_s.cuh). Plain C++: included
-// by the NVRTC-compiled device code AND by host code (jit/attention_shape.hpp), so the launch code
+// by the NVRTC-compiled device code AND by host code (jit/family_mma.cpp, jit/attention_shape.hpp), so the launch code
 // and the kernel derive the CTA size, the V-channel slicing and the shared-memory layout from the
 // same constexpr functions and cannot disagree.
 //

@@ -1,6 +1,6 @@
 // Kernel parameters and the shared-memory / register plan of the wgmma attention family
 // (templates/attention_wgmma.cuh, sm_90a). Plain C++: included by the NVRTC-compiled device code
-// AND by the host (jit/wgmma_shape.hpp), so the launch code and the kernel derive the CTA size,
+// AND by the host (jit/family_wgmma.cpp), so the launch code and the kernel derive the CTA size,
 // the P·V chunking, the TMA boxes and the shared-memory layout from the same constexpr functions.
 //
 // Plan (one CTA = one block of BQ query rows of one (batch, q head) pair):
