@@ -212,6 +212,7 @@ LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b) {
     ls.grid[0] = static_cast<unsigned>(ctas);
     ls.block[0] = static_cast<unsigned>(c.threads);
     ls.cluster_x = static_cast<unsigned>(cp.size);
+    ls.max_shared_carveout = true;
     return ls;
   }
   if (fused) {

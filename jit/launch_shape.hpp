@@ -19,6 +19,11 @@ struct LaunchShape {
   unsigned block[3] = {1, 1, 1};
   std::size_t dynamic_smem = 0;
   unsigned cluster_x = 1;  // CTAs per thread-block cluster along x (1: a plain launch)
+  // Ask for the largest shared-memory carveout: the driver's own choice can be too small for the
+  // CTAs per SM the kernel's registers allow (ncu, H100: the cluster quantize stage's 14 KB of
+  // static shared memory got a 16 KB configuration, one CTA per SM). Kernels with more than 48 KB
+  // of dynamic shared memory always get it (runtime::launch).
+  bool max_shared_carveout = false;
 };
 
 // Thread mapping of one quantize kernel. A CTA walks token rows; each row is covered by `tpr`

@@ -83,12 +83,6 @@ std::unique_ptr<LoadedKernel> KernelLoader::load(const jit::KernelSpec& spec) {
     throw Error(ErrorCode::Internal,
                 "kernel " + k->key + " has no entry '" + entry + "': " + driver::error_text(r2));
   }
-  // Shared memory over L1 in the SM's carveout for every kernel, so that the CTAs per SM its
-  // registers allow also fit by shared memory: with the driver's own choice a kernel of 14 KB static
-  // shared memory got a 16 KB configuration, one CTA per SM (ncu, H100, the cluster quantize stage).
-  driver::check(a.cuFuncSetAttribute(k->function, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
-                                     CU_SHAREDMEM_CARVEOUT_MAX_SHARED),
-                ("cuFuncSetAttribute(shared memory carveout) for " + k->key).c_str());
   k->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   log::debug(std::string(k->source == KernelSource::DiskCache ? "loaded from disk cache " : "compiled ") +
              k->key + " in " + std::to_string(k->load_seconds * 1e3) + " ms");
@@ -97,16 +91,20 @@ std::unique_ptr<LoadedKernel> KernelLoader::load(const jit::KernelSpec& spec) {
 
 void launch(LoadedKernel& k, const jit::LaunchShape& s, void* params, CUstream stream) {
   const auto& a = driver::api();
-  if (s.dynamic_smem > k.smem_limit_set.load(std::memory_order_relaxed)) {
-    driver::check(a.cuFuncSetAttribute(k.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                       static_cast<int>(s.dynamic_smem)),
-                  ("cuFuncSetAttribute(max dynamic smem) for " + k.key).c_str());
-    // Shared memory over L1 in the SM's carveout: kernels planned for several CTAs per SM (the
-    // one-warpgroup attention design: 3 × 73 KB) get them only with the largest carveout, which the
-    // driver's default choice need not be.
+  // Shared memory over L1 in the SM's carveout: kernels planned for several CTAs per SM (the
+  // one-warpgroup attention design: 3 × 73 KB) get them only with the largest carveout, which the
+  // driver's default choice need not be; a launch shape may ask for it with less (cluster quantize).
+  const bool big = s.dynamic_smem > k.smem_limit_set.load(std::memory_order_relaxed);
+  if ((big || s.max_shared_carveout) && !k.carveout_set.load(std::memory_order_relaxed)) {
     driver::check(a.cuFuncSetAttribute(k.function, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
                                        CU_SHAREDMEM_CARVEOUT_MAX_SHARED),
                   ("cuFuncSetAttribute(shared memory carveout) for " + k.key).c_str());
+    k.carveout_set.store(true, std::memory_order_relaxed);
+  }
+  if (big) {
+    driver::check(a.cuFuncSetAttribute(k.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                       static_cast<int>(s.dynamic_smem)),
+                  ("cuFuncSetAttribute(max dynamic smem) for " + k.key).c_str());
     k.smem_limit_set.store(s.dynamic_smem, std::memory_order_relaxed);
   }
   void* args[] = {params};

@@ -27,6 +27,7 @@ struct LoadedKernel {
   KernelSource source = KernelSource::Compiled;
   double load_seconds = 0;            // compile (or disk read) + module load
   std::atomic<std::size_t> smem_limit_set{48 * 1024};  // dynamic smem the function is allowed
+  std::atomic<bool> carveout_set{false};               // the max shared carveout was asked for
 };
 
 class KernelLoader {
