@@ -708,6 +708,36 @@ template <int A, int B>
 struct MaxOf {
   static constexpr int value = A > B ? A : B;
 };
+// One channel's statistics from `n` partials (sum, min, max, first-bad as i32 bits), partial i's
+// statistic s read by load(i, s): sums left to right from partial 0's (the order of
+// jit/quant_buffers.hpp), min/max/first-bad order-free. UB partials' loads are in flight at once
+// (latency, not order).
+template <class Load>
+__device__ __forceinline__ void combine_partials(u32 n, Load&& load, float& sum, float& mn, float& mx, i32& fb) {
+  constexpr int UB = 8;
+#pragma unroll 1
+  for (u32 k0 = 0; k0 < n; k0 += UB) {
+    float v[UB][4];
+#pragma unroll
+    for (int u = 0; u < UB; ++u)
+#pragma unroll
+      for (int st = 0; st < 4; ++st) v[u][st] = load(k0 + u < n ? k0 + u : k0, st);
+#pragma unroll
+    for (int u = 0; u < UB; ++u) {
+      if (k0 + u >= n) break;
+      const i32 f = static_cast<i32>(ptx::f32_bits(v[u][3]));
+      if (k0 + u == 0) {
+        sum = v[u][0]; mn = v[u][1]; mx = v[u][2]; fb = f;
+      } else {
+        sum += v[u][0];
+        mn = ptx::min_nan(mn, v[u][1]);
+        mx = ptx::max_nan(mx, v[u][2]);
+        fb = f < fb ? f : fb;
+      }
+    }
+  }
+}
+
 // Scratch of one work item of any kind (the fused and cluster stages run every kind in one CTA).
 constexpr int FUSED_SMEM =
     MaxOf<MaxOf<stats_smem_bytes<MapS>(), v_smem_bytes<MapV>()>::value,
@@ -782,38 +812,14 @@ __device__ __forceinline__ void stats_chunk(const QuantizeParams& p, u8* smem, b
 
   const int d_out = is_v ? D_V : D_QK;
   float* out = (is_v ? p.v_stats : p.k_stats) + bh * 3 * d_out;
-  constexpr int UB = 8;  // chunks whose partials are in flight at once (latency, not order)
 #pragma unroll 1
   for (int c = threadIdx.x; c < d_out; c += THREADS) {
     float sum = 0.f, mn = 0.f, mx = 0.f;
     i32 fb = NO_BAD;
     if (c < HD) {
       const float* pc = part_g + c;
-#pragma unroll 1
-      for (u32 k0 = 0; k0 < chunks; k0 += UB) {
-        float vs[UB], vn[UB], vx[UB], vf[UB];
-#pragma unroll
-        for (int u = 0; u < UB; ++u) {
-          const float* pk = pc + static_cast<i64>(k0 + u < chunks ? k0 + u : k0) * 4 * D_V;
-          vs[u] = ld_stat(pk);
-          vn[u] = ld_stat(pk + D_V);
-          vx[u] = ld_stat(pk + 2 * D_V);
-          vf[u] = ld_stat(pk + 3 * D_V);
-        }
-#pragma unroll
-        for (int u = 0; u < UB; ++u) {
-          if (k0 + u >= chunks) break;
-          const i32 f = static_cast<i32>(ptx::f32_bits(vf[u]));
-          if (k0 + u == 0) {
-            sum = vs[u]; mn = vn[u]; mx = vx[u]; fb = f;
-          } else {
-            sum += vs[u];
-            mn = ptx::min_nan(mn, vn[u]);
-            mx = ptx::max_nan(mx, vx[u]);
-            fb = f < fb ? f : fb;
-          }
-        }
-      }
+      combine_partials(chunks, [&](u32 k, int s) { return ld_stat(pc + (static_cast<i64>(k) * 4 + s) * D_V); },
+                       sum, mn, mx, fb);
     }
     out[c] = sum;
     out[d_out + c] = mn;
@@ -939,32 +945,9 @@ __device__ __forceinline__ void quantize_cluster(const QuantizeParams& p) {
       i32 fb = NO_BAD;
       if (c < HD) {
         const u32 a0 = part_addr + static_cast<u32>((kv * 4 * D_V + c) * 4);
-        constexpr int UB = 8;  // ranks whose partials are in flight at once (latency, not order)
-#pragma unroll 1
-        for (u32 q0 = 0; q0 < C; q0 += UB) {
-          float vs[UB], vn[UB], vx[UB], vf[UB];
-#pragma unroll
-          for (int u = 0; u < UB; ++u) {
-            const u32 a = ptx::mapa_shared(a0, q0 + u < C ? q0 + u : q0);
-            vs[u] = ptx::ld_cluster_f32(a);
-            vn[u] = ptx::ld_cluster_f32(a + 4 * D_V);
-            vx[u] = ptx::ld_cluster_f32(a + 8 * D_V);
-            vf[u] = ptx::ld_cluster_f32(a + 12 * D_V);
-          }
-#pragma unroll
-          for (int u = 0; u < UB; ++u) {
-            if (q0 + u >= C) break;
-            const i32 f = static_cast<i32>(ptx::f32_bits(vf[u]));
-            if (q0 + u == 0) {
-              sum = vs[u]; mn = vn[u]; mx = vx[u]; fb = f;
-            } else {
-              sum += vs[u];
-              mn = ptx::min_nan(mn, vn[u]);
-              mx = ptx::max_nan(mx, vx[u]);
-              fb = f < fb ? f : fb;
-            }
-          }
-        }
+        combine_partials(C, [&](u32 rank, int st) {
+          return ptx::ld_cluster_f32(ptx::mapa_shared(a0, rank) + static_cast<u32>(st * 4 * D_V));
+        }, sum, mn, mx, fb);
       }
       if (kv == 0) {
         s_ksum[c] = sum;

@@ -263,6 +263,28 @@ TEST_CASE("jit: SAGE2_DUMP_DIR receives the generated source, the PTX and the lo
   fs::remove_all(dir);
 }
 
+// A one-launch quantize stage (fused, cluster): every spec compiles to `entry`, one CTA size for
+// every item kind, no spills or stack, static shared memory within what a CTA may declare.
+static void check_whole_stage(const std::vector<KernelSpec>& specs, const std::string& entry) {
+  for (const auto& r : compile_all(specs)) {
+    INFO(r.spec.key());
+    REQUIRE_MESSAGE(r.ok, r.error);
+    const CompiledKernel& k = r.k;
+    CHECK(k.entry == entry);
+    CHECK(k.log.find("'" + entry + "'") != std::string::npos);
+    const FusedQuantizeConfig cfg = fused_quantize_config(r.spec);
+    CHECK(cfg.threads == quantize_kernel_config(r.spec).threads);
+    CHECK(k.facts.registers > 0);
+    CHECK(k.facts.registers * cfg.threads <= 65536);
+    CHECK(k.facts.spill_store_bytes == 0);
+    CHECK(k.facts.spill_load_bytes == 0);
+    CHECK(k.facts.stack_frame_bytes == 0);
+    CHECK(k.facts.static_shared_bytes <= 48 * 1024);
+    MESSAGE(r.spec.key().substr(0, 80) << " regs " << k.facts.registers << " threads " << cfg.threads
+                                       << " smem " << k.facts.static_shared_bytes);
+  }
+}
+
 // The fused stage (QuantOp::Fused): one module holds every item body, so the covering set is
 // the product of the axes that change its code — both archs, qk_bits 4/8, smooth Q/K/V on and
 // off, fp16/bf16, mma and wgmma layouts, head dims from 1 to 512 — compiled without spills,
@@ -299,24 +321,7 @@ TEST_CASE("jit: the fused quantize kernel compiles for sm_89 and sm_90a without 
   CHECK(arch_bits.size() == 4);  // sm_89 and sm_90a, each with 4 and 8 bits
   CHECK(dtypes.size() == 2);
   CHECK(smooth.size() >= 6);
-  const auto results = compile_all(specs);
-  for (const auto& r : results) {
-    INFO(r.spec.key());
-    REQUIRE_MESSAGE(r.ok, r.error);
-    const CompiledKernel& k = r.k;
-    CHECK(k.entry == "sage2_quantize_fused");
-    CHECK(k.log.find("'sage2_quantize_fused'") != std::string::npos);
-    const FusedQuantizeConfig cfg = fused_quantize_config(r.spec);
-    CHECK(cfg.threads == quantize_kernel_config(r.spec).threads);
-    CHECK(k.facts.registers > 0);
-    CHECK(k.facts.registers * cfg.threads <= 65536);
-    CHECK(k.facts.spill_store_bytes == 0);
-    CHECK(k.facts.spill_load_bytes == 0);
-    CHECK(k.facts.stack_frame_bytes == 0);
-    CHECK(k.facts.static_shared_bytes <= 48 * 1024);
-    MESSAGE(r.spec.key().substr(0, 80) << " regs " << k.facts.registers << " threads " << cfg.threads
-                                       << " smem " << k.facts.static_shared_bytes);
-  }
+  check_whole_stage(specs, "sage2_quantize_fused");
 }
 
 // The cluster stage (QuantOp::Cluster, sm_90a only): one module with every item body plus the
@@ -340,21 +345,7 @@ TEST_CASE("jit: the cluster quantize kernel compiles for sm_90a without spills; 
   };
   std::vector<KernelSpec> specs;
   for (const auto& v : cluster) specs.push_back(to_spec(v));
-  for (const auto& r : compile_all(specs)) {
-    INFO(r.spec.key());
-    REQUIRE_MESSAGE(r.ok, r.error);
-    const CompiledKernel& k = r.k;
-    CHECK(k.entry == "sage2_quantize_cluster");
-    const FusedQuantizeConfig cfg = fused_quantize_config(r.spec);
-    CHECK(cfg.threads == quantize_kernel_config(r.spec).threads);
-    CHECK(k.facts.registers * cfg.threads <= 65536);
-    CHECK(k.facts.spill_store_bytes == 0);
-    CHECK(k.facts.spill_load_bytes == 0);
-    CHECK(k.facts.stack_frame_bytes == 0);
-    CHECK(k.facts.static_shared_bytes <= 48 * 1024);
-    MESSAGE(r.spec.key().substr(0, 80) << " regs " << k.facts.registers << " threads " << cfg.threads
-                                       << " smem " << k.facts.static_shared_bytes);
-  }
+  check_whole_stage(specs, "sage2_quantize_cluster");
   Variant ada = cluster[3];
   ada.arch = S89;
   CHECK_THROWS_WITH_AS(to_spec(ada).validate(), doctest::Contains("needs thread-block clusters"), Error);
