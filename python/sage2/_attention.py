@@ -257,7 +257,7 @@ _WS_KEEP_MAX = 16 << 20  # a workspace up to this size is kept per thread for it
 
 
 class _KeptWorkspace(threading.local):
-    ws, stream, bytes = None, None, 0
+    ws, where, bytes = None, None, 0  # where: (device index, raw stream); 0 is every device's default stream
 
 
 _kept_ws = _KeptWorkspace()
@@ -357,17 +357,19 @@ class _FastCall:
         if n:
             # torch's caching allocator owns the workspace (stream-ordered reuse; the graph's
             # private pool under CUDA graph capture), as in _run. One small workspace per thread is
-            # kept for the thread's next call on the same stream, whatever its signature (that call
-            # is ordered after this one's kernels): an allocation less where the host time per call
-            # matters, at most _WS_KEEP_MAX bytes held per thread; never while capturing.
+            # kept for the thread's next call on the same device and stream, whatever its signature
+            # (that call is ordered after this one's kernels): an allocation less where the host
+            # time per call matters, at most _WS_KEEP_MAX bytes held per thread; never while
+            # capturing.
             capturing = _capturing()
             kept = _kept_ws
-            if not capturing and kept.stream == stream and kept.bytes >= n:
+            where = (self.index, stream)
+            if not capturing and kept.where == where and kept.bytes >= n:
                 ws = kept.ws
             else:
                 ws = torch.empty((n + 256,), dtype=_U8, device=dev)
                 if not capturing and n <= _WS_KEEP_MAX:
-                    kept.ws, kept.stream, kept.bytes = ws, stream, n
+                    kept.ws, kept.where, kept.bytes = ws, where, n
             p.workspace = (ws.data_ptr() + 255) // 256 * 256
             p.workspace_bytes = n
         a = s.args

@@ -268,6 +268,17 @@ assert r_b["p"][7] == r_a["p"][7] and r_b["p"][8] == 4096 + 16
 _, _, _, r_c = call(T(1, 2, 200, 64), T(1, 2, 200, 64), T(1, 2, 200, 64))  # larger: a new one
 assert r_c["p"][7] != r_a["p"][7]
 
+# every device's default stream has the raw handle 0: a workspace kept on one device is never
+# handed to a call on another
+A._raw_stream = lambda i: 0
+def T1(*shape): return torch.Tensor(shape, torch.float16, "cuda:1")
+call(T(1, 2, 32, 64), T(1, 2, 32, 64), T(1, 2, 32, 64))
+_, _, _, r_d0 = call(T(1, 2, 32, 64), T(1, 2, 32, 64), T(1, 2, 32, 64))
+call(T1(1, 2, 32, 64), T1(1, 2, 32, 64), T1(1, 2, 32, 64))
+_, _, _, r_d1 = call(T1(1, 2, 32, 64), T1(1, 2, 32, 64), T1(1, 2, 32, 64))
+A._raw_stream = raw
+assert r_d0["stream"] == r_d1["stream"] == 0 and r_d1["p"][7] != r_d0["p"][7], "a kept workspace crossed devices"
+
 # 7. another thread: its own structures, the same results
 res = {}
 def worker():
