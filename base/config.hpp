@@ -14,7 +14,7 @@ struct ContextConfig {
   bool disk_cache = true;
   std::string cache_dir;  // set even when disk_cache is false: where the cache would be
   AttentionFamily family = AttentionFamily::Auto;
-  QuantPath quant_path = QuantPath::Auto;  // resolved per device by the runtime (Context)
+  QuantPath quant_path = QuantPath::Auto;  // Auto: resolved per call (runtime::quantize_ops)
   bool tuning = true;
 };
 
