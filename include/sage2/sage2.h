@@ -166,6 +166,23 @@ sage2_status sage2_workspace_size(sage2_context* ctx, const sage2_tensor* q, con
                                   const sage2_tensor* v, const sage2_tensor* out,
                                   const sage2_attention_params* params, size_t* bytes);
 
+/* ---- variable-length batches (added in 0.1: additive, never changed) ---------------------------------- */
+/* sage2::SeqLens in include/sage2/sage2.hpp documents the two forms (packed with cu_seqlens,
+ * key padding with kv_lens), the LSE layouts and what happens with invalid arrays. Pointers are
+ * int32 device memory; unused ones NULL. */
+typedef struct sage2_seqlens {
+  int64_t batch;
+  const int32_t* cu_seqlens_q;
+  const int32_t* cu_seqlens_k;
+  const int32_t* kv_lens;
+  int64_t max_seqlen_q, max_seqlen_k; /* 0: unknown */
+} sage2_seqlens;
+sage2_status sage2_attention_varlen(sage2_context* ctx, const sage2_tensor* q, const sage2_tensor* k,
+                                    const sage2_tensor* v, const sage2_tensor* out, const sage2_seqlens* lens,
+                                    const sage2_attention_params* params, void* stream);
+sage2_status sage2_workspace_size_varlen(sage2_context* ctx, const sage2_tensor* q, const sage2_tensor* k,
+                                         const sage2_tensor* v, const sage2_tensor* out, const sage2_seqlens* lens,
+                                         const sage2_attention_params* params, size_t* bytes);
 #ifdef __cplusplus
 }
 #endif

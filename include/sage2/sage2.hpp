@@ -99,6 +99,33 @@ struct AttentionParams {
 };
 
 // ---------------------------------------------------------------------------------------------
+// Variable-length batches: B sequences of their own lengths in one call. Two forms:
+//  Packed (FlashAttention's varlen): cu_seqlens_q and cu_seqlens_k set; q and out are views with
+//    batch 1 of the packed [total_q, Hq, d] tensors (TensorRef::nhd(data, dtype, 1, Hq, total_q, d)),
+//    k and v of [total_k, Hkv, d]. Sequence b holds tokens [cu[b], cu[b+1]) of each.
+//  Key padding: both null, kv_lens set; q [B, Hq, Nq, d] and k, v [B, Hkv, Nk, d] as for
+//    attention(); query rows of batch b see keys [0, kv_lens[b]) only.
+// The arrays are int32 device memory, read on the device (no host synchronisation, so new
+// lengths of the same totals replay in a CUDA graph). cu arrays have B + 1 entries with cu[0] = 0,
+// never decreasing, cu[B] <= the tensor's token count (rows after cu[B] are not written);
+// 0 <= kv_lens[b] <= Nk. Lengths 0 and 1 are valid. Arrays that break these rules are found on
+// the device: then every output element (and LSE) is NaN and nothing else runs.
+// Everything a sequence's quantization shares (Q/K groups, the K mean of smooth-K, V's channel
+// scales and mean) is computed over that sequence alone; causal masks apply per sequence
+// (BottomRight: j <= i + len_k - len_q of the sequence). LSE (optional, fp32): packed [Hq, total_q];
+// key padding [B, Hq, Nq]. Not supported with varlen: smooth-Q (4-bit QK uses no smoothing of Q
+// here) and the fused/cluster quantize paths (auto resolves to split).
+struct SeqLens {
+  std::int64_t batch = 0;                       // B, the number of sequences (>= 1)
+  const std::int32_t* cu_seqlens_q = nullptr;   // packed: [B + 1]
+  const std::int32_t* cu_seqlens_k = nullptr;   // packed: [B + 1]
+  const std::int32_t* kv_lens = nullptr;        // key padding: [B]
+  // Upper bounds of the sequence lengths, used to choose the tile (0: the tensor's token count).
+  // A sequence longer than its bound is still computed correctly.
+  std::int64_t max_seqlen_q = 0, max_seqlen_k = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
 // Configuration. Each setting has one SAGE2_* environment variable that gives its default; a value
 // set in code wins over the environment. README.md ("Environment switches") lists them all.
 
@@ -178,6 +205,11 @@ class Context {
   // argument and its value, and nothing is launched.
   void attention(const TensorRef& q, const TensorRef& k, const TensorRef& v, const TensorRef& out,
                  const AttentionParams& params = {}, CUstream_st* stream = nullptr);
+  // Variable-length batches (SeqLens above). Same rules and errors as attention().
+  void attention_varlen(const TensorRef& q, const TensorRef& k, const TensorRef& v, const TensorRef& out,
+                        const SeqLens& lens, const AttentionParams& params = {}, CUstream_st* stream = nullptr);
+  std::size_t workspace_size_varlen(const TensorRef& q, const TensorRef& k, const TensorRef& v, const TensorRef& out,
+                                    const SeqLens& lens, const AttentionParams& params = {}) const;
   // Bytes of workspace attention() needs for these arguments.
   std::size_t workspace_size(const TensorRef& q, const TensorRef& k, const TensorRef& v,
                              const TensorRef& out, const AttentionParams& params = {}) const;
