@@ -62,7 +62,8 @@ std::size_t delta_s_workspace_bytes(const QuantBuffers& b, std::size_t cap) {
 }
 
 std::vector<AttentionChunk> attention_chunks(const QuantBuffers& b, std::size_t delta_s_bytes) {
-  const std::int64_t pairs = b.p.batch * b.p.q_heads;
+  // Varlen: one launch, y = q heads, x = the packed query blocks (no smooth-Q, so no ΔS).
+  const std::int64_t pairs = b.token_batch() * b.p.q_heads;
   std::int64_t pairs_per = kMaxGridYZ, qb_per = b.q_blocks;
   if (b.smooth_q) {
     const std::size_t row = static_cast<std::size_t>(b.kv_len_pad) * 4;
@@ -97,7 +98,7 @@ LaunchShape chunk_launch_shape(const KernelSpec& spec, const QuantBuffers& b, co
                                const AttentionKernelConfig& k) {
   check_buffers_match(spec, b, "attention_launch_shape");
   if (c.bh_count < 1 || c.bh_count > kMaxGridYZ || c.qb_count < 1 || c.qb_count > kMaxGridX ||
-      c.bh_offset < 0 || c.bh_offset + c.bh_count > b.p.batch * b.p.q_heads || c.qb_offset < 0 ||
+      c.bh_offset < 0 || c.bh_offset + c.bh_count > b.token_batch() * b.p.q_heads || c.qb_offset < 0 ||
       c.qb_offset + c.qb_count > b.q_blocks)
     bad("attention_launch_shape: chunk pairs [" + s(c.bh_offset) + ", +" + s(c.bh_count) + ") blocks [" +
         s(c.qb_offset) + ", +" + s(c.qb_count) + ") outside the problem or the grid limits");
@@ -142,9 +143,16 @@ dev::AttentionParams make_attention_params(const KernelSpec& spec, const QuantBu
     bad(std::string("attention params: out dtype ") + dtype_name(out.dtype) + " != spec out_dtype " +
         dtype_name(spec.out_dtype));
   if (out.stride_dim != 1) bad("attention params: out stride_dim=" + s(out.stride_dim) + " (must be 1)");
-  if (out.batch != b.p.batch || out.heads != b.p.q_heads || out.seq != b.p.q_len || out.dim != b.p.head_dim)
+  if (spec.varlen != b.p.varlen) bad("attention params: spec varlen=" + s(spec.varlen) + " but the buffers' is " + s(b.p.varlen));
+  const bool packed = b.p.varlen && b.p.packed;  // out is a batch-1 view of the packed rows
+  const std::int64_t out_batch = packed ? 1 : b.p.batch, out_rows = packed ? b.p.total_q : b.p.q_len;
+  if (out.batch != out_batch || out.heads != b.p.q_heads || out.seq != out_rows || out.dim != b.p.head_dim)
     bad("attention params: out shape [" + s(out.batch) + "," + s(out.heads) + "," + s(out.seq) + "," + s(out.dim) +
-        "] != expected [" + s(b.p.batch) + "," + s(b.p.q_heads) + "," + s(b.p.q_len) + "," + s(b.p.head_dim) + "]");
+        "] != expected [" + s(out_batch) + "," + s(b.p.q_heads) + "," + s(out_rows) + "," + s(b.p.head_dim) + "]");
+  if (b.p.varlen && (b.p.total_q >= (std::int64_t(1) << 31) - 1024 || b.p.total_k >= (std::int64_t(1) << 31) - 1024 ||
+                     b.q_blocks * b.layout.bq >= (std::int64_t(1) << 31) || b.k_blocks * b.layout.bk >= (std::int64_t(1) << 31)))
+    bad("attention params: varlen totals q=" + s(b.p.total_q) + " k=" + s(b.p.total_k) +
+        " (token offsets and packed rows are 32-bit: < 2^31 - 1024)");
   if (b.p.kv_len >= (std::int64_t(1) << 31) - 1024 || b.p.q_len >= (std::int64_t(1) << 31) - 1024)
     bad("attention params: q_len=" + s(b.p.q_len) + " kv_len=" + s(b.p.kv_len) +
         " (the kernel indexes keys and rows with 32-bit offsets inside a head: < 2^31 - 1024)");
@@ -183,6 +191,20 @@ dev::AttentionParams make_attention_params(const KernelSpec& spec, const QuantBu
   p.qb_count = c.qb_count;
   p.sm_scale = sm_scale;
   p.c2 = sm_scale * 1.44269504088896340736f;  // fp32(sm_scale) · fp32(log2 e), as the contract says
+  if (b.p.varlen) {
+    p.seqs = reinterpret_cast<const dev::SeqEntry*>(base + o.seqs);
+    p.q_map = reinterpret_cast<const dev::i32*>(base + o.q_map);
+    p.q_map_len = b.q_blocks;
+    p.k_map_len = b.k_blocks;
+    if (packed) {
+      p.o_stride_batch = 0;                // every sequence's rows are in batch entry 0
+      p.lse_stride_batch = 0;              // LSE [Hq][total_q]
+      p.lse_stride_head = b.p.total_q;
+    } else {
+      p.lse_stride_batch = b.p.q_heads * b.p.q_len;  // LSE [B][Hq][Nq]
+      p.lse_stride_head = b.p.q_len;
+    }
+  }
   return p;
 }
 

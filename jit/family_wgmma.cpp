@@ -117,6 +117,7 @@ class WgmmaFamily final : public AttentionFamilyDesc {
     p->a = make_attention_params(spec, b, args, chunk);
   }
 
+  // ([B] is QuantBuffers::token_batch(): 1 for varlen's packed rows)
   // Q codes {row_bytes, B·Hq·q_len_pad} box {panel, 64} (read when Q̂ stays in shared memory);
   // K codes {row_bytes, B·Hkv·kv_len_pad} box {panel, bk}; V codes {kv_len_pad, B·Hkv·d_v} box
   // {bk, d_v}. Throws InvalidArgument when the buffers do not match the spec or exceed TMA's limits.
@@ -127,9 +128,9 @@ class WgmmaFamily final : public AttentionFamilyDesc {
       bad("wgmma tensor maps: the workspace must be 256-byte aligned");
     const QuantBuffers::Offsets o = b.offsets();
     const auto* base = static_cast<const char*>(workspace);
-    const std::int64_t q_rows = b.p.batch * b.p.q_heads * b.q_len_pad;
-    const std::int64_t k_rows = b.p.batch * b.p.kv_heads * b.kv_len_pad;
-    const std::int64_t v_rows = b.p.batch * b.p.kv_heads * b.d_v;
+    const std::int64_t q_rows = b.token_batch() * b.p.q_heads * b.q_len_pad;
+    const std::int64_t k_rows = b.token_batch() * b.p.kv_heads * b.kv_len_pad;
+    const std::int64_t v_rows = b.token_batch() * b.p.kv_heads * b.d_v;
     // TMA coordinates are int32: the row of the last tile must fit.
     constexpr std::int64_t kLimit = std::int64_t(1) << 31;
     if (q_rows >= kLimit || k_rows >= kLimit || v_rows >= kLimit || b.kv_len_pad >= kLimit)

@@ -47,6 +47,7 @@ const char* quant_op_name(QuantOp op) noexcept {
     case QuantOp::QuantizeV: return "quantize_v";
     case QuantOp::Fused: return "quantize_fused";
     case QuantOp::Cluster: return "quantize_cluster";
+    case QuantOp::SeqTable: return "varlen_table";
   }
   return "?";
 }
@@ -78,6 +79,12 @@ KernelSpec KernelSpec::canonical() const {
     c.causal = CausalMode::None;
     c.two_level_accum = true;
     c.return_lse = false;
+  }
+  if (family == KernelFamily::DeltaS) c.varlen = false;  // smooth-Q only: never varlen
+  if (family == KernelFamily::Quantize && op == QuantOp::SeqTable) {
+    // Block counts (bq, bk), the output dtype and head dim of the NaN fill: nothing else.
+    c.qk_bits = 8;
+    c.smooth_q = c.smooth_k = c.smooth_v = false;
   }
   if (family == KernelFamily::DeltaS) {
     // ΔS reads fp32 q̄ and the un-quantized input K; bits and V smoothing do not matter.
@@ -121,6 +128,10 @@ void KernelSpec::validate() const {
   if (family == KernelFamily::Quantize && op == QuantOp::Cluster && head_dim > kClusterMaxHeadDim)
     bad("the cluster quantize stage runs up to head dim " + std::to_string(kClusterMaxHeadDim) +
         " (its shared memory), got head_dim=" + std::to_string(head_dim));
+  if (varlen && smooth_q) bad("varlen calls do not support smooth_q (its ΔS has no per-sequence layout)");
+  if (varlen && family == KernelFamily::Quantize && (op == QuantOp::Fused || op == QuantOp::Cluster))
+    bad(std::string("varlen calls run the split quantize path, not ") + quant_op_name(op));
+  if (!varlen && family == KernelFamily::Quantize && op == QuantOp::SeqTable) bad("varlen_table needs a varlen spec");
   // The attention family whose layout the kernel writes or reads sets the rules of the tile.
   const AttentionFamilyDesc* f = find_attention_family(family);
   if (!f) f = find_attention_family(consumer);
@@ -137,6 +148,7 @@ std::string KernelSpec::key() const {
     << "|int" << c.qk_bits << "|sq" << c.smooth_q << ".sk" << c.smooth_k << ".sv" << c.smooth_v << '|'
     << dtype_name(c.in_dtype) << '>' << dtype_name(c.out_dtype) << "|causal:" << causal_mode_name(c.causal)
     << "|acc2:" << c.two_level_accum << ".lse:" << c.return_lse;
+  if (c.varlen) k << "|varlen";
   return k.str();
 }
 

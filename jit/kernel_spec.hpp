@@ -48,6 +48,8 @@ enum class QuantOp : int {
   Cluster = 6,       // the whole stage in one launch of thread-block clusters, one per (batch,
                      // kv head), statistics exchanged in distributed shared memory (sm_90a;
                      // jit/launch_shape.hpp quantize_cluster_plan)
+  SeqTable = 7,      // varlen calls: the sequence table and block maps, from the caller's
+                     // cu_seqlens / kv_lens on the device (templates/seq_table.cuh)
 };
 const char* quant_op_name(QuantOp op) noexcept;
 
@@ -82,12 +84,16 @@ struct KernelSpec {
   DType out_dtype = DType::F16;
   bool two_level_accum = true;              // attention only
   bool return_lse = false;                  // attention only
+  // Sequences of their own lengths in one call (sage2::SeqLens): attention and the quantize ops
+  // of the split path; not with smooth-Q.
+  bool varlen = false;
 
   // Copy with the fields that do not affect this family's code reset to fixed values, so two
   // specs that generate the same code have the same key.
   KernelSpec canonical() const;
   // The one canonical key string of the spec, e.g.
   //   "quantize.quantize_q|sm_90a|d128|attn_mma|bq128.bk64.w4.s1|int8|sq1.sk1.sv0|f16>f16|causal:none|acc2:1.lse:0"
+  // (varlen specs end in "|varlen"; dense keys are those of earlier versions)
   // It names the specialisation within one build of the library. The disk cache key adds what
   // else the cubin depends on (source, templates, options, NVRTC, library: jit::make_build).
   std::string key() const;

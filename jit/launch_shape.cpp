@@ -141,6 +141,9 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
       c.min_ctas = std::max(1, 65536 / (c.threads * regs));
       break;
     }
+    case QuantOp::SeqTable:
+      c.threads = 1024;  // one CTA scans the sequences 1024 at a time
+      break;
     case QuantOp::QuantizeV:
       c.rows = quantize_v_tile(s.tile.bk);
       c.chunks = v_dim_padded(s.head_dim) / 8;
@@ -154,6 +157,12 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
   return c;
 }
 
+std::int64_t quantize_pairs(const KernelSpec& s, const QuantBuffers& b) {
+  const std::int64_t heads = s.op == QuantOp::QuantizeQ ? b.p.q_heads : b.p.kv_heads;
+  // Statistics are per (sequence, kv head); the varlen token ops cover each head's packed blocks.
+  return (s.op == QuantOp::ChannelStats ? b.p.batch : b.token_batch()) * heads;
+}
+
 std::int64_t quantize_blocks_per_head(const KernelSpec& s, const QuantBuffers& b) {
   switch (s.op) {
     case QuantOp::ChannelStats: return 2;  // K and V
@@ -165,6 +174,7 @@ std::int64_t quantize_blocks_per_head(const KernelSpec& s, const QuantBuffers& b
       return fused_items(b) / groups;
     }
     case QuantOp::Cluster: return quantize_cluster_plan(b).size;
+    case QuantOp::SeqTable: return 1;
     case QuantOp::None: break;
   }
   throw Error(ErrorCode::InvalidArgument, "quantize_blocks_per_head: spec without a quantize op");
@@ -173,8 +183,8 @@ std::int64_t quantize_blocks_per_head(const KernelSpec& s, const QuantBuffers& b
 std::int64_t quantize_work_ctas(const KernelSpec& s, const QuantBuffers& b) {
   if (s.op == QuantOp::Fused) return fused_items(b);
   if (s.op == QuantOp::Cluster) return std::max<std::int64_t>(1, b.p.batch * b.p.kv_heads) * quantize_cluster_plan(b).size;
-  const std::int64_t heads = s.op == QuantOp::QuantizeQ ? b.p.q_heads : b.p.kv_heads;
-  return quantize_blocks_per_head(s, b) * b.p.batch * heads;
+  if (s.op == QuantOp::SeqTable) return 1;
+  return quantize_blocks_per_head(s, b) * quantize_pairs(s, b);
 }
 
 LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b) {
@@ -198,6 +208,7 @@ LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b) {
   if ((s.op == QuantOp::QuantizeQ || whole) && s.smooth_q != b.smooth_q) mismatch += " smooth_q";
   if ((s.op == QuantOp::QuantizeV || whole) && s.smooth_v != b.smooth_v) mismatch += " smooth_v";
   if (fused && quantize_stats_chunk(s) != b.stats_chunk) mismatch += " stats_chunk";
+  if (s.varlen != b.p.varlen) mismatch += " varlen";
   if (!mismatch.empty())
     throw Error(ErrorCode::InvalidArgument, "quantize_launch_shape: the quantize spec (" + s.key() +
                                                 ") does not match the buffers in:" + mismatch);
@@ -225,9 +236,13 @@ LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b) {
     ls.block[0] = static_cast<unsigned>(c.threads);
     return ls;
   }
+  if (s.op == QuantOp::SeqTable) {
+    LaunchShape ls;
+    ls.block[0] = static_cast<unsigned>(c.threads);
+    return ls;
+  }
   const std::int64_t per_head = std::max<std::int64_t>(1, quantize_blocks_per_head(s, b));
-  const std::int64_t heads = s.op == QuantOp::QuantizeQ ? b.p.q_heads : b.p.kv_heads;
-  const std::int64_t bh = std::max<std::int64_t>(1, b.p.batch * heads);
+  const std::int64_t bh = std::max<std::int64_t>(1, quantize_pairs(s, b));
   if (per_head > kMaxGridX)
     throw Error(ErrorCode::InvalidArgument, "quantize launch needs " + std::to_string(per_head) +
                                                 " token blocks per head, more than a grid can hold");
@@ -250,20 +265,24 @@ LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b) {
 sage2::dev::QuantizeParams make_quantize_params(const QuantBuffers& b, const TensorRef& q,
                                                 const TensorRef& k, const TensorRef& v,
                                                 void* workspace) {
+  // Varlen: packed tensors are views with batch 1 of total_* tokens.
+  const std::int64_t in_batch = b.p.varlen && b.p.packed ? 1 : b.p.batch;
   auto check = [&](const TensorRef& t, const char* name, std::int64_t heads, std::int64_t len) {
     auto bad = [&](const std::string& what) {
       throw Error(ErrorCode::InvalidArgument, std::string("quantize params: ") + name + " " + what);
     };
     if (t.dtype != DType::F16 && t.dtype != DType::BF16) bad(std::string("dtype ") + dtype_name(t.dtype));
     if (t.stride_dim != 1) bad("stride_dim=" + std::to_string(t.stride_dim) + " (must be 1)");
-    if (t.batch != b.p.batch || t.heads != heads || t.seq != len || t.dim != b.p.head_dim)
+    if (t.batch != in_batch || t.heads != heads || t.seq != len || t.dim != b.p.head_dim)
       bad("shape [" + std::to_string(t.batch) + "," + std::to_string(t.heads) + "," + std::to_string(t.seq) +
-          "," + std::to_string(t.dim) + "] != expected [" + std::to_string(b.p.batch) + "," +
+          "," + std::to_string(t.dim) + "] != expected [" + std::to_string(in_batch) + "," +
           std::to_string(heads) + "," + std::to_string(len) + "," + std::to_string(b.p.head_dim) + "]");
   };
-  check(q, "q", b.p.q_heads, b.p.q_len);
-  check(k, "k", b.p.kv_heads, b.p.kv_len);
-  check(v, "v", b.p.kv_heads, b.p.kv_len);
+  const std::int64_t q_rows = b.p.varlen && b.p.packed ? b.p.total_q : b.p.q_len;
+  const std::int64_t k_rows = b.p.varlen && b.p.packed ? b.p.total_k : b.p.kv_len;
+  check(q, "q", b.p.q_heads, q_rows);
+  check(k, "k", b.p.kv_heads, k_rows);
+  check(v, "v", b.p.kv_heads, k_rows);
   if (b.p.kv_heads < 1 || b.p.q_heads % b.p.kv_heads != 0)
     throw Error(ErrorCode::InvalidArgument, "quantize params: q_heads=" + std::to_string(b.p.q_heads) +
                                                 " is not a multiple of kv_heads=" + std::to_string(b.p.kv_heads));
@@ -301,9 +320,37 @@ sage2::dev::QuantizeParams make_quantize_params(const QuantBuffers& b, const Ten
   p.v_first_bad = static_cast<sage2::dev::i32*>(at(o.v_first_bad, b.v_first_bad()));
   p.stats_part = static_cast<float*>(at(o.stats_part, b.stats_part()));
   p.sync = static_cast<sage2::dev::u32*>(at(o.sync, b.sync_words()));
-  p.sched_lag = quantize_schedule(b).lag;
-  p.cluster_chunk = quantize_cluster_plan(b).chunk;
+  if (b.p.varlen) {
+    // Packed: every sequence is in batch entry 0 (its tokens start at cu[s]).
+    if (b.p.packed) p.q_stride_batch = p.k_stride_batch = p.v_stride_batch = 0;
+    p.seqs = static_cast<sage2::dev::SeqEntry*>(at(o.seqs, b.seqs()));
+    p.q_map = static_cast<sage2::dev::i32*>(at(o.q_map, b.q_map()));
+    p.k_map = static_cast<sage2::dev::i32*>(at(o.k_map, b.k_map()));
+    p.q_map_len = b.q_blocks;
+    p.k_map_len = b.k_blocks;
+    p.total_q = b.p.total_q;
+    p.total_k = b.p.total_k;
+  } else {
+    p.sched_lag = quantize_schedule(b).lag;
+    p.cluster_chunk = quantize_cluster_plan(b).chunk;
+  }
   return p;
+}
+
+void add_varlen_quantize_params(const QuantBuffers& b, const SeqLens& lens, const TensorRef& out, float* lse,
+                                sage2::dev::QuantizeParams& p) {
+  if (!b.p.varlen) throw Error(ErrorCode::InvalidArgument, "varlen quantize params: the buffers are not varlen");
+  p.cu_q = lens.cu_seqlens_q;
+  p.cu_k = lens.cu_seqlens_k;
+  p.kv_lens = lens.kv_lens;
+  p.out = const_cast<void*>(out.data);
+  p.out_batch = out.batch;
+  p.out_seq = out.seq;
+  p.o_stride_batch = out.stride_batch;
+  p.o_stride_head = out.stride_head;
+  p.o_stride_seq = out.stride_seq;
+  p.lse = lse;
+  p.lse_count = lse ? out.batch * out.heads * out.seq : 0;
 }
 
 }  // namespace sage2::jit

@@ -96,11 +96,17 @@ sage2::dev::QuantizeSchedule quantize_schedule(const QuantBuffers& b);
 //                   counter, not from blockIdx; more than 2^31 - 1 items is an InvalidArgument)
 //   quantize_cluster: 1-D grid of batch·kv_heads clusters of quantize_cluster_plan(b).size CTAs
 //                   (cluster_x = size)
+//   varlen_table:   one CTA
+// Varlen (spec.varlen): quantize_q/k/v cover every head's packed blocks (b.q_blocks, b.k_blocks)
+// with y = head; channel_stats keeps its (sequence, kv head) pairs.
 // and the batch*heads pairs (Hq for quantize_q, Hkv otherwise) numbered
 // blockIdx.z * gridDim.y + blockIdx.y, folded into z when above 65535; surplus CTAs exit.
 // block = (quantize_kernel_config(spec).threads, 1, 1); no dynamic shared memory.
 LaunchShape quantize_launch_shape(const KernelSpec& quantize_spec, const QuantBuffers& b);
 
+// (batch, head) pairs of one quantize launch's grid: per (sequence, kv head) for the statistics,
+// per head for the varlen token ops (their x covers the packed blocks).
+std::int64_t quantize_pairs(const KernelSpec& quantize_spec, const QuantBuffers& b);
 // CTAs of work per (batch, head) and in total (before folding) of one quantize launch.
 std::int64_t quantize_blocks_per_head(const KernelSpec& quantize_spec, const QuantBuffers& b);
 std::int64_t quantize_work_ctas(const KernelSpec& quantize_spec, const QuantBuffers& b);
@@ -114,5 +120,9 @@ int quantize_v_tile(int bk);
 sage2::dev::QuantizeParams make_quantize_params(const QuantBuffers& b, const TensorRef& q,
                                                 const TensorRef& k, const TensorRef& v,
                                                 void* workspace);
+// Varlen calls: the caller's length arrays, and the output and LSE the table kernel fills with
+// NaN when the arrays are invalid (templates/quantize.cuh sage2_varlen_table).
+void add_varlen_quantize_params(const QuantBuffers& b, const SeqLens& lens, const TensorRef& out, float* lse,
+                                sage2::dev::QuantizeParams& p);
 
 }  // namespace sage2::jit

@@ -12,8 +12,13 @@ QuantBuffers quant_buffers(const QuantProblem& p, const KernelSpec& s) {
   b.smooth_q = s.smooth_q;
   b.smooth_k = s.smooth_k;
   b.smooth_v = s.smooth_v;
-  b.q_blocks = (p.q_len + s.tile.bq - 1) / s.tile.bq;
-  b.k_blocks = (p.kv_len + s.tile.bk - 1) / s.tile.bk;
+  if (p.varlen) {
+    b.q_blocks = (p.total_q + s.tile.bq - 1) / s.tile.bq + p.batch;
+    b.k_blocks = (p.total_k + s.tile.bk - 1) / s.tile.bk + p.batch;
+  } else {
+    b.q_blocks = (p.q_len + s.tile.bq - 1) / s.tile.bq;
+    b.k_blocks = (p.kv_len + s.tile.bk - 1) / s.tile.bk;
+  }
   b.q_len_pad = b.q_blocks * s.tile.bq;
   b.kv_len_pad = b.k_blocks * s.tile.bk;
   b.d_qk = qk_dim_padded(p.head_dim, s.qk_bits);
@@ -24,25 +29,33 @@ QuantBuffers quant_buffers(const QuantProblem& p, const KernelSpec& s) {
   return b;
 }
 
-std::int64_t QuantBuffers::q_codes() const { return p.batch * p.q_heads * q_len_pad * row_bytes; }
+std::int64_t QuantBuffers::q_codes() const { return token_batch() * p.q_heads * q_len_pad * row_bytes; }
 std::int64_t QuantBuffers::q_scale() const {
-  return p.batch * p.q_heads * q_blocks * layout.q_groups_per_block();
+  return token_batch() * p.q_heads * q_blocks * layout.q_groups_per_block();
 }
-std::int64_t QuantBuffers::q_mean() const { return smooth_q ? p.batch * p.q_heads * q_blocks * d_qk : 0; }
-std::int64_t QuantBuffers::q_kbias() const { return smooth_k ? p.batch * p.q_heads * q_len_pad : 0; }
-std::int64_t QuantBuffers::k_codes() const { return p.batch * p.kv_heads * kv_len_pad * row_bytes; }
-std::int64_t QuantBuffers::k_scale() const { return p.batch * p.kv_heads * k_blocks * layout.k_groups_per_block(); }
+std::int64_t QuantBuffers::q_mean() const { return smooth_q ? token_batch() * p.q_heads * q_blocks * d_qk : 0; }
+std::int64_t QuantBuffers::q_kbias() const { return smooth_k ? token_batch() * p.q_heads * q_len_pad : 0; }
+std::int64_t QuantBuffers::k_codes() const { return token_batch() * p.kv_heads * kv_len_pad * row_bytes; }
+std::int64_t QuantBuffers::k_scale() const {
+  return token_batch() * p.kv_heads * k_blocks * layout.k_groups_per_block();
+}
 std::int64_t QuantBuffers::k_mean() const { return p.batch * p.kv_heads * d_qk; }
 std::int64_t QuantBuffers::k_stats() const { return p.batch * p.kv_heads * 3 * d_qk; }
-std::int64_t QuantBuffers::v_codes() const { return p.batch * p.kv_heads * d_v * kv_len_pad; }
+std::int64_t QuantBuffers::v_codes() const { return token_batch() * p.kv_heads * d_v * kv_len_pad; }
 std::int64_t QuantBuffers::v_scale() const { return p.batch * p.kv_heads * d_v; }
 std::int64_t QuantBuffers::v_mean() const { return p.batch * p.kv_heads * d_v; }
 std::int64_t QuantBuffers::v_stats() const { return p.batch * p.kv_heads * 3 * d_v; }
-std::int64_t QuantBuffers::q_bad() const { return p.batch * p.q_heads * q_len_pad; }
+std::int64_t QuantBuffers::q_bad() const { return token_batch() * p.q_heads * q_len_pad; }
 std::int64_t QuantBuffers::k_first_bad() const { return p.batch * p.kv_heads; }
 std::int64_t QuantBuffers::v_first_bad() const { return p.batch * p.kv_heads * d_v; }
-std::int64_t QuantBuffers::stats_part() const { return p.batch * p.kv_heads * 2 * stats_chunks * 4 * d_v; }
-std::int64_t QuantBuffers::sync_words() const { return 1 + 4 * p.batch * p.kv_heads; }
+// The fused stage's scratch: none for varlen calls (they run the split path).
+std::int64_t QuantBuffers::stats_part() const {
+  return p.varlen ? 0 : p.batch * p.kv_heads * 2 * stats_chunks * 4 * d_v;
+}
+std::int64_t QuantBuffers::sync_words() const { return p.varlen ? 0 : 1 + 4 * p.batch * p.kv_heads; }
+std::int64_t QuantBuffers::seqs() const { return p.varlen ? p.batch * 8 : 0; }
+std::int64_t QuantBuffers::q_map() const { return p.varlen ? q_blocks : 0; }
+std::int64_t QuantBuffers::k_map() const { return p.varlen ? k_blocks : 0; }
 
 QuantBuffers::Offsets QuantBuffers::offsets() const {
   Offsets o{};
@@ -70,6 +83,9 @@ QuantBuffers::Offsets QuantBuffers::offsets() const {
   o.stats_part = place(stats_part(), 4);
   o.sync = place(sync_words(), 4);
   o.sync_bytes = static_cast<std::size_t>(sync_words()) * 4;
+  o.seqs = place(seqs(), 4);
+  o.q_map = place(q_map(), 4);
+  o.k_map = place(k_map(), 4);
   o.total = at;
   return o;
 }

@@ -51,6 +51,11 @@ namespace sage2::jit {
 struct QuantProblem {
   std::int64_t batch = 1, q_heads = 1, kv_heads = 1, q_len = 1, kv_len = 1;
   int head_dim = 128;
+  // Varlen calls (sage2::SeqLens): batch = the number of sequences. Packed: the tensors are views
+  // with batch 1 of total_q / total_k tokens and q_len / kv_len only plan the tile; key padding:
+  // the tensors are [batch, H, q_len | kv_len, d] and total_* = batch · q_len | kv_len.
+  bool varlen = false, packed = false;
+  std::int64_t total_q = 0, total_k = 0;
 };
 
 struct QuantBuffers {
@@ -59,7 +64,10 @@ struct QuantBuffers {
   int qk_bits = 8;
   bool smooth_q = false, smooth_k = true, smooth_v = false;
 
-  std::int64_t q_blocks = 0, k_blocks = 0;      // ceil(len / bq), ceil(len / bk)
+  // Dense: ceil(len / bq), ceil(len / bk) per (batch, head). Varlen: the packed blocks per head,
+  // a bound for any lengths of the totals, ceil(total / b) + batch (each sequence adds at most
+  // one partial block), over which every per-token buffer is [1][H][...] (token_batch() = 1).
+  std::int64_t q_blocks = 0, k_blocks = 0;
   std::int64_t q_len_pad = 0, kv_len_pad = 0;   // blocks * tile
   int d_qk = 0;        // padded Q/K head dim (elements)
   int row_bytes = 0;   // bytes of one quantized Q/K row
@@ -67,7 +75,12 @@ struct QuantBuffers {
   int stats_chunk = 0;            // tokens per statistics chunk (jit::quantize_stats_chunk)
   std::int64_t stats_chunks = 0;  // ceil(kv_len / stats_chunk)
 
+  // Batch entries of the per-token and per-block buffers: p.batch, 1 for varlen (packed rows).
+  std::int64_t token_batch() const { return p.varlen ? 1 : p.batch; }
+
   // Element counts of each buffer ([dims] in row-major order). Absent buffers have count 0.
+  // [B] below is token_batch() for the per-token and per-block buffers (q_*, k_codes, k_scale,
+  // v_codes, q_bad) and p.batch for the per-(batch, head) ones.
   std::int64_t q_codes() const;   // i8  [B][Hq][q_len_pad][row_bytes]
   std::int64_t q_scale() const;   // f32 [B][Hq][q_blocks][q_groups_per_block]
   std::int64_t q_mean() const;    // f32 [B][Hq][q_blocks][d_qk]            (smooth_q)
@@ -86,6 +99,10 @@ struct QuantBuffers {
   // Fused stage only (scratch the attention stage never reads):
   std::int64_t stats_part() const;   // f32 [B][Hkv][2][stats_chunks][4][d_v]  per-chunk partials
   std::int64_t sync_words() const;   // u32 [1 + 4·B·Hkv]  work ticket, arrivals, ready flags
+  // Varlen only (templates/seq_table.cuh):
+  std::int64_t seqs() const;         // SeqEntry [B]  (8 × i32 each)
+  std::int64_t q_map() const;        // i32 [q_blocks]  sequence of each packed Q block
+  std::int64_t k_map() const;        // i32 [k_blocks]
 
   // Byte offsets of each buffer inside one workspace allocation (each 256-byte aligned). The
   // non-finite flags come after v_stats, the fused stage's scratch after them (appended: the
@@ -93,7 +110,8 @@ struct QuantBuffers {
   // clears it (sync_bytes) on the stream before each launch.
   struct Offsets {
     std::size_t q_codes, q_scale, q_mean, q_kbias, k_codes, k_scale, k_mean, k_stats, v_codes,
-        v_scale, v_mean, v_stats, q_bad, k_first_bad, v_first_bad, stats_part, sync, sync_bytes, total;
+        v_scale, v_mean, v_stats, q_bad, k_first_bad, v_first_bad, stats_part, sync, sync_bytes, seqs, q_map,
+        k_map, total;
   };
   Offsets offsets() const;
 };

@@ -151,4 +151,47 @@ AttentionProblem validate_attention(const TensorRef& q, const TensorRef& k, cons
   return p;
 }
 
+AttentionProblem validate_attention_varlen(const TensorRef& q, const TensorRef& k, const TensorRef& v,
+                                           const TensorRef& out, const SeqLens& lens, const AttentionParams& params,
+                                           jit::Arch arch) {
+  const bool packed = lens.cu_seqlens_q || lens.cu_seqlens_k;
+  if (packed && (!lens.cu_seqlens_q || !lens.cu_seqlens_k))
+    fail(std::string("lens: cu_seqlens_q and cu_seqlens_k go together (cu_seqlens_") +
+         (lens.cu_seqlens_q ? "k" : "q") + " is null)");
+  if (packed && lens.kv_lens) fail("lens: kv_lens (key padding) cannot be combined with cu_seqlens (packed)");
+  if (!packed && !lens.kv_lens)
+    fail("lens: give cu_seqlens_q and cu_seqlens_k (packed sequences) or kv_lens (key padding)");
+  for (const std::int32_t* a : {lens.cu_seqlens_q, lens.cu_seqlens_k, lens.kv_lens})
+    if (a && reinterpret_cast<std::uintptr_t>(a) % 4 != 0) fail("lens: an int32 array pointer is not 4-byte aligned");
+  if (lens.batch < 1) fail("lens.batch=" + std::to_string(lens.batch) + " must be at least 1");
+  if (lens.max_seqlen_q < 0 || lens.max_seqlen_k < 0)
+    fail("lens: max_seqlen_q=" + std::to_string(lens.max_seqlen_q) + ", max_seqlen_k=" +
+         std::to_string(lens.max_seqlen_k) + " must be >= 0");
+  if (packed && (q.batch != 1 || out.batch != 1 || k.batch != 1 || v.batch != 1))
+    fail("packed varlen: q, k, v and out must be views with batch 1 of the packed [total, heads, dim] tensors, got "
+         "batch q " + std::to_string(q.batch) + ", k " + std::to_string(k.batch) + ", v " + std::to_string(v.batch) +
+         ", out " + std::to_string(out.batch));
+  if (!packed && lens.batch != q.batch)
+    fail("key padding: lens.batch=" + std::to_string(lens.batch) + " must equal q batch " + std::to_string(q.batch));
+  if (params.smooth_q == Toggle::On)
+    fail("params.smooth_q=On is not supported with varlen (smooth-Q's ΔS has no per-sequence layout)");
+  AttentionParams dense = params;
+  dense.smooth_q = Toggle::Off;
+  AttentionProblem p = validate_attention(q, k, v, out, dense, arch);
+  p.varlen = true;
+  p.packed = packed;
+  p.batch = lens.batch;
+  p.total_q = packed ? q.seq : q.batch * q.seq;
+  p.total_k = packed ? k.seq : k.batch * k.seq;
+  constexpr std::int64_t kMaxTokens = (std::int64_t(1) << 31) - 1024;  // 32-bit offsets in the kernels
+  if (p.total_q >= kMaxTokens || p.total_k >= kMaxTokens || lens.batch >= kMaxTokens)
+    fail("varlen: " + std::to_string(p.total_q) + " query and " + std::to_string(p.total_k) + " key tokens in " +
+         std::to_string(lens.batch) + " sequences; each must stay below 2^31 - 1024");
+  if (packed) {
+    p.q_len = lens.max_seqlen_q > 0 ? std::min(lens.max_seqlen_q, q.seq) : q.seq;
+    p.kv_len = lens.max_seqlen_k > 0 ? std::min(lens.max_seqlen_k, k.seq) : k.seq;
+  }
+  return p;
+}
+
 }  // namespace sage2::runtime

@@ -19,6 +19,10 @@ struct AttentionProblem {
   bool smooth_q = false, smooth_k = true, smooth_v = false;
   float sm_scale = 0;
   bool return_lse = false;
+  // Varlen calls (sage2::SeqLens): batch = sequences; q_len / kv_len plan the tile (the bounds
+  // given, else the tensors' rows); jit::QuantProblem documents packed and total_*.
+  bool varlen = false, packed = false;
+  std::int64_t total_q = 0, total_k = 0;
 };
 
 // Throws Error(InvalidArgument, "<argument>: <what> (<value>)") for: null pointers, dtypes other
@@ -30,6 +34,14 @@ struct AttentionProblem {
 // says or misaligned. Throws Error(Unsupported) for 4-bit requested on an arch without it.
 AttentionProblem validate_attention(const TensorRef& q, const TensorRef& k, const TensorRef& v,
                                     const TensorRef& out, const AttentionParams& params, jit::Arch arch);
+
+// A variable-length call: the checks of validate_attention on the tensors as given (packed:
+// views with batch 1), then those of `lens` (include/sage2/sage2.hpp SeqLens): exactly one form,
+// B >= 1 (key padding: B = q batch), int32 arrays 4-byte aligned, bounds >= 0, totals < 2^31 -
+// 1024, smooth_q not On (Auto is off for varlen). The arrays' values are checked on the device.
+AttentionProblem validate_attention_varlen(const TensorRef& q, const TensorRef& k, const TensorRef& v,
+                                           const TensorRef& out, const SeqLens& lens, const AttentionParams& params,
+                                           jit::Arch arch);
 
 // Byte range [first, last] a tensor view touches (first element to last element end).
 struct ByteRange {

@@ -15,12 +15,13 @@ std::size_t Context::workspace_size(const TensorRef& q, const TensorRef& k, cons
   return runtime::call_workspace_bytes(*impl_, q, k, v, out, params);
 }
 
-void Context::attention(const TensorRef& q, const TensorRef& k, const TensorRef& v, const TensorRef& out,
-                        const AttentionParams& params, CUstream_st* stream) {
-  Impl& impl = *impl_;
-  const std::shared_ptr<const runtime::CallPlan> plan = runtime::call_plan(impl, q, k, v, out, params);
+namespace {
+
+void run_attention(Context::Impl& impl, const TensorRef& q, const TensorRef& k, const TensorRef& v,
+                   const TensorRef& out, const AttentionParams& params, CUstream_st* stream, const SeqLens* lens) {
+  const std::shared_ptr<const runtime::CallPlan> plan = runtime::call_plan(impl, q, k, v, out, params, lens);
   const std::size_t total = plan->total();
-  runtime::check_pointers_on_device(impl, q, k, v, out, params.lse);
+  runtime::check_pointers_on_device(impl, q, k, v, out, params.lse, lens);
   char* ws;
   if (params.workspace) {
     if (params.workspace_bytes < total)
@@ -30,7 +31,25 @@ void Context::attention(const TensorRef& q, const TensorRef& k, const TensorRef&
   } else {
     ws = static_cast<char*>(impl.workspace().get(stream, total));
   }
-  runtime::run_call_plan(impl, *plan, q, k, v, out, params.lse, ws, stream);
+  runtime::run_call_plan(impl, *plan, q, k, v, out, params.lse, ws, stream, lens);
+}
+
+}  // namespace
+
+void Context::attention(const TensorRef& q, const TensorRef& k, const TensorRef& v, const TensorRef& out,
+                        const AttentionParams& params, CUstream_st* stream) {
+  run_attention(*impl_, q, k, v, out, params, stream, nullptr);
+}
+
+void Context::attention_varlen(const TensorRef& q, const TensorRef& k, const TensorRef& v, const TensorRef& out,
+                               const SeqLens& lens, const AttentionParams& params, CUstream_st* stream) {
+  run_attention(*impl_, q, k, v, out, params, stream, &lens);
+}
+
+std::size_t Context::workspace_size_varlen(const TensorRef& q, const TensorRef& k, const TensorRef& v,
+                                           const TensorRef& out, const SeqLens& lens,
+                                           const AttentionParams& params) const {
+  return runtime::call_workspace_bytes(*impl_, q, k, v, out, params, &lens);
 }
 
 }  // namespace sage2

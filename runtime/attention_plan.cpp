@@ -45,6 +45,7 @@ jit::KernelSpec attention_spec_for(const AttentionProblem& p, jit::Arch arch, st
   s.out_dtype = p.dtype;
   s.two_level_accum = true;
   s.return_lse = p.return_lse;
+  s.varlen = p.varlen;
   return s;
 }
 
@@ -70,7 +71,7 @@ jit::KernelSpec plan_attention_heuristic(const AttentionProblem& p, jit::Arch ar
 }
 
 void check_pointers_on_device(Context::Impl& ctx, const TensorRef& q, const TensorRef& k, const TensorRef& v,
-                              const TensorRef& out, const float* lse) {
+                              const TensorRef& out, const float* lse, const SeqLens* lens) {
   const auto& a = driver::api();
   // cuPointerGetAttributes (not cuPointerGetAttribute): it reports memory the driver does not know
   // as memory type 0 instead of failing, so rejecting a host pointer raises no CUDA API error.
@@ -94,6 +95,11 @@ void check_pointers_on_device(Context::Impl& ctx, const TensorRef& q, const Tens
   check(v.data, "v");
   check(out.data, "out");
   if (lse) check(lse, "params.lse");
+  if (lens) {
+    if (lens->cu_seqlens_q) check(lens->cu_seqlens_q, "lens.cu_seqlens_q");
+    if (lens->cu_seqlens_k) check(lens->cu_seqlens_k, "lens.cu_seqlens_k");
+    if (lens->kv_lens) check(lens->kv_lens, "lens.kv_lens");
+  }
 }
 
 }  // namespace sage2::runtime

@@ -294,6 +294,43 @@ sage2_status sage2_workspace_size(sage2_context* ctx, const sage2_tensor* q, con
   });
 }
 
+namespace {
+
+sage2::SeqLens to_cpp(const sage2_seqlens* l) {
+  require(l != nullptr, "lens is NULL");
+  sage2::SeqLens c;
+  c.batch = l->batch;
+  c.cu_seqlens_q = l->cu_seqlens_q;
+  c.cu_seqlens_k = l->cu_seqlens_k;
+  c.kv_lens = l->kv_lens;
+  c.max_seqlen_q = l->max_seqlen_q;
+  c.max_seqlen_k = l->max_seqlen_k;
+  return c;
+}
+
+}  // namespace
+
+sage2_status sage2_attention_varlen(sage2_context* ctx, const sage2_tensor* q, const sage2_tensor* k,
+                                    const sage2_tensor* v, const sage2_tensor* out, const sage2_seqlens* lens,
+                                    const sage2_attention_params* params, void* stream) {
+  return guarded([&] {
+    require(ctx != nullptr, "ctx is NULL");
+    ctx->cpp.attention_varlen(to_cpp(q, "q"), to_cpp(k, "k"), to_cpp(v, "v"), to_cpp(out, "out"), to_cpp(lens),
+                              to_cpp(params), static_cast<CUstream_st*>(stream));
+  });
+}
+
+sage2_status sage2_workspace_size_varlen(sage2_context* ctx, const sage2_tensor* q, const sage2_tensor* k,
+                                         const sage2_tensor* v, const sage2_tensor* out, const sage2_seqlens* lens,
+                                         const sage2_attention_params* params, size_t* bytes) {
+  return guarded([&] {
+    require(ctx != nullptr, "ctx is NULL");
+    require(bytes != nullptr, "bytes is NULL");
+    *bytes = ctx->cpp.workspace_size_varlen(to_cpp(q, "q"), to_cpp(k, "k"), to_cpp(v, "v"), to_cpp(out, "out"),
+                                            to_cpp(lens), to_cpp(params));
+  });
+}
+
 }  // extern "C"
 
 // ---- internal: the conversion layer without a context (runtime/c_api_internal.hpp) ------------

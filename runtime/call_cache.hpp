@@ -23,15 +23,16 @@ namespace sage2::runtime {
 
 struct CallSignature {
   // 4 tensors × (dtype, 4 sizes, 4 strides) + causal, qk_bits, smooth_q, smooth_k, smooth_v,
-  // sm_scale given, sm_scale bits, lse given.
-  static constexpr int kWords = 4 * 9 + 8;
+  // sm_scale given, sm_scale bits, lse given; varlen form (0 dense, 1 packed, 2 key padding),
+  // sequences, length bounds.
+  static constexpr int kWords = 4 * 9 + 8 + 4;
   std::array<std::int64_t, kWords> w{};
   bool operator==(const CallSignature& o) const { return w == o.w; }
   bool operator!=(const CallSignature& o) const { return !(*this == o); }
 };
 
 inline CallSignature call_signature(const TensorRef& q, const TensorRef& k, const TensorRef& v, const TensorRef& out,
-                                    const AttentionParams& p) {
+                                    const AttentionParams& p, const SeqLens* lens = nullptr) {
   CallSignature s;
   int i = 0;
   for (const TensorRef* t : {&q, &k, &v, &out}) {
@@ -55,6 +56,12 @@ inline CallSignature call_signature(const TensorRef& q, const TensorRef& k, cons
   if (p.sm_scale) std::memcpy(&bits, &*p.sm_scale, sizeof bits);
   s.w[i++] = bits;
   s.w[i++] = p.lse != nullptr ? 1 : 0;
+  if (lens) {
+    s.w[i++] = lens->cu_seqlens_q ? 1 : 2;
+    s.w[i++] = lens->batch;
+    s.w[i++] = lens->max_seqlen_q;
+    s.w[i++] = lens->max_seqlen_k;
+  }
   return s;
 }
 

@@ -22,6 +22,10 @@ void layout_call_plan(const AttentionProblem& problem, const jit::KernelSpec& sp
   qp.q_len = problem.q_len;
   qp.kv_len = problem.kv_len;
   qp.head_dim = problem.head_dim;
+  qp.varlen = problem.varlen;
+  qp.packed = problem.packed;
+  qp.total_q = problem.total_q;
+  qp.total_k = problem.total_k;
   p.buffers = jit::quant_buffers(qp, p.spec);
   p.quant_bytes = align256(p.buffers.offsets().total);
   p.delta_s_bytes = align256(runtime::delta_s_workspace_bytes(p.buffers));
@@ -62,37 +66,53 @@ std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const Attent
   return p;
 }
 
+namespace {
+
+AttentionProblem validate_call(Context::Impl& ctx, const TensorRef& q, const TensorRef& k, const TensorRef& v,
+                               const TensorRef& out, const AttentionParams& params, const SeqLens* lens) {
+  return lens ? validate_attention_varlen(q, k, v, out, *lens, params, ctx.arch())
+              : validate_attention(q, k, v, out, params, ctx.arch());
+}
+
+}  // namespace
+
 std::shared_ptr<const CallPlan> call_plan(Context::Impl& ctx, const TensorRef& q, const TensorRef& k,
-                                          const TensorRef& v, const TensorRef& out, const AttentionParams& params) {
-  const AttentionProblem problem = validate_attention(q, k, v, out, params, ctx.arch());
-  const CallSignature sig = call_signature(q, k, v, out, params);
+                                          const TensorRef& v, const TensorRef& out, const AttentionParams& params,
+                                          const SeqLens* lens) {
+  const AttentionProblem problem = validate_call(ctx, q, k, v, out, params, lens);
+  const CallSignature sig = call_signature(q, k, v, out, params, lens);
   if (auto hit = ctx.call_cache().find(sig)) return hit;
   return ctx.call_cache().insert(sig, build_call_plan(ctx, problem));
 }
 
 std::size_t call_workspace_bytes(Context::Impl& ctx, const TensorRef& q, const TensorRef& k, const TensorRef& v,
-                                 const TensorRef& out, const AttentionParams& params) {
-  const AttentionProblem problem = validate_attention(q, k, v, out, params, ctx.arch());
-  if (auto hit = ctx.call_cache().find(call_signature(q, k, v, out, params))) return hit->total();
+                                 const TensorRef& out, const AttentionParams& params, const SeqLens* lens) {
+  const AttentionProblem problem = validate_call(ctx, q, k, v, out, params, lens);
+  if (auto hit = ctx.call_cache().find(call_signature(q, k, v, out, params, lens))) return hit->total();
   CallPlan p;
   layout_plan(ctx, problem, &p);
   return p.total();
 }
 
 void build_call_params(const CallPlan& plan, const TensorRef& q, const TensorRef& k, const TensorRef& v,
-                       const TensorRef& out, float* lse, char* workspace, CallParams& cp) {
+                       const TensorRef& out, float* lse, char* workspace, CallParams& cp, const SeqLens* lens) {
   const jit::QuantBuffers& b = plan.buffers;
+  if (b.p.varlen != (lens != nullptr))
+    throw Error(ErrorCode::InvalidArgument, std::string("call plan: a ") + (b.p.varlen ? "varlen" : "dense") +
+                                                " plan run " + (lens ? "with" : "without") + " sequence lengths");
   cp.quantize = jit::make_quantize_params(b, q, k, v, workspace);
+  if (lens) jit::add_varlen_quantize_params(b, *lens, out, lse, cp.quantize);
   build_attention_stage_params(plan.attention, b, k, workspace, out, lse, plan.problem.sm_scale,
                                workspace + plan.quant_bytes, cp.attention);
 }
 
 void run_call_plan(Context::Impl& ctx, const CallPlan& plan, const TensorRef& q, const TensorRef& k,
-                   const TensorRef& v, const TensorRef& out, float* lse, char* workspace, CUstream stream) {
+                   const TensorRef& v, const TensorRef& out, float* lse, char* workspace, CUstream stream,
+                   const SeqLens* lens) {
   // Every parameter struct first: argument errors surface before the first launch. Thread-local
   // storage: no allocation once a thread has seen its largest chunk count.
   thread_local CallParams cp;
-  build_call_params(plan, q, k, v, out, lse, workspace, cp);
+  build_call_params(plan, q, k, v, out, lse, workspace, cp, lens);
   driver::ScopedContext scope(ctx.cu_context());
   add_tensor_maps(plan.attention, plan.buffers, workspace, cp.attention);
   // Quantize stage.

@@ -47,12 +47,14 @@ std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const Attent
 
 // The Context's plan for these arguments: validates them (every call: the checks that depend on
 // pointers must run each time), then finds the plan by signature or builds and caches it.
+// `lens`: a varlen call's (validate_attention_varlen), null for a dense call.
 std::shared_ptr<const CallPlan> call_plan(Context::Impl& ctx, const TensorRef& q, const TensorRef& k,
-                                          const TensorRef& v, const TensorRef& out, const AttentionParams& params);
+                                          const TensorRef& v, const TensorRef& out, const AttentionParams& params,
+                                          const SeqLens* lens = nullptr);
 
 // workspace_size(): the plan's total when cached, else the layout alone (no kernel is loaded).
 std::size_t call_workspace_bytes(Context::Impl& ctx, const TensorRef& q, const TensorRef& k, const TensorRef& v,
-                                 const TensorRef& out, const AttentionParams& params);
+                                 const TensorRef& out, const AttentionParams& params, const SeqLens* lens = nullptr);
 
 // The parameter structs of one call (tensor maps not included: run_call_plan adds them).
 struct CallParams {
@@ -62,12 +64,14 @@ struct CallParams {
 // Pure host (no driver): the same structs the stages build for these pointers. Reuses `cp`'s
 // capacity. Throws InvalidArgument like the stages.
 void build_call_params(const CallPlan& plan, const TensorRef& q, const TensorRef& k, const TensorRef& v,
-                       const TensorRef& out, float* lse, char* workspace, CallParams& cp);
+                       const TensorRef& out, float* lse, char* workspace, CallParams& cp,
+                       const SeqLens* lens = nullptr);
 
 // Enqueues the plan's launches on `stream` for these pointers (workspace: quant buffers, then
 // ΔS). Builds every parameter struct first so argument errors surface before the first launch;
 // allocates nothing on the host after a thread's first call.
 void run_call_plan(Context::Impl& ctx, const CallPlan& plan, const TensorRef& q, const TensorRef& k,
-                   const TensorRef& v, const TensorRef& out, float* lse, char* workspace, CUstream stream);
+                   const TensorRef& v, const TensorRef& out, float* lse, char* workspace, CUstream stream,
+                   const SeqLens* lens = nullptr);
 
 }  // namespace sage2::runtime

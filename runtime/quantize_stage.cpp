@@ -11,6 +11,16 @@ std::vector<jit::QuantOp> quantize_ops(QuantPath path, const jit::KernelSpec& at
   // Auto is split everywhere for now: on the H100 the cluster stage measured 2.0x (1K) to 1.9x
   // (32K) the split stage's time (bench/NOTES.md, "Cluster quantize stage").
   if (path == QuantPath::Auto) path = QuantPath::Split;
+  if (attention_spec.varlen) {
+    // Varlen: the table of the caller's lengths first, then the split kernels over packed blocks
+    // (the one-launch stages schedule uniform (batch, kv head) groups).
+    if (path != QuantPath::Split)
+      throw Error(ErrorCode::Unsupported, std::string("quantize path ") + quant_path_name(path) +
+                                              " (ContextOptions::quant_path or SAGE2_QUANT_PATH) does not run varlen "
+                                              "calls; use auto or split");
+    return {jit::QuantOp::SeqTable, jit::QuantOp::ChannelStats, jit::QuantOp::QuantizeK, jit::QuantOp::QuantizeV,
+            jit::QuantOp::QuantizeQ};
+  }
   if (path == QuantPath::Cluster && !cluster_ok)
     throw Error(ErrorCode::Unsupported,
                 "quantize path cluster (ContextOptions::quant_path or SAGE2_QUANT_PATH) runs on sm_90a up to head dim " +
@@ -32,6 +42,8 @@ std::vector<jit::QuantOp> quantize_ops(QuantPath path, const jit::KernelSpec& at
 void launch_quantize_stage(Context::Impl& ctx, const jit::KernelSpec& attention_spec, const jit::QuantBuffers& b,
                            const TensorRef& q, const TensorRef& k, const TensorRef& v, void* workspace,
                            CUstream stream, QuantPath path) {
+  if (b.p.varlen)
+    throw Error(ErrorCode::InvalidArgument, "launch_quantize_stage: varlen buffers need the call's lengths (run_call_plan)");
   const std::vector<jit::QuantOp> ops = quantize_ops(path, attention_spec);
   dev::QuantizeParams params = jit::make_quantize_params(b, q, k, v, workspace);
   driver::ScopedContext scope(ctx.cu_context());

@@ -62,54 +62,124 @@ __device__ __forceinline__ u32 tid_x() {
 
 struct BlockCoords {
   i64 bhl, qbl;          // pair and query block relative to the chunk
-  i64 bh, qb;            // absolute
-  i64 b, h, bhk;
-  i64 q_blocks, k_blocks, q_len_pad, kv_len_pad;
-  i64 i0;                // first query row of the block
+  i64 bh, qb;            // absolute (varlen: qb within the sequence)
+  i64 b, h, bhk;         // batch (varlen: sequence), q head, (batch, kv head) pair
+  i64 q_blocks, k_blocks, q_len_pad, kv_len_pad;  // of the batch entry (varlen: unused)
+  i64 i0;                // first query row of the block (within its sequence)
+  // Where the block's data lie in the quantize stage's buffers (jit::QuantBuffers):
+  i64 q_row_base;        // Q̂ / q_bad / q_kbias row of query row 0 of (b, h)
+  i64 q_blk_base;        // q_scale block of query block 0 of (b, h)
+  i64 k_blk_base;        // k_scale block (× BK: K̂ row) of KV tile 0 of (b, kv head)
+  i64 v_row0, v_col0, v_pitch;  // V̂ᵀ: channel-0 row, key-0 column, row pitch (bytes)
+  i64 q_len, kv_len;     // varlen: the sequence's lengths (dense: p.q_len, p.kv_len)
+  i64 q_start;           // varlen: the sequence's first row in the output / LSE
 };
+
+// Varlen: the packed query block of this CTA (grid x); kNoSeq when past the last sequence's.
+__device__ __forceinline__ i64 packed_qblock(const AttentionParams& p) {
+  const i64 x = static_cast<i64>(ctaid_x());
+  return CAUSAL ? p.q_map_len - 1 - x : x;  // causal: the later (longer) rows first
+}
+__device__ __forceinline__ bool block_exists(const AttentionParams& p) {
+  if (static_cast<i64>(blockIdx.y) >= p.bh_count || static_cast<i64>(blockIdx.x) >= p.qb_count) return false;
+  return !VARLEN || p.q_map[packed_qblock(p)] != sage2::dev::kNoSeq;
+}
 
 __device__ __forceinline__ BlockCoords block_coords(const AttentionParams& p) {
   BlockCoords k;
+  const u32 Hq = static_cast<u32>(p.q_heads);
+  if (VARLEN) {
+    // One launch covers every sequence: y = q head, x = packed query block (no chunks).
+    // Volatile loads (L1 hits after the first), like the special registers: a family that
+    // recomputes the coordinates in its loop must not get them hoisted and kept alive.
+    const i64 X = packed_qblock(p);
+    const i32 s = ptx::ld_nc_s32(p.q_map + X);
+    const ptx::u32x4 lo = ptx::ld_nc_v4(p.seqs + s);
+    const ptx::u32x4 hi = ptx::ld_nc_v4(reinterpret_cast<const char*>(p.seqs + s) + 16);
+    sage2::dev::SeqEntry e;
+    e.q_start = static_cast<i32>(lo.x);
+    e.q_len = static_cast<i32>(lo.y);
+    e.k_start = static_cast<i32>(lo.z);
+    e.k_len = static_cast<i32>(lo.w);
+    e.q_blk = static_cast<i32>(hi.x);
+    e.k_blk = static_cast<i32>(hi.y);
+    k.bhl = k.h = static_cast<i64>(ctaid_y());
+    k.b = s;
+    k.qbl = k.qb = X - e.q_blk;
+    k.bh = k.b * p.q_heads + k.h;
+    const i64 hk = static_cast<i64>(static_cast<u32>(k.h) / (Hq / static_cast<u32>(p.kv_heads)));
+    k.bhk = k.b * p.kv_heads + hk;
+    k.q_len = e.q_len;
+    k.kv_len = e.k_len;
+    k.q_start = e.q_start;
+    k.q_blocks = (k.q_len + BQ - 1) / BQ;
+    k.k_blocks = (k.kv_len + BK - 1) / BK;
+    k.q_len_pad = k.q_blocks * BQ;
+    k.kv_len_pad = k.k_blocks * BK;
+    k.i0 = k.qb * BQ;
+    k.q_blk_base = k.h * p.q_map_len + e.q_blk;
+    k.q_row_base = k.q_blk_base * BQ;
+    k.k_blk_base = hk * p.k_map_len + e.k_blk;
+    k.v_pitch = p.k_map_len * BK;
+    k.v_row0 = hk * D_V;
+    k.v_col0 = static_cast<i64>(e.k_blk) * BK;
+    return k;
+  }
   k.bhl = static_cast<i64>(ctaid_y());
   const i64 x = static_cast<i64>(ctaid_x());
   k.qbl = CAUSAL ? p.qb_count - 1 - x : x;  // causal: the longest rows first
   k.bh = p.bh_offset + k.bhl;
   k.qb = p.qb_offset + k.qbl;
-  const u32 Hq = static_cast<u32>(p.q_heads);
   k.b = static_cast<i64>(static_cast<u32>(k.bh) / Hq);
   k.h = static_cast<i64>(static_cast<u32>(k.bh) % Hq);
   // 32-bit divisions (head counts < 2^31): an i64 divide is a ~100-instruction subroutine call
   const i64 hk = static_cast<i64>(static_cast<u32>(k.h) / (Hq / static_cast<u32>(p.kv_heads)));
   k.bhk = k.b * p.kv_heads + hk;
+  k.q_len = p.q_len;
+  k.kv_len = p.kv_len;
+  k.q_start = 0;
   k.q_blocks = (p.q_len + BQ - 1) / BQ;
   k.k_blocks = (p.kv_len + BK - 1) / BK;
   k.q_len_pad = k.q_blocks * BQ;
   k.kv_len_pad = k.k_blocks * BK;
   k.i0 = k.qb * BQ;
+  k.q_row_base = k.bh * k.q_len_pad;
+  k.q_blk_base = k.bh * k.q_blocks;
+  k.k_blk_base = k.bhk * k.k_blocks;
+  k.v_pitch = k.kv_len_pad;
+  k.v_row0 = k.bhk * D_V;
+  k.v_col0 = 0;
   return k;
 }
 
+// The lengths of the block's sequence: the launch's in a dense call (kept in the parameter space,
+// not in registers), the table's in a varlen call.
+__device__ __forceinline__ i64 seq_q_len(const AttentionParams& p, const BlockCoords& c) { return VARLEN ? c.q_len : p.q_len; }
+__device__ __forceinline__ i64 seq_kv_len(const AttentionParams& p, const BlockCoords& c) { return VARLEN ? c.kv_len : p.kv_len; }
+
 // ---- visible keys (reference.hpp "Causal masks"): key j is visible to query row i iff
 // j < kv_len and, causal, j <= i + off (off = kv_len - q_len bottom-right, 0 top-left).
-__device__ __forceinline__ i64 causal_offset(const AttentionParams& p) { return CAUSAL == 2 ? p.kv_len - p.q_len : 0; }
+__device__ __forceinline__ i64 causal_offset(const AttentionParams& p, const BlockCoords& c) {
+  return CAUSAL == 2 ? seq_kv_len(p, c) - seq_q_len(p, c) : 0;
+}
 // Keys visible to row `row`: [0, n_vis).
-__device__ __forceinline__ i64 visible_keys(const AttentionParams& p, i64 row) {
-  return CAUSAL ? max_<i64>(0, min_<i64>(p.kv_len, row + causal_offset(p) + 1)) : p.kv_len;
+__device__ __forceinline__ i64 visible_keys(const AttentionParams& p, const BlockCoords& c, i64 row) {
+  return CAUSAL ? max_<i64>(0, min_<i64>(seq_kv_len(p, c), row + causal_offset(p, c) + 1)) : seq_kv_len(p, c);
 }
 // KV tiles the block visits: up to its last row's last visible key.
-__device__ __forceinline__ int tile_count(const AttentionParams& p, i64 i0) {
-  i64 n_keys = p.kv_len;
+__device__ __forceinline__ int tile_count(const AttentionParams& p, const BlockCoords& c) {
+  i64 n_keys = seq_kv_len(p, c);
   if (CAUSAL) {
-    const i64 last_row = min_<i64>(i0 + BQ, p.q_len) - 1;
-    n_keys = visible_keys(p, last_row);
+    const i64 last_row = min_<i64>(c.i0 + BQ, seq_q_len(p, c)) - 1;
+    n_keys = visible_keys(p, c, last_row);
   }
   return static_cast<int>((n_keys + BK - 1) / BK);
 }
 // First tile that needs the element mask: tiles that reach past kv_len or, causal, past the
-// block's first row's limit i0 + off (off = causal_offset(p), the caller's copy).
-__device__ __forceinline__ i64 mask_from(const AttentionParams& p, i64 i0, i64 off) {
-  i64 from = p.kv_len / BK;
-  if (CAUSAL) from = min_<i64>(from, max_<i64>(0, i0 + off + 1) / BK);
+// block's first row's limit i0 + off (off = causal_offset(), the caller's copy).
+__device__ __forceinline__ i64 mask_from(const AttentionParams& p, const BlockCoords& c, i64 off) {
+  i64 from = seq_kv_len(p, c) / BK;
+  if (CAUSAL) from = min_<i64>(from, max_<i64>(0, c.i0 + off + 1) / BK);
   return from;
 }
 // Last key visible to a row whose causal limit is `diag` (its row + off); I: the integer type the
@@ -129,12 +199,12 @@ __device__ __forceinline__ int tile_last_visible(I last, I kbase) {
 // Q scale of a thread's rows: group warp·8 + g of the block (the quantize stage's per-thread
 // layout, the same for both families).
 __device__ __forceinline__ float q_scale(const AttentionParams& p, const BlockCoords& c, int warp, int g) {
-  return p.q_scale[(c.bh * c.q_blocks + c.qb) * (WARPS * 8) + warp * 8 + g];
+  return p.q_scale[(c.q_blk_base + c.qb) * (WARPS * 8) + warp * 8 + g];
 }
 // K scales of the block's kv head, KG groups per KV tile.
 template <int KG>
 __device__ __forceinline__ const float* k_scales(const AttentionParams& p, const BlockCoords& c) {
-  return p.k_scale + c.bhk * c.k_blocks * KG;
+  return p.k_scale + c.k_blk_base * KG;
 }
 // Smooth-Q: the ΔS row of this (pair, query block) of the chunk, key 0. Callers test SMOOTH_Q
 // themselves: a call that returns a constant null still changed ptxas's register allocation of
@@ -146,6 +216,7 @@ __device__ __forceinline__ const float* delta_s_row(const AttentionParams& p, co
 // ---- output
 // Row `row` of the output, byte pointer.
 __device__ __forceinline__ char* out_row(const AttentionParams& p, const BlockCoords& c, i64 row) {
+  if (VARLEN) row += c.q_start;
   return static_cast<char*>(p.out) +
          (c.b * p.o_stride_batch + c.h * p.o_stride_head + row * p.o_stride_seq) * static_cast<i64>(OUT_F32 ? 4 : 2);
 }

@@ -56,10 +56,13 @@ __device__ __forceinline__ void store_lse(const AttentionParams& p, const BlockC
   float v = neg_inf();
   if (lt != 0.f) {
     v = (m + (lg2_approx(lt) - LOG2_P_SCALE)) * LN2;
-    if (SMOOTH_K) v = v + p.q_kbias[c.bh * c.q_len_pad + row] * p.sm_scale;
+    if (SMOOTH_K) v = v + p.q_kbias[c.q_row_base + row] * p.sm_scale;
   }
   if (row_bad) v = nan;
-  p.lse[c.bh * p.q_len + row] = v;
+  if (VARLEN)
+    p.lse[c.b * p.lse_stride_batch + c.h * p.lse_stride_head + c.q_start + row] = v;
+  else
+    p.lse[c.bh * p.q_len + row] = v;
 }
 
 // The epilogue of a thread's output rows, two (g, g + 8) in each of its MTILES 16-row tiles (the
@@ -116,9 +119,9 @@ __device__ __forceinline__ void epilogue(const AttentionParams& p, const BlockCo
     const float rl = SPLIT ? (lt != 0.f ? ptx::rcp_rn(lt) : 0.f) : ptx::rcp_rn(lt);
     const float mu_w = SPLIT ? (lt != 0.f ? 1.f : 0.f) : 1.f;
     const i64 row = row0 + 8 * r;
-    if (row >= p.q_len) continue;
-    const i64 n_vis = visible_keys(p, row);
-    const bool row_bad = n_vis > 0 && (p.q_bad[c.bh * c.q_len_pad + row] != 0 || kfb < n_vis);
+    if (row >= seq_q_len(p, c)) continue;
+    const i64 n_vis = visible_keys(p, c, row);
+    const bool row_bad = n_vis > 0 && (p.q_bad[c.q_row_base + row] != 0 || kfb < n_vis);
     const bool check_v = !row_bad && v_bad_from < n_vis;
     char* orow = out_row(p, c, row);
     // vec_tag: bool_c (a compile-time choice) or runtime_c (out_vec)

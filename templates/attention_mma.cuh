@@ -113,7 +113,7 @@ struct Ctx {
   const u8* v_head;        // V codes of the kv head, channel 0
   const float* ks_head;    // K scales of the kv head, block 0
   const float* ds_row;     // ΔS row of this (pair, q block), key 0
-  i64 kv_len_pad;
+  i64 kv_len_pad;  // row pitch of V̂ᵀ
 };
 
 __device__ __forceinline__ void mma_qk(i32 (&acc)[4], const u32 (&a)[4], u32 b0, u32 b1) {
@@ -153,11 +153,11 @@ __device__ __forceinline__ void mma_pv(float (&acc)[4], const u32 (&a)[4], u32 b
 __device__ __forceinline__ Ctx make_ctx(const AttentionParams& p) {
   const BlockCoords k = block_coords(p);
   Ctx c;
-  c.k_head = p.k_codes + k.bhk * k.kv_len_pad * RB;
-  c.v_head = p.v_codes + k.bhk * D_V * k.kv_len_pad;
+  c.k_head = p.k_codes + k.k_blk_base * BK * RB;
+  c.v_head = p.v_codes + k.v_row0 * k.v_pitch + k.v_col0;
   c.ks_head = k_scales<4>(p, k);
   c.ds_row = SMOOTH_Q ? delta_s_row(p, k) : nullptr;
-  c.kv_len_pad = k.kv_len_pad;
+  c.kv_len_pad = k.v_pitch;
   return c;
 }
 
@@ -224,13 +224,13 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
 
-  if (static_cast<i64>(blockIdx.y) >= p.bh_count || static_cast<i64>(blockIdx.x) >= p.qb_count) return;
+  if (!block_exists(p)) return;
   const BlockCoords k0 = block_coords(p);
-  const i64 bh = k0.bh, q_len_pad = k0.q_len_pad, i0 = k0.i0;
+  const i64 q_row_base = k0.q_row_base, i0 = k0.i0;
 
   // ---- visible KV range; tiles from mask_from on need the element mask
-  const i64 masked_from = mask_from(p, i0, causal_offset(p));
-  const int n_tiles = tile_count(p, i0);
+  const i64 masked_from = mask_from(p, k0, causal_offset(p, k0));
+  const int n_tiles = tile_count(p, k0);
 
   const float qs = q_scale(p, k0, warp, g);
   const float c2 = p.c2;
@@ -242,7 +242,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
   // ---- Q tile → shared (kept for the whole CTA)
   {
     constexpr int CPR = RB / 16, QCH = BQ * CPR;
-    const i8* qsrc = p.q_codes + (bh * q_len_pad + i0) * RB;
+    const i8* qsrc = p.q_codes + (q_row_base + i0) * RB;
 #pragma unroll 4
     for (int q = tid; q < QCH; q += THREADS) {
       const int row = q / CPR, part = q % CPR;
@@ -354,8 +354,8 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
             const BlockCoords km = block_coords(p);
             const int mtid = static_cast<int>(tid_x());
             const i64 row = km.i0 + (mtid >> 5) * RW + mt * 16 + ((mtid & 31) >> 2);
-            const i64 kv_last = p.kv_len - 1;
-            const i64 off = causal_offset(p);
+            const i64 kv_last = seq_kv_len(p, km) - 1;
+            const i64 off = causal_offset(p, km);
             const i64 l0 = last_visible(kv_last, row + off), l1 = last_visible(kv_last, row + 8 + off);
             rel[0] = tile_last_visible<i64>(l0, kbase);
             rel[1] = tile_last_visible<i64>(l1, kbase);

@@ -14,6 +14,7 @@
 // chunk. Without smooth-Q there is no ΔS and one chunk covers everything.
 #pragma once
 
+#include "seq_table.cuh"
 #include "types.cuh"
 
 namespace sage2 {
@@ -94,6 +95,14 @@ struct AttentionParams {
   const u8* q_bad;         // [B][Hq][q_len_pad]   Q row has a NaN/Inf
   const i32* k_first_bad;  // [B][Hkv]             first key with a NaN/Inf (INT32_MAX: none)
   const i32* v_first_bad;  // [B][Hkv][d_v]        per channel: first key with a NaN/Inf
+
+  // ---- variable-length calls only (SAGE2_VARLEN; templates/seq_table.cuh). The grid is then
+  // x = packed query blocks (q_map_len), y = q heads; batch = sequences; q_len / kv_len are
+  // bounds only, every length comes from the table. Per-token buffers are [H][packed rows].
+  const SeqEntry* seqs;    // [B]
+  const i32* q_map;        // [q_map_len] sequence of each packed query block, kNoSeq past the last
+  i64 q_map_len, k_map_len;  // packed Q / KV blocks per head (the buffers' bounds)
+  i64 lse_stride_batch, lse_stride_head;  // LSE index: b·sb + h·sh + (q_start + row)
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -103,10 +103,10 @@ static_assert(groups_match(sage2_v_key_of_slot, [](int p) { return 2 * (p >> 2) 
 // the copies of every tile are issued from inside the KV loop (by thread 0 without a producer),
 // where recomputing the block coordinates cost 64-bit divisions on the critical path.
 struct TileRows {
-  i32 k_row0, v_row0;
+  i32 k_row0, v_row0, v_col0;  // v_col0: the sequence's first key column (0 unless varlen)
 };
 __device__ __forceinline__ TileRows tile_rows(const BlockCoords& c) {
-  return TileRows{static_cast<i32>(c.bhk * c.kv_len_pad), static_cast<i32>(c.bhk * D_V)};
+  return TileRows{static_cast<i32>(c.k_blk_base * BK), static_cast<i32>(c.v_row0), static_cast<i32>(c.v_col0)};
 }
 
 // Copies of KV tile `tile` into stage `slot`: K panels and V (TMA). The tile's K scales and ΔS
@@ -121,7 +121,7 @@ __device__ __forceinline__ void issue_tile(const WgmmaAttentionParams& P, const 
 #pragma unroll
   for (int pn = 0; pn < NPANEL; ++pn)
     ptx::tma_load_2d(st + SM.k_off + pn * BK * PANEL, &P.tm_k, full, pn * PANEL, krow);
-  ptx::tma_load_2d(st + SM.v_off, &P.tm_v, full, tile * BK, r.v_row0);
+  ptx::tma_load_2d(st + SM.v_off, &P.tm_v, full, VARLEN ? r.v_col0 + tile * BK : tile * BK, r.v_row0);
 }
 
 // Q̂ tiles of every consumer warpgroup (wide heads only), completing on the q_full barrier.
@@ -134,7 +134,7 @@ __device__ __forceinline__ void issue_q(const WgmmaAttentionParams& P, const Blo
 #pragma unroll
     for (int pn = 0; pn < NPANEL; ++pn)
       ptx::tma_load_2d(sbase + SM.q_off + wg * 64 * RB + pn * 64 * PANEL, &P.tm_q, bar, pn * PANEL,
-                       static_cast<i32>(c.bh * c.q_len_pad + c.i0 + wg * 64));
+                       static_cast<i32>(c.q_row_base + c.i0 + wg * 64));
 }
 
 // Descriptors of the operands in stage `st`. A descriptor's start address is addr >> 4 in its
@@ -457,16 +457,16 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const Blo
   {
     const BlockCoords& c = cta;
     const i64 row = c.i0 + warp * 16 + g;
-    if (Q_IN_REGS) load_q_fragments(p.q_codes + (c.bh * c.q_len_pad + row) * RB + 4 * t, qf);
+    if (Q_IN_REGS) load_q_fragments(p.q_codes + (c.q_row_base + row) * RB + 4 * t, qf);
     rc.qs = q_scale(p, c, warp, g);
     rc.k_scale = k_scales<KG>(p, c);
     rc.ds = SMOOTH_Q ? delta_s_row(p, c) : nullptr;
-    const i64 off = causal_offset(p);
-    const i64 kv_last = p.kv_len - 1;
+    const i64 off = causal_offset(p, c);
+    const i64 kv_last = seq_kv_len(p, c) - 1;
     rc.kv_last = static_cast<int>(kv_last);
     // clamped below at -9 (rows before the first visible key), so diag + 8 stays in int range
     rc.diag = static_cast<int>(CAUSAL ? max_<i64>(-9, last_visible(kv_last, row + off)) : kv_last);
-    rc.mask_from = static_cast<int>(mask_from(p, c.i0, off));
+    rc.mask_from = static_cast<int>(mask_from(p, c, off));
   }
 #pragma unroll
   for (int ch = 0; ch < NCH; ++ch)
@@ -605,12 +605,12 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const Blo
 __device__ __forceinline__ void attention(const WgmmaAttentionParams& P) {
   extern __shared__ __align__(1024) unsigned char smem[];
   const AttentionParams& p = P.a;
-  if (static_cast<i64>(blockIdx.y) >= p.bh_count || static_cast<i64>(blockIdx.x) >= p.qb_count) return;
+  if (!block_exists(p)) return;
   const u32 sbase = (ptx::smem_addr(smem) + 1023u) & ~1023u;
   const int tid = static_cast<int>(threadIdx.x);
   // The block coordinates (u32 divisions by the head counts) once, for every later step.
   const BlockCoords c = block_coords(p);
-  const int n_tiles = tile_count(p, c.i0);
+  const int n_tiles = tile_count(p, c);
   const TileRows rows = tile_rows(c);
 
   if (tid == 0) {

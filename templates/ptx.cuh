@@ -241,6 +241,11 @@ SAGE2_DEVICE_INLINE u32x4 ld_nc_v4(const void* p) {
                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
   return r;
 }
+SAGE2_DEVICE_INLINE i32 ld_nc_s32(const void* p) {
+  i32 r;
+  asm volatile("ld.global.nc.s32 %0, [%1];" : "=r"(r) : "l"(p));
+  return r;
+}
 SAGE2_DEVICE_INLINE u16 ld_nc_u16(const void* p) {
   u16 r;
   asm volatile("ld.global.nc.u16 %0, [%1];" : "=h"(r) : "l"(p));

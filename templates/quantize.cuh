@@ -6,6 +6,9 @@
 //   2 sage2_quantize_q      per (batch, q head, BQ block)
 //   3 sage2_quantize_k      per (batch, kv head, BK block)
 //   4 sage2_quantize_v      per (batch, kv head, V tile of SAGE2_QZ_ROWS tokens)
+//   7 sage2_varlen_table    varlen calls: the sequence table and block maps (seq_table.cuh)
+// With SAGE2_VARLEN (ops 1-4, 7) the grid covers packed blocks instead of (batch, block) pairs and
+// every item takes its sequence's lengths and positions from the table (SeqItem below).
 // The numerics are the contract written in jit/quant_buffers.hpp; comments below say where the
 // kernel fixes an order the contract leaves open (sums). Non-finite inputs: every statistic reads
 // them as 0, their codes are 0, and the flags q_bad / k_first_bad / v_first_bad say where they
@@ -59,7 +62,7 @@ struct Map {
   static_assert(THREADS % TPR == 0, "bad CTA size");
   static_assert(TPR * CPT >= CHUNKS, "the row mapping must cover every chunk");
 };
-#if SAGE2_QUANT_OP >= 5
+#if (SAGE2_QUANT_OP == 5 || SAGE2_QUANT_OP == 6)
 using MapS = Map<SAGE2_QZ_S_ROWS, SAGE2_QZ_S_TPR, SAGE2_QZ_S_CPT, SAGE2_QZ_S_CHUNKS>;
 using MapQ = Map<SAGE2_QZ_Q_ROWS, SAGE2_QZ_Q_TPR, SAGE2_QZ_Q_CPT, SAGE2_QZ_Q_CHUNKS>;
 using MapK = Map<SAGE2_QZ_K_ROWS, SAGE2_QZ_K_TPR, SAGE2_QZ_K_CPT, SAGE2_QZ_K_CHUNKS>;
@@ -181,6 +184,37 @@ __device__ __forceinline__ bool decode_bh(i64 batch, i64 heads, i64& b, i64& h, 
 
 __device__ __forceinline__ void check_block_dim() {
   if (blockDim.x != THREADS || blockDim.y != 1 || blockDim.z != 1) asm volatile("trap;");
+}
+
+// Where an item's sequence lies. Dense calls: the launch's lengths, token 0 of batch entry b,
+// and block (b·H + h)·nblk + blk of the per-block buffers (dense_*_item); varlen calls: the
+// sequence table's lengths and first token, and the packed block (varlen_*_item).
+struct SeqItem {
+  i64 len;      // tokens of the item's tensor in the sequence (Q: q_len; K, V: kv_len)
+  i64 kv_len;   // keys of the sequence (k̄ = sum / kv_len)
+  i64 n0;       // the sequence's first token in the input, within batch entry b
+  i64 out_blk;  // Q/K: the block's index in the per-block buffers (rows: × ROWS); V: the tile's first column of V̂ᵀ
+  i64 v_row0, v_pitch;  // V: the head's channel-0 row of V̂ᵀ and the row pitch
+};
+template <bool IS_Q, int ROWS>
+__device__ __forceinline__ SeqItem dense_qk_item(const QuantizeParams& p, i64 b, i64 h, i64 blk) {
+  SeqItem s;
+  s.len = IS_Q ? p.q_len : p.kv_len;
+  s.kv_len = p.kv_len;
+  s.n0 = 0;
+  s.out_blk = (b * (IS_Q ? p.q_heads : p.kv_heads) + h) * ((s.len + ROWS - 1) / ROWS) + blk;
+  s.v_row0 = s.v_pitch = 0;
+  return s;
+}
+template <int ROWS>
+__device__ __forceinline__ SeqItem dense_v_item(const QuantizeParams& p, i64 b, i64 h, i64 tile) {
+  SeqItem s;
+  s.len = s.kv_len = p.kv_len;
+  s.n0 = 0;
+  s.v_pitch = (p.kv_len + BK - 1) / BK * BK;
+  s.v_row0 = (b * p.kv_heads + h) * D_V;
+  s.out_blk = tile * ROWS;
+  return s;
 }
 
 __device__ __forceinline__ bool finite_positive(float a) { return a > 0.f && a <= FLT_MAX_; }
@@ -306,6 +340,16 @@ __device__ __forceinline__ void stats_rows(const Input& in, const u16* row0, i64
 __device__ __forceinline__ void channel_stats(const QuantizeParams p, u8* smem) {
   i64 b, h, bh;
   if (!decode_bh(p.batch, p.kv_heads, b, h, bh)) return;
+  i64 n0 = 0, len = p.kv_len;
+  if (SAGE2_VARLEN) {  // the sequence's keys
+    const sage2::dev::SeqEntry e = p.seqs[b];
+    n0 = e.k_start;
+    len = e.k_len;
+    // No keys: no V tile writes the scale and mean, which the epilogue still multiplies by the
+    // (zero) output of the sequence's rows.
+    if (len == 0 && blockIdx.x == 1)
+      for (int c = threadIdx.x; c < D_V; c += THREADS) p.v_scale[bh * D_V + c] = p.v_mean[bh * D_V + c] = 0.f;
+  }
   const bool is_v = blockIdx.x == 1;
   const Input in = is_v ? make_input(p.v, p.v_stride_batch, p.v_stride_head, p.v_stride_seq)
                         : make_input(p.k, p.k_stride_batch, p.k_stride_head, p.k_stride_seq);
@@ -313,7 +357,7 @@ __device__ __forceinline__ void channel_stats(const QuantizeParams p, u8* smem) 
   float* out = (is_v ? p.v_stats : p.k_stats) + bh * 3 * d_out;
   i32* s_kfb = reinterpret_cast<i32*>(smem + stats_smem_bytes<MapS>() - 16);
   if (threadIdx.x == 0) *s_kfb = NO_BAD;
-  stats_rows<MapS>(in, row_ptr(in, b, h, 0), 0, p.kv_len, d_out, smem, [&](int s, int c, float v) {
+  stats_rows<MapS>(in, row_ptr(in, b, h, n0), 0, len, d_out, smem, [&](int s, int c, float v) {
     if (s < 3) {
       out[s * d_out + c] = v;
     } else {
@@ -341,7 +385,7 @@ __device__ __forceinline__ void channel_stats(const QuantizeParams p, u8* smem) 
 // Rows are kept in registers between the passes when ITEMS * CPT <= 8 (16-byte chunks), else
 // re-read in rolled loops (the re-reads hit L1/L2; this keeps big head dims quick to compile).
 
-#if SAGE2_QUANT_OP == 2 || SAGE2_QUANT_OP == 3 || SAGE2_QUANT_OP >= 5
+#if SAGE2_QUANT_OP == 2 || SAGE2_QUANT_OP == 3 || (SAGE2_QUANT_OP == 5 || SAGE2_QUANT_OP == 6)
 template <bool IS_Q, class M>
 constexpr int qk_smem_bytes() {
   constexpr int GROUPS = IS_Q ? SAGE2_Q_GROUPS : SAGE2_K_GROUPS;
@@ -355,7 +399,7 @@ constexpr int qk_smem_bytes() {
 // null: they are read from k_stats in global memory.
 template <bool IS_Q, class M>
 __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, i64 b, i64 h, i64 blk,
-                                            const float* k_sum = nullptr) {
+                                            const SeqItem& si, const float* k_sum = nullptr) {
   constexpr int GROUPS = IS_Q ? SAGE2_Q_GROUPS : SAGE2_K_GROUPS;
   constexpr bool BLOCK_MEAN = IS_Q && SAGE2_SMOOTH_Q;  // smooth Q
   constexpr bool KBIAS = IS_Q && SAGE2_SMOOTH_K;       // q · k̄ for the LSE
@@ -374,20 +418,18 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, i
   float* s_inv = reinterpret_cast<float*>(s_amax + GROUPS);  // [GROUPS]
   float* s_red = s_inv + GROUPS;                             // [RPP * RED_W] (BLOCK_MEAN)
 
-  const i64 heads = IS_Q ? p.q_heads : p.kv_heads;
-  const i64 len = IS_Q ? p.q_len : p.kv_len;
-  const i64 nblk = (len + ROWS - 1) / ROWS;
-  const i64 bh = b * heads + h;
+  const i64 len = si.len;
   const i64 row0 = blk * ROWS;
+  const i64 out_row0 = si.out_blk * ROWS;  // the block's first row in the per-row buffers
   const int valid = static_cast<int>(len - row0 < ROWS ? len - row0 : ROWS);
-  i64 kv_bh = bh;
+  i64 kv_bh = b * p.kv_heads + h;
   if (IS_Q) {
     const u32 group = static_cast<u32>(p.q_heads) / static_cast<u32>(p.kv_heads);  // GQA (32-bit: no call)
     kv_bh = b * p.kv_heads + static_cast<i64>(static_cast<u32>(h) / group);
   }
   const Input in = IS_Q ? make_input(p.q, p.q_stride_batch, p.q_stride_head, p.q_stride_seq)
                         : make_input(p.k, p.k_stride_batch, p.k_stride_head, p.k_stride_seq);
-  const u16* base = row_ptr(in, b, h, row0);
+  const u16* base = row_ptr(in, b, h, si.n0 + row0);
 
   const int tid = threadIdx.x, lane_r = tid % TPR, slot = tid / TPR;
 
@@ -396,9 +438,10 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, i
 #pragma unroll 1
   for (int c = tid; c < D_QK; c += THREADS) {
     // k̄ = sum_K / kv_len (k_stats is read only when smooth_k: it may be null otherwise)
-    const float kbar = (SAGE2_SMOOTH_K && c < HD)
+    // (a varlen sequence may have no keys: k̄ = 0 then)
+    const float kbar = (SAGE2_SMOOTH_K && c < HD && si.kv_len > 0)
                            ? ptx::div_rn(k_sum ? k_sum[c] : ld_stat(p.k_stats + kv_bh * 3 * D_QK + c),
-                                         static_cast<float>(p.kv_len))
+                                         static_cast<float>(si.kv_len))
                            : 0.f;
     if (KBIAS) s_kbar[c] = kbar;
     if (!BLOCK_MEAN) {
@@ -469,7 +512,7 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, i
         m = ptx::div_rn(sum, static_cast<float>(valid));
       }
       s_mean[c] = m;
-      if (IS_Q) p.q_mean[(bh * nblk + blk) * D_QK + c] = m;
+      if (IS_Q) p.q_mean[si.out_blk * D_QK + c] = m;
     }
   }
   __syncthreads();
@@ -514,11 +557,11 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, i
     }
     if (KBIAS) {
       part = ptx::group_sum<TPR>(part);
-      if (lane_r == 0 && r < ROWS) p.q_kbias[bh * nblk * ROWS + row0 + r] = (r < valid) ? part : 0.f;
+      if (lane_r == 0 && r < ROWS) p.q_kbias[out_row0 + r] = (r < valid) ? part : 0.f;
     }
     if (IS_Q) {
       row_bad = ptx::group_max_u32<TPR>(row_bad != 0u ? 1u : 0u);
-      if (lane_r == 0 && r < ROWS) p.q_bad[bh * nblk * ROWS + row0 + r] = static_cast<u8>(row_bad);
+      if (lane_r == 0 && r < ROWS) p.q_bad[out_row0 + r] = static_cast<u8>(row_bad);
     }
   }
   __syncthreads();
@@ -528,12 +571,12 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, i
     const float scale = ptx::div_rn(amax, static_cast<float>(R));
     s_inv[g] = finite_positive(amax) ? ptx::div_rn(static_cast<float>(R), amax) : 0.f;
     float* scales = IS_Q ? p.q_scale : p.k_scale;
-    scales[(bh * nblk + blk) * GROUPS + g] = scale;
+    scales[si.out_blk * GROUPS + g] = scale;
   }
   __syncthreads();
 
   // ---- codes (padded rows and channels: 0)
-  i8* codes = (IS_Q ? p.q_codes : p.k_codes) + (bh * nblk * ROWS + row0) * ROW_BYTES;
+  i8* codes = (IS_Q ? p.q_codes : p.k_codes) + out_row0 * ROW_BYTES;
 #pragma unroll UNROLL
   for (int i = 0; i < ITEMS; ++i) {
     const int r = slot + i * RPP;
@@ -583,7 +626,7 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, i
 //  memory so that each channel's ROWS bytes leave as 16-byte stores (one thread per channel).
 //  Tile 0 writes v_scale and v_mean (v_mean = μ, 0 when !smooth_v; padded channels 0).
 
-#if SAGE2_QUANT_OP == 4 || SAGE2_QUANT_OP >= 5
+#if SAGE2_QUANT_OP == 4 || (SAGE2_QUANT_OP == 5 || SAGE2_QUANT_OP == 6)
 template <class M>
 constexpr int v_smem_bytes() { return 8 * D_V + M::ROWS * D_V; }
 
@@ -591,7 +634,7 @@ constexpr int v_smem_bytes() { return 8 * D_V + M::ROWS * D_V; }
 // read from v_stats in global memory.
 template <class M>
 __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, i64 b, i64 h, i64 tile,
-                                           const float* stats = nullptr) {
+                                           const SeqItem& si, const float* stats = nullptr) {
   constexpr int ROWS = M::ROWS, TPR = M::TPR, CPT = M::CPT, CHUNKS = M::CHUNKS, RPP = M::RPP, ITEMS = M::ITEMS;
   static_assert(ROWS % 16 == 0, "V tile must be a multiple of 16 tokens");
   static_assert(CHUNKS * 8 == D_V, "V mapping covers the padded head dim");
@@ -602,10 +645,10 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, i6
   // row), read back one byte per lane along a row (consecutive channels: no bank conflicts).
   u8* s_t = smem + 8 * D_V;  // 16-byte aligned: D_V is a multiple of 32
 
-  const i64 len_pad = (p.kv_len + BK - 1) / BK * BK;
   const i64 bh = b * p.kv_heads + h;
   const i64 n0 = tile * ROWS;
-  const int valid = static_cast<int>(p.kv_len - n0 <= 0 ? 0 : (p.kv_len - n0 < ROWS ? p.kv_len - n0 : ROWS));
+  const i64 kv_len = si.len;
+  const int valid = static_cast<int>(kv_len - n0 <= 0 ? 0 : (kv_len - n0 < ROWS ? kv_len - n0 : ROWS));
   const Input in = make_input(p.v, p.v_stride_batch, p.v_stride_head, p.v_stride_seq);
   const int tid = threadIdx.x, lane_r = tid % TPR, slot = tid / TPR;
 
@@ -619,7 +662,7 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, i6
       const float vmax = stats ? stats[2 * D_V + c] : ld_stat(st + 2 * D_V + c);
       float amax;
       if (SAGE2_SMOOTH_V) {
-        mu = ptx::div_rn(vsum, static_cast<float>(p.kv_len));
+        mu = kv_len > 0 ? ptx::div_rn(vsum, static_cast<float>(kv_len)) : 0.f;
         amax = ptx::max_nan(vmax - mu, mu - vmin);
       } else {
         amax = ptx::max_nan(ptx::abs_f32(vmax), ptx::abs_f32(vmin));
@@ -648,7 +691,7 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, i6
     }
   }
 
-  const u16* base = row_ptr(in, b, h, n0);
+  const u16* base = row_ptr(in, b, h, si.n0 + n0);
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
     const int r = slot + i * RPP;
@@ -681,10 +724,10 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, i6
 
   // Transposed write-out: thread = channel, ROWS contiguous bytes of its row of v_codes.
   constexpr int SEGS = ROWS / 16;
-  u8* dst = p.v_codes + bh * D_V * len_pad + n0;
+  u8* dst = p.v_codes + si.v_row0 * si.v_pitch + si.out_blk;
 #pragma unroll 1
   for (int c = tid; c < D_V; c += THREADS) {
-    u8* drow = dst + static_cast<i64>(c) * len_pad;
+    u8* drow = dst + static_cast<i64>(c) * si.v_pitch;
 #pragma unroll
     for (int seg = 0; seg < SEGS; ++seg) {
       u32 w[4];
@@ -703,7 +746,7 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, i6
 #endif
 
 
-#if SAGE2_QUANT_OP >= 5
+#if (SAGE2_QUANT_OP == 5 || SAGE2_QUANT_OP == 6)
 template <int A, int B>
 struct MaxOf {
   static constexpr int value = A > B ? A : B;
@@ -862,16 +905,17 @@ __device__ __forceinline__ void quantize_fused(const QuantizeParams& p) {
       break;
     case kItemK:
       if (SAGE2_SMOOTH_K) wait_ready(ready);  // k̄ (k_first_bad is not read here)
-      quantize_qk<false, MapK>(p, s_raw, b, h, it.index);
+      quantize_qk<false, MapK>(p, s_raw, b, h, it.index, dense_qk_item<false, BK>(p, b, h, it.index));
       break;
     case kItemV:
       wait_ready(ready + 1);  // μ and the per-channel scale
-      quantize_v<MapV>(p, s_raw, b, h, it.index);
+      quantize_v<MapV>(p, s_raw, b, h, it.index, dense_v_item<MapV::ROWS>(p, b, h, it.index));
       break;
     default: {  // kItemQ
       if (SAGE2_SMOOTH_K) wait_ready(ready);  // q·k̄
       const u32 qh = it.index / s.q_blocks, blk = it.index % s.q_blocks;
-      quantize_qk<true, MapQ>(p, s_raw, b, h * s.q_per_group + qh, blk);
+      quantize_qk<true, MapQ>(p, s_raw, b, h * s.q_per_group + qh, blk,
+                              dense_qk_item<true, BQ>(p, b, h * s.q_per_group + qh, blk));
       break;
     }
   }
@@ -977,25 +1021,127 @@ __device__ __forceinline__ void quantize_cluster(const QuantizeParams& p) {
   const i64 t1 = len_pad - t0 < T ? len_pad : t0 + T;
 #pragma unroll 1
   for (i64 blk = t0 / BK; blk < t1 / BK; ++blk) {
-    quantize_qk<false, MapK>(p, s_raw, b, h, blk, s_ksum);
+    quantize_qk<false, MapK>(p, s_raw, b, h, blk, dense_qk_item<false, BK>(p, b, h, blk), s_ksum);
     __syncthreads();  // the next item rewrites the scratch
   }
 #pragma unroll 1
   for (i64 tile = t0 / MapV::ROWS; tile < t1 / MapV::ROWS; ++tile) {
-    quantize_v<MapV>(p, s_raw, b, h, tile, s_vst);
+    quantize_v<MapV>(p, s_raw, b, h, tile, dense_v_item<MapV::ROWS>(p, b, h, tile), s_vst);
     __syncthreads();
   }
   const u32 qpg = static_cast<u32>(p.q_heads) / static_cast<u32>(p.kv_heads);
   const u32 q_blocks = static_cast<u32>((p.q_len + BQ - 1) / BQ);
 #pragma unroll 1
   for (u32 i = rank; i < qpg * q_blocks; i += C) {
-    quantize_qk<true, MapQ>(p, s_raw, b, h * qpg + i / q_blocks, i % q_blocks, s_ksum);
+    const i64 hq = h * qpg + i / q_blocks, blk = i % q_blocks;
+    quantize_qk<true, MapQ>(p, s_raw, b, hq, blk, dense_qk_item<true, BQ>(p, b, hq, blk), s_ksum);
     __syncthreads();
   }
 }
 #endif
 
+// ---------------------------------------------------------------------------------------------
+// sage2_varlen_table (SAGE2_QUANT_OP 7): one CTA builds the sequence table and the block maps of
+// a varlen call from the caller's arrays (include/sage2/sage2.hpp SeqLens), so that lengths stay
+// on the device (a graph replays new lengths). Packed: sequence s = tokens [cu[s], cu[s+1]);
+// key padding (no cu arrays): q_len tokens of batch entry s, and kv_lens[s] keys. Arrays that
+// break the rules (cu[0] != 0, decreasing, past the tensor, kv_lens outside [0, Nk]) empty the
+// maps, so no later kernel does anything, and fill the output and LSE with NaN.
+#if SAGE2_QUANT_OP == 7
+constexpr int TABLE_THREADS = THREADS;
+__device__ __forceinline__ void varlen_table(const QuantizeParams& p) {
+  __shared__ i32 s_q[TABLE_THREADS], s_k[TABLE_THREADS];
+  __shared__ i32 s_carry[2];
+  __shared__ int s_bad;
+  const int tid = threadIdx.x;
+  if (tid == 0) { s_carry[0] = s_carry[1] = 0; s_bad = 0; }
+  __syncthreads();
+  const bool packed = p.cu_q != nullptr;
+#pragma unroll 1
+  for (i64 base = 0; base < p.batch; base += TABLE_THREADS) {
+    const i64 s = base + tid;
+    sage2::dev::SeqEntry e{};
+    bool bad = false;
+    if (s < p.batch) {
+      if (packed) {
+        const i64 q0 = p.cu_q[s], q1 = p.cu_q[s + 1], k0 = p.cu_k[s], k1 = p.cu_k[s + 1];
+        bad = (s == 0 && (q0 != 0 || k0 != 0)) || q1 < q0 || k1 < k0 || q1 > p.total_q || k1 > p.total_k;
+        e.q_start = static_cast<i32>(q0);
+        e.q_len = static_cast<i32>(q1 - q0);
+        e.k_start = static_cast<i32>(k0);
+        e.k_len = static_cast<i32>(k1 - k0);
+      } else {
+        const i64 kl = p.kv_lens[s];
+        bad = kl < 0 || kl > p.kv_len;
+        e.q_start = 0;
+        e.q_len = static_cast<i32>(p.q_len);
+        e.k_start = 0;
+        e.k_len = static_cast<i32>(kl);
+      }
+      if (bad) e.q_len = e.k_len = 0;
+    }
+    if (bad) s_bad = 1;
+    // Inclusive scans of the block counts (Hillis-Steele: a one-CTA set-up kernel).
+    s_q[tid] = (e.q_len + BQ - 1) / BQ;
+    s_k[tid] = (e.k_len + BK - 1) / BK;
+    __syncthreads();
+#pragma unroll 1
+    for (int d = 1; d < TABLE_THREADS; d *= 2) {
+      const i32 aq = tid >= d ? s_q[tid - d] : 0, ak = tid >= d ? s_k[tid - d] : 0;
+      __syncthreads();
+      s_q[tid] += aq;
+      s_k[tid] += ak;
+      __syncthreads();
+    }
+    if (s < p.batch) {
+      e.q_blk = s_carry[0] + s_q[tid] - (e.q_len + BQ - 1) / BQ;
+      e.k_blk = s_carry[1] + s_k[tid] - (e.k_len + BK - 1) / BK;
+      p.seqs[s] = e;
+    }
+    __syncthreads();
+    if (tid == 0) { s_carry[0] += s_q[TABLE_THREADS - 1]; s_carry[1] += s_k[TABLE_THREADS - 1]; }
+    __syncthreads();
+  }
+  // The bounds hold for valid lengths (Σ ceil(len / b) <= ceil(total / b) + B); kept as a check.
+  if (tid == 0 && (s_carry[0] > p.q_map_len || s_carry[1] > p.k_map_len)) s_bad = 1;
+  __syncthreads();
+  const bool bad = s_bad != 0;
+  // Block maps: the sequence of packed block X is the last one starting at or before X (empty
+  // sequences after it start past X).
+#pragma unroll 1
+  for (int kv = 0; kv < 2; ++kv) {
+    i32* map = kv ? p.k_map : p.q_map;
+    const i64 n = kv ? p.k_map_len : p.q_map_len, used = bad ? 0 : s_carry[kv];
+#pragma unroll 1
+    for (i64 X = tid; X < n; X += TABLE_THREADS) {
+      i32 seq = sage2::dev::kNoSeq;
+      if (X < used) {
+        i64 lo = 0, hi = p.batch - 1;
+        while (lo < hi) {
+          const i64 mid = (lo + hi + 1) / 2;
+          if ((kv ? p.seqs[mid].k_blk : p.seqs[mid].q_blk) <= X) lo = mid; else hi = mid - 1;
+        }
+        seq = static_cast<i32>(lo);
+      }
+      map[X] = seq;
+    }
+  }
+  if (!bad) return;
+  const u16 nan16 = IN_BF16 ? static_cast<u16>(0x7fc0u) : static_cast<u16>(0x7e00u);
+  const i64 rows = p.out_batch * p.q_heads * p.out_seq;
+#pragma unroll 1
+  for (i64 i = tid; i < rows * HD; i += TABLE_THREADS) {
+    const i64 r = i / HD, c = i % HD;
+    const i64 b = r / (p.q_heads * p.out_seq), h = (r / p.out_seq) % p.q_heads, n = r % p.out_seq;
+    static_cast<u16*>(p.out)[b * p.o_stride_batch + h * p.o_stride_head + n * p.o_stride_seq + c] = nan16;
+  }
+  if (p.lse)
+    for (i64 i = tid; i < p.lse_count; i += TABLE_THREADS) p.lse[i] = ptx::bits_f32(0x7fc00000u);
+}
+#endif
+
 }  // namespace qz
+
 
 // ---------------------------------------------------------------------------------------------
 // Entry points (names = jit::KernelSpec::entry_name()). Split path: (b, h, block) from the grid
@@ -1017,20 +1163,51 @@ sage2_quantize_k(sage2::dev::QuantizeParams p) {
   constexpr bool IS_Q = SAGE2_QUANT_OP == 2;
   qz::check_block_dim();
   __shared__ alignas(16) u8 s_raw[qz::qk_smem_bytes<IS_Q, qz::MapS>()];
+  constexpr int rows = IS_Q ? SAGE2_BQ : SAGE2_BK;
+  if (SAGE2_VARLEN) {  // x = packed block, y = head
+    const i64 X = blockIdx.x, h = blockIdx.y;
+    const i32 s = (IS_Q ? p.q_map : p.k_map)[X];
+    if (X >= (IS_Q ? p.q_map_len : p.k_map_len) || h >= (IS_Q ? p.q_heads : p.kv_heads) || s == sage2::dev::kNoSeq) return;
+    const sage2::dev::SeqEntry e = p.seqs[s];
+    qz::SeqItem si;
+    si.len = IS_Q ? e.q_len : e.k_len;
+    si.kv_len = e.k_len;
+    si.n0 = IS_Q ? e.q_start : e.k_start;
+    si.out_blk = h * (IS_Q ? p.q_map_len : p.k_map_len) + X;
+    si.v_row0 = si.v_pitch = 0;
+    qz::quantize_qk<IS_Q, qz::MapS>(p, s_raw, s, h, X - (IS_Q ? e.q_blk : e.k_blk), si);
+    return;
+  }
   i64 b, h, bh;
   const i64 len = IS_Q ? p.q_len : p.kv_len;
-  const i64 rows = IS_Q ? SAGE2_BQ : SAGE2_BK;
   if (!qz::decode_bh(p.batch, IS_Q ? p.q_heads : p.kv_heads, b, h, bh) || blockIdx.x >= (len + rows - 1) / rows) return;
-  qz::quantize_qk<IS_Q, qz::MapS>(p, s_raw, b, h, blockIdx.x);
+  qz::quantize_qk<IS_Q, qz::MapS>(p, s_raw, b, h, blockIdx.x, qz::dense_qk_item<IS_Q, rows>(p, b, h, blockIdx.x));
 }
 #elif SAGE2_QUANT_OP == 4
 extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, SAGE2_QZ_MIN_CTAS) sage2_quantize_v(sage2::dev::QuantizeParams p) {
   qz::check_block_dim();
   __shared__ alignas(16) u8 s_raw[qz::v_smem_bytes<qz::MapS>()];
+  constexpr int ROWS = qz::MapS::ROWS;
+  if (SAGE2_VARLEN) {  // x = packed V tile (BK / ROWS per KV block), y = kv head
+    constexpr i64 TPB = SAGE2_BK / ROWS;
+    const i64 X = blockIdx.x, h = blockIdx.y;
+    if (X >= p.k_map_len * TPB || h >= p.kv_heads) return;
+    const i32 s = p.k_map[X / TPB];
+    if (s == sage2::dev::kNoSeq) return;
+    const sage2::dev::SeqEntry e = p.seqs[s];
+    qz::SeqItem si;
+    si.len = si.kv_len = e.k_len;
+    si.n0 = e.k_start;
+    si.v_pitch = p.k_map_len * SAGE2_BK;
+    si.v_row0 = h * qz::D_V;
+    si.out_blk = X * ROWS;
+    qz::quantize_v<qz::MapS>(p, s_raw, s, h, X - e.k_blk * TPB, si);
+    return;
+  }
   i64 b, h, bh;
   const i64 len_pad = (p.kv_len + SAGE2_BK - 1) / SAGE2_BK * SAGE2_BK;
-  if (!qz::decode_bh(p.batch, p.kv_heads, b, h, bh) || blockIdx.x >= len_pad / qz::MapS::ROWS) return;
-  qz::quantize_v<qz::MapS>(p, s_raw, b, h, blockIdx.x);
+  if (!qz::decode_bh(p.batch, p.kv_heads, b, h, bh) || blockIdx.x >= len_pad / ROWS) return;
+  qz::quantize_v<qz::MapS>(p, s_raw, b, h, blockIdx.x, qz::dense_v_item<ROWS>(p, b, h, blockIdx.x));
 }
 #elif SAGE2_QUANT_OP == 5
 // (3 CTAs per SM at 256 threads, <= 80 registers, spills the cached Q/K rows: left at 1.)
@@ -1043,6 +1220,11 @@ extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, SAGE2_QZ_MIN_CTAS
   qz::check_block_dim();
   qz::quantize_cluster(p);
 }
+#elif SAGE2_QUANT_OP == 7
+extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, 1) sage2_varlen_table(sage2::dev::QuantizeParams p) {
+  qz::check_block_dim();
+  qz::varlen_table(p);
+}
 #else
-#error "SAGE2_QUANT_OP must be 1..6"
+#error "SAGE2_QUANT_OP must be 1..7"
 #endif

@@ -18,6 +18,7 @@
 //    smooth_k); the inputs a launch does not read may be null too.
 #pragma once
 
+#include "seq_table.cuh"
 #include "types.cuh"
 
 namespace sage2 {
@@ -65,6 +66,23 @@ struct QuantizeParams {
 
   // ---- cluster stage only (appended; jit::quantize_cluster_plan)
   i64 cluster_chunk;  // tokens per CTA of a cluster (a multiple of bk)
+
+  // ---- variable-length calls only (appended; SAGE2_VARLEN, templates/seq_table.cuh). batch =
+  // sequences; q_len / kv_len: the tensors' token rows per batch entry (key padding: Nq, Nk).
+  const i32* cu_q;      // packed: [batch + 1] (null: key padding)
+  const i32* cu_k;      // packed: [batch + 1]
+  const i32* kv_lens;   // key padding: [batch]
+  SeqEntry* seqs;       // [batch]            written by sage2_varlen_table
+  i32* q_map;           // [q_map_len]        sequence of each packed Q block (kNoSeq: none)
+  i32* k_map;           // [k_map_len]
+  i64 q_map_len, k_map_len;  // packed blocks per head (jit::QuantBuffers q_blocks / k_blocks)
+  i64 total_q, total_k;      // packed: the tensors' token counts
+  // Invalid arrays: sage2_varlen_table writes NaN to out [out_batch, q_heads, out_seq, head_dim]
+  // (element strides, input dtype) and to lse[0, lse_count).
+  void* out;
+  i64 out_batch, out_seq, o_stride_batch, o_stride_head, o_stride_seq;
+  float* lse;
+  i64 lse_count;
 };
 
 // Work items of sage2_quantize_fused, in the order the device counter hands them out. A group g
