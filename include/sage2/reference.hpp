@@ -427,4 +427,50 @@ struct EmulationResult {
 EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const TensorRef& v,
                                   const KernelConfig& config, const EmulationOptions& options = {});
 
+// ---------------------------------------------------------------------------------------------
+// Variable-length batches: the host twin of sage2::SeqLens and Context::attention_varlen, with
+// the length arrays in host vectors. Two forms, as in SeqLens:
+//  Packed: cu_seqlens_q and cu_seqlens_k (B + 1 entries each) set, kv_lens empty. q is a view
+//    with batch 1 of the packed [total_q, Hq, d] tensor (TensorRef::nhd(data, dtype, 1, Hq,
+//    total_q, d), or HostTensor(dtype, 1, Hq, total_q, d, true)), k and v of [total_k, Hkv, d]
+//    (any strides as elsewhere). Sequence b holds tokens [cu_q[b], cu_q[b+1]) of q and
+//    [cu_k[b], cu_k[b+1]) of k and v.
+//  Key padding: kv_lens (B entries, B = q.batch) set, the cu vectors empty. q [B, Hq, Nq, d],
+//    k and v [B, Hkv, Nk, d] as for a dense call; query rows of batch b see keys [0, kv_lens[b]).
+// Sequence b is exactly the dense problem of that sequence alone (batch 1, q_len = len_q[b],
+// kv_len = len_k[b]; the causal masks aligned per sequence: BottomRight is j <= i + len_k - len_q
+// of the sequence), and the varlen functions compute it by calling exact_attention /
+// emulate_attention on views of that sequence: every result row of sequence b is bit-identical
+// to the dense call's. Special lengths: len_q = 0 has no rows; len_k = 0 (len_q > 0) gives O = 0
+// and LSE = -inf on every row (no visible key, the rule above).
+// Results: packed → batch 1, heads Hq, q_len = total_q (= q.seq): o [Hq][total_q][dim] and lse
+// [Hq][total_q], the layout of the GPU's packed LSE; rows [cu_q[B], total_q) belong to no sequence
+// and hold NaN in o and lse (the GPU leaves them untouched: they have no defined value). Key
+// padding → the dense shapes ([B][Hq][Nq][dim], lse [B][Hq][Nq]).
+// Errors: InvalidArgument naming the array and the entry for lengths that break SeqLens's rules
+// (cu[0] != 0, a decreasing cu, cu[B] beyond the tensor's tokens, B < 1, cu_q/cu_k sizes that
+// differ, a packed tensor with batch != 1, kv_lens[b] outside [0, Nk], kv_lens.size() != B, both
+// forms or neither). (The GPU finds such arrays on the device and writes NaN instead.)
+struct HostSeqLens {
+  std::vector<std::int32_t> cu_seqlens_q, cu_seqlens_k;   // packed form: B + 1 entries each
+  std::vector<std::int32_t> kv_lens;                      // key-padding form: B entries
+
+  // The packed form of per-sequence lengths (cu = 0 and the running sums).
+  static HostSeqLens packed_from_lengths(const std::vector<std::int32_t>& len_q,
+                                         const std::vector<std::int32_t>& len_k);
+  static HostSeqLens key_padding(std::vector<std::int32_t> kv_lens);
+  bool packed() const { return !cu_seqlens_q.empty() || !cu_seqlens_k.empty(); }
+  // B: cu_seqlens_q.size() - 1 (packed) or kv_lens.size() (key padding); 0 when neither is set.
+  std::int64_t batch() const;
+};
+
+ExactResult exact_attention_varlen(const TensorRef& q, const TensorRef& k, const TensorRef& v,
+                                   const HostSeqLens& lens, const AttentionOptions& options = {});
+// options.stage is not accepted (each sequence has its own quantize stage): InvalidArgument.
+// config.smooth_q is computed per sequence like every other statistic, although the GPU's varlen
+// path does not offer smooth-Q (SeqLens); pass the config of the call being checked.
+EmulationResult emulate_attention_varlen(const TensorRef& q, const TensorRef& k, const TensorRef& v,
+                                         const HostSeqLens& lens, const KernelConfig& config,
+                                         const EmulationOptions& options = {});
+
 }  // namespace sage2::reference
