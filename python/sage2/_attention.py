@@ -4,6 +4,7 @@ torch's current stream with a workspace owned by torch's caching allocator.
 Eager calls go straight to the C library. Under torch.compile (and for any tracing with fake or
 functional tensors, or when autograd would record the call) the same work runs behind the opaque
 custom op ``torch.ops.sage2.sageattn``, whose fake implementation gives the output shapes.
+A call with kv_lens (key padding) goes to _varlen.py (sage2_attention_varlen), never the fast path.
 """
 import ctypes
 import math

@@ -139,7 +139,9 @@ def _outputs(q, lse_shape, return_lse):
 
 
 def _no_keys(out, lse):
-    """No key anywhere: every row sees nothing (sage2's convention: O = 0, LSE = -inf)."""
+    """No key anywhere: every row sees nothing (sage2's convention: O = 0, LSE = -inf). The library
+    takes no empty tensor, so this is answered here, as sageattn does; valid lengths can only be 0
+    then, and invalid ones are not looked at (no NaN), since nothing runs on the device."""
     out.zero_()
     lse.fill_(-math.inf)
     return out, lse
