@@ -255,8 +255,11 @@ def _run(q, k, v, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smoot
                                   lse.data_ptr() if return_lse else None, None, 0)
     key = _ws_key(q, k, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v, v=v)
     br = ctypes.byref
-    ws_bytes = _workspace_bytes(key, lambda n: L.sage2_workspace_size(ctx, br(tq), br(tk), br(tv), br(to), br(params), n),
-                                "sage2_workspace_size")
+
+    def query(n):
+        return L.sage2_workspace_size(ctx, br(tq), br(tk), br(tv), br(to), br(params), n)
+
+    ws_bytes = _workspace_bytes(key, query, "sage2_workspace_size")
     ws = _attach_workspace(params, ws_bytes, dev)
     stream = _raw_stream(index)
     _lib.check(L.sage2_attention(ctx, ctypes.byref(tq), ctypes.byref(tk), ctypes.byref(tv), ctypes.byref(to),

@@ -35,7 +35,8 @@ _SymInt = getattr(torch, "SymInt", int)
 def _check_lens(t, name, where, q):
     """An int32, 1-D, contiguous CUDA tensor on q's device."""
     if not isinstance(t, torch.Tensor):
-        raise TypeError("%s: %s must be a torch.Tensor (int32, on q's device), got %s" % (where, name, type(t).__name__))
+        raise TypeError("%s: %s must be a torch.Tensor (int32, on q's device), got %s"
+                        % (where, name, type(t).__name__))
     if t.dtype != torch.int32:
         raise TypeError("%s: %s has dtype %s; it must be torch.int32" % (where, name, t.dtype))
     if t.dim() != 1:
@@ -121,9 +122,11 @@ def _call(dev, tq, tk, tv, to, lens, params, key):
     L = _lib.require_varlen()
     ctx = _lib.context(index)
     br = ctypes.byref
-    nbytes = _A._workspace_bytes(
-        key, lambda n: L.sage2_workspace_size_varlen(ctx, br(tq), br(tk), br(tv), br(to), br(lens), br(params), n),
-        "sage2_workspace_size_varlen")
+
+    def query(n):
+        return L.sage2_workspace_size_varlen(ctx, br(tq), br(tk), br(tv), br(to), br(lens), br(params), n)
+
+    nbytes = _A._workspace_bytes(key, query, "sage2_workspace_size_varlen")
     ws = _A._attach_workspace(params, nbytes, dev)
     stream = _A._raw_stream(index)
     _lib.check(L.sage2_attention_varlen(ctx, br(tq), br(tk), br(tv), br(to), br(lens), br(params),

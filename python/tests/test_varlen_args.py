@@ -80,7 +80,8 @@ class FakeLib:
         n._obj.value = 4096
         return 0
     def sage2_attention(self, ctx, q, k, v, o, p, stream):
-        self.calls.append(self._record("dense", q, k, v, o, p, stream=ctypes.c_void_p(getattr(stream, "value", stream))))
+        stream = ctypes.c_void_p(getattr(stream, "value", stream))  # the fast path passes the raw int
+        self.calls.append(self._record("dense", q, k, v, o, p, stream=stream))
         return self.fail
     def _workspace_size_varlen(self, ctx, q, k, v, o, lens, p, n):
         self.ws_queries.append(self._record("varlen", q, k, v, o, p, lens))
@@ -143,12 +144,14 @@ cases = [
     (lambda: V(q, T(300, 2, 64, strides=(0, 64, 1)), v, cq, ck), ValueError, "k has stride 0 on dim 0"),
     (lambda: V(q, k, v, None, ck), TypeError, "cu_seqlens_q must be a torch.Tensor"),
     (lambda: V(q, k, v, cq, [0, 10]), TypeError, "cu_seqlens_k must be a torch.Tensor"),
-    (lambda: V(q, k, v, lens(5, dtype=torch.int64), ck), TypeError, "cu_seqlens_q has dtype torch.int64; it must be torch.int32"),
+    (lambda: V(q, k, v, lens(5, dtype=torch.int64), ck), TypeError,
+     "cu_seqlens_q has dtype torch.int64; it must be torch.int32"),
     (lambda: V(q, k, v, cq, lens(5, dtype=F16)), TypeError, "cu_seqlens_k has dtype torch.float16"),
     (lambda: V(q, k, v, T(1, 5, dtype=I32), ck), ValueError, "cu_seqlens_q must be 1-D"),
     (lambda: V(q, k, v, cq, lens(5, dev="cpu")), ValueError, "cu_seqlens_k is on device 'device(cpu:None)'"),
     (lambda: V(q, k, v, lens(5, dev="cuda:1"), ck), ValueError, "cu_seqlens_q is on device(cuda:1) but q is on"),
-    (lambda: V(q, k, v, lens(5, strides=(2,)), ck), ValueError, "cu_seqlens_q must be contiguous (stride 1), got stride 2"),
+    (lambda: V(q, k, v, lens(5, strides=(2,)), ck), ValueError,
+     "cu_seqlens_q must be contiguous (stride 1), got stride 2"),
     (lambda: V(q, k, v, lens(1), lens(1)), ValueError, "cu_seqlens_q has 1 entries; it needs B + 1 >= 2"),
     (lambda: V(q, k, v, lens(0), lens(0)), ValueError, "cu_seqlens_q has 0 entries"),
     (lambda: V(q, k, v, cq, lens(4)), ValueError, "cu_seqlens_k has 4 entries but cu_seqlens_q has 5"),
@@ -339,7 +342,8 @@ def _fake_torch_env(tmp_path):
     (pkg / "torch" / "nn").mkdir(parents=True)
     (pkg / "torch" / "__init__.py").write_text(FAKE_TORCH_VARLEN + "\nfrom . import nn\n")
     (pkg / "torch" / "nn" / "__init__.py").write_text("from . import functional\n")
-    (pkg / "torch" / "nn" / "functional.py").write_text("def scaled_dot_product_attention(*a, **k): raise RuntimeError\n")
+    (pkg / "torch" / "nn" / "functional.py").write_text(
+        "def scaled_dot_product_attention(*a, **k): raise RuntimeError\n")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(pkg), PYTHON_DIR])
     env["SAGE2_LIBRARY"] = "/nonexistent/libsage2.so"  # the fake library replaces it
