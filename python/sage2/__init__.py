@@ -4,6 +4,7 @@ Thin Python binding over the C ABI of libsage2 (ctypes; nothing is compiled at i
 
     import sage2
     out = sage2.sageattn(q, k, v, tensor_layout="HND", is_causal=False)
+    out = sage2.sageattn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k)   # packed variable-length batch
 
 ``import sage2`` works without the native library and without torch. The library is looked for
 at import ($SAGE2_LIBRARY, the libsage2.so inside the package — a wheel carries one —,
@@ -57,6 +58,7 @@ else:
 
 if _torch is not None:
     from ._attention import OPTIONS, sageattn  # noqa: F401  (registers torch.ops.sage2.sageattn)
+    from ._varlen import sageattn_varlen  # noqa: F401  (torch.ops.sage2.sageattn_varlen)
     from .sdpa import SdpaPatch, patch_sdpa, scaled_dot_product_attention  # noqa: F401
 else:
     OPTIONS = {}
@@ -64,6 +66,10 @@ else:
     def sageattn(*args, **kwargs):  # noqa: D401
         """Needs torch >= 2.4; raises ImportError here."""
         raise ImportError("sage2.sageattn needs PyTorch: " + _TORCH_PROBLEM)
+
+    def sageattn_varlen(*args, **kwargs):
+        """Needs torch >= 2.4; raises ImportError here."""
+        raise ImportError("sage2.sageattn_varlen needs PyTorch: " + _TORCH_PROBLEM)
 
     def scaled_dot_product_attention(*args, **kwargs):
         raise ImportError("sage2.scaled_dot_product_attention needs PyTorch: " + _TORCH_PROBLEM)
@@ -88,6 +94,7 @@ def info() -> dict:
 
 __all__ = [
     "sageattn",
+    "sageattn_varlen",
     "scaled_dot_product_attention",
     "patch_sdpa",
     "OPTIONS",

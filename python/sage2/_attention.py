@@ -4,6 +4,7 @@ torch's current stream with a workspace owned by torch's caching allocator.
 Eager calls go straight to the C library. Under torch.compile (and for any tracing with fake or
 functional tensors, or when autograd would record the call) the same work runs behind the opaque
 custom op ``torch.ops.sage2.sageattn``, whose fake implementation gives the output shapes.
+A call with kv_lens (key padding) goes to _varlen.py (sage2_attention_varlen), never the fast path.
 """
 import ctypes
 import math
@@ -12,6 +13,7 @@ import threading
 import torch
 
 from . import _lib
+from . import _varlen  # sageattn(kv_lens=...) runs there; it registers torch.ops.sage2.sageattn_varlen
 
 __all__ = ["sageattn", "OPTIONS"]
 
@@ -37,43 +39,47 @@ def _dims(t, layout):
     return s[0], s[2], s[1], s[3]
 
 
-def _check_tensors(q, k, v):
+_RANK4 = "4-D ([B, H, N, D] for 'HND', [B, N, H, D] for 'NHD')"
+
+
+def _check_tensors(q, k, v, where="sage2.sageattn", rank=4, rank_text=_RANK4):
     """Types, then ranks, then dtypes, then devices: the first problem found is named."""
     qkv = ((q, "q"), (k, "k"), (v, "v"))
     for t, name in qkv:
         if not isinstance(t, torch.Tensor):
-            raise TypeError("sage2.sageattn: %s must be a torch.Tensor, got %s" % (name, type(t).__name__))
+            raise TypeError("%s: %s must be a torch.Tensor, got %s" % (where, name, type(t).__name__))
     for t, name in qkv:
-        if t.dim() != 4:
-            raise ValueError("sage2.sageattn: %s must be 4-D ([B, H, N, D] for 'HND', [B, N, H, D] for 'NHD'), "
-                             "got %d-D with shape %s" % (name, t.dim(), tuple(t.shape)))
+        if t.dim() != rank:
+            raise ValueError("%s: %s must be %s, got %d-D with shape %s" % (where, name, rank_text, t.dim(),
+                                                                           tuple(t.shape)))
     for t, name in qkv:
         if t.dtype not in _DTYPES:
-            raise TypeError("sage2.sageattn: %s has dtype %s; sage2 takes torch.float16 or torch.bfloat16"
-                            % (name, t.dtype))
+            raise TypeError("%s: %s has dtype %s; sage2 takes torch.float16 or torch.bfloat16" % (where, name, t.dtype))
     for t, name in qkv[1:]:
         if t.dtype != q.dtype:
-            raise TypeError("sage2.sageattn: %s has dtype %s but q has %s; q, k and v must share one dtype"
-                            % (name, t.dtype, q.dtype))
+            raise TypeError("%s: %s has dtype %s but q has %s; q, k and v must share one dtype"
+                            % (where, name, t.dtype, q.dtype))
     for t, name in qkv:
         if t.device.type != "cuda":
-            raise ValueError("sage2.sageattn: %s is on device '%s'; sage2 needs CUDA tensors" % (name, t.device))
+            raise ValueError("%s: %s is on device '%s'; sage2 needs CUDA tensors" % (where, name, t.device))
     for t, name in qkv[1:]:
         if t.device != q.device:
-            raise ValueError("sage2.sageattn: %s is on %s but q is on %s; all tensors must be on one device"
-                             % (name, t.device, q.device))
+            raise ValueError("%s: %s is on %s but q is on %s; all tensors must be on one device"
+                             % (where, name, t.device, q.device))
 
 
-def _check_strides(t, name):
+def _check_strides(t, name, where="sage2.sageattn"):
+    """A contiguous last dim, and no stride 0 (broadcast) on another dim of size > 1."""
     st = t.stride()
     sz = t.shape
-    if sz[3] > 1 and st[3] != 1:
-        raise ValueError("sage2.sageattn: %s must have a contiguous last dim (stride 1), got strides %s; "
-                         "call .contiguous() first" % (name, tuple(st)))
-    for i in range(3):
+    last = len(sz) - 1
+    if sz[last] > 1 and st[last] != 1:
+        raise ValueError("%s: %s must have a contiguous last dim (stride 1), got strides %s; "
+                         "call .contiguous() first" % (where, name, tuple(st)))
+    for i in range(last):
         if sz[i] > 1 and st[i] == 0:
-            raise ValueError("sage2.sageattn: %s has stride 0 on dim %d of size %d (an expanded/broadcast view); "
-                             "sage2 needs distinct memory per element: use .contiguous()" % (name, i, sz[i]))
+            raise ValueError("%s: %s has stride 0 on dim %d of size %d (an expanded/broadcast view); "
+                             "sage2 needs distinct memory per element: use .contiguous()" % (where, name, i, sz[i]))
 
 
 def _normalize(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, options):
@@ -107,27 +113,32 @@ def _normalize(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, options)
         raise ValueError("sage2.sageattn: head dim must be at least 1, got %d" % dq)
     for t, n in ((q, "q"), (k, "k"), (v, "v")):
         _check_strides(t, n)
+    return (tensor_layout,) + _normalize_scalars(is_causal, sm_scale, return_lse, options)
 
+
+def _normalize_scalars(is_causal, sm_scale, return_lse, options, where="sage2.sageattn"):
+    """(causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v) of the C call from the
+    scalar arguments and **options; raises TypeError/ValueError naming the first bad one."""
     if not isinstance(is_causal, (bool, int)) or isinstance(is_causal, int) and is_causal not in (0, 1):
-        raise TypeError("sage2.sageattn: is_causal must be a bool, got %r" % (is_causal,))
+        raise TypeError("%s: is_causal must be a bool, got %r" % (where, is_causal))
     if sm_scale is None:
         scale = 0.0  # the C default: 1/sqrt(head dim)
     else:
         if isinstance(sm_scale, bool) or not isinstance(sm_scale, (int, float)):
-            raise TypeError("sage2.sageattn: sm_scale must be a float or None, got %s" % type(sm_scale).__name__)
+            raise TypeError("%s: sm_scale must be a float or None, got %s" % (where, type(sm_scale).__name__))
         scale = float(sm_scale)
         if not (math.isfinite(scale) and scale > 0.0):
-            raise ValueError("sage2.sageattn: sm_scale=%r must be finite and > 0" % (sm_scale,))
+            raise ValueError("%s: sm_scale=%r must be finite and > 0" % (where, sm_scale))
     if not isinstance(return_lse, (bool, int)):
-        raise TypeError("sage2.sageattn: return_lse must be a bool, got %r" % (return_lse,))
+        raise TypeError("%s: return_lse must be a bool, got %r" % (where, return_lse))
 
     for key in options:
         if key not in OPTIONS:
-            raise TypeError("sage2.sageattn: unexpected option %r (known: %s)" % (key, ", ".join(sorted(OPTIONS))))
+            raise TypeError("%s: unexpected option %r (known: %s)" % (where, key, ", ".join(sorted(OPTIONS))))
     align = options.get("causal_alignment", "top_left")
     if align not in _ALIGNMENTS:
-        raise ValueError("sage2.sageattn: causal_alignment=%r; expected 'top_left' (torch SDPA) or "
-                         "'bottom_right' (FlashAttention)" % (align,))
+        raise ValueError("%s: causal_alignment=%r; expected 'top_left' (torch SDPA) or "
+                         "'bottom_right' (FlashAttention)" % (where, align))
     causal = _ALIGNMENTS[align] if is_causal else _lib.SAGE2_CAUSAL_NONE
     qk_bits = options.get("qk_bits", None)
     if qk_bits is None:
@@ -135,21 +146,21 @@ def _normalize(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, options)
     elif not isinstance(qk_bits, bool) and isinstance(qk_bits, int) and qk_bits in (4, 8):
         bits = int(qk_bits)
     else:
-        raise ValueError("sage2.sageattn: qk_bits=%r; expected None (auto), 4 or 8" % (qk_bits,))
+        raise ValueError("%s: qk_bits=%r; expected None (auto), 4 or 8" % (where, qk_bits))
     sq = options.get("smooth_q", None)
     if sq is None:
         smooth_q = 0
     elif isinstance(sq, bool):
         smooth_q = 1 if sq else 2
     else:
-        raise TypeError("sage2.sageattn: smooth_q=%r; expected None (auto), True or False" % (sq,))
+        raise TypeError("%s: smooth_q=%r; expected None (auto), True or False" % (where, sq))
     flags = []
     for name in ("smooth_k", "smooth_v"):
         val = options.get(name, OPTIONS[name])
         if not isinstance(val, bool):
-            raise TypeError("sage2.sageattn: %s=%r; expected True or False" % (name, val))
+            raise TypeError("%s: %s=%r; expected True or False" % (where, name, val))
         flags.append(val)
-    return tensor_layout, causal, scale, bool(return_lse), bits, smooth_q, flags[0], flags[1]
+    return causal, scale, bool(return_lse), bits, smooth_q, flags[0], flags[1]
 
 
 # ---- the C call ---------------------------------------------------------------------------
@@ -178,12 +189,43 @@ _ws_cache = {}  # problem key -> workspace bytes
 _WS_CACHE_MAX = 4096
 
 
+def _device_index(dev):
+    return dev.index if dev.index is not None else torch.cuda.current_device()
+
+
+def _workspace_bytes(key, query, function):
+    """Bytes of workspace of a problem: cached by `key`, else query(c_size_t byref) -> status."""
+    n = _ws_cache.get(key)
+    if n is not None:
+        return n
+    out = ctypes.c_size_t(0)
+    _lib.check(query(ctypes.byref(out)), function)
+    n = out.value
+    with _ws_lock:
+        if len(_ws_cache) >= _WS_CACHE_MAX:
+            _ws_cache.clear()
+        _ws_cache[key] = n
+    return n
+
+
+def _attach_workspace(params, nbytes, dev):
+    """A workspace of `nbytes` from torch's caching allocator, 256-byte aligned, set into params;
+    returns the tensor, which the caller keeps alive until the C call is enqueued. torch's caching
+    allocator owns it: stream-ordered reuse, and inside CUDA graph capture it comes from the graph's
+    private pool, so replays see valid memory."""
+    if not nbytes:
+        return None
+    ws = torch.empty((nbytes + 256,), dtype=torch.uint8, device=dev)
+    params.workspace = (ws.data_ptr() + 255) // 256 * 256
+    params.workspace_bytes = nbytes
+    return ws
+
+
 def _ws_key(q, k, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v, v=None):
     """The workspace-size cache key of a normalized call (v's strides given by keyword)."""
     b, hq, nq, d = _dims(q, layout)
     _, hk, nk, _ = _dims(k, layout)
-    dev = q.device
-    index = dev.index if dev.index is not None else torch.cuda.current_device()
+    index = _device_index(q.device)
     return (index, layout, q.dtype, b, hq, hk, nq, nk, d, q.stride(), k.stride(), v.stride(), causal, qk_bits,
             smooth_q, smooth_k, smooth_v, return_lse)
 
@@ -204,7 +246,7 @@ def _run(q, k, v, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smoot
         out.zero_()
         lse.fill_(-math.inf)
         return out, lse
-    index = dev.index if dev.index is not None else torch.cuda.current_device()
+    index = _device_index(dev)
     L = _lib.lib()
     ctx = _lib.context(index)
     code = _DTYPES[q.dtype]
@@ -212,25 +254,13 @@ def _run(q, k, v, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smoot
     params = _lib.AttentionParams(causal, sm_scale, qk_bits, smooth_q, int(smooth_k), int(smooth_v),
                                   lse.data_ptr() if return_lse else None, None, 0)
     key = _ws_key(q, k, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v, v=v)
-    ws_bytes = _ws_cache.get(key)
-    if ws_bytes is None:
-        n = ctypes.c_size_t(0)
-        _lib.check(L.sage2_workspace_size(ctx, ctypes.byref(tq), ctypes.byref(tk), ctypes.byref(tv),
-                                          ctypes.byref(to), ctypes.byref(params), ctypes.byref(n)),
-                   "sage2_workspace_size")
-        ws_bytes = n.value
-        with _ws_lock:
-            if len(_ws_cache) >= _WS_CACHE_MAX:
-                _ws_cache.clear()
-            _ws_cache[key] = ws_bytes
-    ws = None
-    if ws_bytes:
-        # torch's caching allocator owns the workspace: stream-ordered reuse, and inside CUDA graph
-        # capture it comes from the graph's private pool, so replays see valid memory.
-        ws = torch.empty((ws_bytes + 256,), dtype=torch.uint8, device=dev)
-        ptr = ws.data_ptr()
-        params.workspace = (ptr + 255) // 256 * 256
-        params.workspace_bytes = ws_bytes
+    br = ctypes.byref
+
+    def query(n):
+        return L.sage2_workspace_size(ctx, br(tq), br(tk), br(tv), br(to), br(params), n)
+
+    ws_bytes = _workspace_bytes(key, query, "sage2_workspace_size")
+    ws = _attach_workspace(params, ws_bytes, dev)
     stream = _raw_stream(index)
     _lib.check(L.sage2_attention(ctx, ctypes.byref(tq), ctypes.byref(tk), ctypes.byref(tv), ctypes.byref(to),
                                  ctypes.byref(params), ctypes.c_void_p(stream)),
@@ -427,16 +457,21 @@ def _backward(ctx, grad_out, grad_lse):
 _sageattn_op.register_autograd(_backward, setup_context=_setup_context)
 
 
-def _use_op(q, k, v):
+def _use_op(*tensors):
+    """Whether a call on these tensors (None ignored) goes through its custom op rather than
+    straight to the C library: under torch.compile, for fake / functional / subclass tensors, and
+    when autograd would record it."""
     if torch.compiler.is_compiling():
         return True
-    if type(q) is not torch.Tensor or type(k) is not torch.Tensor or type(v) is not torch.Tensor:
+    ts = [t for t in tensors if t is not None]
+    if any(type(t) is not torch.Tensor for t in ts):
         return True  # fake / functional / subclass tensors: let the dispatcher handle them
-    return torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+    return torch.is_grad_enabled() and any(t.requires_grad for t in ts)
 
 
 # ---- public entry point -------------------------------------------------------------------
-def sageattn(q, k, v, tensor_layout="HND", is_causal=False, sm_scale=None, return_lse=False, **options):
+def sageattn(q, k, v, tensor_layout="HND", is_causal=False, sm_scale=None, return_lse=False, *, kv_lens=None,
+             **options):
     """SageAttention2 attention of torch tensors (fp16/bf16, CUDA).
 
     q: [B, Hq, Nq, D] ("HND") or [B, Nq, Hq, D] ("NHD"); k, v: [B, Hkv, Nk, D] / [B, Nk, Hkv, D] with
@@ -449,8 +484,16 @@ def sageattn(q, k, v, tensor_layout="HND", is_causal=False, sm_scale=None, retur
     sm_scale: default 1/sqrt(D). Options: qk_bits (None/4/8), smooth_q (None/True/False),
     smooth_k (True), smooth_v (False), causal_alignment.
 
+    kv_lens (keyword): an int32 CUDA tensor [B] on q's device; query rows of batch b then see keys
+    [0, kv_lens[b]) only (key padding; causal masks use kv_lens[b] as that batch's key length). The
+    values are read on the GPU, never on the host: values outside [0, Nk] make every output (and
+    LSE) NaN. smooth_q must stay None or False with it (None means off here). Needs a libsage2 with
+    sage2_attention_varlen (else UnsupportedError).
+
     Bad input raises TypeError/ValueError naming the argument before anything runs on the GPU;
     errors from the library raise sage2.Sage2Error subclasses carrying sage2_last_error()."""
+    if kv_lens is not None:  # key padding: sage2_attention_varlen, never the fast path below
+        return _varlen.kv_padded(q, k, v, kv_lens, tensor_layout, is_causal, sm_scale, return_lse, options)
     key = None
     if not torch.compiler.is_compiling() and type(q) is _Tensor and type(k) is _Tensor and type(v) is _Tensor:
         try:

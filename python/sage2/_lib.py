@@ -23,7 +23,10 @@ __all__ = [
     "LibraryNotFoundError",
     "Tensor",
     "AttentionParams",
+    "SeqLens",
     "lib",
+    "has_varlen",
+    "require_varlen",
     "library_path",
     "search_locations",
     "nvrtc_wheel_candidates",
@@ -143,6 +146,21 @@ class AttentionParams(ctypes.Structure):
         ("lse", ctypes.c_void_p),
         ("workspace", ctypes.c_void_p),
         ("workspace_bytes", ctypes.c_size_t),
+    ]
+
+
+class SeqLens(ctypes.Structure):
+    """sage2_seqlens: the lengths of a variable-length batch (issue 17). Pointers are int32 device
+    arrays; the unused ones NULL. Packed form: cu_seqlens_q and cu_seqlens_k ([batch + 1] each);
+    key padding: kv_lens ([batch]). max_seqlen_q/k: upper bounds of the lengths, 0 unknown."""
+
+    _fields_ = [
+        ("batch", ctypes.c_int64),
+        ("cu_seqlens_q", ctypes.c_void_p),
+        ("cu_seqlens_k", ctypes.c_void_p),
+        ("kv_lens", ctypes.c_void_p),
+        ("max_seqlen_q", ctypes.c_int64),
+        ("max_seqlen_k", ctypes.c_int64),
     ]
 
 
@@ -315,6 +333,15 @@ def _declare(L: ctypes.CDLL) -> None:
     if hasattr(L, "sage2_context_device_props"):
         L.sage2_context_device_props.restype = c_int
         L.sage2_context_device_props.argtypes = [c_void_p, P(c_int), P(c_int), P(ctypes.c_uint64)]
+    # Variable-length batches (issue 17); a library built before them lacks both (has_varlen()).
+    if hasattr(L, "sage2_attention_varlen"):
+        L.sage2_attention_varlen.restype = c_int
+        L.sage2_attention_varlen.argtypes = [c_void_p, P(Tensor), P(Tensor), P(Tensor), P(Tensor), P(SeqLens),
+                                             P(AttentionParams), c_void_p]
+    if hasattr(L, "sage2_workspace_size_varlen"):
+        L.sage2_workspace_size_varlen.restype = c_int
+        L.sage2_workspace_size_varlen.argtypes = [c_void_p, P(Tensor), P(Tensor), P(Tensor), P(Tensor), P(SeqLens),
+                                                  P(AttentionParams), P(c_size_t)]
 
 
 def _load() -> ctypes.CDLL:
@@ -414,6 +441,29 @@ def context(device: int) -> ctypes.c_void_p:
             c = out
             _contexts[device] = c
         return c
+
+
+_VARLEN_SYMBOLS = ("sage2_attention_varlen", "sage2_workspace_size_varlen")
+
+
+def has_varlen() -> bool:
+    """Whether the loaded library has the variable-length entry points (loads it; raises
+    LibraryNotFoundError)."""
+    L = lib()
+    return all(hasattr(L, n) for n in _VARLEN_SYMBOLS)
+
+
+def require_varlen():
+    """The loaded library, which must have sage2_attention_varlen and sage2_workspace_size_varlen;
+    an older one raises UnsupportedError (a NotImplementedError) saying so."""
+    L = lib()
+    missing = [n for n in _VARLEN_SYMBOLS if not hasattr(L, n)]
+    if missing:
+        raise UnsupportedError(
+            "this libsage2 (%s) predates variable-length batches: it lacks %s. Use a libsage2 built from a "
+            "source with sage2_attention_varlen (issue 17)" % (_lib_path or "unknown path", ", ".join(missing)),
+            SAGE2_ERROR_UNSUPPORTED, "sage2_attention_varlen")
+    return L
 
 
 def _string_out(fn, *args, size: int = 4096) -> str:

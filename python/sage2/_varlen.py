@@ -1,0 +1,296 @@
+"""Variable-length batches (issue 17) for torch tensors: sageattn_varlen() (the packed form of
+FlashAttention's varlen API) and the key-padding form behind sageattn(kv_lens=...).
+
+Both make one sage2_attention_varlen call on torch's current stream with a workspace from torch's
+caching allocator, as sageattn does. Under torch.compile (and for fake, functional or subclass
+tensors, or when autograd would record the call) the work runs behind the opaque custom op
+``torch.ops.sage2.sageattn_varlen``, whose fake implementation gives the output shapes.
+
+The length arrays are int32 CUDA tensors whose values are read on the GPU only: Python checks
+their dtype, rank, size, device and strides, never their values (no host synchronisation, so a CUDA
+graph captured once replays with new lengths of the same totals). Values that break the rules of
+include/sage2/sage2.hpp (SeqLens) make every output element and LSE NaN.
+"""
+import ctypes
+import math
+
+import torch
+
+from . import _lib
+
+# _attention imports this module at its top (sageattn(kv_lens=...) runs here), so its helpers are
+# used through the module object, at call time only.
+from . import _attention as _A
+
+__all__ = ["sageattn_varlen"]
+
+_WHERE = "sage2.sageattn_varlen"
+_PACKED = "packed"  # the custom op's tensor_layout for the packed form ([total, H, D] tensors)
+_RANK3 = "3-D ([total tokens, heads, head dim]: the sequences packed one after another)"
+_SMOOTH_Q_OFF = 2  # sage2_attention_params.smooth_q: 0 auto, 1 on, 2 off
+_SymInt = getattr(torch, "SymInt", int)
+
+
+# ---- argument checks (metadata only: traceable by dynamo, no device synchronisation) ------------
+def _check_lens(t, name, where, q):
+    """An int32, 1-D, contiguous CUDA tensor on q's device."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError("%s: %s must be a torch.Tensor (int32, on q's device), got %s"
+                        % (where, name, type(t).__name__))
+    if t.dtype != torch.int32:
+        raise TypeError("%s: %s has dtype %s; it must be torch.int32" % (where, name, t.dtype))
+    if t.dim() != 1:
+        raise ValueError("%s: %s must be 1-D, got %d-D with shape %s" % (where, name, t.dim(), tuple(t.shape)))
+    if t.device.type != "cuda":
+        raise ValueError("%s: %s is on device '%s'; it must be a CUDA tensor on q's device (its values are read "
+                         "on the GPU)" % (where, name, t.device))
+    if t.device != q.device:
+        raise ValueError("%s: %s is on %s but q is on %s; all tensors must be on one device"
+                         % (where, name, t.device, q.device))
+    stride = t.stride()[0]
+    if t.shape[0] > 1 and stride != 1:
+        raise ValueError("%s: %s must be contiguous (stride 1), got stride %d; call .contiguous() first"
+                         % (where, name, stride))
+
+
+def _max_len(x, name):
+    if x is None:
+        return 0
+    if isinstance(x, bool) or not isinstance(x, (int, _SymInt)):
+        raise TypeError("%s: %s must be an int or None, got %s" % (_WHERE, name, type(x).__name__))
+    if x < 0:
+        raise ValueError("%s: %s=%d must be >= 0 (0 or None: unknown)" % (_WHERE, name, x))
+    return x
+
+
+def _smooth_q_off(options, where):
+    """smooth_q of a varlen call: off. The library does not smooth Q in variable-length batches."""
+    if options.get("smooth_q") is True:
+        raise ValueError("%s: smooth_q=True is not supported with variable-length batches (sage2 does not smooth Q "
+                         "there); leave smooth_q None or False" % where)
+    return _SMOOTH_Q_OFF
+
+
+def _normalize_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, is_causal, sm_scale,
+                      return_lse, options):
+    """Checks every argument of sageattn_varlen and returns the scalar arguments of the C call:
+    (max_seqlen_q, max_seqlen_k, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v)."""
+    W = _WHERE
+    _A._check_tensors(q, k, v, W, 3, _RANK3)
+    tq, hq, dq = q.shape
+    tk, hk, dk = k.shape
+    tv, hv, dv = v.shape
+    if dk != dq:
+        raise ValueError("%s: k has head dim %d but q has %d" % (W, dk, dq))
+    if dv != dq:
+        raise ValueError("%s: v has head dim %d but q has %d (sage2 needs equal q/k/v head dims)" % (W, dv, dq))
+    if hv != hk or tv != tk:
+        raise ValueError("%s: v has %d tokens x %d heads but k has %d x %d; k and v must match" % (W, tv, hv, tk, hk))
+    if hk == 0 or hq % hk != 0:
+        raise ValueError("%s: q has %d heads, not a multiple of k/v's %d heads (GQA/MQA needs q heads = g x kv heads)"
+                         % (W, hq, hk))
+    if dq < 1:
+        raise ValueError("%s: head dim must be at least 1, got %d" % (W, dq))
+    for t, n in ((q, "q"), (k, "k"), (v, "v")):
+        _A._check_strides(t, n, W)
+    _check_lens(cu_seqlens_q, "cu_seqlens_q", W, q)
+    _check_lens(cu_seqlens_k, "cu_seqlens_k", W, q)
+    nq, nk = cu_seqlens_q.shape[0], cu_seqlens_k.shape[0]
+    if nq < 2:
+        raise ValueError("%s: cu_seqlens_q has %d entries; it needs B + 1 >= 2 (0, then the running total of the "
+                         "query lengths)" % (W, nq))
+    if nk != nq:
+        raise ValueError("%s: cu_seqlens_k has %d entries but cu_seqlens_q has %d; both need B + 1" % (W, nk, nq))
+    mq = _max_len(max_seqlen_q, "max_seqlen_q")
+    mk = _max_len(max_seqlen_k, "max_seqlen_k")
+    causal, scale, lse, bits, _, smooth_k, smooth_v = _A._normalize_scalars(is_causal, sm_scale, return_lse, options, W)
+    return mq, mk, causal, scale, lse, bits, _smooth_q_off(options, W), smooth_k, smooth_v
+
+
+# ---- the C call ---------------------------------------------------------------------------------
+def _packed_desc(t, code):
+    """sage2_tensor of a packed [total, H, D] tensor: the NHD view with batch 1."""
+    total, h, d = t.shape
+    st = t.stride()
+    return _lib.Tensor(t.data_ptr(), code, 1, h, total, d, total * st[0], st[1], st[0], 1)
+
+
+def _call(dev, tq, tk, tv, to, lens, params, key):
+    """sage2_workspace_size_varlen (cached by key), then sage2_attention_varlen on torch's current
+    stream with a workspace from torch's caching allocator."""
+    index = _A._device_index(dev)
+    L = _lib.require_varlen()
+    ctx = _lib.context(index)
+    br = ctypes.byref
+
+    def query(n):
+        return L.sage2_workspace_size_varlen(ctx, br(tq), br(tk), br(tv), br(to), br(lens), br(params), n)
+
+    nbytes = _A._workspace_bytes(key, query, "sage2_workspace_size_varlen")
+    ws = _A._attach_workspace(params, nbytes, dev)
+    stream = _A._raw_stream(index)
+    _lib.check(L.sage2_attention_varlen(ctx, br(tq), br(tk), br(tv), br(to), br(lens), br(params),
+                                        ctypes.c_void_p(stream)),
+               "sage2_attention_varlen")
+    del ws  # back to the caching allocator; later users on this stream are ordered after the call
+
+
+def _outputs(q, lse_shape, return_lse):
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    lse = torch.empty(lse_shape if return_lse else (0,), dtype=torch.float32, device=q.device)
+    return out, lse
+
+
+def _no_keys(out, lse):
+    """No key anywhere: every row sees nothing (sage2's convention: O = 0, LSE = -inf). The library
+    takes no empty tensor, so this is answered here, as sageattn does; valid lengths can only be 0
+    then, and invalid ones are not looked at (no NaN), since nothing runs on the device."""
+    out.zero_()
+    lse.fill_(-math.inf)
+    return out, lse
+
+
+def _run_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, sm_scale, return_lse,
+                qk_bits, smooth_q, smooth_k, smooth_v):
+    """Allocates the outputs ([total_q, Hq, D], LSE [Hq, total_q]) and runs the packed form.
+    Arguments are already normalized."""
+    _lib.require_varlen()  # an older library fails every call alike, empty ones included
+    tq, hq, d = q.shape
+    out, lse = _outputs(q, (hq, tq), return_lse)
+    if out.numel() == 0:
+        return out, lse
+    if k.shape[0] == 0:
+        return _no_keys(out, lse)
+    code = _A._DTYPES[q.dtype]
+    batch = cu_seqlens_q.shape[0] - 1
+    lens = _lib.SeqLens(batch, cu_seqlens_q.data_ptr(), cu_seqlens_k.data_ptr(), None, max_seqlen_q, max_seqlen_k)
+    params = _lib.AttentionParams(causal, sm_scale, qk_bits, smooth_q, int(smooth_k), int(smooth_v),
+                                  lse.data_ptr() if return_lse else None, None, 0)
+    # The workspace depends on shapes, strides and options, never on the lengths' values.
+    key = ("varlen-packed", _A._device_index(q.device), q.dtype, q.shape, k.shape, q.stride(), k.stride(), v.stride(),
+           batch, max_seqlen_q, max_seqlen_k, causal, qk_bits, smooth_q, smooth_k, smooth_v, return_lse)
+    _call(q.device, _packed_desc(q, code), _packed_desc(k, code), _packed_desc(v, code), _packed_desc(out, code), lens,
+          params, key)
+    return out, lse
+
+
+def _run_kv_padded(q, k, v, kv_lens, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v):
+    """Allocates the outputs (like q, LSE [B, Hq, Nq]) and runs the key-padding form. Arguments are
+    already normalized."""
+    _lib.require_varlen()
+    b, hq, nq, _ = _A._dims(q, layout)
+    out, lse = _outputs(q, (b, hq, nq), return_lse)
+    if out.numel() == 0:
+        return out, lse
+    if _A._dims(k, layout)[2] == 0:
+        return _no_keys(out, lse)
+    code = _A._DTYPES[q.dtype]
+    lens = _lib.SeqLens(b, None, None, kv_lens.data_ptr(), 0, 0)
+    params = _lib.AttentionParams(causal, sm_scale, qk_bits, smooth_q, int(smooth_k), int(smooth_v),
+                                  lse.data_ptr() if return_lse else None, None, 0)
+    key = ("varlen-kv",) + _A._ws_key(q, k, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k,
+                                      smooth_v, v=v)
+    _call(q.device, _A._desc(q, layout, code), _A._desc(k, layout, code), _A._desc(v, layout, code),
+          _A._desc(out, layout, code), lens, params, key)
+    return out, lse
+
+
+# ---- the custom op (torch.compile, tracing, autograd guard) -------------------------------------
+# One op for both forms, like the C function: packed when cu_seqlens_q is given (tensor_layout
+# "packed"), key padding when kv_lens is (tensor_layout "HND" or "NHD").
+_SCHEMA = ("(Tensor q, Tensor k, Tensor v, Tensor? cu_seqlens_q, Tensor? cu_seqlens_k, Tensor? kv_lens, "
+           "str tensor_layout, int max_seqlen_q, int max_seqlen_k, int causal, float sm_scale, bool return_lse, "
+           "int qk_bits, int smooth_q, bool smooth_k, bool smooth_v) -> (Tensor, Tensor)")
+
+
+@torch.library.custom_op("sage2::sageattn_varlen", mutates_args=(), schema=_SCHEMA)
+def _varlen_op(q, k, v, cu_seqlens_q, cu_seqlens_k, kv_lens, tensor_layout, max_seqlen_q, max_seqlen_k, causal,
+               sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v):
+    if cu_seqlens_q is not None:
+        return _run_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, sm_scale,
+                           return_lse, qk_bits, smooth_q, smooth_k, smooth_v)
+    return _run_kv_padded(q, k, v, kv_lens, tensor_layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k,
+                          smooth_v)
+
+
+@_varlen_op.register_fake
+def _varlen_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, kv_lens, tensor_layout, max_seqlen_q, max_seqlen_k, causal,
+                 sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v):
+    out = q.new_empty(q.shape)
+    if not return_lse:
+        lse_shape = (0,)
+    elif cu_seqlens_q is not None:
+        lse_shape = (q.shape[1], q.shape[0])
+    else:
+        lse_shape = _A._dims(q, tensor_layout)[:3]
+    return out, q.new_empty(lse_shape, dtype=torch.float32)
+
+
+def _setup_context(ctx, inputs, output):
+    pass
+
+
+def _backward(ctx, grad_out, grad_lse):
+    raise RuntimeError("sage2.sageattn_varlen has no backward: it is an inference kernel (quantized attention). "
+                       "Use torch.nn.functional.scaled_dot_product_attention for training.")
+
+
+_varlen_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+# ---- entry points -------------------------------------------------------------------------------
+def kv_padded(q, k, v, kv_lens, tensor_layout, is_causal, sm_scale, return_lse, options):
+    """sageattn(q, k, v, ..., kv_lens=kv_lens): the key-padding form."""
+    W = "sage2.sageattn"
+    layout, causal, scale, lse_on, bits, _, smooth_k, smooth_v = _A._normalize(q, k, v, tensor_layout, is_causal,
+                                                                                 sm_scale, return_lse, options)
+    _check_lens(kv_lens, "kv_lens", W, q)
+    b = _A._dims(q, layout)[0]
+    if kv_lens.shape[0] != b:
+        raise ValueError("%s: kv_lens has %d entries but q has batch %d; it needs one key length per batch entry"
+                         % (W, kv_lens.shape[0], b))
+    smooth_q = _smooth_q_off(options, W)
+    if _A._use_op(q, k, v, kv_lens):
+        out, lse = torch.ops.sage2.sageattn_varlen(q, k, v, None, None, kv_lens, layout, 0, 0, causal, scale, lse_on,
+                                                   bits, smooth_q, smooth_k, smooth_v)
+    else:
+        out, lse = _run_kv_padded(q, k, v, kv_lens, layout, causal, scale, lse_on, bits, smooth_q, smooth_k, smooth_v)
+    return (out, lse) if lse_on else out
+
+
+def sageattn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_seqlen_k=None, is_causal=False,
+                    sm_scale=None, return_lse=False, **options):
+    """SageAttention2 over a batch of sequences of their own lengths, packed one after another
+    (FlashAttention's varlen form); fp16/bf16 CUDA tensors.
+
+    q: [total_q, Hq, D]; k, v: [total_k, Hkv, D] with Hq a multiple of Hkv (GQA/MQA); any strides
+    with a contiguous last dim (e.g. views of a packed qkv tensor). cu_seqlens_q / cu_seqlens_k:
+    int32 CUDA tensors [B + 1] on q's device: sequence b holds query tokens
+    [cu_seqlens_q[b], cu_seqlens_q[b + 1]) and key tokens [cu_seqlens_k[b], cu_seqlens_k[b + 1]).
+    Lengths 0 and 1 are valid. max_seqlen_q / max_seqlen_k: optional upper bounds of the lengths
+    (help choose the tile; None or 0: unknown; a longer sequence is still computed correctly).
+
+    The lengths are read on the GPU, never on the host (no synchronisation; a CUDA graph replays
+    with new lengths of the same totals): cu arrays must start at 0, never decrease and end at most
+    at the tensor's token count, else every output element and LSE is NaN. Query rows after
+    cu_seqlens_q[B] are not written.
+
+    Returns ``out`` (new contiguous tensor [total_q, Hq, D] in q's dtype) or ``(out, lse)`` when
+    return_lse (lse: fp32 [Hq, total_q], natural log, -inf for rows that see no key).
+
+    Each sequence is quantized and masked on its own: is_causal with causal_alignment "top_left"
+    (torch's, the default: query i sees keys j <= i) or "bottom_right" (FlashAttention's:
+    j <= i + len_k - len_q of the sequence). sm_scale: default 1/sqrt(D). Options as sageattn:
+    qk_bits, smooth_k, smooth_v, causal_alignment; smooth_q must stay None or False (Q is not
+    smoothed in variable-length batches). Runs on torch's current stream; under torch.compile it is
+    the custom op torch.ops.sage2.sageattn_varlen.
+
+    Bad input raises TypeError/ValueError naming the argument before anything runs on the GPU; a
+    libsage2 without sage2_attention_varlen raises sage2.UnsupportedError."""
+    args = _normalize_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, is_causal, sm_scale,
+                             return_lse, options)
+    if _A._use_op(q, k, v, cu_seqlens_q, cu_seqlens_k):
+        out, lse = torch.ops.sage2.sageattn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, None, _PACKED, *args)
+    else:
+        out, lse = _run_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, *args)
+    return (out, lse) if args[4] else out
