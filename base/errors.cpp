@@ -48,6 +48,17 @@ const char* causal_mode_name(CausalMode m) noexcept {
   return "?";
 }
 
+const char* mask_type_name(MaskType t) noexcept {
+  switch (t) {
+    case MaskType::None: return "none";
+    case MaskType::Bool: return "bool";
+    case MaskType::F16: return "f16";
+    case MaskType::BF16: return "bf16";
+    case MaskType::F32: return "f32";
+  }
+  return "?";
+}
+
 const char* attention_family_name(AttentionFamily f) noexcept {
   switch (f) {
     case AttentionFamily::Auto: return "auto";

@@ -191,6 +191,20 @@ dev::AttentionParams make_attention_params(const KernelSpec& spec, const QuantBu
   p.qb_count = c.qb_count;
   p.sm_scale = sm_scale;
   p.c2 = sm_scale * 1.44269504088896340736f;  // fp32(sm_scale) · fp32(log2 e), as the contract says
+  if (spec.mask != b.p.mask || (spec.mask && (static_cast<int>(args.mask.type) != spec.mask || !args.mask.data)))
+    bad("attention params: spec mask=" + s(spec.mask) + ", buffers' " + s(b.p.mask) + ", the call's mask type " +
+        s(static_cast<int>(args.mask.type)) + (args.mask.data ? "" : " (null data)"));
+  if (spec.mask) {
+    p.mask = args.mask.data;
+    p.mask_stride_batch = args.mask.stride_batch;
+    p.mask_stride_head = args.mask.stride_head;
+    p.mask_stride_q = args.mask.stride_q;
+    p.mask_stride_k = args.mask.stride_k;
+    p.mask_tiles = reinterpret_cast<const dev::u8*>(base + o.mask_tiles);
+    const std::int64_t table = b.q_blocks * b.k_blocks;
+    p.mask_tiles_stride_head = b.p.mask_heads > 1 ? table : 0;
+    p.mask_tiles_stride_batch = b.p.mask_batch > 1 ? b.p.mask_heads * table : 0;
+  }
   if (b.p.varlen) {
     p.seqs = reinterpret_cast<const dev::SeqEntry*>(base + o.seqs);
     p.q_map = reinterpret_cast<const dev::i32*>(base + o.q_map);

@@ -75,6 +75,7 @@ struct AttentionArgs {
   float* lse = nullptr;
   float sm_scale = 0.f;
   const void* delta_s = nullptr;
+  MaskRef mask;  // required iff spec.mask (its type)
 };
 
 // The AttentionParams every family's kernel reads (buffers, outputs, sizes, chunk). Shapes are

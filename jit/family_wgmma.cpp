@@ -165,7 +165,7 @@ WgmmaKernelConfig wgmma_kernel_config(const KernelSpec& spec) {
   k.threads = dev::wg_threads(t.warps);
   k.consumer_groups = dev::wg_consumer_groups(t.warps);
   k.producer_group = dev::wg_producer_wg(t.warps);
-  k.min_ctas = dev::wg_min_ctas(t.warps, dv, t.stages, spec.smooth_q);
+  k.min_ctas = dev::wg_min_ctas(t.warps, dv, t.stages, spec.smooth_q, spec.mask != 0);
   k.pipelined = dev::wg_pipelined(dv, t.stages, t.warps, spec.smooth_q);
   k.panel = dev::wg_panel(rb);
   k.pv_chunks = dev::wg_pv_chunks(dv);

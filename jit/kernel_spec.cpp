@@ -48,6 +48,7 @@ const char* quant_op_name(QuantOp op) noexcept {
     case QuantOp::Fused: return "quantize_fused";
     case QuantOp::Cluster: return "quantize_cluster";
     case QuantOp::SeqTable: return "varlen_table";
+    case QuantOp::MaskTiles: return "mask_tiles";
   }
   return "?";
 }
@@ -81,7 +82,9 @@ KernelSpec KernelSpec::canonical() const {
     c.return_lse = false;
   }
   if (family == KernelFamily::DeltaS) c.varlen = false;  // smooth-Q only: never varlen
-  if (family == KernelFamily::Quantize && op == QuantOp::SeqTable) {
+  // Only the attention kernels and the tile classification read the mask.
+  if (family == KernelFamily::DeltaS || (family == KernelFamily::Quantize && op != QuantOp::MaskTiles)) c.mask = 0;
+  if (family == KernelFamily::Quantize && (op == QuantOp::SeqTable || op == QuantOp::MaskTiles)) {
     // Block counts (bq, bk), the output dtype and head dim of the NaN fill: nothing else.
     c.qk_bits = 8;
     c.smooth_q = c.smooth_k = c.smooth_v = false;
@@ -132,6 +135,9 @@ void KernelSpec::validate() const {
   if (varlen && family == KernelFamily::Quantize && (op == QuantOp::Fused || op == QuantOp::Cluster))
     bad(std::string("varlen calls run the split quantize path, not ") + quant_op_name(op));
   if (!varlen && family == KernelFamily::Quantize && op == QuantOp::SeqTable) bad("varlen_table needs a varlen spec");
+  if (mask < 0 || mask > 4) bad("mask=" + std::to_string(mask) + " (0 none, 1 bool, 2 f16, 3 bf16, 4 f32)");
+  if (mask != 0 && varlen) bad("a tensor mask cannot be combined with varlen (key padding: kv_lens)");
+  if (mask == 0 && family == KernelFamily::Quantize && op == QuantOp::MaskTiles) bad("mask_tiles needs a mask");
   // The attention family whose layout the kernel writes or reads sets the rules of the tile.
   const AttentionFamilyDesc* f = find_attention_family(family);
   if (!f) f = find_attention_family(consumer);
@@ -149,6 +155,7 @@ std::string KernelSpec::key() const {
     << dtype_name(c.in_dtype) << '>' << dtype_name(c.out_dtype) << "|causal:" << causal_mode_name(c.causal)
     << "|acc2:" << c.two_level_accum << ".lse:" << c.return_lse;
   if (c.varlen) k << "|varlen";
+  if (c.mask != 0) k << "|mask:" << mask_type_name(static_cast<MaskType>(c.mask));
   return k.str();
 }
 

@@ -50,6 +50,7 @@ enum class QuantOp : int {
                      // jit/launch_shape.hpp quantize_cluster_plan)
   SeqTable = 7,      // varlen calls: the sequence table and block maps, from the caller's
                      // cu_seqlens / kv_lens on the device (templates/seq_table.cuh)
+  MaskTiles = 8,     // tensor masks: the class of every (query block, KV tile) of the mask
 };
 const char* quant_op_name(QuantOp op) noexcept;
 
@@ -87,6 +88,9 @@ struct KernelSpec {
   // Sequences of their own lengths in one call (sage2::SeqLens): attention and the quantize ops
   // of the split path; not with smooth-Q.
   bool varlen = false;
+  // A tensor mask (sage2::MaskType as int: 0 none, 1 bool, 2 f16, 3 bf16, 4 f32): attention and
+  // the mask_tiles op. Not with varlen.
+  int mask = 0;
 
   // Copy with the fields that do not affect this family's code reset to fixed values, so two
   // specs that generate the same code have the same key.

@@ -144,6 +144,9 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
     case QuantOp::SeqTable:
       c.threads = 1024;  // one CTA scans the sequences 1024 at a time
       break;
+    case QuantOp::MaskTiles:
+      c.threads = 256;  // one CTA reads one bq × bk tile of the mask
+      break;
     case QuantOp::QuantizeV:
       c.rows = quantize_v_tile(s.tile.bk);
       c.chunks = v_dim_padded(s.head_dim) / 8;
@@ -175,6 +178,7 @@ std::int64_t quantize_blocks_per_head(const KernelSpec& s, const QuantBuffers& b
     }
     case QuantOp::Cluster: return quantize_cluster_plan(b).size;
     case QuantOp::SeqTable: return 1;
+    case QuantOp::MaskTiles: return b.q_blocks * b.k_blocks;
     case QuantOp::None: break;
   }
   throw Error(ErrorCode::InvalidArgument, "quantize_blocks_per_head: spec without a quantize op");
@@ -184,6 +188,7 @@ std::int64_t quantize_work_ctas(const KernelSpec& s, const QuantBuffers& b) {
   if (s.op == QuantOp::Fused) return fused_items(b);
   if (s.op == QuantOp::Cluster) return std::max<std::int64_t>(1, b.p.batch * b.p.kv_heads) * quantize_cluster_plan(b).size;
   if (s.op == QuantOp::SeqTable) return 1;
+  if (s.op == QuantOp::MaskTiles) return b.q_blocks * b.k_blocks * b.p.mask_batch * b.p.mask_heads;
   return quantize_blocks_per_head(s, b) * quantize_pairs(s, b);
 }
 
@@ -238,6 +243,21 @@ LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b) {
   }
   if (s.op == QuantOp::SeqTable) {
     LaunchShape ls;
+    ls.block[0] = static_cast<unsigned>(c.threads);
+    return ls;
+  }
+  if (s.op == QuantOp::MaskTiles) {
+    if (s.mask != b.p.mask || !b.p.mask)
+      throw Error(ErrorCode::InvalidArgument, "quantize_launch_shape: mask_tiles spec mask=" + std::to_string(s.mask) +
+                                                  " but the buffers' is " + std::to_string(b.p.mask));
+    const std::int64_t pairs = b.p.mask_batch * b.p.mask_heads;
+    if (b.k_blocks > kMaxGridX || b.q_blocks > kMaxGridYZ || pairs > kMaxGridYZ)
+      throw Error(ErrorCode::InvalidArgument, "mask_tiles launch: " + std::to_string(b.q_blocks) + " query blocks × " +
+                                                  std::to_string(pairs) + " mask (batch, head) pairs exceed the grid (65535 each)");
+    LaunchShape ls;
+    ls.grid[0] = static_cast<unsigned>(b.k_blocks);
+    ls.grid[1] = static_cast<unsigned>(b.q_blocks);
+    ls.grid[2] = static_cast<unsigned>(pairs);
     ls.block[0] = static_cast<unsigned>(c.threads);
     return ls;
   }
@@ -334,7 +354,19 @@ sage2::dev::QuantizeParams make_quantize_params(const QuantBuffers& b, const Ten
     p.sched_lag = quantize_schedule(b).lag;
     p.cluster_chunk = quantize_cluster_plan(b).chunk;
   }
+  p.mask_tiles = static_cast<sage2::dev::u8*>(at(o.mask_tiles, b.mask_tiles()));
+  p.mask_heads = b.p.mask_heads;
   return p;
+}
+
+void add_mask_quantize_params(const QuantBuffers& b, const MaskRef& mask, sage2::dev::QuantizeParams& p) {
+  if (!b.p.mask || static_cast<int>(mask.type) != b.p.mask)
+    throw Error(ErrorCode::InvalidArgument, "mask quantize params: the mask's type does not match the buffers'");
+  p.mask = mask.data;
+  p.mask_stride_batch = mask.stride_batch;
+  p.mask_stride_head = mask.stride_head;
+  p.mask_stride_q = mask.stride_q;
+  p.mask_stride_k = mask.stride_k;
 }
 
 void add_varlen_quantize_params(const QuantBuffers& b, const SeqLens& lens, const TensorRef& out, float* lse,

@@ -97,6 +97,7 @@ sage2::dev::QuantizeSchedule quantize_schedule(const QuantBuffers& b);
 //   quantize_cluster: 1-D grid of batch·kv_heads clusters of quantize_cluster_plan(b).size CTAs
 //                   (cluster_x = size)
 //   varlen_table:   one CTA
+//   mask_tiles:     x = KV tiles, y = query blocks, z = the mask's (batch, head) pairs
 // Varlen (spec.varlen): quantize_q/k/v cover every head's packed blocks (b.q_blocks, b.k_blocks)
 // with y = head; channel_stats keeps its (sequence, kv head) pairs.
 // and the batch*heads pairs (Hq for quantize_q, Hkv otherwise) numbered
@@ -124,5 +125,7 @@ sage2::dev::QuantizeParams make_quantize_params(const QuantBuffers& b, const Ten
 // NaN when the arrays are invalid (templates/quantize.cuh sage2_varlen_table).
 void add_varlen_quantize_params(const QuantBuffers& b, const SeqLens& lens, const TensorRef& out, float* lse,
                                 sage2::dev::QuantizeParams& p);
+// Tensor masks: the mask the mask_tiles kernel classifies.
+void add_mask_quantize_params(const QuantBuffers& b, const MaskRef& mask, sage2::dev::QuantizeParams& p);
 
 }  // namespace sage2::jit

@@ -56,6 +56,7 @@ std::int64_t QuantBuffers::sync_words() const { return p.varlen ? 0 : 1 + 4 * p.
 std::int64_t QuantBuffers::seqs() const { return p.varlen ? p.batch * 8 : 0; }
 std::int64_t QuantBuffers::q_map() const { return p.varlen ? q_blocks : 0; }
 std::int64_t QuantBuffers::k_map() const { return p.varlen ? k_blocks : 0; }
+std::int64_t QuantBuffers::mask_tiles() const { return p.mask ? p.mask_batch * p.mask_heads * q_blocks * k_blocks : 0; }
 
 QuantBuffers::Offsets QuantBuffers::offsets() const {
   Offsets o{};
@@ -86,6 +87,7 @@ QuantBuffers::Offsets QuantBuffers::offsets() const {
   o.seqs = place(seqs(), 4);
   o.q_map = place(q_map(), 4);
   o.k_map = place(k_map(), 4);
+  o.mask_tiles = place(mask_tiles(), 1);
   o.total = at;
   return o;
 }

@@ -56,6 +56,10 @@ struct QuantProblem {
   // the tensors are [batch, H, q_len | kv_len, d] and total_* = batch · q_len | kv_len.
   bool varlen = false, packed = false;
   std::int64_t total_q = 0, total_k = 0;
+  // Tensor masks: the kind (KernelSpec::mask) and the mask's own batch / head extents (1 where it
+  // broadcasts, else batch / q_heads): the class table has one [q_blocks][k_blocks] per pair.
+  int mask = 0;
+  std::int64_t mask_batch = 1, mask_heads = 1;
 };
 
 struct QuantBuffers {
@@ -103,6 +107,8 @@ struct QuantBuffers {
   std::int64_t seqs() const;         // SeqEntry [B]  (8 × i32 each)
   std::int64_t q_map() const;        // i32 [q_blocks]  sequence of each packed Q block
   std::int64_t k_map() const;        // i32 [k_blocks]
+  // Tensor masks only:
+  std::int64_t mask_tiles() const;   // u8 [mask_batch][mask_heads][q_blocks][k_blocks]  tile classes
 
   // Byte offsets of each buffer inside one workspace allocation (each 256-byte aligned). The
   // non-finite flags come after v_stats, the fused stage's scratch after them (appended: the
@@ -111,7 +117,7 @@ struct QuantBuffers {
   struct Offsets {
     std::size_t q_codes, q_scale, q_mean, q_kbias, k_codes, k_scale, k_mean, k_stats, v_codes,
         v_scale, v_mean, v_stats, q_bad, k_first_bad, v_first_bad, stats_part, sync, sync_bytes, seqs, q_map,
-        k_map, total;
+        k_map, mask_tiles, total;
   };
   Offsets offsets() const;
 };

@@ -68,7 +68,7 @@ std::string generate_source(const KernelSpec& spec) {
   define(o, "SAGE2_CONSUMER", static_cast<int>(c.consumer), "attention family that reads the quantized data");
   define(o, "SAGE2_CONSUMER_WGMMA", layout.shape == MmaShape::WGMMA_M64NK32_S8);
   define(o, "SAGE2_QUANT_OP", static_cast<int>(c.op),
-         "0 none, 1 channel_stats, 2 quantize_q, 3 quantize_k, 4 quantize_v, 5 quantize_fused, 6 quantize_cluster, 7 varlen_table");
+         "0 none, 1 channel_stats, 2 quantize_q, 3 quantize_k, 4 quantize_v, 5 quantize_fused, 6 quantize_cluster, 7 varlen_table, 8 mask_tiles");
   define(o, "SAGE2_HEAD_DIM", c.head_dim, "original head dim");
   define(o, "SAGE2_D_QK", qk_dim_padded(c.head_dim, c.qk_bits), "padded Q/K head dim (elements)");
   define(o, "SAGE2_ROW_BYTES", qk_row_bytes(c.head_dim, c.qk_bits), "bytes of one quantized Q/K row");
@@ -88,6 +88,7 @@ std::string generate_source(const KernelSpec& spec) {
   define(o, "SAGE2_TWO_LEVEL_ACCUM", c.two_level_accum);
   define(o, "SAGE2_RETURN_LSE", c.return_lse);
   define(o, "SAGE2_VARLEN", c.varlen, "sequences of their own lengths (templates/seq_table.cuh)");
+  define(o, "SAGE2_MASK", c.mask, "tensor mask: 0 none, 1 bool, 2 f16, 3 bf16, 4 f32 (templates/mask.cuh)");
   o << "// per-thread quantization layout (jit/quant_layout: " << mma_shape_name(layout.shape) << ")\n";
   define(o, "SAGE2_MMA_SHAPE", static_cast<int>(layout.shape), "0 m16n8k64.s4, 1 m16n8k32.s8, 2 wgmma.m64nNk32.s8");
   define(o, "SAGE2_Q_GROUPS", layout.q_groups_per_block(), "Q scale groups per BQ block");

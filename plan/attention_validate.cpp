@@ -128,6 +128,29 @@ AttentionProblem validate_attention(const TensorRef& q, const TensorRef& k, cons
     if (overlaps(rl, ro) || overlaps(rl, byte_range(q)) || overlaps(rl, byte_range(k)) || overlaps(rl, byte_range(v)))
       fail("params.lse overlaps q, k, v or out in memory");
   }
+  const MaskRef& mk = params.mask;
+  const int mask_type = static_cast<int>(mk.type);
+  if (mask_type < 0 || mask_type > 4) fail("params.mask.type=" + std::to_string(mask_type) + " is not a MaskType");
+  if (mk.type != MaskType::None) {
+    if (!mk.data) fail(std::string("params.mask: data pointer is null (type ") + mask_type_name(mk.type) + ")");
+    const std::int64_t esize = mk.type == MaskType::Bool ? 1 : (mk.type == MaskType::F32 ? 4 : 2);
+    if (reinterpret_cast<std::uintptr_t>(mk.data) % esize != 0)
+      fail("params.mask: data pointer is not aligned to its " + std::to_string(esize) + "-byte element");
+    const std::int64_t sizes[4] = {q.batch, q.heads, q.seq, k.seq};
+    const std::int64_t strides[4] = {mk.stride_batch, mk.stride_head, mk.stride_q, mk.stride_k};
+    const char* names[4] = {"stride_batch", "stride_head", "stride_q", "stride_k"};
+    std::int64_t last = 0;
+    for (int i = 0; i < 4; ++i) {
+      if (strides[i] < 0) fail(std::string("params.mask.") + names[i] + "=" + std::to_string(strides[i]) + " is negative");
+      std::int64_t span;
+      if (mul_overflows(sizes[i] - 1, strides[i], span) || add_overflows(last, span, last))
+        fail("params.mask: element offsets overflow 64 bits");
+    }
+    std::int64_t bytes;
+    if (mul_overflows(last + 1, esize, bytes)) fail("params.mask: byte size overflows 64 bits");
+    const auto m0 = reinterpret_cast<std::uintptr_t>(mk.data);
+    if (overlaps(ByteRange{m0, m0 + static_cast<std::uintptr_t>(bytes) - 1}, ro)) fail("params.mask overlaps out in memory");
+  }
   if (params.workspace && reinterpret_cast<std::uintptr_t>(params.workspace) % 256 != 0)
     fail("params.workspace: pointer is not 256-byte aligned");
   if (!params.workspace && params.workspace_bytes != 0)
@@ -148,6 +171,9 @@ AttentionProblem validate_attention(const TensorRef& q, const TensorRef& k, cons
   p.smooth_v = params.smooth_v;
   p.sm_scale = params.sm_scale ? *params.sm_scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(q.dim)));
   p.return_lse = params.lse != nullptr;
+  p.mask = mask_type;
+  p.mask_per_batch = mask_type != 0 && mk.stride_batch != 0 && q.batch > 1;
+  p.mask_per_head = mask_type != 0 && mk.stride_head != 0 && q.heads > 1;
   return p;
 }
 
@@ -173,6 +199,9 @@ AttentionProblem validate_attention_varlen(const TensorRef& q, const TensorRef& 
          ", out " + std::to_string(out.batch));
   if (!packed && lens.batch != q.batch)
     fail("key padding: lens.batch=" + std::to_string(lens.batch) + " must equal q batch " + std::to_string(q.batch));
+  if (params.mask.type != MaskType::None)
+    fail(std::string("params.mask (") + mask_type_name(params.mask.type) +
+         ") cannot be combined with varlen; give key padding as lens.kv_lens");
   if (params.smooth_q == Toggle::On)
     fail("params.smooth_q=On is not supported with varlen (smooth-Q's ΔS has no per-sequence layout)");
   AttentionParams dense = params;

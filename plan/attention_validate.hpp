@@ -23,6 +23,10 @@ struct AttentionProblem {
   // given, else the tensors' rows); jit::QuantProblem documents packed and total_*.
   bool varlen = false, packed = false;
   std::int64_t total_q = 0, total_k = 0;
+  // Tensor mask (params.mask): its type as KernelSpec::mask, and whether it varies over batch /
+  // heads (a nonzero stride) — the class table's extents.
+  int mask = 0;
+  bool mask_per_batch = false, mask_per_head = false;
 };
 
 // Throws Error(InvalidArgument, "<argument>: <what> (<value>)") for: null pointers, dtypes other

@@ -21,7 +21,7 @@ void run_attention(Context::Impl& impl, const TensorRef& q, const TensorRef& k, 
                    const TensorRef& out, const AttentionParams& params, CUstream_st* stream, const SeqLens* lens) {
   const std::shared_ptr<const runtime::CallPlan> plan = runtime::call_plan(impl, q, k, v, out, params, lens);
   const std::size_t total = plan->total();
-  runtime::check_pointers_on_device(impl, q, k, v, out, params.lse, lens);
+  runtime::check_pointers_on_device(impl, q, k, v, out, params.lse, lens, &params.mask);
   char* ws;
   if (params.workspace) {
     if (params.workspace_bytes < total)
@@ -31,7 +31,8 @@ void run_attention(Context::Impl& impl, const TensorRef& q, const TensorRef& k, 
   } else {
     ws = static_cast<char*>(impl.workspace().get(stream, total));
   }
-  runtime::run_call_plan(impl, *plan, q, k, v, out, params.lse, ws, stream, lens);
+  runtime::run_call_plan(impl, *plan, q, k, v, out, params.lse, ws, stream, lens,
+                         params.mask.type != MaskType::None ? &params.mask : nullptr);
 }
 
 }  // namespace

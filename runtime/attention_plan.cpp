@@ -46,6 +46,7 @@ jit::KernelSpec attention_spec_for(const AttentionProblem& p, jit::Arch arch, st
   s.two_level_accum = true;
   s.return_lse = p.return_lse;
   s.varlen = p.varlen;
+  s.mask = p.mask;
   return s;
 }
 
@@ -71,7 +72,7 @@ jit::KernelSpec plan_attention_heuristic(const AttentionProblem& p, jit::Arch ar
 }
 
 void check_pointers_on_device(Context::Impl& ctx, const TensorRef& q, const TensorRef& k, const TensorRef& v,
-                              const TensorRef& out, const float* lse, const SeqLens* lens) {
+                              const TensorRef& out, const float* lse, const SeqLens* lens, const MaskRef* mask) {
   const auto& a = driver::api();
   // cuPointerGetAttributes (not cuPointerGetAttribute): it reports memory the driver does not know
   // as memory type 0 instead of failing, so rejecting a host pointer raises no CUDA API error.
@@ -100,6 +101,7 @@ void check_pointers_on_device(Context::Impl& ctx, const TensorRef& q, const Tens
     if (lens->cu_seqlens_k) check(lens->cu_seqlens_k, "lens.cu_seqlens_k");
     if (lens->kv_lens) check(lens->kv_lens, "lens.kv_lens");
   }
+  if (mask && mask->type != MaskType::None) check(mask->data, "params.mask");
 }
 
 }  // namespace sage2::runtime

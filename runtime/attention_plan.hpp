@@ -44,6 +44,7 @@ jit::KernelSpec plan_attention_heuristic(const AttentionProblem& p, jit::Arch ar
 // Throws InvalidArgument when a tensor's memory is not device memory of the context's device
 // (host pointers, another GPU's memory), naming the tensor and the device it is on.
 void check_pointers_on_device(Context::Impl& ctx, const TensorRef& q, const TensorRef& k, const TensorRef& v,
-                              const TensorRef& out, const float* lse, const SeqLens* lens = nullptr);
+                              const TensorRef& out, const float* lse, const SeqLens* lens = nullptr,
+                              const MaskRef* mask = nullptr);
 
 }  // namespace sage2::runtime

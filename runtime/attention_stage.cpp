@@ -89,11 +89,12 @@ void load_attention_stage(Context::Impl& ctx, const jit::QuantBuffers& b, Attent
 
 void build_attention_stage_params(const AttentionStagePlan& plan, const jit::QuantBuffers& b,
                                   const TensorRef& k_input, const void* workspace, const TensorRef& out, float* lse,
-                                  float sm_scale, void* delta_s_workspace, AttentionStageParams& params) {
+                                  float sm_scale, void* delta_s_workspace, AttentionStageParams& params,
+                                  const MaskRef* mask) {
   const jit::KernelSpec& spec = plan.spec;
   if (spec.smooth_q && (reinterpret_cast<std::uintptr_t>(delta_s_workspace) & 15u) != 0)
     throw Error(ErrorCode::InvalidArgument, "attention stage: the ΔS workspace must be 16-byte aligned");
-  const jit::AttentionArgs args{workspace, out, lse, sm_scale, delta_s_workspace};
+  const jit::AttentionArgs args{workspace, out, lse, sm_scale, delta_s_workspace, mask ? *mask : MaskRef{}};
   const std::size_t n = plan.chunks.size();
   params.attention.resize(n);
   params.delta_s.clear();

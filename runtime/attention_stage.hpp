@@ -91,7 +91,8 @@ struct AttentionStageParams {
 // InvalidArgument naming the bad value.
 void build_attention_stage_params(const AttentionStagePlan& plan, const jit::QuantBuffers& b,
                                   const TensorRef& k_input, const void* workspace, const TensorRef& out, float* lse,
-                                  float sm_scale, void* delta_s_workspace, AttentionStageParams& params);
+                                  float sm_scale, void* delta_s_workspace, AttentionStageParams& params,
+                                  const MaskRef* mask = nullptr);
 
 // Encodes (or finds in plan.tma) the tensor maps of the family for this workspace and copies them
 // into every chunk's parameters; nothing for a family without maps. Call under the Context's

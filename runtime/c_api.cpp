@@ -310,6 +310,44 @@ sage2::SeqLens to_cpp(const sage2_seqlens* l) {
 
 }  // namespace
 
+namespace {
+
+sage2::AttentionParams with_mask(const sage2_attention_params* params, const sage2_mask* mask) {
+  sage2::AttentionParams p = to_cpp(params);
+  if (mask) {
+    p.mask.data = mask->data;
+    p.mask.type = static_cast<sage2::MaskType>(mask->type);
+    p.mask.stride_batch = mask->stride_batch;
+    p.mask.stride_head = mask->stride_head;
+    p.mask.stride_q = mask->stride_q;
+    p.mask.stride_k = mask->stride_k;
+  }
+  return p;
+}
+
+}  // namespace
+
+sage2_status sage2_attention_masked(sage2_context* ctx, const sage2_tensor* q, const sage2_tensor* k,
+                                    const sage2_tensor* v, const sage2_tensor* out, const sage2_mask* mask,
+                                    const sage2_attention_params* params, void* stream) {
+  return guarded([&] {
+    require(ctx != nullptr, "ctx is NULL");
+    ctx->cpp.attention(to_cpp(q, "q"), to_cpp(k, "k"), to_cpp(v, "v"), to_cpp(out, "out"), with_mask(params, mask),
+                       static_cast<CUstream_st*>(stream));
+  });
+}
+
+sage2_status sage2_workspace_size_masked(sage2_context* ctx, const sage2_tensor* q, const sage2_tensor* k,
+                                         const sage2_tensor* v, const sage2_tensor* out, const sage2_mask* mask,
+                                         const sage2_attention_params* params, size_t* bytes) {
+  return guarded([&] {
+    require(ctx != nullptr, "ctx is NULL");
+    require(bytes != nullptr, "bytes is NULL");
+    *bytes = ctx->cpp.workspace_size(to_cpp(q, "q"), to_cpp(k, "k"), to_cpp(v, "v"), to_cpp(out, "out"),
+                                     with_mask(params, mask));
+  });
+}
+
 sage2_status sage2_attention_varlen(sage2_context* ctx, const sage2_tensor* q, const sage2_tensor* k,
                                     const sage2_tensor* v, const sage2_tensor* out, const sage2_seqlens* lens,
                                     const sage2_attention_params* params, void* stream) {

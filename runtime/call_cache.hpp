@@ -25,7 +25,7 @@ struct CallSignature {
   // 4 tensors × (dtype, 4 sizes, 4 strides) + causal, qk_bits, smooth_q, smooth_k, smooth_v,
   // sm_scale given, sm_scale bits, lse given; varlen form (0 dense, 1 packed, 2 key padding),
   // sequences, length bounds.
-  static constexpr int kWords = 4 * 9 + 8 + 4;
+  static constexpr int kWords = 4 * 9 + 8 + 4 + 5;  // + mask type and strides
   std::array<std::int64_t, kWords> w{};
   bool operator==(const CallSignature& o) const { return w == o.w; }
   bool operator!=(const CallSignature& o) const { return !(*this == o); }
@@ -56,6 +56,11 @@ inline CallSignature call_signature(const TensorRef& q, const TensorRef& k, cons
   if (p.sm_scale) std::memcpy(&bits, &*p.sm_scale, sizeof bits);
   s.w[i++] = bits;
   s.w[i++] = p.lse != nullptr ? 1 : 0;
+  s.w[i++] = static_cast<std::int64_t>(p.mask.type);
+  s.w[i++] = p.mask.stride_batch;
+  s.w[i++] = p.mask.stride_head;
+  s.w[i++] = p.mask.stride_q;
+  s.w[i++] = p.mask.stride_k;
   if (lens) {
     s.w[i++] = lens->cu_seqlens_q ? 1 : 2;
     s.w[i++] = lens->batch;

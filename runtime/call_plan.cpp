@@ -26,6 +26,9 @@ void layout_call_plan(const AttentionProblem& problem, const jit::KernelSpec& sp
   qp.packed = problem.packed;
   qp.total_q = problem.total_q;
   qp.total_k = problem.total_k;
+  qp.mask = problem.mask;
+  qp.mask_batch = problem.mask_per_batch ? problem.batch : 1;
+  qp.mask_heads = problem.mask_per_head ? problem.q_heads : 1;
   p.buffers = jit::quant_buffers(qp, p.spec);
   p.quant_bytes = align256(p.buffers.offsets().total);
   p.delta_s_bytes = align256(runtime::delta_s_workspace_bytes(p.buffers));
@@ -95,24 +98,29 @@ std::size_t call_workspace_bytes(Context::Impl& ctx, const TensorRef& q, const T
 }
 
 void build_call_params(const CallPlan& plan, const TensorRef& q, const TensorRef& k, const TensorRef& v,
-                       const TensorRef& out, float* lse, char* workspace, CallParams& cp, const SeqLens* lens) {
+                       const TensorRef& out, float* lse, char* workspace, CallParams& cp, const SeqLens* lens,
+                       const MaskRef* mask) {
   const jit::QuantBuffers& b = plan.buffers;
   if (b.p.varlen != (lens != nullptr))
     throw Error(ErrorCode::InvalidArgument, std::string("call plan: a ") + (b.p.varlen ? "varlen" : "dense") +
                                                 " plan run " + (lens ? "with" : "without") + " sequence lengths");
   cp.quantize = jit::make_quantize_params(b, q, k, v, workspace);
   if (lens) jit::add_varlen_quantize_params(b, *lens, out, lse, cp.quantize);
+  if (b.p.mask) {
+    if (!mask) throw Error(ErrorCode::InvalidArgument, "call plan: a masked plan run without its mask");
+    jit::add_mask_quantize_params(b, *mask, cp.quantize);
+  }
   build_attention_stage_params(plan.attention, b, k, workspace, out, lse, plan.problem.sm_scale,
-                               workspace + plan.quant_bytes, cp.attention);
+                               workspace + plan.quant_bytes, cp.attention, mask);
 }
 
 void run_call_plan(Context::Impl& ctx, const CallPlan& plan, const TensorRef& q, const TensorRef& k,
                    const TensorRef& v, const TensorRef& out, float* lse, char* workspace, CUstream stream,
-                   const SeqLens* lens) {
+                   const SeqLens* lens, const MaskRef* mask) {
   // Every parameter struct first: argument errors surface before the first launch. Thread-local
   // storage: no allocation once a thread has seen its largest chunk count.
   thread_local CallParams cp;
-  build_call_params(plan, q, k, v, out, lse, workspace, cp, lens);
+  build_call_params(plan, q, k, v, out, lse, workspace, cp, lens, mask);
   driver::ScopedContext scope(ctx.cu_context());
   add_tensor_maps(plan.attention, plan.buffers, workspace, cp.attention);
   // Quantize stage.

@@ -65,13 +65,13 @@ struct CallParams {
 // capacity. Throws InvalidArgument like the stages.
 void build_call_params(const CallPlan& plan, const TensorRef& q, const TensorRef& k, const TensorRef& v,
                        const TensorRef& out, float* lse, char* workspace, CallParams& cp,
-                       const SeqLens* lens = nullptr);
+                       const SeqLens* lens = nullptr, const MaskRef* mask = nullptr);
 
 // Enqueues the plan's launches on `stream` for these pointers (workspace: quant buffers, then
 // ΔS). Builds every parameter struct first so argument errors surface before the first launch;
 // allocates nothing on the host after a thread's first call.
 void run_call_plan(Context::Impl& ctx, const CallPlan& plan, const TensorRef& q, const TensorRef& k,
                    const TensorRef& v, const TensorRef& out, float* lse, char* workspace, CUstream stream,
-                   const SeqLens* lens = nullptr);
+                   const SeqLens* lens = nullptr, const MaskRef* mask = nullptr);
 
 }  // namespace sage2::runtime

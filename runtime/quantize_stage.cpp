@@ -27,6 +27,16 @@ std::vector<jit::QuantOp> quantize_ops(QuantPath path, const jit::KernelSpec& at
                     std::to_string(jit::kClusterMaxHeadDim) + "; this call has head_dim=" +
                     std::to_string(attention_spec.head_dim) + " on " + jit::arch_name(attention_spec.arch) +
                     " (use auto or split)");
+  if (attention_spec.mask) {
+    // The mask's tile classes first (read by the attention kernel only), then the path's kernels.
+    std::vector<jit::QuantOp> ops = quantize_ops(path, [&] {
+      jit::KernelSpec s = attention_spec;
+      s.mask = 0;
+      return s;
+    }());
+    ops.insert(ops.begin(), jit::QuantOp::MaskTiles);
+    return ops;
+  }
   switch (path) {
     case QuantPath::Split:
       return {jit::QuantOp::ChannelStats, jit::QuantOp::QuantizeK, jit::QuantOp::QuantizeV, jit::QuantOp::QuantizeQ};
@@ -42,8 +52,9 @@ std::vector<jit::QuantOp> quantize_ops(QuantPath path, const jit::KernelSpec& at
 void launch_quantize_stage(Context::Impl& ctx, const jit::KernelSpec& attention_spec, const jit::QuantBuffers& b,
                            const TensorRef& q, const TensorRef& k, const TensorRef& v, void* workspace,
                            CUstream stream, QuantPath path) {
-  if (b.p.varlen)
-    throw Error(ErrorCode::InvalidArgument, "launch_quantize_stage: varlen buffers need the call's lengths (run_call_plan)");
+  if (b.p.varlen || b.p.mask)
+    throw Error(ErrorCode::InvalidArgument,
+                "launch_quantize_stage: varlen or masked buffers need the call's lengths or mask (run_call_plan)");
   const std::vector<jit::QuantOp> ops = quantize_ops(path, attention_spec);
   dev::QuantizeParams params = jit::make_quantize_params(b, q, k, v, workspace);
   driver::ScopedContext scope(ctx.cu_context());

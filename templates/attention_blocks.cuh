@@ -7,6 +7,7 @@
 
 #include "attention_params.cuh"
 #include "attention_spec.cuh"
+#include "mask.cuh"
 #include "ptx.cuh"
 #include "types.cuh"
 
@@ -193,6 +194,46 @@ __device__ __forceinline__ I last_visible(I kv_last, I diag) {
 template <class I>
 __device__ __forceinline__ int tile_last_visible(I last, I kbase) {
   return static_cast<int>(max_<I>(-1, min_<I>(BK, last - kbase)));
+}
+
+// ---- Tensor masks (MASK != 0): a bool mask (nonzero: the key takes part) or an additive one
+// (added to the scaled score; -inf: masked out), element (b, h, i, j) at strided offsets. The
+// mask_tiles kernel (quantize.cuh) classifies every (query block, KV tile): the block's loop runs
+// from its first to its last tile of class != 0 (so leading and trailing fully masked tiles are
+// never loaded nor computed), class 1 tiles take the unmasked path, the others read the elements.
+constexpr int MASK_CLASS_NONE = 0, MASK_CLASS_ALL = 1, MASK_CLASS_SOME = 2;
+
+// The class table row of the block: [k_blocks] bytes.
+__device__ __forceinline__ const u8* mask_class_row(const AttentionParams& p, const BlockCoords& c) {
+  return p.mask_tiles + c.b * p.mask_tiles_stride_batch + c.h * p.mask_tiles_stride_head + c.qb * c.k_blocks;
+}
+// Tiles [t0, t1) of [0, n_tiles) from the first to the last of class != 0 (t0 = t1 = 0 if none).
+// Every lane of a warp computes the same range (no shared memory, no block barrier).
+__device__ __forceinline__ void mask_tile_range(const AttentionParams& p, const BlockCoords& c, int n_tiles, int& t0,
+                                                int& t1) {
+  const u8* cls = mask_class_row(p, c);
+  const int lane = static_cast<int>(tid_x() & 31u);
+  int lo = n_tiles, hi = -1;
+  for (int t = lane; t < n_tiles; t += 32)
+    if (cls[t] != MASK_CLASS_NONE) {
+      lo = min_(lo, t);
+      hi = max_(hi, t);
+    }
+#pragma unroll
+  for (int d = 16; d >= 1; d >>= 1) {
+    lo = min_(lo, static_cast<int>(ptx::shfl_xor(static_cast<u32>(lo), d)));
+    hi = max_(hi, static_cast<int>(ptx::shfl_xor(static_cast<u32>(hi), d)));
+  }
+  t0 = hi < 0 ? 0 : lo;
+  t1 = hi < 0 ? 0 : hi + 1;
+}
+// Row `row` of the block's mask (byte pointer); the element of key j is at + j·stride_k·size.
+__device__ __forceinline__ const char* mask_row(const AttentionParams& p, const BlockCoords& c, i64 row) {
+  return static_cast<const char*>(p.mask) +
+         (c.b * p.mask_stride_batch + c.h * p.mask_stride_head + row * p.mask_stride_q) * mask_elem::size<MASK>();
+}
+__device__ __forceinline__ float mask_term(const char* row, i64 j, i64 stride_k) {
+  return mask_elem::term<MASK>(row, j, stride_k);
 }
 
 // ---- the block's inputs from the quantize stage (jit::QuantBuffers layout)

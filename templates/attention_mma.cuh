@@ -229,8 +229,19 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
   const i64 q_row_base = k0.q_row_base, i0 = k0.i0;
 
   // ---- visible KV range; tiles from mask_from on need the element mask
-  const i64 masked_from = mask_from(p, k0, causal_offset(p, k0));
-  const int n_tiles = tile_count(p, k0);
+  i64 masked_from = mask_from(p, k0, causal_offset(p, k0));
+  int n_tiles = tile_count(p, k0);
+  // Tensor masks: loop tile i is KV tile t0 + i, from the first to the last tile the mask leaves
+  // anything visible in (attention_blocks.cuh).
+  int t0 = 0;
+  const u8* cls_row = nullptr;
+  if (MASK) {
+    int t1;
+    mask_tile_range(p, k0, n_tiles, t0, t1);
+    n_tiles = t1 - t0;
+    masked_from -= t0;
+    cls_row = mask_class_row(p, k0) + t0;
+  }
 
   const float qs = q_scale(p, k0, warp, g);
   const float c2 = p.c2;
@@ -278,7 +289,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
     if (STAGES > 1) {
 #pragma unroll
       for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < n_tiles) load_stage(p, s, slice, stages0 + s * SM.stage_bytes);
+        if (s < n_tiles) load_stage(p, t0 + s, slice, stages0 + s * SM.stage_bytes);
         ptx::cp_async_commit();
       }
     }
@@ -286,7 +297,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
 #pragma unroll 1
     for (int tile = 0; tile < n_tiles; ++tile) {
       if (STAGES == 1) {
-        load_stage(p, tile, slice, stages0);
+        load_stage(p, t0 + tile, slice, stages0);
         ptx::cp_async_commit();
         ptx::cp_async_wait<0>();
         __syncthreads();
@@ -294,7 +305,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
         ptx::cp_async_wait<(STAGES > 1 ? STAGES - 2 : 0)>();
         __syncthreads();  // tile's data visible to all; everyone is done with tile-1's buffer
         const int nt = tile + STAGES - 1;
-        if (nt < n_tiles) load_stage(p, nt, slice, stages0 + (nt % STAGES) * SM.stage_bytes);
+        if (nt < n_tiles) load_stage(p, t0 + nt, slice, stages0 + (nt % STAGES) * SM.stage_bytes);
         ptx::cp_async_commit();
       }
       const u32 st = stages0 + (STAGES == 1 ? 0 : (tile % STAGES)) * SM.stage_bytes;
@@ -304,7 +315,8 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
       const float dqk0 = score_scale(qs, ks.x, c2);  // even n8 tiles: K group 2·(t%2)
       const float dqk1 = score_scale(qs, ks.y, c2);  // odd n8 tiles:  K group 2·(t%2)+1
       const bool need_mask = tile >= masked_from;
-      const int kbase = tile * BK;
+      const int kbase = (t0 + tile) * BK;
+      const int cls = MASK ? static_cast<int>(cls_row[tile]) : MASK_CLASS_ALL;
 
 #pragma unroll
       for (int mg = 0; mg < MT / MG; ++mg) {
@@ -366,6 +378,29 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
 #pragma unroll
             for (int e = 0; e < 4; ++e)
               if (kofs + (e & 1) > rel[e >> 1]) sc[j][e] = neg_inf();
+          }
+        }
+        if (MASK && cls != MASK_CLASS_ALL) {
+          // the tensor mask's term of each score (an interior all-masked tile: -inf everywhere)
+          const BlockCoords km = block_coords(p);
+          const int mtid = static_cast<int>(tid_x());
+          const i64 row0 = km.i0 + (mtid >> 5) * RW + mt * 16 + ((mtid & 31) >> 2);
+          const i64 kv_len = seq_kv_len(p, km);
+          const char* mr[2];
+#pragma unroll
+          for (int hf = 0; hf < 2; ++hf)
+            mr[hf] = row0 + 8 * hf < seq_q_len(p, km) ? mask_row(p, km, row0 + 8 * hf) : nullptr;
+#pragma unroll
+          for (int j = 0; j < NT; ++j) {
+            const int kofs = 32 * (j / 4) + 16 * ((j % 4) / 2) + 2 * (j % 2) + 4 * t;
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const i64 key = kbase + kofs + (e & 1);
+              if (cls == MASK_CLASS_NONE)
+                sc[j][e] = neg_inf();
+              else if (mr[e >> 1] && key < kv_len)
+                sc[j][e] = sc[j][e] + mask_term(mr[e >> 1], key, p.mask_stride_k);
+            }
           }
         }
         // ---- online softmax (attention_softmax.cuh), on the thread's max of each row half

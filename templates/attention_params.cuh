@@ -103,6 +103,12 @@ struct AttentionParams {
   const i32* q_map;        // [q_map_len] sequence of each packed query block, kNoSeq past the last
   i64 q_map_len, k_map_len;  // packed Q / KV blocks per head (the buffers' bounds)
   i64 lse_stride_batch, lse_stride_head;  // LSE index: b·sb + h·sh + (q_start + row)
+
+  // ---- tensor masks only (SAGE2_MASK; attention_blocks.cuh "Tensor masks")
+  const void* mask;        // element (b, h, i, j) at b·sb + h·sh + i·sq + j·sk (element strides, 0: broadcast)
+  i64 mask_stride_batch, mask_stride_head, mask_stride_q, mask_stride_k;
+  const u8* mask_tiles;    // class of each (query block, KV tile): 0 all masked, 1 all visible, 2 per element
+  i64 mask_tiles_stride_batch, mask_tiles_stride_head;  // per (b, h) class table [q_blocks][k_blocks]; 0: shared
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -26,6 +26,8 @@ constexpr bool TWO_LEVEL = SAGE2_TWO_LEVEL_ACCUM != 0;
 constexpr bool RETURN_LSE = SAGE2_RETURN_LSE != 0;
 constexpr int CAUSAL = SAGE2_CAUSAL;  // 0 none, 1 top-left, 2 bottom-right
 constexpr bool VARLEN = SAGE2_VARLEN != 0;  // sequences of their own lengths (templates/seq_table.cuh)
+// A tensor mask (attention_blocks.cuh "Tensor masks"): 0 none, 1 bool, 2 f16, 3 bf16, 4 f32 additive.
+constexpr int MASK = SAGE2_MASK;
 constexpr bool OUT_BF16 = SAGE2_OUT_BF16 != 0;
 constexpr bool OUT_F32 = SAGE2_OUT_F32 != 0;
 // log2(448): 448·P̃ = exp2(s - (m - log2 448)), the E4M3 scale folded into the exponent

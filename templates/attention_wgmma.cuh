@@ -69,7 +69,7 @@ constexpr bool PIPE = sage2::dev::wg_pipelined(D_V, STAGES, WARPS, SMOOTH_Q);
 constexpr bool WIDE = D_V > 128;
 constexpr bool RELEASE_BY_BARRIER = WIDE;
 // CTAs per SM the registers must allow (__launch_bounds__): wgmma_params.cuh.
-constexpr int MIN_CTAS = sage2::dev::wg_min_ctas(WARPS, D_V, STAGES, SMOOTH_Q);
+constexpr int MIN_CTAS = sage2::dev::wg_min_ctas(WARPS, D_V, STAGES, SMOOTH_Q, MASK != 0);
 constexpr u32 Q_TX_BYTES = static_cast<u32>(BQ * RB);
 constexpr sage2::dev::WgSmemLayout SM = sage2::dev::wg_smem_layout(BQ, BK, RB, D_V, STAGES, SMOOTH_Q, WARPS);
 constexpr u32 TX_BYTES = static_cast<u32>(sage2::dev::wg_stage_tx_bytes(BK, RB, D_V, SMOOTH_Q));
@@ -105,8 +105,10 @@ static_assert(groups_match(sage2_v_key_of_slot, [](int p) { return 2 * (p >> 2) 
 struct TileRows {
   i32 k_row0, v_row0, v_col0;  // v_col0: the sequence's first key column (0 unless varlen)
 };
-__device__ __forceinline__ TileRows tile_rows(const BlockCoords& c) {
-  return TileRows{static_cast<i32>(c.k_blk_base * BK), static_cast<i32>(c.v_row0), static_cast<i32>(c.v_col0)};
+// t0: the block's first KV tile (tensor masks skip the leading fully masked tiles; else 0).
+__device__ __forceinline__ TileRows tile_rows(const BlockCoords& c, int t0) {
+  return TileRows{static_cast<i32>((c.k_blk_base + t0) * BK), static_cast<i32>(c.v_row0),
+                  static_cast<i32>(c.v_col0 + static_cast<i64>(t0) * BK)};
 }
 
 // Copies of KV tile `tile` into stage `slot`: K panels and V (TMA). The tile's K scales and ΔS
@@ -121,7 +123,7 @@ __device__ __forceinline__ void issue_tile(const WgmmaAttentionParams& P, const 
 #pragma unroll
   for (int pn = 0; pn < NPANEL; ++pn)
     ptx::tma_load_2d(st + SM.k_off + pn * BK * PANEL, &P.tm_k, full, pn * PANEL, krow);
-  ptx::tma_load_2d(st + SM.v_off, &P.tm_v, full, VARLEN ? r.v_col0 + tile * BK : tile * BK, r.v_row0);
+  ptx::tma_load_2d(st + SM.v_off, &P.tm_v, full, (VARLEN || MASK) ? r.v_col0 + tile * BK : tile * BK, r.v_row0);
 }
 
 // Q̂ tiles of every consumer warpgroup (wide heads only), completing on the q_full barrier.
@@ -188,8 +190,12 @@ struct RowCtx {
   int kv_last;       // kv_len - 1
   int mask_from;     // first tile that needs the mask
   int t;             // lane % 4
-  const float* k_scale;  // this (batch, kv head)'s K scales: [k_blocks][KG]
-  const float* ds;       // smooth Q: this block's ΔS row [kv_len_pad]
+  const float* k_scale;  // this (batch, kv head)'s K scales: [k_blocks][KG], from the block's first tile
+  const float* ds;       // smooth Q: this block's ΔS row [kv_len_pad], from the block's first tile
+  // Tensor masks: the block's first tile t0 (loop tile i is KV tile t0 + i) and the class of each
+  // tile (from t0). The mask rows themselves are recomputed in the tiles that read them.
+  int t0;
+  const u8* cls;
 };
 
 // The thread's K scales of tile `tile`: one per 64-key half (group t of each half).
@@ -244,9 +250,12 @@ __device__ __forceinline__ void issue_qk(i32 (&s)[NS], const u32 (&qf)[Q_IN_REGS
 // softmax (m and l updated, alpha = exp2(m_old − m_new) returned for O), P̂ = e4m3(P̃·448).
 // MASKED: the tile holds keys some rows may not see (causal diagonal, padding past kv_len).
 // Per score, without smooth-Q: one conversion, one max, one FFMA, one ex2, one add, half a pack.
-template <bool MASKED>
+// TMASK: a tensor mask's tile of class `cls` (MASK_CLASS_SOME: per element; MASK_CLASS_NONE: an
+// interior tile that is all masked out) — the scores take the mask's term.
+template <bool MASKED, bool TMASK = false>
 __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], const float (&dk)[KH], int tile, const RowCtx& rc, float (&m)[2],
-                                             float (&l)[2], float (&alpha)[2], u32 (&pa)[KC][4]) {
+                                             float (&l)[2], float (&alpha)[2], u32 (&pa)[KC][4], int cls = 0,
+                                             const AttentionParams* p = nullptr) {
   const int t = rc.t;
   const float c2 = rc.c2;
   // Read S through volatile copies that stay after the wait: the compilers may not hoist the reads
@@ -265,8 +274,8 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], const float (&dk)[KH]
   for (int h = 0; h < KH; ++h) dqk[h] = score_scale(rc.qs, dk[h], c2);
   // Visibility of key 8j + 2t + (e&1) to row g + 8·(e>>1) (MASKED tiles only).
   int rel[2] = {BK, BK};
+  const int kbase = (MASK ? rc.t0 + tile : tile) * BK;
   if (MASKED) {
-    const int kbase = tile * BK;
     const int l0 = last_visible(rc.kv_last, rc.diag), l1 = last_visible(rc.kv_last, rc.diag + 8);
     rel[0] = tile_last_visible(l0, kbase);
     rel[1] = tile_last_visible(l1, kbase);
@@ -274,16 +283,35 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], const float (&dk)[KH]
   auto visible = [&](int j, int e) { return !MASKED || 8 * j + 2 * t + (e & 1) <= rel[e >> 1]; };
   const float ninf = neg_inf();
 
+  // Tensor mask: the mask rows of the thread's rows g and g+8 (null past q_len: no row to read).
+  const char* mrow[2] = {nullptr, nullptr};
+  if (TMASK && cls != MASK_CLASS_NONE) {
+    const BlockCoords c = block_coords(*p);
+    const i64 row = c.i0 + static_cast<i64>(tid_x() >> 5) * 16 + ((tid_x() & 31u) >> 2);
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) mrow[hf] = row + 8 * hf < seq_q_len(*p, c) ? mask_row(*p, c, row + 8 * hf) : nullptr;
+  }
   float mx[2];
-  if (SMOOTH_Q) {
-    // s = dot·dqk + ΔS·c2 per key, then the max over s.
+  if (SMOOTH_Q || TMASK) {
+    // s = dot·dqk (+ ΔS·c2) (+ the mask's term) per key, then the max over s.
 #pragma unroll
     for (int j = 0; j < NT; ++j) {
-      const float2 d2 = *reinterpret_cast<const float2*>(rc.ds + static_cast<i64>(tile) * BK + 8 * j + 2 * t);
+      float2 d2 = make_float2(0.f, 0.f);
+      if (SMOOTH_Q) d2 = *reinterpret_cast<const float2*>(rc.ds + static_cast<i64>(tile) * BK + 8 * j + 2 * t);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const float S = x[j][e] * dqk[j / 8] + ((e & 1) ? d2.y : d2.x) * c2;
-        x[j][e] = visible(j, e) ? S : ninf;
+        float S = x[j][e] * dqk[j / 8];
+        if (SMOOTH_Q) S = S + ((e & 1) ? d2.y : d2.x) * c2;
+        bool vis = visible(j, e);
+        if (TMASK) {
+          // keys past kv_len are not visible (no load); rows past q_len have no mask row
+          const char* mr = mrow[e >> 1];
+          if (cls == MASK_CLASS_NONE)
+            vis = false;
+          else if (vis && mr)
+            S = S + mask_term(mr, kbase + 8 * j + 2 * t + (e & 1), p->mask_stride_k);
+        }
+        x[j][e] = vis ? S : ninf;
       }
     }
 #pragma unroll
@@ -330,14 +358,25 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], const float (&dk)[KH]
   // without smooth-Q the exponent is one FFMA: dot·dqk − m_sh (a masked key: -inf·dqk − m_sh =
   // -inf, weight 0)
   exp2_rowsum(x, alpha, l, [&](int j, int e) {
-    return SMOOTH_Q ? x[j][e] - m_sh[e >> 1] : fmaf(x[j][e], dqk[j / 8], -m_sh[e >> 1]);
+    return (SMOOTH_Q || TMASK) ? x[j][e] - m_sh[e >> 1] : fmaf(x[j][e], dqk[j / 8], -m_sh[e >> 1]);
   });
   pack_p(x, pa);
 }
 
 // The softmax of tile `tile`, with the mask where the tile needs it.
 __device__ __forceinline__ void softmax_any(i32 (&s)[NS], const float (&dk)[KH], int tile, const RowCtx& rc, float (&m)[2],
-                                            float (&l)[2], float (&alpha)[2], u32 (&pa)[KC][4]) {
+                                            float (&l)[2], float (&alpha)[2], u32 (&pa)[KC][4],
+                                            const AttentionParams& p) {
+  if (MASK) {
+    const int cls = rc.cls[tile];
+    if (cls != MASK_CLASS_ALL) {
+      if (tile >= rc.mask_from)
+        softmax_tile<true, true>(s, dk, tile, rc, m, l, alpha, pa, cls, &p);
+      else
+        softmax_tile<false, true>(s, dk, tile, rc, m, l, alpha, pa, cls, &p);
+      return;
+    }
+  }
   if (tile >= rc.mask_from)
     softmax_tile<true>(s, dk, tile, rc, m, l, alpha, pa);
   else
@@ -444,7 +483,7 @@ __device__ __forceinline__ u32 acquire_stage(u32 sbase, int tile) {
 
 // The consumer warpgroups: QKᵀ, softmax, P̂·V̂ for every tile, then the epilogue.
 __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const BlockCoords& cta, const TileRows& rows, u32 sbase,
-                                        int n_tiles) {
+                                        int n_tiles, int t0) {
   const AttentionParams& p = P.a;
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid >> 5, lane = tid & 31;
@@ -467,6 +506,14 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const Blo
     // clamped below at -9 (rows before the first visible key), so diag + 8 stays in int range
     rc.diag = static_cast<int>(CAUSAL ? max_<i64>(-9, last_visible(kv_last, row + off)) : kv_last);
     rc.mask_from = static_cast<int>(mask_from(p, c, off));
+    if (MASK) {
+      // loop tile i is KV tile t0 + i: the per-tile pointers start at t0
+      rc.t0 = t0;
+      rc.mask_from -= t0;
+      rc.k_scale += t0 * KG;
+      if (SMOOTH_Q) rc.ds += static_cast<i64>(t0) * BK;
+      rc.cls = mask_class_row(p, c) + t0;
+    }
   }
 #pragma unroll
   for (int ch = 0; ch < NCH; ++ch)
@@ -496,7 +543,7 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const Blo
       load_k_scales(rc, 0, dk);
       load_k_scales(rc, min_(1, n_tiles - 1), dk_next);
       ptx::wgmma_wait<0>();
-      softmax_any(s, dk, 0, rc, m, l, alpha_prev, pa);
+      softmax_any(s, dk, 0, rc, m, l, alpha_prev, pa, p);
       // R of P̂·V̂ (declared once: re-declared per tile, the compiler zeroes it before every batch)
       float r[PVN / 2];
 #pragma unroll 1
@@ -521,7 +568,7 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const Blo
         ptx::wgmma_wait<1>();  // S of tile j (the older batch) is complete
         u32 pa_next[KC][4];
         float alpha[2];
-        softmax_any(s, dk, tile, rc, m, l, alpha, pa_next);
+        softmax_any(s, dk, tile, rc, m, l, alpha, pa_next, p);
         ptx::wgmma_wait<0>();
         keep_live(pa, zero_base, sbase);
         if (TWO_LEVEL) {
@@ -572,7 +619,7 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const Blo
       ptx::wgmma_wait<0>();
       u32 pa[KC][4];
       float alpha[2];
-      softmax_any(s, dk, tile, rc, m, l, alpha, pa);
+      softmax_any(s, dk, tile, rc, m, l, alpha, pa, p);
 
       if (!TWO_LEVEL) rescale(o, alpha);
 #pragma unroll
@@ -610,8 +657,13 @@ __device__ __forceinline__ void attention(const WgmmaAttentionParams& P) {
   const int tid = static_cast<int>(threadIdx.x);
   // The block coordinates (u32 divisions by the head counts) once, for every later step.
   const BlockCoords c = block_coords(p);
-  const int n_tiles = tile_count(p, c);
-  const TileRows rows = tile_rows(c);
+  int n_tiles = tile_count(p, c), t0 = 0;
+  if (MASK) {  // from the first to the last tile the tensor mask leaves anything visible in
+    int t1;
+    mask_tile_range(p, c, n_tiles, t0, t1);
+    n_tiles = t1 - t0;
+  }
+  const TileRows rows = tile_rows(c, t0);
 
   if (tid == 0) {
 #pragma unroll
@@ -644,7 +696,7 @@ __device__ __forceinline__ void attention(const WgmmaAttentionParams& P) {
       }
     } else {
       ptx::setmaxnreg_inc<CONSUMER_REGS>();
-      consume(P, c, rows, sbase, n_tiles);
+      consume(P, c, rows, sbase, n_tiles, t0);
     }
   } else {
     if (tid == 0) {
@@ -652,7 +704,7 @@ __device__ __forceinline__ void attention(const WgmmaAttentionParams& P) {
       for (int tile = 0; tile < min_(STAGES, n_tiles); ++tile) issue_tile(P, rows, tile, tile, sbase);
     }
     __syncwarp();
-    consume(P, c, rows, sbase, n_tiles);
+    consume(P, c, rows, sbase, n_tiles, t0);
   }
 }
 

@@ -246,6 +246,11 @@ SAGE2_DEVICE_INLINE i32 ld_nc_s32(const void* p) {
   asm volatile("ld.global.nc.s32 %0, [%1];" : "=r"(r) : "l"(p));
   return r;
 }
+SAGE2_DEVICE_INLINE u32 ld_nc_u8(const void* p) {
+  u32 r;
+  asm volatile("ld.global.nc.u8 %0, [%1];" : "=r"(r) : "l"(p));
+  return r;
+}
 SAGE2_DEVICE_INLINE u16 ld_nc_u16(const void* p) {
   u16 r;
   asm volatile("ld.global.nc.u16 %0, [%1];" : "=h"(r) : "l"(p));

@@ -7,6 +7,7 @@
 //   3 sage2_quantize_k      per (batch, kv head, BK block)
 //   4 sage2_quantize_v      per (batch, kv head, V tile of SAGE2_QZ_ROWS tokens)
 //   7 sage2_varlen_table    varlen calls: the sequence table and block maps (seq_table.cuh)
+//   8 sage2_mask_tiles      tensor masks: the class of every (query block, KV tile)
 // With SAGE2_VARLEN (ops 1-4, 7) the grid covers packed blocks instead of (batch, block) pairs and
 // every item takes its sequence's lengths and positions from the table (SeqItem below).
 // The numerics are the contract written in jit/quant_buffers.hpp; comments below say where the
@@ -24,6 +25,7 @@
 #pragma once
 
 #include "hopper.cuh"
+#include "mask.cuh"
 #include "ptx.cuh"
 #include "quantize_params.cuh"
 #include "types.cuh"
@@ -1140,6 +1142,36 @@ __device__ __forceinline__ void varlen_table(const QuantizeParams& p) {
 }
 #endif
 
+// ---------------------------------------------------------------------------------------------
+// sage2_mask_tiles (SAGE2_QUANT_OP 8): CTA = (KV tile x, query block y, mask (batch, head) z) —
+// class 0 when no element of the tile inside q_len × kv_len is visible, 1 when every one is
+// visible with no additive term (the attention kernel then skips the mask), 2 otherwise.
+#if SAGE2_QUANT_OP == 8
+__device__ __forceinline__ void mask_tiles(const QuantizeParams& p) {
+  constexpr int KIND = SAGE2_MASK;
+  static_assert(KIND >= 1 && KIND <= 4, "mask_tiles needs a mask kind");
+  const i64 kt = blockIdx.x, qb = blockIdx.y, z = blockIdx.z;
+  const i64 b = z / p.mask_heads, h = z % p.mask_heads;
+  const int rows = static_cast<int>(p.q_len - qb * BQ < BQ ? p.q_len - qb * BQ : BQ);
+  const int keys = static_cast<int>(p.kv_len - kt * BK < BK ? p.kv_len - kt * BK : BK);
+  const char* base = static_cast<const char*>(p.mask) +
+                     (b * p.mask_stride_batch + h * p.mask_stride_head + qb * BQ * p.mask_stride_q +
+                      kt * BK * p.mask_stride_k) * mask_elem::size<KIND>();
+  bool any_visible = false, all_plain = true;
+  for (int e = threadIdx.x; e < rows * keys; e += THREADS) {
+    const int r = e / keys, c = e % keys;  // consecutive threads: consecutive keys of a row
+    const float t = mask_elem::term<KIND>(base + r * p.mask_stride_q * mask_elem::size<KIND>(), c, p.mask_stride_k);
+    const bool masked = t == ptx::bits_f32(0xff800000u);
+    any_visible |= !masked;
+    all_plain &= t == 0.f;
+  }
+  const bool any = __syncthreads_or(any_visible) != 0;
+  const bool plain = __syncthreads_and(all_plain) != 0;
+  if (threadIdx.x == 0)
+    p.mask_tiles[(z * gridDim.y + qb) * gridDim.x + kt] = static_cast<u8>(!any ? 0 : (plain ? 1 : 2));
+}
+#endif
+
 }  // namespace qz
 
 
@@ -1225,6 +1257,11 @@ extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, 1) sage2_varlen_t
   qz::check_block_dim();
   qz::varlen_table(p);
 }
+#elif SAGE2_QUANT_OP == 8
+extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, 1) sage2_mask_tiles(sage2::dev::QuantizeParams p) {
+  qz::check_block_dim();
+  qz::mask_tiles(p);
+}
 #else
-#error "SAGE2_QUANT_OP must be 1..7"
+#error "SAGE2_QUANT_OP must be 1..8"
 #endif

@@ -83,6 +83,14 @@ struct QuantizeParams {
   i64 out_batch, out_seq, o_stride_batch, o_stride_head, o_stride_seq;
   float* lse;
   i64 lse_count;
+
+  // ---- tensor masks only (appended; SAGE2_MASK, sage2_mask_tiles): the mask's element (b, h, i, j)
+  // at element offset b·sb + h·sh + i·sq + j·sk (0: broadcast), and the class table it fills,
+  // [mask_batch][mask_heads][q_blocks][k_blocks] bytes (grid z = b · mask_heads + h).
+  const void* mask;
+  i64 mask_stride_batch, mask_stride_head, mask_stride_q, mask_stride_k;
+  u8* mask_tiles;
+  i64 mask_heads;
 };
 
 // Work items of sage2_quantize_fused, in the order the device counter hands them out. A group g

@@ -183,6 +183,27 @@ sage2_status sage2_attention_varlen(sage2_context* ctx, const sage2_tensor* q, c
 sage2_status sage2_workspace_size_varlen(sage2_context* ctx, const sage2_tensor* q, const sage2_tensor* k,
                                          const sage2_tensor* v, const sage2_tensor* out, const sage2_seqlens* lens,
                                          const sage2_attention_params* params, size_t* bytes);
+/* ---- attention masks (added in 0.1: additive, never changed) ------------------------------ */
+/* sage2::MaskRef in include/sage2/sage2.hpp documents the rules. */
+typedef enum sage2_mask_type {
+  SAGE2_MASK_NONE = 0,
+  SAGE2_MASK_BOOL = 1, /* 1 byte, nonzero: the key takes part */
+  SAGE2_MASK_F16 = 2,  /* additive, -inf masks out */
+  SAGE2_MASK_BF16 = 3,
+  SAGE2_MASK_F32 = 4
+} sage2_mask_type;
+typedef struct sage2_mask {
+  const void* data;
+  int32_t type; /* sage2_mask_type */
+  int64_t stride_batch, stride_head, stride_q, stride_k; /* elements; 0 broadcasts */
+} sage2_mask;
+/* sage2_attention with a mask (NULL or type SAGE2_MASK_NONE: none). */
+sage2_status sage2_attention_masked(sage2_context* ctx, const sage2_tensor* q, const sage2_tensor* k,
+                                    const sage2_tensor* v, const sage2_tensor* out, const sage2_mask* mask,
+                                    const sage2_attention_params* params, void* stream);
+sage2_status sage2_workspace_size_masked(sage2_context* ctx, const sage2_tensor* q, const sage2_tensor* k,
+                                         const sage2_tensor* v, const sage2_tensor* out, const sage2_mask* mask,
+                                         const sage2_attention_params* params, size_t* bytes);
 #ifdef __cplusplus
 }
 #endif

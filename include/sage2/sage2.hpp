@@ -81,6 +81,23 @@ struct TensorRef {
 };
 
 // ---------------------------------------------------------------------------------------------
+// An attention mask: a view of device memory broadcastable to [batch, q heads, q len, kv len] —
+// element (b, h, i, j) at data + (b·stride_batch + h·stride_head + i·stride_q + j·stride_k)
+// elements, a stride of 0 broadcasting its dim (torch's expand). Bool (1 byte): nonzero = the key
+// takes part (torch SDPA's rule). Additive (f16, bf16, f32): added to the scaled score, -inf
+// masks the key out (a NaN makes the row NaN, as in torch). Masked-out keys take no part in the
+// row's max, sum or P̂; a row that sees no key gets O = 0 and LSE = -inf. Tiles of the mask with
+// nothing visible before the first or after the last visible one of a query block are neither
+// loaded nor computed. Not with varlen calls (give key padding as SeqLens::kv_lens instead).
+enum class MaskType : int { None = 0, Bool = 1, F16 = 2, BF16 = 3, F32 = 4 };
+const char* mask_type_name(MaskType t) noexcept;  // "none", "bool", "f16", "bf16", "f32"
+struct MaskRef {
+  const void* data = nullptr;
+  MaskType type = MaskType::None;
+  std::int64_t stride_batch = 0, stride_head = 0, stride_q = 0, stride_k = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
 // Options of one attention call.
 struct AttentionParams {
   CausalMode causal = CausalMode::None;
@@ -96,6 +113,8 @@ struct AttentionParams {
   // Without it the Context's pool (one buffer per stream, grown on demand) is used.
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
+  // Optional attention mask (MaskRef above); type None: no mask.
+  MaskRef mask;
 };
 
 // ---------------------------------------------------------------------------------------------
