@@ -4,9 +4,11 @@ torch's current stream with a workspace owned by torch's caching allocator.
 Eager calls go straight to the C library. Under torch.compile (and for any tracing with fake or
 functional tensors, or when autograd would record the call) the same work runs behind the opaque
 custom op ``torch.ops.sage2.sageattn``, whose fake implementation gives the output shapes.
-A call with kv_lens (key padding) goes to _varlen.py (sage2_attention_varlen), never the fast path.
+A call with kv_lens (key padding) goes to _varlen.py (sage2_attention_varlen), which has its own
+signature cache for the same fast path (_FastCall, below).
 """
 import ctypes
+import functools
 import math
 import threading
 
@@ -269,21 +271,25 @@ def _run(q, k, v, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smoot
     return out, lse
 
 
-# ---- the eager fast path: per-signature cached call (issue 15 item 2) ---------------------------
+# ---- the eager fast path: per-signature cached call (issue 15 item 2; varlen: issue 17) ---------
 # A call whose tensors' metadata (shapes, strides, dtypes, devices) and scalar arguments equal
 # those of an earlier successful call needs none of _normalize's checks again (they read only
 # that metadata) nor the workspace size query: _FastCall keeps the normalized arguments, the
 # library handles, the descriptors' shapes and strides and, per thread, the ctypes structures
-# with their byref()s, so a call only allocates its outputs and workspace, patches five pointers
-# and makes the C call. Scalars are keyed with their types (True == 1 == 1.0 for dict keys, but
-# sm_scale=True is refused where 1.0 is not).
+# with their byref()s, so a call only allocates its outputs and workspace, patches the pointers
+# of its tensors (q, k, v, out, LSE, workspace) and makes the C call. Scalars are keyed with their
+# types (True == 1 == 1.0 for dict keys, but sm_scale=True is refused where 1.0 is not).
+# The variable-length forms (_varlen.py: sageattn_varlen and sageattn(kv_lens=...)) use the same
+# _FastCall with a prebuilt sage2_seqlens whose device pointers are patched too, and their own
+# signature cache (_varlen._fast), keyed also by the length tensors' metadata and max_seqlen_q/k.
 _FAST_MAX = 1024
 _fast_lock = threading.Lock()
-_fast = {}  # signature -> _FastCall
+_fast = {}  # signature -> _FastCall (dense calls)
 _Tensor = torch.Tensor
 _F32 = torch.float32
 _U8 = torch.uint8
 _WS_KEEP_MAX = 16 << 20  # a workspace up to this size is kept per thread for its next call
+_PACKED = _varlen._PACKED  # the layout name of packed [total, H, D] tensors (sageattn_varlen)
 
 
 class _KeptWorkspace(threading.local):
@@ -314,6 +320,13 @@ def _tensor_fields(shape, strides, layout, code):
     return (code, b, h, n, d, sb, sh, sn, 1)
 
 
+def _packed_fields(shape, strides, code):
+    """The sage2_tensor fields after `data` of a packed [total, H, D] tensor: its NHD view with
+    batch 1 (the form sage2_attention_varlen takes for cu_seqlens)."""
+    total, h, d = shape
+    return (code, 1, h, total, d, total * strides[0], strides[1], strides[0], 1)
+
+
 def _contiguous_strides(shape):
     st, acc = [], 1
     for n in reversed(tuple(shape)):
@@ -325,7 +338,7 @@ def _contiguous_strides(shape):
 class _Structs:
     """One thread's ctypes arguments of a _FastCall: built once, pointers patched per call."""
 
-    __slots__ = ("q", "k", "v", "o", "p", "args")
+    __slots__ = ("q", "k", "v", "o", "p", "lens", "call")
 
     def __init__(self, fc):
         T = _lib.Tensor
@@ -333,31 +346,53 @@ class _Structs:
         self.p = _lib.AttentionParams(fc.causal, fc.sm_scale, fc.qk_bits, fc.smooth_q, int(fc.smooth_k),
                                       int(fc.smooth_v), None, None, 0)
         br = ctypes.byref
-        self.args = (br(self.q), br(self.k), br(self.v), br(self.o), br(self.p))
+        if fc.lens is None:  # sage2_attention(ctx, q, k, v, out, params, stream)
+            self.lens = None
+            args = (br(self.q), br(self.k), br(self.v), br(self.o), br(self.p))
+        else:  # sage2_attention_varlen(ctx, q, k, v, out, lens, params, stream)
+            self.lens = _lib.SeqLens(*fc.lens)
+            args = (br(self.q), br(self.k), br(self.v), br(self.o), br(self.lens), br(self.p))
+        self.call = functools.partial(fc.fn, fc.ctx, *args)  # call(stream) -> status
 
 
 class _FastCall:
-    """Everything of one call signature that does not depend on the tensors' memory."""
+    """Everything of one call signature that does not depend on the tensors' memory: a dense
+    sage2_attention call, or (lens given) a sage2_attention_varlen call."""
 
-    def __init__(self, q, k, v, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v,
-                 ws_bytes):
-        self.layout, self.causal, self.sm_scale, self.return_lse = layout, causal, sm_scale, return_lse
-        self.qk_bits, self.smooth_q, self.smooth_k, self.smooth_v = qk_bits, smooth_q, smooth_k, smooth_v
+    def __init__(self, q, k, v, layout, params, ws_bytes, lens=None):
+        """q, k, v: the tensors of a call that just succeeded (only their metadata is kept);
+        layout: "HND", "NHD" or _PACKED ([total, H, D] tensors, LSE [H, total]); params: the
+        normalized (causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v); ws_bytes:
+        the workspace size; lens: None for sage2_attention, else the sage2_seqlens fields with NULL
+        pointers (batch, None, None, None, max_seqlen_q, max_seqlen_k) for sage2_attention_varlen."""
+        self.causal, self.sm_scale, self.return_lse, self.qk_bits, self.smooth_q, self.smooth_k, \
+            self.smooth_v = params
         dev = q.device
         self.device = dev
         self.index = dev.index if dev.index is not None else torch.cuda.current_device()
         self.shape = q.shape
         self.dtype = q.dtype
-        b, hq, nq, _ = _dims(q, layout)
-        self.lse_shape = (b, hq, nq)
         code = _DTYPES[q.dtype]
-        self.fq = _tensor_fields(q.shape, q.stride(), layout, code)
-        self.fk = _tensor_fields(k.shape, k.stride(), layout, code)
-        self.fv = _tensor_fields(v.shape, v.stride(), layout, code)
-        self.fo = _tensor_fields(q.shape, _contiguous_strides(q.shape), layout, code)
+        out_strides = _contiguous_strides(q.shape)
+        if layout == _PACKED:
+            total, hq, _ = q.shape
+            self.lse_shape = (hq, total)
+            self.fq, self.fk, self.fv, self.fo = (_packed_fields(q.shape, q.stride(), code),
+                                                  _packed_fields(k.shape, k.stride(), code),
+                                                  _packed_fields(v.shape, v.stride(), code),
+                                                  _packed_fields(q.shape, out_strides, code))
+        else:
+            b, hq, nq, _ = _dims(q, layout)
+            self.lse_shape = (b, hq, nq)
+            self.fq, self.fk, self.fv, self.fo = (_tensor_fields(q.shape, q.stride(), layout, code),
+                                                  _tensor_fields(k.shape, k.stride(), layout, code),
+                                                  _tensor_fields(v.shape, v.stride(), layout, code),
+                                                  _tensor_fields(q.shape, out_strides, layout, code))
+        self.lens = lens
         self.ws_bytes = ws_bytes
         self.lib = _lib.lib()
-        self.fn = self.lib.sage2_attention
+        self.function = "sage2_attention" if lens is None else "sage2_attention_varlen"
+        self.fn = getattr(self.lib, self.function)
         self.ctx = _lib.context(self.index)
         self.tls = threading.local()
 
@@ -368,7 +403,10 @@ class _FastCall:
             s = self.tls.s = _Structs(self)
             return s
 
-    def __call__(self, q, k, v):
+    def __call__(self, q, k, v, lens_a=None, lens_b=None):
+        """A call of this signature. lens_a, lens_b: the length tensors of a varlen call
+        (cu_seqlens_q, cu_seqlens_k for the packed form; kv_lens, None for key padding): only
+        their device pointers are taken, never their values."""
         dev = self.device
         out = torch.empty(self.shape, dtype=self.dtype, device=dev)
         s = self.structs()
@@ -376,6 +414,13 @@ class _FastCall:
         s.k.data = k.data_ptr()
         s.v.data = v.data_ptr()
         s.o.data = out.data_ptr()
+        if lens_a is not None:
+            ln = s.lens
+            if lens_b is None:
+                ln.kv_lens = lens_a.data_ptr()
+            else:
+                ln.cu_seqlens_q = lens_a.data_ptr()
+                ln.cu_seqlens_k = lens_b.data_ptr()
         p = s.p
         lse = None
         if self.return_lse:
@@ -402,12 +447,19 @@ class _FastCall:
                     kept.ws, kept.where, kept.bytes = ws, where, n
             p.workspace = (ws.data_ptr() + 255) // 256 * 256
             p.workspace_bytes = n
-        a = s.args
-        status = self.fn(self.ctx, a[0], a[1], a[2], a[3], a[4], stream)
+        status = s.call(stream)
         if status:
-            _lib.check(status, "sage2_attention")
+            _lib.check(status, self.function)
         del ws
         return (out, lse) if self.return_lse else out
+
+
+def _fast_store(cache, key, fc):
+    """Puts a _FastCall into a signature cache (emptied when it reaches _FAST_MAX entries)."""
+    with _fast_lock:
+        if len(cache) >= _FAST_MAX:
+            cache.clear()
+        cache[key] = fc
 
 
 def _fast_insert(key, q, k, v, args):
@@ -415,13 +467,10 @@ def _fast_insert(key, q, k, v, args):
     no-key cases, which _run handles without the library)."""
     if q.numel() == 0 or _dims(k, args[0])[2] == 0:
         return
-    fc = _FastCall(q, k, v, *args, ws_bytes=_ws_cache.get(_ws_key(q, k, *args, v=v)))
-    if fc.ws_bytes is None:
+    ws_bytes = _ws_cache.get(_ws_key(q, k, *args, v=v))
+    if ws_bytes is None:
         return
-    with _fast_lock:
-        if len(_fast) >= _FAST_MAX:
-            _fast.clear()
-        _fast[key] = fc
+    _fast_store(_fast, key, _FastCall(q, k, v, args[0], args[1:], ws_bytes))
 
 
 # ---- the custom op (torch.compile, tracing, autograd guard) -------------------------------------
@@ -492,7 +541,7 @@ def sageattn(q, k, v, tensor_layout="HND", is_causal=False, sm_scale=None, retur
 
     Bad input raises TypeError/ValueError naming the argument before anything runs on the GPU;
     errors from the library raise sage2.Sage2Error subclasses carrying sage2_last_error()."""
-    if kv_lens is not None:  # key padding: sage2_attention_varlen, never the fast path below
+    if kv_lens is not None:  # key padding: sage2_attention_varlen (its fast path is in _varlen)
         return _varlen.kv_padded(q, k, v, kv_lens, tensor_layout, is_causal, sm_scale, return_lse, options)
     key = None
     if not torch.compiler.is_compiling() and type(q) is _Tensor and type(k) is _Tensor and type(v) is _Tensor:

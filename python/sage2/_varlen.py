@@ -10,6 +10,10 @@ The length arrays are int32 CUDA tensors whose values are read on the GPU only: 
 their dtype, rank, size, device and strides, never their values (no host synchronisation, so a CUDA
 graph captured once replays with new lengths of the same totals). Values that break the rules of
 include/sage2/sage2.hpp (SeqLens) make every output element and LSE NaN.
+
+Eager calls take sageattn's fast path (_attention._FastCall) from the second call of a signature
+on: no checks again, prebuilt ctypes structures (sage2_seqlens included) whose pointers are
+patched, the kept workspace; see "the eager fast path" below.
 """
 import ctypes
 import math
@@ -29,6 +33,8 @@ _PACKED = "packed"  # the custom op's tensor_layout for the packed form ([total,
 _RANK3 = "3-D ([total tokens, heads, head dim]: the sequences packed one after another)"
 _SMOOTH_Q_OFF = 2  # sage2_attention_params.smooth_q: 0 auto, 1 on, 2 off
 _SymInt = getattr(torch, "SymInt", int)
+_Tensor = torch.Tensor
+_fast = {}  # signature -> _attention._FastCall of a varlen call (both forms; see _packed_key, _kv_key)
 
 
 # ---- argument checks (metadata only: traceable by dynamo, no device synchronisation) ------------
@@ -110,9 +116,21 @@ def _normalize_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
 # ---- the C call ---------------------------------------------------------------------------------
 def _packed_desc(t, code):
     """sage2_tensor of a packed [total, H, D] tensor: the NHD view with batch 1."""
-    total, h, d = t.shape
-    st = t.stride()
-    return _lib.Tensor(t.data_ptr(), code, 1, h, total, d, total * st[0], st[1], st[0], 1)
+    return _lib.Tensor(t.data_ptr(), *_A._packed_fields(t.shape, t.stride(), code))
+
+
+def _packed_ws_key(q, k, v, batch, max_seqlen_q, max_seqlen_k, causal, return_lse, qk_bits, smooth_q, smooth_k,
+                   smooth_v):
+    """The workspace-size cache key of a normalized packed call: shapes, strides and options, never
+    the lengths' values (the workspace does not depend on them)."""
+    return ("varlen-packed", _A._device_index(q.device), q.dtype, q.shape, k.shape, q.stride(), k.stride(), v.stride(),
+            batch, max_seqlen_q, max_seqlen_k, causal, qk_bits, smooth_q, smooth_k, smooth_v, return_lse)
+
+
+def _kv_ws_key(q, k, v, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v):
+    """The workspace-size cache key of a normalized key-padding call."""
+    return ("varlen-kv",) + _A._ws_key(q, k, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k,
+                                       smooth_v, v=v)
 
 
 def _call(dev, tq, tk, tv, to, lens, params, key):
@@ -166,9 +184,8 @@ def _run_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
     lens = _lib.SeqLens(batch, cu_seqlens_q.data_ptr(), cu_seqlens_k.data_ptr(), None, max_seqlen_q, max_seqlen_k)
     params = _lib.AttentionParams(causal, sm_scale, qk_bits, smooth_q, int(smooth_k), int(smooth_v),
                                   lse.data_ptr() if return_lse else None, None, 0)
-    # The workspace depends on shapes, strides and options, never on the lengths' values.
-    key = ("varlen-packed", _A._device_index(q.device), q.dtype, q.shape, k.shape, q.stride(), k.stride(), v.stride(),
-           batch, max_seqlen_q, max_seqlen_k, causal, qk_bits, smooth_q, smooth_k, smooth_v, return_lse)
+    key = _packed_ws_key(q, k, v, batch, max_seqlen_q, max_seqlen_k, causal, return_lse, qk_bits, smooth_q, smooth_k,
+                         smooth_v)
     _call(q.device, _packed_desc(q, code), _packed_desc(k, code), _packed_desc(v, code), _packed_desc(out, code), lens,
           params, key)
     return out, lse
@@ -188,11 +205,66 @@ def _run_kv_padded(q, k, v, kv_lens, layout, causal, sm_scale, return_lse, qk_bi
     lens = _lib.SeqLens(b, None, None, kv_lens.data_ptr(), 0, 0)
     params = _lib.AttentionParams(causal, sm_scale, qk_bits, smooth_q, int(smooth_k), int(smooth_v),
                                   lse.data_ptr() if return_lse else None, None, 0)
-    key = ("varlen-kv",) + _A._ws_key(q, k, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k,
-                                      smooth_v, v=v)
+    key = _kv_ws_key(q, k, v, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v)
     _call(q.device, _A._desc(q, layout, code), _A._desc(k, layout, code), _A._desc(v, layout, code),
           _A._desc(out, layout, code), lens, params, key)
     return out, lse
+
+
+# ---- the eager fast path (as sageattn's: _attention._FastCall with a prebuilt sage2_seqlens) -----
+# The second call of a signature skips the checks and the workspace query: the cached _FastCall
+# allocates the outputs, takes the kept workspace, patches the data pointers of q, k, v, out, LSE
+# and of the length arrays, and calls sage2_attention_varlen. A signature is everything the
+# checks read, i.e. all but memory: sageattn's (shapes, strides, dtypes, devices, layout, scalars
+# with their types, options), plus the length tensors' shape (B), stride, dtype and device and, for
+# the packed form, max_seqlen_q/k with their types. The lengths' values are never part of it (and
+# never read). Entries are made only after a call succeeded through the normal path.
+def _packed_key(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, is_causal, sm_scale, return_lse,
+                options):
+    """The signature of a packed call (TypeError for unhashable arguments: no fast path)."""
+    cq, ck = cu_seqlens_q, cu_seqlens_k
+    return (_A._fast_key(q, k, v, _PACKED, is_causal, sm_scale, return_lse, options),
+            cq.shape, cq.stride(), cq.dtype, cq.device, ck.shape, ck.stride(), ck.dtype, ck.device,
+            type(max_seqlen_q), max_seqlen_q, type(max_seqlen_k), max_seqlen_k)
+
+
+def _kv_key(q, k, v, kv_lens, tensor_layout, is_causal, sm_scale, return_lse, options):
+    """The signature of a key-padding call (TypeError for unhashable arguments: no fast path)."""
+    return (_A._fast_key(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, options),
+            kv_lens.shape, kv_lens.stride(), kv_lens.dtype, kv_lens.device)
+
+
+def _may_record(q, k, v):
+    """Whether autograd would record a call on q, k, v (the int32 lengths cannot require grad)."""
+    return torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+
+
+def _fast_insert_packed(key, q, k, v, cu_seqlens_q, args):
+    """Caches a packed call that just succeeded eagerly; args: _normalize_packed's. Not the empty
+    and no-key cases (answered without the library)."""
+    max_q, max_k, causal, scale, lse_on, bits, smooth_q, smooth_k, smooth_v = args
+    if q.numel() == 0 or k.shape[0] == 0:
+        return
+    batch = cu_seqlens_q.shape[0] - 1
+    ws_bytes = _A._ws_cache.get(_packed_ws_key(q, k, v, batch, max_q, max_k, causal, lse_on, bits, smooth_q, smooth_k,
+                                               smooth_v))
+    if ws_bytes is None:
+        return
+    fc = _A._FastCall(q, k, v, _PACKED, (causal, scale, lse_on, bits, smooth_q, smooth_k, smooth_v), ws_bytes,
+                      lens=(batch, None, None, None, max_q, max_k))
+    _A._fast_store(_fast, key, fc)
+
+
+def _fast_insert_kv(key, q, k, v, layout, params):
+    """Caches a key-padding call that just succeeded eagerly; params: (causal, sm_scale,
+    return_lse, qk_bits, smooth_q, smooth_k, smooth_v) as passed to _run_kv_padded."""
+    if q.numel() == 0 or _A._dims(k, layout)[2] == 0:
+        return
+    ws_bytes = _A._ws_cache.get(_kv_ws_key(q, k, v, layout, *params))
+    if ws_bytes is None:
+        return
+    fc = _A._FastCall(q, k, v, layout, params, ws_bytes, lens=(_A._dims(q, layout)[0], None, None, None, 0, 0))
+    _A._fast_store(_fast, key, fc)
 
 
 # ---- the custom op (torch.compile, tracing, autograd guard) -------------------------------------
@@ -241,6 +313,16 @@ _varlen_op.register_autograd(_backward, setup_context=_setup_context)
 # ---- entry points -------------------------------------------------------------------------------
 def kv_padded(q, k, v, kv_lens, tensor_layout, is_causal, sm_scale, return_lse, options):
     """sageattn(q, k, v, ..., kv_lens=kv_lens): the key-padding form."""
+    key = None
+    if (not torch.compiler.is_compiling() and type(q) is _Tensor and type(k) is _Tensor and type(v) is _Tensor
+            and type(kv_lens) is _Tensor):
+        try:
+            key = _kv_key(q, k, v, kv_lens, tensor_layout, is_causal, sm_scale, return_lse, options)
+            fc = _fast.get(key)
+        except TypeError:  # an unhashable argument: the checks below name it
+            key = fc = None
+        if fc is not None and not _may_record(q, k, v):
+            return fc(q, k, v, kv_lens)
     W = "sage2.sageattn"
     layout, causal, scale, lse_on, bits, _, smooth_k, smooth_v = _A._normalize(q, k, v, tensor_layout, is_causal,
                                                                                  sm_scale, return_lse, options)
@@ -254,7 +336,10 @@ def kv_padded(q, k, v, kv_lens, tensor_layout, is_causal, sm_scale, return_lse, 
         out, lse = torch.ops.sage2.sageattn_varlen(q, k, v, None, None, kv_lens, layout, 0, 0, causal, scale, lse_on,
                                                    bits, smooth_q, smooth_k, smooth_v)
     else:
-        out, lse = _run_kv_padded(q, k, v, kv_lens, layout, causal, scale, lse_on, bits, smooth_q, smooth_k, smooth_v)
+        params = (causal, scale, lse_on, bits, smooth_q, smooth_k, smooth_v)
+        out, lse = _run_kv_padded(q, k, v, kv_lens, layout, *params)
+        if key is not None:
+            _fast_insert_kv(key, q, k, v, layout, params)
     return (out, lse) if lse_on else out
 
 
@@ -287,10 +372,23 @@ def sageattn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_
 
     Bad input raises TypeError/ValueError naming the argument before anything runs on the GPU; a
     libsage2 without sage2_attention_varlen raises sage2.UnsupportedError."""
+    key = None
+    if (not torch.compiler.is_compiling() and type(q) is _Tensor and type(k) is _Tensor and type(v) is _Tensor
+            and type(cu_seqlens_q) is _Tensor and type(cu_seqlens_k) is _Tensor):
+        try:
+            key = _packed_key(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, is_causal, sm_scale,
+                              return_lse, options)
+            fc = _fast.get(key)
+        except TypeError:  # an unhashable argument: the checks below name it
+            key = fc = None
+        if fc is not None and not _may_record(q, k, v):
+            return fc(q, k, v, cu_seqlens_q, cu_seqlens_k)
     args = _normalize_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, is_causal, sm_scale,
                              return_lse, options)
     if _A._use_op(q, k, v, cu_seqlens_q, cu_seqlens_k):
         out, lse = torch.ops.sage2.sageattn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, None, _PACKED, *args)
     else:
         out, lse = _run_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, *args)
+        if key is not None:
+            _fast_insert_packed(key, q, k, v, cu_seqlens_q, args)
     return (out, lse) if args[4] else out

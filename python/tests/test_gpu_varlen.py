@@ -248,6 +248,46 @@ def test_empty_batches():
     assert torch.count_nonzero(out) == 0 and torch.isneginf(lse).all()
 
 
+def test_fast_path_hits_and_gives_the_same_bits():
+    """The second call of a signature takes the cached fast path (no argument checks again) and gives
+    the same bits and LSE as the first, for both forms; new lengths of the same signature are read
+    on the device as by a checked call; another max_seqlen_q is another signature."""
+    from sage2 import _attention as A, _varlen as VL
+
+    lens = [100, 1, 700, 37]
+    q, k, v, cq, ck = packed_inputs(lens, lens, hq=8, hkv=2, seed=60)
+    kw = dict(max_seqlen_q=700, max_seqlen_k=700, is_causal=True, return_lse=True)
+    a, la = sage2.sageattn_varlen(q, k, v, cq, ck, **kw)
+    qh, kh, vh = activation_like(2, 4, 2, 128, 512, 64, seed=61)
+    kvl = torch.tensor([512, 100], dtype=torch.int32, device="cuda")
+    b, lb = sage2.sageattn(qh, kh, vh, kv_lens=kvl, return_lse=True)
+    n = len(VL._fast)
+    calls = []
+    orig_packed, orig_dense = VL._normalize_packed, A._normalize
+    VL._normalize_packed = lambda *args: calls.append("packed") or orig_packed(*args)
+    A._normalize = lambda *args: calls.append("kv") or orig_dense(*args)
+    try:
+        for _ in range(3):
+            q2, k2, v2, qh2, kh2, vh2 = (torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
+                                         .copy_(t) for t in (q, k, v, qh, kh, vh))  # other memory, same strides
+            a2, la2 = sage2.sageattn_varlen(q2, k2, v2, cq.clone(), ck.clone(), **kw)
+            assert torch.equal(a, a2) and torch.equal(la, la2)
+            b2, lb2 = sage2.sageattn(qh2, kh2, vh2, kv_lens=kvl.clone(), return_lse=True)
+            assert torch.equal(b, b2) and torch.equal(lb, lb2)
+        assert calls == [] and len(VL._fast) == n
+        lens2 = [700, 37, 100, 1]
+        fast, fast_lse = sage2.sageattn_varlen(q, k, v, cu_of(lens2), cu_of(lens2), **kw)
+        assert calls == []
+        VL._fast.clear()
+        checked, checked_lse = sage2.sageattn_varlen(q, k, v, cu_of(lens2), cu_of(lens2), **kw)
+        assert calls == ["packed"] and torch.equal(fast, checked) and torch.equal(fast_lse, checked_lse)
+        assert not torch.equal(fast, a)
+        sage2.sageattn_varlen(q, k, v, cq, ck, **dict(kw, max_seqlen_q=64))
+        assert calls == ["packed", "packed"]
+    finally:
+        VL._normalize_packed, A._normalize = orig_packed, orig_dense
+
+
 # ---- invalid lengths: found on the device, outputs NaN ----------------------------------------------
 @pytest.mark.parametrize("bad", [[0, 50, 30, 100], [1, 50, 60, 100], [0, 50, 60, 101]],
                          ids=["decreasing", "not_from_0", "past_the_end"])

@@ -7,8 +7,9 @@
    argument before any library call; the structures of the C call (packed NHD views with batch 1,
    key-padding views as sageattn's, the lengths' device pointers, smooth_q off, LSE, workspace,
    stream); the lengths are never read on the host (the fake tensors have no values to read); the
-   fast path of sageattn is bypassed with kv_lens; a library without the varlen symbols imports and
-   fails the call with UnsupportedError.
+   dense fast path of sageattn is bypassed with kv_lens (the varlen fast path itself:
+   test_varlen_fast_path.py); a library without the varlen symbols imports and fails the call with
+   UnsupportedError.
 2. The ctypes declarations: SeqLens matches sage2_seqlens (C compiler), argtypes are registered
    only where the symbols exist.
 3. With a (CPU or CUDA) torch: the custom op, fake-tensor shapes and a fullgraph dynamo trace.
@@ -88,6 +89,7 @@ class FakeLib:
         n._obj.value = 8192 + lens._obj.batch + lens._obj.max_seqlen_q
         return 0
     def _attention_varlen(self, ctx, q, k, v, o, lens, p, stream):
+        stream = ctypes.c_void_p(getattr(stream, "value", stream))  # the fast path passes the raw int
         self.calls.append(self._record("varlen", q, k, v, o, p, lens, stream))
         return self.fail
     def sage2_last_error(self): return b"the fake library refused it"
@@ -256,16 +258,17 @@ for layout, qs, ks in (("HND", (2, 8, 128, 64), (2, 2, 256, 64)), ("NHD", (2, 12
     assert rec["lens"] == (2, None, None, kvl.data_ptr(), 0, 0), rec["lens"]
     assert rec["p"][:7] == (1, 0.0, 0, 2, 1, 0, lse.data_ptr()), rec["p"]
 
-# the fast path is bypassed: a signature cached by plain calls still goes to the varlen entry
+# sageattn's dense fast path is bypassed: a signature cached by plain calls still goes to the
+# varlen entry; kv_lens calls have their own cache (test_varlen_fast_path.py), the dense one is untouched
 qh, kh, vh = T(1, 2, 64, 64), T(1, 2, 64, 64), T(1, 2, 64, 64)
 S(qh, kh, vh)
 S(qh, kh, vh)
 assert fake.calls[-1]["fn"] == "dense"
 nfast = len(A._fast)
-for _ in range(2):
+for i in range(2):
     n0 = normalize_calls[0]
     S(qh, kh, vh, kv_lens=lens(1))
-    assert fake.calls[-1]["fn"] == "varlen" and normalize_calls[0] == n0 + 1
+    assert fake.calls[-1]["fn"] == "varlen" and normalize_calls[0] == n0 + (1 - i)  # the second: varlen fast path
 assert len(A._fast) == nfast
 S(qh, kh, vh)
 assert fake.calls[-1]["fn"] == "dense"
@@ -320,6 +323,10 @@ fake.fail = 0
 # ---- 7. a library without the varlen entry points -----------------------------------------------------------
 old = FakeLib(varlen=False)
 _lib.lib = lambda: old
+# A process loads one library; the fast paths' cached calls hold that library's functions, so a
+# swap of libraries (only tests do that) starts from empty caches.
+A._fast.clear()
+sage2._varlen._fast.clear()
 for fn in (lambda: V(q, k, v, cq, ck), lambda: S(qh, kh, vh, kv_lens=lens(1)), lambda: V(T(0, 8, 64), k, v, cq, ck)):
     try:
         fn()
