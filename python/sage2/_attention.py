@@ -16,6 +16,7 @@ import torch
 
 from . import _lib
 from . import _varlen  # sageattn(kv_lens=...) runs there; it registers torch.ops.sage2.sageattn_varlen
+from . import _mask  # sageattn(attn_mask=...) runs there; it registers torch.ops.sage2.sageattn_masked
 
 __all__ = ["sageattn", "OPTIONS"]
 
@@ -520,7 +521,7 @@ def _use_op(*tensors):
 
 # ---- public entry point -------------------------------------------------------------------
 def sageattn(q, k, v, tensor_layout="HND", is_causal=False, sm_scale=None, return_lse=False, *, kv_lens=None,
-             **options):
+             attn_mask=None, **options):
     """SageAttention2 attention of torch tensors (fp16/bf16, CUDA).
 
     q: [B, Hq, Nq, D] ("HND") or [B, Nq, Hq, D] ("NHD"); k, v: [B, Hkv, Nk, D] / [B, Nk, Hkv, D] with
@@ -539,8 +540,17 @@ def sageattn(q, k, v, tensor_layout="HND", is_causal=False, sm_scale=None, retur
     LSE) NaN. smooth_q must stay None or False with it (None means off here). Needs a libsage2 with
     sage2_attention_varlen (else UnsupportedError).
 
+    attn_mask (keyword): torch SDPA's mask — bool (True: the key takes part) or float16/bfloat16/
+    float32 (added to the scaled scores; -inf masks out), broadcastable to [B, Hq, Nq, Nk], on q's
+    device; combined with is_causal when both are given. Masked keys take no part in the softmax; a
+    row that sees no key gives 0 (LSE -inf). Not together with kv_lens (key padding is kv_lens).
+
     Bad input raises TypeError/ValueError naming the argument before anything runs on the GPU;
     errors from the library raise sage2.Sage2Error subclasses carrying sage2_last_error()."""
+    if attn_mask is not None:
+        if kv_lens is not None:
+            raise ValueError("sage2.sageattn: give attn_mask or kv_lens, not both (kv_lens is key padding)")
+        return _mask.masked(q, k, v, attn_mask, tensor_layout, is_causal, sm_scale, return_lse, options)
     if kv_lens is not None:  # key padding: sage2_attention_varlen (its fast path is in _varlen)
         return _varlen.kv_padded(q, k, v, kv_lens, tensor_layout, is_causal, sm_scale, return_lse, options)
     key = None

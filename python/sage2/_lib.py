@@ -24,9 +24,11 @@ __all__ = [
     "Tensor",
     "AttentionParams",
     "SeqLens",
+    "Mask",
     "lib",
     "has_varlen",
     "require_varlen",
+    "require_masked",
     "library_path",
     "search_locations",
     "nvrtc_wheel_candidates",
@@ -146,6 +148,20 @@ class AttentionParams(ctypes.Structure):
         ("lse", ctypes.c_void_p),
         ("workspace", ctypes.c_void_p),
         ("workspace_bytes", ctypes.c_size_t),
+    ]
+
+
+class Mask(ctypes.Structure):
+    """sage2_mask: an attention mask view, element (b, h, i, j) at data + b·stride_batch + h·stride_head
+    + i·stride_q + j·stride_k elements (0 broadcasts); type 1 bool, 2 f16, 3 bf16, 4 f32 (additive)."""
+
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("type", ctypes.c_int32),
+        ("stride_batch", ctypes.c_int64),
+        ("stride_head", ctypes.c_int64),
+        ("stride_q", ctypes.c_int64),
+        ("stride_k", ctypes.c_int64),
     ]
 
 
@@ -342,6 +358,15 @@ def _declare(L: ctypes.CDLL) -> None:
         L.sage2_workspace_size_varlen.restype = c_int
         L.sage2_workspace_size_varlen.argtypes = [c_void_p, P(Tensor), P(Tensor), P(Tensor), P(Tensor), P(SeqLens),
                                                   P(AttentionParams), P(c_size_t)]
+    # Attention masks (issue 17); a library built before them lacks both (require_masked()).
+    if hasattr(L, "sage2_attention_masked"):
+        L.sage2_attention_masked.restype = c_int
+        L.sage2_attention_masked.argtypes = [c_void_p, P(Tensor), P(Tensor), P(Tensor), P(Tensor), P(Mask),
+                                             P(AttentionParams), c_void_p]
+    if hasattr(L, "sage2_workspace_size_masked"):
+        L.sage2_workspace_size_masked.restype = c_int
+        L.sage2_workspace_size_masked.argtypes = [c_void_p, P(Tensor), P(Tensor), P(Tensor), P(Tensor), P(Mask),
+                                                  P(AttentionParams), P(c_size_t)]
 
 
 def _load() -> ctypes.CDLL:
@@ -463,6 +488,22 @@ def require_varlen():
             "this libsage2 (%s) predates variable-length batches: it lacks %s. Use a libsage2 built from a "
             "source with sage2_attention_varlen (issue 17)" % (_lib_path or "unknown path", ", ".join(missing)),
             SAGE2_ERROR_UNSUPPORTED, "sage2_attention_varlen")
+    return L
+
+
+_MASK_SYMBOLS = ("sage2_attention_masked", "sage2_workspace_size_masked")
+
+
+def require_masked():
+    """The loaded library, which must have sage2_attention_masked and sage2_workspace_size_masked;
+    an older one raises UnsupportedError saying so."""
+    L = lib()
+    missing = [n for n in _MASK_SYMBOLS if not hasattr(L, n)]
+    if missing:
+        raise UnsupportedError(
+            "this libsage2 (%s) predates attention masks: it lacks %s. Use a libsage2 built from a source with "
+            "sage2_attention_masked (issue 17)" % (_lib_path or "unknown path", ", ".join(missing)),
+            SAGE2_ERROR_UNSUPPORTED, "sage2_attention_masked")
     return L
 
 

@@ -1,5 +1,6 @@
 """A torch.nn.functional.scaled_dot_product_attention replacement that sends what sage2 can do to
-sage2 and everything else (masks, dropout, fp32, CPU, autograd, other ranks) to torch unchanged.
+sage2 (attention masks included) and everything else (dropout, fp32, CPU, autograd, other ranks,
+a mask together with is_causal, which torch refuses) to torch unchanged.
 
     with sage2.patch_sdpa() as p:       # models calling F.scaled_dot_product_attention use sage2
         y = model(x)
@@ -18,10 +19,18 @@ __all__ = ["scaled_dot_product_attention", "patch_sdpa", "SdpaPatch"]
 _TORCH_SDPA = F.scaled_dot_product_attention  # the original, captured at import
 
 
-def _unsupported(query, key, value, attn_mask, dropout_p, enable_gqa):
+_MASK_DTYPES = tuple(getattr(torch, n) for n in ("bool", "float16", "bfloat16", "float32") if hasattr(torch, n))
+
+
+def _unsupported(query, key, value, attn_mask, dropout_p, enable_gqa, is_causal=False):
     """Why sage2 cannot take this call (None when it can)."""
     if attn_mask is not None:
-        return "attn_mask"
+        if is_causal:
+            return "attn_mask with is_causal"  # torch raises its own error for this
+        if not isinstance(attn_mask, torch.Tensor) or attn_mask.dtype not in _MASK_DTYPES:
+            return "attn_mask dtype"
+        if not 2 <= attn_mask.dim() <= 4 or (isinstance(query, torch.Tensor) and attn_mask.device != query.device):
+            return "attn_mask shape or device"
     if dropout_p and dropout_p > 0.0:
         return "dropout"
     if not all(isinstance(t, torch.Tensor) for t in (query, key, value)):
@@ -53,9 +62,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                                  enable_gqa=False, *, _stats=None, **options):
     """Same signature and semantics as torch's ([B, H, N, D] inputs, top-left causal mask); calls
     sage2.sageattn when it can, torch's own SDPA otherwise. ``options`` go to sageattn."""
-    why = _unsupported(query, key, value, attn_mask, dropout_p, enable_gqa)
+    why = _unsupported(query, key, value, attn_mask, dropout_p, enable_gqa, is_causal)
     if why is None:
-        out = sageattn(query, key, value, tensor_layout="HND", is_causal=bool(is_causal), sm_scale=scale, **options)
+        out = sageattn(query, key, value, tensor_layout="HND", is_causal=bool(is_causal), sm_scale=scale,
+                       attn_mask=attn_mask, **options)
         if _stats is not None and not torch.compiler.is_compiling():
             _stats.count_sage2()
         return out

@@ -1,0 +1,134 @@
+"""Attention masks (issue 17) for torch tensors: sageattn(q, k, v, attn_mask=...) — one
+sage2_attention_masked call on torch's current stream with a workspace from torch's caching
+allocator, as sageattn does. Under torch.compile (and for fake, functional or subclass tensors, or
+when autograd would record the call) the work runs behind the opaque custom op
+``torch.ops.sage2.sageattn_masked``, whose fake implementation gives the output shapes.
+
+The mask follows torch SDPA: bool (True: the key takes part) or additive float (added to the scaled
+scores; -inf masks out), of any shape broadcastable to [B, Hq, Nq, Nk] (2-D [Nq, Nk], 3-D, 4-D). It
+is passed as a broadcast view (stride 0 on broadcast dims): nothing is copied.
+"""
+import ctypes
+import math
+
+import torch
+
+from . import _lib
+
+# _attention imports this module at its top; its helpers are used through the module object, at
+# call time only.
+from . import _attention as _A
+
+_MASK_TYPE_NAMES = (("bool", 1), ("float16", 2), ("bfloat16", 3), ("float32", 4))  # sage2_mask_type
+
+
+def _mask_types():
+    """torch dtype -> sage2_mask_type (built at first use: the tests' fake torch has few dtypes)."""
+    global _MASK_TYPES
+    if _MASK_TYPES is None:
+        _MASK_TYPES = {getattr(torch, n): c for n, c in _MASK_TYPE_NAMES if hasattr(torch, n)}
+    return _MASK_TYPES
+
+
+_MASK_TYPES = None
+
+
+def mask_view(attn_mask, q, k, layout, where="sage2.sageattn"):
+    """The mask as a 4-D view [B, Hq, Nq, Nk] of its memory (broadcast dims: stride 0); raises
+    TypeError/ValueError naming attn_mask."""
+    if not isinstance(attn_mask, torch.Tensor):
+        raise TypeError("%s: attn_mask must be a torch.Tensor or None, got %s" % (where, type(attn_mask).__name__))
+    if attn_mask.dtype not in _mask_types():
+        raise TypeError("%s: attn_mask has dtype %s; it must be torch.bool (True: the key takes part) or "
+                        "float16/bfloat16/float32 (added to the scores)" % (where, attn_mask.dtype))
+    if attn_mask.device != q.device:
+        raise ValueError("%s: attn_mask is on %s but q is on %s; it must be on q's device"
+                         % (where, attn_mask.device, q.device))
+    b, hq, nq, _ = _A._dims(q, layout)
+    nk = _A._dims(k, layout)[2]
+    if not 2 <= attn_mask.dim() <= 4:
+        raise ValueError("%s: attn_mask must be 2-D to 4-D, broadcastable to [B, Hq, Nq, Nk] = [%d, %d, %d, %d]; "
+                         "got shape %s" % (where, b, hq, nq, nk, tuple(attn_mask.shape)))
+    m = attn_mask
+    while m.dim() < 4:
+        m = m.unsqueeze(0)
+    want = (b, hq, nq, nk)
+    if any(s != w and s != 1 for s, w in zip(m.shape, want)):
+        raise ValueError("%s: attn_mask of shape %s is not broadcastable to [B, Hq, Nq, Nk] = %s"
+                         % (where, tuple(attn_mask.shape), list(want)))
+    return m.expand(*want)
+
+
+def _run(q, k, v, mask, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v):
+    """Allocates the outputs and runs sage2_attention_masked; `mask` is mask_view()'s."""
+    L = _lib.require_masked()
+    b, hq, nq, _ = _A._dims(q, layout)
+    nk = _A._dims(k, layout)[2]
+    dev = q.device
+    out = torch.empty(q.shape, dtype=q.dtype, device=dev)
+    lse = torch.empty((b, hq, nq) if return_lse else (0,), dtype=torch.float32, device=dev)
+    if out.numel() == 0:
+        return out, lse
+    if nk == 0:  # no keys: every row sees nothing (O = 0, LSE = -inf), as sageattn
+        out.zero_()
+        lse.fill_(-math.inf)
+        return out, lse
+    index = _A._device_index(dev)
+    ctx = _lib.context(index)
+    code = _A._DTYPES[q.dtype]
+    tq, tk, tv, to = (_A._desc(t, layout, code) for t in (q, k, v, out))
+    st = mask.stride()
+    m = _lib.Mask(mask.data_ptr(), _mask_types()[mask.dtype], st[0], st[1], st[2], st[3])
+    params = _lib.AttentionParams(causal, sm_scale, qk_bits, smooth_q, int(smooth_k), int(smooth_v),
+                                  lse.data_ptr() if return_lse else None, None, 0)
+    key = ("masked", mask.dtype, st) + _A._ws_key(q, k, layout, causal, sm_scale, return_lse, qk_bits, smooth_q,
+                                                  smooth_k, smooth_v, v=v)
+    br = ctypes.byref
+
+    def query(n):
+        return L.sage2_workspace_size_masked(ctx, br(tq), br(tk), br(tv), br(to), br(m), br(params), n)
+
+    ws = _A._attach_workspace(params, _A._workspace_bytes(key, query, "sage2_workspace_size_masked"), dev)
+    _lib.check(L.sage2_attention_masked(ctx, br(tq), br(tk), br(tv), br(to), br(m), br(params),
+                                        ctypes.c_void_p(_A._raw_stream(index))),
+               "sage2_attention_masked")
+    del ws  # back to the caching allocator; later users on this stream are ordered after the call
+    return out, lse
+
+
+_SCHEMA = ("(Tensor q, Tensor k, Tensor v, Tensor mask, str tensor_layout, int causal, float sm_scale, "
+           "bool return_lse, int qk_bits, int smooth_q, bool smooth_k, bool smooth_v) -> (Tensor, Tensor)")
+
+
+@torch.library.custom_op("sage2::sageattn_masked", mutates_args=(), schema=_SCHEMA)
+def _masked_op(q, k, v, mask, tensor_layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v):
+    return _run(q, k, v, mask, tensor_layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v)
+
+
+@_masked_op.register_fake
+def _masked_fake(q, k, v, mask, tensor_layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v):
+    b, hq, nq, _ = _A._dims(q, tensor_layout)
+    return q.new_empty(q.shape), q.new_empty((b, hq, nq) if return_lse else (0,), dtype=torch.float32)
+
+
+def _setup_context(ctx, inputs, output):
+    pass
+
+
+def _backward(ctx, grad_out, grad_lse):
+    raise RuntimeError("sage2.sageattn has no backward: it is an inference kernel (quantized attention). "
+                       "Use torch.nn.functional.scaled_dot_product_attention for training.")
+
+
+_masked_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+def masked(q, k, v, attn_mask, tensor_layout, is_causal, sm_scale, return_lse, options):
+    """sageattn(q, k, v, ..., attn_mask=attn_mask)."""
+    args = _A._normalize(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, options)
+    mask = mask_view(attn_mask, q, k, args[0])
+    if _A._use_op(q, k, v, attn_mask):
+        out, lse = torch.ops.sage2.sageattn_masked(q, k, v, mask, *args)
+    else:
+        out, lse = _run(q, k, v, mask, *args)
+    return (out, lse) if args[3] else out
