@@ -77,6 +77,7 @@ def main():
     ap.add_argument("--head-dim", type=int, default=128)
     ap.add_argument("--kinds", default=",".join(KINDS))
     ap.add_argument("--command", default="")
+    ap.add_argument("--profile", action="store_true", help="also print the sage2 call's per-kernel GPU times")
     a = ap.parse_args()
     import torch
     import torch.nn.functional as F
@@ -125,6 +126,16 @@ def main():
                                             heads=h, dtype="fp16", tops=tops, ms=ms, device=dev, command=command,
                                             commit=commit, mask=kind, reps=a.reps)) + "\n")
             print("[%6.1fs] N=%-6d %-15s %s  cos %.5f" % (time.time() - t0, n, kind, "  ".join(line), cos), flush=True)
+            if a.profile:
+                from torch.profiler import ProfilerActivity, profile
+                with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                    for _ in range(5):
+                        patched(q, k, v, attn_mask=mask)
+                    torch.cuda.synchronize()
+                for e in sorted(prof.key_averages(), key=lambda e: -getattr(e, "self_device_time_total", 0)):
+                    t = getattr(e, "self_device_time_total", 0) / 5
+                    if t > 0:
+                        print("           %8.1f us  %s" % (t, e.key[:80]))
             del mask
         del q, k, v
         torch.cuda.empty_cache()

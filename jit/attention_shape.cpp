@@ -201,6 +201,7 @@ dev::AttentionParams make_attention_params(const KernelSpec& spec, const QuantBu
     p.mask_stride_q = args.mask.stride_q;
     p.mask_stride_k = args.mask.stride_k;
     p.mask_tiles = reinterpret_cast<const dev::u8*>(base + o.mask_tiles);
+    p.mask_bias = b.mask_bias() ? reinterpret_cast<const float*>(base + o.mask_bias) : nullptr;
     const std::int64_t table = b.q_blocks * b.k_blocks;
     p.mask_tiles_stride_head = b.p.mask_heads > 1 ? table : 0;
     p.mask_tiles_stride_batch = b.p.mask_batch > 1 ? b.p.mask_heads * table : 0;

@@ -355,6 +355,7 @@ sage2::dev::QuantizeParams make_quantize_params(const QuantBuffers& b, const Ten
     p.cluster_chunk = quantize_cluster_plan(b).chunk;
   }
   p.mask_tiles = static_cast<sage2::dev::u8*>(at(o.mask_tiles, b.mask_tiles()));
+  p.mask_bias = static_cast<float*>(at(o.mask_bias, b.mask_bias()));
   p.mask_heads = b.p.mask_heads;
   return p;
 }

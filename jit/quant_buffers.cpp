@@ -57,6 +57,7 @@ std::int64_t QuantBuffers::seqs() const { return p.varlen ? p.batch * 8 : 0; }
 std::int64_t QuantBuffers::q_map() const { return p.varlen ? q_blocks : 0; }
 std::int64_t QuantBuffers::k_map() const { return p.varlen ? k_blocks : 0; }
 std::int64_t QuantBuffers::mask_tiles() const { return p.mask ? p.mask_batch * p.mask_heads * q_blocks * k_blocks : 0; }
+std::int64_t QuantBuffers::mask_bias() const { return p.mask >= 2 ? mask_tiles() : 0; }  // additive types only
 
 QuantBuffers::Offsets QuantBuffers::offsets() const {
   Offsets o{};
@@ -88,6 +89,7 @@ QuantBuffers::Offsets QuantBuffers::offsets() const {
   o.q_map = place(q_map(), 4);
   o.k_map = place(k_map(), 4);
   o.mask_tiles = place(mask_tiles(), 1);
+  o.mask_bias = place(mask_bias(), 4);
   o.total = at;
   return o;
 }

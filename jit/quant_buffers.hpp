@@ -109,6 +109,7 @@ struct QuantBuffers {
   std::int64_t k_map() const;        // i32 [k_blocks]
   // Tensor masks only:
   std::int64_t mask_tiles() const;   // u8 [mask_batch][mask_heads][q_blocks][k_blocks]  tile classes
+  std::int64_t mask_bias() const;    // f32, like mask_tiles: a constant tile's additive term (additive masks)
 
   // Byte offsets of each buffer inside one workspace allocation (each 256-byte aligned). The
   // non-finite flags come after v_stats, the fused stage's scratch after them (appended: the
@@ -117,7 +118,7 @@ struct QuantBuffers {
   struct Offsets {
     std::size_t q_codes, q_scale, q_mean, q_kbias, k_codes, k_scale, k_mean, k_stats, v_codes,
         v_scale, v_mean, v_stats, q_bad, k_first_bad, v_first_bad, stats_part, sync, sync_bytes, seqs, q_map,
-        k_map, mask_tiles, total;
+        k_map, mask_tiles, mask_bias, total;
   };
   Offsets offsets() const;
 };

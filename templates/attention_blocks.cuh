@@ -201,11 +201,16 @@ __device__ __forceinline__ int tile_last_visible(I last, I kbase) {
 // mask_tiles kernel (quantize.cuh) classifies every (query block, KV tile): the block's loop runs
 // from its first to its last tile of class != 0 (so leading and trailing fully masked tiles are
 // never loaded nor computed), class 1 tiles take the unmasked path, the others read the elements.
-constexpr int MASK_CLASS_NONE = 0, MASK_CLASS_ALL = 1, MASK_CLASS_SOME = 2;
+constexpr int MASK_CLASS_NONE = mask_elem::CLASS_NONE, MASK_CLASS_ALL = mask_elem::CLASS_ALL,
+              MASK_CLASS_SOME = mask_elem::CLASS_SOME, MASK_CLASS_CONST = mask_elem::CLASS_CONST;
 
 // The class table row of the block: [k_blocks] bytes.
 __device__ __forceinline__ const u8* mask_class_row(const AttentionParams& p, const BlockCoords& c) {
   return p.mask_tiles + c.b * p.mask_tiles_stride_batch + c.h * p.mask_tiles_stride_head + c.qb * c.k_blocks;
+}
+// The additive term of a CLASS_CONST tile, `cls` pointing at its class byte (log2 units).
+__device__ __forceinline__ float mask_const(const AttentionParams& p, const u8* cls) {
+  return p.mask_bias[cls - p.mask_tiles];
 }
 // Tiles [t0, t1) of [0, n_tiles) from the first to the last of class != 0 (t0 = t1 = 0 if none).
 // Every lane of a warp computes the same range (no shared memory, no block barrier).

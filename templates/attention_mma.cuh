@@ -390,6 +390,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
 #pragma unroll
           for (int hf = 0; hf < 2; ++hf)
             mr[hf] = row0 + 8 * hf < seq_q_len(p, km) ? mask_row(p, km, row0 + 8 * hf) : nullptr;
+          const float cterm = cls == MASK_CLASS_CONST ? mask_const(p, cls_row + tile) : 0.f;
 #pragma unroll
           for (int j = 0; j < NT; ++j) {
             const int kofs = 32 * (j / 4) + 16 * ((j % 4) / 2) + 2 * (j % 2) + 4 * t;
@@ -398,6 +399,8 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
               const i64 key = kbase + kofs + (e & 1);
               if (cls == MASK_CLASS_NONE)
                 sc[j][e] = neg_inf();
+              else if (cls == MASK_CLASS_CONST)
+                sc[j][e] = sc[j][e] + cterm;
               else if (mr[e >> 1] && key < kv_len)
                 sc[j][e] = sc[j][e] + mask_term(mr[e >> 1], key, p.mask_stride_k);
             }

@@ -107,8 +107,9 @@ struct AttentionParams {
   // ---- tensor masks only (SAGE2_MASK; attention_blocks.cuh "Tensor masks")
   const void* mask;        // element (b, h, i, j) at b·sb + h·sh + i·sq + j·sk (element strides, 0: broadcast)
   i64 mask_stride_batch, mask_stride_head, mask_stride_q, mask_stride_k;
-  const u8* mask_tiles;    // class of each (query block, KV tile): 0 all masked, 1 all visible, 2 per element
+  const u8* mask_tiles;    // class of each (query block, KV tile): mask.cuh CLASS_*
   i64 mask_tiles_stride_batch, mask_tiles_stride_head;  // per (b, h) class table [q_blocks][k_blocks]; 0: shared
+  const float* mask_bias;  // additive masks: a CLASS_CONST tile's term (log2 units), indexed like mask_tiles
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -285,7 +285,8 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], const float (&dk)[KH]
 
   // Tensor mask: the mask rows of the thread's rows g and g+8 (null past q_len: no row to read).
   const char* mrow[2] = {nullptr, nullptr};
-  if (TMASK && cls != MASK_CLASS_NONE) {
+  const float cterm = TMASK && cls == MASK_CLASS_CONST ? mask_const(*p, rc.cls + tile) : 0.f;
+  if (TMASK && cls == MASK_CLASS_SOME) {
     const BlockCoords c = block_coords(*p);
     const i64 row = c.i0 + static_cast<i64>(tid_x() >> 5) * 16 + ((tid_x() & 31u) >> 2);
 #pragma unroll
@@ -308,6 +309,8 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], const float (&dk)[KH]
           const char* mr = mrow[e >> 1];
           if (cls == MASK_CLASS_NONE)
             vis = false;
+          else if (cls == MASK_CLASS_CONST)
+            S = S + cterm;
           else if (vis && mr)
             S = S + mask_term(mr, kbase + 8 * j + 2 * t + (e & 1), p->mask_stride_k);
         }

@@ -9,6 +9,12 @@
 
 namespace mask_elem {
 
+// The class of one (query block, KV tile) of a mask (sage2_mask_tiles writes them):
+//  NONE  no element visible             ALL    all visible, no additive term
+//  SOME  per element                    CONST  all visible with one finite additive term, kept in
+//                                              the bias table (log2 units): no element is read
+constexpr int CLASS_NONE = 0, CLASS_ALL = 1, CLASS_SOME = 2, CLASS_CONST = 3;
+
 template <int KIND>
 constexpr i64 size() { return KIND == 1 ? 1 : (KIND == 4 ? 4 : 2); }
 

@@ -1152,23 +1152,47 @@ __device__ __forceinline__ void mask_tiles(const QuantizeParams& p) {
   static_assert(KIND >= 1 && KIND <= 4, "mask_tiles needs a mask kind");
   const i64 kt = blockIdx.x, qb = blockIdx.y, z = blockIdx.z;
   const i64 b = z / p.mask_heads, h = z % p.mask_heads;
-  const int rows = static_cast<int>(p.q_len - qb * BQ < BQ ? p.q_len - qb * BQ : BQ);
-  const int keys = static_cast<int>(p.kv_len - kt * BK < BK ? p.kv_len - kt * BK : BK);
+  // A mask broadcast over rows (key padding: stride_q = 0) or keys has one row / key to read.
+  const int rows = p.mask_stride_q == 0 ? 1 : static_cast<int>(p.q_len - qb * BQ < BQ ? p.q_len - qb * BQ : BQ);
+  const int keys = p.mask_stride_k == 0 ? 1 : static_cast<int>(p.kv_len - kt * BK < BK ? p.kv_len - kt * BK : BK);
   const char* base = static_cast<const char*>(p.mask) +
                      (b * p.mask_stride_batch + h * p.mask_stride_head + qb * BQ * p.mask_stride_q +
                       kt * BK * p.mask_stride_k) * mask_elem::size<KIND>();
-  bool any_visible = false, all_plain = true;
+  // Per thread: any visible, any masked, any NaN, and the first visible term; "same": every
+  // visible term equals that first one (bit for bit).
+  const u32 NINF = 0xff800000u;
+  bool any_visible = false, any_masked = false, same = true;
+  u32 first = 0u;
   for (int e = threadIdx.x; e < rows * keys; e += THREADS) {
     const int r = e / keys, c = e % keys;  // consecutive threads: consecutive keys of a row
-    const float t = mask_elem::term<KIND>(base + r * p.mask_stride_q * mask_elem::size<KIND>(), c, p.mask_stride_k);
-    const bool masked = t == ptx::bits_f32(0xff800000u);
-    any_visible |= !masked;
-    all_plain &= t == 0.f;
+    const u32 t = ptx::f32_bits(mask_elem::term<KIND>(base + r * p.mask_stride_q * mask_elem::size<KIND>(), c,
+                                                      p.mask_stride_k));
+    if (t == NINF) {
+      any_masked = true;
+    } else {
+      if (!any_visible) first = t;
+      same &= t == first && (t & 0x7f800000u) != 0x7f800000u;  // a NaN (or +inf) is never "the same"
+      any_visible = true;
+    }
   }
+  __shared__ u32 s_first;
+  if (threadIdx.x == 0) s_first = NINF;
+  __syncthreads();
+  if (any_visible) s_first = first;  // any visible thread's: "same" below compares all of them
   const bool any = __syncthreads_or(any_visible) != 0;
-  const bool plain = __syncthreads_and(all_plain) != 0;
-  if (threadIdx.x == 0)
-    p.mask_tiles[(z * gridDim.y + qb) * gridDim.x + kt] = static_cast<u8>(!any ? 0 : (plain ? 1 : 2));
+  const bool masked = __syncthreads_or(any_masked) != 0;
+  const bool all_same = __syncthreads_and(!any_visible || (same && first == s_first)) != 0;
+  if (threadIdx.x == 0) {
+    const i64 at = (z * gridDim.y + qb) * gridDim.x + kt;
+    int cls = mask_elem::CLASS_SOME;
+    if (!any)
+      cls = mask_elem::CLASS_NONE;
+    else if (!masked && all_same)
+      cls = s_first == 0u ? mask_elem::CLASS_ALL : mask_elem::CLASS_CONST;
+    if (cls == mask_elem::CLASS_CONST && !p.mask_bias) cls = mask_elem::CLASS_SOME;
+    if (p.mask_bias) p.mask_bias[at] = cls == mask_elem::CLASS_CONST ? ptx::bits_f32(s_first) : 0.f;
+    p.mask_tiles[at] = static_cast<u8>(cls);
+  }
 }
 #endif
 

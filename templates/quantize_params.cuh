@@ -91,6 +91,7 @@ struct QuantizeParams {
   i64 mask_stride_batch, mask_stride_head, mask_stride_q, mask_stride_k;
   u8* mask_tiles;
   i64 mask_heads;
+  float* mask_bias;  // additive masks: the CLASS_CONST term of each tile (log2 units), like mask_tiles
 };
 
 // Work items of sage2_quantize_fused, in the order the device counter hands them out. A group g
