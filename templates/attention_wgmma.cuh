@@ -292,8 +292,23 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], const float (&dk)[KH]
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) mrow[hf] = row + 8 * hf < seq_q_len(*p, c) ? mask_row(*p, c, row + 8 * hf) : nullptr;
   }
+  // A bool mask only hides keys: the fast path below, with the mask's visibility. Additive masks
+  // (a term per key) take the generic path.
+  constexpr bool GENERIC = SMOOTH_Q || (TMASK && MASK >= 2);
+  constexpr bool HIDE = MASKED || (TMASK && MASK == 1);
+  auto shown = [&](int j, int e) {
+    bool vis = visible(j, e);
+    if (TMASK && MASK == 1) {
+      const char* mr = mrow[e >> 1];
+      if (cls == MASK_CLASS_NONE)
+        vis = false;
+      else if (vis && mr)
+        vis = mask_term(mr, kbase + 8 * j + 2 * t + (e & 1), p->mask_stride_k) == 0.f;
+    }
+    return vis;
+  };
   float mx[2];
-  if (SMOOTH_Q || TMASK) {
+  if (GENERIC) {
     // s = dot·dqk (+ ΔS·c2) (+ the mask's term) per key, then the max over s.
 #pragma unroll
     for (int j = 0; j < NT; ++j) {
@@ -304,7 +319,7 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], const float (&dk)[KH]
         float S = x[j][e] * dqk[j / 8];
         if (SMOOTH_Q) S = S + ((e & 1) ? d2.y : d2.x) * c2;
         bool vis = visible(j, e);
-        if (TMASK) {
+        if (TMASK && MASK >= 2) {
           // keys past kv_len are not visible (no load); rows past q_len have no mask row
           const char* mr = mrow[e >> 1];
           if (cls == MASK_CLASS_NONE)
@@ -330,14 +345,14 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], const float (&dk)[KH]
     // key's dot becomes -inf once: its product, the max and the exponent follow from it. dqk is
     // raised to FLT_MIN so that -inf·dqk stays -inf: dqk = 0 only where every dot is 0 (a Q or K
     // group of zero codes), whose products stay 0.
-    if (MASKED) {
+    if (HIDE) {
 #pragma unroll
       for (int h = 0; h < KH; ++h) dqk[h] = ptx::max_f32(dqk[h], 1.17549435e-38f);
 #pragma unroll
       for (int j = 0; j < NT; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e)
-          if (!visible(j, e)) x[j][e] = ninf;
+          if (!shown(j, e)) x[j][e] = ninf;
     }
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
@@ -361,7 +376,7 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], const float (&dk)[KH]
   // without smooth-Q the exponent is one FFMA: dot·dqk − m_sh (a masked key: -inf·dqk − m_sh =
   // -inf, weight 0)
   exp2_rowsum(x, alpha, l, [&](int j, int e) {
-    return (SMOOTH_Q || TMASK) ? x[j][e] - m_sh[e >> 1] : fmaf(x[j][e], dqk[j / 8], -m_sh[e >> 1]);
+    return GENERIC ? x[j][e] - m_sh[e >> 1] : fmaf(x[j][e], dqk[j / 8], -m_sh[e >> 1]);
   });
   pack_p(x, pa);
 }
@@ -373,10 +388,8 @@ __device__ __forceinline__ void softmax_any(i32 (&s)[NS], const float (&dk)[KH],
   if (MASK) {
     const int cls = rc.cls[tile];
     if (cls != MASK_CLASS_ALL) {
-      if (tile >= rc.mask_from)
-        softmax_tile<true, true>(s, dk, tile, rc, m, l, alpha, pa, cls, &p);
-      else
-        softmax_tile<false, true>(s, dk, tile, rc, m, l, alpha, pa, cls, &p);
+      // one instantiation (registers): the causal / kv_len test also holds where nothing is cut
+      softmax_tile<true, true>(s, dk, tile, rc, m, l, alpha, pa, cls, &p);
       return;
     }
   }

@@ -1165,8 +1165,9 @@ __device__ __forceinline__ void mask_tiles(const QuantizeParams& p) {
   u32 first = 0u;
   for (int e = threadIdx.x; e < rows * keys; e += THREADS) {
     const int r = e / keys, c = e % keys;  // consecutive threads: consecutive keys of a row
-    const u32 t = ptx::f32_bits(mask_elem::term<KIND>(base + r * p.mask_stride_q * mask_elem::size<KIND>(), c,
-                                                      p.mask_stride_k));
+    u32 t = ptx::f32_bits(mask_elem::term<KIND>(base + r * p.mask_stride_q * mask_elem::size<KIND>(), c,
+                                                p.mask_stride_k));
+    if (t == 0x80000000u) t = 0u;  // -0 adds nothing, as +0
     if (t == NINF) {
       any_masked = true;
     } else {

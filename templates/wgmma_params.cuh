@@ -62,18 +62,15 @@ constexpr bool wg_pipelined(int d_v, int stages, int warps, bool smooth_q) {
 // takes the SM; one warpgroup keeps S, O, the tile's P̂·V̂ accumulator and P̂ — about 170
 // registers serial at d_v <= 128 (3 CTAs; 2 with smooth-Q, whose ΔS loads spilled at 168),
 // 230 pipelined or at d_v 256 (2 CTAs); d_v <= 64 leaves room for 4.
-// mask: a tensor mask's tiles take the generic score path (+ the mask rows' addresses), which
-// spilled at these budgets: one CTA fewer per SM.
+// Tensor masks (mask) keep these budgets although their tiles spill a little there (tests/cpu/
+// test_mask_plan.cpp): one CTA fewer per SM without spills measured slower (bench/NOTES.md,
+// "Tensor masks": key padding at 2K, 503 µs at 2 CTAs vs 429 µs at 3 with spills); only the
+// 4 CTAs of d_v <= 64 (128 registers) become 3, like smooth-Q's.
 constexpr int wg_min_ctas(int warps, int d_v, int stages, bool smooth_q, bool mask = false) {
   if (wg_producer_wg(warps)) return 1;
-  int n = 2;
-  if (wg_pipelined(d_v, stages, warps, smooth_q))
-    n = 2;  // the pipelined loop's budget
-  else if (d_v <= 64)
-    n = smooth_q ? 3 : 4;
-  else
-    n = d_v <= 128 && !smooth_q ? 3 : 2;
-  return mask && n > 1 ? n - 1 : n;
+  if (wg_pipelined(d_v, stages, warps, smooth_q)) return 2;
+  if (d_v <= 64) return smooth_q || mask ? 3 : 4;
+  return d_v <= 128 && !smooth_q ? 3 : 2;
 }
 constexpr int wg_align(int x, int a) { return (x + a - 1) / a * a; }
 

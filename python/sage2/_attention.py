@@ -339,7 +339,7 @@ def _contiguous_strides(shape):
 class _Structs:
     """One thread's ctypes arguments of a _FastCall: built once, pointers patched per call."""
 
-    __slots__ = ("q", "k", "v", "o", "p", "lens", "call")
+    __slots__ = ("q", "k", "v", "o", "p", "lens", "mask", "call")
 
     def __init__(self, fc):
         T = _lib.Tensor
@@ -347,8 +347,11 @@ class _Structs:
         self.p = _lib.AttentionParams(fc.causal, fc.sm_scale, fc.qk_bits, fc.smooth_q, int(fc.smooth_k),
                                       int(fc.smooth_v), None, None, 0)
         br = ctypes.byref
-        if fc.lens is None:  # sage2_attention(ctx, q, k, v, out, params, stream)
-            self.lens = None
+        self.lens = self.mask = None
+        if fc.mask is not None:  # sage2_attention_masked(ctx, q, k, v, out, mask, params, stream)
+            self.mask = _lib.Mask(*fc.mask)
+            args = (br(self.q), br(self.k), br(self.v), br(self.o), br(self.mask), br(self.p))
+        elif fc.lens is None:  # sage2_attention(ctx, q, k, v, out, params, stream)
             args = (br(self.q), br(self.k), br(self.v), br(self.o), br(self.p))
         else:  # sage2_attention_varlen(ctx, q, k, v, out, lens, params, stream)
             self.lens = _lib.SeqLens(*fc.lens)
@@ -360,12 +363,14 @@ class _FastCall:
     """Everything of one call signature that does not depend on the tensors' memory: a dense
     sage2_attention call, or (lens given) a sage2_attention_varlen call."""
 
-    def __init__(self, q, k, v, layout, params, ws_bytes, lens=None):
+    def __init__(self, q, k, v, layout, params, ws_bytes, lens=None, mask=None):
         """q, k, v: the tensors of a call that just succeeded (only their metadata is kept);
         layout: "HND", "NHD" or _PACKED ([total, H, D] tensors, LSE [H, total]); params: the
         normalized (causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v); ws_bytes:
         the workspace size; lens: None for sage2_attention, else the sage2_seqlens fields with NULL
-        pointers (batch, None, None, None, max_seqlen_q, max_seqlen_k) for sage2_attention_varlen."""
+        pointers (batch, None, None, None, max_seqlen_q, max_seqlen_k) for sage2_attention_varlen;
+        mask: None, else the sage2_mask fields with a NULL pointer (None, type, strides...) for
+        sage2_attention_masked."""
         self.causal, self.sm_scale, self.return_lse, self.qk_bits, self.smooth_q, self.smooth_k, \
             self.smooth_v = params
         dev = q.device
@@ -390,9 +395,11 @@ class _FastCall:
                                                   _tensor_fields(v.shape, v.stride(), layout, code),
                                                   _tensor_fields(q.shape, out_strides, layout, code))
         self.lens = lens
+        self.mask = mask
         self.ws_bytes = ws_bytes
         self.lib = _lib.lib()
-        self.function = "sage2_attention" if lens is None else "sage2_attention_varlen"
+        self.function = ("sage2_attention_masked" if mask is not None else
+                         "sage2_attention" if lens is None else "sage2_attention_varlen")
         self.fn = getattr(self.lib, self.function)
         self.ctx = _lib.context(self.index)
         self.tls = threading.local()
@@ -404,10 +411,10 @@ class _FastCall:
             s = self.tls.s = _Structs(self)
             return s
 
-    def __call__(self, q, k, v, lens_a=None, lens_b=None):
+    def __call__(self, q, k, v, lens_a=None, lens_b=None, mask=None):
         """A call of this signature. lens_a, lens_b: the length tensors of a varlen call
         (cu_seqlens_q, cu_seqlens_k for the packed form; kv_lens, None for key padding): only
-        their device pointers are taken, never their values."""
+        their device pointers are taken, never their values. mask: a masked call's attn_mask."""
         dev = self.device
         out = torch.empty(self.shape, dtype=self.dtype, device=dev)
         s = self.structs()
@@ -415,6 +422,8 @@ class _FastCall:
         s.k.data = k.data_ptr()
         s.v.data = v.data_ptr()
         s.o.data = out.data_ptr()
+        if mask is not None:
+            s.mask.data = mask.data_ptr()
         if lens_a is not None:
             ln = s.lens
             if lens_b is None:

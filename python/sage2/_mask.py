@@ -123,12 +123,41 @@ def _backward(ctx, grad_out, grad_lse):
 _masked_op.register_autograd(_backward, setup_context=_setup_context)
 
 
+# The eager fast path of masked calls: _attention._FastCall with a prebuilt sage2_mask whose data
+# pointer is patched per call, keyed by the dense signature plus the mask's metadata (its expanded
+# view's strides follow from its shape and strides).
+_fast = {}
+
+
+def _fast_key(q, k, v, attn_mask, tensor_layout, is_causal, sm_scale, return_lse, options):
+    return (_A._fast_key(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, options), attn_mask.shape,
+            attn_mask.stride(), attn_mask.dtype, attn_mask.device)
+
+
 def masked(q, k, v, attn_mask, tensor_layout, is_causal, sm_scale, return_lse, options):
     """sageattn(q, k, v, ..., attn_mask=attn_mask)."""
+    key = None
+    T = _A._Tensor
+    if (not torch.compiler.is_compiling() and type(q) is T and type(k) is T and type(v) is T and
+            type(attn_mask) is T):
+        try:
+            key = _fast_key(q, k, v, attn_mask, tensor_layout, is_causal, sm_scale, return_lse, options)
+            fc = _fast.get(key)
+        except TypeError:  # an unhashable argument: the checks below name it
+            key = fc = None
+        if fc is not None and not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or
+                                                                v.requires_grad)):
+            return fc(q, k, v, mask=attn_mask)
     args = _A._normalize(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, options)
     mask = mask_view(attn_mask, q, k, args[0])
     if _A._use_op(q, k, v, attn_mask):
         out, lse = torch.ops.sage2.sageattn_masked(q, k, v, mask, *args)
     else:
         out, lse = _run(q, k, v, mask, *args)
+        if key is not None and q.numel() and _A._dims(k, args[0])[2]:
+            st = mask.stride()
+            ws = _A._ws_cache.get(("masked", mask.dtype, st) + _A._ws_key(q, k, *args, v=v))
+            if ws is not None:
+                fields = (None, _mask_types()[mask.dtype], st[0], st[1], st[2], st[3])
+                _A._fast_store(_fast, key, _A._FastCall(q, k, v, args[0], args[1:], ws, mask=fields))
     return (out, lse) if args[3] else out

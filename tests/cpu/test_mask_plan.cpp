@@ -5,8 +5,9 @@
 //  - what is refused, naming the argument: bad types, null data, negative strides, overlap with
 //    the output, combination with varlen;
 //  - every masked kernel (both families, every mask type, causal or not, and mask_tiles) compiles
-//    for the archs it runs on, without spills up to head dim 128 (at 256 the unmasked wgmma kernel
-//    already holds 255 registers: the mask's few spill, at most 64 bytes).
+//    for the archs it runs on, spilling at most 128 bytes: the wgmma kernels keep the unmasked
+//    kernel's CTAs per SM, where the mask's extra registers spill a little (measured faster than
+//    one CTA fewer without spills: bench/NOTES.md "Tensor masks").
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -129,7 +130,7 @@ TEST_CASE("mask validation: type, data, strides, overlap, varlen") {
   CHECK_THROWS_WITH_AS(s.validate(), doctest::Contains("mask"), Error);
 }
 
-TEST_CASE("masked kernels compile for their archs, without spills up to head dim 128") {
+TEST_CASE("masked kernels compile for their archs, spilling at most 128 bytes") {
   REQUIRE_MESSAGE(nvrtc_version().first >= 12, "NVRTC must be loadable for the CPU suite");
   std::vector<KernelSpec> specs;
   for (int mask = 1; mask <= 4; ++mask) {
@@ -147,7 +148,7 @@ TEST_CASE("masked kernels compile for their archs, without spills up to head dim
   for (const test::Outcome& r : test::compile_all(specs)) {
     INFO(r.spec.key());
     REQUIRE_MESSAGE(r.ok, r.error);
-    const int allowed = r.spec.head_dim <= 128 ? 0 : 64;
+    const int allowed = r.spec.family == KernelFamily::Quantize ? 0 : 128;
     CHECK(r.k.facts.spill_store_bytes <= allowed);
     CHECK(r.k.facts.spill_load_bytes <= allowed);
   }
