@@ -202,7 +202,8 @@ __device__ __forceinline__ int tile_last_visible(I last, I kbase) {
 // from its first to its last tile of class != 0 (so leading and trailing fully masked tiles are
 // never loaded nor computed), class 1 tiles take the unmasked path, the others read the elements.
 constexpr int MASK_CLASS_NONE = mask_elem::CLASS_NONE, MASK_CLASS_ALL = mask_elem::CLASS_ALL,
-              MASK_CLASS_SOME = mask_elem::CLASS_SOME, MASK_CLASS_CONST = mask_elem::CLASS_CONST;
+              MASK_CLASS_SOME = mask_elem::CLASS_SOME, MASK_CLASS_CONST = mask_elem::CLASS_CONST,
+              MASK_CLASS_PREFIX = mask_elem::CLASS_PREFIX;
 
 // The class table row of the block: [k_blocks] bytes.
 __device__ __forceinline__ const u8* mask_class_row(const AttentionParams& p, const BlockCoords& c) {

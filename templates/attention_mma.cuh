@@ -397,8 +397,10 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
               const i64 key = kbase + kofs + (e & 1);
-              if (cls == MASK_CLASS_NONE)
+              if (cls == MASK_CLASS_NONE || (cls >= MASK_CLASS_PREFIX && kofs + (e & 1) >= cls - MASK_CLASS_PREFIX))
                 sc[j][e] = neg_inf();
+              else if (cls >= MASK_CLASS_PREFIX)
+                ;  // inside the prefix: visible, no term
               else if (cls == MASK_CLASS_CONST)
                 sc[j][e] = sc[j][e] + cterm;
               else if (mr[e >> 1] && key < kv_len)

@@ -255,7 +255,7 @@ __device__ __forceinline__ void issue_qk(i32 (&s)[NS], const u32 (&qf)[Q_IN_REGS
 template <bool MASKED, bool TMASK = false>
 __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], const float (&dk)[KH], int tile, const RowCtx& rc, float (&m)[2],
                                              float (&l)[2], float (&alpha)[2], u32 (&pa)[KC][4], int cls = 0,
-                                             const AttentionParams* p = nullptr) {
+                                             const AttentionParams* p = nullptr, int cut = BK, float shift = 0.f) {
   const int t = rc.t;
   const float c2 = rc.c2;
   // Read S through volatile copies that stay after the wait: the compilers may not hoist the reads
@@ -279,6 +279,10 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], const float (&dk)[KH]
     const int l0 = last_visible(rc.kv_last, rc.diag), l1 = last_visible(rc.kv_last, rc.diag + 8);
     rel[0] = tile_last_visible(l0, kbase);
     rel[1] = tile_last_visible(l1, kbase);
+    if (MASK) {  // a tensor mask's prefix tile: keys [0, cut) at most
+      rel[0] = min_(rel[0], cut - 1);
+      rel[1] = min_(rel[1], cut - 1);
+    }
   }
   auto visible = [&](int j, int e) { return !MASKED || 8 * j + 2 * t + (e & 1) <= rel[e >> 1]; };
   const float ninf = neg_inf();
@@ -366,7 +370,7 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], const float (&dk)[KH]
           for (int e = 2 * hf; e < 2 * hf + 2; ++e) vh = ptx::max_f32(vh, x[j][e]);
         v = ptx::max_f32(v, vh * dqk[h]);  // a fully masked half: -inf
       }
-      mx[hf] = v;
+      mx[hf] = MASK ? v + shift : v;  // a tensor mask's constant tile: + its term
     }
   }
 
@@ -375,8 +379,13 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], const float (&dk)[KH]
   for (int hf = 0; hf < 2; ++hf) m_sh[hf] = update_max(mx[hf], m[hf], alpha[hf], ninf);
   // without smooth-Q the exponent is one FFMA: dot·dqk − m_sh (a masked key: -inf·dqk − m_sh =
   // -inf, weight 0)
+  float sub[2] = {-m_sh[0], -m_sh[1]};
+  if (MASK && !GENERIC) {
+    sub[0] = shift - m_sh[0];
+    sub[1] = shift - m_sh[1];
+  }
   exp2_rowsum(x, alpha, l, [&](int j, int e) {
-    return GENERIC ? x[j][e] - m_sh[e >> 1] : fmaf(x[j][e], dqk[j / 8], -m_sh[e >> 1]);
+    return GENERIC ? x[j][e] - m_sh[e >> 1] : fmaf(x[j][e], dqk[j / 8], sub[e >> 1]);
   });
   pack_p(x, pa);
 }
@@ -386,9 +395,19 @@ __device__ __forceinline__ void softmax_any(i32 (&s)[NS], const float (&dk)[KH],
                                             float (&l)[2], float (&alpha)[2], u32 (&pa)[KC][4],
                                             const AttentionParams& p) {
   if (MASK) {
+    // Tiles that read no mask element take the masked fast path (one instantiation with the causal
+    // one: its kv_len / causal test also holds where nothing is cut): a prefix cut (an interior
+    // tile with nothing visible: cut 0) or a constant term.
     const int cls = rc.cls[tile];
+    if (cls >= MASK_CLASS_PREFIX || cls == MASK_CLASS_NONE) {
+      softmax_tile<true>(s, dk, tile, rc, m, l, alpha, pa, 0, nullptr, cls == MASK_CLASS_NONE ? 0 : cls - MASK_CLASS_PREFIX);
+      return;
+    }
+    if (cls == MASK_CLASS_CONST) {
+      softmax_tile<true>(s, dk, tile, rc, m, l, alpha, pa, 0, nullptr, BK, mask_const(p, rc.cls + tile));
+      return;
+    }
     if (cls != MASK_CLASS_ALL) {
-      // one instantiation (registers): the causal / kv_len test also holds where nothing is cut
       softmax_tile<true, true>(s, dk, tile, rc, m, l, alpha, pa, cls, &p);
       return;
     }
