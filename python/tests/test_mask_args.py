@@ -327,6 +327,7 @@ print("sdpa ok")
 old = FakeLib(masked=False)
 _lib.lib = lambda: old
 A._fast.clear()
+sage2._mask._fast.clear()  # cached masked calls keep the library functions they were built with
 for fn in (lambda: S(q, k, v, attn_mask=T(NQ, NK, dtype=BOOL)),
            lambda: S(T(B, HQ, 0, D, strides=(HQ * D, D, D, 1)), k, v, attn_mask=T(0, NK, dtype=BOOL))):
     try:
