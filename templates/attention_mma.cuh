@@ -390,17 +390,19 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
 #pragma unroll
           for (int hf = 0; hf < 2; ++hf)
             mr[hf] = row0 + 8 * hf < seq_q_len(p, km) ? mask_row(p, km, row0 + 8 * hf) : nullptr;
-          const float cterm = cls == MASK_CLASS_CONST ? mask_const(p, cls_row + tile) : 0.f;
+          const float cterm = cls == MASK_CLASS_CONST || (MASK >= 2 && cls >= MASK_CLASS_PREFIX)
+                                  ? mask_const(p, cls_row + tile)
+                                  : neg_inf();  // a bool prefix tile's tail: masked
 #pragma unroll
           for (int j = 0; j < NT; ++j) {
             const int kofs = 32 * (j / 4) + 16 * ((j % 4) / 2) + 2 * (j % 2) + 4 * t;
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
               const i64 key = kbase + kofs + (e & 1);
-              if (cls == MASK_CLASS_NONE || (cls >= MASK_CLASS_PREFIX && kofs + (e & 1) >= cls - MASK_CLASS_PREFIX))
+              if (cls == MASK_CLASS_NONE)
                 sc[j][e] = neg_inf();
-              else if (cls >= MASK_CLASS_PREFIX)
-                ;  // inside the prefix: visible, no term
+              else if (cls >= MASK_CLASS_PREFIX)  // the tail after the cut takes the tile's term
+                sc[j][e] = kofs + (e & 1) >= cls - MASK_CLASS_PREFIX ? sc[j][e] + cterm : sc[j][e];
               else if (cls == MASK_CLASS_CONST)
                 sc[j][e] = sc[j][e] + cterm;
               else if (mr[e >> 1] && key < kv_len)

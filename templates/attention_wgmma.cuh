@@ -289,7 +289,7 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], const float (&dk)[KH]
 
   // Tensor mask: the mask rows of the thread's rows g and g+8 (null past q_len: no row to read).
   const char* mrow[2] = {nullptr, nullptr};
-  const float cterm = TMASK && cls == MASK_CLASS_CONST ? mask_const(*p, rc.cls + tile) : 0.f;
+  const float cterm = TMASK && (cls == MASK_CLASS_CONST || cls >= MASK_CLASS_PREFIX) ? mask_const(*p, rc.cls + tile) : 0.f;
   if (TMASK && cls == MASK_CLASS_SOME) {
     const BlockCoords c = block_coords(*p);
     const i64 row = c.i0 + static_cast<i64>(tid_x() >> 5) * 16 + ((tid_x() & 31u) >> 2);
@@ -330,6 +330,8 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], const float (&dk)[KH]
             vis = false;
           else if (cls == MASK_CLASS_CONST)
             S = S + cterm;
+          else if (cls >= MASK_CLASS_PREFIX)  // a finite tail term after the cut
+            S = S + (8 * j + 2 * t + (e & 1) >= cls - MASK_CLASS_PREFIX ? cterm : 0.f);
           else if (vis && mr)
             S = S + mask_term(mr, kbase + 8 * j + 2 * t + (e & 1), p->mask_stride_k);
         }
@@ -399,7 +401,10 @@ __device__ __forceinline__ void softmax_any(i32 (&s)[NS], const float (&dk)[KH],
     // one: its kv_len / causal test also holds where nothing is cut): a prefix cut (an interior
     // tile with nothing visible: cut 0) or a constant term.
     const int cls = rc.cls[tile];
-    if (cls >= MASK_CLASS_PREFIX || cls == MASK_CLASS_NONE) {
+    // a prefix tile's tail term: -inf for bool masks, from the bias table for additive ones
+    const bool cut = cls == MASK_CLASS_NONE ||
+                     (cls >= MASK_CLASS_PREFIX && (MASK == 1 || mask_const(p, rc.cls + tile) == neg_inf()));
+    if (cut) {
       softmax_tile<true>(s, dk, tile, rc, m, l, alpha, pa, 0, nullptr, cls == MASK_CLASS_NONE ? 0 : cls - MASK_CLASS_PREFIX);
       return;
     }

@@ -13,8 +13,9 @@ namespace mask_elem {
 //  NONE  no element visible             ALL    all visible, no additive term
 //  SOME  per element                    CONST  all visible with one finite additive term, kept in
 //                                              the bias table (log2 units): no element is read
-//  PREFIX + n (n < 128): every row sees keys [0, n) of the tile and no other, with no additive
-//        term (the boundary tile of key padding): a cut like kv_len's, no element is read
+//  PREFIX + n (n < 128): in every row, keys [0, n) of the tile have no term and the others one
+//        common term: -inf (masked; bool masks always), or a finite value kept in the bias table
+//        (Hugging Face's finfo.min padding) — the boundary tile of key padding, no element is read
 constexpr int CLASS_NONE = 0, CLASS_ALL = 1, CLASS_SOME = 2, CLASS_CONST = 3, CLASS_PREFIX = 128;
 
 template <int KIND>

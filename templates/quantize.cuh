@@ -1161,9 +1161,10 @@ __device__ __forceinline__ void mask_tiles(const QuantizeParams& p) {
   // Per thread: any visible, any masked, the first visible term ("same": every visible term equals
   // it, bit for bit; "plain": every visible term is 0), the last visible and first masked key.
   const u32 NINF = 0xff800000u;
-  bool any_visible = false, any_masked = false, same = true, plain = true;
-  u32 first = 0u;
-  int last_visible = -1, first_masked = keys;  // key indices within the tile
+  bool any_visible = false, any_masked = false, same = true, tail_same = true;
+  u32 first = 0u, tail = 0u;
+  bool any_tail = false;
+  int last_zero = -1, first_nonzero = keys;  // key indices within the tile
   for (int e = threadIdx.x; e < rows * keys; e += THREADS) {
     const int r = e / keys, c = e % keys;  // consecutive threads: consecutive keys of a row
     u32 t = ptx::f32_bits(mask_elem::term<KIND>(base + r * p.mask_stride_q * mask_elem::size<KIND>(), c,
@@ -1171,19 +1172,26 @@ __device__ __forceinline__ void mask_tiles(const QuantizeParams& p) {
     if (t == 0x80000000u) t = 0u;  // -0 adds nothing, as +0
     if (t == NINF) {
       any_masked = true;
-      first_masked = c < first_masked ? c : first_masked;
     } else {
       if (!any_visible) first = t;
       same &= t == first && (t & 0x7f800000u) != 0x7f800000u;  // a NaN (or +inf) is never "the same"
-      plain &= t == 0u;
       any_visible = true;
-      last_visible = c > last_visible ? c : last_visible;
+    }
+    if (t == 0u) {
+      last_zero = c > last_zero ? c : last_zero;
+    } else {
+      if (!any_tail) tail = t;
+      tail_same &= t == tail && (t == NINF || (t & 0x7f800000u) != 0x7f800000u);
+      any_tail = true;
+      first_nonzero = c < first_nonzero ? c : first_nonzero;
     }
   }
-  __shared__ int s_last_visible, s_first_masked;
+  __shared__ int s_last_zero, s_first_nonzero;
+  __shared__ u32 s_tail;
   if (threadIdx.x == 0) {
-    s_last_visible = -1;
-    s_first_masked = keys;
+    s_last_zero = -1;
+    s_first_nonzero = keys;
+    s_tail = NINF;
   }
   __shared__ u32 s_first;
   if (threadIdx.x == 0) s_first = NINF;
@@ -1192,10 +1200,11 @@ __device__ __forceinline__ void mask_tiles(const QuantizeParams& p) {
   const bool any = __syncthreads_or(any_visible) != 0;
   const bool masked = __syncthreads_or(any_masked) != 0;
   const bool all_same = __syncthreads_and(!any_visible || (same && first == s_first)) != 0;
-  const bool all_plain = __syncthreads_and(plain) != 0;
-  if (last_visible >= 0) atomicMax(&s_last_visible, last_visible);
-  if (first_masked < keys) atomicMin(&s_first_masked, first_masked);
+  if (any_tail) s_tail = tail;
+  if (last_zero >= 0) atomicMax(&s_last_zero, last_zero);
+  if (first_nonzero < keys) atomicMin(&s_first_nonzero, first_nonzero);
   __syncthreads();
+  const bool one_tail = __syncthreads_and(!any_tail || (tail_same && tail == s_tail)) != 0;
   if (threadIdx.x == 0) {
     const i64 at = (z * gridDim.y + qb) * gridDim.x + kt;
     int cls = mask_elem::CLASS_SOME;
@@ -1203,11 +1212,13 @@ __device__ __forceinline__ void mask_tiles(const QuantizeParams& p) {
       cls = mask_elem::CLASS_NONE;
     else if (!masked && all_same)
       cls = s_first == 0u ? mask_elem::CLASS_ALL : mask_elem::CLASS_CONST;
-    else if (masked && all_plain && p.mask_stride_k != 0 && s_last_visible + 1 == s_first_masked &&
-             s_first_masked < 128)
-      cls = mask_elem::CLASS_PREFIX + s_first_masked;  // every row: keys [0, cut) (one row's rule for all)
+    else if (one_tail && p.mask_stride_k != 0 && s_last_zero >= 0 && s_last_zero + 1 == s_first_nonzero &&
+             s_first_nonzero < 128 && (s_tail == NINF || p.mask_bias))
+      cls = mask_elem::CLASS_PREFIX + s_first_nonzero;  // every row: keys [0, cut) plain, the rest `tail`
     if (cls == mask_elem::CLASS_CONST && !p.mask_bias) cls = mask_elem::CLASS_SOME;
-    if (p.mask_bias) p.mask_bias[at] = cls == mask_elem::CLASS_CONST ? ptx::bits_f32(s_first) : 0.f;
+    if (p.mask_bias)
+      p.mask_bias[at] = cls == mask_elem::CLASS_CONST ? ptx::bits_f32(s_first)
+                                                       : (cls >= mask_elem::CLASS_PREFIX ? ptx::bits_f32(s_tail) : 0.f);
     p.mask_tiles[at] = static_cast<u8>(cls);
   }
 }
