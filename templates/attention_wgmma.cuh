@@ -290,6 +290,7 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], const float (&dk)[KH]
   // Tensor mask: the mask rows of the thread's rows g and g+8 (null past q_len: no row to read).
   const char* mrow[2] = {nullptr, nullptr};
   const float cterm = TMASK && (cls == MASK_CLASS_CONST || cls >= MASK_CLASS_PREFIX) ? mask_const(*p, rc.cls + tile) : 0.f;
+  const int cut_t = cls == MASK_CLASS_CONST ? 0 : (cls >= MASK_CLASS_PREFIX ? cls - MASK_CLASS_PREFIX : BK);
   if (TMASK && cls == MASK_CLASS_SOME) {
     const BlockCoords c = block_coords(*p);
     const i64 row = c.i0 + static_cast<i64>(tid_x() >> 5) * 16 + ((tid_x() & 31u) >> 2);
@@ -324,16 +325,13 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], const float (&dk)[KH]
         if (SMOOTH_Q) S = S + ((e & 1) ? d2.y : d2.x) * c2;
         bool vis = visible(j, e);
         if (TMASK && MASK >= 2) {
-          // keys past kv_len are not visible (no load); rows past q_len have no mask row
-          const char* mr = mrow[e >> 1];
-          if (cls == MASK_CLASS_NONE)
-            vis = false;
-          else if (cls == MASK_CLASS_CONST)
-            S = S + cterm;
-          else if (cls >= MASK_CLASS_PREFIX)  // a finite tail term after the cut
-            S = S + (8 * j + 2 * t + (e & 1) >= cls - MASK_CLASS_PREFIX ? cterm : 0.f);
-          else if (vis && mr)
-            S = S + mask_term(mr, kbase + 8 * j + 2 * t + (e & 1), p->mask_stride_k);
+          // the tile's term: cterm from key `cut_t` on (constant and prefix tiles), else the
+          // element's (keys past kv_len: not visible, no load; rows past q_len: no mask row)
+          const int krel = 8 * j + 2 * t + (e & 1);
+          float term = krel >= cut_t ? cterm : 0.f;
+          if (cls == MASK_CLASS_SOME && vis && mrow[e >> 1]) term = mask_term(mrow[e >> 1], kbase + krel, p->mask_stride_k);
+          vis = vis && cls != MASK_CLASS_NONE;
+          S = S + term;
         }
         x[j][e] = vis ? S : ninf;
       }

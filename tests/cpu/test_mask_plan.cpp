@@ -148,7 +148,7 @@ TEST_CASE("masked kernels compile for their archs, spilling at most 128 bytes") 
   for (const test::Outcome& r : test::compile_all(specs)) {
     INFO(r.spec.key());
     REQUIRE_MESSAGE(r.ok, r.error);
-    const int allowed = r.spec.family == KernelFamily::Quantize ? 0 : 128;
+    const int allowed = r.spec.family == KernelFamily::Quantize ? 0 : 128;  // r12: at most 116 bytes
     CHECK(r.k.facts.spill_store_bytes <= allowed);
     CHECK(r.k.facts.spill_load_bytes <= allowed);
   }
