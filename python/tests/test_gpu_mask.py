@@ -402,8 +402,12 @@ def test_patch_sdpa_sends_masked_calls_to_sage2():
     with sage2.patch_sdpa() as p:
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=pad, enable_gqa=True)
         out_add = F.scaled_dot_product_attention(q, k, v, attn_mask=add, enable_gqa=True)
-        with pytest.raises(RuntimeError):  # torch's own refusal of the pair
+        # the pair goes to torch unchanged, whatever torch makes of it (torch 2.11 computes it on
+        # the H100; its documentation says it raises)
+        try:
             F.scaled_dot_product_attention(q, k, v, attn_mask=pad, is_causal=True, enable_gqa=True)
+        except RuntimeError:
+            pass
     assert p.stats.as_dict() == {"sage2": 2, "fallback": {"attn_mask with is_causal": 1}}, p.stats
     assert torch.equal(out, sage2.sageattn(q, k, v, attn_mask=pad))
     check("patch_sdpa bool padding", out, None, q, k, v, pad)
