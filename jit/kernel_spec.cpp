@@ -47,7 +47,6 @@ const char* quant_op_name(QuantOp op) noexcept {
     case QuantOp::QuantizeV: return "quantize_v";
     case QuantOp::Fused: return "quantize_fused";
     case QuantOp::Cluster: return "quantize_cluster";
-    case QuantOp::SeqTable: return "varlen_table";
     case QuantOp::MaskTiles: return "mask_tiles";
   }
   return "?";
@@ -84,7 +83,7 @@ KernelSpec KernelSpec::canonical() const {
   if (family == KernelFamily::DeltaS) c.varlen = false;  // smooth-Q only: never varlen
   // Only the attention kernels and the tile classification read the mask.
   if (family == KernelFamily::DeltaS || (family == KernelFamily::Quantize && op != QuantOp::MaskTiles)) c.mask = 0;
-  if (family == KernelFamily::Quantize && (op == QuantOp::SeqTable || op == QuantOp::MaskTiles)) {
+  if (family == KernelFamily::Quantize && op == QuantOp::MaskTiles) {
     // Block counts (bq, bk), the output dtype and head dim of the NaN fill: nothing else.
     c.qk_bits = 8;
     c.smooth_q = c.smooth_k = c.smooth_v = false;
@@ -134,7 +133,6 @@ void KernelSpec::validate() const {
   if (varlen && smooth_q) bad("varlen calls do not support smooth_q (its ΔS has no per-sequence layout)");
   if (varlen && family == KernelFamily::Quantize && (op == QuantOp::Fused || op == QuantOp::Cluster))
     bad(std::string("varlen calls run the split quantize path, not ") + quant_op_name(op));
-  if (!varlen && family == KernelFamily::Quantize && op == QuantOp::SeqTable) bad("varlen_table needs a varlen spec");
   if (mask < 0 || mask > 4) bad("mask=" + std::to_string(mask) + " (0 none, 1 bool, 2 f16, 3 bf16, 4 f32)");
   if (mask != 0 && varlen) bad("a tensor mask cannot be combined with varlen (key padding: kv_lens)");
   if (mask == 0 && family == KernelFamily::Quantize && op == QuantOp::MaskTiles) bad("mask_tiles needs a mask");

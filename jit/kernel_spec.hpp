@@ -48,8 +48,6 @@ enum class QuantOp : int {
   Cluster = 6,       // the whole stage in one launch of thread-block clusters, one per (batch,
                      // kv head), statistics exchanged in distributed shared memory (sm_90a;
                      // jit/launch_shape.hpp quantize_cluster_plan)
-  SeqTable = 7,      // varlen calls: the sequence table and block maps, from the caller's
-                     // cu_seqlens / kv_lens on the device (templates/seq_table.cuh)
   MaskTiles = 8,     // tensor masks: the class of every (query block, KV tile) of the mask
 };
 const char* quant_op_name(QuantOp op) noexcept;

@@ -141,9 +141,6 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
       c.min_ctas = std::max(1, 65536 / (c.threads * regs));
       break;
     }
-    case QuantOp::SeqTable:
-      c.threads = 1024;  // one CTA scans the sequences 1024 at a time
-      break;
     case QuantOp::MaskTiles:
       c.threads = 256;  // one CTA reads one bq × bk tile of the mask
       break;
@@ -177,7 +174,6 @@ std::int64_t quantize_blocks_per_head(const KernelSpec& s, const QuantBuffers& b
       return fused_items(b) / groups;
     }
     case QuantOp::Cluster: return quantize_cluster_plan(b).size;
-    case QuantOp::SeqTable: return 1;
     case QuantOp::MaskTiles: return b.q_blocks * b.k_blocks;
     case QuantOp::None: break;
   }
@@ -187,7 +183,6 @@ std::int64_t quantize_blocks_per_head(const KernelSpec& s, const QuantBuffers& b
 std::int64_t quantize_work_ctas(const KernelSpec& s, const QuantBuffers& b) {
   if (s.op == QuantOp::Fused) return fused_items(b);
   if (s.op == QuantOp::Cluster) return std::max<std::int64_t>(1, b.p.batch * b.p.kv_heads) * quantize_cluster_plan(b).size;
-  if (s.op == QuantOp::SeqTable) return 1;
   if (s.op == QuantOp::MaskTiles) return b.q_blocks * b.k_blocks * b.p.mask_batch * b.p.mask_heads;
   return quantize_blocks_per_head(s, b) * quantize_pairs(s, b);
 }
@@ -238,11 +233,6 @@ LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b) {
                                                   " work items, more than a grid can hold");
     LaunchShape ls;
     ls.grid[0] = static_cast<unsigned>(std::max<std::int64_t>(1, items));
-    ls.block[0] = static_cast<unsigned>(c.threads);
-    return ls;
-  }
-  if (s.op == QuantOp::SeqTable) {
-    LaunchShape ls;
     ls.block[0] = static_cast<unsigned>(c.threads);
     return ls;
   }

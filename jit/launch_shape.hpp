@@ -96,7 +96,6 @@ sage2::dev::QuantizeSchedule quantize_schedule(const QuantBuffers& b);
 //                   counter, not from blockIdx; more than 2^31 - 1 items is an InvalidArgument)
 //   quantize_cluster: 1-D grid of batch·kv_heads clusters of quantize_cluster_plan(b).size CTAs
 //                   (cluster_x = size)
-//   varlen_table:   one CTA
 //   mask_tiles:     x = KV tiles, y = query blocks, z = the mask's (batch, head) pairs
 // Varlen (spec.varlen): quantize_q/k/v cover every head's packed blocks (b.q_blocks, b.k_blocks)
 // with y = head; channel_stats keeps its (sequence, kv head) pairs.
@@ -122,7 +121,7 @@ sage2::dev::QuantizeParams make_quantize_params(const QuantBuffers& b, const Ten
                                                 const TensorRef& k, const TensorRef& v,
                                                 void* workspace);
 // Varlen calls: the caller's length arrays, and the output and LSE the table kernel fills with
-// NaN when the arrays are invalid (templates/quantize.cuh sage2_varlen_table).
+// NaN when the arrays are invalid (templates/quantize.cuh varlen_table, in channel_stats).
 void add_varlen_quantize_params(const QuantBuffers& b, const SeqLens& lens, const TensorRef& out, float* lse,
                                 sage2::dev::QuantizeParams& p);
 // Tensor masks: the mask the mask_tiles kernel classifies.

@@ -12,14 +12,13 @@ std::vector<jit::QuantOp> quantize_ops(QuantPath path, const jit::KernelSpec& at
   // (32K) the split stage's time (bench/NOTES.md, "Cluster quantize stage").
   if (path == QuantPath::Auto) path = QuantPath::Split;
   if (attention_spec.varlen) {
-    // Varlen: the table of the caller's lengths first, then the split kernels over packed blocks
-    // (the one-launch stages schedule uniform (batch, kv head) groups).
+    // Varlen: the split kernels over packed blocks, channel_stats's first CTA building the table of
+    // the caller's lengths (the one-launch stages schedule uniform (batch, kv head) groups).
     if (path != QuantPath::Split)
       throw Error(ErrorCode::Unsupported, std::string("quantize path ") + quant_path_name(path) +
                                               " (ContextOptions::quant_path or SAGE2_QUANT_PATH) does not run varlen "
                                               "calls; use auto or split");
-    return {jit::QuantOp::SeqTable, jit::QuantOp::ChannelStats, jit::QuantOp::QuantizeK, jit::QuantOp::QuantizeV,
-            jit::QuantOp::QuantizeQ};
+    return {jit::QuantOp::ChannelStats, jit::QuantOp::QuantizeK, jit::QuantOp::QuantizeV, jit::QuantOp::QuantizeQ};
   }
   if (path == QuantPath::Cluster && !cluster_ok)
     throw Error(ErrorCode::Unsupported,

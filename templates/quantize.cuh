@@ -6,10 +6,11 @@
 //   2 sage2_quantize_q      per (batch, q head, BQ block)
 //   3 sage2_quantize_k      per (batch, kv head, BK block)
 //   4 sage2_quantize_v      per (batch, kv head, V tile of SAGE2_QZ_ROWS tokens)
-//   7 sage2_varlen_table    varlen calls: the sequence table and block maps (seq_table.cuh)
+//   (7 was the varlen table's own launch: the first CTA of channel_stats builds it now)
 //   8 sage2_mask_tiles      tensor masks: the class of every (query block, KV tile)
-// With SAGE2_VARLEN (ops 1-4, 7) the grid covers packed blocks instead of (batch, block) pairs and
-// every item takes its sequence's lengths and positions from the table (SeqItem below).
+// With SAGE2_VARLEN (ops 1-4) the grid of ops 2-4 covers packed blocks instead of (batch, block)
+// pairs and every item takes its sequence's lengths and positions from the table (SeqItem below),
+// which the first CTA of op 1 builds.
 // The numerics are the contract written in jit/quant_buffers.hpp; comments below say where the
 // kernel fixes an order the contract leaves open (sums). Non-finite inputs: every statistic reads
 // them as 0, their codes are 0, and the flags q_bad / k_first_bad / v_first_bad say where they
@@ -334,6 +335,107 @@ __device__ __forceinline__ void stats_rows(const Input& in, const u16* row0, i64
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// The varlen table (SAGE2_VARLEN; run by the first CTA of sage2_channel_stats, the stage's first
+// kernel, so that it costs no launch): one CTA builds the sequence table and the block maps of a
+// varlen call from the caller's arrays (include/sage2/sage2.hpp SeqLens), so that lengths stay on
+// the device (a graph replays new lengths); the later kernels of the call read them. Packed: sequence s = tokens [cu[s], cu[s+1]);
+// key padding (no cu arrays): q_len tokens of batch entry s, and kv_lens[s] keys. Arrays that
+// break the rules (cu[0] != 0, decreasing, past the tensor, kv_lens outside [0, Nk]) empty the
+// maps, so no later kernel does anything, and fill the output and LSE with NaN.
+#if SAGE2_QUANT_OP == 1 && SAGE2_VARLEN
+constexpr int TABLE_THREADS = THREADS;
+__device__ __forceinline__ void varlen_table(const QuantizeParams& p) {
+  __shared__ i32 s_q[TABLE_THREADS], s_k[TABLE_THREADS];
+  __shared__ i32 s_carry[2];
+  __shared__ int s_bad;
+  const int tid = threadIdx.x;
+  if (tid == 0) { s_carry[0] = s_carry[1] = 0; s_bad = 0; }
+  __syncthreads();
+  const bool packed = p.cu_q != nullptr;
+#pragma unroll 1
+  for (i64 base = 0; base < p.batch; base += TABLE_THREADS) {
+    const i64 s = base + tid;
+    sage2::dev::SeqEntry e{};
+    bool bad = false;
+    if (s < p.batch) {
+      if (packed) {
+        const i64 q0 = p.cu_q[s], q1 = p.cu_q[s + 1], k0 = p.cu_k[s], k1 = p.cu_k[s + 1];
+        bad = (s == 0 && (q0 != 0 || k0 != 0)) || q1 < q0 || k1 < k0 || q1 > p.total_q || k1 > p.total_k;
+        e.q_start = static_cast<i32>(q0);
+        e.q_len = static_cast<i32>(q1 - q0);
+        e.k_start = static_cast<i32>(k0);
+        e.k_len = static_cast<i32>(k1 - k0);
+      } else {
+        const i64 kl = p.kv_lens[s];
+        bad = kl < 0 || kl > p.kv_len;
+        e.q_start = 0;
+        e.q_len = static_cast<i32>(p.q_len);
+        e.k_start = 0;
+        e.k_len = static_cast<i32>(kl);
+      }
+      if (bad) e.q_len = e.k_len = 0;
+    }
+    if (bad) s_bad = 1;
+    // Inclusive scans of the block counts (Hillis-Steele: a one-CTA set-up kernel).
+    s_q[tid] = (e.q_len + BQ - 1) / BQ;
+    s_k[tid] = (e.k_len + BK - 1) / BK;
+    __syncthreads();
+#pragma unroll 1
+    for (int d = 1; d < TABLE_THREADS; d *= 2) {
+      const i32 aq = tid >= d ? s_q[tid - d] : 0, ak = tid >= d ? s_k[tid - d] : 0;
+      __syncthreads();
+      s_q[tid] += aq;
+      s_k[tid] += ak;
+      __syncthreads();
+    }
+    if (s < p.batch) {
+      e.q_blk = s_carry[0] + s_q[tid] - (e.q_len + BQ - 1) / BQ;
+      e.k_blk = s_carry[1] + s_k[tid] - (e.k_len + BK - 1) / BK;
+      p.seqs[s] = e;
+    }
+    __syncthreads();
+    if (tid == 0) { s_carry[0] += s_q[TABLE_THREADS - 1]; s_carry[1] += s_k[TABLE_THREADS - 1]; }
+    __syncthreads();
+  }
+  // The bounds hold for valid lengths (Σ ceil(len / b) <= ceil(total / b) + B); kept as a check.
+  if (tid == 0 && (s_carry[0] > p.q_map_len || s_carry[1] > p.k_map_len)) s_bad = 1;
+  __syncthreads();
+  const bool bad = s_bad != 0;
+  // Block maps: the sequence of packed block X is the last one starting at or before X (empty
+  // sequences after it start past X).
+#pragma unroll 1
+  for (int kv = 0; kv < 2; ++kv) {
+    i32* map = kv ? p.k_map : p.q_map;
+    const i64 n = kv ? p.k_map_len : p.q_map_len, used = bad ? 0 : s_carry[kv];
+#pragma unroll 1
+    for (i64 X = tid; X < n; X += TABLE_THREADS) {
+      i32 seq = sage2::dev::kNoSeq;
+      if (X < used) {
+        i64 lo = 0, hi = p.batch - 1;
+        while (lo < hi) {
+          const i64 mid = (lo + hi + 1) / 2;
+          if ((kv ? p.seqs[mid].k_blk : p.seqs[mid].q_blk) <= X) lo = mid; else hi = mid - 1;
+        }
+        seq = static_cast<i32>(lo);
+      }
+      map[X] = seq;
+    }
+  }
+  if (!bad) return;
+  const u16 nan16 = IN_BF16 ? static_cast<u16>(0x7fc0u) : static_cast<u16>(0x7e00u);
+  const i64 rows = p.out_batch * p.q_heads * p.out_seq;
+#pragma unroll 1
+  for (i64 i = tid; i < rows * HD; i += TABLE_THREADS) {
+    const i64 r = i / HD, c = i % HD;
+    const i64 b = r / (p.q_heads * p.out_seq), h = (r / p.out_seq) % p.q_heads, n = r % p.out_seq;
+    static_cast<u16*>(p.out)[b * p.o_stride_batch + h * p.o_stride_head + n * p.o_stride_seq + c] = nan16;
+  }
+  if (p.lse)
+    for (i64 i = tid; i < p.lse_count; i += TABLE_THREADS) p.lse[i] = ptx::bits_f32(0x7fc00000u);
+}
+#endif
+
 #if SAGE2_QUANT_OP == 1
 // sage2_channel_stats: blockIdx.x = 0 → K (d_qk outputs), 1 → V (d_v outputs); one CTA walks
 // every token of its (batch, kv head). Padded channels get 0, 0, 0. The same walk finds the first
@@ -343,15 +445,26 @@ __device__ __forceinline__ void channel_stats(const QuantizeParams p, u8* smem) 
   i64 b, h, bh;
   if (!decode_bh(p.batch, p.kv_heads, b, h, bh)) return;
   i64 n0 = 0, len = p.kv_len;
-  if (SAGE2_VARLEN) {  // the sequence's keys
-    const sage2::dev::SeqEntry e = p.seqs[b];
-    n0 = e.k_start;
-    len = e.k_len;
+#if SAGE2_VARLEN
+  if (bh == 0 && blockIdx.x == 0) varlen_table(p);
+  {
+    // The sequence's keys straight from the caller's arrays (the table is being built by another
+    // CTA of this launch), clamped into the tensor: invalid arrays read nothing outside it (the
+    // table then poisons the whole output and empties the maps).
+    if (p.cu_k) {
+      const i64 k0 = p.cu_k[b], k1 = p.cu_k[b + 1];
+      n0 = k0 < 0 ? 0 : (k0 > p.total_k ? p.total_k : k0);
+      len = k1 < n0 ? 0 : (k1 > p.total_k ? p.total_k : k1) - n0;
+    } else {
+      const i64 kl = p.kv_lens[b];
+      len = kl < 0 ? 0 : (kl > p.kv_len ? p.kv_len : kl);
+    }
     // No keys: no V tile writes the scale and mean, which the epilogue still multiplies by the
     // (zero) output of the sequence's rows.
     if (len == 0 && blockIdx.x == 1)
       for (int c = threadIdx.x; c < D_V; c += THREADS) p.v_scale[bh * D_V + c] = p.v_mean[bh * D_V + c] = 0.f;
   }
+#endif
   const bool is_v = blockIdx.x == 1;
   const Input in = is_v ? make_input(p.v, p.v_stride_batch, p.v_stride_head, p.v_stride_seq)
                         : make_input(p.k, p.k_stride_batch, p.k_stride_head, p.k_stride_seq);
@@ -1042,105 +1155,6 @@ __device__ __forceinline__ void quantize_cluster(const QuantizeParams& p) {
 }
 #endif
 
-// ---------------------------------------------------------------------------------------------
-// sage2_varlen_table (SAGE2_QUANT_OP 7): one CTA builds the sequence table and the block maps of
-// a varlen call from the caller's arrays (include/sage2/sage2.hpp SeqLens), so that lengths stay
-// on the device (a graph replays new lengths). Packed: sequence s = tokens [cu[s], cu[s+1]);
-// key padding (no cu arrays): q_len tokens of batch entry s, and kv_lens[s] keys. Arrays that
-// break the rules (cu[0] != 0, decreasing, past the tensor, kv_lens outside [0, Nk]) empty the
-// maps, so no later kernel does anything, and fill the output and LSE with NaN.
-#if SAGE2_QUANT_OP == 7
-constexpr int TABLE_THREADS = THREADS;
-__device__ __forceinline__ void varlen_table(const QuantizeParams& p) {
-  __shared__ i32 s_q[TABLE_THREADS], s_k[TABLE_THREADS];
-  __shared__ i32 s_carry[2];
-  __shared__ int s_bad;
-  const int tid = threadIdx.x;
-  if (tid == 0) { s_carry[0] = s_carry[1] = 0; s_bad = 0; }
-  __syncthreads();
-  const bool packed = p.cu_q != nullptr;
-#pragma unroll 1
-  for (i64 base = 0; base < p.batch; base += TABLE_THREADS) {
-    const i64 s = base + tid;
-    sage2::dev::SeqEntry e{};
-    bool bad = false;
-    if (s < p.batch) {
-      if (packed) {
-        const i64 q0 = p.cu_q[s], q1 = p.cu_q[s + 1], k0 = p.cu_k[s], k1 = p.cu_k[s + 1];
-        bad = (s == 0 && (q0 != 0 || k0 != 0)) || q1 < q0 || k1 < k0 || q1 > p.total_q || k1 > p.total_k;
-        e.q_start = static_cast<i32>(q0);
-        e.q_len = static_cast<i32>(q1 - q0);
-        e.k_start = static_cast<i32>(k0);
-        e.k_len = static_cast<i32>(k1 - k0);
-      } else {
-        const i64 kl = p.kv_lens[s];
-        bad = kl < 0 || kl > p.kv_len;
-        e.q_start = 0;
-        e.q_len = static_cast<i32>(p.q_len);
-        e.k_start = 0;
-        e.k_len = static_cast<i32>(kl);
-      }
-      if (bad) e.q_len = e.k_len = 0;
-    }
-    if (bad) s_bad = 1;
-    // Inclusive scans of the block counts (Hillis-Steele: a one-CTA set-up kernel).
-    s_q[tid] = (e.q_len + BQ - 1) / BQ;
-    s_k[tid] = (e.k_len + BK - 1) / BK;
-    __syncthreads();
-#pragma unroll 1
-    for (int d = 1; d < TABLE_THREADS; d *= 2) {
-      const i32 aq = tid >= d ? s_q[tid - d] : 0, ak = tid >= d ? s_k[tid - d] : 0;
-      __syncthreads();
-      s_q[tid] += aq;
-      s_k[tid] += ak;
-      __syncthreads();
-    }
-    if (s < p.batch) {
-      e.q_blk = s_carry[0] + s_q[tid] - (e.q_len + BQ - 1) / BQ;
-      e.k_blk = s_carry[1] + s_k[tid] - (e.k_len + BK - 1) / BK;
-      p.seqs[s] = e;
-    }
-    __syncthreads();
-    if (tid == 0) { s_carry[0] += s_q[TABLE_THREADS - 1]; s_carry[1] += s_k[TABLE_THREADS - 1]; }
-    __syncthreads();
-  }
-  // The bounds hold for valid lengths (Σ ceil(len / b) <= ceil(total / b) + B); kept as a check.
-  if (tid == 0 && (s_carry[0] > p.q_map_len || s_carry[1] > p.k_map_len)) s_bad = 1;
-  __syncthreads();
-  const bool bad = s_bad != 0;
-  // Block maps: the sequence of packed block X is the last one starting at or before X (empty
-  // sequences after it start past X).
-#pragma unroll 1
-  for (int kv = 0; kv < 2; ++kv) {
-    i32* map = kv ? p.k_map : p.q_map;
-    const i64 n = kv ? p.k_map_len : p.q_map_len, used = bad ? 0 : s_carry[kv];
-#pragma unroll 1
-    for (i64 X = tid; X < n; X += TABLE_THREADS) {
-      i32 seq = sage2::dev::kNoSeq;
-      if (X < used) {
-        i64 lo = 0, hi = p.batch - 1;
-        while (lo < hi) {
-          const i64 mid = (lo + hi + 1) / 2;
-          if ((kv ? p.seqs[mid].k_blk : p.seqs[mid].q_blk) <= X) lo = mid; else hi = mid - 1;
-        }
-        seq = static_cast<i32>(lo);
-      }
-      map[X] = seq;
-    }
-  }
-  if (!bad) return;
-  const u16 nan16 = IN_BF16 ? static_cast<u16>(0x7fc0u) : static_cast<u16>(0x7e00u);
-  const i64 rows = p.out_batch * p.q_heads * p.out_seq;
-#pragma unroll 1
-  for (i64 i = tid; i < rows * HD; i += TABLE_THREADS) {
-    const i64 r = i / HD, c = i % HD;
-    const i64 b = r / (p.q_heads * p.out_seq), h = (r / p.out_seq) % p.q_heads, n = r % p.out_seq;
-    static_cast<u16*>(p.out)[b * p.o_stride_batch + h * p.o_stride_head + n * p.o_stride_seq + c] = nan16;
-  }
-  if (p.lse)
-    for (i64 i = tid; i < p.lse_count; i += TABLE_THREADS) p.lse[i] = ptx::bits_f32(0x7fc00000u);
-}
-#endif
 
 // ---------------------------------------------------------------------------------------------
 // sage2_mask_tiles (SAGE2_QUANT_OP 8): CTA = (KV tile x, query block y, mask (batch, head) z) —
@@ -1304,16 +1318,11 @@ extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, SAGE2_QZ_MIN_CTAS
   qz::check_block_dim();
   qz::quantize_cluster(p);
 }
-#elif SAGE2_QUANT_OP == 7
-extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, 1) sage2_varlen_table(sage2::dev::QuantizeParams p) {
-  qz::check_block_dim();
-  qz::varlen_table(p);
-}
 #elif SAGE2_QUANT_OP == 8
 extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, 1) sage2_mask_tiles(sage2::dev::QuantizeParams p) {
   qz::check_block_dim();
   qz::mask_tiles(p);
 }
 #else
-#error "SAGE2_QUANT_OP must be 1..8"
+#error "SAGE2_QUANT_OP must be 1..6 or 8"
 #endif

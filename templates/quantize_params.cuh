@@ -72,12 +72,12 @@ struct QuantizeParams {
   const i32* cu_q;      // packed: [batch + 1] (null: key padding)
   const i32* cu_k;      // packed: [batch + 1]
   const i32* kv_lens;   // key padding: [batch]
-  SeqEntry* seqs;       // [batch]            written by sage2_varlen_table
+  SeqEntry* seqs;       // [batch]            written by the first CTA of sage2_channel_stats
   i32* q_map;           // [q_map_len]        sequence of each packed Q block (kNoSeq: none)
   i32* k_map;           // [k_map_len]
   i64 q_map_len, k_map_len;  // packed blocks per head (jit::QuantBuffers q_blocks / k_blocks)
   i64 total_q, total_k;      // packed: the tensors' token counts
-  // Invalid arrays: sage2_varlen_table writes NaN to out [out_batch, q_heads, out_seq, head_dim]
+  // Invalid arrays: the table's CTA writes NaN to out [out_batch, q_heads, out_seq, head_dim]
   // (element strides, input dtype) and to lse[0, lse_count).
   void* out;
   i64 out_batch, out_seq, o_stride_batch, o_stride_head, o_stride_seq;

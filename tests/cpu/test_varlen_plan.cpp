@@ -1,8 +1,8 @@
 // Specification of variable-length calls on the host (issue 17; include/sage2/sage2.hpp SeqLens):
 //  - the packed quantize layout: one packed sequence of blocks per head, sized by a bound that
 //    holds for any lengths of the same totals, plus the sequence table and block maps;
-//  - the launches: the table first, then the split quantize kernels over the packed blocks, then
-//    ONE attention launch over the packed query blocks;
+//  - the launches: the split quantize kernels (channel_stats's first CTA builds the table), the
+//    others over the packed blocks, then ONE attention launch over the packed query blocks;
 //  - what is refused, naming the argument: a missing or mixed form, smooth-Q on, the one-launch
 //    quantize paths;
 //  - every varlen kernel (both attention families, the quantize ops, the table) compiles for the
@@ -91,19 +91,15 @@ TEST_CASE("varlen layout: per-token buffers are packed per head with a bound tha
   CHECK(bd.seqs() + bd.q_map() + bd.k_map() == 0);
 }
 
-TEST_CASE("varlen launches: the table, the split kernels over packed blocks, one attention launch") {
+TEST_CASE("varlen launches: the split kernels over packed blocks, one attention launch") {
   const KernelSpec s = attention_spec(KernelFamily::AttentionWgmma, Arch::Sm90a, 128, CausalMode::TopLeft);
   const QuantBuffers b = packed_buffers(s, 7, 5000, 5000);
   const std::vector<QuantOp> ops = runtime::quantize_ops(QuantPath::Auto, s);
-  REQUIRE(ops.size() == 5);
-  CHECK(ops[0] == QuantOp::SeqTable);
-  CHECK(ops[1] == QuantOp::ChannelStats);
+  REQUIRE(ops.size() == 4);
+  CHECK(ops[0] == QuantOp::ChannelStats);
   CHECK_THROWS_WITH_AS(runtime::quantize_ops(QuantPath::Fused, s), doctest::Contains("does not run varlen"), Error);
   CHECK_THROWS_WITH_AS(runtime::quantize_ops(QuantPath::Cluster, s), doctest::Contains("does not run varlen"), Error);
 
-  const LaunchShape table = quantize_launch_shape(quantize_spec_for(s, QuantOp::SeqTable), b);
-  CHECK(table.grid[0] * table.grid[1] * table.grid[2] == 1);
-  CHECK(table.block[0] == 1024);
   const LaunchShape stats = quantize_launch_shape(quantize_spec_for(s, QuantOp::ChannelStats), b);
   CHECK(stats.grid[0] == 2);
   CHECK(stats.grid[1] * stats.grid[2] == 7 * 2);  // (sequence, kv head) pairs
@@ -220,7 +216,7 @@ TEST_CASE("varlen kernels compile for their archs without spills") {
   specs.push_back(attention_spec(KernelFamily::AttentionWgmma, Arch::Sm90a, 256, CausalMode::TopLeft, true));
   const std::size_t n_attention = specs.size();
   for (std::size_t i = 0; i < n_attention; i += 3)
-    for (QuantOp op : {QuantOp::SeqTable, QuantOp::ChannelStats, QuantOp::QuantizeQ, QuantOp::QuantizeK, QuantOp::QuantizeV})
+    for (QuantOp op : {QuantOp::ChannelStats, QuantOp::QuantizeQ, QuantOp::QuantizeK, QuantOp::QuantizeV})
       specs.push_back(quantize_spec_for(specs[i], op));
   for (const test::Outcome& r : test::compile_all(specs)) {
     INFO(r.spec.key());
