@@ -107,6 +107,10 @@ KernelSpec KernelSpec::canonical() const {
       if (op == QuantOp::ChannelStats) c.smooth_v = false;
       c.tile = TileConfig{};
       c.tile.bk = tile.bk;  // V is padded to the KV tile
+      if (varlen && op == QuantOp::ChannelStats) {  // its first CTA builds the table of Q blocks too
+        c.tile.bq = tile.bq;
+        c.tile.warps = tile.warps;
+      }
     }
     if (op == QuantOp::QuantizeK) { c.smooth_q = false; c.smooth_v = false; }
     if (op == QuantOp::QuantizeQ) { c.smooth_v = false; }

@@ -100,6 +100,9 @@ TEST_CASE("varlen launches: the split kernels over packed blocks, one attention 
   CHECK_THROWS_WITH_AS(runtime::quantize_ops(QuantPath::Fused, s), doctest::Contains("does not run varlen"), Error);
   CHECK_THROWS_WITH_AS(runtime::quantize_ops(QuantPath::Cluster, s), doctest::Contains("does not run varlen"), Error);
 
+  // channel_stats's first CTA numbers the Q blocks: its spec keeps the attention's bq (r10 on the
+  // H100: a reset bq gave every sequence the wrong blocks)
+  CHECK(quantize_spec_for(s, QuantOp::ChannelStats).tile.bq == s.tile.bq);
   const LaunchShape stats = quantize_launch_shape(quantize_spec_for(s, QuantOp::ChannelStats), b);
   CHECK(stats.grid[0] == 2);
   CHECK(stats.grid[1] * stats.grid[2] == 7 * 2);  // (sequence, kv head) pairs
