@@ -1,6 +1,6 @@
 """A torch.nn.functional.scaled_dot_product_attention replacement that sends what sage2 can do to
 sage2 (attention masks included) and everything else (dropout, fp32, CPU, autograd, other ranks,
-a mask together with is_causal, which torch refuses) to torch unchanged.
+a mask together with is_causal, which torch documents as an error) to torch unchanged.
 
     with sage2.patch_sdpa() as p:       # models calling F.scaled_dot_product_attention use sage2
         y = model(x)
@@ -26,7 +26,7 @@ def _unsupported(query, key, value, attn_mask, dropout_p, enable_gqa, is_causal=
     """Why sage2 cannot take this call (None when it can)."""
     if attn_mask is not None:
         if is_causal:
-            return "attn_mask with is_causal"  # torch raises its own error for this
+            return "attn_mask with is_causal"  # torch's rules for the pair apply
         if not isinstance(attn_mask, torch.Tensor) or attn_mask.dtype not in _MASK_DTYPES:
             return "attn_mask dtype"
         if not 2 <= attn_mask.dim() <= 4 or (isinstance(query, torch.Tensor) and attn_mask.device != query.device):
