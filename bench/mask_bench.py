@@ -11,7 +11,8 @@ Masks (hd 128, fp16, B sequences of N tokens, H heads unless options say otherwi
   prefix_lm       bool [1, 1, N, N]: keys < N/4 visible to every row, causal after
 Both methods get the same tensors and the same mask; the patched call must not fall back (checked
 through p.stats). TOPS = 4·B·H·N²·D / time for both (nominal work: the ratio is what counts).
-Timing: CUDA events around each call, synchronised per call, median of --reps after --warmup.
+Timing: CUDA events around each call, synchronised per call, median of --reps after --warmup;
+--rounds R alternates the two methods in R rounds of reps/R calls (the median over all of them).
 Records (JSON lines, appended to --out): run, method ("sage2" | "sdpa"), mode "e2e", head_dim,
 causal (0), seq_len, batch, heads, dtype, tops, ms, device, command, commit, mask (the kind), reps.
 """
@@ -49,7 +50,7 @@ def make_mask(torch, kind, b, n, seed):
     raise ValueError(kind)
 
 
-def median_ms(torch, fn, reps, warmup):
+def times_ms(torch, fn, reps, warmup):
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -61,8 +62,7 @@ def median_ms(torch, fn, reps, warmup):
         b.record()
         b.synchronize()
         t.append(a.elapsed_time(b))
-    t.sort()
-    return t[len(t) // 2]
+    return t
 
 
 def main():
@@ -78,6 +78,8 @@ def main():
     ap.add_argument("--kinds", default=",".join(KINDS))
     ap.add_argument("--command", default="")
     ap.add_argument("--profile", action="store_true", help="also print the sage2 call's per-kernel GPU times")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="alternate the two methods in this many rounds of reps/rounds calls (median over all)")
     a = ap.parse_args()
     import torch
     import torch.nn.functional as F
@@ -100,14 +102,20 @@ def main():
             patch.restore()
             ref = F.scaled_dot_product_attention
             rows = []
-            for method, fn in (("sage2", lambda: patched(q, k, v, attn_mask=mask)),
-                               ("sdpa", lambda: ref(q, k, v, attn_mask=mask))):
-                try:
-                    ms = median_ms(torch, fn, a.reps, a.warmup)
-                except Exception as e:  # noqa: BLE001 - reported, the others go on
-                    print("[%6.1fs] FAILED %s %s N=%d: %s" % (time.time() - t0, method, kind, n, e), flush=True)
-                    continue
-                rows.append((method, ms))
+            fns = {"sage2": lambda: patched(q, k, v, attn_mask=mask), "sdpa": lambda: ref(q, k, v, attn_mask=mask)}
+            pooled = {}
+            per = max(1, a.reps // max(1, a.rounds))
+            for r in range(max(1, a.rounds)):  # ABAB…: a drift of the GPU clock hits both alike
+                for method in list(fns):
+                    try:
+                        pooled.setdefault(method, []).extend(times_ms(torch, fns[method], per, a.warmup if r == 0 else 1))
+                    except Exception as e:  # noqa: BLE001 - reported, the other goes on
+                        print("[%6.1fs] FAILED %s %s N=%d: %s" % (time.time() - t0, method, kind, n, e), flush=True)
+                        pooled.pop(method, None)
+                        del fns[method]
+            for method, t in pooled.items():
+                t.sort()
+                rows.append((method, t[len(t) // 2]))
             fb = patch.stats.as_dict()["fallback"]
             if fb:
                 print("[%6.1fs] %s N=%d: sage2 fell back %s; its record is dropped" % (time.time() - t0, kind, n, fb))
@@ -124,7 +132,7 @@ def main():
                     line.append("%s %.3f ms %.1f TOPS" % (method, ms, tops))
                     f.write(json.dumps(dict(run=run, method=method, mode="e2e", head_dim=d, causal=0, seq_len=n, batch=b,
                                             heads=h, dtype="fp16", tops=tops, ms=ms, device=dev, command=command,
-                                            commit=commit, mask=kind, reps=a.reps)) + "\n")
+                                            commit=commit, mask=kind, reps=a.reps, rounds=a.rounds)) + "\n")
             print("[%6.1fs] N=%-6d %-15s %s  cos %.5f" % (time.time() - t0, n, kind, "  ".join(line), cos), flush=True)
             if a.profile:
                 from torch.profiler import ProfilerActivity, profile

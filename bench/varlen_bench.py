@@ -16,7 +16,8 @@ TOPS = 4 * sum_b(Nq_b * Nk_b) * H * D / time, halved when causal: the useful wor
 sequences, the same for every method of a row (padding costs the padded methods time, not TOPS).
 
 Timing, as bench/scoreboard_bench.py: CUDA events around each call (synchronised per call), median
-of --reps after --warmup calls; the L2 cache is not flushed unless --flush-l2 MB is given. Inputs:
+of --reps after --warmup calls (--rounds R: the methods of a row alternate in R rounds of reps/R
+calls, the median over all); the L2 cache is not flushed unless --flush-l2 MB is given. Inputs:
 randn, seeded by the shape. A measurement that fails (e.g. a libsage2 without
 sage2_attention_varlen) is logged and skipped.
 
@@ -147,6 +148,11 @@ class Real:
         raise ValueError("no method %s for %s lengths" % (method, lengths))
 
     def median_ms(self, fn, reps, warmup):
+        times = self.times_ms(fn, reps, warmup)
+        times.sort()
+        return times[len(times) // 2]
+
+    def times_ms(self, fn, reps, warmup):
         torch = self.torch
         for _ in range(warmup):
             fn()
@@ -162,8 +168,7 @@ class Real:
             b.record()
             b.synchronize()
             times.append(a.elapsed_time(b))
-        times.sort()
-        return times[len(times) // 2]
+        return times
 
     def release(self):
         self.inputs = None
@@ -196,6 +201,9 @@ class Fake:
     def median_ms(self, fn, reps, warmup):
         return fn()
 
+    def times_ms(self, fn, reps, warmup):
+        return [fn()] * reps
+
     def release(self):
         pass
 
@@ -222,6 +230,9 @@ def main():
     ap.add_argument("--seed", type=int, default=0, help="mixed: seed of the lengths")
     ap.add_argument("--flush-l2", type=int, default=0, help="MB overwritten before each timed call (0: off)")
     ap.add_argument("--command", default="", help="recorded in every record (default: this command line)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="interleave the methods of a row in this many rounds of reps/rounds calls each (the "
+                         "median over all rounds): drifts of the GPU clock hit every method alike")
     ap.add_argument("--dry-run", action="store_true", help="fake timings, no GPU; --out must be under /tmp")
     a = ap.parse_args()
 
@@ -248,7 +259,7 @@ def main():
         run = "dry-" + run
     command = a.command or "python3 bench/varlen_bench.py " + " ".join(shlex.quote(x) for x in sys.argv[1:])
     base = dict(run=run, mode="e2e", head_dim=d, heads=hq, heads_kv=hkv, dtype=a.dtype, device=dev,
-                command=command, varlen=True, reps=a.reps, warmup=a.warmup, flush_l2_mb=a.flush_l2)
+                command=command, varlen=True, reps=a.reps, warmup=a.warmup, flush_l2_mb=a.flush_l2, rounds=a.rounds)
     commit = git_commit()
     if commit:
         base["commit"] = commit
@@ -287,9 +298,30 @@ def main():
             for causal in causal_list:
                 ops = useful_ops(lens, lens, hq, d, causal)
                 row = []
+                pooled = {}
+                if a.rounds > 1:  # ABAB…: every method's calls spread over the same stretch of time
+                    fns = {}
+                    for m in methods:
+                        try:
+                            fns[m] = bk.fn(m, lengths, causal)
+                        except Exception:  # noqa: BLE001 - measured (and reported) below
+                            pass
+                    per = max(1, a.reps // a.rounds)
+                    for r in range(a.rounds):
+                        for m, fn in fns.items():
+                            try:
+                                pooled.setdefault(m, []).extend(bk.times_ms(fn, per, a.warmup if r == 0 else 1))
+                            except Exception:  # noqa: BLE001
+                                pooled.pop(m, None)
+                                fns[m] = None
+                        fns = {m: fn for m, fn in fns.items() if fn is not None}
                 for m in methods:
                     try:
-                        ms = bk.median_ms(bk.fn(m, lengths, causal), a.reps, a.warmup)
+                        if m in pooled:
+                            t = sorted(pooled[m])
+                            ms = t[len(t) // 2]
+                        else:
+                            ms = bk.median_ms(bk.fn(m, lengths, causal), a.reps, a.warmup)
                     except Exception as e:
                         failures += 1
                         text = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
