@@ -26,7 +26,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from scoreboard_bench import device_name, git_commit, ints, short_device  # noqa: E402
+from scoreboard_bench import device_name, event_times_ms, git_commit, ints, short_device  # noqa: E402
 
 KINDS = ("key_padding", "additive_pad", "causal_padding", "prefix_lm")
 
@@ -48,21 +48,6 @@ def make_mask(torch, kind, b, n, seed):
         m[:, : n // 4] = True
         return m[None, None]
     raise ValueError(kind)
-
-
-def times_ms(torch, fn, reps, warmup):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    t = []
-    for _ in range(reps):
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        t.append(a.elapsed_time(b))
-    return t
 
 
 def main():
@@ -108,7 +93,8 @@ def main():
             for r in range(max(1, a.rounds)):  # ABAB…: a drift of the GPU clock hits both alike
                 for method in list(fns):
                     try:
-                        pooled.setdefault(method, []).extend(times_ms(torch, fns[method], per, a.warmup if r == 0 else 1))
+                        pooled.setdefault(method, []).extend(event_times_ms(torch, fns[method], per,
+                                                                             a.warmup if r == 0 else 1))
                     except Exception as e:  # noqa: BLE001 - reported, the other goes on
                         print("[%6.1fs] FAILED %s %s N=%d: %s" % (time.time() - t0, method, kind, n, e), flush=True)
                         pooled.pop(method, None)

@@ -63,6 +63,26 @@ def ops(b, h, n, d, causal):
     return 4.0 * b * h * n * n * d / (2.0 if causal else 1.0)
 
 
+def event_times_ms(torch, fn, reps, warmup, flush=None):
+    """Milliseconds of `reps` calls of fn(), each between two CUDA events and synchronised (after
+    `warmup` calls; `flush`: a tensor zeroed before each call, outside the timed span)."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(reps):
+        if flush is not None:
+            flush.zero_()
+        torch.cuda.synchronize()  # the flush must not hide the call's host time
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return times
+
+
 def short_device(name):
     m = re.search(r"\b([A-Z]{1,3}\d{2,4}[A-Z]?)\b", name or "")
     return m.group(1).lower() if m else (re.sub(r"[^a-z0-9]+", "", (name or "gpu").lower())[:12] or "gpu")
@@ -128,23 +148,9 @@ class Real:
         raise ValueError("no %s %s" % (method, mode))
 
     def median_ms(self, method, mode, causal, reps, warmup):
-        torch = self.torch
         fn, ctx = self.call(method, mode, causal)
         with ctx:
-            for _ in range(warmup):
-                fn()
-            torch.cuda.synchronize()
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            times = []
-            for _ in range(reps):
-                if self.flush is not None:
-                    self.flush.zero_()
-                torch.cuda.synchronize()  # the flush must not hide the call's host time
-                a.record()
-                fn()
-                b.record()
-                b.synchronize()
-                times.append(a.elapsed_time(b))
+            times = event_times_ms(self.torch, fn, reps, warmup, self.flush)
         times.sort()
         return times[len(times) // 2]
 

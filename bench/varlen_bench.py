@@ -40,7 +40,7 @@ import time
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from scoreboard_bench import device_name, git_commit, ints, short_device  # noqa: E402
+from scoreboard_bench import device_name, event_times_ms, git_commit, ints, short_device  # noqa: E402
 
 T0 = time.time()
 DTYPES = ("fp16", "bf16")
@@ -153,22 +153,7 @@ class Real:
         return times[len(times) // 2]
 
     def times_ms(self, fn, reps, warmup):
-        torch = self.torch
-        for _ in range(warmup):
-            fn()
-        torch.cuda.synchronize()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        times = []
-        for _ in range(reps):
-            if self.flush is not None:
-                self.flush.zero_()
-                torch.cuda.synchronize()
-            a.record()
-            fn()
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b))
-        return times
+        return event_times_ms(self.torch, fn, reps, warmup, self.flush)
 
     def release(self):
         self.inputs = None

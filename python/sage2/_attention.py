@@ -15,6 +15,7 @@ import threading
 import torch
 
 from . import _lib
+from . import _op_util
 from . import _varlen  # sageattn(kv_lens=...) runs there; it registers torch.ops.sage2.sageattn_varlen
 from . import _mask  # sageattn(attn_mask=...) runs there; it registers torch.ops.sage2.sageattn_masked
 
@@ -504,16 +505,7 @@ def _sageattn_fake(q, k, v, tensor_layout, causal, sm_scale, return_lse, qk_bits
     return out, lse
 
 
-def _setup_context(ctx, inputs, output):
-    pass
-
-
-def _backward(ctx, grad_out, grad_lse):
-    raise RuntimeError("sage2.sageattn has no backward: it is an inference kernel (quantized attention). "
-                       "Use torch.nn.functional.scaled_dot_product_attention for training.")
-
-
-_sageattn_op.register_autograd(_backward, setup_context=_setup_context)
+_op_util.inference_only(_sageattn_op, "sage2.sageattn")
 
 
 def _use_op(*tensors):

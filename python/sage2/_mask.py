@@ -14,6 +14,7 @@ import math
 import torch
 
 from . import _lib
+from . import _op_util
 
 # _attention imports this module at its top; its helpers are used through the module object, at
 # call time only.
@@ -111,16 +112,7 @@ def _masked_fake(q, k, v, mask, tensor_layout, causal, sm_scale, return_lse, qk_
     return q.new_empty(q.shape), q.new_empty((b, hq, nq) if return_lse else (0,), dtype=torch.float32)
 
 
-def _setup_context(ctx, inputs, output):
-    pass
-
-
-def _backward(ctx, grad_out, grad_lse):
-    raise RuntimeError("sage2.sageattn has no backward: it is an inference kernel (quantized attention). "
-                       "Use torch.nn.functional.scaled_dot_product_attention for training.")
-
-
-_masked_op.register_autograd(_backward, setup_context=_setup_context)
+_op_util.inference_only(_masked_op, "sage2.sageattn")
 
 
 # The eager fast path of masked calls: _attention._FastCall with a prebuilt sage2_mask whose data

@@ -21,6 +21,7 @@ import math
 import torch
 
 from . import _lib
+from . import _op_util
 
 # _attention imports this module at its top (sageattn(kv_lens=...) runs here), so its helpers are
 # used through the module object, at call time only.
@@ -298,16 +299,7 @@ def _varlen_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, kv_lens, tensor_layout, ma
     return out, q.new_empty(lse_shape, dtype=torch.float32)
 
 
-def _setup_context(ctx, inputs, output):
-    pass
-
-
-def _backward(ctx, grad_out, grad_lse):
-    raise RuntimeError("sage2.sageattn_varlen has no backward: it is an inference kernel (quantized attention). "
-                       "Use torch.nn.functional.scaled_dot_product_attention for training.")
-
-
-_varlen_op.register_autograd(_backward, setup_context=_setup_context)
+_op_util.inference_only(_varlen_op, "sage2.sageattn_varlen")
 
 
 # ---- entry points -------------------------------------------------------------------------------
