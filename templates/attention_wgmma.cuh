@@ -390,6 +390,38 @@ __device__ __forceinline__ void softmax_tile(i32 (&s)[NS], const float (&dk)[KH]
   pack_p(x, pa);
 }
 
+// True on every consumer thread when `v` is true on all of them (a named barrier with a reduction;
+// the producer warpgroup, if any, does not take part).
+__device__ __forceinline__ bool consumers_all(bool v) {
+  u32 r;
+  asm volatile(
+      "{\n .reg .pred a, b;\n setp.ne.u32 a, %1, 0;\n bar.red.and.pred b, 1, %2, a;\n selp.u32 %0, 1, 0, b;\n}"
+      : "=r"(r)
+      : "r"(static_cast<u32>(v)), "n"(CTHREADS)
+      : "memory");
+  return r != 0;
+}
+
+// A tensor mask's tile the serial loop may skip without computing it, exactly: a tile with
+// nothing visible (its scores are all -inf: m, l and O stay as they are), or a constant tile whose
+// term T is so negative that every score of it stays 160 below each row's running max — then every
+// exp2 of it is 0 in fp32 (below the smallest subnormal), P̂ is 0, m does not move and alpha is 1,
+// so skipping gives the same bits. The bound on a score is 127²·HD·dqk (int8 codes; dqk of each of
+// the thread's K groups; the vote covers every row and group of the warpgroup). Not with smooth-Q
+// (its ΔS term has no such bound here).
+__device__ __forceinline__ bool skip_tile(const RowCtx& rc, int tile, const float (&dk)[KH], const float (&m)[2],
+                                          const AttentionParams& p) {
+  const int cls = rc.cls[tile];
+  if (cls == MASK_CLASS_NONE) return true;  // the same class on every thread: no vote
+  if (MASK < 2 || SMOOTH_Q || cls != MASK_CLASS_CONST) return false;
+  const float term = mask_const(p, rc.cls + tile);
+  float dmax = 0.f;
+#pragma unroll
+  for (int h = 0; h < KH; ++h) dmax = ptx::max_f32(dmax, score_scale(rc.qs, dk[h], rc.c2));
+  const float bound = 16129.f * static_cast<float>(HD) * dmax + term;  // >= every score + term
+  return consumers_all(bound < m[0] - 160.f && bound < m[1] - 160.f);
+}
+
 // The softmax of tile `tile`, with the mask where the tile needs it.
 __device__ __forceinline__ void softmax_any(i32 (&s)[NS], const float (&dk)[KH], int tile, const RowCtx& rc, float (&m)[2],
                                             float (&l)[2], float (&alpha)[2], u32 (&pa)[KC][4],
@@ -646,6 +678,11 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const Blo
 #pragma unroll 1
     for (int tile = 0; tile < n_tiles; ++tile) {
       const u32 st = acquire_stage(sbase, tile);
+      if (MASK && skip_tile(rc, tile, dk_next, m, p)) {  // dk_next: this tile's K scales
+        load_k_scales(rc, min_(tile + 1, n_tiles - 1), dk_next);
+        release_stage(P, rows, sbase, tile, n_tiles, lane, tid);
+        continue;
+      }
       i32 s[NS];
       issue_qk(s, qf, st, zero_base & static_cast<u32>(tile), sbase, wg);
       // K scales one tile ahead (loaded before the loop for tile 0): an L2 load issued beside
