@@ -35,26 +35,49 @@ def report(name, cos, rel, mx, lse_err=None):
     REPORT.append("%-52s cos %.6f  relL1 %.5f  maxabs %.4f%s" % (name, cos, rel, mx, extra))
 
 
-def require_gpu():
-    """Skips (never passes) unless a CUDA torch, a GPU, and a usable libsage2 are present.
-    SAGE2_REQUIRE_GPU_TESTS=1 turns a missing library or unsupported device into a failure."""
+def _skip_or_fail(skip_msg, fail_msg=None):
+    """Skips with skip_msg; fails (with fail_msg, else skip_msg) under SAGE2_REQUIRE_GPU_TESTS=1."""
+    if os.environ.get("SAGE2_REQUIRE_GPU_TESTS") == "1":
+        pytest.fail(skip_msg if fail_msg is None else fail_msg)
+    pytest.skip(skip_msg)
+
+
+def require_gpu(symbols=()):
+    """Skips (never passes) unless a CUDA torch, a GPU, and a usable libsage2 that exports every
+    name in `symbols` (e.g. sage2._lib._MASK_SYMBOLS) are present. SAGE2_REQUIRE_GPU_TESTS=1 turns
+    a missing library, an unsupported device or a missing symbol into a failure."""
     if not torch.cuda.is_available():
         why = "torch has no CUDA" if torch.version.cuda is None else "no CUDA device visible"
         pytest.skip("GPU test: %s (torch %s)" % (why, torch.__version__))
-    strict = os.environ.get("SAGE2_REQUIRE_GPU_TESTS") == "1"
     if sage2.library_path() is None:
         try:
             sage2._lib.lib()
         except sage2.LibraryNotFoundError as e:
-            if strict:
-                pytest.fail(str(e))
-            pytest.skip("GPU test: libsage2 not found (%s)" % str(e).splitlines()[0])
+            _skip_or_fail("GPU test: libsage2 not found (%s)" % str(e).splitlines()[0], str(e))
     try:
         sage2._lib.context(torch.cuda.current_device())
     except sage2.Sage2Error as e:
-        if strict:
-            pytest.fail("sage2 cannot use this device: %s" % e)
-        pytest.skip("GPU test: sage2 cannot use this device: %s" % e)
+        _skip_or_fail("GPU test: sage2 cannot use this device: %s" % e, "sage2 cannot use this device: %s" % e)
+    missing = [n for n in symbols if not hasattr(sage2._lib.lib(), n)]
+    if missing:
+        _skip_or_fail("GPU test: this libsage2 (%s) has no %s" % (sage2.library_path(), ", ".join(missing)))
+
+
+def capture_graph(fn, capture_error_mode="global"):
+    """(a torch.cuda.CUDAGraph of one fn() call, what that call returned). fn runs twice first on
+    a side stream (kernels compiled and loaded outside the capture, as torch advises).
+    capture_error_mode "global" (torch's default) is the strictest: any unsafe CUDA call from any
+    thread fails the capture; "thread_local" is what the C++ suite uses."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, capture_error_mode=capture_error_mode):
+        out = fn()
+    return g, out
 
 
 def _outlier_bias(shape, d, scale, outliers, factor, gen, device):

@@ -1,146 +1,31 @@
 """The eager fast path of sageattn (issue 15 item 2), without a GPU and without torch: a small
 fake torch module (metadata-only tensors with fake addresses) and a fake library (records the
-sage2_tensor / sage2_attention_params it is handed) run in a subprocess.
+sage2_tensor / sage2_attention_params it is handed) run in a subprocess (both: fake_torch.py).
 
 What it pins down: a second call with the same metadata skips the Python checks and the
 workspace query and hands the library exactly the structures a fresh (uncached) call builds for
 the same pointers; other strides, dtypes, layouts, causal modes, scales or options miss; a value
 that equals a cached one but has another type (sm_scale=True vs 1.0) is still refused; autograd
 and library errors behave as before; each thread has its own structures."""
-import os
-import subprocess
-import sys
-import textwrap
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-PYTHON_DIR = os.path.dirname(HERE)
-
-FAKE_TORCH = '''
-import itertools, threading
-__version__ = "0.0-fake"
-class _DT:
-    def __init__(self, n, size): self.n, self.itemsize = n, size
-    def __repr__(self): return "torch." + self.n
-float16, bfloat16, float32, float64, uint8, int8 = (_DT("float16", 2), _DT("bfloat16", 2), _DT("float32", 4),
-                                                    _DT("float64", 8), _DT("uint8", 1), _DT("int8", 1))
-class device:
-    def __init__(self, s, index=None):
-        if isinstance(s, device): s, index = s.type, s.index
-        t, _, i = str(s).partition(":")
-        self.type, self.index = t, (int(i) if i else index)
-    def __eq__(self, o): return isinstance(o, device) and (self.type, self.index) == (o.type, o.index)
-    def __hash__(self): return hash((self.type, self.index))
-    def __repr__(self): return "device(%s:%s)" % (self.type, self.index)
-class Size(tuple): pass
-_addr = itertools.count(1)
-ALLOCS = []
-class Tensor:
-    def __init__(self, shape, dtype, dev, strides=None, requires_grad=False):
-        self.shape, self.dtype, self.device = Size(shape), dtype, device(dev)
-        if self.device.type == "cuda" and self.device.index is None: self.device.index = 0
-        st, acc = [], 1
-        for n in reversed(shape): st.append(acc); acc *= n
-        self._st = tuple(strides) if strides else tuple(reversed(st))
-        self._ptr = 0x7f0000000000 + next(_addr) * 0x1000000
-        self.requires_grad = requires_grad
-        ALLOCS.append(self)
-    def stride(self): return self._st
-    def dim(self): return len(self.shape)
-    def data_ptr(self): return self._ptr
-    def numel(self):
-        n = 1
-        for s in self.shape: n *= s
-        return n
-    def zero_(self): return self
-    def fill_(self, x): return self
-def empty(shape, dtype=None, device=None): return Tensor(tuple(shape), dtype, device)
-_grad = [False]
-def is_grad_enabled(): return _grad[0]
-class _Compiler:
-    @staticmethod
-    def is_compiling(): return False
-compiler = _Compiler()
-class _Stream:
-    def __init__(self, i): self.cuda_stream = 0x5000 + i
-class _Cuda:
-    @staticmethod
-    def current_device(): return 0
-    @staticmethod
-    def current_stream(i=None): return _Stream(i if isinstance(i, int) else 0)
-    @staticmethod
-    def is_available(): return False
-cuda = _Cuda()
-CAPTURING = [False]
-class _C:
-    @staticmethod
-    def _cuda_getCurrentRawStream(i): return 0x5000 + i
-    @staticmethod
-    def _cuda_isCurrentStreamCapturing(): return CAPTURING[0]
-OP_CALLS = []
-class _Op:
-    def __init__(self, fn): self.fn = fn
-    def register_fake(self, f): return f
-    def register_autograd(self, *a, **k): pass
-    def __call__(self, *a): return self.fn(*a)
-class _Library:
-    @staticmethod
-    def custom_op(name, mutates_args=(), schema=None):
-        def deco(fn):
-            op = _Op(fn)
-            def sageattn(*a):
-                OP_CALLS.append(a)
-                return fn(*a)
-            ops.sage2.sageattn = sageattn
-            return op
-        return deco
-library = _Library()
-class _NS: pass
-ops = _NS(); ops.sage2 = _NS()
-'''
+from fake_torch import FAKE_TORCH, run_driver
 
 DRIVER = r'''
-import ctypes, sys, threading
+import sys, threading
 sys.path.insert(0, sys.argv[1])
 import torch
 import sage2
-from sage2 import _attention as A, _lib
+from sage2 import _attention as A
+from fake_torch import FakeLib, T, counting, install
 
-FIELDS = ("data", "dtype", "batch", "heads", "seq", "dim", "stride_batch", "stride_head", "stride_seq", "stride_dim")
-PFIELDS = ("causal", "sm_scale", "qk_bits", "smooth_q", "smooth_k", "smooth_v", "lse", "workspace", "workspace_bytes")
-def snap(t, fields): return tuple(getattr(t, f) for f in fields)
-
-class FakeLib:
-    def __init__(self): self.calls, self.ws_queries, self.fail, self.threads = [], 0, 0, set()
-    def sage2_workspace_size(self, ctx, q, k, v, o, p, n):
-        self.ws_queries += 1
-        n._obj.value = 4096 + q._obj.seq
-        return 0
-    def sage2_attention(self, ctx, q, k, v, o, p, stream):
-        self.threads.add(threading.get_ident())
-        self.calls.append(dict(q=snap(q._obj, FIELDS), k=snap(k._obj, FIELDS), v=snap(v._obj, FIELDS),
-                               o=snap(o._obj, FIELDS), p=snap(p._obj, PFIELDS),
-                               stream=getattr(stream, "value", stream)))
-        if self.fail:
-            return self.fail
-        return 0
-    def sage2_last_error(self): return b"the fake library refused it"
-fake = FakeLib()
-_lib.lib = lambda: fake
-_lib.context = lambda i: ctypes.c_void_p(0x1000 + i)
+fake = FakeLib(varlen=False, masked=False)
+install(fake)
 normalize_calls = [0]
-_orig_normalize = A._normalize
-def counting_normalize(*a):
-    normalize_calls[0] += 1
-    return _orig_normalize(*a)
-A._normalize = counting_normalize
-
-def T(*shape, dtype=torch.float16, strides=None, rg=False):
-    return torch.Tensor(shape, dtype, "cuda:0", strides, rg)
+A._normalize = counting(A._normalize, normalize_calls)
 
 def call(q, k, v, **kw):
-    n0, c0, w0 = normalize_calls[0], len(fake.calls), fake.ws_queries
+    n0, c0, w0 = normalize_calls[0], len(fake.calls), len(fake.ws_queries)
     r = sage2.sageattn(q, k, v, **kw)
-    return r, normalize_calls[0] - n0, fake.ws_queries - w0, fake.calls[-1] if len(fake.calls) > c0 else None
+    return r, normalize_calls[0] - n0, len(fake.ws_queries) - w0, fake.calls[-1] if len(fake.calls) > c0 else None
 
 def expect_fresh_equal(rec, q, k, v, out, **kw):
     """The same call with the fast cache emptied: the structures must be identical (the output's
@@ -290,15 +175,5 @@ print("FAST PATH OK")
 
 
 def test_fast_path_with_fake_torch(tmp_path):
-    pkg = tmp_path / "faketorch"
-    (pkg / "torch" / "nn").mkdir(parents=True)
-    (pkg / "torch" / "__init__.py").write_text(FAKE_TORCH + "\nfrom . import nn\n")
-    (pkg / "torch" / "nn" / "__init__.py").write_text("from . import functional\n")
-    (pkg / "torch" / "nn" / "functional.py").write_text("def scaled_dot_product_attention(*a, **k): raise RuntimeError\n")
-    script = tmp_path / "driver.py"
-    script.write_text(textwrap.dedent(DRIVER))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(pkg), PYTHON_DIR])
-    env.setdefault("SAGE2_LIBRARY", "/nonexistent/libsage2.so")  # the fake library replaces it
-    r = subprocess.run([sys.executable, str(script), str(pkg)], capture_output=True, text=True, env=env, timeout=120)
+    r = run_driver(tmp_path, DRIVER, torch_source=FAKE_TORCH)
     assert r.returncode == 0 and "FAST PATH OK" in r.stdout, r.stdout + r.stderr

@@ -14,6 +14,7 @@ from sage2_testutil import (
     RELL1_8BIT,
     RELL1_8BIT_FEW_KEYS,
     activation_like,
+    capture_graph,
     lse_error,
     metrics,
     reference,
@@ -300,16 +301,8 @@ def test_cuda_graph_capture_and_replay_with_new_values(capture_error_mode):
     shape = dict(b=2, hq=8, hkv=4, nq=1024, nk=1024, d=128)
     q, k, v = activation_like(*shape.values(), seed=100)
     sq, sk, sv = q.clone(), k.clone(), v.clone()
-    # warm up on a side stream (compiles and loads kernels outside the capture), as torch advises
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(2):
-            sage2.sageattn(sq, sk, sv, is_causal=True, return_lse=True)
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, capture_error_mode=capture_error_mode):
-        gout, glse = sage2.sageattn(sq, sk, sv, is_causal=True, return_lse=True)
+    g, (gout, glse) = capture_graph(lambda: sage2.sageattn(sq, sk, sv, is_causal=True, return_lse=True),
+                                    capture_error_mode)
     previous = None
     for seed in (101, 102, 103):
         nq, nk, nv = activation_like(*shape.values(), seed=seed)

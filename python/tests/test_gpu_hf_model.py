@@ -35,13 +35,7 @@ N = 384
 
 @pytest.fixture(autouse=True)
 def _gpu():
-    require_gpu()
-    missing = [n for n in sage2._lib._MASK_SYMBOLS if not hasattr(sage2._lib.lib(), n)]
-    if missing:
-        msg = "GPU test: this libsage2 (%s) has no %s" % (sage2.library_path(), ", ".join(missing))
-        if os.environ.get("SAGE2_REQUIRE_GPU_TESTS") == "1":
-            pytest.fail(msg)
-        pytest.skip(msg)
+    require_gpu(sage2._lib._MASK_SYMBOLS)
 
 
 MODELS = {

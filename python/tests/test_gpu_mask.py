@@ -12,11 +12,10 @@ patch_sdpa.
 Every test here skips (with the reason) without a CUDA torch, a GPU, libsage2, or a libsage2 that
 has sage2_attention_masked."""
 import math
-import os
 
 import pytest
 
-from sage2_testutil import LSE_8BIT, activation_like, report, require_gpu, to_hnd, torch
+from sage2_testutil import LSE_8BIT, activation_like, capture_graph, report, require_gpu, to_hnd, torch
 
 import sage2
 
@@ -29,13 +28,7 @@ LSE_FEW_KEYS = 0.5  # LSE bound of rows that see < 64 keys (test_gpu_attention's
 
 @pytest.fixture(autouse=True)
 def _gpu():
-    require_gpu()
-    missing = [n for n in sage2._lib._MASK_SYMBOLS if not hasattr(sage2._lib.lib(), n)]
-    if missing:
-        msg = "GPU test: this libsage2 (%s) has no %s" % (sage2.library_path(), ", ".join(missing))
-        if os.environ.get("SAGE2_REQUIRE_GPU_TESTS") == "1":
-            pytest.fail(msg)
-        pytest.skip(msg)
+    require_gpu(sage2._lib._MASK_SYMBOLS)
 
 
 # ---- masks ------------------------------------------------------------------------------------------
@@ -319,15 +312,8 @@ def test_cuda_graph_replay_with_new_mask_contents(capture_error_mode):
     masks[2][1, :, 5:50] = False  # rows without keys
     static = torch.empty(b, 1, n, n, dtype=torch.bool, device="cuda")  # the buffer the graph reads
     static.copy_(masks[0])
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):  # warm-up outside the capture (kernels compiled and loaded)
-        for _ in range(2):
-            sage2.sageattn(q, k, v, attn_mask=static, return_lse=True)
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, capture_error_mode=capture_error_mode):
-        gout, glse = sage2.sageattn(q, k, v, attn_mask=static, return_lse=True)
+    g, (gout, glse) = capture_graph(lambda: sage2.sageattn(q, k, v, attn_mask=static, return_lse=True),
+                                    capture_error_mode)
     previous = None
     for i, m in enumerate(masks + masks[:1]):
         static.copy_(m)

@@ -11,11 +11,10 @@ totals, torch.compile, and invalid lengths turning the outputs into NaN.
 Every test here skips (with the reason) without a CUDA torch, a GPU, libsage2, or a libsage2 that
 has sage2_attention_varlen."""
 import math
-import os
 
 import pytest
 
-from sage2_testutil import LSE_8BIT, activation_like, report, require_gpu, torch
+from sage2_testutil import LSE_8BIT, activation_like, capture_graph, report, require_gpu, torch
 
 import sage2
 
@@ -32,12 +31,7 @@ def lse_bound(lk):
 
 @pytest.fixture(autouse=True)
 def _gpu():
-    require_gpu()
-    if not sage2._lib.has_varlen():
-        msg = "GPU test: this libsage2 (%s) has no sage2_attention_varlen" % sage2.library_path()
-        if os.environ.get("SAGE2_REQUIRE_GPU_TESTS") == "1":
-            pytest.fail(msg)
-        pytest.skip(msg)
+    require_gpu(sage2._lib._VARLEN_SYMBOLS)
 
 
 # ---- inputs and references ------------------------------------------------------------------------
@@ -355,15 +349,8 @@ def test_cuda_graph_replay_with_new_lengths(capture_error_mode):
     later = [[512, 256, 255, 1], [1, 1, 1021, 1], [0, 1024, 0, 0]]  # the same total, 1024
     q, k, v, cq, ck = packed_inputs(first, first, hq=8, hkv=2, seed=40)
     sq, sk, sv = q.clone(), k.clone(), v.clone()
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):  # warm-up outside the capture (kernels compiled and loaded)
-        for _ in range(2):
-            sage2.sageattn_varlen(sq, sk, sv, cq, ck, is_causal=True, return_lse=True)
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, capture_error_mode=capture_error_mode):
-        gout, glse = sage2.sageattn_varlen(sq, sk, sv, cq, ck, is_causal=True, return_lse=True)
+    g, (gout, glse) = capture_graph(
+        lambda: sage2.sageattn_varlen(sq, sk, sv, cq, ck, is_causal=True, return_lse=True), capture_error_mode)
     g.replay()
     torch.cuda.synchronize()
     eager, eager_lse = sage2.sageattn_varlen(q, k, v, cu_of(first), cu_of(first), is_causal=True, return_lse=True)
@@ -391,15 +378,7 @@ def test_cuda_graph_replay_with_new_lengths(capture_error_mode):
 def test_cuda_graph_kv_lens():
     q, k, v = activation_like(2, 4, 4, 128, 512, 64, seed=50)
     kv = torch.tensor([512, 100], dtype=torch.int32, device="cuda")
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(2):
-            sage2.sageattn(q, k, v, kv_lens=kv)
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        gout = sage2.sageattn(q, k, v, kv_lens=kv)
+    g, gout = capture_graph(lambda: sage2.sageattn(q, k, v, kv_lens=kv))
     for lens in ([512, 100], [3, 511], [0, 512]):
         kv.copy_(torch.tensor(lens, dtype=torch.int32, device="cuda"))
         g.replay()

@@ -1,8 +1,8 @@
 """sage2.sageattn(attn_mask=...) and patch_sdpa's masked calls without a GPU (issue 17).
 
-1. Without torch and without the library: the fake torch of test_varlen_args.py (metadata-only
-   tensors with fake addresses), extended here with torch.bool, views (unsqueeze / expand with
-   torch's stride rules) and stride(dim), and a fake library that records the sage2_tensor /
+1. Without torch and without the library: fake_torch.py's FAKE_TORCH_MASK (metadata-only
+   tensors with fake addresses, with torch.bool, views (unsqueeze / expand with torch's stride
+   rules) and stride(dim)) and its FakeLib, a fake library that records the sage2_tensor /
    sage2_mask / sage2_attention_params it is handed, run in a subprocess. Pins down: bad masks are
    refused with TypeError/ValueError naming attn_mask before any library call; attn_mask with
    kv_lens is refused; the sage2_mask of the C call (the mask's own pointer, its type code, the
@@ -17,23 +17,13 @@
    shapes, a fullgraph dynamo trace, and patch_sdpa's reasons.
 """
 import ctypes
-import os
-import shutil
-import subprocess
-import sys
-import textwrap
 
 import pytest
 
-from test_varlen_args import FAKE_TORCH_VARLEN, _fake_torch_env  # fake torch with int32 and named custom ops
+from fake_torch import FAKE_TORCH_MASK, FakeCDLL, c_layout, run_driver
 
 import sage2
 from sage2 import _lib
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-PYTHON_DIR = os.path.dirname(HERE)
-REPO = os.path.dirname(PYTHON_DIR)
-HEADER = os.path.join(os.environ.get("SAGE2_SOURCE_DIR") or REPO, "include", "sage2", "sage2.h")
 
 # Problem sizes of the struct cases: B, Hq, Hkv, Nq, Nk, D.
 B, HQ, HKV, NQ, NK, D = 2, 8, 2, 96, 160, 64
@@ -54,44 +44,6 @@ MASK_CASES = [
     ("[B,Hq,Nq,Nk] f16 expanded by the caller", (B, HQ, NQ, NK), (NK, 0, 0, 1), "float16", (NK, 0, 0, 1)),
 ]
 
-# torch.bool, views with torch's stride rules, stride(dim).
-FAKE_TORCH_MASK = FAKE_TORCH_VARLEN + '''
-globals()["bool"] = _DT("bool", 1)  # torch.bool (the fake module has no other use of the builtin)
-def _view(t, shape, strides):
-    v = Tensor.__new__(Tensor)
-    v.__dict__.update(t.__dict__)
-    v.shape, v._st = Size(tuple(shape)), tuple(strides)
-    return v
-def _stride(self, dim=None):
-    return self._st if dim is None else self._st[dim]
-def _unsqueeze(self, dim):
-    n = len(self.shape)
-    if dim < 0:
-        dim += n + 1
-    st = self._st[dim] * self.shape[dim] if dim < n else 1  # torch's rule
-    return _view(self, tuple(self.shape[:dim]) + (1,) + tuple(self.shape[dim:]),
-                 self._st[:dim] + (st,) + self._st[dim:])
-def _expand(self, *sizes):
-    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
-        sizes = tuple(sizes[0])
-    extra = len(sizes) - len(self.shape)
-    if extra < 0:
-        raise RuntimeError("expand: %d sizes for %d dims" % (len(sizes), len(self.shape)))
-    shape, st = [], []
-    for i, want in enumerate(sizes):
-        if i < extra:
-            shape.append(want); st.append(0); continue
-        have, s = self.shape[i - extra], self._st[i - extra]
-        if want == -1 or want == have:
-            shape.append(have); st.append(s)
-        elif have == 1:
-            shape.append(want); st.append(0)
-        else:
-            raise RuntimeError("expand: size %d of dim %d cannot become %d" % (have, i, want))
-    return _view(self, shape, st)
-Tensor.stride, Tensor.unsqueeze, Tensor.expand = _stride, _unsqueeze, _expand
-'''
-
 # torch.nn.functional of the fake: the original SDPA records its calls (patch_sdpa's fallback).
 FAKE_FUNCTIONAL = '''
 CALLS = []
@@ -102,75 +54,26 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 '''
 
 DRIVER = r'''
-import ctypes, sys
+import sys
 sys.path.insert(0, sys.argv[1])
 import torch
 import torch.nn.functional as F
 import sage2
-from sage2 import _attention as A, _lib
+from sage2 import _attention as A
+from fake_torch import FakeLib, T, expect_error, expect_unsupported, install
 
 CASES = @CASES@
 B, HQ, HKV, NQ, NK, D = @SIZES@
 CODES = @CODES@
 
-TF = ("data", "dtype", "batch", "heads", "seq", "dim", "stride_batch", "stride_head", "stride_seq", "stride_dim")
-PF = ("causal", "sm_scale", "qk_bits", "smooth_q", "smooth_k", "smooth_v", "lse", "workspace", "workspace_bytes")
-MF = ("data", "type", "stride_batch", "stride_head", "stride_q", "stride_k")
-def snap(t, fields): return tuple(getattr(t, f) for f in fields)
-
-class FakeLib:
-    def __init__(self, masked=True):
-        self.calls, self.ws_queries, self.fail = [], [], 0
-        if masked:
-            self.sage2_attention_masked = self._attention_masked
-            self.sage2_workspace_size_masked = self._workspace_size_masked
-    def _record(self, fn, q, k, v, o, p, m=None, stream=None):
-        rec = dict(fn=fn, q=snap(q._obj, TF), k=snap(k._obj, TF), v=snap(v._obj, TF), o=snap(o._obj, TF),
-                   p=snap(p._obj, PF))
-        if m is not None:
-            rec["m"] = snap(m._obj, MF)
-        if stream is not None:
-            rec["stream"] = getattr(stream, "value", stream)
-        return rec
-    def sage2_workspace_size(self, ctx, q, k, v, o, p, n):
-        self.ws_queries.append(self._record("dense", q, k, v, o, p))
-        n._obj.value = 4096
-        return 0
-    def sage2_attention(self, ctx, q, k, v, o, p, stream):
-        self.calls.append(self._record("dense", q, k, v, o, p, stream=stream))
-        return self.fail
-    def _workspace_size_masked(self, ctx, q, k, v, o, m, p, n):
-        self.ws_queries.append(self._record("masked", q, k, v, o, p, m))
-        n._obj.value = 12288
-        return 0
-    def _attention_masked(self, ctx, q, k, v, o, m, p, stream):
-        self.calls.append(self._record("masked", q, k, v, o, p, m, stream))
-        return self.fail
-    def sage2_last_error(self): return b"the fake library refused it"
-
 fake = FakeLib()
-_lib.lib = lambda: fake
-_lib.context = lambda i: ctypes.c_void_p(0x1000 + i)
+install(fake)
 
 F16, BF16, F32, F64, I32, BOOL = torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int32, torch.bool
-def T(*shape, dtype=F16, strides=None, dev="cuda:0", rg=False):
-    return torch.Tensor(shape, dtype, dev, strides, rg)
 def qkv(layout="HND", b=B, hq=HQ, hkv=HKV, nq=NQ, nk=NK, d=D, dtype=F16):
     if layout == "HND":
         return T(b, hq, nq, d, dtype=dtype), T(b, hkv, nk, d, dtype=dtype), T(b, hkv, nk, d, dtype=dtype)
     return T(b, nq, hq, d, dtype=dtype), T(b, nk, hkv, d, dtype=dtype), T(b, nk, hkv, d, dtype=dtype)
-
-def expect_error(fn, exc, text):
-    c0, w0 = len(fake.calls), len(fake.ws_queries)
-    try:
-        fn()
-    except exc as e:
-        assert text in str(e), (text, str(e))
-        return str(e)
-    else:
-        raise AssertionError("no %s for %r" % (exc.__name__, text))
-    finally:
-        assert len(fake.calls) == c0 and len(fake.ws_queries) == w0, "the library was called before: " + text
 
 S = sage2.sageattn
 
@@ -325,95 +228,53 @@ print("sdpa ok")
 
 # ---- 7. a library without the masked entry points ----------------------------------------------------------
 old = FakeLib(masked=False)
-_lib.lib = lambda: old
+install(old)
 A._fast.clear()
 sage2._mask._fast.clear()  # cached masked calls keep the library functions they were built with
 for fn in (lambda: S(q, k, v, attn_mask=T(NQ, NK, dtype=BOOL)),
            lambda: S(T(B, HQ, 0, D, strides=(HQ * D, D, D, 1)), k, v, attn_mask=T(0, NK, dtype=BOOL))):
-    try:
-        fn()
-        raise AssertionError("no error")
-    except sage2.UnsupportedError as e:
-        assert isinstance(e, NotImplementedError) and e.status_name == "unsupported"
-        assert "sage2_attention_masked" in str(e) and "predates" in str(e), str(e)
+    expect_unsupported(fn, "sage2_attention_masked")
 expect_error(lambda: S(q, k, v, attn_mask=T(NQ, NK, dtype=I32)), TypeError, "attn_mask has dtype")  # checks first
 S(q, k, v)  # plain calls keep working
 assert old.calls and old.calls[-1]["fn"] == "dense"
-_lib.lib = lambda: fake
+install(fake)
 print("MASK ARGS OK")
 '''
 
 
 def _driver():
-    return (textwrap.dedent(DRIVER).replace("@CASES@", repr(MASK_CASES))
+    return (DRIVER.replace("@CASES@", repr(MASK_CASES))
             .replace("@SIZES@", repr((B, HQ, HKV, NQ, NK, D))).replace("@CODES@", repr(MASK_TYPE_CODES)))
 
 
 def test_masks_with_fake_torch(tmp_path):
-    pkg, env = _fake_torch_env(tmp_path)
-    (pkg / "torch" / "__init__.py").write_text(FAKE_TORCH_MASK + "\nfrom . import nn\n")
-    (pkg / "torch" / "nn" / "functional.py").write_text(FAKE_FUNCTIONAL)
-    script = tmp_path / "driver.py"
-    script.write_text(_driver())
-    r = subprocess.run([sys.executable, str(script), str(pkg)], capture_output=True, text=True, env=env, timeout=120)
+    r = run_driver(tmp_path, _driver(), torch_source=FAKE_TORCH_MASK, functional=FAKE_FUNCTIONAL)
     assert r.returncode == 0 and "MASK ARGS OK" in r.stdout, r.stdout + r.stderr
 
 
 # ---- the ctypes declarations ---------------------------------------------------------------------
 def test_mask_layout_matches_the_header(tmp_path):
-    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if not cc or not os.path.exists(HEADER):
-        pytest.skip("no C compiler or no header (%s)" % HEADER)
-    with open(HEADER, encoding="utf-8") as f:
-        text = f.read()
-    if "sage2_mask" not in text:
-        pytest.skip("the header %s predates sage2_mask" % HEADER)
     fields = [f for f, _ in _lib.Mask._fields_]
-    lines = ['#include <stdio.h>', '#include <stddef.h>', '#include "sage2/sage2.h"', "int main(void) {",
-             'printf("size %zu\\n", sizeof(sage2_mask));']
-    lines += ['printf("%s %%zu\\n", offsetof(sage2_mask, %s));' % (f, f) for f in fields]
-    lines += ['printf("%s %%d\\n", (int)%s);' % (n, c) for n, c in
-              (("bool", "SAGE2_MASK_BOOL"), ("float16", "SAGE2_MASK_F16"), ("bfloat16", "SAGE2_MASK_BF16"),
-               ("float32", "SAGE2_MASK_F32"))]
-    lines += ["return 0;", "}"]
-    src = tmp_path / "mask.c"
-    src.write_text("\n".join(lines))
-    exe = tmp_path / "mask"
-    subprocess.run([cc, "-I", os.path.dirname(os.path.dirname(HEADER)), str(src), "-o", str(exe)], check=True)
-    got = dict(line.rsplit(" ", 1) for line in subprocess.check_output([str(exe)], text=True).splitlines())
-    assert int(got["size"]) == ctypes.sizeof(_lib.Mask)
+    got = c_layout(tmp_path, "sage2_mask", fields,
+                   constants=(("bool", "SAGE2_MASK_BOOL"), ("float16", "SAGE2_MASK_F16"),
+                              ("bfloat16", "SAGE2_MASK_BF16"), ("float32", "SAGE2_MASK_F32")))
+    assert got["size"] == ctypes.sizeof(_lib.Mask)
     for f in fields:
-        assert int(got[f]) == getattr(_lib.Mask, f).offset, f
+        assert got[f] == getattr(_lib.Mask, f).offset, f
     for n, c in MASK_TYPE_CODES.items():
-        assert int(got[n]) == c, n
-
-
-class _Fn:
-    """Stands for a ctypes function: takes restype / argtypes."""
-
-
-class _FakeCDLL:
-    def __init__(self, missing=()):
-        self._missing = set(missing)
-
-    def __getattr__(self, name):
-        if name.startswith("_") or name in self._missing:
-            raise AttributeError(name)
-        fn = _Fn()
-        setattr(self, name, fn)
-        return fn
+        assert got[n] == c, n
 
 
 def test_declarations_only_where_the_symbols_exist():
     P = ctypes.POINTER
-    new = _FakeCDLL()
+    new = FakeCDLL()
     _lib._declare(new)
     a = new.sage2_attention_masked.argtypes
     assert len(a) == 8 and a[5] is P(_lib.Mask) and a[6] is P(_lib.AttentionParams)
     assert new.sage2_attention_masked.restype is ctypes.c_int
     ws = new.sage2_workspace_size_masked.argtypes
     assert len(ws) == 8 and ws[5] is P(_lib.Mask) and ws[7] is P(ctypes.c_size_t)
-    old = _FakeCDLL(missing=_lib._MASK_SYMBOLS)
+    old = FakeCDLL(missing=_lib._MASK_SYMBOLS)
     _lib._declare(old)  # an older library: declared without them, no error
     assert not hasattr(old, "sage2_attention_masked") and not hasattr(old, "sage2_workspace_size_masked")
 
@@ -442,7 +303,7 @@ def _cpu_qkv(torch, layout, dtype=None):
 @pytest.mark.parametrize("layout", ["HND", "NHD"])
 def test_mask_views_of_real_torch_match_the_table(layout):
     """The strides real torch gives mask_view's broadcast views are the table's (the fake torch
-    above models the same rules)."""
+    of fake_torch.py models the same rules)."""
     torch = _torch()
     from sage2 import _mask
 

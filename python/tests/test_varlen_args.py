@@ -1,7 +1,7 @@
 """sage2.sageattn_varlen and sageattn(kv_lens=...) without a GPU (issue 17).
 
-1. Without torch and without the library: the fake torch module of test_fast_path.py (metadata-only
-   tensors with fake addresses; extended here with int32 and custom ops registered by name) and a
+1. Without torch and without the library: fake_torch.py's FAKE_TORCH_VARLEN (metadata-only
+   tensors with fake addresses, with int32 and custom ops registered by name) and its FakeLib, a
    fake library that records the sage2_tensor / sage2_seqlens / sage2_attention_params it is
    handed, run in a subprocess. Pins down: bad arguments raise TypeError/ValueError naming the
    argument before any library call; the structures of the C call (packed NHD views with batch 1,
@@ -15,113 +15,28 @@
 3. With a (CPU or CUDA) torch: the custom op, fake-tensor shapes and a fullgraph dynamo trace.
 """
 import ctypes
-import os
-import shutil
-import subprocess
-import sys
-import textwrap
 
 import pytest
 
-from test_fast_path import FAKE_TORCH  # the fake torch of the fast-path test, extended below
+from fake_torch import FakeCDLL, c_layout, run_driver
 
 import sage2
 from sage2 import _lib
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PYTHON_DIR = os.path.dirname(HERE)
-REPO = os.path.dirname(PYTHON_DIR)
-HEADER = os.path.join(os.environ.get("SAGE2_SOURCE_DIR") or REPO, "include", "sage2", "sage2.h")
-
-# int32 lengths, and custom ops registered under their own names (test_fast_path's fake knows one op).
-FAKE_TORCH_VARLEN = FAKE_TORCH + '''
-int32, int64 = _DT("int32", 4), _DT("int64", 8)
-class _Library:
-    @staticmethod
-    def custom_op(name, mutates_args=(), schema=None):
-        short = name.split("::")[1]
-        def deco(fn):
-            def call(*a):
-                OP_CALLS.append((short, a))
-                return fn(*a)
-            setattr(ops.sage2, short, call)
-            return _Op(fn)
-        return deco
-library = _Library()
-'''
-
 DRIVER = r'''
-import ctypes, sys
+import sys
 sys.path.insert(0, sys.argv[1])
 import torch
 import sage2
 from sage2 import _attention as A, _lib
-
-TF = ("data", "dtype", "batch", "heads", "seq", "dim", "stride_batch", "stride_head", "stride_seq", "stride_dim")
-PF = ("causal", "sm_scale", "qk_bits", "smooth_q", "smooth_k", "smooth_v", "lse", "workspace", "workspace_bytes")
-LF = ("batch", "cu_seqlens_q", "cu_seqlens_k", "kv_lens", "max_seqlen_q", "max_seqlen_k")
-def snap(t, fields): return tuple(getattr(t, f) for f in fields)
-
-class FakeLib:
-    def __init__(self, varlen=True):
-        self.calls, self.ws_queries, self.fail = [], [], 0
-        if varlen:
-            self.sage2_attention_varlen = self._attention_varlen
-            self.sage2_workspace_size_varlen = self._workspace_size_varlen
-    def _record(self, fn, q, k, v, o, p, lens=None, stream=None):
-        rec = dict(fn=fn, q=snap(q._obj, TF), k=snap(k._obj, TF), v=snap(v._obj, TF), o=snap(o._obj, TF),
-                   p=snap(p._obj, PF))
-        if lens is not None:
-            rec["lens"] = snap(lens._obj, LF)
-        if stream is not None:
-            rec["stream"] = stream.value
-        return rec
-    def sage2_workspace_size(self, ctx, q, k, v, o, p, n):
-        self.ws_queries.append(self._record("dense", q, k, v, o, p))
-        n._obj.value = 4096
-        return 0
-    def sage2_attention(self, ctx, q, k, v, o, p, stream):
-        stream = ctypes.c_void_p(getattr(stream, "value", stream))  # the fast path passes the raw int
-        self.calls.append(self._record("dense", q, k, v, o, p, stream=stream))
-        return self.fail
-    def _workspace_size_varlen(self, ctx, q, k, v, o, lens, p, n):
-        self.ws_queries.append(self._record("varlen", q, k, v, o, p, lens))
-        n._obj.value = 8192 + lens._obj.batch + lens._obj.max_seqlen_q
-        return 0
-    def _attention_varlen(self, ctx, q, k, v, o, lens, p, stream):
-        stream = ctypes.c_void_p(getattr(stream, "value", stream))  # the fast path passes the raw int
-        self.calls.append(self._record("varlen", q, k, v, o, p, lens, stream))
-        return self.fail
-    def sage2_last_error(self): return b"the fake library refused it"
+from fake_torch import FakeLib, T, counting, expect_error, expect_unsupported, install, lens, packed
 
 fake = FakeLib()
-_lib.lib = lambda: fake
-_lib.context = lambda i: ctypes.c_void_p(0x1000 + i)
+install(fake)
 normalize_calls = [0]
-_orig_normalize = A._normalize
-def counting_normalize(*a):
-    normalize_calls[0] += 1
-    return _orig_normalize(*a)
-A._normalize = counting_normalize
+A._normalize = counting(A._normalize, normalize_calls)
 
 F16, BF16, I32 = torch.float16, torch.bfloat16, torch.int32
-def T(*shape, dtype=F16, strides=None, dev="cuda:0", rg=False):
-    return torch.Tensor(shape, dtype, dev, strides, rg)
-def lens(n, dev="cuda:0", dtype=I32, strides=None):
-    return torch.Tensor((n,), dtype, dev, strides)
-
-def packed(tq=100, tk=300, hq=8, hk=2, d=64, b=4):
-    return T(tq, hq, d), T(tk, hk, d), T(tk, hk, d), lens(b + 1), lens(b + 1)
-
-def expect_error(fn, exc, text):
-    c0, w0 = len(fake.calls), len(fake.ws_queries)
-    try:
-        fn()
-    except exc as e:
-        assert text in str(e), (text, str(e))
-    else:
-        raise AssertionError("no %s for %r" % (exc.__name__, text))
-    assert len(fake.calls) == c0 and len(fake.ws_queries) == w0, "the library was called before the error: " + text
 
 # ---- 1. argument errors name the argument, before the library is called --------------------------
 V = sage2.sageattn_varlen
@@ -322,98 +237,47 @@ fake.fail = 0
 
 # ---- 7. a library without the varlen entry points -----------------------------------------------------------
 old = FakeLib(varlen=False)
-_lib.lib = lambda: old
+install(old)
 # A process loads one library; the fast paths' cached calls hold that library's functions, so a
 # swap of libraries (only tests do that) starts from empty caches.
 A._fast.clear()
 sage2._varlen._fast.clear()
 for fn in (lambda: V(q, k, v, cq, ck), lambda: S(qh, kh, vh, kv_lens=lens(1)), lambda: V(T(0, 8, 64), k, v, cq, ck)):
-    try:
-        fn()
-        raise AssertionError("no error")
-    except sage2.UnsupportedError as e:
-        assert isinstance(e, NotImplementedError) and e.status_name == "unsupported"
-        assert "sage2_attention_varlen" in str(e) and "predates" in str(e), str(e)
+    expect_unsupported(fn, "sage2_attention_varlen")
 assert not _lib.has_varlen()
 expect_error(lambda: V(q, k, v, cq, lens(3)), ValueError, "cu_seqlens_k has 3 entries")  # checks still first
 S(T(1, 2, 48, 64), T(1, 2, 48, 64), T(1, 2, 48, 64))  # plain calls keep working
 assert old.calls and old.calls[-1]["fn"] == "dense"
-_lib.lib = lambda: fake
+install(fake)
 assert _lib.has_varlen()
 print("VARLEN ARGS OK")
 '''
 
 
-def _fake_torch_env(tmp_path):
-    pkg = tmp_path / "faketorch"
-    (pkg / "torch" / "nn").mkdir(parents=True)
-    (pkg / "torch" / "__init__.py").write_text(FAKE_TORCH_VARLEN + "\nfrom . import nn\n")
-    (pkg / "torch" / "nn" / "__init__.py").write_text("from . import functional\n")
-    (pkg / "torch" / "nn" / "functional.py").write_text(
-        "def scaled_dot_product_attention(*a, **k): raise RuntimeError\n")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(pkg), PYTHON_DIR])
-    env["SAGE2_LIBRARY"] = "/nonexistent/libsage2.so"  # the fake library replaces it
-    return pkg, env
-
-
 def test_varlen_with_fake_torch(tmp_path):
-    pkg, env = _fake_torch_env(tmp_path)
-    script = tmp_path / "driver.py"
-    script.write_text(textwrap.dedent(DRIVER))
-    r = subprocess.run([sys.executable, str(script), str(pkg)], capture_output=True, text=True, env=env, timeout=120)
+    r = run_driver(tmp_path, DRIVER)
     assert r.returncode == 0 and "VARLEN ARGS OK" in r.stdout, r.stdout + r.stderr
 
 
 # ---- the ctypes declarations ---------------------------------------------------------------------
 def test_seqlens_layout_matches_the_header(tmp_path):
-    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if not cc or not os.path.exists(HEADER):
-        pytest.skip("no C compiler or no header (%s)" % HEADER)
-    with open(HEADER, encoding="utf-8") as f:
-        if "sage2_seqlens" not in f.read():
-            pytest.skip("the header %s predates sage2_seqlens" % HEADER)
     fields = [f for f, _ in _lib.SeqLens._fields_]
-    lines = ['#include <stdio.h>', '#include <stddef.h>', '#include "sage2/sage2.h"', "int main(void) {",
-             'printf("size %zu\\n", sizeof(sage2_seqlens));']
-    lines += ['printf("%s %%zu\\n", offsetof(sage2_seqlens, %s));' % (f, f) for f in fields]
-    lines += ["return 0;", "}"]
-    src = tmp_path / "seqlens.c"
-    src.write_text("\n".join(lines))
-    exe = tmp_path / "seqlens"
-    subprocess.run([cc, "-I", os.path.dirname(os.path.dirname(HEADER)), str(src), "-o", str(exe)], check=True)
-    got = dict(line.rsplit(" ", 1) for line in subprocess.check_output([str(exe)], text=True).splitlines())
-    assert int(got["size"]) == ctypes.sizeof(_lib.SeqLens)
+    got = c_layout(tmp_path, "sage2_seqlens", fields)
+    assert got["size"] == ctypes.sizeof(_lib.SeqLens)
     for f in fields:
-        assert int(got[f]) == getattr(_lib.SeqLens, f).offset, f
-
-
-class _Fn:
-    """Stands for a ctypes function: takes restype / argtypes."""
-
-
-class _FakeCDLL:
-    def __init__(self, missing=()):
-        self._missing = set(missing)
-
-    def __getattr__(self, name):
-        if name.startswith("_") or name in self._missing:
-            raise AttributeError(name)
-        fn = _Fn()
-        setattr(self, name, fn)
-        return fn
+        assert got[f] == getattr(_lib.SeqLens, f).offset, f
 
 
 def test_declarations_only_where_the_symbols_exist():
     P = ctypes.POINTER
-    new = _FakeCDLL()
+    new = FakeCDLL()
     _lib._declare(new)
     argtypes = new.sage2_attention_varlen.argtypes
     assert argtypes[5] is P(_lib.SeqLens) and argtypes[6] is P(_lib.AttentionParams) and len(argtypes) == 8
     assert new.sage2_attention_varlen.restype is ctypes.c_int
     ws = new.sage2_workspace_size_varlen.argtypes
     assert ws[5] is P(_lib.SeqLens) and ws[7] is P(ctypes.c_size_t) and len(ws) == 8
-    old = _FakeCDLL(missing=_lib._VARLEN_SYMBOLS)
+    old = FakeCDLL(missing=_lib._VARLEN_SYMBOLS)
     _lib._declare(old)  # an older library: declared without them, no error
     assert not hasattr(old, "sage2_attention_varlen") and not hasattr(old, "sage2_workspace_size_varlen")
 

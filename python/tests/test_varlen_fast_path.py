@@ -1,6 +1,6 @@
 """The eager fast path of sageattn_varlen and sageattn(kv_lens=...) (issue 17), without a GPU and
-without torch: the metadata-only fake torch of test_varlen_args.py (fake addresses, int32, custom
-ops by name) and a fake library that records the sage2_tensor / sage2_seqlens /
+without torch: the metadata-only fake torch of fake_torch.py (fake addresses, int32, custom ops
+by name) and its FakeLib, a fake library that records the sage2_tensor / sage2_seqlens /
 sage2_attention_params it is handed, run in a subprocess.
 
 What it pins down, for the packed and the key-padding form: the second call of a signature skips
@@ -12,71 +12,23 @@ the kept workspace follows the dense path's rules (per thread, same device and s
 capturing, at most 16 MiB, shared with dense calls); autograd, torch.compile and tensor
 subclasses bypass it; library errors raise the same exceptions; a failed, empty or no-key call
 is not cached; the dense cache and the varlen cache stay apart; each thread has its own structures."""
-import os
-import subprocess
-import sys
-import textwrap
-
-from test_varlen_args import _fake_torch_env
+from fake_torch import run_driver
 
 DRIVER = r'''
-import ctypes, sys, threading
+import sys, threading
 sys.path.insert(0, sys.argv[1])
 import torch
 import sage2
-from sage2 import _attention as A, _lib, _varlen as VL
-
-TF = ("data", "dtype", "batch", "heads", "seq", "dim", "stride_batch", "stride_head", "stride_seq", "stride_dim")
-PF = ("causal", "sm_scale", "qk_bits", "smooth_q", "smooth_k", "smooth_v", "lse", "workspace", "workspace_bytes")
-LF = ("batch", "cu_seqlens_q", "cu_seqlens_k", "kv_lens", "max_seqlen_q", "max_seqlen_k")
-def snap(t, fields): return tuple(getattr(t, f) for f in fields)
-
-class FakeLib:
-    def __init__(self):
-        self.calls, self.ws_queries, self.fail, self.ws_bytes = [], 0, 0, None
-    def _rec(self, fn, q, k, v, o, p, lens, stream):
-        r = dict(fn=fn, q=snap(q._obj, TF), k=snap(k._obj, TF), v=snap(v._obj, TF), o=snap(o._obj, TF),
-                 p=snap(p._obj, PF), stream=getattr(stream, "value", stream), thread=threading.get_ident(),
-                 structs=(id(q._obj), id(p._obj), None if lens is None else id(lens._obj)))
-        if lens is not None:
-            r["lens"] = snap(lens._obj, LF)
-        return r
-    def sage2_workspace_size(self, ctx, q, k, v, o, p, n):
-        self.ws_queries += 1
-        n._obj.value = 4096 + q._obj.seq
-        return 0
-    def sage2_attention(self, ctx, q, k, v, o, p, stream):
-        self.calls.append(self._rec("dense", q, k, v, o, p, None, stream))
-        return self.fail
-    def sage2_workspace_size_varlen(self, ctx, q, k, v, o, lens, p, n):
-        self.ws_queries += 1
-        n._obj.value = self.ws_bytes or 8192 + lens._obj.batch + lens._obj.max_seqlen_q
-        return 0
-    def sage2_attention_varlen(self, ctx, q, k, v, o, lens, p, stream):
-        self.calls.append(self._rec("varlen", q, k, v, o, p, lens, stream))
-        return self.fail
-    def sage2_last_error(self): return b"the fake library refused it"
+from sage2 import _attention as A, _varlen as VL
+from fake_torch import FakeLib, T, counting, expect_error, install, lens, packed
 
 fake = FakeLib()
-_lib.lib = lambda: fake
-_lib.context = lambda i: ctypes.c_void_p(0x1000 + i)
+install(fake)
 checks = [0]
-def counting(f):
-    def g(*a):
-        checks[0] += 1
-        return f(*a)
-    return g
-VL._normalize_packed = counting(VL._normalize_packed)  # the packed form's checks
-A._normalize = counting(A._normalize)                  # sageattn's (the key-padding form's first step)
+VL._normalize_packed = counting(VL._normalize_packed, checks)  # the packed form's checks
+A._normalize = counting(A._normalize, checks)                  # sageattn's (the key-padding form's first step)
 
 F16, BF16, I32 = torch.float16, torch.bfloat16, torch.int32
-def T(*shape, dtype=F16, strides=None, dev="cuda:0", rg=False):
-    return torch.Tensor(shape, dtype, dev, strides, rg)
-def lens(n, dev="cuda:0", dtype=I32, strides=None):
-    return torch.Tensor((n,), dtype, dev, strides)
-def packed(tq=100, tk=300, hq=8, hk=2, d=64, b=4, dtype=F16, dev="cuda:0"):
-    return (T(tq, hq, d, dtype=dtype, dev=dev), T(tk, hk, d, dtype=dtype, dev=dev), T(tk, hk, d, dtype=dtype, dev=dev),
-            lens(b + 1, dev=dev), lens(b + 1, dev=dev))
 def padded(layout="HND", b=2, hq=8, hk=2, nq=128, nk=256, d=64, dtype=F16, dev="cuda:0"):
     qs, ks = ((b, hq, nq, d), (b, hk, nk, d)) if layout == "HND" else ((b, nq, hq, d), (b, nk, hk, d))
     return T(*qs, dtype=dtype, dev=dev), T(*ks, dtype=dtype, dev=dev), T(*ks, dtype=dtype, dev=dev), lens(b, dev=dev)
@@ -84,10 +36,10 @@ def padded(layout="HND", b=2, hq=8, hk=2, nq=128, nk=256, d=64, dtype=F16, dev="
 V, S = sage2.sageattn_varlen, sage2.sageattn
 def run(fn, *a, **kw):
     """(result, checks run, workspace queries, the C call's record or None, new allocations)."""
-    n0, w0, c0, a0 = checks[0], fake.ws_queries, len(fake.calls), len(torch.ALLOCS)
+    n0, w0, c0, a0 = checks[0], len(fake.ws_queries), len(fake.calls), len(torch.ALLOCS)
     r = fn(*a, **kw)
     rec = fake.calls[-1] if len(fake.calls) > c0 else None
-    return r, checks[0] - n0, fake.ws_queries - w0, rec, torch.ALLOCS[a0:]
+    return r, checks[0] - n0, len(fake.ws_queries) - w0, rec, torch.ALLOCS[a0:]
 def vp(q, k, v, cq, ck, **kw): return run(V, q, k, v, cq, ck, **kw)
 def kp(q, k, v, kvl, **kw): return run(S, q, k, v, kv_lens=kvl, **kw)
 def first(r): return r[0] if isinstance(r, tuple) else r
@@ -213,16 +165,6 @@ for fn, variants in ((vp, packed_variants), (kp, kv_variants)):
 print("signatures ok")
 
 # ---- 4. what the checks refuse is still refused after a similar call was cached ----------------------------------
-def expect_error(fn, exc, text):
-    c0, w0 = len(fake.calls), fake.ws_queries
-    try:
-        fn()
-    except exc as e:
-        assert text in str(e), (text, str(e))
-    else:
-        raise AssertionError("no %s for %r" % (exc.__name__, text))
-    assert len(fake.calls) == c0 and fake.ws_queries == w0, "the library was called: " + text
-
 q, k, v, cq, ck = packed()
 vp(q, k, v, cq, ck, max_seqlen_q=1)
 vp(q, k, v, cq, ck, max_seqlen_q=1, sm_scale=1.0)
@@ -431,8 +373,5 @@ print("VARLEN FAST PATH OK")
 
 
 def test_varlen_fast_path_with_fake_torch(tmp_path):
-    pkg, env = _fake_torch_env(tmp_path)
-    script = tmp_path / "driver.py"
-    script.write_text(textwrap.dedent(DRIVER))
-    r = subprocess.run([sys.executable, str(script), str(pkg)], capture_output=True, text=True, env=env, timeout=120)
+    r = run_driver(tmp_path, DRIVER)
     assert r.returncode == 0 and "VARLEN FAST PATH OK" in r.stdout, r.stdout + r.stderr
