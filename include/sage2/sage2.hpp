@@ -88,8 +88,9 @@ struct TensorRef {
 // masks the key out (a NaN makes the row NaN, as in torch). Masked-out keys take no part in the
 // row's max, sum or P̂; a row that sees no key gets O = 0 and LSE = -inf. Tiles of the mask with
 // nothing visible before the first or after the last visible one of a query block are neither
-// loaded nor computed (fully masked tiles between visible ones are computed as masked, reading no
-// element). An additive value whose scaled value overflows fp32 (below about -2.4e38, the lowest
+// loaded nor computed; between visible ones, a tile with nothing visible (and a constant additive
+// tile that provably adds exactly 0) is skipped by the wgmma family's serial loop, computed as
+// masked without reading elements elsewhere. An additive value whose scaled value overflows fp32 (below about -2.4e38, the lowest
 // bf16/f32 values) counts as -inf. Not with varlen calls (give key padding as SeqLens::kv_lens).
 enum class MaskType : int { None = 0, Bool = 1, F16 = 2, BF16 = 3, F32 = 4 };
 const char* mask_type_name(MaskType t) noexcept;  // "none", "bool", "f16", "bf16", "f32"
