@@ -20,6 +20,12 @@ std::string shape_str(const TensorRef& t) {
 
 bool mul_overflows(std::int64_t a, std::int64_t b, std::int64_t& out) { return __builtin_mul_overflow(a, b, &out); }
 bool add_overflows(std::int64_t a, std::int64_t b, std::int64_t& out) { return __builtin_add_overflow(a, b, &out); }
+// Adds a dim's reach, (size - 1) · stride elements, to `last` (the largest element offset so far);
+// false when that overflows 64 bits. Tensors and masks bound their memory this way.
+bool extend_span(std::int64_t size, std::int64_t stride, std::int64_t& last) {
+  std::int64_t span;
+  return !mul_overflows(size - 1, stride, span) && !add_overflows(last, span, last);
+}
 
 void check_tensor(const TensorRef& t, const char* name) {
   const std::string n(name);
@@ -37,9 +43,7 @@ void check_tensor(const TensorRef& t, const char* name) {
     if (strides[i] < 0) fail(n + ": " + dims[i] + "=" + std::to_string(strides[i]) + " is negative");
     if (strides[i] == 0 && sizes[i] > 1)
       fail(n + ": " + dims[i] + "=0 on a dim of size " + std::to_string(sizes[i]) + " (rows would alias)");
-    std::int64_t span;
-    if (mul_overflows(sizes[i] - 1, strides[i], span) || add_overflows(last, span, last))
-      fail(n + ": element offsets overflow 64 bits for shape " + shape_str(t));
+    if (!extend_span(sizes[i], strides[i], last)) fail(n + ": element offsets overflow 64 bits for shape " + shape_str(t));
   }
   std::int64_t bytes;
   if (mul_overflows(last + 1, 2, bytes)) fail(n + ": byte size overflows 64 bits for shape " + shape_str(t));
@@ -142,9 +146,7 @@ AttentionProblem validate_attention(const TensorRef& q, const TensorRef& k, cons
     std::int64_t last = 0;
     for (int i = 0; i < 4; ++i) {
       if (strides[i] < 0) fail(std::string("params.mask.") + names[i] + "=" + std::to_string(strides[i]) + " is negative");
-      std::int64_t span;
-      if (mul_overflows(sizes[i] - 1, strides[i], span) || add_overflows(last, span, last))
-        fail("params.mask: element offsets overflow 64 bits");
+      if (!extend_span(sizes[i], strides[i], last)) fail("params.mask: element offsets overflow 64 bits");
     }
     std::int64_t bytes;
     if (mul_overflows(last + 1, esize, bytes)) fail("params.mask: byte size overflows 64 bits");
