@@ -234,22 +234,31 @@ def _ws_key(q, k, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smoot
             smooth_q, smooth_k, smooth_v, return_lse)
 
 
+def _outputs(q, lse_shape, return_lse):
+    """A new output like q and the LSE (lse_shape when return_lse, else empty), fp32."""
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    lse = torch.empty(lse_shape if return_lse else (0,), dtype=torch.float32, device=q.device)
+    return out, lse
+
+
+def _no_keys(out, lse):
+    """No key anywhere: every row sees nothing (sage2's convention: O = 0, LSE = -inf). The library
+    takes no empty tensor, so the bindings answer this themselves."""
+    out.zero_()
+    lse.fill_(-math.inf)
+    return out, lse
+
+
 def _run(q, k, v, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v):
     """Allocates the outputs and runs sage2_attention. Arguments are already normalized."""
     b, hq, nq, d = _dims(q, layout)
     _, hk, nk, _ = _dims(k, layout)
     dev = q.device
-    out = torch.empty(q.shape, dtype=q.dtype, device=dev)
-    if return_lse:
-        lse = torch.empty((b, hq, nq), dtype=torch.float32, device=dev)
-    else:
-        lse = torch.empty((0,), dtype=torch.float32, device=dev)
+    out, lse = _outputs(q, (b, hq, nq), return_lse)
     if out.numel() == 0:
         return out, lse
-    if nk == 0:  # no keys: every row sees nothing (sage2's convention: O = 0, LSE = -inf)
-        out.zero_()
-        lse.fill_(-math.inf)
-        return out, lse
+    if nk == 0:
+        return _no_keys(out, lse)
     index = _device_index(dev)
     L = _lib.lib()
     ctx = _lib.context(index)

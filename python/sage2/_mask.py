@@ -9,7 +9,6 @@ scores; -inf masks out), of any shape broadcastable to [B, Hq, Nq, Nk] (2-D [Nq,
 is passed as a broadcast view (stride 0 on broadcast dims): nothing is copied.
 """
 import ctypes
-import math
 
 import torch
 
@@ -66,14 +65,11 @@ def _run(q, k, v, mask, layout, causal, sm_scale, return_lse, qk_bits, smooth_q,
     b, hq, nq, _ = _A._dims(q, layout)
     nk = _A._dims(k, layout)[2]
     dev = q.device
-    out = torch.empty(q.shape, dtype=q.dtype, device=dev)
-    lse = torch.empty((b, hq, nq) if return_lse else (0,), dtype=torch.float32, device=dev)
+    out, lse = _A._outputs(q, (b, hq, nq), return_lse)
     if out.numel() == 0:
         return out, lse
-    if nk == 0:  # no keys: every row sees nothing (O = 0, LSE = -inf), as sageattn
-        out.zero_()
-        lse.fill_(-math.inf)
-        return out, lse
+    if nk == 0:
+        return _A._no_keys(out, lse)
     index = _A._device_index(dev)
     ctx = _lib.context(index)
     code = _A._DTYPES[q.dtype]

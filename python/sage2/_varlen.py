@@ -16,7 +16,6 @@ on: no checks again, prebuilt ctypes structures (sage2_seqlens included) whose p
 patched, the kept workspace; see "the eager fast path" below.
 """
 import ctypes
-import math
 
 import torch
 
@@ -154,32 +153,17 @@ def _call(dev, tq, tk, tv, to, lens, params, key):
     del ws  # back to the caching allocator; later users on this stream are ordered after the call
 
 
-def _outputs(q, lse_shape, return_lse):
-    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    lse = torch.empty(lse_shape if return_lse else (0,), dtype=torch.float32, device=q.device)
-    return out, lse
-
-
-def _no_keys(out, lse):
-    """No key anywhere: every row sees nothing (sage2's convention: O = 0, LSE = -inf). The library
-    takes no empty tensor, so this is answered here, as sageattn does; valid lengths can only be 0
-    then, and invalid ones are not looked at (no NaN), since nothing runs on the device."""
-    out.zero_()
-    lse.fill_(-math.inf)
-    return out, lse
-
-
 def _run_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, sm_scale, return_lse,
                 qk_bits, smooth_q, smooth_k, smooth_v):
     """Allocates the outputs ([total_q, Hq, D], LSE [Hq, total_q]) and runs the packed form.
     Arguments are already normalized."""
     _lib.require_varlen()  # an older library fails every call alike, empty ones included
     tq, hq, d = q.shape
-    out, lse = _outputs(q, (hq, tq), return_lse)
+    out, lse = _A._outputs(q, (hq, tq), return_lse)
     if out.numel() == 0:
         return out, lse
     if k.shape[0] == 0:
-        return _no_keys(out, lse)
+        return _A._no_keys(out, lse)  # (invalid lengths are not looked at: nothing runs)
     code = _A._DTYPES[q.dtype]
     batch = cu_seqlens_q.shape[0] - 1
     lens = _lib.SeqLens(batch, cu_seqlens_q.data_ptr(), cu_seqlens_k.data_ptr(), None, max_seqlen_q, max_seqlen_k)
@@ -197,11 +181,11 @@ def _run_kv_padded(q, k, v, kv_lens, layout, causal, sm_scale, return_lse, qk_bi
     already normalized."""
     _lib.require_varlen()
     b, hq, nq, _ = _A._dims(q, layout)
-    out, lse = _outputs(q, (b, hq, nq), return_lse)
+    out, lse = _A._outputs(q, (b, hq, nq), return_lse)
     if out.numel() == 0:
         return out, lse
     if _A._dims(k, layout)[2] == 0:
-        return _no_keys(out, lse)
+        return _A._no_keys(out, lse)
     code = _A._DTYPES[q.dtype]
     lens = _lib.SeqLens(b, None, None, kv_lens.data_ptr(), 0, 0)
     params = _lib.AttentionParams(causal, sm_scale, qk_bits, smooth_q, int(smooth_k), int(smooth_v),
