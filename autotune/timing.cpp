@@ -175,7 +175,7 @@ void TimingBench::run(const jit::KernelSpec& spec, const Layout& w, const Set& s
   void* ws = reinterpret_cast<void*>(set.ws);
   runtime::launch_quantize_stage(ctx_, spec, w.b, q, k, v, ws, stream_);
   runtime::launch_attention_stage(ctx_, spec, w.b, k, ws, o, nullptr, sm_scale_,
-                                  reinterpret_cast<void*>(set.ws + w.quant_bytes), w.delta_s_bytes, stream_);
+                                  reinterpret_cast<void*>(set.ws + w.quant_bytes), w.delta_s_bytes, stream_, &q);
 }
 
 TimingResult TimingBench::time(const jit::KernelSpec& spec_in, double best_ms, bool reference) {

@@ -157,7 +157,7 @@ int main(int argc, char** argv) {
             kern = median_ms(
                 [&] {
                   runtime::launch_attention_stage(impl, spec, qb, k, ws, out, nullptr, prob.sm_scale, ws + qbytes, dsb,
-                                                  stream);
+                                                  stream, &q);
                 },
                 reps, stream, flush);
           }

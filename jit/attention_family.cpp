@@ -14,6 +14,8 @@ LaunchShape AttentionFamilyDesc::launch_shape(const KernelSpec& spec, const Quan
 
 void AttentionFamilyDesc::tma_specs(const KernelSpec&, const QuantBuffers&, const void*, TmaMapSpec*) const {}
 
+bool AttentionFamilyDesc::q_in_kernel_ok(const KernelSpec&) const { return false; }
+
 // The descriptors are constant-initialised objects (jit/family_*.cpp): the registry is usable
 // from any static initialiser.
 std::span<const AttentionFamilyDesc* const> attention_families() noexcept {

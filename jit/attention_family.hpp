@@ -91,6 +91,11 @@ class AttentionFamilyDesc {
   // Every tile the autotuner considers, before filtering, in a fixed order.
   virtual const std::vector<TileConfig>& candidates() const = 0;
 
+  // ---- Q
+  // Whether the family's kernel for `spec` can quantize the caller's Q itself
+  // (KernelSpec::q_in_kernel). Default: no (its kernel reads Q̂ from the quantize stage).
+  virtual bool q_in_kernel_ok(const KernelSpec& spec) const;
+
   // ---- parameters
   // Fills the parameter struct of one chunk into `out` (param_bytes of 64-byte aligned storage),
   // tensor maps left zero. Throws InvalidArgument naming a bad argument.

@@ -28,6 +28,7 @@ void check_buffers_match(const KernelSpec& spec, const QuantBuffers& b, const ch
   if (spec.smooth_q != b.smooth_q) mismatch += " smooth_q";
   if (spec.smooth_k != b.smooth_k) mismatch += " smooth_k";
   if (spec.smooth_v != b.smooth_v) mismatch += " smooth_v";
+  if (spec.q_in_kernel != b.q_in_kernel) mismatch += " q_in_kernel";
   if (!mismatch.empty())
     bad(std::string(who) + ": the spec (" + spec.key() + ") does not match the quantize buffers in:" + mismatch);
 }
@@ -205,6 +206,22 @@ dev::AttentionParams make_attention_params(const KernelSpec& spec, const QuantBu
     const std::int64_t table = b.q_blocks * b.k_blocks;
     p.mask_tiles_stride_head = b.p.mask_heads > 1 ? table : 0;
     p.mask_tiles_stride_batch = b.p.mask_batch > 1 ? b.p.mask_heads * table : 0;
+  }
+  if (spec.q_in_kernel) {
+    const TensorRef& q = args.q;
+    const std::int64_t q_batch = packed ? 1 : b.p.batch, q_rows = packed ? b.p.total_q : b.p.q_len;
+    if (!q.data) bad("attention params: q_in_kernel is set but q is null");
+    if (q.dtype != spec.in_dtype)
+      bad(std::string("attention params: q dtype ") + dtype_name(q.dtype) + " != spec in_dtype " + dtype_name(spec.in_dtype));
+    if (q.stride_dim != 1) bad("attention params: q stride_dim=" + s(q.stride_dim) + " (must be 1)");
+    if (q.batch != q_batch || q.heads != b.p.q_heads || q.seq != q_rows || q.dim != b.p.head_dim)
+      bad("attention params: q shape [" + s(q.batch) + "," + s(q.heads) + "," + s(q.seq) + "," + s(q.dim) +
+          "] != expected [" + s(q_batch) + "," + s(b.p.q_heads) + "," + s(q_rows) + "," + s(b.p.head_dim) + "]");
+    p.q_in = q.data;
+    p.q_stride_batch = packed ? 0 : q.stride_batch;  // every sequence's rows are in batch entry 0
+    p.q_stride_head = q.stride_head;
+    p.q_stride_seq = q.stride_seq;
+    p.k_mean = reinterpret_cast<const float*>(base + o.k_mean);
   }
   if (b.p.varlen) {
     p.seqs = reinterpret_cast<const dev::SeqEntry*>(base + o.seqs);

@@ -76,6 +76,9 @@ struct AttentionArgs {
   float sm_scale = 0.f;
   const void* delta_s = nullptr;
   MaskRef mask;  // required iff spec.mask (its type)
+  // The caller's Q (spec.in_dtype; dense [B, Hq, q_len, head_dim], varlen as the quantize stage
+  // reads it): required iff spec.q_in_kernel.
+  TensorRef q;
 };
 
 // The AttentionParams every family's kernel reads (buffers, outputs, sizes, chunk). Shapes are

@@ -54,6 +54,10 @@ class WgmmaFamily final : public AttentionFamilyDesc {
 
   MmaShape mma_shape(int) const override { return MmaShape::WGMMA_M64NK32_S8; }
 
+  // Every tile: Q̂ goes to the A fragments or to the shared-memory tile the TMA copy would fill.
+  // Not with smooth-Q (q̄ is a mean over the block, which no thread holds).
+  bool q_in_kernel_ok(const KernelSpec& spec) const override { return !spec.smooth_q; }
+
   AttentionKernelConfig kernel_config(const KernelSpec& spec) const override {
     const WgmmaKernelConfig k = wgmma_kernel_config(spec);
     return AttentionKernelConfig{k.threads, k.min_ctas, k.smem};

@@ -79,6 +79,7 @@ KernelSpec KernelSpec::canonical() const {
     c.causal = CausalMode::None;
     c.two_level_accum = true;
     c.return_lse = false;
+    c.q_in_kernel = false;
   }
   if (family == KernelFamily::DeltaS) c.varlen = false;  // smooth-Q only: never varlen
   // Only the attention kernels and the tile classification read the mask.
@@ -140,10 +141,13 @@ void KernelSpec::validate() const {
   if (mask < 0 || mask > 4) bad("mask=" + std::to_string(mask) + " (0 none, 1 bool, 2 f16, 3 bf16, 4 f32)");
   if (mask != 0 && varlen) bad("a tensor mask cannot be combined with varlen (key padding: kv_lens)");
   if (mask == 0 && family == KernelFamily::Quantize && op == QuantOp::MaskTiles) bad("mask_tiles needs a mask");
+  if (q_in_kernel && smooth_q) bad("q_in_kernel with smooth_q (q̄ is a mean over the whole query block)");
   // The attention family whose layout the kernel writes or reads sets the rules of the tile.
   const AttentionFamilyDesc* f = find_attention_family(family);
   if (!f) f = find_attention_family(consumer);
   if (f) f->validate(*this);
+  if (q_in_kernel && !(find_attention_family(family) && find_attention_family(family)->q_in_kernel_ok(*this)))
+    bad(std::string("q_in_kernel: the ") + family_name(family) + " kernel of this spec reads Q̂ from the quantize stage");
 }
 
 std::string KernelSpec::key() const {
@@ -158,6 +162,7 @@ std::string KernelSpec::key() const {
     << "|acc2:" << c.two_level_accum << ".lse:" << c.return_lse;
   if (c.varlen) k << "|varlen";
   if (c.mask != 0) k << "|mask:" << mask_type_name(static_cast<MaskType>(c.mask));
+  if (c.q_in_kernel) k << "|qin";
   return k.str();
 }
 

@@ -89,6 +89,11 @@ struct KernelSpec {
   // A tensor mask (sage2::MaskType as int: 0 none, 1 bool, 2 f16, 3 bf16, 4 f32): attention and
   // the mask_tiles op. Not with varlen.
   int mask = 0;
+  // Attention only: the kernel reads the caller's Q (in_dtype, any strides) and quantizes it
+  // itself, with the quantize_q kernel's per-thread groups and float ops (jit/quant_buffers.hpp),
+  // so the call has no quantize_q launch and no Q̂ buffers. The family decides where it can
+  // (AttentionFamilyDesc::q_in_kernel_ok); not with smooth-Q (q̄ is a mean over a whole block).
+  bool q_in_kernel = false;
 
   // Copy with the fields that do not affect this family's code reset to fixed values, so two
   // specs that generate the same code have the same key.

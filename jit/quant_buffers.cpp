@@ -12,6 +12,7 @@ QuantBuffers quant_buffers(const QuantProblem& p, const KernelSpec& s) {
   b.smooth_q = s.smooth_q;
   b.smooth_k = s.smooth_k;
   b.smooth_v = s.smooth_v;
+  b.q_in_kernel = s.q_in_kernel;
   if (p.varlen) {
     b.q_blocks = (p.total_q + s.tile.bq - 1) / s.tile.bq + p.batch;
     b.k_blocks = (p.total_k + s.tile.bk - 1) / s.tile.bk + p.batch;
@@ -29,12 +30,12 @@ QuantBuffers quant_buffers(const QuantProblem& p, const KernelSpec& s) {
   return b;
 }
 
-std::int64_t QuantBuffers::q_codes() const { return token_batch() * p.q_heads * q_len_pad * row_bytes; }
+std::int64_t QuantBuffers::q_codes() const { return q_in_kernel ? 0 : token_batch() * p.q_heads * q_len_pad * row_bytes; }
 std::int64_t QuantBuffers::q_scale() const {
-  return token_batch() * p.q_heads * q_blocks * layout.q_groups_per_block();
+  return q_in_kernel ? 0 : token_batch() * p.q_heads * q_blocks * layout.q_groups_per_block();
 }
 std::int64_t QuantBuffers::q_mean() const { return smooth_q ? token_batch() * p.q_heads * q_blocks * d_qk : 0; }
-std::int64_t QuantBuffers::q_kbias() const { return smooth_k ? token_batch() * p.q_heads * q_len_pad : 0; }
+std::int64_t QuantBuffers::q_kbias() const { return smooth_k && !q_in_kernel ? token_batch() * p.q_heads * q_len_pad : 0; }
 std::int64_t QuantBuffers::k_codes() const { return token_batch() * p.kv_heads * kv_len_pad * row_bytes; }
 std::int64_t QuantBuffers::k_scale() const {
   return token_batch() * p.kv_heads * k_blocks * layout.k_groups_per_block();
@@ -45,7 +46,7 @@ std::int64_t QuantBuffers::v_codes() const { return token_batch() * p.kv_heads *
 std::int64_t QuantBuffers::v_scale() const { return p.batch * p.kv_heads * d_v; }
 std::int64_t QuantBuffers::v_mean() const { return p.batch * p.kv_heads * d_v; }
 std::int64_t QuantBuffers::v_stats() const { return p.batch * p.kv_heads * 3 * d_v; }
-std::int64_t QuantBuffers::q_bad() const { return token_batch() * p.q_heads * q_len_pad; }
+std::int64_t QuantBuffers::q_bad() const { return q_in_kernel ? 0 : token_batch() * p.q_heads * q_len_pad; }
 std::int64_t QuantBuffers::k_first_bad() const { return p.batch * p.kv_heads; }
 std::int64_t QuantBuffers::v_first_bad() const { return p.batch * p.kv_heads * d_v; }
 // The fused stage's scratch: none for varlen calls (they run the split path).

@@ -67,6 +67,9 @@ struct QuantBuffers {
   QuantLayout layout;
   int qk_bits = 8;
   bool smooth_q = false, smooth_k = true, smooth_v = false;
+  // The attention kernel quantizes Q itself (KernelSpec::q_in_kernel): no Q̂ buffers (q_codes,
+  // q_scale, q_kbias, q_bad have count 0).
+  bool q_in_kernel = false;
 
   // Dense: ceil(len / bq), ceil(len / bk) per (batch, head). Varlen: the packed blocks per head,
   // a bound for any lengths of the totals, ceil(total / b) + batch (each sequence adds at most

@@ -89,6 +89,7 @@ std::string generate_source(const KernelSpec& spec) {
   define(o, "SAGE2_RETURN_LSE", c.return_lse);
   define(o, "SAGE2_VARLEN", c.varlen, "sequences of their own lengths (templates/seq_table.cuh)");
   define(o, "SAGE2_MASK", c.mask, "tensor mask: 0 none, 1 bool, 2 f16, 3 bf16, 4 f32 (templates/mask.cuh)");
+  define(o, "SAGE2_Q_IN_KERNEL", c.q_in_kernel, "attention quantizes the caller's Q itself (no Q̂ buffers)");
   o << "// per-thread quantization layout (jit/quant_layout: " << mma_shape_name(layout.shape) << ")\n";
   define(o, "SAGE2_MMA_SHAPE", static_cast<int>(layout.shape), "0 m16n8k64.s4, 1 m16n8k32.s8, 2 wgmma.m64nNk32.s8");
   define(o, "SAGE2_Q_GROUPS", layout.q_groups_per_block(), "Q scale groups per BQ block");

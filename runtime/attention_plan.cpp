@@ -50,9 +50,16 @@ jit::KernelSpec attention_spec_for(const AttentionProblem& p, jit::Arch arch, st
   return s;
 }
 
+void apply_quant_path(jit::KernelSpec& s, QuantPath path) {
+  // Auto: Q quantized by the attention kernel wherever its family can (one trip of Q through
+  // memory, one launch less); the explicit paths keep their quantize_q (Split: the baseline).
+  s.q_in_kernel = path == QuantPath::Auto && jit::attention_family(s.family).q_in_kernel_ok(s);
+}
+
 jit::KernelSpec plan_attention(const AttentionProblem& p, const Context::Impl& ctx) {
   jit::KernelSpec s = attention_spec_for(p, ctx.arch(), ctx.family_override());
   s.tile = ctx.planner().choose(s, p).tile;
+  apply_quant_path(s, ctx.config().quant_path);
   return s;
 }
 
@@ -62,12 +69,14 @@ jit::KernelSpec plan_attention(const AttentionProblem& p, jit::Arch arch, const 
   const auto planner = autotune::shared_planner(autotune::context_db_path(defaults, facts.name, arch), facts.name,
                                                 arch, facts.max_shared_per_block_optin);
   s.tile = planner->choose(s, p).tile;
+  apply_quant_path(s, defaults.quant_path);
   return s;
 }
 
 jit::KernelSpec plan_attention_heuristic(const AttentionProblem& p, jit::Arch arch, int max_smem_optin) {
   jit::KernelSpec s = attention_spec_for(p, arch);
   s.tile = autotune::heuristic_tile(s, max_smem_optin);
+  apply_quant_path(s, config::context_config().quant_path);
   return s;
 }
 

@@ -25,6 +25,10 @@ std::optional<jit::KernelFamily> attention_family_override(AttentionFamily famil
 jit::KernelSpec attention_spec_for(const AttentionProblem& p, jit::Arch arch,
                                    std::optional<jit::KernelFamily> family = std::nullopt);
 
+// Sets s.q_in_kernel for a Context's quantize path: on for Auto where the family's kernel can
+// quantize Q itself, off otherwise (jit::AttentionFamilyDesc::q_in_kernel_ok).
+void apply_quant_path(jit::KernelSpec& s, QuantPath path);
+
 // The spec Context::attention runs: the tuned tile of the Context's database when it has one
 // for this problem (and the tile fits the device), else the heuristic default. Thread-safe;
 // after the first call for a problem signature it costs one hash lookup. Throws Unsupported when

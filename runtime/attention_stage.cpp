@@ -90,11 +90,12 @@ void load_attention_stage(Context::Impl& ctx, const jit::QuantBuffers& b, Attent
 void build_attention_stage_params(const AttentionStagePlan& plan, const jit::QuantBuffers& b,
                                   const TensorRef& k_input, const void* workspace, const TensorRef& out, float* lse,
                                   float sm_scale, void* delta_s_workspace, AttentionStageParams& params,
-                                  const MaskRef* mask) {
+                                  const MaskRef* mask, const TensorRef* q_input) {
   const jit::KernelSpec& spec = plan.spec;
   if (spec.smooth_q && (reinterpret_cast<std::uintptr_t>(delta_s_workspace) & 15u) != 0)
     throw Error(ErrorCode::InvalidArgument, "attention stage: the ΔS workspace must be 16-byte aligned");
-  const jit::AttentionArgs args{workspace, out, lse, sm_scale, delta_s_workspace, mask ? *mask : MaskRef{}};
+  const jit::AttentionArgs args{workspace, out, lse, sm_scale, delta_s_workspace, mask ? *mask : MaskRef{},
+                                q_input ? *q_input : TensorRef{}};
   const std::size_t n = plan.chunks.size();
   params.attention.resize(n);
   params.delta_s.clear();
@@ -125,12 +126,14 @@ void enqueue_attention_stage(const AttentionStagePlan& plan, AttentionStageParam
 
 void launch_attention_stage(Context::Impl& ctx, const jit::KernelSpec& attention_spec, const jit::QuantBuffers& b,
                             const TensorRef& k_input, const void* workspace, const TensorRef& out, float* lse,
-                            float sm_scale, void* delta_s_workspace, std::size_t delta_s_bytes, CUstream stream) {
+                            float sm_scale, void* delta_s_workspace, std::size_t delta_s_bytes, CUstream stream,
+                            const TensorRef* q_input) {
   AttentionStagePlan plan;
   layout_attention_stage(attention_spec, b, delta_s_bytes, plan);
   check_attention_stage(ctx, plan);
   AttentionStageParams params;
-  build_attention_stage_params(plan, b, k_input, workspace, out, lse, sm_scale, delta_s_workspace, params);
+  build_attention_stage_params(plan, b, k_input, workspace, out, lse, sm_scale, delta_s_workspace, params, nullptr,
+                               q_input);
   driver::ScopedContext scope(ctx.cu_context());
   add_tensor_maps(plan, b, workspace, params);
   load_attention_stage(ctx, b, plan);

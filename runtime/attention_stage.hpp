@@ -89,10 +89,11 @@ struct AttentionStageParams {
 // strides, stride_dim 1); `lse` [B][Hq][q_len] fp32 when spec.return_lse (else ignored);
 // `delta_s_workspace` holds plan.delta_s_bytes (16-byte aligned) when smooth-Q. Throws
 // InvalidArgument naming the bad value.
+// `q_input`: the caller's Q, read by a kernel that quantizes Q itself (spec.q_in_kernel).
 void build_attention_stage_params(const AttentionStagePlan& plan, const jit::QuantBuffers& b,
                                   const TensorRef& k_input, const void* workspace, const TensorRef& out, float* lse,
                                   float sm_scale, void* delta_s_workspace, AttentionStageParams& params,
-                                  const MaskRef* mask = nullptr);
+                                  const MaskRef* mask = nullptr, const TensorRef* q_input = nullptr);
 
 // Encodes (or finds in plan.tma) the tensor maps of the family for this workspace and copies them
 // into every chunk's parameters; nothing for a family without maps. Call under the Context's
@@ -107,8 +108,10 @@ void enqueue_attention_stage(const AttentionStagePlan& plan, AttentionStageParam
 // loaded or launched), loads and runs the stage in one go: the stage without a cached plan.
 // `delta_s_workspace` holds `delta_s_bytes` bytes (>= one chunk row; 16-byte aligned) when
 // smooth-Q. No host synchronisation.
+// `q_input`: the caller's Q, required when attention_spec.q_in_kernel.
 void launch_attention_stage(Context::Impl& ctx, const jit::KernelSpec& attention_spec, const jit::QuantBuffers& b,
                             const TensorRef& k_input, const void* workspace, const TensorRef& out, float* lse,
-                            float sm_scale, void* delta_s_workspace, std::size_t delta_s_bytes, CUstream stream);
+                            float sm_scale, void* delta_s_workspace, std::size_t delta_s_bytes, CUstream stream,
+                            const TensorRef* q_input = nullptr);
 
 }  // namespace sage2::runtime

@@ -111,7 +111,7 @@ void build_call_params(const CallPlan& plan, const TensorRef& q, const TensorRef
     jit::add_mask_quantize_params(b, *mask, cp.quantize);
   }
   build_attention_stage_params(plan.attention, b, k, workspace, out, lse, plan.problem.sm_scale,
-                               workspace + plan.quant_bytes, cp.attention, mask);
+                               workspace + plan.quant_bytes, cp.attention, mask, &q);
 }
 
 void run_call_plan(Context::Impl& ctx, const CallPlan& plan, const TensorRef& q, const TensorRef& k,

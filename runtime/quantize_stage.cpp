@@ -11,6 +11,17 @@ std::vector<jit::QuantOp> quantize_ops(QuantPath path, const jit::KernelSpec& at
   // Auto is split everywhere for now: on the H100 the cluster stage measured 2.0x (1K) to 1.9x
   // (32K) the split stage's time (bench/NOTES.md, "Cluster quantize stage").
   if (path == QuantPath::Auto) path = QuantPath::Split;
+  if (attention_spec.q_in_kernel) {
+    // The attention kernel quantizes Q: the split path without quantize_q (the one-launch stages
+    // write Q̂ buffers such a plan does not have).
+    if (path != QuantPath::Split)
+      throw Error(ErrorCode::InvalidArgument, std::string("quantize path ") + quant_path_name(path) +
+                                                  " with an attention spec that quantizes Q itself (" +
+                                                  attention_spec.key() + ")");
+    std::vector<jit::QuantOp> ops{jit::QuantOp::ChannelStats, jit::QuantOp::QuantizeK, jit::QuantOp::QuantizeV};
+    if (attention_spec.mask) ops.insert(ops.begin(), jit::QuantOp::MaskTiles);
+    return ops;
+  }
   if (attention_spec.varlen) {
     // Varlen: the split kernels over packed blocks, channel_stats's first CTA building the table of
     // the caller's lengths (the one-launch stages schedule uniform (batch, kv head) groups).

@@ -16,7 +16,8 @@ namespace sage2::runtime {
 //    11–35% slower than split on the H100: bench/NOTES.md, "Fused quantize stage").
 //  Cluster: ONE launch of sage2_quantize_cluster, thread-block clusters (sm_90a, head dims up to
 //    jit::kClusterMaxHeadDim: wider rows do not fit its static shared memory).
-//  Auto (the default): Split (the fastest measured on the H100; bench/NOTES.md).
+//  Auto (the default): Split, and where the attention family can (KernelSpec::q_in_kernel, set by
+//    the plan for Auto only) without quantize_q: the attention kernel quantizes Q itself.
 // All write the same buffers; their channel sums differ in float rounding only (another order,
 // which the CPU reference follows), everything else follows from them.
 using QuantPath = sage2::QuantPath;  // public: a Context option

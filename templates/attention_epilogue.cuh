@@ -49,14 +49,24 @@ struct VScales {
   }
 };
 
+// What the epilogue needs to know of a thread's Q rows (r = 2·tile + half, `row` the query row):
+// whether the row holds a non-finite element, and q·k̄ (smooth-K, for the LSE). From the quantize
+// stage's buffers here; a kernel that quantizes Q itself passes its own (attention_wgmma.cuh).
+struct QRowsFromStage {
+  const AttentionParams* p;
+  i64 base;  // BlockCoords::q_row_base
+  __device__ __forceinline__ bool bad(int, i64 row) const { return p->q_bad[base + row] != 0; }
+  __device__ __forceinline__ float kbias(int, i64 row) const { return p->q_kbias[base + row]; }
+};
+
 // The LSE of a row (natural log): (m + (log2 l − log2 448)) · ln2 (+ q·k̄ · sm_scale, so that it
-// is the LSE of the un-smoothed scores).
+// is the LSE of the un-smoothed scores; `kbias` = q·k̄, read only with smooth-K).
 __device__ __forceinline__ void store_lse(const AttentionParams& p, const BlockCoords& c, i64 row, float m, float lt,
-                                          bool row_bad, float nan) {
+                                          bool row_bad, float nan, float kbias) {
   float v = neg_inf();
   if (lt != 0.f) {
     v = (m + (lg2_approx(lt) - LOG2_P_SCALE)) * LN2;
-    if (SMOOTH_K) v = v + p.q_kbias[c.q_row_base + row] * p.sm_scale;
+    if (SMOOTH_K) v = v + kbias * p.sm_scale;
   }
   if (row_bad) v = nan;
   if (VARLEN)
@@ -79,9 +89,10 @@ __device__ __forceinline__ void store_lse(const AttentionParams& p, const BlockC
 //    stores get one instantiation per (aligned pairs, flags to apply), so that the common rows run
 //    straight-line stores without per-element predicates; otherwise one loop checks the flags of
 //    every pair (less code: the mma family).
-template <int MTILES, int NCHUNK, int NPC, int CH_END, bool PRELOAD, bool SPLIT, class LAt, class MAt, class OAt>
+// `qrows`: the Q rows' flags and q·k̄ (QRowsFromStage or the family's own).
+template <int MTILES, int NCHUNK, int NPC, int CH_END, bool PRELOAD, bool SPLIT, class LAt, class MAt, class OAt, class QR>
 __device__ __forceinline__ void epilogue(const AttentionParams& p, const BlockCoords& c, int lane, i64 row0, int ch0,
-                                         i64 vbase, bool lse_lane, LAt l_at, MAt m_at, OAt o_at) {
+                                         i64 vbase, bool lse_lane, LAt l_at, MAt m_at, OAt o_at, const QR& qrows) {
   const i64 kfb = p.k_first_bad[c.bhk];
   const float nan = qnan();
   const bool out_vec = out_pairs_aligned(p);
@@ -116,12 +127,15 @@ __device__ __forceinline__ void epilogue(const AttentionParams& p, const BlockCo
     // stays 0: SPLIT by arithmetic (rl = 0, μ weighted by 0), so that its instantiations stay
     // straight-line; otherwise by a branch around the pair's math (the arithmetic form made ptxas
     // sink the δV loads into a branch per pair: ~50 more instructions in the mma family)
+    // q·k̄ here, where the whole warp is converged (a kernel that quantized Q itself recomputes
+    // it with quad shuffles; rows past the sequence read the buffers' padding or zeros)
+    const float kbias = RETURN_LSE && SMOOTH_K ? qrows.kbias(r, row0 + 8 * r) : 0.f;
     const float rl = SPLIT ? (lt != 0.f ? ptx::rcp_rn(lt) : 0.f) : ptx::rcp_rn(lt);
     const float mu_w = SPLIT ? (lt != 0.f ? 1.f : 0.f) : 1.f;
     const i64 row = row0 + 8 * r;
     if (row >= seq_q_len(p, c)) continue;
     const i64 n_vis = visible_keys(p, c, row);
-    const bool row_bad = n_vis > 0 && (p.q_bad[c.q_row_base + row] != 0 || kfb < n_vis);
+    const bool row_bad = n_vis > 0 && (qrows.bad(r, row) || kfb < n_vis);
     const bool check_v = !row_bad && v_bad_from < n_vis;
     char* orow = out_row(p, c, row);
     // vec_tag: bool_c (a compile-time choice) or runtime_c (out_vec)
@@ -167,8 +181,15 @@ __device__ __forceinline__ void epilogue(const AttentionParams& p, const BlockCo
     } else {
       if (out_vec) emit(T_{}, F_{}); else emit(F_{}, F_{});
     }
-    if (RETURN_LSE && lse_lane) store_lse(p, c, row, m_at(r), lt, row_bad, nan);
+    if (RETURN_LSE && lse_lane) store_lse(p, c, row, m_at(r), lt, row_bad, nan, kbias);
   }
+}
+// The epilogue with the Q rows' facts from the quantize stage's buffers.
+template <int MTILES, int NCHUNK, int NPC, int CH_END, bool PRELOAD, bool SPLIT, class LAt, class MAt, class OAt>
+__device__ __forceinline__ void epilogue(const AttentionParams& p, const BlockCoords& c, int lane, i64 row0, int ch0,
+                                         i64 vbase, bool lse_lane, LAt l_at, MAt m_at, OAt o_at) {
+  epilogue<MTILES, NCHUNK, NPC, CH_END, PRELOAD, SPLIT>(p, c, lane, row0, ch0, vbase, lse_lane, l_at, m_at, o_at,
+                                                        QRowsFromStage{&p, c.q_row_base});
 }
 
 }  // namespace attn_common

@@ -110,6 +110,13 @@ struct AttentionParams {
   const u8* mask_tiles;    // class of each (query block, KV tile): mask.cuh CLASS_*
   i64 mask_tiles_stride_batch, mask_tiles_stride_head;  // per (b, h) class table [q_blocks][k_blocks]; 0: shared
   const float* mask_bias;  // additive masks: a CLASS_CONST tile's term (log2 units), indexed like mask_tiles
+
+  // ---- Q quantized by the attention kernel (SAGE2_Q_IN_KERNEL): the caller's Q (in_dtype) at
+  // element strides (varlen: row q_start + i of batch entry b, stride_batch 0 when packed, like
+  // the output), and k̄ for the LSE's q·k̄ (smooth_k; written by quantize_k before the launch).
+  const void* q_in;
+  i64 q_stride_batch, q_stride_head, q_stride_seq;
+  const float* k_mean;     // [B][Hkv][row_bytes]
 };
 
 // ---------------------------------------------------------------------------------------------

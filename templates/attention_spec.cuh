@@ -28,6 +28,10 @@ constexpr int CAUSAL = SAGE2_CAUSAL;  // 0 none, 1 top-left, 2 bottom-right
 constexpr bool VARLEN = SAGE2_VARLEN != 0;  // sequences of their own lengths (templates/seq_table.cuh)
 // A tensor mask (attention_blocks.cuh "Tensor masks"): 0 none, 1 bool, 2 f16, 3 bf16, 4 f32 additive.
 constexpr int MASK = SAGE2_MASK;
+constexpr bool IN_BF16 = SAGE2_IN_BF16 != 0;
+// Q quantized by the attention kernel itself from the caller's Q (KernelSpec::q_in_kernel; the
+// wgmma family only): no Q̂ buffers, no q_bad / q_kbias from the quantize stage.
+constexpr bool Q_IN_KERNEL = SAGE2_Q_IN_KERNEL != 0;
 constexpr bool OUT_BF16 = SAGE2_OUT_BF16 != 0;
 constexpr bool OUT_F32 = SAGE2_OUT_F32 != 0;
 // log2(448): 448·P̃ = exp2(s - (m - log2 448)), the E4M3 scale folded into the exponent

@@ -28,6 +28,7 @@
 #include "attention_softmax.cuh"
 #include "hopper.cuh"
 #include "ptx.cuh"
+#include "quant_math.cuh"
 #include "types.cuh"
 #include "wgmma_ops.cuh"
 #include "wgmma_params.cuh"
@@ -128,7 +129,7 @@ __device__ __forceinline__ void issue_tile(const WgmmaAttentionParams& P, const 
 
 // Q̂ tiles of every consumer warpgroup (wide heads only), completing on the q_full barrier.
 __device__ __forceinline__ void issue_q(const WgmmaAttentionParams& P, const BlockCoords& c, u32 sbase) {
-  if (Q_IN_REGS) return;
+  if (Q_IN_REGS || Q_IN_KERNEL) return;
   const u32 bar = sbase + SM.bar_off + 8u * (2 * STAGES);
   ptx::mbar_arrive_expect_tx(bar, Q_TX_BYTES);
 #pragma unroll
@@ -180,6 +181,155 @@ __device__ __forceinline__ void load_q_fragments(const i8* q0, u32 (&qf)[Q_IN_RE
     qf[ks][2] = ptx::ld_nc_u32(q0 + ks * 32 + 16);
     qf[ks][3] = ptx::ld_nc_u32(q0 + 8 * RB + ks * 32 + 16);
   }
+}
+
+// ---- Q quantized here (Q_IN_KERNEL): the quantize_q kernel's job for the thread's own rows,
+// with its float ops (jit/quant_buffers.hpp, templates/quant_math.cuh), so the codes and scales
+// are the ones that kernel would have written, and Q makes one trip through memory.
+
+// Where the thread's Q values of query row `row` lie: channels 32·ks + 16·h + 4t .. +3 of each
+// k-step ks and half h (the A fragment's). Loaded as 8 bytes when the base, the strides and the
+// head dim keep every 4-channel run aligned, else element by element; 0 past the head dim or
+// the sequence.
+struct QSource {
+  const u16* row_ptr;
+  bool live, vec;
+  __device__ __forceinline__ QSource(const AttentionParams& p, const BlockCoords& c, i64 row) {
+    live = row < seq_q_len(p, c);
+    row_ptr = static_cast<const u16*>(p.q_in) + c.b * p.q_stride_batch + c.h * p.q_stride_head +
+              (c.q_start + row) * p.q_stride_seq;
+    vec = HD % 4 == 0 && (reinterpret_cast<u64>(p.q_in) & 7u) == 0 &&
+          ((p.q_stride_batch | p.q_stride_head | p.q_stride_seq) & 3) == 0;
+  }
+  __device__ __forceinline__ ptx::u32x2 load4(int ch) const {
+    if (!live || ch >= HD) return ptx::u32x2{0u, 0u};
+    if (vec) return ptx::ld_nc_v2(row_ptr + ch);
+    u32 h[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) h[e] = ch + e < HD ? static_cast<u32>(ptx::ld_nc_u16(row_ptr + ch + e)) : 0u;
+    return ptx::u32x2{h[0] | (h[1] << 16), h[2] | (h[3] << 16)};
+  }
+};
+
+// Four consecutive 16-bit inputs as floats, a non-finite one read as 0 (and `bad` set).
+__device__ __forceinline__ void q_sane4(const ptx::u32x2& w, float (&v)[4], u32& bad) {
+  quant_math::unpack2<IN_BF16>(w.x, v[0], v[1]);
+  quant_math::unpack2<IN_BF16>(w.y, v[2], v[3]);
+  if ((quant_math::nonfinite_bits<IN_BF16>(w.x) | quant_math::nonfinite_bits<IN_BF16>(w.y)) != 0u) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (quant_math::nonfinite(v[e])) {
+        v[e] = 0.f;
+        bad = 1u;
+      }
+  }
+}
+
+// The epilogue's facts of the thread's rows g (r = 0) and g + 8 (r = 1) (attention_epilogue.cuh
+// QRowsFromStage's interface): the non-finite flags the prologue found (bit r), and q·k̄ for the
+// LSE (smooth-K), recomputed from the caller's Q at the end rather than kept in registers across
+// the KV loop (where two more live registers spilled at head dim 128): the thread's channels in
+// k-step order, then the quad — every lane of the warp must call it (shuffles).
+struct QRowsHere {
+  const AttentionParams* p;
+  const BlockCoords* c;
+  int t;
+  u32 bad_bits;
+  __device__ __forceinline__ bool bad(int r, i64) const { return ((bad_bits >> r) & 1u) != 0u; }
+  __device__ __forceinline__ float kbias(int, i64 row) const {
+    const QSource src(*p, *c, row);
+    float part = 0.f;
+    u32 unused = 0u;
+#pragma unroll
+    for (int ks = 0; ks < KSTEPS; ++ks)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int ch = 32 * ks + 16 * h + 4 * t;
+        float v[4];
+        q_sane4(src.load4(ch), v, unused);
+        const ptx::u32x4 kb = ptx::ld_nc_v4(p->k_mean + c->bhk * RB + ch);
+        part += v[0] * ptx::bits_f32(kb.x);
+        part += v[1] * ptx::bits_f32(kb.y);
+        part += v[2] * ptx::bits_f32(kb.z);
+        part += v[3] * ptx::bits_f32(kb.w);
+      }
+    return ptx::group_sum<4>(part);
+  }
+};
+
+// The epilogue's source of the Q rows' facts: the registers (Q_IN_KERNEL) or the stage's buffers.
+template <bool HERE>
+struct QRowsOf {
+  static __device__ __forceinline__ QRowsHere get(u32 bad_bits, int t, const AttentionParams& p, const BlockCoords& c) {
+    return QRowsHere{&p, &c, t, bad_bits};
+  }
+};
+template <>
+struct QRowsOf<false> {
+  static __device__ __forceinline__ QRowsFromStage get(u32, int, const AttentionParams& p, const BlockCoords& c) {
+    return QRowsFromStage{&p, c.q_row_base};
+  }
+};
+
+// Q̂ of the thread's query rows `row` (g of its warp) and row + 8, from the caller's Q: word i of
+// k-step ks holds row + 8·(i & 1), channels 32·ks + 16·(i >> 1) + 4t .. +3 (lowest byte first),
+// i.e. the wgmma A fragment. The two rows are one scale group (jit::quant_layout: group warp·8 +
+// g), spread over the quad: amax over the quad's channels of both rows (rows past the sequence
+// and channels past the head dim read as 0). Returns the group's scale; bit r of `bad_bits` says
+// whether row + 8r holds a non-finite value.
+__device__ __forceinline__ float quantize_q_here(const AttentionParams& p, const BlockCoords& c, i64 row, int t,
+                                                 u32 (&qw)[KSTEPS][4], u32& bad_bits) {
+  const QSource src[2] = {QSource(p, c, row), QSource(p, c, row + 8)};
+  ptx::u32x2 raw[KSTEPS][4];
+#pragma unroll
+  for (int ks = 0; ks < KSTEPS; ++ks)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) raw[ks][i] = src[i & 1].load4(32 * ks + 16 * (i >> 1) + 4 * t);
+  // amax and flags over the thread's values, then over the quad
+  u32 amax = 0u, bad[2] = {0u, 0u};
+#pragma unroll
+  for (int ks = 0; ks < KSTEPS; ++ks)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float v[4];
+      q_sane4(raw[ks][i], v, bad[i & 1]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) amax = ptx::max_u32(amax, ptx::abs_bits(v[e]));
+    }
+  amax = ptx::group_max_u32<4>(amax);
+  const float am = ptx::bits_f32(amax);
+  const float inv = quant_math::group_inv<127>(am);
+  bad_bits = (ptx::group_max_u32<4>(bad[0]) != 0u ? 1u : 0u) | (ptx::group_max_u32<4>(bad[1]) != 0u ? 2u : 0u);
+  // codes
+#pragma unroll
+  for (int ks = 0; ks < KSTEPS; ++ks)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float v[4];
+      u32 unused = 0u;
+      q_sane4(raw[ks][i], v, unused);
+      u32 w = 0u;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) w |= (static_cast<u32>(quant_math::quant_int<127>(v[e], inv)) & 0xffu) << (8 * e);
+      qw[ks][i] = w;
+    }
+  return quant_math::group_scale<127>(am);
+}
+
+// Writes the thread's Q̂ words (quantize_q_here) into its warpgroup's shared-memory Q̂ tile `qt`
+// (1024-aligned), where the TMA copy of issue_q() would have put them: panel pn = column / PANEL
+// of [64 rows][PANEL bytes], each 16-byte chunk swizzled like the map (address bits 4.. xor the
+// row bits 7..: the 128/64/32-byte swizzle modes).
+__device__ __forceinline__ void store_q_tile(u32 qt, int tile_row, int t, const u32 (&qw)[KSTEPS][4]) {
+  constexpr u32 SWZ = PANEL / 16 - 1;
+#pragma unroll
+  for (int ks = 0; ks < KSTEPS; ++ks)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = tile_row + 8 * (i & 1), col = 32 * ks + 16 * (i >> 1) + 4 * t;
+      const u32 off = static_cast<u32>((col / PANEL) * 64 * PANEL + r * PANEL + col % PANEL);
+      ptx::st_shared_u32(qt + (off ^ (((off >> 7) & SWZ) << 4)), qw[ks][i]);
+    }
 }
 
 // Per-thread constants of the consumer loop.
@@ -562,12 +712,30 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const Blo
   float o[NCH][PVN / 2];
   float m[2], l[2];
   u32 qf[Q_IN_REGS ? KSTEPS : 1][4];
+  u32 q_bad_bits = 0u;  // Q_IN_KERNEL: bit r = row g + 8r holds a non-finite value
   RowCtx rc;
+  const int wg = warp >> 2;
   {
     const BlockCoords& c = cta;
     const i64 row = c.i0 + warp * 16 + g;
-    if (Q_IN_REGS) load_q_fragments(p.q_codes + (c.q_row_base + row) * RB + 4 * t, qf);
-    rc.qs = q_scale(p, c, warp, g);
+    if (Q_IN_KERNEL) {
+      u32 qw[KSTEPS][4];
+      rc.qs = quantize_q_here(p, c, row, t, qw, q_bad_bits);
+      if (Q_IN_REGS) {
+#pragma unroll
+        for (int ks = 0; ks < (Q_IN_REGS ? KSTEPS : 1); ++ks)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) qf[ks][i] = qw[ks][i];
+      } else {
+        store_q_tile(sbase + SM.q_off + static_cast<u32>(wg * 64 * RB), (warp & 3) * 16 + g, t, qw);
+        // the stores (generic proxy) before the warpgroup's wgmmas (async proxy) read the tile
+        ptx::fence_proxy_async_smem();
+        ptx::named_barrier_sync(2u + static_cast<u32>(wg), 128u);
+      }
+    } else {
+      if (Q_IN_REGS) load_q_fragments(p.q_codes + (c.q_row_base + row) * RB + 4 * t, qf);
+      rc.qs = q_scale(p, c, warp, g);
+    }
     rc.k_scale = k_scales<KG>(p, c);
     rc.ds = SMOOTH_Q ? delta_s_row(p, c) : nullptr;
     const i64 off = causal_offset(p, c);
@@ -593,8 +761,7 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const Blo
   l[0] = l[1] = 0.f;
   rc.c2 = p.c2;
   rc.t = t;
-  if (!Q_IN_REGS) ptx::mbar_wait(sbase + SM.bar_off + 8u * (2 * STAGES), 0u);  // Q̂ tiles landed
-  const int wg = warp >> 2;
+  if (!Q_IN_REGS && !Q_IN_KERNEL) ptx::mbar_wait(sbase + SM.bar_off + 8u * (2 * STAGES), 0u);  // Q̂ tiles landed
   // 0 at run time (kv_len < 2^31), opaque to the compilers: see issue_qk.
   const u32 zero_base = static_cast<u32>(p.kv_len >> 40);
 
@@ -721,7 +888,8 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const Blo
   const BlockCoords c = WIDE ? block_coords(p) : cta;
   epilogue<1, NCH, PVN / 8, D_V, !WIDE, true>(
       p, c, lane, c.i0 + warp * 16 + g, 2 * t, c.bhk * D_V + 2 * t, t == 0, [&](int hf) { return l[hf]; }, [&](int hf) { return m[hf]; },
-      [&](int hf, int n, int e) { return o[n / (PVN / 8)][4 * (n % (PVN / 8)) + 2 * hf + e]; });
+      [&](int hf, int n, int e) { return o[n / (PVN / 8)][4 * (n % (PVN / 8)) + 2 * hf + e]; },
+      QRowsOf<Q_IN_KERNEL>::get(q_bad_bits, t, p, c));
 }
 
 __device__ __forceinline__ void attention(const WgmmaAttentionParams& P) {
@@ -748,7 +916,7 @@ __device__ __forceinline__ void attention(const WgmmaAttentionParams& P) {
     }
     ptx::mbar_init(sbase + SM.bar_off + 8u * (2 * STAGES), 1);  // q_full
     ptx::fence_mbar_init();
-    if (!Q_IN_REGS) ptx::prefetch_tensormap(&P.tm_q);
+    if (!Q_IN_REGS && !Q_IN_KERNEL) ptx::prefetch_tensormap(&P.tm_q);
     ptx::prefetch_tensormap(&P.tm_k);
     ptx::prefetch_tensormap(&P.tm_v);
   }

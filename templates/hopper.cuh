@@ -167,6 +167,9 @@ SAGE2_DEVICE_INLINE u32 ld_shared_u32(u32 addr) {
   asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr));
   return v;
 }
+SAGE2_DEVICE_INLINE void st_shared_u32(u32 addr, u32 v) {
+  asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+}
 SAGE2_DEVICE_INLINE float ld_shared_f32(u32 addr) {
   float v;
   asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr));

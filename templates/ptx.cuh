@@ -241,6 +241,11 @@ SAGE2_DEVICE_INLINE u32x4 ld_nc_v4(const void* p) {
                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
   return r;
 }
+SAGE2_DEVICE_INLINE u32x2 ld_nc_v2(const void* p) {
+  u32x2 r;
+  asm volatile("ld.global.nc.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
+  return r;
+}
 SAGE2_DEVICE_INLINE i32 ld_nc_s32(const void* p) {
   i32 r;
   asm volatile("ld.global.nc.s32 %0, [%1];" : "=r"(r) : "l"(p));

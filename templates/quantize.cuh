@@ -28,6 +28,7 @@
 #include "hopper.cuh"
 #include "mask.cuh"
 #include "ptx.cuh"
+#include "quant_math.cuh"
 #include "quantize_params.cuh"
 #include "types.cuh"
 
@@ -49,7 +50,10 @@ constexpr int THREADS = SAGE2_QZ_THREADS;
 constexpr int CH_IN = (HD + 7) / 8;            // chunks holding real channels
 constexpr bool IN_BF16 = SAGE2_IN_BF16 != 0;
 constexpr bool VEC_HD = (HD % 8) == 0;
-constexpr float FLT_MAX_ = 3.402823466e+38f;
+using quant_math::FLT_MAX_;
+using quant_math::finite_positive;
+using quant_math::nonfinite;
+using quant_math::quant_int;
 constexpr i32 NO_BAD = 0x7fffffff;             // "no non-finite element" (INT32_MAX)
 
 static_assert(THREADS % 32 == 0 && THREADS <= 1024, "bad CTA size");
@@ -143,14 +147,12 @@ __device__ __forceinline__ void to_f32x8(const ptx::u32x4& v, float (&x)[8]) {
 
 // Non-finite inputs: the value is replaced by 0 (for every statistic) and bit e of the result
 // is set for each such element. Finite values pass unchanged (bit-identical numerics).
-__device__ __forceinline__ bool nonfinite(float x) { return (ptx::f32_bits(x) & 0x7f800000u) == 0x7f800000u; }
-// Whether any of the 8 raw 16-bit values is a NaN/Inf, on the packed bits: for each half
-// h, (h & EXP) + EXP_LSB carries into the half's top bit exactly when its exponent is all ones (and
-// never out of the half). Finite inputs, the common case, then skip the per-element checks.
+// Whether any of the 8 raw 16-bit values is a NaN/Inf, on the packed bits
+// (quant_math::nonfinite_bits). Finite inputs, the common case, then skip the per-element checks.
 __device__ __forceinline__ bool any_nonfinite(const ptx::u32x4& v) {
-  constexpr u32 EXP = IN_BF16 ? 0x7f807f80u : 0x7c007c00u;
-  constexpr u32 LSB = IN_BF16 ? 0x00800080u : 0x04000400u;
-  return ((((v.x & EXP) + LSB) | ((v.y & EXP) + LSB) | ((v.z & EXP) + LSB) | ((v.w & EXP) + LSB)) & 0x80008000u) != 0u;
+  using quant_math::nonfinite_bits;
+  return (nonfinite_bits<IN_BF16>(v.x) | nonfinite_bits<IN_BF16>(v.y) | nonfinite_bits<IN_BF16>(v.z) |
+          nonfinite_bits<IN_BF16>(v.w)) != 0u;
 }
 __device__ __forceinline__ u32 to_f32x8_sane(const ptx::u32x4& v, float (&x)[8]) {
   to_f32x8(v, x);
@@ -220,16 +222,6 @@ __device__ __forceinline__ SeqItem dense_v_item(const QuantizeParams& p, i64 b, 
   return s;
 }
 
-__device__ __forceinline__ bool finite_positive(float a) { return a > 0.f && a <= FLT_MAX_; }
-
-// Q/K code: t = x * inv; NaN → 0; clamp to [-R, R]; round half to even.
-template <int R>
-__device__ __forceinline__ i32 quant_int(float x, float inv) {
-  float t = x * inv;
-  t = (t != t) ? 0.f : t;
-  t = ptx::min_f32(ptx::max_f32(t, -static_cast<float>(R)), static_cast<float>(R));
-  return ptx::rint_s32(t);
-}
 
 // ---------------------------------------------------------------------------------------------
 // Channel statistics of rows [n0, n1) of one (batch, kv head) of K or V, per channel:
@@ -683,8 +675,8 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, i
 #pragma unroll 1
   for (int g = tid; g < GROUPS; g += THREADS) {
     const float amax = ptx::bits_f32(s_amax[g]);
-    const float scale = ptx::div_rn(amax, static_cast<float>(R));
-    s_inv[g] = finite_positive(amax) ? ptx::div_rn(static_cast<float>(R), amax) : 0.f;
+    const float scale = quant_math::group_scale<R>(amax);
+    s_inv[g] = quant_math::group_inv<R>(amax);
     float* scales = IS_Q ? p.q_scale : p.k_scale;
     scales[si.out_blk * GROUPS + g] = scale;
   }

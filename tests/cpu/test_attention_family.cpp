@@ -128,14 +128,14 @@ TEST_CASE("attention family: launch shapes, kernel configs and parameters as bef
     bool smooth_q;
     int threads, min_ctas;
     std::size_t smem;
-    std::size_t param_bytes;  // +120 since the descriptors: the varlen and mask fields appended to AttentionParams
+    std::size_t param_bytes;  // +160 since the descriptors: the varlen, mask and Q-in-kernel fields appended to AttentionParams
     unsigned grid0;
     std::vector<unsigned> grid1;  // per chunk at a 1 MiB ΔS workspace
   };
   const Pinned pinned[] = {
-      {KernelFamily::AttentionMma, {128, 128, 8, 2}, false, 256, 1, 92192, 336, 8, {16}},
-      {KernelFamily::AttentionMma, {128, 128, 8, 2}, true, 256, 1, 93216, 336, 8, {10, 6}},
-      {KernelFamily::AttentionMma, {64, 64, 4, 2}, true, 128, 1, 48672, 336, 16, {5, 5, 5, 1}},
+      {KernelFamily::AttentionMma, {128, 128, 8, 2}, false, 256, 1, 92192, 376, 8, {16}},
+      {KernelFamily::AttentionMma, {128, 128, 8, 2}, true, 256, 1, 93216, 376, 8, {10, 6}},
+      {KernelFamily::AttentionMma, {64, 64, 4, 2}, true, 128, 1, 48672, 376, 16, {5, 5, 5, 1}},
       {KernelFamily::AttentionWgmma, {128, 128, 8, 2}, false, 384, 1, 66600, 768, 8, {16}},
       {KernelFamily::AttentionWgmma, {128, 128, 8, 2}, true, 384, 1, 66600, 768, 8, {10, 6}},
       {KernelFamily::AttentionWgmma, {64, 64, 4, 2}, false, 128, 3, 42024, 768, 16, {16}},

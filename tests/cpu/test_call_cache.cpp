@@ -4,6 +4,7 @@
 // what the family's descriptor builds from scratch for any pointers.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "jit/attention_family.hpp"
+#include "plan/candidates.hpp"
 #include "runtime/attention_plan.hpp"
 #include "plan/attention_validate.hpp"
 #include "runtime/call_cache.hpp"
@@ -167,7 +169,7 @@ void check_params_match(const runtime::CallPlan& plan, const Call& c, char* ws) 
   const std::size_t n = chunks.size();
   CHECK(cp.attention.attention.size() == n);
   CHECK(cp.attention.delta_s.size() == (plan.spec.smooth_q ? n : 0));
-  const jit::AttentionArgs args{ws, c.out, c.params.lse, plan.problem.sm_scale, ds};
+  const jit::AttentionArgs args{ws, c.out, c.params.lse, plan.problem.sm_scale, ds, MaskRef{}, c.q};
   for (std::size_t i = 0; i < n; ++i) {
     jit::AttentionParamStorage fresh{};
     family.write_params(plan.spec, b, args, chunks[i], fresh.bytes);
@@ -265,4 +267,53 @@ TEST_CASE("quantize paths: the launches each path makes; auto is split; cluster 
   s.arch = jit::Arch::Sm89;
   CHECK_THROWS_WITH_AS(runtime::quantize_ops(QuantPath::Cluster, s), doctest::Contains("sm_89"), Error);
   CHECK(runtime::quantize_ops(QuantPath::Auto, s) == split);
+}
+
+TEST_CASE("quantize paths: with auto, a wgmma plan quantizes Q in the attention kernel: no quantize_q, no Q̂ buffers") {
+  using runtime::QuantPath;
+  using jit::QuantOp;
+  const Call c = make_call(0x10000000, 2, 4, 2, 200, 333, 128);
+  const runtime::AttentionProblem p = runtime::validate_attention(c.q, c.k, c.v, c.out, c.params, jit::Arch::Sm90a);
+  jit::KernelSpec s = runtime::attention_spec_for(p, jit::Arch::Sm90a);
+  s.tile = autotune::heuristic_tile(s, 232448);
+  REQUIRE(s.family == jit::KernelFamily::AttentionWgmma);
+  runtime::apply_quant_path(s, QuantPath::Auto);
+  CHECK(s.q_in_kernel);
+  const std::vector<QuantOp> ops = runtime::quantize_ops(QuantPath::Auto, s);
+  CHECK(std::find(ops.begin(), ops.end(), QuantOp::QuantizeQ) == ops.end());
+  CHECK(std::find(ops.begin(), ops.end(), QuantOp::QuantizeK) != ops.end());
+  CHECK(std::find(ops.begin(), ops.end(), QuantOp::QuantizeV) != ops.end());
+  // the one-launch stages write Q̂: refused for such a spec rather than writing past the buffers
+  CHECK_THROWS_WITH_AS(runtime::quantize_ops(QuantPath::Fused, s), doctest::Contains("quantizes Q itself"), Error);
+  CHECK_THROWS_WITH_AS(runtime::quantize_ops(QuantPath::Cluster, s), doctest::Contains("quantizes Q itself"), Error);
+  // its workspace holds no Q̂, q_scale, q·k̄ or q_bad
+  const jit::QuantProblem qp{2, 4, 2, 200, 333, 128};
+  const jit::QuantBuffers with = jit::quant_buffers(qp, s);
+  CHECK(with.q_codes() == 0);
+  CHECK(with.q_scale() == 0);
+  CHECK(with.q_kbias() == 0);
+  CHECK(with.q_bad() == 0);
+  jit::KernelSpec split = s;
+  runtime::apply_quant_path(split, QuantPath::Split);  // the explicit path keeps its quantize_q
+  CHECK_FALSE(split.q_in_kernel);
+  CHECK(runtime::quantize_ops(QuantPath::Split, split).back() == QuantOp::QuantizeQ);
+  const jit::QuantBuffers without = jit::quant_buffers(qp, split);
+  CHECK(with.offsets().total + std::size_t(2 * 4 * 256 * 128) <= without.offsets().total);
+  // the attention parameters need the caller's Q, of the right shape and dtype
+  char* ws = reinterpret_cast<char*>(0x20000000);
+  jit::AttentionArgs args{ws, c.out, nullptr, p.sm_scale, nullptr};
+  const jit::AttentionChunk chunk = jit::attention_chunks(with, 0).front();
+  CHECK_THROWS_WITH_AS(jit::make_attention_params(s, with, args, chunk), doctest::Contains("q is null"), Error);
+  args.q = c.k;  // [2, 2, 333, 128]: not Q's shape
+  CHECK_THROWS_WITH_AS(jit::make_attention_params(s, with, args, chunk), doctest::Contains("q shape"), Error);
+  args.q = c.q;
+  const sage2::dev::AttentionParams ap = jit::make_attention_params(s, with, args, chunk);
+  CHECK(ap.q_in == c.q.data);
+  CHECK(ap.q_stride_seq == c.q.stride_seq);
+  CHECK(ap.k_mean != nullptr);
+  // smooth-Q keeps Q̂ from the quantize stage (its block mean)
+  jit::KernelSpec sq = s;
+  sq.smooth_q = true;
+  runtime::apply_quant_path(sq, QuantPath::Auto);
+  CHECK_FALSE(sq.q_in_kernel);
 }

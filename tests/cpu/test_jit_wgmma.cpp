@@ -129,6 +129,41 @@ TEST_CASE("jit wgmma: every variant compiles for sm_90a on wgmma; main configs d
   });
 }
 
+TEST_CASE("jit wgmma: Q quantized inside the kernel (q_in_kernel) compiles for every variant without smooth-Q; "
+          "the default tiles do not spill") {
+  sage2::test::SpecList list;
+  auto add = [&](const WVariant& v) {
+    KernelSpec s = to_spec(v);
+    s.q_in_kernel = true;
+    CHECK(attention_family(s.family).q_in_kernel_ok(s));
+    list.add(s, v.main);
+  };
+  for (const auto& v : covering_set())
+    if (!v.sq) add(v);
+  // The heuristic default (one warpgroup, Q̂ tile in shared memory) over head dims, dtypes, causal
+  // modes and the LSE's q·k̄ (smooth-K with LSE).
+  const TileConfig G1K64S2{64, 64, 4, 2};
+  for (int d : {64, 128})
+    for (DType dt : {F16, BF16})
+      for (CausalMode c : {NONE, BR}) add({d, c, dt, false, true, false, true, dt == BF16, G1, true});
+  add({256, TL, F16, false, true, false, true, true, G1K64S2, false});
+  add({96, NONE, BF16, false, true, true, true, true, G1, true});
+  auto known_spill = [](const KernelSpec& s) { return s.head_dim > 224 && s.two_level_accum; };
+  sage2::test::compile_and_check(list, "wgmma q_in_kernel", known_spill, [&](const sage2::test::Outcome& r) {
+    const CompiledKernel& k = r.k;
+    CHECK(r.spec.key().ends_with("|qin"));
+    const WgmmaKernelConfig cfg = wgmma_kernel_config(r.spec);
+    if (!cfg.producer_group) CHECK(k.facts.registers * cfg.threads * cfg.min_ctas <= 65536);
+    CHECK_MESSAGE(k.log.find("C7508") == std::string::npos, k.log);
+    CHECK_MESSAGE(k.log.find("serialized") == std::string::npos, k.log);
+  });
+  // smooth-Q keeps the quantize stage's Q̂ (its block mean): refused with the field named
+  KernelSpec sq = to_spec({128, NONE, F16, true, true, false, true, false, G1, true});
+  CHECK_FALSE(attention_family(sq.family).q_in_kernel_ok(sq));
+  sq.q_in_kernel = true;
+  CHECK_THROWS_WITH_AS(sq.validate(), doctest::Contains("q_in_kernel"), Error);
+}
+
 TEST_CASE("jit wgmma: the generated source issues wgmma and TMA (PTX mnemonics)") {
   KernelSpec s = to_spec({128, NONE, F16, false, true, false, true, false, D128});
   const std::string src = generate_source(s);

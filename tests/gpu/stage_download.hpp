@@ -21,9 +21,13 @@ std::vector<T> download(const DeviceBuffer& ws, std::size_t offset, std::int64_t
 }
 
 // Every buffer but the margins (a reference-only diagnostic) and the statistics partials, of
-// the buffers `b` laid out for the attention spec `spec`.
+// the buffers `b` laid out for the attention spec `spec`. A spec whose attention kernel quantized
+// Q itself (spec.q_in_kernel) leaves no Q̂ in the workspace: its Q parts (codes, scales, q·k̄,
+// flags) come from `q_part`, the CPU reference's stage of the same inputs — the kernel applies
+// the same float ops to the same groups (GPU suite: `gpu attention api*` compares the results).
 inline reference::QuantizedHost download_stage(const DeviceBuffer& ws, const jit::QuantBuffers& b,
-                                               const jit::KernelSpec& spec) {
+                                               const jit::KernelSpec& spec,
+                                               const reference::QuantizedHost* q_part = nullptr) {
   const jit::QuantBuffers::Offsets o = b.offsets();
   reference::QuantizedHost s;
   s.layout = reference::stage_layout(b, reference::kernel_config(spec));
@@ -42,6 +46,13 @@ inline reference::QuantizedHost download_stage(const DeviceBuffer& ws, const jit
   s.q_bad = download<std::uint8_t>(ws, o.q_bad, b.q_bad());
   s.k_first_bad = download<std::int32_t>(ws, o.k_first_bad, b.k_first_bad());
   s.v_first_bad = download<std::int32_t>(ws, o.v_first_bad, b.v_first_bad());
+  if (b.q_in_kernel) {
+    if (!q_part) throw Error(ErrorCode::InvalidArgument, "download_stage: a q_in_kernel stage needs the reference's Q part");
+    s.q_codes = q_part->q_codes;
+    s.q_scale = q_part->q_scale;
+    s.q_kbias = q_part->q_kbias;
+    s.q_bad = q_part->q_bad;
+  }
   return s;
 }
 

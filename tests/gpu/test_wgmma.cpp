@@ -106,11 +106,11 @@ GpuRun run_gpu(const WgCase& c, const ref::AttentionInputs& in, const KernelSpec
   test::DeviceBuffer dds(std::max<std::size_t>(ds_bytes, 16));
   dds.poison(0xFF);
   runtime::launch_attention_stage(runtime::context_impl(ctx), spec, b, k_ref, ws.get(), out_ref, static_cast<float*>(dlse.get()),
-                                  static_cast<float>(sm_scale), dds.get(), ds_bytes, nullptr);
+                                  static_cast<float>(sm_scale), dds.get(), ds_bytes, nullptr, &q_ref);
   test::synchronize();
 
   GpuRun r;
-  r.stage = test::download_stage(ws, b, spec);
+  if (!spec.q_in_kernel) r.stage = test::download_stage(ws, b, spec);
   std::vector<unsigned char> bytes(out_bytes + kGuardBytes);
   dout.download(bytes.data(), bytes.size());
   for (std::size_t i = out_bytes; i < bytes.size(); ++i) r.guard_ok &= bytes[i] == 0xFF;
@@ -246,6 +246,77 @@ void check_case(const WgCase& c, std::uint64_t seed, double& worst_rel, double& 
 }
 
 }  // namespace
+
+// Q quantized by the attention kernel (KernelSpec::q_in_kernel) is the quantize_q kernel's job
+// done in the consumers' prologue with the same float ops on the same groups, so the output must
+// be the same bits as with the quantize_q launch, on every tile design (Q̂ in registers or in the
+// shared-memory tile, serial or pipelined loop), head dim (32/64/128-byte panels, padded dims,
+// unaligned rows read element by element), dtype, layout, causal mode, GQA and odd length; the
+// LSE's q·k̄ is summed in another order (within 1e-5). Rows holding NaN/Inf give the same NaN rows.
+TEST_CASE("gpu wgmma: Q quantized inside the attention kernel gives the bits of the quantize_q path") {
+  if (!on_hopper()) return;
+  const std::uint64_t base_seed = test::base_seed();
+  MESSAGE("base seed " << base_seed);
+  const TileConfig tiles[] = {{64, 128, 4, 2}, {64, 64, 4, 1}, {128, 128, 8, 2}, {128, 128, 8, 3}, {128, 64, 8, 2}};
+  const int dims[] = {64, 128, 80, 70, 256, 96, 160, 32};
+  const std::int64_t lens[][2] = {{1000, 1000}, {77, 300}, {300, 77}, {1, 1}, {129, 4096}};
+  int n = 0, mismatched = 0;
+  for (int i = 0; i < 20; ++i) {
+    WgCase c;
+    c.head_dim = dims[i % 8];
+    c.tile = tiles[i % 5];
+    if (c.head_dim > 128 && c.tile.bk == 128 && c.tile.warps == 8) c.tile.bk = 64;  // shared memory of wide heads
+    c.dtype = (i / 2) % 2 ? DType::BF16 : DType::F16;
+    c.nhd = (i / 3) % 2;
+    c.causal = i % 3 == 0 ? CausalMode::None : (i % 3 == 1 ? CausalMode::TopLeft : CausalMode::BottomRight);
+    c.gqa = (i / 4) % 2 ? 4 : 1;
+    c.q_len = lens[i % 5][0];
+    c.kv_len = lens[i % 5][1];
+    c.sk = i % 7 != 3;
+    c.sv = i % 5 == 2;
+    c.lse = true;
+    if (test::reduced() && c.q_len * c.kv_len > 100000) continue;
+    const std::string name = describe(c);
+    CAPTURE(name);
+    ++n;
+    const std::int64_t q_heads = c.kv_heads * c.gqa;
+    auto in = ref::make_activation_like(base_seed + i, c.dtype, c.batch, q_heads, c.kv_heads, c.q_len, c.kv_len,
+                                        c.head_dim, {}, c.nhd);
+    if (i % 6 == 5) {  // a NaN and an Inf in two Q rows: those rows' outputs and LSE are NaN in both
+      in.q.set(0, 0, std::min<std::int64_t>(3, c.q_len - 1), c.head_dim - 1, std::nanf(""));
+      in.q.set(0, q_heads - 1, c.q_len / 2, 0, INFINITY);
+    }
+    KernelSpec split = test::wgmma_spec_for(c);
+    KernelSpec here = split;
+    here.q_in_kernel = true;
+    const double sm = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+    const GpuRun a = run_gpu(c, in, split, sm), b = run_gpu(c, in, here, sm);
+    CHECK_MESSAGE(b.unwritten == 0, b.unwritten << " output elements not written");
+    CHECK(b.guard_ok);
+    std::int64_t diff_bits = 0;
+    for (std::size_t e = 0; e < a.raw.size(); ++e) {
+      const bool nan_a = std::isnan(a.o[e]), nan_b = std::isnan(b.o[e]);
+      diff_bits += nan_a != nan_b || (!nan_a && a.raw[e] != b.raw[e]);
+    }
+    double lse_diff = 0;
+    std::int64_t lse_class = 0;
+    for (std::size_t e = 0; e < a.lse.size(); ++e) {
+      if (std::isfinite(a.lse[e]) != std::isfinite(b.lse[e]) || std::isnan(a.lse[e]) != std::isnan(b.lse[e])) {
+        ++lse_class;
+        continue;
+      }
+      if (std::isfinite(a.lse[e]))
+        lse_diff = std::max(lse_diff, std::fabs(double(a.lse[e]) - b.lse[e]) / std::max(1.0, std::fabs(double(a.lse[e]))));
+    }
+    CHECK_MESSAGE(diff_bits == 0, diff_bits << " output elements differ from the quantize_q path");
+    CHECK_MESSAGE(lse_class == 0, lse_class << " LSE entries differ in class (finite / NaN / -inf)");
+    CHECK_MESSAGE(lse_diff <= 1e-5, "LSE vs the quantize_q path (relative) " << lse_diff);
+    mismatched += diff_bits != 0;
+    std::printf("q_in_kernel %-110s differing outputs %lld, LSE rel %.1e\n", name.c_str(), (long long)diff_bits, lse_diff);
+    std::fflush(stdout);
+  }
+  MESSAGE(n << " cases, " << mismatched << " with differing outputs");
+}
 
 TEST_CASE("gpu wgmma: quantize + ΔS + wgmma attention equals the emulation") {
   if (!on_hopper()) return;
