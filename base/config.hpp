@@ -42,6 +42,9 @@ struct ProcessConfig {
   std::string libnvrtc;                  // SAGE2_LIBNVRTC: tried before the search list; empty: none
   std::string dump_dir;                  // SAGE2_DUMP_DIR: where compiles dump source/PTX/log; empty: off
   LogLevel log_level = LogLevel::Warn;   // SAGE2_LOG_LEVEL (set_log_level() overrides it)
+  // SAGE2_DISABLE_LAUNCH_OVERLAP: a call's kernels after the first start only when the previous
+  // one completed (no programmatic dependent launch; for measurements and bug hunts).
+  bool overlap_launches = true;
 };
 ProcessConfig process_config();
 

@@ -5,7 +5,7 @@
 //   SAGE2_ATTENTION_FAMILY   ContextOptions::family
 //   SAGE2_QUANT_PATH         ContextOptions::quant_path
 //   SAGE2_DISABLE_TUNING     ContextOptions::tuning
-//   SAGE2_LIBCUDA, SAGE2_LIBNVRTC, SAGE2_DUMP_DIR, SAGE2_LOG_LEVEL   ProcessConfig
+//   SAGE2_LIBCUDA, SAGE2_LIBNVRTC, SAGE2_DUMP_DIR, SAGE2_LOG_LEVEL, SAGE2_DISABLE_LAUNCH_OVERLAP   ProcessConfig
 #include <cstdlib>
 #include <optional>
 #include <utility>
@@ -107,6 +107,7 @@ ProcessConfig process_config() {
   p.libnvrtc = get("SAGE2_LIBNVRTC").value_or("");
   p.dump_dir = get("SAGE2_DUMP_DIR").value_or("");
   p.log_level = env_log_level();
+  p.overlap_launches = !flag("SAGE2_DISABLE_LAUNCH_OVERLAP");
   return p;
 }
 

@@ -15,6 +15,14 @@ LaunchShape AttentionFamilyDesc::launch_shape(const KernelSpec& spec, const Quan
 void AttentionFamilyDesc::tma_specs(const KernelSpec&, const QuantBuffers&, const void*, TmaMapSpec*) const {}
 
 bool AttentionFamilyDesc::q_in_kernel_ok(const KernelSpec&) const { return false; }
+bool AttentionFamilyDesc::waits_for_previous() const { return false; }
+
+bool waits_for_previous_kernel(const KernelSpec& spec) {
+  if (spec.arch != Arch::Sm90a) return false;  // griddepcontrol: sm_90+
+  if (spec.family == KernelFamily::Quantize) return true;  // quantize.cuh: qz::enter()
+  const AttentionFamilyDesc* f = find_attention_family(spec.family);
+  return f && f->waits_for_previous();
+}
 
 // The descriptors are constant-initialised objects (jit/family_*.cpp): the registry is usable
 // from any static initialiser.

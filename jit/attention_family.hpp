@@ -95,6 +95,9 @@ class AttentionFamilyDesc {
   // Whether the family's kernel for `spec` can quantize the caller's Q itself
   // (KernelSpec::q_in_kernel). Default: no (its kernel reads Q̂ from the quantize stage).
   virtual bool q_in_kernel_ok(const KernelSpec& spec) const;
+  // Whether the family's kernels wait for the previous kernel on the stream (ptx::pdl_wait) before
+  // touching memory it writes or reads (jit::waits_for_previous_kernel). Default: no.
+  virtual bool waits_for_previous() const;
 
   // ---- parameters
   // Fills the parameter struct of one chunk into `out` (param_bytes of 64-byte aligned storage),
@@ -122,6 +125,12 @@ std::span<const AttentionFamilyDesc* const> attention_families() noexcept;
 const AttentionFamilyDesc* find_attention_family(KernelFamily family) noexcept;
 // The descriptor of `family`; throws InvalidArgument when it is not an attention family.
 const AttentionFamilyDesc& attention_family(KernelFamily family);
+
+// Whether the spec's kernel orders every memory access after the previous kernel on its stream
+// (ptx::pdl_wait), so that it may be launched to overlap that kernel's end
+// (LaunchShape::overlap_previous): the quantize kernels and the attention families that say so
+// (AttentionFamilyDesc::waits_for_previous), on archs with programmatic dependent launch (sm_90+).
+bool waits_for_previous_kernel(const KernelSpec& spec);
 
 // Shorthands for the spec's own family (InvalidArgument for a spec of another kind).
 AttentionKernelConfig attention_kernel_config(const KernelSpec& attention_spec);

@@ -58,6 +58,9 @@ class WgmmaFamily final : public AttentionFamilyDesc {
   // Not with smooth-Q (q̄ is a mean over the block, which no thread holds).
   bool q_in_kernel_ok(const KernelSpec& spec) const override { return !spec.smooth_q; }
 
+  // attention_wgmma.cuh: EARLY_WAIT, or Q quantized before the wait.
+  bool waits_for_previous() const override { return true; }
+
   AttentionKernelConfig kernel_config(const KernelSpec& spec) const override {
     const WgmmaKernelConfig k = wgmma_kernel_config(spec);
     return AttentionKernelConfig{k.threads, k.min_ctas, k.smem};

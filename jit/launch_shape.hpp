@@ -24,6 +24,10 @@ struct LaunchShape {
   // static shared memory got a 16 KB configuration, one CTA per SM). Kernels with more than 48 KB
   // of dynamic shared memory always get it (runtime::launch).
   bool max_shared_carveout = false;
+  // Programmatic dependent launch (sm_90+): the kernel may start while the previous kernel on the
+  // stream finishes; it waits (ptx::pdl_wait) before it touches what that kernel writes or reads.
+  // Set by the call plan for the kernels whose templates wait (jit::waits_for_previous_kernel).
+  bool overlap_previous = false;
 };
 
 // Thread mapping of one quantize kernel. A CTA walks token rows; each row is covered by `tpr`

@@ -2,6 +2,8 @@
 
 #include <cstdint>
 
+#include "base/config.hpp"
+#include "jit/attention_family.hpp"
 #include "runtime/attention_plan.hpp"
 #include "runtime/quantize_stage.hpp"
 
@@ -53,6 +55,7 @@ std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const Attent
 
   // Quantize stage (runtime/quantize_stage.cpp).
   const std::vector<jit::QuantOp> ops = quantize_ops(ctx.config().quant_path, p->spec);
+  p->quantize_ops = ops;
   p->fused_quantize = ops.front() == jit::QuantOp::Fused;
   if (p->fused_quantize) {
     const jit::QuantBuffers::Offsets o = b.offsets();
@@ -66,7 +69,24 @@ std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const Attent
 
   // Attention stage (runtime/attention_stage.cpp).
   load_attention_stage(ctx, b, p->attention);
+  mark_overlapping_launches(*p, config::process_config().overlap_launches);
   return p;
+}
+
+void mark_overlapping_launches(CallPlan& p, bool allowed) {
+  // In launch order: the quantize kernels, then ΔS and attention per chunk. The first kernel of a
+  // call waits for whatever the stream ran before (the caller's kernels that wrote Q, K, V).
+  bool first = true;
+  auto mark = [&](KernelLaunch& l, const jit::KernelSpec& spec) {
+    l.shape.overlap_previous = allowed && !first && jit::waits_for_previous_kernel(spec);
+    first = false;
+  };
+  for (std::size_t i = 0; i < p.quantize.size(); ++i)
+    mark(p.quantize[i], jit::quantize_spec_for(p.spec, p.quantize_ops.at(i)));
+  for (std::size_t i = 0; i < p.attention.attention.size(); ++i) {
+    if (!p.attention.delta_s.empty()) mark(p.attention.delta_s[i], jit::delta_s_spec_for(p.spec));
+    mark(p.attention.attention[i], p.spec);
+  }
 }
 
 namespace {

@@ -31,7 +31,8 @@ struct CallPlan {
   using Launch = KernelLaunch;
   bool fused_quantize = false;
   std::size_t sync_offset = 0, sync_bytes = 0;  // fused: cleared before the launch
-  std::vector<Launch> quantize;                 // 1 (fused, cluster) or 4 (split) launches
+  std::vector<Launch> quantize;                 // 1 (fused, cluster) or 3-4 (split) launches
+  std::vector<jit::QuantOp> quantize_ops;       // their ops
 
   // ΔS + attention: the spec's family descriptor, its kernel config, chunks, launches, tensor maps.
   AttentionStagePlan attention;
@@ -40,6 +41,11 @@ struct CallPlan {
 // The layout part of a plan for a planned spec (arch set): problem, spec, buffers, workspace
 // sizes, family, kernel config, chunks. Pure host (no driver); kernels and shapes are left empty.
 void layout_call_plan(const AttentionProblem& problem, const jit::KernelSpec& spec, CallPlan& plan);
+
+// Sets LaunchShape::overlap_previous on every launch of the plan after the first whose kernel
+// waits for its predecessor (jit::waits_for_previous_kernel), when `allowed` (the process switch
+// SAGE2_DISABLE_LAUNCH_OVERLAP clears it); clears it everywhere else.
+void mark_overlapping_launches(CallPlan& plan, bool allowed);
 
 // Builds the plan of a validated problem: plans the spec, lays out the workspace, loads (or
 // compiles) every kernel the call launches, computes shapes and chunks. Throws like the stages.

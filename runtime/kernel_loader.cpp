@@ -109,14 +109,24 @@ void launch(LoadedKernel& k, const jit::LaunchShape& s, void* params, CUstream s
   }
   void* args[] = {params};
   CUresult r;
-  if (s.cluster_x > 1) {
+  if (s.cluster_x > 1 || s.overlap_previous) {
     // Thread-block clusters: the cluster size is a launch attribute (one compiled kernel serves
-    // every size the plan picks).
-    CUlaunchAttribute attr{};
-    attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attr.value.clusterDim.x = s.cluster_x;
-    attr.value.clusterDim.y = 1;
-    attr.value.clusterDim.z = 1;
+    // every size the plan picks). Overlap with the previous kernel: programmatic stream
+    // serialization (the kernel's pdl_wait orders its memory accesses).
+    CUlaunchAttribute attrs[2]{};
+    unsigned n = 0;
+    if (s.cluster_x > 1) {
+      attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+      attrs[n].value.clusterDim.x = s.cluster_x;
+      attrs[n].value.clusterDim.y = 1;
+      attrs[n].value.clusterDim.z = 1;
+      ++n;
+    }
+    if (s.overlap_previous) {
+      attrs[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      attrs[n].value.programmaticStreamSerializationAllowed = 1;
+      ++n;
+    }
     CUlaunchConfig cfg{};
     cfg.gridDimX = s.grid[0];
     cfg.gridDimY = s.grid[1];
@@ -126,8 +136,8 @@ void launch(LoadedKernel& k, const jit::LaunchShape& s, void* params, CUstream s
     cfg.blockDimZ = s.block[2];
     cfg.sharedMemBytes = static_cast<unsigned>(s.dynamic_smem);
     cfg.hStream = stream;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
+    cfg.attrs = attrs;
+    cfg.numAttrs = n;
     r = a.cuLaunchKernelEx(&cfg, k.function, args, nullptr);
   } else {
     r = a.cuLaunchKernel(k.function, s.grid[0], s.grid[1], s.grid[2], s.block[0], s.block[1], s.block[2],
@@ -135,7 +145,10 @@ void launch(LoadedKernel& k, const jit::LaunchShape& s, void* params, CUstream s
   }
   if (r != CUDA_SUCCESS)
     throw Error(r == CUDA_ERROR_OUT_OF_MEMORY ? ErrorCode::OutOfMemory : ErrorCode::DriverError,
-                std::string(s.cluster_x > 1 ? "cuLaunchKernelEx (cluster " + std::to_string(s.cluster_x) + ") " : "cuLaunchKernel ") + k.key + " grid(" + std::to_string(s.grid[0]) + "," + std::to_string(s.grid[1]) +
+                std::string(s.cluster_x > 1 || s.overlap_previous
+                                ? "cuLaunchKernelEx (cluster " + std::to_string(s.cluster_x) +
+                                      (s.overlap_previous ? ", overlapping the previous kernel) " : ") ")
+                                : "cuLaunchKernel ") + k.key + " grid(" + std::to_string(s.grid[0]) + "," + std::to_string(s.grid[1]) +
                     "," + std::to_string(s.grid[2]) + ") block(" + std::to_string(s.block[0]) + "," +
                     std::to_string(s.block[1]) + "," + std::to_string(s.block[2]) + ") smem " +
                     std::to_string(s.dynamic_smem) + ": " + driver::error_text(r));

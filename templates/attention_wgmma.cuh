@@ -74,6 +74,11 @@ constexpr int MIN_CTAS = sage2::dev::wg_min_ctas(WARPS, D_V, STAGES, SMOOTH_Q, M
 constexpr u32 Q_TX_BYTES = static_cast<u32>(BQ * RB);
 constexpr sage2::dev::WgSmemLayout SM = sage2::dev::wg_smem_layout(BQ, BK, RB, D_V, STAGES, SMOOTH_Q, WARPS);
 constexpr u32 TX_BYTES = static_cast<u32>(sage2::dev::wg_stage_tx_bytes(BK, RB, D_V, SMOOTH_Q));
+// Programmatic dependent launch (ptx::pdl_wait): the kernel may start while the quantize stage's
+// last kernel finishes. With Q quantized here and neither varlen nor a mask, only the K/V copies
+// and the consumers' loop read what that stage wrote, so Q is loaded and quantized before the
+// wait; otherwise (Q̂, the varlen table, the mask's tile classes) the CTA waits first.
+constexpr bool EARLY_WAIT = !Q_IN_KERNEL || VARLEN || MASK != 0;
 // Registers per thread after setmaxnreg (consumers / producer): 2 consumer warpgroups at 240 and
 // a producer at 24 use 64512 of the SM's 65536.
 constexpr int CONSUMER_REGS = 240;
@@ -736,6 +741,7 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const Blo
       if (Q_IN_REGS) load_q_fragments(p.q_codes + (c.q_row_base + row) * RB + 4 * t, qf);
       rc.qs = q_scale(p, c, warp, g);
     }
+    if (!EARLY_WAIT) ptx::pdl_wait();  // the K scales, ΔS and the mask classes below
     rc.k_scale = k_scales<KG>(p, c);
     rc.ds = SMOOTH_Q ? delta_s_row(p, c) : nullptr;
     const i64 off = causal_offset(p, c);
@@ -895,6 +901,7 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const Blo
 __device__ __forceinline__ void attention(const WgmmaAttentionParams& P) {
   extern __shared__ __align__(1024) unsigned char smem[];
   const AttentionParams& p = P.a;
+  if (EARLY_WAIT) ptx::pdl_wait();
   if (!block_exists(p)) return;
   const u32 sbase = (ptx::smem_addr(smem) + 1023u) & ~1023u;
   const int tid = static_cast<int>(threadIdx.x);
@@ -927,6 +934,7 @@ __device__ __forceinline__ void attention(const WgmmaAttentionParams& P) {
       // producer warpgroup: one thread issues every copy, the stage's previous use released first
       ptx::setmaxnreg_dec<PRODUCER_REGS>();
       if (tid == CTHREADS) {
+        if (!EARLY_WAIT) ptx::pdl_wait();
         issue_q(P, c, sbase);
 #pragma unroll 1
         for (int tile = 0; tile < n_tiles; ++tile) {
@@ -943,6 +951,7 @@ __device__ __forceinline__ void attention(const WgmmaAttentionParams& P) {
     }
   } else {
     if (tid == 0) {
+      if (!EARLY_WAIT) ptx::pdl_wait();
       issue_q(P, c, sbase);
       for (int tile = 0; tile < min_(STAGES, n_tiles); ++tile) issue_tile(P, rows, tile, tile, sbase);
     }

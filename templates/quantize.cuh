@@ -191,6 +191,15 @@ __device__ __forceinline__ void check_block_dim() {
   if (blockDim.x != THREADS || blockDim.y != 1 || blockDim.z != 1) asm volatile("trap;");
 }
 
+// Every entry starts here: the kernel may overlap the end of the previous one on the stream
+// (ptx::pdl_wait: nothing is read or written before that kernel completed), and lets the next
+// one's CTAs start as soon as all of its own are running.
+__device__ __forceinline__ void enter() {
+  check_block_dim();
+  ptx::pdl_wait();
+  ptx::pdl_launch_dependents();
+}
+
 // Where an item's sequence lies. Dense calls: the launch's lengths, token 0 of batch entry b,
 // and block (b·H + h)·nblk + blk of the per-block buffers (dense_*_item); varlen calls: the
 // sequence table's lengths and first token, and the packed block (varlen_*_item).
@@ -1239,7 +1248,7 @@ __device__ __forceinline__ void mask_tiles(const QuantizeParams& p) {
 
 #if SAGE2_QUANT_OP == 1
 extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, SAGE2_QZ_MIN_CTAS) sage2_channel_stats(sage2::dev::QuantizeParams p) {
-  qz::check_block_dim();
+  qz::enter();
   __shared__ alignas(16) u8 s_raw[qz::stats_smem_bytes<qz::MapS>()];
   qz::channel_stats(p, s_raw);
 }
@@ -1251,7 +1260,7 @@ sage2_quantize_q(sage2::dev::QuantizeParams p) {
 sage2_quantize_k(sage2::dev::QuantizeParams p) {
 #endif
   constexpr bool IS_Q = SAGE2_QUANT_OP == 2;
-  qz::check_block_dim();
+  qz::enter();
   __shared__ alignas(16) u8 s_raw[qz::qk_smem_bytes<IS_Q, qz::MapS>()];
   constexpr int rows = IS_Q ? SAGE2_BQ : SAGE2_BK;
   if (SAGE2_VARLEN) {  // x = packed block, y = head
@@ -1275,7 +1284,7 @@ sage2_quantize_k(sage2::dev::QuantizeParams p) {
 }
 #elif SAGE2_QUANT_OP == 4
 extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, SAGE2_QZ_MIN_CTAS) sage2_quantize_v(sage2::dev::QuantizeParams p) {
-  qz::check_block_dim();
+  qz::enter();
   __shared__ alignas(16) u8 s_raw[qz::v_smem_bytes<qz::MapS>()];
   constexpr int ROWS = qz::MapS::ROWS;
   if (SAGE2_VARLEN) {  // x = packed V tile (BK / ROWS per KV block), y = kv head
@@ -1302,17 +1311,17 @@ extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, SAGE2_QZ_MIN_CTAS
 #elif SAGE2_QUANT_OP == 5
 // (3 CTAs per SM at 256 threads, <= 80 registers, spills the cached Q/K rows: left at 1.)
 extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, 1) sage2_quantize_fused(sage2::dev::QuantizeParams p) {
-  qz::check_block_dim();
+  qz::enter();
   qz::quantize_fused(p);
 }
 #elif SAGE2_QUANT_OP == 6
 extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, SAGE2_QZ_MIN_CTAS) sage2_quantize_cluster(sage2::dev::QuantizeParams p) {
-  qz::check_block_dim();
+  qz::enter();
   qz::quantize_cluster(p);
 }
 #elif SAGE2_QUANT_OP == 8
 extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, 1) sage2_mask_tiles(sage2::dev::QuantizeParams p) {
-  qz::check_block_dim();
+  qz::enter();
   qz::mask_tiles(p);
 }
 #else

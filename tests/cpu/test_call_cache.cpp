@@ -317,3 +317,41 @@ TEST_CASE("quantize paths: with auto, a wgmma plan quantizes Q in the attention 
   runtime::apply_quant_path(sq, QuantPath::Auto);
   CHECK_FALSE(sq.q_in_kernel);
 }
+
+TEST_CASE("call plan: kernels after the first overlap their predecessor's end where they wait for it (sm_90a)") {
+  using jit::QuantOp;
+  auto plan = [](jit::Arch arch, jit::KernelFamily family, bool smooth_q) {
+    auto p = std::make_unique<runtime::CallPlan>();
+    p->spec.family = family;
+    p->spec.arch = arch;
+    p->spec.smooth_q = smooth_q;
+    p->quantize_ops = {QuantOp::ChannelStats, QuantOp::QuantizeK, QuantOp::QuantizeV};
+    p->quantize.resize(3);
+    p->attention.attention.resize(2);  // two chunks
+    if (smooth_q) p->attention.delta_s.resize(2);
+    return p;
+  };
+  auto p = plan(jit::Arch::Sm90a, jit::KernelFamily::AttentionWgmma, false);
+  runtime::mark_overlapping_launches(*p, true);
+  CHECK_FALSE(p->quantize[0].shape.overlap_previous);  // after the caller's own kernels: a plain launch
+  CHECK(p->quantize[1].shape.overlap_previous);
+  CHECK(p->quantize[2].shape.overlap_previous);
+  CHECK(p->attention.attention[0].shape.overlap_previous);
+  CHECK(p->attention.attention[1].shape.overlap_previous);
+  runtime::mark_overlapping_launches(*p, false);  // SAGE2_DISABLE_LAUNCH_OVERLAP
+  CHECK_FALSE(p->quantize[1].shape.overlap_previous);
+  CHECK_FALSE(p->attention.attention[0].shape.overlap_previous);
+  // ΔS does not wait for its predecessor: launched plainly; the attention after it overlaps it
+  p = plan(jit::Arch::Sm90a, jit::KernelFamily::AttentionWgmma, true);
+  runtime::mark_overlapping_launches(*p, true);
+  CHECK_FALSE(p->attention.delta_s[0].shape.overlap_previous);
+  CHECK(p->attention.attention[0].shape.overlap_previous);
+  // the mma family's kernel does not wait; sm_89 has no programmatic dependent launch
+  p = plan(jit::Arch::Sm90a, jit::KernelFamily::AttentionMma, false);
+  runtime::mark_overlapping_launches(*p, true);
+  CHECK(p->quantize[2].shape.overlap_previous);
+  CHECK_FALSE(p->attention.attention[0].shape.overlap_previous);
+  p = plan(jit::Arch::Sm89, jit::KernelFamily::AttentionMma, false);
+  runtime::mark_overlapping_launches(*p, true);
+  for (const auto& l : p->quantize) CHECK_FALSE(l.shape.overlap_previous);
+}
