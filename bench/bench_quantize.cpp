@@ -1,16 +1,18 @@
 // sage2-bench-quantize: time of the quantize stage (everything the attention stage reads is
-// written), cluster (one launch of thread-block clusters; sm_90a) vs fused (memset of the sync
-// words + one launch) vs split (the four-launch baseline), and what every launch of the split path
-// costs on its own.
+// written) on each path — auto (statistics, K, V; Q quantized by the attention kernel where the
+// family can), split (the four-launch baseline with quantize_q), cluster (one launch of
+// thread-block clusters; sm_90a), fused (memset of the sync words + one launch) — and every launch
+// on its own, each with the bytes it must move (inputs read once, outputs written once), its byte
+// floor at 3 TB/s and its time over that floor.
 //   sage2-bench-quantize [--seq-lens 1024,4096,8192,32768] [--head-dim 128] [--batch 4]
 //                        [--heads 32] [--bits 8] [--reps 30] [--json FILE] [--command "..."]
 // The attention spec is the one a default Context plans for the problem (family, tile), so the
 // layout is the one the attention kernel would read. CUDA events around each call, median of
-// `reps` after 3 warm-up calls. GB/s = (bytes of Q, K, V read once + bytes of every output buffer
-// written) / time: the floor the stage is measured against (the fused kernel re-reads K and V,
-// from L2 when the schedule's lag works; that is not counted).
-// One JSON line per measurement: {"method": "sage2-quantize", "path": "cluster"|"fused"|"split",
-//   "launch": "stage"|"memset"|"channel_stats"|"quantize_k"|"quantize_v"|"quantize_q", ...}.
+// `reps` after 3 warm-up calls. A stage's bytes are the sum of its launches' (the statistics pass
+// reads K and V, the K and V launches read them again: that is the design's floor, not re-reads).
+// One JSON line per measurement: {"method": "sage2-quantize", "path": "auto"|"split"|"cluster"|"fused",
+//   "launch": "stage"|"channel_stats"|"quantize_k"|"quantize_v"|"quantize_q", "bytes", "floor_ms",
+//   "floor_ratio", "commit", ...}.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -65,7 +67,9 @@ int main(int argc, char** argv) {
     const std::size_t elems = static_cast<std::size_t>(batch * heads * max_n * d);
     const bench::DeviceInputs buf(4, elems, 0.5);  // q, k, v, out (distinct: validation checks overlap)
     std::vector<std::string> records;
-    std::printf("%-7s %-14s %6s %10s %9s  %s\n", "path", "launch", "N", "ms", "GB/s", "attention spec");
+    std::printf("%-7s %-14s %6s %10s %9s %9s %7s  %s\n", "path", "launch", "N", "ms", "MB", "floor ms", "x floor",
+                "attention spec");
+    constexpr double kFloorBytesPerS = 3.0e12;  // the byte floor's bandwidth (DESIGN.md)
     for (long n : lens) {
       auto t = [&](int i) { return TensorRef::hnd(buf[i], DType::F16, batch, heads, n, d); };
       const TensorRef q = t(0), k = t(1), v = t(2);
@@ -73,51 +77,84 @@ int main(int argc, char** argv) {
       AttentionParams p;
       p.qk_bits = static_cast<QkBits>(bits);
       const auto prob = runtime::validate_attention(q, k, v, out, p, impl.arch());
-      const auto spec = runtime::plan_attention(prob, impl.arch(), impl.facts());
+      // What a default Context runs (quant path auto: Q quantized by the attention kernel where the
+      // family can), and the same spec with quantize_q (the split / fused / cluster stages).
+      jit::KernelSpec spec = runtime::plan_attention(prob, impl.arch(), impl.facts());
+      runtime::apply_quant_path(spec, runtime::QuantPath::Auto);
+      jit::KernelSpec spec_q = spec;
+      spec_q.q_in_kernel = false;
       jit::QuantProblem qp{batch, heads, heads, n, n, static_cast<int>(d)};
-      const auto qb = jit::quant_buffers(qp, spec);
-      const auto off = qb.offsets();
-      char* ws = static_cast<char*>(impl.workspace().get(stream, off.total));
-      const double bytes = 3.0 * batch * heads * double(n) * double(d) * 2.0 + double(off.stats_part);
-      dev::QuantizeParams params = jit::make_quantize_params(qb, q, k, v, ws);
-      char tile[64];
-      std::snprintf(tile, sizeof tile, "%s bq%d.bk%d.w%d.s%d", jit::family_name(spec.family), spec.tile.bq, spec.tile.bk,
-                    spec.tile.warps, spec.tile.stages);
-      auto record = [&](const char* path, const char* launch, double ms) {
-        const double gbps = bytes / (ms * 1e-3) / 1e9;
-        std::printf("%-7s %-14s %6ld %10.4f %9.0f  %s\n", path, launch, n, ms, gbps, tile);
-        char rec[1024];
+      const auto qb = jit::quant_buffers(qp, spec), qb_q = jit::quant_buffers(qp, spec_q);
+      const auto off_q = qb_q.offsets();
+      char* ws = static_cast<char*>(impl.workspace().get(stream, off_q.total));
+      // Bytes each launch must move at least: its inputs read once, its outputs written once.
+      const double T = double(batch) * heads * double(n) * double(d) * 2.0;  // one fp16 tensor
+      auto out_bytes = [&](const jit::QuantBuffers& b, jit::QuantOp op) {
+        switch (op) {
+          case jit::QuantOp::ChannelStats: return 4.0 * double(b.k_stats() + b.v_stats() + b.k_first_bad() + b.v_first_bad());
+          case jit::QuantOp::QuantizeK: return double(b.k_codes()) + 4.0 * double(b.k_scale() + b.k_mean());
+          case jit::QuantOp::QuantizeV: return double(b.v_codes()) + 4.0 * double(b.v_scale() + b.v_mean());
+          case jit::QuantOp::QuantizeQ:
+            return double(b.q_codes() + b.q_bad()) + 4.0 * double(b.q_scale() + b.q_kbias() + b.q_mean());
+          default: return 0.0;
+        }
+      };
+      auto in_bytes = [&](jit::QuantOp op) { return op == jit::QuantOp::ChannelStats ? 2 * T : T; };
+      char tile[80];
+      std::snprintf(tile, sizeof tile, "%s bq%d.bk%d.w%d.s%d%s", jit::family_name(spec.family), spec.tile.bq, spec.tile.bk,
+                    spec.tile.warps, spec.tile.stages, spec.q_in_kernel ? " qin" : "");
+      auto record = [&](const char* path, const char* launch, double ms, double bytes) {
+        const double floor_ms = bytes / kFloorBytesPerS * 1e3;
+        std::printf("%-7s %-14s %6ld %10.4f %9.1f %9.4f %7.2f  %s\n", path, launch, n, ms, bytes / 1e6, floor_ms,
+                    ms / floor_ms, tile);
+        char rec[1200];
         std::snprintf(rec, sizeof rec,
                       "{\"method\": \"sage2-quantize\", \"path\": \"%s\", \"launch\": \"%s\", \"head_dim\": %ld, "
                       "\"seq_len\": %ld, \"batch\": %ld, \"heads\": %ld, \"dtype\": \"fp16\", \"qk_bits\": %ld, "
-                      "\"attention\": \"%s\", \"ms\": %.5f, \"bytes\": %.0f, \"gbps\": %.1f, \"reps\": %d, "
-                      "\"device\": \"%s\", \"command\": \"%s\"}",
-                      path, launch, d, n, batch, heads, bits, tile, ms, bytes, gbps, reps, ctx.device().name.c_str(),
-                      command.c_str());
+                      "\"attention\": \"%s\", \"ms\": %.5f, \"bytes\": %.0f, \"floor_ms\": %.5f, \"floor_ratio\": %.3f, "
+                      "\"gbps\": %.1f, \"reps\": %d, \"device\": \"%s\", \"command\": \"%s\"}",
+                      path, launch, d, n, batch, heads, bits, tile, ms, bytes, floor_ms, ms / floor_ms,
+                      bytes / (ms * 1e-3) / 1e9, reps, ctx.device().name.c_str(), command.c_str());
         records.push_back(rec);
       };
-      if (impl.arch() == jit::Arch::Sm90a && jit::cluster_quantize_supported(spec))
-        record("cluster", "stage", median_ms([&] {
-                 runtime::launch_quantize_stage(impl, spec, qb, q, k, v, ws, stream, runtime::QuantPath::Cluster);
-               }, reps, stream));
-      record("fused", "stage",
-             median_ms([&] { runtime::launch_quantize_stage(impl, spec, qb, q, k, v, ws, stream, runtime::QuantPath::Fused); },
-                       reps, stream));
-      record("fused", "memset", median_ms([&] {
-               driver::check(a.cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(ws + off.sync), 0, off.sync_bytes, stream),
-                             "memset");
-             }, reps, stream));
-      record("split", "stage",
-             median_ms([&] { runtime::launch_quantize_stage(impl, spec, qb, q, k, v, ws, stream, runtime::QuantPath::Split); },
-                       reps, stream));
-      // Each split launch alone (its inputs are in the workspace from the runs above).
-      for (jit::QuantOp op : {jit::QuantOp::ChannelStats, jit::QuantOp::QuantizeK, jit::QuantOp::QuantizeV,
-                              jit::QuantOp::QuantizeQ}) {
-        const jit::KernelSpec qs = jit::quantize_spec_for(spec, op);
-        runtime::LoadedKernel& kern = impl.kernels().get(qs);
-        const jit::LaunchShape ls = jit::quantize_launch_shape(qs, qb);
-        record("split", jit::quant_op_name(op), median_ms([&] { runtime::launch(kern, ls, &params, stream); }, reps, stream));
+      // Each launch alone: the auto path's (no quantize_q), then quantize_q of the split path.
+      double auto_bytes = 0, split_bytes = 0;
+      const auto ops = runtime::quantize_ops(runtime::QuantPath::Auto, spec);
+      for (const jit::KernelSpec* sp : {&spec, &spec_q}) {
+        const jit::QuantBuffers& b = sp == &spec ? qb : qb_q;
+        dev::QuantizeParams params = jit::make_quantize_params(b, q, k, v, ws);
+        const auto these = runtime::quantize_ops(sp == &spec ? runtime::QuantPath::Auto : runtime::QuantPath::Split, *sp);
+        for (jit::QuantOp op : these) {
+          const double bytes = in_bytes(op) + out_bytes(b, op);
+          (sp == &spec ? auto_bytes : split_bytes) += bytes;
+          if (sp == &spec_q && op != jit::QuantOp::QuantizeQ) continue;  // timed once, above
+          const jit::KernelSpec qs = jit::quantize_spec_for(*sp, op);
+          runtime::LoadedKernel& kern = impl.kernels().get(qs);
+          const jit::LaunchShape ls = jit::quantize_launch_shape(qs, b);
+          record(sp == &spec ? "auto" : "split", jit::quant_op_name(op),
+                 median_ms([&] { runtime::launch(kern, ls, &params, stream); }, reps, stream), bytes);
+        }
       }
+      // Whole stages (plain launches, one after the other).
+      record("auto", "stage",
+             median_ms([&] { runtime::launch_quantize_stage(impl, spec, qb, q, k, v, ws, stream, runtime::QuantPath::Auto); },
+                       reps, stream),
+             auto_bytes);
+      record("split", "stage",
+             median_ms([&] { runtime::launch_quantize_stage(impl, spec_q, qb_q, q, k, v, ws, stream, runtime::QuantPath::Split); },
+                       reps, stream),
+             split_bytes);
+      if (impl.arch() == jit::Arch::Sm90a && jit::cluster_quantize_supported(spec_q))
+        record("cluster", "stage", median_ms([&] {
+                 runtime::launch_quantize_stage(impl, spec_q, qb_q, q, k, v, ws, stream, runtime::QuantPath::Cluster);
+               }, reps, stream), split_bytes);
+      record("fused", "stage",
+             median_ms([&] { runtime::launch_quantize_stage(impl, spec_q, qb_q, q, k, v, ws, stream, runtime::QuantPath::Fused); },
+                       reps, stream), split_bytes);
+      // The floors the design is judged by: one pass over K and V (read both, write INT8 K and
+      // FP8 V: 3T) and this design's (statistics pass + K + V: 5T; Q read by the attention kernel).
+      std::printf("  N %ld: byte floor of one pass over K/V %.4f ms; of the auto stage %.4f ms (%.2fx the one-pass floor)\n", n,
+                  3 * T / kFloorBytesPerS * 1e3, auto_bytes / kFloorBytesPerS * 1e3, auto_bytes / (3 * T));
     }
     if (!json_path.empty()) {
       std::ofstream f(json_path);

@@ -257,24 +257,10 @@ TEST_CASE("gpu wgmma: Q quantized inside the attention kernel gives the bits of 
   if (!on_hopper()) return;
   const std::uint64_t base_seed = test::base_seed();
   MESSAGE("base seed " << base_seed);
-  const TileConfig tiles[] = {{64, 128, 4, 2}, {64, 64, 4, 1}, {128, 128, 8, 2}, {128, 128, 8, 3}, {128, 64, 8, 2}};
-  const int dims[] = {64, 128, 80, 70, 256, 96, 160, 32};
-  const std::int64_t lens[][2] = {{1000, 1000}, {77, 300}, {300, 77}, {1, 1}, {129, 4096}};
   int n = 0, mismatched = 0;
-  for (int i = 0; i < 20; ++i) {
-    WgCase c;
-    c.head_dim = dims[i % 8];
-    c.tile = tiles[i % 5];
-    if (c.head_dim > 128 && c.tile.bk == 128 && c.tile.warps == 8) c.tile.bk = 64;  // shared memory of wide heads
-    c.dtype = (i / 2) % 2 ? DType::BF16 : DType::F16;
-    c.nhd = (i / 3) % 2;
-    c.causal = i % 3 == 0 ? CausalMode::None : (i % 3 == 1 ? CausalMode::TopLeft : CausalMode::BottomRight);
-    c.gqa = (i / 4) % 2 ? 4 : 1;
-    c.q_len = lens[i % 5][0];
-    c.kv_len = lens[i % 5][1];
-    c.sk = i % 7 != 3;
-    c.sv = i % 5 == 2;
-    c.lse = true;
+  const std::vector<WgCase> cases = test::q_in_kernel_case_list();
+  for (int i = 0; i < static_cast<int>(cases.size()); ++i) {
+    const WgCase& c = cases[static_cast<std::size_t>(i)];
     if (test::reduced() && c.q_len * c.kv_len > 100000) continue;
     const std::string name = describe(c);
     CAPTURE(name);
@@ -286,7 +272,7 @@ TEST_CASE("gpu wgmma: Q quantized inside the attention kernel gives the bits of 
       in.q.set(0, 0, std::min<std::int64_t>(3, c.q_len - 1), c.head_dim - 1, std::nanf(""));
       in.q.set(0, q_heads - 1, c.q_len / 2, 0, INFINITY);
     }
-    KernelSpec split = test::wgmma_spec_for(c);
+    const KernelSpec split = test::wgmma_spec_for(c);
     KernelSpec here = split;
     here.q_in_kernel = true;
     const double sm = 1.0 / std::sqrt(static_cast<double>(c.head_dim));

@@ -132,11 +132,45 @@ inline WgCase with_other_design(WgCase c) {
   return c;
 }
 
+// `gpu wgmma: Q quantized inside the attention kernel ...`: each case runs with and without
+// KernelSpec::q_in_kernel. Every tile design (Q̂ in registers or shared memory, serial or
+// pipelined), head dims with 32/64/128-byte panels, padded and unaligned (70: element loads),
+// dtypes, layouts, causal modes, GQA, odd lengths, smoothing on and off, LSE.
+inline std::vector<WgCase> q_in_kernel_case_list() {
+  const jit::TileConfig tiles[] = {{64, 128, 4, 2}, {64, 64, 4, 1}, {128, 128, 8, 2}, {128, 128, 8, 3}, {128, 64, 8, 2}};
+  const int dims[] = {64, 128, 80, 70, 256, 96, 160, 32};
+  const std::int64_t lens[][2] = {{1000, 1000}, {77, 300}, {300, 77}, {1, 1}, {129, 4096}};
+  std::vector<WgCase> v;
+  for (int i = 0; i < 16; ++i) {
+    WgCase c;
+    c.head_dim = dims[i % 8];
+    c.tile = tiles[i % 5];
+    if (c.head_dim > 128 && c.tile.bk == 128 && c.tile.warps == 8) c.tile.bk = 64;  // shared memory of wide heads
+    c.dtype = (i / 2) % 2 ? DType::BF16 : DType::F16;
+    c.nhd = (i / 3) % 2;
+    c.causal = i % 3 == 0 ? CausalMode::None : (i % 3 == 1 ? CausalMode::TopLeft : CausalMode::BottomRight);
+    c.gqa = (i / 4) % 2 ? 4 : 1;
+    c.q_len = lens[i % 5][0];
+    c.kv_len = lens[i % 5][1];
+    c.sk = i % 7 != 3;
+    c.sv = i % 5 == 2;
+    c.lse = true;
+    v.push_back(c);
+  }
+  return v;
+}
+
 inline std::vector<jit::KernelSpec> wgmma_suite_specs() {
   std::vector<jit::KernelSpec> v;
   for (const WgCase& c : wgmma_case_list()) {
     v.push_back(wgmma_spec_for(c));
     if (c.variant) v.push_back(wgmma_spec_for(with_other_design(c)));
+  }
+  for (const WgCase& c : q_in_kernel_case_list()) {
+    jit::KernelSpec s = wgmma_spec_for(c);
+    v.push_back(s);
+    s.q_in_kernel = true;
+    v.push_back(s);
   }
   for (const jit::KernelSpec& s : wgmma_perf_specs()) v.push_back(s);
   return v;
