@@ -6,7 +6,8 @@
 // --run tags every record with a run id (bench/scoreboard_bench.py); --flush-l2 overwrites an MB-sized
 // scratch buffer before each timed call so no problem is timed from a warm L2; --host-calls N adds
 // a host_us record (method sage2_cpp): Context::attention at B=1, H=1, N=128, d=64, N back-to-back
-// calls and one synchronise, median of 3 such loops. JSON records are written as they are measured.
+// calls and one synchronise, median of 3 such loops ("rounds": 3). JSON records are written as they are
+// measured; each carries "commit" (sage2::build_commit()).
 // TOPS = 4·B·H·N²·d / time, halved when causal. Median of `reps` timed calls after warm-up,
 // CUDA events around each call. Inputs are N(0,1)-like fp16 values (never zeros).
 #include <algorithm>
@@ -64,7 +65,9 @@ int main(int argc, char** argv) {
   std::ofstream json;
   if (!json_path.empty()) json.open(json_path);
   // Each record is flushed at once so a run cut short keeps what it measured.
-  const std::string run_field = run.empty() ? "" : "\"run\": \"" + run + "\", ";
+  // Every record names the commit this binary's sage2 was built from (sage2::build_commit()).
+  const std::string run_field = (run.empty() ? "" : "\"run\": \"" + run + "\", ") + "\"commit\": \"" +
+                                sage2::build_commit() + "\", ";
   auto emit = [&](const char* rec) {
     std::string r(rec);
     r.insert(1, run_field);
@@ -121,7 +124,7 @@ int main(int argc, char** argv) {
       std::snprintf(rec, sizeof rec,
                     "{\"method\": \"sage2_cpp\", \"mode\": \"host_us\", \"us\": %.3f, \"ms\": %.6f, \"head_dim\": 64, "
                     "\"causal\": false, \"seq_len\": 128, \"batch\": 1, \"heads\": 1, \"dtype\": \"fp16\", "
-                    "\"calls\": %ld, \"device\": \"%s\", \"command\": \"%s\"}",
+                    "\"calls\": %ld, \"rounds\": 3, \"device\": \"%s\", \"command\": \"%s\"}",
                     us[1], us[1] * 1e-3, host_calls, ctx.device().name.c_str(), command.c_str());
       emit(rec);
     }

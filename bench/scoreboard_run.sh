@@ -3,10 +3,13 @@
 #   bash bench/scoreboard_run.sh --out DIR [--build DIR] [--dry-run] [bench/scoreboard_bench.py options]
 # Needs <build>/libsage2.so and <build>/bench/sage2-bench-attention (default build/), torch, and the
 # reference package in .anchors-ref/ (a copy of ../shared/anchors/sageattention-ref). Writes
-# DIR/*.jsonl (records, one run id), DIR/log.txt, DIR/summary.txt, and DIR/scoreboard.txt when
-# scoreboard.py is found ($SCOREBOARD, ../shared/tools/, shared/tools/). What is measured and how:
-# bench/scoreboard_bench.py. Options there: --methods, --modes, --head-dims, --seq-lens, --causal,
-# --extra-head-dims, --reps, --reps-long, --flush-l2, --budget-s, --run, ...
+# DIR/<group>.jsonl (records of one run id; group = host, decode, hd64_full, ..., heads, small,
+# sage2_cpp_host), DIR/log.txt, DIR/summary.txt, and DIR/scoreboard.txt when scoreboard.py is found
+# ($SCOREBOARD, ../shared/tools/, shared/tools/). What is measured and how (rounds alternating the
+# methods, CUDA events for e2e, torch.profiler/CUPTI for kernel and stages, the commit the loaded
+# libsage2 reports): bench/scoreboard_bench.py. Options there: --methods, --modes, --head-dims,
+# --seq-lens, --causal, --extra-head-dims, --rounds, --reps, --reps-long, --prof-calls, --flush-l2,
+# --budget-s, --run, ...
 # Exit status: 0 every step ran cleanly, 1 some step failed or was skipped (the rest is recorded).
 set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -17,7 +20,7 @@ while (($#)); do
     --out) out=${2:?--out needs a folder}; shift 2 ;;
     --build) build=${2:?--build needs a folder}; shift 2 ;;
     --dry-run) dry=1; pass+=("$1"); shift ;;
-    -h|--help) sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) pass+=("$1"); shift ;;
   esac
 done
@@ -35,7 +38,7 @@ export SAGE2_LIBRARY="${SAGE2_LIBRARY:-$build/libsage2.so}"
 if ((!dry)); then
   # Missing pieces are reported, not fatal: the driver logs the failing steps and measures the rest.
   [[ -f $SAGE2_LIBRARY ]] || echo "warning: no $SAGE2_LIBRARY (sage2 Python steps will fail)"
-  [[ -x $build/bench/sage2-bench-attention ]] || echo "warning: no $build/bench/sage2-bench-attention"
+  [[ -x $build/bench/sage2-bench-attention ]] || echo "warning: no $build/bench/sage2-bench-attention (no sage2_cpp host_us)"
   [[ -d $repo/.anchors-ref/sageattention ]] || echo "warning: no $repo/.anchors-ref (sage2_ref steps will fail)"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv 2>&1 | tee -a "$out/log.txt"
 fi

@@ -10,6 +10,13 @@
 #include "runtime/c_api_internal.hpp"
 #include "base/config.hpp"
 #include "sage2/sage2.hpp"
+// Generated at every build by cmake/build_commit.cmake (defines SAGE2_BUILD_COMMIT). This is its
+// only includer, so a new commit recompiles this one file; sage2::build_commit() lives here too.
+#include "sage2_build_commit.h"
+
+namespace sage2 {
+std::string build_commit() { return SAGE2_BUILD_COMMIT; }
+}  // namespace sage2
 
 struct sage2_context {
   sage2::Context cpp;
@@ -90,6 +97,8 @@ const char* sage2_status_name(sage2_status s) {
 }
 
 const char* sage2_version(void) { return SAGE2_VERSION; }
+
+const char* sage2_build_commit(void) { return SAGE2_BUILD_COMMIT; }
 
 int sage2_device_count(void) { return sage2::device_count(); }
 

@@ -1,5 +1,5 @@
-// sage2-info: what sage2 sees on this machine — library, NVRTC and driver versions, devices and
-// their code targets, the cache directory and its entries.
+// sage2-info: what sage2 sees on this machine — library version and build commit, NVRTC and driver
+// versions, devices and their code targets, the cache directory and its entries.
 // Exit codes: 0 a supported GPU was found; 3 no driver; 4 driver present but no supported GPU.
 #include <cstdio>
 #include <cstring>
@@ -12,7 +12,7 @@
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
-      std::printf("usage: sage2-info\n  Prints versions, devices and the kernel cache.\n"
+      std::printf("usage: sage2-info\n  Prints versions, the build commit, devices and the kernel cache.\n"
                   "  Exit: 0 supported GPU found, 3 no CUDA driver, 4 no supported GPU, 2 usage.\n");
       return 0;
     }
@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   }
   const sage2::VersionInfo v = sage2::version_info();
   std::printf("sage2 %s\n", v.library.c_str());
+  std::printf("build commit: %s\n", sage2::build_commit().c_str());
   // Which file and which search rule: a pip-installed torch, a toolkit and $SAGE2_LIBNVRTC can
   // each supply a different NVRTC, and the cubins follow the one that was loaded.
   const auto& nvrtc = sage2::jit::nvrtc::attempt();

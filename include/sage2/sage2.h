@@ -34,6 +34,11 @@ const char* sage2_status_name(sage2_status s);
 
 /* Library version string, e.g. "0.1.0". */
 const char* sage2_version(void);
+/* The source commit this libsage2 was built from (added in 0.1: additive): `git rev-parse HEAD` of
+ * the source tree at build time (40 lowercase hex digits), followed by "-dirty" when tracked files
+ * differed from that commit, or "unknown" when the sources were not a git checkout or git was
+ * missing. A static string; never NULL. */
+const char* sage2_build_commit(void);
 /* Number of visible CUDA devices (0 without a driver). */
 int sage2_device_count(void);
 

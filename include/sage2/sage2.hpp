@@ -257,5 +257,9 @@ struct VersionInfo {
   int driver_version = 0;   // cuDriverGetVersion, 0 when no driver was found
 };
 VersionInfo version_info();
+// The source commit the library was built from: 40 hex digits, optionally followed by "-dirty"
+// (tracked files differed from it), or "unknown" (no git checkout or no git at build time). The
+// same string as sage2_build_commit() in sage2.h; needs no driver.
+std::string build_commit();
 
 }  // namespace sage2

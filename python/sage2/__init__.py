@@ -85,6 +85,15 @@ def library_version() -> str:
     return _lib.version()
 
 
+def build_commit():
+    """The commit the loaded libsage2 was built from ("<40 hex digits>", with "-dirty" when the tree
+    had uncommitted changes, or "unknown" when it was not built from a git checkout), or None when
+    the library predates sage2_build_commit(). Loads the library (raises LibraryNotFoundError)."""
+    from . import _lib
+
+    return _lib.build_commit()
+
+
 def info() -> dict:
     """What sage2 sees: library, versions, devices, cache directory, tuned entries (see __main__)."""
     from ._info import collect
@@ -101,6 +110,7 @@ __all__ = [
     "info",
     "library_path",
     "library_version",
+    "build_commit",
     "search_locations",
     "Sage2Error",
     "InvalidArgumentError",

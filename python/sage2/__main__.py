@@ -1,6 +1,6 @@
-"""python -m sage2 info  — library, NVRTC and driver versions, devices and their arch, the
-kernel cache directory and tuned entries. Exit 0 when a usable GPU was found, 1 when the library
-is missing, 3 without a CUDA driver, 4 when no device is usable."""
+"""python -m sage2 info  — library version and build commit, NVRTC and driver versions, devices and
+their arch, the kernel cache directory and tuned entries. Exit 0 when a usable GPU was found, 1 when
+the library is missing, 3 without a CUDA driver, 4 when no device is usable."""
 import argparse
 import json
 import sys

@@ -69,6 +69,7 @@ def collect():
         return r
     r["library"] = _lib.library_path()
     r["version"] = _lib.version()
+    r["build_commit"] = _lib.build_commit()  # None: a library older than sage2_build_commit()
     try:
         maj, mnr, drv = _lib.version_info()
         r["nvrtc"] = "%d.%d" % (maj, mnr) if maj else "not found (kernels only from the disk cache)"
@@ -139,6 +140,9 @@ def format_info(r):
         lines.append(r.get("library_error") or "")
         return "\n".join(lines)
     lines.append("sage2 %s (library: %s)" % (r["version"], r["library"]))
+    if "build_commit" in r:
+        lines.append("build commit: %s" % (r["build_commit"] or "not reported (this libsage2 predates "
+                                                                "sage2_build_commit)"))
     if r.get("nvrtc_file"):
         lines.append("NVRTC: %s from %s (%s)" % (r["nvrtc"], r["nvrtc_file"], r["nvrtc_rule"]))
         if r.get("nvrtc_passed_over"):

@@ -34,6 +34,7 @@ __all__ = [
     "nvrtc_wheel_candidates",
     "nvrtc_library",
     "package_version",
+    "build_commit",
     "check",
     "STATUS_NAMES",
 ]
@@ -331,6 +332,9 @@ def _declare(L: ctypes.CDLL) -> None:
         fn.restype = Tensor
         fn.argtypes = [c_void_p, c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]
     # Added with the Python binding; an older library lacks them (info() then says so).
+    if hasattr(L, "sage2_build_commit"):
+        L.sage2_build_commit.restype = c_char_p
+        L.sage2_build_commit.argtypes = []
     if hasattr(L, "sage2_version_info"):
         L.sage2_version_info.restype = c_int
         L.sage2_version_info.argtypes = [P(c_int), P(c_int), P(c_int)]
@@ -515,6 +519,17 @@ def _string_out(fn, *args, size: int = 4096) -> str:
 
 def version() -> str:
     return lib().sage2_version().decode()
+
+
+def build_commit() -> Optional[str]:
+    """The source commit the loaded libsage2 was built from: 40 hex digits, optionally followed by
+    "-dirty", or "unknown" (built outside a git checkout); None when that library predates
+    sage2_build_commit(). Loads the library (raises LibraryNotFoundError without one)."""
+    L = lib()
+    if not hasattr(L, "sage2_build_commit"):
+        return None
+    v = L.sage2_build_commit()
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else None
 
 
 def device_count() -> int:
