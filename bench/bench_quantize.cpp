@@ -112,9 +112,10 @@ int main(int argc, char** argv) {
                       "{\"method\": \"sage2-quantize\", \"path\": \"%s\", \"launch\": \"%s\", \"head_dim\": %ld, "
                       "\"seq_len\": %ld, \"batch\": %ld, \"heads\": %ld, \"dtype\": \"fp16\", \"qk_bits\": %ld, "
                       "\"attention\": \"%s\", \"ms\": %.5f, \"bytes\": %.0f, \"floor_ms\": %.5f, \"floor_ratio\": %.3f, "
-                      "\"gbps\": %.1f, \"reps\": %d, \"device\": \"%s\", \"command\": \"%s\"}",
+                      "\"gbps\": %.1f, \"reps\": %d, \"device\": \"%s\", \"commit\": \"%s\", \"command\": \"%s\"}",
                       path, launch, d, n, batch, heads, bits, tile, ms, bytes, floor_ms, ms / floor_ms,
-                      bytes / (ms * 1e-3) / 1e9, reps, ctx.device().name.c_str(), command.c_str());
+                      bytes / (ms * 1e-3) / 1e9, reps, ctx.device().name.c_str(), sage2::build_commit().c_str(),
+                      command.c_str());
         records.push_back(rec);
       };
       // Each launch alone: the auto path's (no quantize_q), then quantize_q of the split path.
