@@ -20,7 +20,9 @@ the rounds (per-round values in `round_ms` / `round_us`).
 Modes:
   e2e        CUDA events around each call as the user makes it (synchronised per call); before each
              timed call a --flush-l2 MB buffer is overwritten and synchronised, outside the timed span.
-  kernel     "timing": "cupti": device time of the attention kernel(s) inside the same user call,
+  kernel     "timing": "cupti": device time of the attention kernel(s) inside the same user call
+             (its exposed part: from the later of its start and the end of every kernel that
+             started before it; kernel_table),
              read with torch.profiler (ProfilerActivity.CUDA): one session per method per round around
              --prof-calls further calls (their mean), made after that round's timed calls (never
              around a timed call), each after the same L2 flush (whose kernels, named by a profile of
@@ -388,7 +390,34 @@ class Real:
 
 
 def kernel_table(prof):
-    """{name: [self device time in us, launches]} of the GPU events of a torch.profiler session."""
+    """{name: [exposed device time in us, launches]} of the GPU kernels of a torch.profiler session.
+    A kernel's exposed time is the part of its span after every kernel that started before it has
+    ended: kernels launched to overlap the previous one (sage2's programmatic dependent launch on
+    sm_90) start early and wait, and counting their whole span would count that wait twice. Without
+    overlap it is the kernel's device time. Falls back to the self device time (key_averages) when
+    the events carry no time ranges."""
+    spans = []
+    try:
+        for e in prof.events():
+            dt = getattr(e, "device_type", None)
+            if str(getattr(dt, "name", dt)).upper() != "CUDA":
+                continue
+            tr = getattr(e, "time_range", None)
+            if tr is None or tr.end <= tr.start:
+                continue
+            spans.append((float(tr.start), float(tr.end), e.name))
+    except Exception:  # noqa: BLE001
+        spans = []
+    if spans:
+        spans.sort()
+        out, frontier = {}, float("-inf")
+        for start, end, name in spans:
+            exposed = max(0.0, end - max(start, frontier))
+            frontier = max(frontier, end)
+            acc = out.setdefault(name, [0.0, 0])
+            acc[0] += exposed
+            acc[1] += 1
+        return out
     out = {}
     for e in prof.key_averages():
         dt = getattr(e, "device_type", None)

@@ -40,6 +40,10 @@ int quantize_v_tile(int bk) {
   return 16;
 }
 
+int quantize_v_split_tile(int bk, int head_dim) {
+  return bk % 128 == 0 && v_dim_padded(head_dim) <= 256 ? 128 : quantize_v_tile(bk);
+}
+
 int quantize_stats_chunk(const KernelSpec&) {
   // 256 tokens: at hd 128 fp16 a 64 KiB read per item (like a Q/K block), enough items to fill
   // the GPU at N = 1K (2·4 per kv head), and partials of 16 B per channel and chunk (3 % of the
@@ -59,6 +63,7 @@ FusedQuantizeConfig fused_quantize_config(const KernelSpec& spec) {
   f.k = quantize_kernel_config(s);
   s.op = QuantOp::QuantizeV;
   f.v = quantize_kernel_config(s);
+  f.v.rows = quantize_v_tile(s.tile.bk);  // the one-launch stages' V items (quantize_schedule)
   f.threads = std::max({f.stats.threads, f.q.threads, f.k.threads, f.v.threads});
   for (QuantizeKernelConfig* c : {&f.stats, &f.q, &f.k, &f.v}) c->threads = f.threads;
   f.stats.rows = f.threads / f.stats.tpr;
@@ -145,7 +150,7 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
       c.threads = 256;  // one CTA reads one bq × bk tile of the mask
       break;
     case QuantOp::QuantizeV:
-      c.rows = quantize_v_tile(s.tile.bk);
+      c.rows = quantize_v_split_tile(s.tile.bk, s.head_dim);
       c.chunks = v_dim_padded(s.head_dim) / 8;
       fit_row(c);
       c.threads = std::min(256, c.tpr * c.rows);
@@ -168,7 +173,7 @@ std::int64_t quantize_blocks_per_head(const KernelSpec& s, const QuantBuffers& b
     case QuantOp::ChannelStats: return 2;  // K and V
     case QuantOp::QuantizeQ: return b.q_blocks;
     case QuantOp::QuantizeK: return b.k_blocks;
-    case QuantOp::QuantizeV: return b.kv_len_pad / quantize_v_tile(s.tile.bk);
+    case QuantOp::QuantizeV: return b.kv_len_pad / quantize_v_split_tile(s.tile.bk, s.head_dim);
     case QuantOp::Fused: {
       const std::int64_t groups = std::max<std::int64_t>(1, b.p.batch * b.p.kv_heads);
       return fused_items(b) / groups;

@@ -95,7 +95,7 @@ sage2::dev::QuantizeSchedule quantize_schedule(const QuantBuffers& b);
 // quantize spec was derived from; a mismatch in tile, head dim, bits, consumer or smoothing is
 // an InvalidArgument). Grid: x = token blocks of one (batch, head) sequence —
 //   channel_stats: 2 (K, V)      quantize_q: q_blocks      quantize_k: k_blocks
-//   quantize_v:    kv_len_pad / quantize_v_tile(bk)
+//   quantize_v:    kv_len_pad / quantize_v_split_tile(bk, head_dim)
 //   quantize_fused: 1-D grid of quantize_schedule(b).total() CTAs (items come from a device
 //                   counter, not from blockIdx; more than 2^31 - 1 items is an InvalidArgument)
 //   quantize_cluster: 1-D grid of batch·kv_heads clusters of quantize_cluster_plan(b).size CTAs
@@ -115,8 +115,12 @@ std::int64_t quantize_pairs(const KernelSpec& quantize_spec, const QuantBuffers&
 std::int64_t quantize_blocks_per_head(const KernelSpec& quantize_spec, const QuantBuffers& b);
 std::int64_t quantize_work_ctas(const KernelSpec& quantize_spec, const QuantBuffers& b);
 
-// The V tile (tokens per quantize_v CTA) for a KV tile of `bk` keys.
+// The V tile (tokens per V item of the fused and cluster stages) for a KV tile of `bk` keys.
 int quantize_v_tile(int bk);
+// Tokens per quantize_v CTA (the split path): a whole 128-key tile where its codes fit the static
+// shared memory (padded V head dim <= 256), so that the transposed write-out keeps every thread
+// busy; else quantize_v_tile(bk).
+int quantize_v_split_tile(int bk, int head_dim);
 
 // Fills the parameter struct from the buffers, the inputs and the workspace base pointer
 // (outputs at b.offsets()). Inputs must be fp16/bf16 with stride_dim == 1; shapes are checked

@@ -838,25 +838,34 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, i6
   }
   __syncthreads();
 
-  // Transposed write-out: thread = channel, ROWS contiguous bytes of its row of v_codes.
-  constexpr int SEGS = ROWS / 16;
+  // Transposed write-out: a thread takes 4 channels × one 16-key group. It reads 4 keys' words of
+  // those 4 channels (one 32-bit shared load each; consecutive threads: consecutive channel groups,
+  // no bank conflicts) and transposes each 4×4 byte block with byte permutes, so that every
+  // channel's 16 codes (in the layout's slot order, v_slot) leave as one 16-byte store. Every
+  // thread of the CTA has work when ROWS·D_V = 64·THREADS (the 128-token tiles at head dim 128).
+  constexpr int SEGS = ROWS / 16, CG = D_V / 4;
   u8* dst = p.v_codes + si.v_row0 * si.v_pitch + si.out_blk;
+  const u32 s_base = ptx::smem_addr(s_t);
 #pragma unroll 1
-  for (int c = tid; c < D_V; c += THREADS) {
-    u8* drow = dst + static_cast<i64>(c) * si.v_pitch;
+  for (int it = tid; it < CG * SEGS; it += THREADS) {
+    const int cg = it % CG, seg = it / CG;
+    u32 w[4][4];  // [channel e of the group][word q]: keys of slots 4q .. 4q+3
 #pragma unroll
-    for (int seg = 0; seg < SEGS; ++seg) {
-      u32 w[4];
+    for (int q = 0; q < 4; ++q) {
+      u32 k4[4];  // key slot 4q + t: the group's 4 channels, channel e in byte e
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        u32 v = 0u;
-#pragma unroll
-        for (int t = 0; t < 4; ++t)  // column q·4+t of the group holds the layout's key (v_slot)
-          v |= static_cast<u32>(s_t[(seg * 16 + sage2_v_key_of_slot[q * 4 + t]) * D_V + c]) << (8 * t);
-        w[q] = v;
-      }
-      ptx::st_v4(drow + seg * 16, ptx::u32x4{w[0], w[1], w[2], w[3]});
+      for (int t = 0; t < 4; ++t)
+        k4[t] = ptx::ld_shared_u32(s_base + static_cast<u32>((seg * 16 + sage2_v_key_of_slot[q * 4 + t]) * D_V + cg * 4));
+      const u32 lo01 = ptx::prmt(k4[0], k4[1], 0x5140u), lo23 = ptx::prmt(k4[2], k4[3], 0x5140u);  // channels 0, 1
+      const u32 hi01 = ptx::prmt(k4[0], k4[1], 0x7362u), hi23 = ptx::prmt(k4[2], k4[3], 0x7362u);  // channels 2, 3
+      w[0][q] = ptx::prmt(lo01, lo23, 0x5410u);
+      w[1][q] = ptx::prmt(lo01, lo23, 0x7632u);
+      w[2][q] = ptx::prmt(hi01, hi23, 0x5410u);
+      w[3][q] = ptx::prmt(hi01, hi23, 0x7632u);
     }
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      ptx::st_v4(dst + static_cast<i64>(cg * 4 + e) * si.v_pitch + seg * 16, ptx::u32x4{w[e][0], w[e][1], w[e][2], w[e][3]});
   }
 }
 #endif

@@ -443,3 +443,22 @@ def test_real_backend_against_fake_torch(sb, tmp_path):
         assert x in (["flush", m, "flush", m, "/profile"] for m in ("sage2", "ref")), x
     dec = json.loads((out / "log-decode.json").read_text())
     assert any(e[0] == "sdpa" and e[1] == "FLASH_ATTENTION" and e[3] == ["enable_gqa"] for e in dec)
+
+
+def test_kernel_table_counts_only_the_exposed_part_of_overlapping_kernels(sb):
+    """A kernel launched to overlap its predecessor (programmatic dependent launch) starts early and
+    waits: only its span after the earlier kernels ended counts; without overlap, its whole span."""
+    class Ev:
+        def __init__(self, name, start, end):
+            self.name, self.device_type = name, "CUDA"
+            self.time_range = type("R", (), {"start": start, "end": end})()
+
+    class Prof:
+        def events(self):
+            return [Ev("sage2_channel_stats", 0, 30), Ev("sage2_quantize_k", 25, 60),
+                    Ev("sage2_attention_wgmma", 50, 150), Ev("sage2_attention_wgmma", 200, 260)]
+
+    t = sb.kernel_table(Prof())
+    assert t["sage2_channel_stats"] == [30.0, 1]
+    assert t["sage2_quantize_k"] == [30.0, 1]  # 25..60 after 0..30: 30 us exposed
+    assert t["sage2_attention_wgmma"] == [90.0 + 60.0, 2]  # 60..150, then 200..260 alone

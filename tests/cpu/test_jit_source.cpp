@@ -223,7 +223,7 @@ TEST_CASE("jit: quantize kernel configuration is consistent for every op and hea
             CHECK(c.chunks * 8 == qk_dim_padded(d, bits));
           if (op == QuantOp::QuantizeV) {
             CHECK(c.chunks * 8 == v_dim_padded(d));
-            CHECK(c.rows == quantize_v_tile(t.bk));
+            CHECK(c.rows == quantize_v_split_tile(t.bk, d));
             CHECK(t.bk % c.rows == 0);
             CHECK(c.rows % 16 == 0);
           }

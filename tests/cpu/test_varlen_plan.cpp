@@ -113,7 +113,7 @@ TEST_CASE("varlen launches: the split kernels over packed blocks, one attention 
   CHECK(k.grid[0] == b.k_blocks);
   CHECK(k.grid[1] == 2);
   const LaunchShape v = quantize_launch_shape(quantize_spec_for(s, QuantOp::QuantizeV), b);
-  CHECK(v.grid[0] == b.kv_len_pad / quantize_v_tile(s.tile.bk));
+  CHECK(v.grid[0] == b.kv_len_pad / quantize_v_split_tile(s.tile.bk, s.head_dim));
 
   const std::vector<AttentionChunk> chunks = attention_chunks(b, 0);
   REQUIRE(chunks.size() == 1);
