@@ -113,6 +113,9 @@ std::int64_t quantize_work_ctas(const KernelSpec& quantize_spec, const QuantBuff
 
 // The V tile (tokens per quantize_v CTA) for a KV tile of `bk` keys.
 int quantize_v_tile(int bk);
+// With FP16 V̂ (two bytes a code) the tile of a wide head shrinks so that its codes fit the 48 KiB
+// of static shared memory the transposition uses: 32 rows from padded head dim 384 up.
+int quantize_v_tile(int bk, int d_v, bool pv_fp16);
 
 // Fills the parameter struct from the buffers, the inputs and the workspace base pointer
 // (outputs at b.offsets()). Inputs must be fp16/bf16 with stride_dim == 1; shapes are checked
