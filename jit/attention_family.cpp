@@ -62,7 +62,7 @@ std::string arch_path(Arch arch) {
   s += std::string(d.option_name) + " family";
   for (const AttentionFamilyDesc* o : attention_families())
     if (o != &d && family_runs(*o, arch, 8, 512, pv16)) {
-      s += std::string(" (") + o->option_name + " family for what it does not run: " + d.requirement + ")";
+      s += std::string(" (") + d.requirement + "; the " + o->option_name + " family for the rest)";
       break;
     }
   return s;

@@ -4,6 +4,7 @@
 // Exit codes: 0 a supported GPU was found; 3 no driver; 4 driver present but no supported GPU.
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "cache/disk_cache.hpp"
 #include "jit/attention_family.hpp"
@@ -21,8 +22,8 @@ int main(int argc, char** argv) {
     }
     if (!std::strcmp(argv[i], "--archs")) {
       for (const auto& a : sage2::jit::arch_table())
-        std::printf("%-7s cc %d.%d  %-38s %s\n", a.name, a.cc / 10, a.cc % 10, a.gpus,
-                    sage2::jit::arch_path(a.arch).c_str());
+        std::printf("%-7s cc %-5s %-38s %s\n", a.name, (std::to_string(a.cc / 10) + "." + std::to_string(a.cc % 10)).c_str(),
+                    a.gpus, sage2::jit::arch_path(a.arch).c_str());
       std::printf("newer compute capabilities: PTX of the newest arch above they run, JIT-compiled by the driver; "
                   "older than 8.0: unsupported\n");
       return 0;

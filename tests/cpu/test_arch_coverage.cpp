@@ -14,6 +14,7 @@
 #include "jit_test_support.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
 #include <string>
 #include <vector>
@@ -366,4 +367,20 @@ TEST_CASE("PTX: the mma family and its quantize ops compile to PTX of compute_80
       if (r.spec.pv_fp16) CHECK(contains(text, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"));
     }
   }
+}
+
+TEST_CASE("sage2-info --archs prints the arch table and the path of each arch") {
+  const std::string cmd = std::string("'") + SAGE2_TOOLS_DIR + "/sage2-info' --archs 2>&1";
+  std::FILE* f = ::popen(cmd.c_str(), "r");
+  REQUIRE(f != nullptr);
+  std::string out;
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, f)) out.append(buf, n);
+  CHECK(::pclose(f) == 0);
+  INFO(out);
+  for (const ArchInfo& a : arch_table()) {
+    CHECK(contains(out, a.name));
+    CHECK(contains(out, arch_path(a.arch)));
+  }
+  CHECK(contains(out, "PTX"));
 }

@@ -175,6 +175,9 @@ Outcome run_case(const Case& c, std::uint64_t seed) {
   ref::EmulationOptions mo;
   mo.round_output = true;
   mo.stage = &stage;
+  // the wgmma FP8 accumulator keeps 13 mantissa bits (tests/gpu/test_probe_wgmma.cpp); mma.sync's
+  // f32 accumulation (FP16 P̃V, and FP8 run as f16 HMMA on Hopper) is modelled as fp32
+  mo.accum_mantissa_bits = r.spec.family == jit::KernelFamily::AttentionWgmma ? 13 : 23;
   const ref::EmulationResult emul = ref::emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(r.spec), mo);
   ref::AttentionOptions xo;
   xo.causal = c.causal;

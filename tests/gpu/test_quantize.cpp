@@ -23,6 +23,7 @@
 
 #include "gpu_env.hpp"
 #include "stage_download.hpp"
+#include "jit/attention_family.hpp"
 #include "jit/launch_shape.hpp"
 #include "runtime/quantize_stage.hpp"
 #include "reference/kernel_config.hpp"
@@ -135,7 +136,7 @@ sage2::jit::KernelSpec attention_spec_for(const Case& c, sage2::jit::Arch arch) 
   s.in_dtype = c.dtype;
   s.out_dtype = c.dtype;
   s.tile = c.wgmma ? sage2::jit::TileConfig{128, 128, 8, 2} : sage2::jit::TileConfig{128, 64, 4, 1};
-  s.pv_fp16 = c.pv16;
+  s.pv_fp16 = c.pv16 || sage2::jit::default_pv_fp16(arch);  // FP8 V̂ does not exist on Ampere targets
   return s;
 }
 
