@@ -153,6 +153,7 @@ std::vector<SpecialisationPlan> prepare_kernels(const std::vector<Specialisation
       Candidate c;
       c.tile = t;
       c.spec = s.attention_spec(o.arch, t);
+      c.spec.ptx = o.ptx;  // companions follow the spec
       c.heuristic = p.has_heuristic && t == p.heuristic;
       if (auto why = static_reject_reason(c.spec, smem)) {
         c.state = CandidateState::Rejected;

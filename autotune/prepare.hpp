@@ -58,6 +58,7 @@ struct PrepareProgress {
 
 struct PrepareOptions {
   jit::Arch arch = jit::Arch::Sm90a;
+  bool ptx = false;                             // PTX kernels (a device the table lacks: KernelSpec::ptx)
   int max_smem_optin = 0;                       // 0: default_max_smem_optin(arch)
   int jobs = 1;
   std::vector<jit::TileConfig> tiles;           // empty: tile_candidates(family, arch)

@@ -16,6 +16,7 @@ struct ContextConfig {
   AttentionFamily family = AttentionFamily::Auto;
   QuantPath quant_path = QuantPath::Auto;  // Auto: resolved per call (runtime::quantize_ops)
   bool tuning = true;
+  std::string target_arch;  // "" : the device's own code target (ContextOptions::target_arch)
 };
 
 // `options` with each unset field taken from the environment (read now), else the built-in

@@ -5,6 +5,7 @@
 //   SAGE2_ATTENTION_FAMILY   ContextOptions::family
 //   SAGE2_QUANT_PATH         ContextOptions::quant_path
 //   SAGE2_DISABLE_TUNING     ContextOptions::tuning
+//   SAGE2_TARGET_ARCH        ContextOptions::target_arch
 //   SAGE2_LIBCUDA, SAGE2_LIBNVRTC, SAGE2_DUMP_DIR, SAGE2_LOG_LEVEL, SAGE2_DISABLE_LAUNCH_OVERLAP   ProcessConfig
 #include <cstdlib>
 #include <optional>
@@ -88,6 +89,7 @@ ContextConfig context_config(const ContextOptions& o) {
   c.family = o.family ? *o.family : env_family();
   c.quant_path = o.quant_path ? *o.quant_path : env_quant_path();
   c.tuning = o.tuning.value_or(!flag("SAGE2_DISABLE_TUNING"));
+  c.target_arch = !o.target_arch.empty() ? o.target_arch : get("SAGE2_TARGET_ARCH").value_or("");
   return c;
 }
 
@@ -98,6 +100,7 @@ ContextOptions to_options(const ContextConfig& c) {
   o.family = c.family;
   o.quant_path = c.quant_path;
   o.tuning = c.tuning;
+  o.target_arch = c.target_arch;
   return o;
 }
 

@@ -68,6 +68,15 @@ const char* attention_family_name(AttentionFamily f) noexcept {
   return "?";
 }
 
+const char* pv_precision_name(PvPrecision p) noexcept {
+  switch (p) {
+    case PvPrecision::Auto: return "auto";
+    case PvPrecision::Fp8: return "fp8";
+    case PvPrecision::Fp16: return "fp16";
+  }
+  return "?";
+}
+
 const char* quant_path_name(QuantPath p) noexcept {
   switch (p) {
     case QuantPath::Split: return "split";

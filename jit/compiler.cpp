@@ -128,6 +128,20 @@ std::pair<int, int> nvrtc_version() noexcept {
   return {a->major, a->minor};
 }
 
+std::vector<int> nvrtc_supported_archs() noexcept {
+  try {
+    const nvrtc::Api* a = nvrtc::try_api();
+    if (!a || !a->get_num_supported_archs || !a->get_supported_archs) return {};
+    int n = 0;
+    if (a->get_num_supported_archs(&n) != NVRTC_SUCCESS || n <= 0 || n > 1024) return {};
+    std::vector<int> v(static_cast<std::size_t>(n));
+    if (a->get_supported_archs(v.data()) != NVRTC_SUCCESS) return {};
+    return v;
+  } catch (...) {
+    return {};
+  }
+}
+
 CompiledKernel compile(const KernelSpec& spec) {
   nvrtc::api();  // Error(NvrtcMissing) before any other work
   return compile(make_build(spec));
@@ -200,14 +214,27 @@ CompiledKernel compile(const KernelBuild& b) {
                                              (!dump_dir.empty() ? "\n(source dumped to " + dump_dir + "/" + dump_name + ".cu)"
                                                        : std::string()));
   }
-  std::size_t cubin_size = 0;
-  r = a.get_cubin_size(g.prog, &cubin_size);
-  if (r != NVRTC_SUCCESS || cubin_size == 0)
-    throw Error(ErrorCode::CompileError, "NVRTC produced no cubin for " + out.key + ": " + nvrtc_error(a, r));
-  out.cubin.resize(cubin_size);
-  r = a.get_cubin(g.prog, out.cubin.data());
-  if (r != NVRTC_SUCCESS)
-    throw Error(ErrorCode::CompileError, "nvrtcGetCUBIN failed for " + out.key + ": " + nvrtc_error(a, r));
+  if (spec.ptx) {
+    // The module is the PTX text, NUL included (cuModuleLoadData JIT-compiles it for the device).
+    std::size_t ptx_size = 0;
+    r = a.get_ptx_size(g.prog, &ptx_size);
+    if (r != NVRTC_SUCCESS || ptx_size <= 1)
+      throw Error(ErrorCode::CompileError, "NVRTC produced no PTX for " + out.key + ": " + nvrtc_error(a, r));
+    out.cubin.resize(ptx_size);
+    r = a.get_ptx(g.prog, out.cubin.data());
+    if (r != NVRTC_SUCCESS)
+      throw Error(ErrorCode::CompileError, "nvrtcGetPTX failed for " + out.key + ": " + nvrtc_error(a, r));
+    out.cubin.back() = '\0';
+  } else {
+    std::size_t cubin_size = 0;
+    r = a.get_cubin_size(g.prog, &cubin_size);
+    if (r != NVRTC_SUCCESS || cubin_size == 0)
+      throw Error(ErrorCode::CompileError, "NVRTC produced no cubin for " + out.key + ": " + nvrtc_error(a, r));
+    out.cubin.resize(cubin_size);
+    r = a.get_cubin(g.prog, out.cubin.data());
+    if (r != NVRTC_SUCCESS)
+      throw Error(ErrorCode::CompileError, "nvrtcGetCUBIN failed for " + out.key + ": " + nvrtc_error(a, r));
+  }
   if (!dump_dir.empty()) {
     std::size_t ptx_size = 0;
     if (a.get_ptx_size(g.prog, &ptx_size) == NVRTC_SUCCESS && ptx_size > 1) {

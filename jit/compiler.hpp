@@ -23,7 +23,7 @@ struct CompiledKernel {
   std::string key;             // the KernelBuild's key (jit/kernel_build.hpp)
   Arch arch = Arch::Sm90a;
   std::string entry;           // spec.entry_name()
-  std::vector<char> cubin;
+  std::vector<char> cubin;     // the cubin; for a PTX spec (KernelSpec::ptx) the PTX text with its NUL
   PtxasFacts facts;
   double compile_seconds = 0;
   int nvrtc_major = 0, nvrtc_minor = 0;  // the NVRTC that produced the cubin
@@ -51,6 +51,9 @@ CompiledKernel compile_source(const KernelSpec& spec, const std::string& source)
 
 // NVRTC version of the loaded library; {0,0} when NVRTC is unavailable (never throws).
 std::pair<int, int> nvrtc_version() noexcept;
+// The real architectures the loaded NVRTC compiles for, as compute capabilities (75, 80, ...,
+// 120, 121: nvrtcGetSupportedArchs); empty when NVRTC is unavailable or cannot say (never throws).
+std::vector<int> nvrtc_supported_archs() noexcept;
 
 // Parses ptxas -v output in an NVRTC log: the facts of the first entry function it reports.
 PtxasFacts parse_ptxas_facts(const std::string& log);

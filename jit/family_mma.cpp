@@ -21,10 +21,16 @@ class MmaFamily final : public AttentionFamilyDesc {
  public:
   constexpr MmaFamily()
       : AttentionFamilyDesc(KernelFamily::AttentionMma, "attn_mma", "mma", "attention_mma.cuh", "sage2_attention_mma",
-                            /*preference=*/0, "runs 4- and 8-bit QK on sm_89 and sm_90a at every head dim",
+                            /*preference=*/0,
+                            "runs 8-bit QK on every arch (4-bit where the arch has INT4 mma: not on Blackwell), "
+                            "FP8 or FP16 P̃V, at every head dim",
                             /*reference_tile=*/TileConfig{128, 64, 4, 1}, sizeof(dev::AttentionParams)) {}
 
-  bool runs(Arch, int, int) const override { return true; }
+  bool runs(Arch arch, int qk_bits, int) const override {
+    const ArchInfo* i = find_arch_info(arch);
+    return i && (qk_bits != 4 || i->int4);
+  }
+  bool runs_pv_fp16() const override { return true; }
 
   MmaShape mma_shape(int qk_bits) const override {
     return qk_bits == 4 ? MmaShape::M16N8K64_S4 : MmaShape::M16N8K32_S8;
@@ -35,6 +41,9 @@ class MmaFamily final : public AttentionFamilyDesc {
     const TileConfig& t = spec.tile;
     if (t.bq % (16 * t.warps) != 0)
       bad("kernel spec: bq=" + s(t.bq) + " must be a multiple of 16*warps=" + s(16 * t.warps));
+    if (spec.qk_bits == 4 && !arch_info(spec.arch).int4)
+      bad(std::string("kernel spec: qk_bits=4 needs INT4 tensor-core mma, which ") + arch_name(spec.arch) +
+          " does not have (use qk_bits=8)");
   }
 
   void check(const KernelSpec& spec, int max_smem_optin) const override {
@@ -113,7 +122,8 @@ MmaKernelConfig mma_kernel_config(const KernelSpec& spec) {
   if (k.m_tiles < 1) return k;
   k.v_slices = dev::attn_v_slices(dv, k.m_tiles);
   k.v_slice = dev::attn_v_slice(dv, k.m_tiles);
-  k.smem = static_cast<std::size_t>(dev::attn_smem_layout(t.bq, t.bk, t.warps, rb, dv, t.stages, spec.smooth_q).total);
+  k.smem = static_cast<std::size_t>(
+      dev::attn_smem_layout(t.bq, t.bk, t.warps, rb, dv, t.stages, spec.smooth_q, v_code_bytes(spec.pv_fp16)).total);
   return k;
 }
 

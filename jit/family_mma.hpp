@@ -1,4 +1,4 @@
-// The mma.sync attention family (templates/attention_mma.cuh; sm_89 and sm_90a, 4- and 8-bit,
+// The mma.sync attention family (templates/attention_mma.cuh; every arch of the table, 4- and 8-bit,
 // head dims 1..512): its descriptor (jit::attention_family(KernelFamily::AttentionMma)) and the
 // details of its plan. The CTA size, the V-channel passes and the shared-memory layout come from
 // the constexpr functions of templates/attention_params.cuh, which the device template uses too,

@@ -28,7 +28,7 @@ class WgmmaFamily final : public AttentionFamilyDesc {
   constexpr WgmmaFamily()
       : AttentionFamilyDesc(KernelFamily::AttentionWgmma, "attn_wgmma", "wgmma", "attention_wgmma.cuh",
                             "sage2_attention_wgmma", /*preference=*/1,  // the faster family wherever it runs
-                            "runs 8-bit QK on sm_90a up to head dim 256",
+                            "runs 8-bit QK with FP8 P̃V on sm_90a up to head dim 256",
                             /*reference_tile=*/TileConfig{128, 128, 8, 2}, sizeof(dev::WgmmaAttentionParams)) {
     // Q, K and V codes, read through TMA (tma_specs below)
     tma_maps = 3;
@@ -47,6 +47,7 @@ class WgmmaFamily final : public AttentionFamilyDesc {
     if (spec.arch != Arch::Sm90a)
       bad(std::string("kernel spec: the wgmma family needs sm_90a, got ") + arch_name(spec.arch));
     if (spec.qk_bits != 8) bad("kernel spec: the wgmma family is 8-bit only, got qk_bits=4");
+    if (spec.pv_fp16) bad("kernel spec: the wgmma family runs FP8 P̃V only (FP16 P̃V: the mma family)");
     if (t.warps % 4 != 0) bad("kernel spec: the wgmma family needs whole warpgroups, got warps=" + s(t.warps));
     if (t.bq % (64 * (t.warps / 4)) != 0)
       bad("kernel spec: wgmma bq=" + s(t.bq) + " must be a multiple of 64 per warpgroup");

@@ -42,16 +42,19 @@ std::string stem_of(const KernelSpec& spec, const std::string& source, const std
 
 // One spec per family and quantize op on each arch, as the planner would build them. A spec the
 // generator refuses contributes its error text (a change there is a change of the code, too).
+// sm_89 takes the 4-bit path (smooth Q, ΔS), sm_80 the FP16 P̃V one: every template and option
+// of the generator shows in some stem.
 std::vector<KernelSpec> reference_specs() {
   std::vector<KernelSpec> v;
-  for (Arch arch : {Arch::Sm89, Arch::Sm90a}) {
+  for (Arch arch : {Arch::Sm89, Arch::Sm90a, Arch::Sm80}) {
     for (const AttentionFamilyDesc* fam : attention_families()) {
       KernelSpec a;
       a.family = fam->family;
       a.consumer = fam->family;
       a.arch = arch;
       a.qk_bits = arch == Arch::Sm89 ? 4 : 8;
-      if (!fam->runs(arch, a.qk_bits, a.head_dim)) continue;
+      a.pv_fp16 = default_pv_fp16(arch);
+      if (!family_runs(*fam, arch, a.qk_bits, a.head_dim, a.pv_fp16)) continue;
       a.smooth_q = arch == Arch::Sm89;  // the 4-bit path smooths Q, which adds ΔS
       a.tile = fam->reference_tile;
       v.push_back(a);

@@ -8,18 +8,28 @@
 namespace sage2::jit {
 
 const char* arch_name(Arch a) noexcept {
-  switch (a) {
-    case Arch::Sm89: return "sm_89";
-    case Arch::Sm90a: return "sm_90a";
-  }
-  return "?";
+  const ArchInfo* i = find_arch_info(a);
+  return i ? i->name : "?";
+}
+
+int arch_cc(Arch a) noexcept {
+  const ArchInfo* i = find_arch_info(a);
+  return i ? i->cc : 0;
 }
 
 Arch parse_arch(const std::string& s) {
-  if (s == "sm_89" || s == "89") return Arch::Sm89;
-  if (s == "sm_90a" || s == "sm_90" || s == "90" || s == "90a") return Arch::Sm90a;
-  throw Error(ErrorCode::InvalidArgument,
-              "arch '" + s + "' is not supported; supported archs are sm_89 (Ada) and sm_90a (Hopper)");
+  std::string n = s;
+  for (const char* prefix : {"sm_", "compute_"})
+    if (n.rfind(prefix, 0) == 0) {
+      n = n.substr(std::string(prefix).size());
+      break;
+    }
+  if (n == "90" || n == "90a") return Arch::Sm90a;  // Hopper: the arch-specific target (wgmma)
+  for (const ArchInfo& i : arch_table())
+    if (n == std::to_string(i.cc)) return i.arch;
+  std::string known;
+  for (const ArchInfo& i : arch_table()) known += std::string(known.empty() ? "" : ", ") + i.name;
+  throw Error(ErrorCode::InvalidArgument, "arch '" + s + "' is not supported; supported archs are " + known);
 }
 
 const char* family_name(KernelFamily f) noexcept {
@@ -54,11 +64,18 @@ const char* quant_op_name(QuantOp op) noexcept {
 
 static int round_up(int x, int m) { return (x + m - 1) / m * m; }
 
+bool uses_v_codes(const KernelSpec& s) noexcept {
+  if (find_attention_family(s.family)) return true;
+  return s.family == KernelFamily::Quantize &&
+         (s.op == QuantOp::QuantizeV || s.op == QuantOp::Fused || s.op == QuantOp::Cluster);
+}
+
 int qk_dim_padded(int head_dim, int qk_bits) { return round_up(head_dim, qk_bits == 4 ? 64 : 32); }
 int qk_row_bytes(int head_dim, int qk_bits) {
   return qk_bits == 4 ? qk_dim_padded(head_dim, 4) / 2 : qk_dim_padded(head_dim, 8);
 }
 int v_dim_padded(int head_dim) { return round_up(head_dim, 32); }
+int v_code_bytes(bool pv_fp16) { return pv_fp16 ? 2 : 1; }
 
 std::uint64_t fnv1a64(const void* data, std::size_t n, std::uint64_t h) { return base::fnv1a64(data, n, h); }
 std::string hex16(std::uint64_t v) { return base::hex16(v); }
@@ -69,6 +86,7 @@ KernelSpec KernelSpec::canonical() const {
     p.family = KernelFamily::Probe;
     p.arch = arch;
     p.consumer = KernelFamily::Probe;
+    p.ptx = ptx;
     return p;
   }
   KernelSpec c = *this;
@@ -82,6 +100,8 @@ KernelSpec KernelSpec::canonical() const {
     c.q_in_kernel = false;
   }
   if (family == KernelFamily::DeltaS) c.varlen = false;  // smooth-Q only: never varlen
+  // Only the attention kernels and the quantize ops that write V̂ read the P̃V precision.
+  if (!uses_v_codes(c)) c.pv_fp16 = false;
   // Only the attention kernels and the tile classification read the mask.
   if (family == KernelFamily::DeltaS || (family == KernelFamily::Quantize && op != QuantOp::MaskTiles)) c.mask = 0;
   if (family == KernelFamily::Quantize && op == QuantOp::MaskTiles) {
@@ -142,6 +162,11 @@ void KernelSpec::validate() const {
   if (mask != 0 && varlen) bad("a tensor mask cannot be combined with varlen (key padding: kv_lens)");
   if (mask == 0 && family == KernelFamily::Quantize && op == QuantOp::MaskTiles) bad("mask_tiles needs a mask");
   if (q_in_kernel && smooth_q) bad("q_in_kernel with smooth_q (q̄ is a mean over the whole query block)");
+  const ArchInfo* ai = find_arch_info(arch);
+  if (!ai) bad("arch=" + std::to_string(static_cast<int>(arch)) + " is not an arch of the table");
+  if (uses_v_codes(*this) && !pv_fp16 && !ai->fp8_pv)
+    bad(std::string("FP8 P̃V needs e4m3 conversions and mma (sm_89 and newer); ") + ai->name +
+        " runs P̃V in FP16 (pv_fp16)");
   // The attention family whose layout the kernel writes or reads sets the rules of the tile.
   const AttentionFamilyDesc* f = find_attention_family(family);
   if (!f) f = find_attention_family(consumer);
@@ -163,6 +188,8 @@ std::string KernelSpec::key() const {
   if (c.varlen) k << "|varlen";
   if (c.mask != 0) k << "|mask:" << mask_type_name(static_cast<MaskType>(c.mask));
   if (c.q_in_kernel) k << "|qin";
+  if (c.pv_fp16) k << "|pv16";
+  if (c.ptx) k << "|ptx";
   return k.str();
 }
 

@@ -14,11 +14,26 @@
 
 namespace sage2::jit {
 
-// The GPU architectures sage2 generates code for. sm_89 (Ada) has fast INT4 mma; sm_90a
-// (Hopper) adds wgmma/TMA. Anything else is rejected with ErrorCode::Unsupported.
-enum class Arch : int { Sm89 = 0, Sm90a = 1 };
-const char* arch_name(Arch a) noexcept;        // "sm_89", "sm_90a"
-Arch parse_arch(const std::string& s);          // throws InvalidArgument; accepts sm_89/sm_90/sm_90a
+// The GPU architectures sage2 generates code for (one row each in the arch table of
+// jit/attention_family.hpp, which says what each one runs). The values are stored in cache entry
+// headers: existing ones never change, new ones are appended. Compare archs by arch_cc(), not by
+// value.
+enum class Arch : int {
+  Sm89 = 0,    // Ada
+  Sm90a = 1,   // Hopper (wgmma/TMA: arch-specific code, runs on compute capability 9.0 only)
+  Sm80 = 2,    // Ampere A100 / A30
+  Sm86 = 3,    // Ampere RTX 30 / A10 / A40
+  Sm87 = 4,    // Ampere Jetson Orin
+  Sm100 = 5,   // Blackwell B200 / GB200
+  Sm103 = 6,   // Blackwell B300 / GB300
+  Sm120 = 7,   // Blackwell RTX 50 / RTX PRO
+  Sm121 = 8,   // Blackwell DGX Spark
+};
+const char* arch_name(Arch a) noexcept;        // "sm_80", ..., "sm_90a", "sm_120"; "?" for no arch
+int arch_cc(Arch a) noexcept;                  // compute capability as 10·major + minor: 80 ... 121
+// Accepts "sm_NN", "compute_NN", "NN" and "sm_90"/"sm_90a"/"90a" for Hopper; throws InvalidArgument
+// naming the archs of the table otherwise.
+Arch parse_arch(const std::string& s);
 
 enum class KernelFamily : int {
   Quantize = 0,        // smoothing statistics, per-thread INT4/INT8 Q/K, FP8 V
@@ -94,13 +109,21 @@ struct KernelSpec {
   // so the call has no quantize_q launch and no Q̂ buffers. The family decides where it can
   // (AttentionFamilyDesc::q_in_kernel_ok); not with smooth-Q (q̄ is a mean over a whole block).
   bool q_in_kernel = false;
+  // P̃V in FP16 (mma.sync m16n8k16, fp32 accumulation; V̂ fp16, include/sage2/reference.hpp)
+  // instead of FP8 e4m3: the mma family's attention and the quantize_v op feeding it.
+  bool pv_fp16 = false;
+  // Emit PTX for the arch's virtual architecture (compute_NN) instead of a cubin: the driver
+  // JIT-compiles it for the device (a GPU newer than the arch table, an NVRTC too old for the
+  // device, or ContextOptions::target_arch below the device's). Every kernel of a Context.
+  bool ptx = false;
 
   // Copy with the fields that do not affect this family's code reset to fixed values, so two
   // specs that generate the same code have the same key.
   KernelSpec canonical() const;
   // The one canonical key string of the spec, e.g.
   //   "quantize.quantize_q|sm_90a|d128|attn_mma|bq128.bk64.w4.s1|int8|sq1.sk1.sv0|f16>f16|causal:none|acc2:1.lse:0"
-  // (varlen specs end in "|varlen"; dense keys are those of earlier versions)
+  // (varlen specs end in "|varlen", then "|mask:..", "|pv16" (pv_fp16) and "|ptx"; keys of
+  // specs without them are those of earlier versions)
   // It names the specialisation within one build of the library. The disk cache key adds what
   // else the cubin depends on (source, templates, options, NVRTC, library: jit::make_build).
   std::string key() const;
@@ -112,6 +135,10 @@ struct KernelSpec {
   bool operator==(const KernelSpec&) const = default;
 };
 
+// Whether the spec's kernel writes or reads V̂ (attention, quantize_v, the fused and cluster
+// stages): the specs whose code depends on pv_fp16.
+bool uses_v_codes(const KernelSpec& spec) noexcept;
+
 // The spec of a quantize kernel that feeds the attention kernel `attention`: same arch, head dim,
 // tile, code width, smoothing and input dtype, so the quantization layout of producer and
 // consumer is derived from the same values.
@@ -121,6 +148,7 @@ KernelSpec quantize_spec_for(const KernelSpec& attention, QuantOp op);
 int qk_dim_padded(int head_dim, int qk_bits);   // multiple of the mma k: 32 (int8) / 64 (int4)
 int qk_row_bytes(int head_dim, int qk_bits);    // bytes of one quantized Q/K row
 int v_dim_padded(int head_dim);                 // multiple of 32 (FP8 P̂V̂ n tiles)
+int v_code_bytes(bool pv_fp16);                 // bytes of one V̂ code: 1 (e4m3) or 2 (fp16)
 
 // base/hash.hpp's, under the names the jit and cache code use (declared here, not included: this
 // header is installed for sage2/reference.hpp and base/ is not).

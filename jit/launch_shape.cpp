@@ -24,7 +24,7 @@ constexpr std::int64_t kMaxGridYZ = 65535;
 // Items of the fused launch, in 64-bit (before the 32-bit schedule fields could wrap).
 std::int64_t fused_items(const QuantBuffers& b) {
   const std::int64_t groups = b.p.batch * b.p.kv_heads;
-  const std::int64_t per_group = 2 * b.stats_chunks + b.k_blocks + b.kv_len_pad / quantize_v_tile(b.layout.bk) +
+  const std::int64_t per_group = 2 * b.stats_chunks + b.k_blocks + b.kv_len_pad / quantize_v_tile(b.layout.bk, b.d_v, b.layout.v_fp16) +
                                  (b.p.q_heads / std::max<std::int64_t>(1, b.p.kv_heads)) * b.q_blocks;
   return groups * per_group;
 }
@@ -40,8 +40,17 @@ int quantize_v_tile(int bk) {
   return 16;
 }
 
-int quantize_v_split_tile(int bk, int head_dim) {
-  return bk % 128 == 0 && v_dim_padded(head_dim) <= 256 ? 128 : quantize_v_tile(bk);
+int quantize_v_tile(int bk, int d_v, bool pv_fp16) {
+  int rows = quantize_v_tile(bk);
+  // templates/quantize.cuh v_smem_bytes: the channel constants and the tile's codes
+  while (rows > 16 && 8 * d_v + rows * d_v * v_code_bytes(pv_fp16) > 48 * 1024) rows /= 2;
+  return rows;
+}
+
+int quantize_v_split_tile(int bk, int head_dim, bool pv_fp16) {
+  const int d_v = v_dim_padded(head_dim);
+  if (bk % 128 == 0 && 8 * d_v + 128 * d_v * v_code_bytes(pv_fp16) <= 48 * 1024) return 128;
+  return quantize_v_tile(bk, d_v, pv_fp16);
 }
 
 int quantize_stats_chunk(const KernelSpec&) {
@@ -104,7 +113,7 @@ sage2::dev::QuantizeSchedule quantize_schedule(const QuantBuffers& b) {
   s.lag = static_cast<unsigned>(lag);
   s.chunks = static_cast<unsigned>(b.stats_chunks);
   s.k_blocks = static_cast<unsigned>(b.k_blocks);
-  s.v_tiles = static_cast<unsigned>(b.kv_len_pad / quantize_v_tile(b.layout.bk));
+  s.v_tiles = static_cast<unsigned>(b.kv_len_pad / quantize_v_tile(b.layout.bk, b.d_v, b.layout.v_fp16));
   s.q_blocks = static_cast<unsigned>(b.q_blocks);
   s.q_per_group = static_cast<unsigned>(b.p.q_heads / std::max<std::int64_t>(1, b.p.kv_heads));
   // total() < 2^31 is checked by quantize_launch_shape (and the 32-bit fields then cannot wrap)
@@ -150,7 +159,7 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
       c.threads = 256;  // one CTA reads one bq × bk tile of the mask
       break;
     case QuantOp::QuantizeV:
-      c.rows = quantize_v_split_tile(s.tile.bk, s.head_dim);
+      c.rows = quantize_v_split_tile(s.tile.bk, s.head_dim, s.pv_fp16);
       c.chunks = v_dim_padded(s.head_dim) / 8;
       fit_row(c);
       c.threads = std::min(256, c.tpr * c.rows);
@@ -173,7 +182,7 @@ std::int64_t quantize_blocks_per_head(const KernelSpec& s, const QuantBuffers& b
     case QuantOp::ChannelStats: return 2;  // K and V
     case QuantOp::QuantizeQ: return b.q_blocks;
     case QuantOp::QuantizeK: return b.k_blocks;
-    case QuantOp::QuantizeV: return b.kv_len_pad / quantize_v_split_tile(s.tile.bk, s.head_dim);
+    case QuantOp::QuantizeV: return b.kv_len_pad / quantize_v_split_tile(s.tile.bk, s.head_dim, s.pv_fp16);
     case QuantOp::Fused: {
       const std::int64_t groups = std::max<std::int64_t>(1, b.p.batch * b.p.kv_heads);
       return fused_items(b) / groups;

@@ -117,10 +117,12 @@ std::int64_t quantize_work_ctas(const KernelSpec& quantize_spec, const QuantBuff
 
 // The V tile (tokens per V item of the fused and cluster stages) for a KV tile of `bk` keys.
 int quantize_v_tile(int bk);
+// With FP16 V̂ (two bytes a code) the tile of a wide head shrinks so that its codes fit the 48 KiB
+// of static shared memory the transposition uses: 32 rows from padded head dim 384 up.
+int quantize_v_tile(int bk, int d_v, bool pv_fp16);
 // Tokens per quantize_v CTA (the split path): a whole 128-key tile where its codes fit the static
-// shared memory (padded V head dim <= 256), so that the transposed write-out keeps every thread
-// busy; else quantize_v_tile(bk).
-int quantize_v_split_tile(int bk, int head_dim);
+// shared memory, so that the transposed write-out keeps every thread busy; else quantize_v_tile().
+int quantize_v_split_tile(int bk, int head_dim, bool pv_fp16 = false);
 
 // Fills the parameter struct from the buffers, the inputs and the workspace base pointer
 // (outputs at b.offsets()). Inputs must be fp16/bf16 with stride_dim == 1; shapes are checked

@@ -111,6 +111,10 @@ LoadAttempt load_from(const std::vector<Candidate>& candidates) {
     resolve(h, "nvrtcGetCUBIN", a.get_cubin, missing);
     resolve(h, "nvrtcGetPTXSize", a.get_ptx_size, missing);
     resolve(h, "nvrtcGetPTX", a.get_ptx, missing);
+    std::string optional_missing;  // nvrtcGetSupportedArchs: CUDA 11.2 and newer
+    resolve(h, "nvrtcGetNumSupportedArchs", a.get_num_supported_archs, optional_missing);
+    resolve(h, "nvrtcGetSupportedArchs", a.get_supported_archs, optional_missing);
+    if (!optional_missing.empty()) a.get_num_supported_archs = nullptr, a.get_supported_archs = nullptr;
     if (!missing.empty()) {
       r.tried += "\n  " + c + ": loaded but lacks " + missing;
       dlclose(h);

@@ -39,6 +39,9 @@ struct Api {
   nvrtcResult (*get_cubin)(nvrtcProgram, char*) = nullptr;
   nvrtcResult (*get_ptx_size)(nvrtcProgram, size_t*) = nullptr;
   nvrtcResult (*get_ptx)(nvrtcProgram, char*) = nullptr;
+  // Optional (null when the library lacks them): the real architectures it compiles for.
+  nvrtcResult (*get_num_supported_archs)(int*) = nullptr;
+  nvrtcResult (*get_supported_archs)(int*) = nullptr;
 };
 
 struct Candidate {

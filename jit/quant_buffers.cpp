@@ -42,7 +42,9 @@ std::int64_t QuantBuffers::k_scale() const {
 }
 std::int64_t QuantBuffers::k_mean() const { return p.batch * p.kv_heads * d_qk; }
 std::int64_t QuantBuffers::k_stats() const { return p.batch * p.kv_heads * 3 * d_qk; }
-std::int64_t QuantBuffers::v_codes() const { return token_batch() * p.kv_heads * d_v * kv_len_pad; }
+std::int64_t QuantBuffers::v_codes() const {
+  return token_batch() * p.kv_heads * d_v * kv_len_pad * v_code_bytes(layout.v_fp16);
+}
 std::int64_t QuantBuffers::v_scale() const { return p.batch * p.kv_heads * d_v; }
 std::int64_t QuantBuffers::v_mean() const { return p.batch * p.kv_heads * d_v; }
 std::int64_t QuantBuffers::v_stats() const { return p.batch * p.kv_heads * 3 * d_v; }

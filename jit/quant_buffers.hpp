@@ -34,6 +34,9 @@
 //     amax = smooth_v ? max(max_V[c] - μ, μ - min_V[c]) : max(|max_V[c]|, |min_V[c]|)
 //     scale = amax / 448;  inv = (amax > 0 && finite) ? 448 / amax : 0
 //     code = e4m3_rn_satfinite((float(V[n,c]) - μ) * inv)      stored transposed [c][n]
+//     FP16 P̃V (KernelSpec::pv_fp16): scale = δ = 2^max(0, e - 15) where amax = f·2^e, f in
+//     [0.5, 1) (δ = 1 unless |V - μ| reaches 2^15; amax 0: 1; not finite: amax), inv = (amax > 0 &&
+//     finite) ? 1/δ : 0, code = fp16_rn((float(V[n,c]) - μ) * inv) (exact for an unsmoothed fp16 V)
 //  Flags (padded entries: q_bad 0, first-bad INT32_MAX):
 //     q_bad[i]        = 1 if Q row i has a non-finite element (real channels), else 0
 //     k_first_bad     = smallest key j whose K row has a non-finite element; INT32_MAX if none
@@ -96,7 +99,8 @@ struct QuantBuffers {
   std::int64_t k_scale() const;   // f32 [B][Hkv][k_blocks][k_groups_per_block]
   std::int64_t k_mean() const;    // f32 [B][Hkv][d_qk]  (zeros when !smooth_k)
   std::int64_t k_stats() const;   // f32 [B][Hkv][3][d_qk]   sum, min, max
-  std::int64_t v_codes() const;   // u8 (e4m3) [B][Hkv][d_v][kv_len_pad]
+  std::int64_t v_codes() const;   // u8 (e4m3) [B][Hkv][d_v][kv_len_pad]; FP16 V̂ (layout.v_fp16):
+                                  // fp16, 2 bytes a code — this count is in BYTES then
   std::int64_t v_scale() const;   // f32 [B][Hkv][d_v]
   std::int64_t v_mean() const;    // f32 [B][Hkv][d_v]   (zeros when !smooth_v)
   std::int64_t v_stats() const;   // f32 [B][Hkv][3][d_v]

@@ -27,6 +27,7 @@ QuantLayout quant_layout(const KernelSpec& spec) {
   l.bq = spec.tile.bq;
   l.bk = spec.tile.bk;
   l.warps = spec.tile.warps;
+  l.v_fp16 = spec.pv_fp16;
   return l;
 }
 
@@ -48,12 +49,14 @@ int QuantLayout::q_group(int r) const { return q_warp(r) * 8 + r % 8; }
 int QuantLayout::v_slot(int key) const {
   if (!v_permuted()) return key;
   const int l = key & 15;
+  if (v_fp16) return (key & ~15) + 2 * (l >> 2) + (l & 1) + 8 * ((l >> 1) & 1);
   return (key & ~15) + 4 * ((l & 7) >> 1) + (l & 1) + 2 * (l >> 3);
 }
 
 int QuantLayout::v_key_of_slot(int slot) const {
   if (!v_permuted()) return slot;
   const int p = slot & 15;
+  if (v_fp16) return (slot & ~15) + 4 * ((p & 7) >> 1) + 2 * (p >> 3) + (p & 1);
   return (slot & ~15) + 2 * (p >> 2) + (p & 1) + 8 * ((p >> 1) & 1);
 }
 

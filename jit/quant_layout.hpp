@@ -54,8 +54,13 @@ struct QuantLayout {
   // V̂ is stored transposed, [d_v][kv_len_pad]. The wgmma family stores the keys of each 16-key
   // group in the order in which a thread's S accumulator holds them (thread t of a quad: keys
   // 2t, 2t+1, 8+2t, 9+2t), which is the order the P̂·V̂ A fragment reads them (k = 4t..4t+3):
-  // P̂ then leaves the QKᵀ accumulator with no register shuffles. The mma family keeps key order.
-  bool v_permuted() const { return shape == MmaShape::WGMMA_M64NK32_S8; }
+  // P̂ then leaves the QKᵀ accumulator with no register shuffles. The mma family keeps key order
+  // for FP8 V̂ (its K rows are permuted instead: templates/attention_mma.cuh). FP16 V̂ (v_fp16,
+  // the m16n8k16 B operand, k = 2t, 2t+1 and 8+2t, 9+2t per thread) stores in slot 2t + e the key
+  // 4t + e and in slot 8 + 2t + e the key 4t + 2 + e (e = 0, 1): the keys a thread's P fragment
+  // holds in the mma family's S accumulator order.
+  bool v_fp16 = false;
+  bool v_permuted() const { return shape == MmaShape::WGMMA_M64NK32_S8 || v_fp16; }
   int v_slot(int key) const;         // stored column of `key` (padded length is a multiple of 16)
   int v_key_of_slot(int slot) const; // its inverse
 };

@@ -63,7 +63,8 @@ std::string generate_source(const KernelSpec& spec) {
     << "// key:   " << c.key() << "\n"
     << "// entry: " << c.entry_name() << "\n"
     << "#define SAGE2_GENERATED 1\n";
-  define(o, "SAGE2_ARCH", c.arch == Arch::Sm89 ? 89 : 90, arch_name(c.arch));
+  define(o, "SAGE2_ARCH", arch_cc(c.arch), c.ptx ? (std::string("compute_") + std::to_string(arch_cc(c.arch)) + " PTX").c_str()
+                                                   : arch_name(c.arch));
   define(o, "SAGE2_FAMILY", static_cast<int>(c.family), "0 quantize, 1 delta_s, 2 attn_mma, 3 attn_wgmma");
   define(o, "SAGE2_CONSUMER", static_cast<int>(c.consumer), "attention family that reads the quantized data");
   define(o, "SAGE2_CONSUMER_WGMMA", layout.shape == MmaShape::WGMMA_M64NK32_S8);
@@ -90,6 +91,7 @@ std::string generate_source(const KernelSpec& spec) {
   define(o, "SAGE2_VARLEN", c.varlen, "sequences of their own lengths (templates/seq_table.cuh)");
   define(o, "SAGE2_MASK", c.mask, "tensor mask: 0 none, 1 bool, 2 f16, 3 bf16, 4 f32 (templates/mask.cuh)");
   define(o, "SAGE2_Q_IN_KERNEL", c.q_in_kernel, "attention quantizes the caller's Q itself (no Q̂ buffers)");
+  define(o, "SAGE2_PV_FP16", c.pv_fp16, "P̃V in FP16 (V̂ fp16, m16n8k16) instead of FP8 e4m3");
   o << "// per-thread quantization layout (jit/quant_layout: " << mma_shape_name(layout.shape) << ")\n";
   define(o, "SAGE2_MMA_SHAPE", static_cast<int>(layout.shape), "0 m16n8k64.s4, 1 m16n8k32.s8, 2 wgmma.m64nNk32.s8");
   define(o, "SAGE2_Q_GROUPS", layout.q_groups_per_block(), "Q scale groups per BQ block");
@@ -132,8 +134,11 @@ std::string generate_source(const KernelSpec& spec) {
 }
 
 std::vector<std::string> nvrtc_options(const KernelSpec& spec) {
-  return {
-      std::string("--gpu-architecture=") + arch_name(spec.arch),  // sm_89 / sm_90a: real arch → cubin
+  std::vector<std::string> o = {
+      // a real arch (sm_89, sm_90a, ...) → cubin; PTX specs: the virtual arch (compute_89, ...),
+      // which NVRTC stops at (the driver runs ptxas when it loads the module)
+      spec.ptx ? "--gpu-architecture=compute_" + std::to_string(arch_cc(spec.arch))
+               : std::string("--gpu-architecture=") + arch_name(spec.arch),
       "-std=c++17",
       "-default-device",
       "--ptxas-options=-v",
@@ -142,6 +147,8 @@ std::vector<std::string> nvrtc_options(const KernelSpec& spec) {
       "-prec-sqrt=true",
       "-ftz=false",
   };
+  if (spec.ptx) o.erase(o.begin() + 3);  // no ptxas here
+  return o;
 }
 
 }  // namespace sage2::jit

@@ -1,5 +1,7 @@
 #include "plan/attention_validate.hpp"
 
+#include "jit/attention_family.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <iterator>
@@ -118,6 +120,8 @@ AttentionProblem validate_attention(const TensorRef& q, const TensorRef& k, cons
   if (bits != 0 && bits != 4 && bits != 8) fail("params.qk_bits=" + std::to_string(bits) + " (Auto, 4 or 8)");
   const int sq = static_cast<int>(params.smooth_q);
   if (sq < 0 || sq > 2) fail("params.smooth_q=" + std::to_string(sq) + " is not a Toggle");
+  const int pvp = static_cast<int>(params.pv_precision);
+  if (pvp < 0 || pvp > 2) fail("params.pv_precision=" + std::to_string(pvp) + " is not a PvPrecision");
   if (params.sm_scale && !(std::isfinite(*params.sm_scale) && *params.sm_scale > 0))
     fail("params.sm_scale=" + std::to_string(*params.sm_scale) + " must be finite and positive");
   if (params.lse && reinterpret_cast<std::uintptr_t>(params.lse) % 4 != 0)
@@ -158,6 +162,16 @@ AttentionProblem validate_attention(const TensorRef& q, const TensorRef& k, cons
   if (!params.workspace && params.workspace_bytes != 0)
     fail("params.workspace_bytes=" + std::to_string(params.workspace_bytes) + " given without a workspace pointer");
 
+  // What the arch's tensor cores offer (jit/attention_family.hpp, the arch table): valid requests
+  // this device cannot serve.
+  const jit::ArchInfo& ai = jit::arch_info(arch);
+  if (bits == 4 && !ai.int4)
+    throw Error(ErrorCode::Unsupported, std::string("params.qk_bits=4: ") + ai.name + " (" + ai.gpus +
+                                            ") has no INT4 tensor-core mma; use 8-bit QK (the default)");
+  if (params.pv_precision == PvPrecision::Fp8 && !ai.fp8_pv)
+    throw Error(ErrorCode::Unsupported, std::string("params.pv_precision=fp8: ") + ai.name + " (" + ai.gpus +
+                                            ") has no FP8 tensor cores (sm_89 and newer); use Fp16 or Auto");
+
   AttentionProblem p;
   p.batch = q.batch;
   p.q_heads = q.heads;
@@ -167,7 +181,9 @@ AttentionProblem validate_attention(const TensorRef& q, const TensorRef& k, cons
   p.head_dim = static_cast<int>(q.dim);
   p.dtype = q.dtype;
   p.causal = params.causal;
-  p.qk_bits = bits != 0 ? bits : (arch == jit::Arch::Sm89 ? 4 : 8);
+  p.qk_bits = bits != 0 ? bits : jit::default_qk_bits(arch);
+  p.pv_fp16 = params.pv_precision == PvPrecision::Auto ? jit::default_pv_fp16(arch)
+                                                       : params.pv_precision == PvPrecision::Fp16;
   p.smooth_q = params.smooth_q == Toggle::Auto ? p.qk_bits == 4 : params.smooth_q == Toggle::On;
   p.smooth_k = params.smooth_k;
   p.smooth_v = params.smooth_v;

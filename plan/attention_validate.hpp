@@ -17,6 +17,7 @@ struct AttentionProblem {
   CausalMode causal = CausalMode::None;
   int qk_bits = 8;
   bool smooth_q = false, smooth_k = true, smooth_v = false;
+  bool pv_fp16 = false;  // P̃V in FP16 (params.pv_precision, Auto: the arch's default)
   float sm_scale = 0;
   bool return_lse = false;
   // Varlen calls (sage2::SeqLens): batch = sequences; q_len / kv_len plan the tile (the bounds
@@ -35,7 +36,8 @@ struct AttentionProblem {
 // negative strides or zero strides on a dim of size > 1, sizes whose element offsets overflow
 // 64 bits, pointers not aligned to their element size, out overlapping q/k/v, lse misaligned,
 // non-finite or non-positive sm_scale, enum values out of range, a workspace smaller than it
-// says or misaligned. Throws Error(Unsupported) for 4-bit requested on an arch without it.
+// says or misaligned. Throws Error(Unsupported) for 4-bit requested on an arch without INT4 mma
+// (Blackwell) and FP8 P̃V requested on one without FP8 (Ampere).
 AttentionProblem validate_attention(const TensorRef& q, const TensorRef& k, const TensorRef& v,
                                     const TensorRef& out, const AttentionParams& params, jit::Arch arch);
 

@@ -8,11 +8,8 @@
 namespace sage2::autotune {
 
 int default_max_smem_optin(jit::Arch arch) {
-  switch (arch) {
-    case jit::Arch::Sm89: return 99 * 1024;
-    case jit::Arch::Sm90a: return 227 * 1024;
-  }
-  return 48 * 1024;
+  const jit::ArchInfo* i = jit::find_arch_info(arch);
+  return i ? i->max_smem_optin : 48 * 1024;
 }
 
 const std::vector<jit::TileConfig>& tile_candidates(jit::KernelFamily family, jit::Arch) {
@@ -72,8 +69,9 @@ Specialisation Specialisation::defaults(jit::Arch arch, int head_dim, CausalMode
   s.head_dim = head_dim;
   s.causal = causal;
   s.dtype = dtype;
-  s.qk_bits = arch == jit::Arch::Sm89 ? 4 : 8;
+  s.qk_bits = jit::default_qk_bits(arch);
   s.smooth_q = s.qk_bits == 4;
+  s.pv_fp16 = jit::default_pv_fp16(arch);
   s.smooth_k = true;
   s.smooth_v = false;
   return s;
@@ -81,7 +79,7 @@ Specialisation Specialisation::defaults(jit::Arch arch, int head_dim, CausalMode
 
 jit::KernelSpec Specialisation::attention_spec(jit::Arch arch, const jit::TileConfig& tile) const {
   jit::KernelSpec k;
-  k.family = family.value_or(jit::default_attention_family(arch, qk_bits, head_dim));
+  k.family = family.value_or(jit::default_attention_family(arch, qk_bits, head_dim, pv_fp16));
   k.arch = arch;
   k.head_dim = head_dim;
   k.causal = causal;
@@ -94,6 +92,7 @@ jit::KernelSpec Specialisation::attention_spec(jit::Arch arch, const jit::TileCo
   k.out_dtype = dtype;
   k.two_level_accum = true;
   k.return_lse = return_lse;
+  k.pv_fp16 = pv_fp16;
   return k;
 }
 
@@ -111,6 +110,7 @@ TuningKey Specialisation::key(jit::Arch arch, std::int64_t q_len, std::int64_t k
   p.smooth_q = smooth_q;
   p.smooth_k = smooth_k;
   p.smooth_v = smooth_v;
+  p.pv_fp16 = pv_fp16;
   return tuning_key(p, attention_spec(arch, jit::TileConfig{}).family);
 }
 
@@ -131,6 +131,7 @@ std::string Specialisation::str() const {
     s += sm;
   }
   if (return_lse) s += " lse";
+  if (pv_fp16) s += " pv16";
   if (family) {
     s += " ";
     s += jit::family_name(*family);

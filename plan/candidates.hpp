@@ -20,8 +20,9 @@
 
 namespace sage2::autotune {
 
-// Opt-in shared memory per block of the archs' reference devices: sm_89 (Ada) 99 KiB, sm_90a
-// (H100/H200) 227 KiB. Used only when no device is present (compile-only mode).
+// Opt-in shared memory per block of the archs' reference devices (the arch table's, jit/attention_family.hpp:
+// e.g. sm_86/89/120 99 KiB, sm_80 163 KiB, sm_90a/100 227 KiB). Used only when no device is present
+// (compile-only mode).
 int default_max_smem_optin(jit::Arch arch);
 inline constexpr int kRegistersPerBlock = 65536;
 
@@ -53,16 +54,17 @@ struct Specialisation {
   int qk_bits = 8;
   bool smooth_q = false, smooth_k = true, smooth_v = false;
   bool return_lse = false;
+  bool pv_fp16 = false;  // FP16 P̃V
   // nullopt: the family a Context uses by default (jit::default_attention_family).
   std::optional<jit::KernelFamily> family;
 
-  // The library's defaults for `arch` (what AttentionParams{} resolves to): 8-bit on sm_90a,
-  // 4-bit with smooth Q on sm_89; smooth K on, smooth V off.
+  // The library's defaults for `arch` (what AttentionParams{} resolves to): 8-bit QK, smooth K on,
+  // smooth Q and V off, the arch's P̃V precision (FP16 on Ampere, FP8 elsewhere).
   static Specialisation defaults(jit::Arch arch, int head_dim, CausalMode causal, DType dtype);
   jit::KernelSpec attention_spec(jit::Arch arch, const jit::TileConfig& tile) const;
   TuningKey key(jit::Arch arch, std::int64_t q_len, std::int64_t kv_len, std::int64_t q_heads,
                 std::int64_t kv_heads) const;  // the family is attention_spec(arch, ...)'s
-  std::string str() const;  // "d128 causal f16 int8 sk" (causal-br: bottom-right mask)
+  std::string str() const;  // "d128 causal f16 int8 sk" (causal-br: bottom-right mask; " pv16": FP16 P̃V)
   bool operator==(const Specialisation&) const = default;
 };
 

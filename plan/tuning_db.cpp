@@ -21,6 +21,7 @@
 #include <tuple>
 
 #include "plan/candidates.hpp"
+#include "jit/attention_family.hpp"
 #include "jit/kernel_build.hpp"
 #include "base/log.hpp"
 
@@ -103,9 +104,9 @@ const json& get_obj(const json& o, const char* name, const std::string& where) {
 }
 
 bool arch_from_name(const std::string& s, jit::Arch& out) {
-  for (jit::Arch a : {jit::Arch::Sm89, jit::Arch::Sm90a})
-    if (s == jit::arch_name(a)) {
-      out = a;
+  for (const jit::ArchInfo& a : jit::arch_table())
+    if (s == a.name) {
+      out = a.arch;
       return true;
     }
   return false;
@@ -141,6 +142,7 @@ TuningEntry parse_entry(const json& e, const std::string& where, jit::Arch arch)
   t.key.smooth_q = get_bool(e, "smooth_q", where);
   t.key.smooth_k = get_bool(e, "smooth_k", where);
   t.key.smooth_v = get_bool(e, "smooth_v", where);
+  t.key.pv_fp16 = e.contains("pv_fp16") && get_bool(e, "pv_fp16", where);  // absent: FP8 (older files)
   const std::string dt = get_str(e, "dtype", where);
   if (dt == dtype_name(DType::F16)) t.key.dtype = DType::F16;
   else if (dt == dtype_name(DType::BF16)) t.key.dtype = DType::BF16;
@@ -159,6 +161,7 @@ TuningEntry parse_entry(const json& e, const std::string& where, jit::Arch arch)
   s.smooth_k = t.key.smooth_k;
   s.smooth_v = t.key.smooth_v;
   s.dtype = t.key.dtype;
+  s.pv_fp16 = t.key.pv_fp16;
   s.family = t.key.family;
   if (auto why = static_reject_reason(s.attention_spec(arch, t.tile), INT_MAX))
     throw Bad{where + ": tile " + tile_str(t.tile) + " is not valid: " + *why};
@@ -195,6 +198,7 @@ ojson entry_json(const TuningEntry& t) {
       {"smooth_k", t.key.smooth_k},
       {"smooth_v", t.key.smooth_v},
       {"dtype", dtype_name(t.key.dtype)},
+      {"pv_fp16", t.key.pv_fp16},
       {"q_bucket", t.key.q_bucket},
       {"kv_bucket", t.key.kv_bucket},
       {"gqa_bucket", t.key.gqa_bucket},

@@ -26,6 +26,7 @@ const char* pv_format_name(PvFormat f) noexcept {
     case PvFormat::Int8: return "int8";
     case PvFormat::FP16: return "fp16";
     case PvFormat::F32: return "f32";
+    case PvFormat::Kernel: return "kernel";
   }
   return "?";
 }
@@ -59,6 +60,7 @@ struct PvRule {
       case PvFormat::Int8: return static_cast<float>(quantize_int(x, 1.f, 127));
       case PvFormat::FP16: return half_to_float(float_to_half(x));
       case PvFormat::F32: return x;
+      case PvFormat::Kernel: break;
     }
     return x;
   }
@@ -71,6 +73,7 @@ PvRule pv_rule(PvFormat f) {
     case PvFormat::Int8: return {f, 127.f, 127.f};
     case PvFormat::FP16: return {f, 1.f, 0.f};
     case PvFormat::F32: return {f, 1.f, 0.f};
+    case PvFormat::Kernel: break;
   }
   return {f, 1.f, 0.f};
 }
@@ -85,7 +88,7 @@ EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const 
     bad_arg("accum_mantissa_bits=" + std::to_string(opt.accum_mantissa_bits) + " outside 1..23");
   if (static_cast<int>(opt.granularity) < 0 || static_cast<int>(opt.granularity) > 3)
     bad_arg("granularity=" + std::to_string(static_cast<int>(opt.granularity)) + " is not a Granularity");
-  if (static_cast<int>(opt.pv_format) < 0 || static_cast<int>(opt.pv_format) > 4)
+  if (static_cast<int>(opt.pv_format) < 0 || static_cast<int>(opt.pv_format) > 5)
     bad_arg("pv_format=" + std::to_string(static_cast<int>(opt.pv_format)) + " is not a PvFormat");
   if (spec.causal != CausalMode::None && spec.causal != CausalMode::TopLeft && spec.causal != CausalMode::BottomRight)
     bad_arg("config.causal=" + std::to_string(static_cast<int>(spec.causal)) + " is not a CausalMode");
@@ -209,17 +212,23 @@ EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const 
   }
 
   // ---- V operand: V̂ [B*Hkv][nk][d] (token-major for the P̂V̂ loop), δV, μ ---------------------
-  const PvRule pv = pv_rule(opt.pv_format);
+  // The kernel's format: E4M3, or FP16 with an FP16-P̃V config; read from the stage's buffers when
+  // the format is the stage's own.
+  const PvFormat fmt = opt.pv_format != PvFormat::Kernel ? opt.pv_format
+                       : spec.pv_fp16                     ? PvFormat::FP16
+                                                          : PvFormat::E4M3;
+  const bool stage_v = fmt == (spec.pv_fp16 ? PvFormat::FP16 : PvFormat::E4M3);
+  const PvRule pv = pv_rule(fmt);
   std::vector<float> vhat(sz(p.batch * p.kv_heads * nk * d));
   std::vector<float> vscale(sz(p.batch * p.kv_heads * d)), vmean(sz(p.batch * p.kv_heads * d));
   detail::parallel_for(p.batch * p.kv_heads, opt.threads, [&](std::int64_t bh) {
     const std::int64_t b = bh / p.kv_heads, h = bh % p.kv_heads;
     float* out = vhat.data() + bh * nk * d;
     for (int c = 0; c < d; ++c) vmean[sz(bh * d + c)] = qs.v_mean[sz(bh * L.d_v + c)];
-    if (opt.pv_format == PvFormat::E4M3) {   // the kernel's buffers
+    if (stage_v) {   // the kernel's buffers (e4m3, or fp16 with its power-of-two scale)
       for (int c = 0; c < d; ++c) {
         vscale[sz(bh * d + c)] = qs.v_scale[sz(bh * L.d_v + c)];
-        for (std::int64_t n = 0; n < nk; ++n) out[n * d + c] = fp8_to_float(qs.v_code(b, h, n, c), Fp8Format::E4M3);
+        for (std::int64_t n = 0; n < nk; ++n) out[n * d + c] = qs.v_value(b, h, n, c);
       }
       return;
     }
@@ -258,7 +267,7 @@ EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const 
   const float ln2 = 0.693147180559945309417f;
   const float log2_ps = static_cast<float>(std::log2(static_cast<double>(pv.p_scale)));   // fp32(log2 p_scale)
   const int bq = ql.bq, bk = ql.bk;
-  const int kchunk = (bk % 32 == 0) ? 32 : 16;
+  const int kchunk = (bk % 32 == 0 && !(stage_v && spec.pv_fp16)) ? 32 : 16;  // FP16 P̃V: m16n8k16
   const int M = opt.accum_mantissa_bits;
   const bool two_level = spec.two_level_accum;
   const std::int64_t q_blocks = L.q_blocks;

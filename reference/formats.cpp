@@ -208,6 +208,26 @@ float fp8_margin(float x, Fp8Format f) noexcept {
   return static_cast<float>(best);
 }
 
+float half_margin(float x) noexcept {
+  if (std::isnan(x)) return std::numeric_limits<float>::infinity();
+  const double a = std::fabs(static_cast<double>(x));
+  if (std::isinf(a)) return std::numeric_limits<float>::infinity();
+  // codes of a non-negative half are ordered like their bits; the boundaries are the midpoints
+  const std::uint16_t code = float_to_half(static_cast<float>(a));
+  const double r = half_to_float(code);
+  double best = std::numeric_limits<double>::infinity();
+  if (code < 0x7C00) {  // below Inf: the next code up (0x7C00 itself: the midpoint to Inf is 65520)
+    const double up = code + 1 < 0x7C00 ? half_to_float(static_cast<std::uint16_t>(code + 1)) : 65536.0;
+    best = std::min(best, std::fabs(a - 0.5 * (r + up)) / (up - r));
+  }
+  if (code > 0 && code <= 0x7C00) {
+    const double dn = half_to_float(static_cast<std::uint16_t>(code - 1));
+    const double rr = code == 0x7C00 ? 65536.0 : r;
+    best = std::min(best, std::fabs(a - 0.5 * (rr + dn)) / (rr - dn));
+  }
+  return static_cast<float>(best);
+}
+
 float int_margin(float t, int R) noexcept {
   if (std::isnan(t)) return std::numeric_limits<float>::infinity();
   const double a = std::fabs(static_cast<double>(t));

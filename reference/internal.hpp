@@ -70,5 +70,7 @@ bool same_layout(const StageLayout& a, const StageLayout& b);
 
 // Absolute maximum of V channel c after the optional mean subtraction (the stage's formula).
 float v_amax(const QuantizedHost& qs, std::int64_t b, std::int64_t h, int c);
+// FP16 V̂'s per-channel scale for a finite positive amax: 2^max(0, e - 15), amax = f·2^e, f in [0.5, 1).
+float v16_scale(float amax);
 
 }  // namespace sage2::reference::detail

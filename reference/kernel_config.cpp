@@ -12,8 +12,11 @@ namespace sage2::reference {
 jit::KernelSpec kernel_spec(const KernelConfig& c) {
   jit::KernelSpec s;
   s.arch = jit::parse_arch(c.arch);
+  const int pvp = static_cast<int>(c.pv_precision);
+  if (pvp < 0 || pvp > 2) detail::bad_arg("config.pv_precision=" + std::to_string(pvp) + " is not a PvPrecision");
+  s.pv_fp16 = c.pv_precision == PvPrecision::Auto ? jit::default_pv_fp16(s.arch) : c.pv_precision == PvPrecision::Fp16;
   if (c.family == AttentionFamily::Auto) {
-    s.family = jit::default_attention_family(s.arch, c.qk_bits, c.head_dim);
+    s.family = jit::default_attention_family(s.arch, c.qk_bits, c.head_dim, s.pv_fp16);
   } else {
     const std::optional<jit::KernelFamily> f = jit::parse_attention_family(attention_family_name(c.family));
     if (!f)
@@ -53,6 +56,7 @@ KernelConfig kernel_config(const jit::KernelSpec& s) {
   c.out_dtype = s.out_dtype;
   c.two_level_accum = s.two_level_accum;
   c.return_lse = s.return_lse;
+  c.pv_precision = s.pv_fp16 ? PvPrecision::Fp16 : PvPrecision::Fp8;
   return c;
 }
 
@@ -80,6 +84,7 @@ StageLayout stage_layout(const jit::QuantBuffers& b, const KernelConfig& config)
   l.q_group_of_row = jit::q_group_table(g);
   for (int j = 0; j < g.bk; ++j) l.k_group_of_key.push_back(g.k_group(j));
   for (int j = 0; j < 16; ++j) l.v_slot_in_16.push_back(g.v_slot(j));
+  l.v_code_bytes = jit::v_code_bytes(g.v_fp16);
   return l;
 }
 

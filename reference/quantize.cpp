@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <cstring>
 
 #include "jit/launch_shape.hpp"
 #include "reference/internal.hpp"
@@ -67,6 +68,17 @@ float v_amax(const QuantizedHost& qs, std::int64_t b, std::int64_t h, int c) {
     return nan_max(mx - mu, mu - mn);
   }
   return nan_max(std::fabs(mx), std::fabs(mn));
+}
+
+float v16_scale(float amax) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &amax, sizeof bits);
+  const int e = static_cast<int>((bits >> 23) & 0xffu) - 126;  // amax < 2^e
+  const int k = std::max(0, e - 15);
+  const std::uint32_t out = static_cast<std::uint32_t>(127 + k) << 23;
+  float r;
+  std::memcpy(&r, &out, sizeof r);
+  return r;
 }
 
 }  // namespace detail
@@ -140,6 +152,16 @@ int QuantizedHost::k_code(std::int64_t b, std::int64_t h, std::int64_t n, int c)
 std::uint8_t QuantizedHost::v_code(std::int64_t b, std::int64_t h, std::int64_t n, int c) const {
   const auto& L = layout;
   return v_codes[static_cast<std::size_t>(((b * L.kv_heads + h) * L.d_v + c) * L.kv_len_pad + L.v_slot(n))];
+}
+
+std::uint16_t QuantizedHost::v_code16(std::int64_t b, std::int64_t h, std::int64_t n, int c) const {
+  const auto& L = layout;
+  const std::size_t i = 2 * static_cast<std::size_t>(((b * L.kv_heads + h) * L.d_v + c) * L.kv_len_pad + L.v_slot(n));
+  return static_cast<std::uint16_t>(v_codes[i] | (v_codes[i + 1] << 8));  // little-endian, as the GPU stores
+}
+
+float QuantizedHost::v_value(std::int64_t b, std::int64_t h, std::int64_t n, int c) const {
+  return layout.v_code_bytes == 2 ? half_to_float(v_code16(b, h, n, c)) : fp8_to_float(v_code(b, h, n, c), Fp8Format::E4M3);
 }
 
 QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const TensorRef& v,
@@ -269,6 +291,23 @@ QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const Tenso
     }
     for (int c = 0; c < d; ++c) {
       const float amax = detail::v_amax(qs, b, h, c);
+      if (ql.v_fp16) {  // FP16 V̂: a power-of-two scale (1 unless |V - μ| reaches 2^15), fp16 codes
+        const bool ok = amax > 0.f && std::isfinite(amax);
+        const float delta = ok ? detail::v16_scale(amax) : (amax == 0.f ? 1.f : amax);
+        qs.v_scale[sz(bh * L.d_v + c)] = delta;
+        const float inv = ok ? 1.f / delta : 0.f;
+        std::uint8_t* out = qs.v_codes.data() + 2 * (bh * L.d_v + c) * L.kv_len_pad;
+        float* mrow = opt.margins ? qs.v_margin.data() + (bh * L.d_v + c) * L.kv_len_pad : nullptr;
+        for (std::int64_t n = 0; n < p.kv_len; ++n) {
+          const std::int64_t slot = (n & ~std::int64_t(15)) + ql.v_slot(static_cast<int>(n & 15));
+          std::uint16_t code = 0;
+          if (!bad[sz(n * d + c)]) code = float_to_half((x[sz(n * d + c)] - vm[c]) * inv);
+          out[2 * slot] = static_cast<std::uint8_t>(code & 0xff);
+          out[2 * slot + 1] = static_cast<std::uint8_t>(code >> 8);
+          if (mrow) mrow[slot] = bad[sz(n * d + c)] ? inf : half_margin((x[sz(n * d + c)] - vm[c]) * inv);
+        }
+        continue;
+      }
       qs.v_scale[sz(bh * L.d_v + c)] = amax / 448.f;
       const float inv = (amax > 0.f && std::isfinite(amax)) ? 448.f / amax : 0.f;
       std::uint8_t* out = qs.v_codes.data() + (bh * L.d_v + c) * L.kv_len_pad;

@@ -27,13 +27,15 @@ std::optional<jit::KernelFamily> attention_family_override(AttentionFamily famil
 jit::KernelSpec attention_spec_for(const AttentionProblem& p, jit::Arch arch, std::optional<jit::KernelFamily> family) {
   jit::KernelSpec s;
   const int head_dim = static_cast<int>(p.head_dim);
-  s.family = family.value_or(jit::default_attention_family(arch, p.qk_bits, head_dim));
+  s.family = family.value_or(jit::default_attention_family(arch, p.qk_bits, head_dim, p.pv_fp16));
   const jit::AttentionFamilyDesc& d = jit::attention_family(s.family);
-  if (!d.runs(arch, p.qk_bits, head_dim))
+  if (!jit::family_runs(d, arch, p.qk_bits, head_dim, p.pv_fp16))
     throw Error(ErrorCode::Unsupported,
-                std::string("the ") + d.option_name + " attention family (ContextOptions::family or SAGE2_ATTENTION_FAMILY) " +
-                    d.requirement + "; this call has qk_bits=" + std::to_string(p.qk_bits) + ", head_dim=" +
-                    std::to_string(p.head_dim) + ", arch " + jit::arch_name(arch));
+                std::string("the ") + d.option_name + " attention family" +
+                    (family ? " (ContextOptions::family or SAGE2_ATTENTION_FAMILY) " : " ") + d.requirement +
+                    "; this call has qk_bits=" + std::to_string(p.qk_bits) + ", head_dim=" +
+                    std::to_string(p.head_dim) + ", P̃V " + (p.pv_fp16 ? "fp16" : "fp8") + ", arch " +
+                    jit::arch_name(arch));
   s.arch = arch;
   s.head_dim = p.head_dim;
   s.causal = p.causal;
@@ -47,6 +49,7 @@ jit::KernelSpec attention_spec_for(const AttentionProblem& p, jit::Arch arch, st
   s.return_lse = p.return_lse;
   s.varlen = p.varlen;
   s.mask = p.mask;
+  s.pv_fp16 = p.pv_fp16;
   return s;
 }
 

@@ -167,6 +167,17 @@ sage2_status sage2_context_device(const sage2_context* ctx, char* name, size_t n
   });
 }
 
+sage2_status sage2_context_target(const sage2_context* ctx, int* ptx, char* path, size_t path_size, char* note,
+                                  size_t note_size) {
+  return guarded([&] {
+    require(ctx != nullptr, "ctx is NULL");
+    const sage2::DeviceInfo& d = ctx->cpp.device();
+    if (ptx) *ptx = d.ptx ? 1 : 0;
+    copy_out(d.path, path, path_size);
+    copy_out(d.target_note, note, note_size);
+  });
+}
+
 sage2_status sage2_version_info(int* nvrtc_major, int* nvrtc_minor, int* driver_version) {
   return guarded([&] {
     const sage2::VersionInfo v = sage2::version_info();
@@ -247,6 +258,7 @@ sage2::AttentionParams to_cpp(const sage2_attention_params* p) {
   r.causal = static_cast<sage2::CausalMode>(p->causal);
   if (p->sm_scale != 0.0f) r.sm_scale = p->sm_scale;
   r.qk_bits = static_cast<sage2::QkBits>(p->qk_bits);
+  r.pv_precision = static_cast<sage2::PvPrecision>(p->pv_precision);
   r.smooth_q = static_cast<sage2::Toggle>(p->smooth_q);
   r.smooth_k = p->smooth_k == 1;
   r.smooth_v = p->smooth_v == 1;

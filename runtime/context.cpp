@@ -11,7 +11,19 @@ Context::Impl::Impl(int device, const ContextOptions& options)
     : config_(config::context_config(options)), options_(config::to_options(config_)) {
   const auto& a = driver::api();
   facts_ = runtime::device_facts(device);
-  arch_ = runtime::require_supported_arch(facts_);
+  const jit::CodeTarget target = runtime::context_target(facts_, config_.target_arch);
+  arch_ = target.arch;
+  ptx_ = target.ptx;
+  if (!target.note.empty()) {
+    // one line per process and device: a GPU newer than the table or an old NVRTC (a warning),
+    // or the target the caller asked for (information)
+    const std::string line = "device " + std::to_string(device) + " (" + facts_.name + ", " + facts_.cc_string() +
+                             "): " + target.note;
+    if (config_.target_arch.empty())
+      log::warn_once("target:" + line, line);
+    else
+      log::info(line);
+  }
   // Before the primary context is retained: a refused family must leave nothing to release.
   family_override_ = runtime::attention_family_override(config_.family, facts_, arch_);
   if (config_.quant_path == QuantPath::Cluster && arch_ != jit::Arch::Sm90a)
@@ -30,7 +42,7 @@ Context::Impl::Impl(int device, const ContextOptions& options)
     owns_primary_ = true;
   }
   loader_ = std::make_unique<runtime::KernelLoader>(ctx_, arch_,
-                                                    cache::DiskCache(config_.cache_dir, !config_.disk_cache));
+                                                    cache::DiskCache(config_.cache_dir, !config_.disk_cache), ptx_);
   workspace_ = std::make_unique<runtime::WorkspacePool>(ctx_);
   // The tuning database lives beside the cubin cache; without a disk cache (or with tuning off)
   // every call uses the heuristic default.
@@ -39,6 +51,9 @@ Context::Impl::Impl(int device, const ContextOptions& options)
   info.ordinal = device;
   info.name = facts_.name;
   info.arch = jit::arch_name(arch_);
+  info.ptx = ptx_;
+  info.path = jit::arch_path(arch_);
+  info.target_note = target.note;
   info.sm_count = facts_.sm_count;
   info.total_memory = facts_.total_memory;
 }

@@ -28,7 +28,8 @@ class Context::Impl {
 
   CUcontext cu_context() const { return ctx_; }
   const runtime::DeviceFacts& facts() const { return facts_; }
-  jit::Arch arch() const { return arch_; }
+  jit::Arch arch() const { return arch_; }    // the code target's arch (the path the calls get)
+  bool ptx() const { return ptx_; }          // kernels are PTX, JIT-compiled by the driver
   runtime::KernelLoader& kernels() { return *loader_; }
   runtime::WorkspacePool& workspace() { return *workspace_; }
   autotune::Planner& planner() const { return *planner_; }
@@ -47,6 +48,7 @@ class Context::Impl {
   ContextOptions options_;
   runtime::DeviceFacts facts_;
   jit::Arch arch_;
+  bool ptx_ = false;
   CUcontext ctx_ = nullptr;
   CUdevice dev_ = 0;
   bool owns_primary_ = false;

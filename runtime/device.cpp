@@ -1,5 +1,7 @@
 #include "runtime/device.hpp"
 
+#include "jit/compiler.hpp"
+
 namespace sage2::runtime {
 
 std::string DeviceFacts::cc_string() const {
@@ -40,18 +42,38 @@ DeviceFacts device_facts(int ordinal) {
   size_t total = 0;
   driver::check(a.cuDeviceTotalMem_v2(&total, dev), "cuDeviceTotalMem");
   f.total_memory = total;
-  if (f.cc_major == 8 && f.cc_minor == 9) f.arch = jit::Arch::Sm89;
-  if (f.cc_major == 9 && f.cc_minor == 0) f.arch = jit::Arch::Sm90a;
+  // The code target: the arch table's row of this compute capability, else PTX of the newest
+  // one the device runs (and the loaded NVRTC compiles for).
+  try {
+    const std::vector<int> nvrtc_archs = jit::nvrtc_supported_archs();
+    const jit::CodeTarget t = jit::code_target(f.cc(), nvrtc_archs);
+    f.arch = t.arch;
+    f.ptx = t.ptx;
+    f.target_note = t.note;
+  } catch (const Error& e) {
+    f.target_note = e.what();
+  }
   return f;
 }
 
 jit::Arch require_supported_arch(const DeviceFacts& f) {
   if (f.arch) return *f.arch;
   throw Error(ErrorCode::Unsupported,
-              "device " + std::to_string(f.ordinal) + " (" + f.name + ") is " + f.cc_string() +
-                  "; sage2 generates code for sm_89 (Ada) and sm_90a (Hopper) only: the algorithm needs "
-                  "FP8 e4m3 tensor-core mma (sm_89+) and its kernels are written and tuned for those two "
-                  "architectures");
+              "device " + std::to_string(f.ordinal) + " (" + f.name + ") is " + f.cc_string() + ": " + f.target_note);
+}
+
+jit::CodeTarget context_target(const DeviceFacts& f, const std::string& target_arch) {
+  if (target_arch.empty()) {
+    const jit::Arch a = require_supported_arch(f);
+    return jit::CodeTarget{a, f.ptx, f.target_note};
+  }
+  const jit::Arch want = jit::parse_arch(target_arch);  // InvalidArgument naming the table
+  try {
+    return jit::code_target(f.cc(), jit::nvrtc_supported_archs(), want);
+  } catch (const Error& e) {
+    throw Error(e.code(), "device " + std::to_string(f.ordinal) + " (" + f.name + ", " + f.cc_string() + "): " +
+                              e.what());
+  }
 }
 
 }  // namespace sage2::runtime

@@ -6,8 +6,8 @@
 
 namespace sage2::runtime {
 
-KernelLoader::KernelLoader(CUcontext ctx, jit::Arch arch, cache::DiskCache disk)
-    : ctx_(ctx), arch_(arch), disk_(std::move(disk)) {}
+KernelLoader::KernelLoader(CUcontext ctx, jit::Arch arch, cache::DiskCache disk, bool ptx)
+    : ctx_(ctx), arch_(arch), ptx_(ptx), disk_(std::move(disk)) {}
 
 KernelLoader::~KernelLoader() {
   if (!driver::available()) return;
@@ -33,6 +33,7 @@ std::size_t KernelLoader::loaded_count() const {
 
 LoadedKernel& KernelLoader::get(jit::KernelSpec spec) {
   spec.arch = arch_;
+  spec.ptx = ptx_;
   const std::string key = spec.key();
   std::shared_ptr<Slot> slot;
   {
@@ -75,13 +76,26 @@ std::unique_ptr<LoadedKernel> KernelLoader::load(const jit::KernelSpec& spec) {
     r = a.cuModuleLoadData(&k->module, compiled->cubin.data());
   }
   if (r != CUDA_SUCCESS)
-    throw Error(ErrorCode::DriverError, "cuModuleLoadData for kernel " + k->key + ": " + driver::error_text(r));
+    throw Error(ErrorCode::DriverError,
+                "cuModuleLoadData for kernel " + k->key + ": " + driver::error_text(r) +
+                    (spec.ptx ? " (PTX: the driver JIT-compiles it and must support the PTX version of the NVRTC "
+                                "that wrote it; an older driver than that NVRTC refuses it)"
+                              : std::string()));
   const std::string entry = spec.entry_name();
   const CUresult r2 = a.cuModuleGetFunction(&k->function, k->module, entry.c_str());
   if (r2 != CUDA_SUCCESS) {
     a.cuModuleUnload(k->module);
     throw Error(ErrorCode::Internal,
                 "kernel " + k->key + " has no entry '" + entry + "': " + driver::error_text(r2));
+  }
+  if (spec.ptx) {
+    // No ptxas ran here: the facts are the driver's, after its JIT compile.
+    int regs = -1, local = 0, shared = 0;
+    if (a.cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, k->function) == CUDA_SUCCESS) k->facts.registers = regs;
+    if (a.cuFuncGetAttribute(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, k->function) == CUDA_SUCCESS)
+      k->facts.stack_frame_bytes = local;
+    if (a.cuFuncGetAttribute(&shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k->function) == CUDA_SUCCESS)
+      k->facts.static_shared_bytes = shared;
   }
   k->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   log::debug(std::string(k->source == KernelSource::DiskCache ? "loaded from disk cache " : "compiled ") +

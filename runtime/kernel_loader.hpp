@@ -32,12 +32,13 @@ struct LoadedKernel {
 
 class KernelLoader {
  public:
-  KernelLoader(CUcontext ctx, jit::Arch arch, cache::DiskCache disk);
+  // ptx: every kernel as PTX for arch (KernelSpec::ptx), JIT-compiled by the driver at load.
+  KernelLoader(CUcontext ctx, jit::Arch arch, cache::DiskCache disk, bool ptx = false);
   ~KernelLoader();
   KernelLoader(const KernelLoader&) = delete;
   KernelLoader& operator=(const KernelLoader&) = delete;
 
-  // The spec's arch is overridden by the loader's (a context has one arch).
+  // The spec's arch and ptx are overridden by the loader's (a context has one code target).
   LoadedKernel& get(jit::KernelSpec spec);
   const cache::DiskCache& disk() const { return disk_; }
   std::size_t loaded_count() const;
@@ -51,6 +52,7 @@ class KernelLoader {
 
   CUcontext ctx_;
   jit::Arch arch_;
+  bool ptx_ = false;
   cache::DiskCache disk_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<Slot>> slots_;

@@ -1,6 +1,8 @@
-// mma.sync attention family (sm_89 Ada and sm_90a Hopper): INT8 (m16n8k32) or INT4 (m16n8k64)
-// QKᵀ with per-thread dequantisation, optional ΔS (smooth-Q), online softmax in fp32 (exp2),
-// P̃ → FP8 E4M3 (·448, folded into the exponent), FP8 P̂·V̂ (m16n8k32 e4m3, f32 accumulate), two-level accumulation.
+// mma.sync attention family (every arch of the table: Ampere, Ada, Hopper, Blackwell): INT8
+// (m16n8k32) or INT4 (m16n8k64) QKᵀ with per-thread dequantisation, optional ΔS (smooth-Q), online
+// softmax in fp32 (exp2), P̃ → FP8 E4M3 (·448, folded into the exponent), FP8 P̂·V̂ (m16n8k32 e4m3,
+// f32 accumulate), two-level accumulation — or with SAGE2_PV_FP16 (the Ampere path, an option
+// everywhere): P̃ → fp16, fp16 V̂, P̂·V̂ in m16n8k16 f16 mma with f32 accumulation.
 // The float-op contract is the one at the top of include/sage2/reference.hpp.
 //
 // CTA = one block of BQ query rows of one (batch, q head) pair; WARPS warps, each owning
@@ -30,6 +32,11 @@
 //    warp·8 + g (rows g, g+8, g+16, g+24 of its warp share it).
 //  - P̂·V̂ accumulates per KV tile from zero (TWO_LEVEL) and is added into the fp32 O as
 //    O = O·a + R; without TWO_LEVEL the accumulator is O itself, rescaled by a before the tile.
+//  - FP16 P̃V (PV_FP16): V̂ has two bytes a code (its smem rows 2·BK + 16 bytes) and is stored
+//    with the keys of each 16-key group permuted (jit::QuantLayout::v_fp16: slot 2t + e holds key
+//    4t + e, slot 8 + 2t + e key 4t + 2 + e), so that the P fragment of a k16 step is the thread's
+//    own accumulators (attention_softmax.cuh pack_p, 8 registers) and the B fragment a plain ldmatrix of
+//    V̂ᵀ rows; each k32 chunk is two m16n8k16 steps, 32 bytes apart.
 //
 // Non-finite inputs (reference.hpp "NaN / Inf policy"): the quantize stage keeps them out of every
 // scale and mean and flags them; the main loop never looks at the flags, the epilogue applies
@@ -70,10 +77,12 @@ constexpr int NV = DVS / 8;
 // before the next one's QKᵀ (a group of MT read V once per tile but kept more registers live).
 constexpr int MG = 1;
 constexpr int QKP = sage2::dev::attn_qk_pitch(RB);
-constexpr int VP = sage2::dev::attn_v_pitch(BK);
+constexpr int VB = PV_FP16 ? 2 : 1;  // bytes of one V̂ code
+constexpr int VP = sage2::dev::attn_v_pitch(BK, VB);
+constexpr int PFR = PV_FP16 ? 8 : 4;  // P̂ fragment registers of one k32 chunk
 constexpr bool INT4 = SAGE2_QK_BITS == 4;
 constexpr sage2::dev::AttnSmemLayout SM =
-    sage2::dev::attn_smem_layout(BQ, BK, WARPS, RB, D_V, STAGES, SMOOTH_Q);
+    sage2::dev::attn_smem_layout(BQ, BK, WARPS, RB, D_V, STAGES, SMOOTH_Q, VB);
 
 static_assert(BQ % (16 * WARPS) == 0 && MT >= 1, "each warp owns whole 16-row tiles");
 static_assert(BK % 32 == 0 && BK >= 32, "the mma family needs BK a multiple of 32 (k32 P·V chunks)");
@@ -113,7 +122,7 @@ struct Ctx {
   const u8* v_head;        // V codes of the kv head, channel 0
   const float* ks_head;    // K scales of the kv head, block 0
   const float* ds_row;     // ΔS row of this (pair, q block), key 0
-  i64 kv_len_pad;  // row pitch of V̂ᵀ
+  i64 kv_len_pad;  // row pitch of V̂ᵀ (bytes)
 };
 
 __device__ __forceinline__ void mma_qk(i32 (&acc)[4], const u32 (&a)[4], u32 b0, u32 b1) {
@@ -124,13 +133,16 @@ __device__ __forceinline__ void mma_qk(i32 (&acc)[4], const u32 (&a)[4], u32 b0,
     ptx::mma_s8_m16n8k32(acc, a, b);
 }
 
-// P̂·V̂ for one k32 chunk. sm_89: the native e4m3 mma. sm_90 has no native e4m3 mma.sync (ptxas
-// emulates it with two f16 HMMAs into zeroed temporaries plus FADDs, which costs registers), so
-// the operands are widened here (e4m3 → f16 is exact) and two m16n8k16 f16 mmas accumulate in
-// place. Keys are relabelled consistently in A and B: in the first k16 step, slots 2t, 2t+1 hold
-// keys 4t, 4t+1 and slots 8+2t, 9+2t keys 4t+2, 4t+3 of the chunk (the second step: +16).
-__device__ __forceinline__ void mma_pv(float (&acc)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-#if SAGE2_ARCH >= 90
+// P̂·V̂ for one k32 chunk. sm_89 and Blackwell: the native e4m3 mma. sm_90 has no native e4m3
+// mma.sync (ptxas emulates it with two f16 HMMAs into zeroed temporaries plus FADDs, which costs
+// registers), so the operands are widened here (e4m3 → f16 is exact) and two m16n8k16 f16 mmas
+// accumulate in place. Keys are relabelled consistently in A and B: in the first k16 step, slots
+// 2t, 2t+1 hold keys 4t, 4t+1 and slots 8+2t, 9+2t keys 4t+2, 4t+3 of the chunk (the second
+// step: +16) — the order the FP16 P̃V path stores V̂ in. (PTX for compute_89 run on a Hopper GPU
+// takes the native branch; the driver's ptxas lowers it there.)
+// (`a` by pointer: the PV_FP16 build type-checks this call with 8-register fragments too.)
+__device__ __forceinline__ void mma_pv(float (&acc)[4], const u32* a, u32 b0, u32 b1) {
+#if SAGE2_ARCH == 90
   const u32 a_lo[4] = {ptx::e4m3x2_to_f16x2(static_cast<u16>(a[0])), ptx::e4m3x2_to_f16x2(static_cast<u16>(a[1])),
                        ptx::e4m3x2_to_f16x2(static_cast<u16>(a[0] >> 16)),
                        ptx::e4m3x2_to_f16x2(static_cast<u16>(a[1] >> 16))};
@@ -143,10 +155,22 @@ __device__ __forceinline__ void mma_pv(float (&acc)[4], const u32 (&a)[4], u32 b
   ptx::mma_f16_m16n8k16(acc, a_hi, b_hi);
 #else
   const u32 b[2] = {b0, b1};
-  ptx::mma_e4m3_m16n8k32(acc, a, b);
+  const u32 a4[4] = {a[0], a[1], a[2], a[3]};
+  ptx::mma_e4m3_m16n8k32(acc, a4, b);
 #endif
 }
 
+// FP16 P̃V: k16 step s (0, 1) of a k32 chunk, P̂ fragment registers 4s..4s+3 of the chunk's 8
+// (attention_softmax.cuh pack_p), V̂ fragments b0, b1. (The FP8 build type-checks the call with 4
+// registers a chunk and never runs it: nothing is read then.)
+template <int N>
+__device__ __forceinline__ void pv_step16(float (&acc)[4], const u32 (&p)[N], int s, u32 b0, u32 b1) {
+  if constexpr (N == 8) {
+    const u32 a[4] = {p[4 * s], p[4 * s + 1], p[4 * s + 2], p[4 * s + 3]};
+    const u32 b[2] = {b0, b1};
+    ptx::mma_f16_m16n8k16(acc, a, b);
+  }
+}
 
 // Global sources of the KV loads, recomputed per tile from the block coordinates (cheaper than
 // keeping five 64-bit values alive across the loop).
@@ -154,10 +178,10 @@ __device__ __forceinline__ Ctx make_ctx(const AttentionParams& p) {
   const BlockCoords k = block_coords(p);
   Ctx c;
   c.k_head = p.k_codes + k.k_blk_base * BK * RB;
-  c.v_head = p.v_codes + k.v_row0 * k.v_pitch + k.v_col0;
+  c.v_head = p.v_codes + (k.v_row0 * k.v_pitch + k.v_col0) * VB;
   c.ks_head = k_scales<4>(p, k);
   c.ds_row = SMOOTH_Q ? delta_s_row(p, k) : nullptr;
-  c.kv_len_pad = k.v_pitch;
+  c.kv_len_pad = k.v_pitch * VB;
   return c;
 }
 
@@ -186,13 +210,13 @@ __device__ __forceinline__ void load_stage(const AttentionParams& p, int tile, i
       ptx::cp_async_16(st + SM.k_off + k_slot(key) * QKP + part * 16, ksrc + static_cast<i64>(q) * 16);
     }
   }
-  // V slice: DVS channel rows of BK bytes (row ch of the transposed V, keys of this tile).
-  constexpr int VCPR = BK / 16;
+  // V slice: DVS channel rows of BK codes (row ch of the transposed V, keys of this tile).
+  constexpr int VCPR = BK * VB / 16;
   constexpr int VRPP = THREADS / VCPR;
   static_assert(THREADS % VCPR == 0, "V chunk mapping");
   {
     const int r0 = tid / VCPR, part = tid % VCPR;
-    const u8* src = c.v_head + static_cast<i64>(slice * DVS + r0) * c.kv_len_pad + static_cast<i64>(tile) * BK + part * 16;
+    const u8* src = c.v_head + static_cast<i64>(slice * DVS + r0) * c.kv_len_pad + static_cast<i64>(tile) * BK * VB + part * 16;
     const i64 step = static_cast<i64>(VRPP) * c.kv_len_pad;
     const u32 dst = st + SM.v_off + r0 * VP + part * 16;
 #pragma unroll
@@ -320,7 +344,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
 
 #pragma unroll
       for (int mg = 0; mg < MT / MG; ++mg) {
-      u32 pf[MG][KC][4];
+      u32 pf[MG][KC][PFR];
       float alpha[MG][2];
 #pragma unroll
       for (int mi = 0; mi < MG; ++mi) {
@@ -423,7 +447,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
           m_sh[hf] = update_max(mx, m[mt][hf], alpha[mi][hf], neg_inf());
         }
         exp2_rowsum(sc, alpha[mi], l[mt], [&](int j, int e) { return sc[j][e] - m_sh[e >> 1]; });
-        pack_p(sc, pf[mi]);
+        pack_p(sc, pf[mi]);  // e4m3 (4 registers a chunk) or fp16 (8): pf's type picks
       }
 
       // ---- P̂ V̂ of the group's m tiles (V fragments shared by the group)
@@ -446,16 +470,30 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
             for (int e = 0; e < 4; ++e) r[mi][hh][e] = 0.f;
 #pragma unroll
         for (int kc = 0; kc < KC; ++kc) {
-          u32 vf[4];
-          ptx::ldmatrix_x4(vf, st + v_lane + np * 16 * VP + kc * 32);
+          if (PV_FP16) {
+            // two k16 steps of 16 keys (32 bytes of each V̂ᵀ row) per chunk (pv_step16)
 #pragma unroll
-          for (int mi = 0; mi < MG; ++mi) {
-            if (TWO_LEVEL) {
-              mma_pv(r[mi][0], pf[mi][kc], vf[0], vf[1]);
-              mma_pv(r[mi][1], pf[mi][kc], vf[2], vf[3]);
-            } else {
-              mma_pv(o[mg * MG + mi][2 * np], pf[mi][kc], vf[0], vf[1]);
-              mma_pv(o[mg * MG + mi][2 * np + 1], pf[mi][kc], vf[2], vf[3]);
+            for (int s = 0; s < 2; ++s) {
+              u32 vf[4];
+              ptx::ldmatrix_x4(vf, st + v_lane + np * 16 * VP + kc * 64 + s * 32);
+#pragma unroll
+              for (int mi = 0; mi < MG; ++mi) {
+                pv_step16(TWO_LEVEL ? r[mi][0] : o[mg * MG + mi][2 * np], pf[mi][kc], s, vf[0], vf[1]);
+                pv_step16(TWO_LEVEL ? r[mi][1] : o[mg * MG + mi][2 * np + 1], pf[mi][kc], s, vf[2], vf[3]);
+              }
+            }
+          } else {
+            u32 vf[4];
+            ptx::ldmatrix_x4(vf, st + v_lane + np * 16 * VP + kc * 32);
+#pragma unroll
+            for (int mi = 0; mi < MG; ++mi) {
+              if (TWO_LEVEL) {
+                mma_pv(r[mi][0], pf[mi][kc], vf[0], vf[1]);
+                mma_pv(r[mi][1], pf[mi][kc], vf[2], vf[3]);
+              } else {
+                mma_pv(o[mg * MG + mi][2 * np], pf[mi][kc], vf[0], vf[1]);
+                mma_pv(o[mg * MG + mi][2 * np + 1], pf[mi][kc], vf[2], vf[3]);
+              }
             }
           }
         }

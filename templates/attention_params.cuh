@@ -43,7 +43,8 @@ constexpr int attn_v_slice(int d_v, int m_tiles) {
   return ((d_v + attn_v_slices(d_v, m_tiles) - 1) / attn_v_slices(d_v, m_tiles) + 15) / 16 * 16;
 }
 constexpr int attn_qk_pitch(int row_bytes) { return row_bytes + 16; }
-constexpr int attn_v_pitch(int bk) { return bk + 16; }
+// V̂ rows of bk codes of v_bytes each (1: FP8 e4m3, 2: FP16 P̃V), padded by 16 bytes.
+constexpr int attn_v_pitch(int bk, int v_bytes = 1) { return bk * v_bytes + 16; }
 
 struct AttnSmemLayout {
   int q_off, k_off, v_off, ks_off, ds_off;  // offsets inside one stage (q_off: from the base)
@@ -53,13 +54,13 @@ struct AttnSmemLayout {
 };
 
 constexpr AttnSmemLayout attn_smem_layout(int bq, int bk, int warps, int row_bytes, int d_v, int stages,
-                                          bool smooth_q) {
+                                          bool smooth_q, int v_bytes = 1) {
   AttnSmemLayout l{};
   l.q_off = 0;
   l.stages_off = bq * attn_qk_pitch(row_bytes);
   l.k_off = 0;
   l.v_off = bk * attn_qk_pitch(row_bytes);
-  l.ks_off = l.v_off + attn_v_slice(d_v, attn_m_tiles(bq, warps)) * attn_v_pitch(bk);
+  l.ks_off = l.v_off + attn_v_slice(d_v, attn_m_tiles(bq, warps)) * attn_v_pitch(bk, v_bytes);
   l.ds_off = l.ks_off + 16;
   l.stage_bytes = l.ds_off + (smooth_q ? bk * 4 : 0);
   l.total = l.stages_off + stages * l.stage_bytes;
@@ -73,7 +74,7 @@ struct AttentionParams {
   const float* q_kbias;   // [B][Hq][q_len_pad]            smooth_k (LSE only)
   const i8* k_codes;      // [B][Hkv][kv_len_pad][row_bytes]
   const float* k_scale;   // [B][Hkv][k_blocks][4]
-  const u8* v_codes;      // [B][Hkv][d_v][kv_len_pad]     e4m3, transposed
+  const u8* v_codes;      // [B][Hkv][d_v][kv_len_pad]     e4m3 (pv_fp16: fp16), transposed
   const float* v_scale;   // [B][Hkv][d_v]
   const float* v_mean;    // [B][Hkv][d_v]                 smooth_v
   const float* delta_s;   // [bh_count][qb_count][kv_len_pad]   smooth_q (this chunk)

@@ -15,8 +15,9 @@ __device__ __forceinline__ float score_scale(float qs, float ks, float c2) { ret
 
 // One row half's step: `mx` is the thread's max over its scores of the tile; the quad's max
 // (max.f32 ignores NaN) updates m, alpha = exp2(m_old − m_use) rescales O and l. Returns the
-// exponent's shift m_use − log2 448: 448·P̃ = exp2(s − shift), l carries the 448 (the epilogue
-// divides by it and subtracts log2 448 from the LSE). ninf: the caller's -inf (neg_inf() is an
+// exponent's shift m_use − log2 p_scale: p_scale·P̃ = exp2(s − shift), l carries p_scale (the
+// epilogue divides by it and subtracts log2 p_scale from the LSE; p_scale is 448 for E4M3, 1 for
+// FP16 P̃V). ninf: the caller's -inf (neg_inf() is an
 // asm the compilers do not merge).
 __device__ __forceinline__ float update_max(float mx, float& m, float& alpha, float ninf) {
   mx = ptx::max_f32(mx, ptx::shfl_xor(mx, 1));
@@ -56,6 +57,25 @@ __device__ __forceinline__ void pack_p(const float (&x)[4 * KC][4], u32 (&pa)[KC
     for (int i = 0; i < 4; ++i) {
       const int j = 4 * kc + 2 * (i >> 1), e = 2 * (i & 1);
       pa[kc][i] = pack_e4m3x4(x[j][e], x[j][e + 1], x[j + 1][e], x[j + 1][e + 1]);
+    }
+}
+
+// FP16 P̃V (the overload for 8 registers a chunk): P̂ = fp16(P̃) as the A fragments of the two m16n8k16 steps of each k32 chunk (mma
+// family's accumulator order). Step s of chunk kc reads n8 tiles j = 4kc + 2s and j + 1: registers
+// {row g: tile j, row g+8: tile j, row g: tile j+1, row g+8: tile j+1}, each the pair of the tile's
+// columns 2t, 2t+1 — so k slots 2t, 2t+1 hold keys 4t, 4t+1 and slots 8+2t, 9+2t keys 4t+2, 4t+3
+// of the step's 16 keys, the order FP16 V̂ is stored in (jit::QuantLayout::v_fp16).
+template <int KC>
+__device__ __forceinline__ void pack_p(const float (&x)[4 * KC][4], u32 (&pa)[KC][8]) {
+#pragma unroll
+  for (int kc = 0; kc < KC; ++kc)
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+      const int j = 4 * kc + 2 * s;
+      pa[kc][4 * s + 0] = ptx::pack_f16x2(x[j][0], x[j][1]);
+      pa[kc][4 * s + 1] = ptx::pack_f16x2(x[j][2], x[j][3]);
+      pa[kc][4 * s + 2] = ptx::pack_f16x2(x[j + 1][0], x[j + 1][1]);
+      pa[kc][4 * s + 3] = ptx::pack_f16x2(x[j + 1][2], x[j + 1][3]);
     }
 }
 

@@ -34,8 +34,11 @@ constexpr bool IN_BF16 = SAGE2_IN_BF16 != 0;
 constexpr bool Q_IN_KERNEL = SAGE2_Q_IN_KERNEL != 0;
 constexpr bool OUT_BF16 = SAGE2_OUT_BF16 != 0;
 constexpr bool OUT_F32 = SAGE2_OUT_F32 != 0;
-// log2(448): 448·P̃ = exp2(s - (m - log2 448)), the E4M3 scale folded into the exponent
-constexpr float LOG2_P_SCALE = 8.80735492205760410744f;
+// P̃V in FP16 (P̂ = fp16(P̃), V̂ fp16, m16n8k16 with fp32 accumulation) instead of FP8 e4m3.
+constexpr bool PV_FP16 = SAGE2_PV_FP16 != 0;
+// log2 of P̃'s static scale p_scale: log2(448) for E4M3 (448·P̃ = exp2(s - (m - log2 448)), the scale
+// folded into the exponent), 0 for FP16 (P̃ <= 1 is in fp16's range as it is)
+constexpr float LOG2_P_SCALE = PV_FP16 ? 0.f : 8.80735492205760410744f;
 constexpr float LN2 = 0.693147180559945309417f;
 
 static_assert(STAGES >= 1 && STAGES <= 4, "1..4 pipeline stages");

@@ -741,10 +741,22 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, i
 //  each 16-key group, jit::QuantLayout::v_slot) through shared
 //  memory so that each channel's ROWS bytes leave as 16-byte stores (one thread per channel).
 //  Tile 0 writes v_scale and v_mean (v_mean = μ, 0 when !smooth_v; padded channels 0).
+//  SAGE2_PV_FP16 (FP16 P̃V): scale = δ = 2^max(0, e − 15) for amax = f·2^e, f ∈ [0.5, 1) (1 unless
+//  |V − μ| reaches 2^15), inv = finite positive amax ? 1/δ : 0 (both exact), code =
+//  fp16_rn((float(V) − μ) · inv), two bytes per code, same transposed layout and slot order.
 
 #if SAGE2_QUANT_OP == 4 || (SAGE2_QUANT_OP == 5 || SAGE2_QUANT_OP == 6)
+constexpr bool V_FP16 = SAGE2_PV_FP16 != 0;
+constexpr int V_BYTES = V_FP16 ? 2 : 1;  // bytes of one V̂ code
 template <class M>
-constexpr int v_smem_bytes() { return 8 * D_V + M::ROWS * D_V; }
+constexpr int v_smem_bytes() { return 8 * D_V + M::ROWS * D_V * V_BYTES; }
+
+// FP16 V̂'s per-channel power-of-two scale δ for a finite positive amax (see above).
+__device__ __forceinline__ float v16_scale(float amax) {
+  const int e = static_cast<int>((ptx::f32_bits(amax) >> 23) & 0xffu) - 126;  // amax < 2^e
+  const int k = e - 15 > 0 ? e - 15 : 0;
+  return ptx::bits_f32(static_cast<u32>(127 + k) << 23);
+}
 
 // `stats`: the head's V statistics [3][D_V] in shared memory (the cluster stage), else null:
 // read from v_stats in global memory.
@@ -783,8 +795,13 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, i6
       } else {
         amax = ptx::max_nan(ptx::abs_f32(vmax), ptx::abs_f32(vmin));
       }
-      scale = ptx::div_rn(amax, 448.f);
-      inv = finite_positive(amax) ? ptx::div_rn(448.f, amax) : 0.f;
+      if (V_FP16) {
+        scale = finite_positive(amax) ? v16_scale(amax) : (amax == 0.f ? 1.f : amax);
+        inv = finite_positive(amax) ? ptx::div_rn(1.f, scale) : 0.f;
+      } else {
+        scale = ptx::div_rn(amax, 448.f);
+        inv = finite_positive(amax) ? ptx::div_rn(448.f, amax) : 0.f;
+      }
     }
     s_mu[c] = mu;
     s_inv[c] = inv;
@@ -829,7 +846,20 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, i6
             if ((bad >> e) & 1u) y[e] = 0.f;
         }
 #pragma unroll
-        for (int e = 0; e < 8; e += 2) pair[e / 2] = ptx::f32x2_to_e4m3x2(y[e], y[e + 1]);
+        for (int e = 0; e < 8; e += 2) {
+          if constexpr (V_FP16)  // (sm_80 has no e4m3 conversion: never emitted there)
+            pair[e / 2] = ptx::pack_f16x2(y[e], y[e + 1]);
+          else
+            pair[e / 2] = ptx::f32x2_to_e4m3x2(y[e], y[e + 1]);
+        }
+      }
+      if (V_FP16) {
+        u32* d16 = reinterpret_cast<u32*>(&s_t[(r * D_V + j * 8) * 2]);
+        d16[0] = pair[0];
+        d16[1] = pair[1];
+        d16[2] = pair[2];
+        d16[3] = pair[3];
+        continue;
       }
       u32* d8 = reinterpret_cast<u32*>(&s_t[r * D_V + j * 8]);
       d8[0] = pair[0] | (pair[1] << 16);
@@ -837,6 +867,27 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, i6
     }
   }
   __syncthreads();
+
+  if (V_FP16) {  // the same write-out, two bytes per code: 32 bytes per 16-key group
+    constexpr int SEGS = ROWS / 16;
+    const u16* s_t16 = reinterpret_cast<const u16*>(s_t);
+    u16* dst = reinterpret_cast<u16*>(p.v_codes) + si.v_row0 * si.v_pitch + si.out_blk;
+#pragma unroll 1
+    for (int c = tid; c < D_V; c += THREADS) {
+      u16* drow = dst + static_cast<i64>(c) * si.v_pitch;
+#pragma unroll
+      for (int seg = 0; seg < SEGS; ++seg) {
+        u32 w[8];
+#pragma unroll
+        for (int q = 0; q < 8; ++q)  // column 2q, 2q+1 of the group hold the layout's keys (v_slot)
+          w[q] = static_cast<u32>(s_t16[(seg * 16 + sage2_v_key_of_slot[2 * q]) * D_V + c]) |
+                 (static_cast<u32>(s_t16[(seg * 16 + sage2_v_key_of_slot[2 * q + 1]) * D_V + c]) << 16);
+        ptx::st_v4(drow + seg * 16, ptx::u32x4{w[0], w[1], w[2], w[3]});
+        ptx::st_v4(drow + seg * 16 + 8, ptx::u32x4{w[4], w[5], w[6], w[7]});
+      }
+    }
+    return;
+  }
 
   // Transposed write-out: a thread takes 4 channels × one 16-key group. It reads 4 keys' words of
   // those 4 channels (one 32-bit shared load each; consecutive threads: consecutive channel groups,

@@ -1,10 +1,11 @@
 // sage2-autotune: compile and tune the attention kernels for a GPU, record the fastest tile
 // configurations in the tuning database beside the kernel cache, and print what was gained over
 // the heuristic defaults. With --compile-only it fills the kernel cache for an arch without any
-// GPU or driver (a build machine preparing a cache bundle for a fleet).
+// GPU or driver (a build machine preparing a cache bundle for a fleet), for one arch of the table
+// or several (--arch sm_80,sm_89,sm_90a,sm_120: one cache, one `sage2-cache export` bundle).
 //
 //   sage2-autotune [--device N] [selection] [timing options] [--json] [--progress]
-//   sage2-autotune --arch sm_89|sm_90a --compile-only [selection] [--json]
+//   sage2-autotune --arch ARCH[,ARCH...] --compile-only [selection] [--json]
 //
 // Exit codes (also in --help and README "Tools"):
 //   0   done
@@ -12,7 +13,7 @@
 //       problem could not be measured, or the GPU failed
 //   2   usage error
 //   3   no CUDA driver (tuning needs one; --compile-only does not)
-//   4   no supported GPU at --device (not sm_89 / sm_90, or no such device)
+//   4   no supported GPU at --device (older than sm_80, or no such device)
 //   130 interrupted by SIGINT (143: SIGTERM): the step in progress was finished and everything
 //       done so far is in the cache and the database
 #include <signal.h>
@@ -59,7 +60,8 @@ constexpr int kExitNoGpu = 4;
 
 const char* kUsage =
     "usage: sage2-autotune [--device N] [options]              tune on a GPU, write the tuning database\n"
-    "       sage2-autotune --arch ARCH --compile-only [options] fill the kernel cache, no GPU needed\n"
+    "       sage2-autotune --arch ARCH[,ARCH...] --compile-only [options]\n"
+    "                                                          fill the kernel cache, no GPU needed\n"
     "\n"
     "Tuning compiles every candidate tile configuration of each specialisation (head dim x causal x\n"
     "dtype x qk bits), drops the ones that exceed the device's shared memory or spill registers, times\n"
@@ -72,11 +74,14 @@ const char* kUsage =
     "  --head-dims LIST     head dims (default 64,96,128)\n"
     "  --dtypes LIST        f16, bf16 (default f16,bf16)\n"
     "  --causal LIST        none, top-left, bottom-right; 0/1 (default none,top-left)\n"
-    "  --bits LIST          auto, 8, 4 (default auto: 8 on sm_90a, 4 with smooth Q on sm_89)\n"
+    "  --bits LIST          auto, 8, 4 (default auto: 8; 4 takes smooth Q; no 4 on Blackwell)\n"
+    "  --pv LIST            P~V precision: auto, fp8, fp16 (default auto: fp16 on sm_80/86/87,\n"
+    "                       fp8 elsewhere; fp16 runs on the mma family); combinations an arch\n"
+    "                       cannot run are skipped\n"
     "  --smooth-q MODE      auto (on with 4-bit), on, off (default auto)\n"
     "  --smooth-v           smooth V on (default off)\n"
-    "  --family LIST        auto, mma, wgmma (default auto: wgmma for 8-bit on sm_90a up to head\n"
-    "                       dim 256, mma otherwise); combinations a family cannot run are skipped\n"
+    "  --family LIST        auto, mma, wgmma (default auto: wgmma for 8-bit FP8 on sm_90a up to\n"
+    "                       head dim 256, mma otherwise); combinations a family cannot run are skipped\n"
     "  --tiles LIST         only these candidates, BQxBKxWARPSxSTAGES (e.g. 64x64x4x2,128x64x8x2);\n"
     "                       the heuristic default is always added\n"
     "  --with-lse           also compile the LSE-returning attention kernels\n"
@@ -96,9 +101,11 @@ const char* kUsage =
     "\n"
     "compile-only:\n"
     "  --compile-only       compile every candidate's quantize/ΔS/attention kernels into the cache\n"
-    "  --arch ARCH          sm_89 or sm_90a (required with --compile-only)\n"
-    "  --max-smem BYTES     opt-in shared memory per block to filter with (default: 99 KiB for\n"
-    "                       sm_89, 227 KiB for sm_90a)\n"
+    "  --arch LIST          archs of the table: sm_80, sm_86, sm_87, sm_89, sm_90a, sm_100, sm_103,\n"
+    "                       sm_120, sm_121 (required with --compile-only; several: one cache for a\n"
+    "                       fleet of mixed GPUs)\n"
+    "  --max-smem BYTES     opt-in shared memory per block to filter with (default: the arch's,\n"
+    "                       e.g. 99 KiB for sm_86/89/120, 163 KiB for sm_80, 227 KiB for sm_90a/100)\n"
     "\n"
     "common:\n"
     "  --cache-dir DIR      kernel cache and tuning database directory (default $SAGE2_CACHE_DIR,\n"
@@ -146,12 +153,14 @@ struct UsageError {
 struct Options {
   bool help = false;
   int device = 0;
-  std::optional<jit::Arch> arch;
+  std::optional<jit::Arch> arch;  // the first of archs
+  std::vector<jit::Arch> archs;   // --arch LIST
   bool compile_only = false;
   std::vector<int> head_dims = {64, 96, 128};
   std::vector<DType> dtypes = {DType::F16, DType::BF16};
   std::vector<CausalMode> causal = {CausalMode::None, CausalMode::TopLeft};
   std::vector<int> bits = {0};  // 0 = auto
+  std::vector<PvPrecision> pv = {PvPrecision::Auto};
   std::vector<std::optional<jit::KernelFamily>> families = {std::nullopt};  // nullopt = auto
   Toggle smooth_q = Toggle::Auto;
   bool smooth_v = false;
@@ -242,10 +251,23 @@ Options parse(int argc, char** argv) {
     if (name == "-h" || name == "--help") { flag(); o.help = true; }
     else if (name == "--device") o.device = static_cast<int>(parse_int(name, val(), 0, 1 << 20));
     else if (name == "--arch") {
-      const std::string a = val();
-      if (a != "sm_89" && a != "sm_90a" && a != "sm_90") throw UsageError{"--arch: '" + a + "' (sm_89 or sm_90a)"};
-      o.arch = jit::parse_arch(a);
+      o.archs = parse_list<jit::Arch>(name, val(), [&](const std::string& a) {
+        try {
+          return jit::parse_arch(a);
+        } catch (const Error& e) {
+          throw UsageError{"--arch: " + std::string(e.what())};
+        }
+      });
+      if (o.archs.empty()) throw UsageError{"--arch needs an arch"};
+      o.arch = o.archs.front();
     }
+    else if (name == "--pv")
+      o.pv = parse_list<PvPrecision>(name, val(), [&](const std::string& s) {
+        if (s == "auto") return PvPrecision::Auto;
+        if (s == "fp8") return PvPrecision::Fp8;
+        if (s == "fp16") return PvPrecision::Fp16;
+        throw UsageError{name + ": '" + s + "' (auto, fp8 or fp16)"};
+      });
     else if (name == "--compile-only") { flag(); o.compile_only = true; }
     else if (name == "--head-dims")
       o.head_dims = parse_list<int>(name, val(), [&](const std::string& s) { return static_cast<int>(parse_int(name, s, 1, 512)); });
@@ -321,7 +343,8 @@ Options parse(int argc, char** argv) {
     else throw UsageError{"unknown argument '" + t + "'"};
   }
   if (o.help) return o;
-  if (o.compile_only && !o.arch) throw UsageError{"--compile-only needs --arch sm_89 or sm_90a"};
+  if (o.compile_only && !o.arch) throw UsageError{"--compile-only needs --arch (e.g. sm_89, sm_90a or a list)"};
+  if (!o.compile_only && o.archs.size() > 1) throw UsageError{"several --arch values need --compile-only"};
   if (o.kv_heads == 0) o.kv_heads = o.heads;
   if (o.heads % o.kv_heads != 0)
     throw UsageError{"--heads " + std::to_string(o.heads) + " is not a multiple of --kv-heads " + std::to_string(o.kv_heads)};
@@ -335,14 +358,17 @@ std::vector<autotune::Specialisation> specialisations(const Options& o, jit::Arc
     for (CausalMode c : o.causal)
       for (DType dt : o.dtypes)
         for (int bits : o.bits)
+          for (PvPrecision pv : o.pv)
           for (const auto& fam : o.families) {
             autotune::Specialisation s = autotune::Specialisation::defaults(arch, hd, c, dt);
             if (bits) s.qk_bits = bits;
+            if (pv != PvPrecision::Auto) s.pv_fp16 = pv == PvPrecision::Fp16;
             s.smooth_q = o.smooth_q == Toggle::Auto ? s.qk_bits == 4 : o.smooth_q == Toggle::On;
             s.smooth_v = o.smooth_v;
-            s.family = fam.value_or(jit::default_attention_family(arch, s.qk_bits, hd));
-            if (fam && !jit::attention_family(*fam).runs(arch, s.qk_bits, hd))
-              continue;  // a forced family that has no kernel for this problem (wgmma: 8-bit, sm_90a, hd <= 256)
+            s.family = fam.value_or(jit::default_attention_family(arch, s.qk_bits, hd, s.pv_fp16));
+            if (!jit::family_runs(jit::attention_family(*s.family), arch, s.qk_bits, hd, s.pv_fp16))
+              continue;  // nothing runs it: a forced family without the kernel (wgmma: 8-bit FP8, sm_90a,
+                         // hd <= 256), INT4 on Blackwell, FP8 P̃V on Ampere
             if (std::find(v.begin(), v.end(), s) != v.end()) continue;  // auto may equal an explicit family
             v.push_back(s);
             if (o.with_lse) {
@@ -470,6 +496,7 @@ json plan_json(const autotune::SpecialisationPlan& p) {
             {"smooth_k", p.spec.smooth_k},
             {"smooth_v", p.spec.smooth_v},
             {"return_lse", p.spec.return_lse},
+            {"pv", p.spec.pv_fp16 ? "fp16" : "fp8"},
             {"heuristic", p.has_heuristic ? json(autotune::tile_str(p.heuristic)) : json(nullptr)},
             {"ok", p.count(autotune::CandidateState::Ok)},
             {"rejected", p.count(autotune::CandidateState::Rejected)},
@@ -527,9 +554,11 @@ Progress::Mode progress_mode(const Options& o) {
   return tty ? Progress::Bar : Progress::Off;
 }
 
-autotune::PrepareOptions prepare_options(const Options& o, jit::Arch arch, int smem, Progress& progress) {
+autotune::PrepareOptions prepare_options(const Options& o, jit::Arch arch, int smem, Progress& progress,
+                                         bool ptx = false) {
   autotune::PrepareOptions po;
   po.arch = arch;
+  po.ptx = ptx;
   po.max_smem_optin = smem;
   po.jobs = o.jobs;
   po.tiles = o.tiles;
@@ -558,8 +587,32 @@ bool emit_report(const Options& o, const json& j) {
 }
 
 // ---- --compile-only --------------------------------------------------------------------------
+int compile_only_arch(const Options& o, jit::Arch arch, Progress& progress, json* report);
+
+// One arch: its report as before; several: one report {"mode", "archs", "reports": [one per
+// arch], "exit_code"} and the tables one after the other. The exit code is the worst.
 int run_compile_only(const Options& o, Progress& progress) {
-  const jit::Arch arch = *o.arch;
+  if (o.archs.size() <= 1) return compile_only_arch(o, *o.arch, progress, nullptr);
+  Options one = o;  // --json / --report: one report for all archs, written here
+  one.report.clear();
+  const bool collect = o.json || !o.report.empty();
+  json all = {{"mode", "compile-only"}, {"archs", json::array()}, {"reports", json::array()}};
+  int rc = kExitOk;
+  for (jit::Arch arch : o.archs) {
+    json r;
+    const int arc = compile_only_arch(one, arch, progress, collect ? &r : nullptr);
+    all["archs"].push_back(jit::arch_name(arch));
+    all["reports"].push_back(r);
+    if (arc != kExitOk && (rc == kExitOk || arc > rc)) rc = arc;
+    if (g_stop.load()) break;
+  }
+  all["exit_code"] = rc;
+  if ((o.json || !o.report.empty()) && !emit_report(o, all) && rc == kExitOk) rc = kExitFailed;
+  return rc;
+}
+
+// `report`: where to put the JSON report instead of emitting it (several archs).
+int compile_only_arch(const Options& o, jit::Arch arch, Progress& progress, json* report) {
   const int smem = o.max_smem ? o.max_smem : autotune::default_max_smem_optin(arch);
   const std::string dir = o.cache_dir.empty() ? config::cache_config().cache_dir : o.cache_dir;
   if (jit::nvrtc_version().first == 0) {
@@ -577,7 +630,7 @@ int run_compile_only(const Options& o, Progress& progress) {
   int rc = kExitOk;
   if (stats.compile_errors || stats.store_failed) rc = kExitFailed;
   if (interrupted) rc = interrupted_exit_code();
-  if (o.json || !o.report.empty()) {
+  if (o.json || !o.report.empty() || report) {
     json j = {{"mode", "compile-only"},
               {"arch", jit::arch_name(arch)},
               {"max_smem_optin", smem},
@@ -589,7 +642,10 @@ int run_compile_only(const Options& o, Progress& progress) {
               {"interrupted", interrupted},
               {"exit_code", rc}};
     for (const auto& p : plans) j["specialisations"].push_back(plan_json(p));
-    if (!emit_report(o, j) && rc == kExitOk) rc = kExitFailed;
+    if (report)
+      *report = std::move(j);
+    else if (!emit_report(o, j) && rc == kExitOk)
+      rc = kExitFailed;
   }
   if (!o.json) {
     std::printf("sage2-autotune: compile-only for %s (opt-in shared memory %d bytes) into %s\n", jit::arch_name(arch),
@@ -639,8 +695,8 @@ int run_tune(const Options& o, Progress& progress) {
   }
   const runtime::DeviceFacts facts = runtime::device_facts(o.device);
   if (!facts.arch) {
-    std::fprintf(stderr, "sage2-autotune: device %d (%s, %s) is not supported: sage2 targets sm_89 and sm_90a\n",
-                 o.device, facts.name.c_str(), facts.cc_string().c_str());
+    std::fprintf(stderr, "sage2-autotune: device %d (%s, %s) is not supported: %s\n", o.device, facts.name.c_str(),
+                 facts.cc_string().c_str(), facts.target_note.c_str());
     return kExitNoGpu;
   }
   const jit::Arch arch = *facts.arch;
@@ -668,7 +724,8 @@ int run_tune(const Options& o, Progress& progress) {
   progress.phase("compile");
   autotune::PrepareStats stats;
   const auto plans =
-      autotune::prepare_kernels(specs, cache, prepare_options(o, arch, facts.max_shared_per_block_optin, progress), stats);
+      autotune::prepare_kernels(specs, cache, prepare_options(o, arch, facts.max_shared_per_block_optin, progress, facts.ptx),
+                                stats);
   progress.end();
 
   // 2. time, per specialisation (without LSE) and sequence length.

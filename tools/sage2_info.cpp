@@ -1,10 +1,14 @@
 // sage2-info: what sage2 sees on this machine — library version and build commit, NVRTC and driver
-// versions, devices and their code targets, the cache directory and its entries.
+// versions, devices, their code targets and the path each gets, the cache directory and its
+// entries. --archs: the arch table (every compute capability sage2 generates code for and its
+// path), no GPU needed.
 // Exit codes: 0 a supported GPU was found; 3 no driver; 4 driver present but no supported GPU.
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "cache/disk_cache.hpp"
+#include "jit/attention_family.hpp"
 #include "jit/nvrtc_library.hpp"
 #include "runtime/device.hpp"
 #include "sage2/sage2.hpp"
@@ -12,8 +16,17 @@
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
-      std::printf("usage: sage2-info\n  Prints versions, the build commit, devices and the kernel cache.\n"
+      std::printf("usage: sage2-info [--archs]\n  Prints versions, the build commit, devices (code target and path) and the kernel cache.\n"
+                  "  --archs: the arch table (compute capability -> path), then exit 0.\n"
                   "  Exit: 0 supported GPU found, 3 no CUDA driver, 4 no supported GPU, 2 usage.\n");
+      return 0;
+    }
+    if (!std::strcmp(argv[i], "--archs")) {
+      for (const auto& a : sage2::jit::arch_table())
+        std::printf("%-7s cc %-5s %-38s %s\n", a.name, (std::to_string(a.cc / 10) + "." + std::to_string(a.cc % 10)).c_str(),
+                    a.gpus, sage2::jit::arch_path(a.arch).c_str());
+      std::printf("newer compute capabilities: PTX of the newest arch above they run, JIT-compiled by the driver; "
+                  "older than 8.0: unsupported\n");
       return 0;
     }
     std::fprintf(stderr, "sage2-info: unknown argument '%s' (try --help)\n", argv[i]);
@@ -50,9 +63,11 @@ int main(int argc, char** argv) {
   int supported = 0;
   for (int d = 0; d < n; ++d) {
     const auto f = sage2::runtime::device_facts(d);
-    std::printf("device %d: %s, %s, %d SMs, %.1f GiB, %d KiB smem/block opt-in -> %s\n", d, f.name.c_str(),
+    std::printf("device %d: %s, %s, %d SMs, %.1f GiB, %d KiB smem/block opt-in -> %s%s\n", d, f.name.c_str(),
                 f.cc_string().c_str(), f.sm_count, f.total_memory / 1073741824.0, f.max_shared_per_block_optin / 1024,
-                f.arch ? sage2::jit::arch_name(*f.arch) : "unsupported");
+                f.arch ? sage2::jit::arch_name(*f.arch) : "unsupported", f.arch && f.ptx ? " (PTX, driver JIT)" : "");
+    if (f.arch) std::printf("  path: %s\n", sage2::jit::arch_path(*f.arch).c_str());
+    if (!f.target_note.empty()) std::printf("  %s: %s\n", f.arch ? "note" : "why", f.target_note.c_str());
     supported += f.arch ? 1 : 0;
   }
   if (n == 0) std::printf("no CUDA device visible\n");

@@ -24,6 +24,9 @@
 //    INT4/INT8 symmetric per group g:  δ_g = amax_g / R,  inv_g = R / amax_g (0 if amax_g is 0 or
 //    not finite),  code = rint(clamp(nan→0(x·inv_g), -R, R))  (R = 7 or 127, ties to even)
 //    V: μ = smooth_v ? mean_n V : 0;  δV[c] = amax_c / 448;  V̂ = e4m3_rn_satfinite((V-μ)·448/amax_c)
+//    FP16 P̃V (KernelConfig::pv_precision Fp16): δV[c] = 2^max(0, e-15) with amax_c = f·2^e, f in
+//      [0.5, 1) (so δV = 1 unless |V-μ| reaches 2^15, which only bf16 inputs can), inv = 1/δV (0 if
+//      amax_c is 0 or not finite), V̂ = fp16_rn((V-μ)·inv): V itself for an unsmoothed fp16 input
 //  Scores, per KV tile of bk keys (tile t covers keys [t·bk, t·bk+bk)):
 //    dot_ij = Σ_c Q̂_ic·K̂_jc                        exact int32
 //    s_ij   = float(dot_ij) · ((δq_i · δk_j) · c2)   (log2 domain; each product rounded to fp32;
@@ -38,14 +41,16 @@
 //    m_use = (m_new == -inf) ? 0 : m_new          (the usual guard against -inf - -inf)
 //    a     = exp2(m - m_use)        (exp2(-inf) = 0; a tile whose keys are all masked changes
 //                                    nothing and may be skipped)
-//    L     = fp32(log2 p_scale)     E4M3: p_scale = 448 (static scale 1/448), L = 8.807355
+//    L     = fp32(log2 p_scale)     E4M3: p_scale = 448 (static scale 1/448), L = 8.807355;
+//                                   FP16: p_scale = 1, L = 0
 //    P̃'_ij = exp2(s_ij - (m_use - L))   = p_scale·P̃_ij ∈ [0, p_scale], in one exp2 (the scale
 //                                       folded into the exponent: no multiply per score)
 //    l     = l·a + rowsum_j(P̃'_ij)  rowsum of the UNquantized P̃', in key order, fp32
-//    P̂_ij  = fmt(P̃'_ij)             RNE, saturating
+//    P̂_ij  = fmt(P̃'_ij)             RNE, saturating (E4M3); FP16: fp16_rn(P̃_ij) (P̃ <= 1: no overflow)
 //    Tensor-core accumulator with `accum_mantissa_bits` = M (23 = true fp32, 13 = the FP22 the
 //    paper measured on Ada for f32.e4m3.e4m3.f32): the tile's keys are consumed in k-chunks of
-//    32 keys (one mma k32 / wgmma k32 step; 16 when bk is not a multiple of 32). Model of one
+//    32 keys (one mma k32 / wgmma k32 step; 16 when bk is not a multiple of 32, and for FP16 P̃V:
+//    mma m16n8k16, whose f16 products are exact in fp32, accumulated in fp32, M = 23). Model of one
 //    step:  chunk_c = Σ_{j in chunk} P̂_ij·V̂_jc  (exact, products summed in double),
 //           acc_c  = trunc_M(fp32(acc_c + chunk_c))   (one RN rounding to fp32, then the low
 //                                                       23-M mantissa bits zeroed: truncation)
@@ -132,10 +137,10 @@ struct KernelTile {
   bool operator==(const KernelTile&) const = default;
 };
 struct KernelConfig {
-  // Mma (mma.sync; sm_89 and sm_90a) or Wgmma (sm_90a, 8-bit, head dim <= 256); Auto: the
-  // family a Context would pick for arch, qk_bits and head_dim.
+  // Mma (mma.sync; every arch) or Wgmma (sm_90a, 8-bit, FP8 P̃V, head dim <= 256); Auto: the
+  // family a Context would pick for arch, qk_bits, head_dim and P̃V precision.
   AttentionFamily family = AttentionFamily::Mma;
-  std::string arch = "sm_90a";  // "sm_89" or "sm_90a" (as DeviceInfo::arch)
+  std::string arch = "sm_90a";  // an arch of the table: "sm_80" ... "sm_121" (as DeviceInfo::arch)
   int head_dim = 128;
   CausalMode causal = CausalMode::None;
   KernelTile tile{};
@@ -144,6 +149,9 @@ struct KernelConfig {
   DType in_dtype = DType::F16, out_dtype = DType::F16;
   bool two_level_accum = true;
   bool return_lse = false;
+  // P̃V in FP8 e4m3 or FP16 (contract above); Auto: the arch's default (FP16 on sm_80/86/87, where
+  // FP8 does not exist; FP8 elsewhere). kernel_config() of a spec writes Fp8 or Fp16.
+  PvPrecision pv_precision = PvPrecision::Auto;
   bool operator==(const KernelConfig&) const = default;
 };
 
@@ -165,11 +173,12 @@ struct StageLayout {
   std::vector<int> q_group_of_row;  // [bq]: the Q scale group of each row of a query block
   std::vector<int> k_group_of_key;  // [bk]: the K scale group of each key of a KV block
   std::vector<int> v_slot_in_16;    // [16]: stored column of each key of a 16-key group of V̂
+  int v_code_bytes = 1;             // 1: e4m3 V̂; 2: fp16 V̂ (FP16 P̃V)
 
   int q_group(int row_in_block) const { return q_group_of_row[static_cast<std::size_t>(row_in_block)]; }
   int k_group(int key_in_block) const { return k_group_of_key[static_cast<std::size_t>(key_in_block)]; }
-  // Column of `key` in the transposed V̂ ([d_v][kv_len_pad]): the wgmma family permutes the keys
-  // of each 16-key group, the mma family keeps key order.
+  // Column of `key` in the transposed V̂ ([d_v][kv_len_pad]): the wgmma family and FP16 V̂ permute
+  // the keys of each 16-key group, the mma family's e4m3 V̂ keeps key order.
   std::int64_t v_slot(std::int64_t key) const {
     return (key & ~std::int64_t(15)) + v_slot_in_16[static_cast<std::size_t>(key & 15)];
   }
@@ -201,6 +210,7 @@ float fp8_round(float x, Fp8Format f) noexcept;          // fp8_to_float(float_t
 // code, no boundary).
 float fp8_margin(float x, Fp8Format f) noexcept;
 float int_margin(float t, int R) noexcept;               // for t = x·inv before clamp/rint
+float half_margin(float x) noexcept;                      // fp16 RNE (FP16 V̂); overflow: distance past 65520
 
 // The integer rule of the quantize stage: rint(clamp(NaN→0(x·inv), -R, R)), ties to even.
 int quantize_int(float x, float inv, int R) noexcept;
@@ -346,7 +356,8 @@ struct QuantizedHost {
   std::vector<float> k_scale;               // [B][Hkv][k_blocks][k_groups_per_block]
   std::vector<float> k_mean;                // [B][Hkv][d_qk]
   std::vector<float> k_stats;               // [B][Hkv][3][d_qk]  sum, min, max
-  std::vector<std::uint8_t> v_codes;        // [B][Hkv][d_v][kv_len_pad]  e4m3
+  std::vector<std::uint8_t> v_codes;        // [B][Hkv][d_v][kv_len_pad]  e4m3; FP16 P̃V: fp16 codes,
+                                            // 2 bytes each (little-endian), so 2× the bytes
   std::vector<float> v_scale;               // [B][Hkv][d_v]
   std::vector<float> v_mean;                // [B][Hkv][d_v]
   std::vector<float> v_stats;               // [B][Hkv][3][d_v]
@@ -355,13 +366,16 @@ struct QuantizedHost {
   std::vector<std::int32_t> v_first_bad;    // [B][Hkv][d_v]        per channel; padded INT32_MAX
   // Margins (QuantizeOptions::margins), one per CODE (unpacked), same order as the codes:
   //   q_margin [B][Hq][q_len_pad][d_qk], k_margin [B][Hkv][kv_len_pad][d_qk],
-  //   v_margin [B][Hkv][d_v][kv_len_pad]; see int_margin / fp8_margin; padded entries +Inf.
+  //   v_margin [B][Hkv][d_v][kv_len_pad]; see int_margin / fp8_margin / half_margin (FP16 V̂);
+  //   padded entries +Inf.
   std::vector<float> q_margin, k_margin, v_margin;
 
   // Unpacked code accessors (b, head, token, channel); channel < d_qk (d_v for V).
   int q_code(std::int64_t b, std::int64_t h, std::int64_t n, int c) const;
   int k_code(std::int64_t b, std::int64_t h, std::int64_t n, int c) const;
-  std::uint8_t v_code(std::int64_t b, std::int64_t h, std::int64_t n, int c) const;
+  std::uint8_t v_code(std::int64_t b, std::int64_t h, std::int64_t n, int c) const;  // e4m3 layouts
+  std::uint16_t v_code16(std::int64_t b, std::int64_t h, std::int64_t n, int c) const;  // fp16 layouts
+  float v_value(std::int64_t b, std::int64_t h, std::int64_t n, int c) const;  // the code's value, either format
 };
 
 // `config`: the attention kernel the buffers feed. Throws InvalidArgument naming the field when
@@ -388,13 +402,14 @@ enum class PvFormat : int {
   Int8 = 2,   // P̂ = rint(P̃·127), V̂ per channel int8 (δV = amax/127)
   FP16 = 3,   // P̂ = half(P̃), V̂ = half(V - μ), no scales
   F32 = 4,    // no rounding of P̃ or V (isolates the other approximations)
+  Kernel = 5, // the config's own: E4M3, or FP16 for a config with FP16 P̃V (its fp16 V̂ buffers)
 };
 const char* granularity_name(Granularity g) noexcept;
 const char* pv_format_name(PvFormat f) noexcept;
 
 struct EmulationOptions {
   Granularity granularity = Granularity::PerThread;
-  PvFormat pv_format = PvFormat::E4M3;
+  PvFormat pv_format = PvFormat::Kernel;
   int accum_mantissa_bits = 23;      // 13 = FP22 (paper, Ada f32.e4m3 mma); 1..23
   bool exact_qk = false;             // S from the un-quantized smoothed Q/K (dot in double)
   std::optional<double> sm_scale;    // default 1/sqrt(config.head_dim)

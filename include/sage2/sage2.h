@@ -93,6 +93,12 @@ sage2_status sage2_context_destroy(sage2_context* ctx);
  * truncated to the given sizes). */
 sage2_status sage2_context_device(const sage2_context* ctx, char* name, size_t name_size, char* arch,
                                   size_t arch_size);
+/* (added in 0.1: additive) How the context's code is made: *ptx 1 when it is PTX JIT-compiled by
+ * the driver (a GPU newer than sage2's arch table, an old NVRTC, SAGE2_TARGET_ARCH), the path its
+ * calls get ("INT8 QK + FP16 P~V ..., mma family") and the note saying why PTX / another arch
+ * ("" when native). Any pointer may be NULL; strings NUL-terminated and truncated to the sizes. */
+sage2_status sage2_context_target(const sage2_context* ctx, int* ptx, char* path, size_t path_size, char* note,
+                                  size_t note_size);
 
 /* ---- facts for tools and bindings (added in 0.1: additive, never changed) --------------- */
 /* Versions of the NVRTC library sage2 loads (0/0 when unusable) and of the CUDA driver
@@ -141,16 +147,24 @@ typedef struct sage2_tensor {
   int64_t stride_batch, stride_head, stride_seq, stride_dim;
 } sage2_tensor;
 
+typedef enum sage2_pv_precision {
+  SAGE2_PV_AUTO = 0,  /* FP16 where FP8 is unavailable (Ampere), else FP8 */
+  SAGE2_PV_FP8 = 1,   /* P~V in FP8 e4m3 (sm_89 and newer) */
+  SAGE2_PV_FP16 = 2   /* P~V in FP16 with fp32 accumulation (every arch; the mma.sync family) */
+} sage2_pv_precision;
+
 typedef struct sage2_attention_params {
   int32_t causal;     /* sage2_causal */
   float sm_scale;     /* 0: 1/sqrt(head dim) */
-  int32_t qk_bits;    /* 0 auto (8 on sm_90, 4 on sm_89), 4 or 8 */
+  int32_t qk_bits;    /* 0 auto (8), 4 (Ampere, Ada, Hopper) or 8 */
   int32_t smooth_q;   /* 0 auto (on with 4-bit), 1 on, 2 off */
   int32_t smooth_k;   /* 1 on (default), 0 off */
   int32_t smooth_v;   /* 0 off (default), 1 on */
   float* lse;         /* optional fp32 [batch, q heads, q len] device memory, natural log */
   void* workspace;    /* optional device workspace (256-byte aligned) */
   size_t workspace_bytes;
+  int32_t pv_precision; /* sage2_pv_precision, 0 auto (appended in 0.1: the struct grew by this
+                           field; code built against an older sage2.h must be rebuilt) */
 } sage2_attention_params;
 
 /* The defaults documented above. */

@@ -61,6 +61,12 @@ const char* causal_mode_name(CausalMode m) noexcept;
 
 enum class QkBits : int { Auto = 0, Int4 = 4, Int8 = 8 };
 enum class Toggle : int { Auto = 0, On = 1, Off = 2 };
+// Precision of the P̃V product. Fp8: P̂ = e4m3(448·P̃), V̂ per-channel e4m3 (tensor-core FP8,
+// the fastest; sm_89 and newer). Fp16: P̂ = fp16(P̃), V̂ = fp16(V − μ), fp32 accumulation (about 2×
+// smaller error; the mma.sync family on every arch, so on sm_90a it leaves the wgmma family).
+// Auto: Fp16 where FP8 is unavailable (Ampere, sm_80/86/87), else Fp8.
+enum class PvPrecision : int { Auto = 0, Fp8 = 1, Fp16 = 2 };
+const char* pv_precision_name(PvPrecision p) noexcept;  // "auto", "fp8", "fp16"
 
 // ---------------------------------------------------------------------------------------------
 // A rank-4 tensor view [batch, heads, seq, dim] with element strides. HND and NHD layouts are
@@ -105,8 +111,10 @@ struct MaskRef {
 struct AttentionParams {
   CausalMode causal = CausalMode::None;
   std::optional<float> sm_scale;   // default 1/sqrt(head_dim)
-  QkBits qk_bits = QkBits::Auto;   // Auto: 8 on sm_90 (INT4 mma is emulated there), 4 on sm_89
+  QkBits qk_bits = QkBits::Auto;   // Auto: 8 on every arch; Int4 only where the arch has INT4 mma
+                                   // (Ampere, Ada; emulated on Hopper; not on Blackwell)
   Toggle smooth_q = Toggle::Auto;  // Auto: on with 4-bit, off with 8-bit
+  PvPrecision pv_precision = PvPrecision::Auto;  // P̃V in FP8 or FP16 (PvPrecision above)
   bool smooth_k = true;
   bool smooth_v = false;
   // Optional: the log-sum-exp of the (un-smoothed) scaled scores, natural log, fp32,
@@ -151,8 +159,8 @@ struct SeqLens {
 // Configuration. Each setting has one SAGE2_* environment variable that gives its default; a value
 // set in code wins over the environment. README.md ("Environment switches") lists them all.
 
-// The attention kernel family. Auto: wgmma for 8-bit QK on sm_90a up to head dim 256, mma.sync
-// otherwise. Wgmma on a device that is not sm_90a is refused when the Context is created.
+// The attention kernel family. Auto: wgmma for 8-bit QK with FP8 P̃V on sm_90a up to head dim
+// 256, mma.sync otherwise. Wgmma on a device that is not sm_90a is refused when the Context is created.
 enum class AttentionFamily : int { Auto = 0, Mma = 1, Wgmma = 2 };
 const char* attention_family_name(AttentionFamily f) noexcept;  // "auto", "mma", "wgmma"
 
@@ -180,6 +188,12 @@ struct ContextOptions {
   // false: always the heuristic tile, never the tuning database. Unset: off when
   // SAGE2_DISABLE_TUNING is 1/true/yes/on, else on.
   std::optional<bool> tuning;
+  // Generate code for this arch of the table ("sm_80", "sm_86", "sm_89", "sm_90a", "sm_100",
+  // "sm_120", ...) instead of the device's: PTX for its virtual architecture, JIT-compiled by the
+  // driver — to run the Ampere or Ada/Blackwell paths on a newer GPU (validation). The Context
+  // refuses (Unsupported) a target the device cannot run (a newer arch; sm_90a off compute
+  // capability 9.0). Empty: $SAGE2_TARGET_ARCH, else the device's own target (DeviceInfo::arch).
+  std::string target_arch;
 };
 
 // The options a Context created now with `options` would use: every unset field filled from the
@@ -202,7 +216,11 @@ LogLevel log_level() noexcept;  // the level in effect now
 struct DeviceInfo {
   int ordinal = 0;
   std::string name;
-  std::string arch;           // "sm_89" or "sm_90a" (the code target sage2 uses)
+  std::string arch;           // the code target sage2 uses: "sm_80" ... "sm_90a" ... "sm_121"
+  bool ptx = false;           // the code is PTX for arch's virtual architecture, JIT-compiled by the
+                              // driver (a GPU newer than the table, an old NVRTC, target_arch)
+  std::string path;           // what it runs, e.g. "INT8 QKᵀ (INT4 opt-in) + FP16 P̃V ..., mma family"
+  std::string target_note;    // why PTX / another arch than the device's ("" when native)
   int sm_count = 0;
   std::size_t total_memory = 0;
 };

@@ -24,10 +24,13 @@ __all__ = ["sageattn", "OPTIONS"]
 _DTYPES = {torch.float16: _lib.SAGE2_DTYPE_F16, torch.bfloat16: _lib.SAGE2_DTYPE_BF16}
 _LAYOUTS = ("HND", "NHD")
 _ALIGNMENTS = {"top_left": _lib.SAGE2_CAUSAL_TOP_LEFT, "bottom_right": _lib.SAGE2_CAUSAL_BOTTOM_RIGHT}
+_PV_PRECISIONS = {None: _lib.SAGE2_PV_AUTO, "auto": _lib.SAGE2_PV_AUTO, "fp8": _lib.SAGE2_PV_FP8,
+                  "fp16": _lib.SAGE2_PV_FP16}
 # Options accepted through **options, with their defaults.
 OPTIONS = {
     "causal_alignment": "top_left",  # torch SDPA's is_causal; "bottom_right" = FlashAttention's
-    "qk_bits": None,                 # None: auto (8 on sm_90, 4 on sm_89), or 4 / 8
+    "qk_bits": None,                 # None: auto (8), or 4 / 8 (4: not on Blackwell)
+    "pv_precision": None,            # None / "auto" (fp16 on Ampere, else fp8), "fp8" or "fp16"
     "smooth_q": None,                # None: auto (on with 4-bit), True, False
     "smooth_k": True,
     "smooth_v": False,
@@ -122,7 +125,8 @@ def _normalize(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, options)
 
 def _normalize_scalars(is_causal, sm_scale, return_lse, options, where="sage2.sageattn"):
     """(causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v) of the C call from the
-    scalar arguments and **options; raises TypeError/ValueError naming the first bad one."""
+    scalar arguments and **options; raises TypeError/ValueError naming the first bad one. qk_bits is
+    the code _lib.attention_params takes: the bits, and the P~V precision (pv_precision) << 8."""
     if not isinstance(is_causal, (bool, int)) or isinstance(is_causal, int) and is_causal not in (0, 1):
         raise TypeError("%s: is_causal must be a bool, got %r" % (where, is_causal))
     if sm_scale is None:
@@ -151,6 +155,10 @@ def _normalize_scalars(is_causal, sm_scale, return_lse, options, where="sage2.sa
         bits = int(qk_bits)
     else:
         raise ValueError("%s: qk_bits=%r; expected None (auto), 4 or 8" % (where, qk_bits))
+    pv = options.get("pv_precision", None)
+    if pv not in _PV_PRECISIONS:
+        raise ValueError("%s: pv_precision=%r; expected None or 'auto', 'fp8' or 'fp16'" % (where, pv))
+    bits |= _PV_PRECISIONS[pv] << 8
     sq = options.get("smooth_q", None)
     if sq is None:
         smooth_q = 0
@@ -264,7 +272,7 @@ def _run(q, k, v, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smoot
     ctx = _lib.context(index)
     code = _DTYPES[q.dtype]
     tq, tk, tv, to = _desc(q, layout, code), _desc(k, layout, code), _desc(v, layout, code), _desc(out, layout, code)
-    params = _lib.AttentionParams(causal, sm_scale, qk_bits, smooth_q, int(smooth_k), int(smooth_v),
+    params = _lib.attention_params(causal, sm_scale, qk_bits, smooth_q, int(smooth_k), int(smooth_v),
                                   lse.data_ptr() if return_lse else None, None, 0)
     key = _ws_key(q, k, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v, v=v)
     br = ctypes.byref
@@ -354,7 +362,7 @@ class _Structs:
     def __init__(self, fc):
         T = _lib.Tensor
         self.q, self.k, self.v, self.o = T(None, *fc.fq), T(None, *fc.fk), T(None, *fc.fv), T(None, *fc.fo)
-        self.p = _lib.AttentionParams(fc.causal, fc.sm_scale, fc.qk_bits, fc.smooth_q, int(fc.smooth_k),
+        self.p = _lib.attention_params(fc.causal, fc.sm_scale, fc.qk_bits, fc.smooth_q, int(fc.smooth_k),
                                       int(fc.smooth_v), None, None, 0)
         br = ctypes.byref
         self.lens = self.mask = None
@@ -542,7 +550,8 @@ def sageattn(q, k, v, tensor_layout="HND", is_causal=False, sm_scale=None, retur
     is_causal uses torch SDPA's top-left alignment when Nq != Nk (query i sees keys j <= i);
     ``causal_alignment="bottom_right"`` gives FlashAttention's (j <= i + Nk - Nq).
     sm_scale: default 1/sqrt(D). Options: qk_bits (None/4/8), smooth_q (None/True/False),
-    smooth_k (True), smooth_v (False), causal_alignment.
+    smooth_k (True), smooth_v (False), causal_alignment, pv_precision (None/"auto", "fp8", "fp16":
+    P~V in FP16 is about 2x more accurate than FP8, slower; auto is fp16 on Ampere, fp8 elsewhere).
 
     kv_lens (keyword): an int32 CUDA tensor [B] on q's device; query rows of batch b then see keys
     [0, kv_lens[b]) only (key padding; causal masks use kv_lens[b] as that batch's key length). The

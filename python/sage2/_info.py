@@ -106,6 +106,10 @@ def collect():
                 _, dev["sm_count"], dev["total_memory"] = _lib.context_device_props(ctx)
             except _lib.Sage2Error:
                 pass
+            try:  # the path this device's calls get, and whether its code is PTX (and why)
+                dev["ptx"], dev["path"], dev["target_note"] = _lib.context_target(ctx)
+            except _lib.Sage2Error:
+                pass
             try:
                 dev["cache_dir"] = _lib.context_cache_dir(ctx) or "disabled"
                 if cache_dir is None and dev["cache_dir"] != "disabled":
@@ -162,7 +166,12 @@ def format_info(r):
         extra = ""
         if "sm_count" in d:
             extra = ", %d SMs, %.1f GiB" % (d["sm_count"], d["total_memory"] / 2.0 ** 30)
-        lines.append("device %d: %s, arch %s%s" % (d["ordinal"], d["name"], d["arch"], extra))
+        lines.append("device %d: %s, arch %s%s%s" % (d["ordinal"], d["name"], d["arch"],
+                                                   " (PTX, driver JIT)" if d.get("ptx") else "", extra))
+        if d.get("path"):
+            lines.append("  path: %s" % d["path"])
+        if d.get("target_note"):
+            lines.append("  note: %s" % d["target_note"])
     lines.append("cache directory: %s (%d kernel entries)" % (r["cache_dir"], r["kernel_entries"]))
     if not r["tuning"] or all(not t["entries"] and not t["problem"] for t in r["tuning"]):
         lines.append("tuned entries: none")

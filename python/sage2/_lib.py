@@ -117,6 +117,9 @@ SAGE2_DTYPE_BF16 = 1
 SAGE2_CAUSAL_NONE = 0
 SAGE2_CAUSAL_TOP_LEFT = 1
 SAGE2_CAUSAL_BOTTOM_RIGHT = 2
+SAGE2_PV_AUTO = 0
+SAGE2_PV_FP8 = 1
+SAGE2_PV_FP16 = 2
 
 
 class Tensor(ctypes.Structure):
@@ -149,7 +152,16 @@ class AttentionParams(ctypes.Structure):
         ("lse", ctypes.c_void_p),
         ("workspace", ctypes.c_void_p),
         ("workspace_bytes", ctypes.c_size_t),
+        ("pv_precision", ctypes.c_int32),
     ]
+
+
+def attention_params(causal, sm_scale, qk_code, smooth_q, smooth_k, smooth_v, lse, workspace, workspace_bytes):
+    """sage2_attention_params from the bindings' normalized scalars, where ``qk_code`` carries the C
+    qk_bits in bits 0..7 and the P~V precision (SAGE2_PV_*) in bits 8..9 (one int through the
+    custom ops' schemas and the workspace keys)."""
+    return AttentionParams(causal, sm_scale, qk_code & 0xFF, smooth_q, smooth_k, smooth_v, lse, workspace,
+                           workspace_bytes, (qk_code >> 8) & 0x3)
 
 
 class Mask(ctypes.Structure):
@@ -350,6 +362,9 @@ def _declare(L: ctypes.CDLL) -> None:
     if hasattr(L, "sage2_nvrtc_library"):
         L.sage2_nvrtc_library.restype = c_int
         L.sage2_nvrtc_library.argtypes = [c_char_p, c_size_t, c_char_p, c_size_t, c_char_p, c_size_t]
+    if hasattr(L, "sage2_context_target"):
+        L.sage2_context_target.restype = c_int
+        L.sage2_context_target.argtypes = [c_void_p, P(c_int), ctypes.c_char_p, c_size_t, ctypes.c_char_p, c_size_t]
     if hasattr(L, "sage2_context_device_props"):
         L.sage2_context_device_props.restype = c_int
         L.sage2_context_device_props.argtypes = [c_void_p, P(c_int), P(c_int), P(ctypes.c_uint64)]
@@ -580,6 +595,19 @@ def context_device(ctx) -> Tuple[str, str]:
     arch = ctypes.create_string_buffer(32)
     check(lib().sage2_context_device(ctx, name, 256, arch, 32), "sage2_context_device")
     return name.value.decode("utf-8", "replace"), arch.value.decode()
+
+
+def context_target(ctx) -> Tuple[bool, str, str]:
+    """(ptx, path, note) of a context's code target: whether its kernels are PTX JIT-compiled by the
+    driver, the path its calls get, and why PTX / another arch ("" when native)."""
+    L = lib()
+    if not hasattr(L, "sage2_context_target"):
+        raise Sage2Error("this libsage2 predates sage2_context_target()", SAGE2_ERROR_UNSUPPORTED)
+    ptx = ctypes.c_int()
+    path = ctypes.create_string_buffer(512)
+    note = ctypes.create_string_buffer(1024)
+    check(L.sage2_context_target(ctx, ctypes.byref(ptx), path, 512, note, 1024), "sage2_context_target")
+    return bool(ptx.value), path.value.decode("utf-8", "replace"), note.value.decode("utf-8", "replace")
 
 
 def context_device_props(ctx) -> Tuple[int, int, int]:

@@ -76,7 +76,7 @@ def _run(q, k, v, mask, layout, causal, sm_scale, return_lse, qk_bits, smooth_q,
     tq, tk, tv, to = (_A._desc(t, layout, code) for t in (q, k, v, out))
     st = mask.stride()
     m = _lib.Mask(mask.data_ptr(), _mask_types()[mask.dtype], st[0], st[1], st[2], st[3])
-    params = _lib.AttentionParams(causal, sm_scale, qk_bits, smooth_q, int(smooth_k), int(smooth_v),
+    params = _lib.attention_params(causal, sm_scale, qk_bits, smooth_q, int(smooth_k), int(smooth_v),
                                   lse.data_ptr() if return_lse else None, None, 0)
     key = ("masked", mask.dtype, st) + _A._ws_key(q, k, layout, causal, sm_scale, return_lse, qk_bits, smooth_q,
                                                   smooth_k, smooth_v, v=v)

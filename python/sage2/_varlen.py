@@ -167,7 +167,7 @@ def _run_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
     code = _A._DTYPES[q.dtype]
     batch = cu_seqlens_q.shape[0] - 1
     lens = _lib.SeqLens(batch, cu_seqlens_q.data_ptr(), cu_seqlens_k.data_ptr(), None, max_seqlen_q, max_seqlen_k)
-    params = _lib.AttentionParams(causal, sm_scale, qk_bits, smooth_q, int(smooth_k), int(smooth_v),
+    params = _lib.attention_params(causal, sm_scale, qk_bits, smooth_q, int(smooth_k), int(smooth_v),
                                   lse.data_ptr() if return_lse else None, None, 0)
     key = _packed_ws_key(q, k, v, batch, max_seqlen_q, max_seqlen_k, causal, return_lse, qk_bits, smooth_q, smooth_k,
                          smooth_v)
@@ -188,7 +188,7 @@ def _run_kv_padded(q, k, v, kv_lens, layout, causal, sm_scale, return_lse, qk_bi
         return _A._no_keys(out, lse)
     code = _A._DTYPES[q.dtype]
     lens = _lib.SeqLens(b, None, None, kv_lens.data_ptr(), 0, 0)
-    params = _lib.AttentionParams(causal, sm_scale, qk_bits, smooth_q, int(smooth_k), int(smooth_v),
+    params = _lib.attention_params(causal, sm_scale, qk_bits, smooth_q, int(smooth_k), int(smooth_v),
                                   lse.data_ptr() if return_lse else None, None, 0)
     key = _kv_ws_key(q, k, v, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v)
     _call(q.device, _A._desc(q, layout, code), _A._desc(k, layout, code), _A._desc(v, layout, code),

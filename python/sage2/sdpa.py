@@ -1,6 +1,7 @@
 """A torch.nn.functional.scaled_dot_product_attention replacement that sends what sage2 can do to
 sage2 (attention masks included) and everything else (dropout, fp32, CPU, autograd, other ranks,
-a mask together with is_causal, which torch documents as an error) to torch unchanged.
+a mask together with is_causal, which torch documents as an error, a GPU sage2 cannot run — older
+than Ampere — or an option that GPU lacks) to torch unchanged, counting each fallback's reason.
 
     with sage2.patch_sdpa() as p:       # models calling F.scaled_dot_product_attention use sage2
         y = model(x)
@@ -12,6 +13,7 @@ import threading
 import torch
 import torch.nn.functional as F
 
+from . import _lib
 from ._attention import sageattn
 
 __all__ = ["scaled_dot_product_attention", "patch_sdpa", "SdpaPatch"]
@@ -20,6 +22,26 @@ _TORCH_SDPA = F.scaled_dot_product_attention  # the original, captured at import
 
 
 _MASK_DTYPES = tuple(getattr(torch, n) for n in ("bool", "float16", "bfloat16", "float32") if hasattr(torch, n))
+
+_device_lock = threading.Lock()
+_device_reasons = {}  # device ordinal -> None (sage2 runs it) or why not
+
+
+def _device_unsupported(device):
+    """Why sage2 cannot run on this CUDA device (None when it can), decided once per device: a GPU
+    older than the arch table (sage2_context_create answers SAGE2_ERROR_UNSUPPORTED). A missing
+    library or driver still raises (a broken install is no reason to fall back silently)."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index in _device_reasons:
+        return _device_reasons[index]
+    with _device_lock:
+        if index not in _device_reasons:
+            try:
+                _lib.context(index)
+                _device_reasons[index] = None
+            except _lib.UnsupportedError:
+                _device_reasons[index] = "unsupported GPU"
+        return _device_reasons[index]
 
 
 def _unsupported(query, key, value, attn_mask, dropout_p, enable_gqa, is_causal=False):
@@ -55,6 +77,10 @@ def _unsupported(query, key, value, attn_mask, dropout_p, enable_gqa, is_causal=
     for t in (query, key, value):
         if any(s == 0 and n > 1 for s, n in zip(t.stride(), t.shape)):
             return "strides"
+    if not torch.compiler.is_compiling():  # (traced calls: decided by the eager calls before them)
+        why = _device_unsupported(query.device)
+        if why is not None:
+            return why
     return None
 
 
@@ -64,11 +90,17 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     sage2.sageattn when it can, torch's own SDPA otherwise. ``options`` go to sageattn."""
     why = _unsupported(query, key, value, attn_mask, dropout_p, enable_gqa, is_causal)
     if why is None:
-        out = sageattn(query, key, value, tensor_layout="HND", is_causal=bool(is_causal), sm_scale=scale,
-                       attn_mask=attn_mask, **options)
-        if _stats is not None and not torch.compiler.is_compiling():
-            _stats.count_sage2()
-        return out
+        try:
+            out = sageattn(query, key, value, tensor_layout="HND", is_causal=bool(is_causal), sm_scale=scale,
+                           attn_mask=attn_mask, **options)
+        except _lib.UnsupportedError:
+            # a valid request this GPU cannot serve (e.g. qk_bits=4 on Blackwell, pv_precision='fp8'
+            # on Ampere): torch computes it instead
+            why = "unsupported on this GPU"
+        else:
+            if _stats is not None and not torch.compiler.is_compiling():
+                _stats.count_sage2()
+            return out
     if _stats is not None and not torch.compiler.is_compiling():
         _stats.count_fallback(why)
     kw = {"attn_mask": attn_mask, "dropout_p": dropout_p, "is_causal": is_causal, "scale": scale}

@@ -56,7 +56,7 @@ def test_cpu_tensors_are_rejected(which):
 
 def test_custom_op_is_registered():
     assert hasattr(torch.ops.sage2, "sageattn")
-    assert sorted(sage2.OPTIONS) == ["causal_alignment", "qk_bits", "smooth_k", "smooth_q", "smooth_v"]
+    assert sorted(sage2.OPTIONS) == ["causal_alignment", "pv_precision", "qk_bits", "smooth_k", "smooth_q", "smooth_v"]
 
 
 def test_fake_tensors_give_output_shapes_without_a_gpu():
@@ -124,6 +124,8 @@ CASES = [
     ("smooth_q", lambda q, k, v, kw: (q, k, v, dict(kw, smooth_q=1)), TypeError, "smooth_q=1"),
     ("smooth_k", lambda q, k, v, kw: (q, k, v, dict(kw, smooth_k=None)), TypeError, "smooth_k=None"),
     ("smooth_v", lambda q, k, v, kw: (q, k, v, dict(kw, smooth_v="on")), TypeError, "smooth_v"),
+    ("pv_precision", lambda q, k, v, kw: (q, k, v, dict(kw, pv_precision="fp32")), ValueError, "pv_precision='fp32'"),
+    ("pv_precision type", lambda q, k, v, kw: (q, k, v, dict(kw, pv_precision=16)), ValueError, "pv_precision=16"),
     ("unknown option", lambda q, k, v, kw: (q, k, v, dict(kw, pv_accum_dtype="fp32")), TypeError,
      "unexpected option 'pv_accum_dtype'"),
 ]
@@ -154,7 +156,8 @@ def test_valid_calls_accept_every_documented_option():
     for kw in (dict(), dict(is_causal=True), dict(is_causal=1), dict(sm_scale=0.1), dict(sm_scale=1),
                dict(qk_bits=8), dict(qk_bits=None), dict(smooth_q=None), dict(smooth_q=False), dict(smooth_k=True),
                dict(smooth_v=False), dict(is_causal=True, causal_alignment="bottom_right"),
-               dict(causal_alignment="top_left")):
+               dict(causal_alignment="top_left"), dict(pv_precision=None), dict(pv_precision="auto"),
+               dict(pv_precision="fp16"), dict(pv_precision="fp16", is_causal=True, smooth_v=True)):
         out = sage2.sageattn(q, k, v, **kw)
         assert out.shape == q.shape
 

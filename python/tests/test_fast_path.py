@@ -40,7 +40,7 @@ def expect_fresh_equal(rec, q, k, v, out, **kw):
         assert rec[name] == rec2[name], (name, rec[name], rec2[name])
     assert rec["o"][1:] == rec2["o"][1:] and rec["o"][0] == out.data_ptr() and rec2["o"][0] == out2.data_ptr()
     p1, p2 = list(rec["p"]), list(rec2["p"])
-    assert p1[:6] == p2[:6] and p1[8] == p2[8], (p1, p2)
+    assert p1[:6] == p2[:6] and p1[8:] == p2[8:], (p1, p2)
     assert (p1[6] is None) == (p2[6] is None)
     assert rec["stream"] == rec2["stream"]
 
@@ -66,6 +66,8 @@ variants = [
     (lambda: tuple(T(1, 2, 128, 64) for _ in range(3)), {"sm_scale": 0.5}),
     (lambda: tuple(T(1, 2, 128, 64) for _ in range(3)), {"qk_bits": 8}),
     (lambda: tuple(T(1, 2, 128, 64) for _ in range(3)), {"smooth_v": True}),
+    (lambda: tuple(T(1, 2, 128, 64) for _ in range(3)), {"pv_precision": "fp16"}),
+    (lambda: tuple(T(1, 2, 128, 64) for _ in range(3)), {"pv_precision": "fp8", "qk_bits": 4}),
     (lambda: tuple(T(1, 2, 128, 64) for _ in range(3)), {"return_lse": True}),
     (lambda: (T(1, 4, 128, 64), T(1, 2, 128, 64), T(1, 2, 128, 64)), {}),
 ]
@@ -80,6 +82,9 @@ for make, kw in variants:
         assert isinstance(r, tuple) and r[1].shape == (1, 2, 128) and rec["p"][6] == r[1].data_ptr()
     else:
         assert rec["p"][6] is None
+    # the P~V precision travels in its own field; qk_bits keeps the C value
+    assert rec["p"][9] == {None: 0, "fp8": 1, "fp16": 2}[kw.get("pv_precision")], rec["p"]
+    assert rec["p"][2] == kw.get("qk_bits", 0), rec["p"]
     expect_fresh_equal(rec, *args, out, **kw)
 
 # 3. equal but differently typed scalars are checked again

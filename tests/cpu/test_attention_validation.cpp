@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "jit/attention_family.hpp"
 #include "plan/attention_validate.hpp"
 #include "runtime/c_api_internal.hpp"
 #include "sage2/sage2.h"
@@ -293,9 +294,47 @@ TEST_CASE("validation: a well-formed call is accepted and defaulted") {
   CHECK_FALSE(p.smooth_q);
   CHECK(p.kv_heads == 2);
   CHECK(p.sm_scale == doctest::Approx(0.125));
+  CHECK_FALSE(p.pv_fp16);  // Auto: FP8 P̃V where the arch has it
   const auto ada = validate_attention(a.q, a.k, a.v, a.out, a.p, jit::Arch::Sm89);
-  CHECK(ada.qk_bits == 4);
-  CHECK(ada.smooth_q);  // Auto: on with 4-bit
+  CHECK(ada.qk_bits == 8);  // Auto: 8-bit on every arch (4-bit only when asked)
+  CHECK_FALSE(ada.smooth_q);
+  CHECK_FALSE(ada.pv_fp16);
+  const auto ampere = validate_attention(a.q, a.k, a.v, a.out, a.p, jit::Arch::Sm80);
+  CHECK(ampere.qk_bits == 8);
+  CHECK(ampere.pv_fp16);  // Auto: FP16 P̃V where there is no FP8
+  {
+    Args b;
+    b.p.qk_bits = QkBits::Int4;
+    const auto ada4 = validate_attention(b.q, b.k, b.v, b.out, b.p, jit::Arch::Sm89);
+    CHECK(ada4.qk_bits == 4);
+    CHECK(ada4.smooth_q);  // Auto: on with 4-bit
+    CHECK(validate_attention(b.q, b.k, b.v, b.out, b.p, jit::Arch::Sm86).qk_bits == 4);
+    // Blackwell has no INT4 mma, Ampere no FP8: valid requests the arch cannot serve
+    for (jit::Arch arch : {jit::Arch::Sm100, jit::Arch::Sm103, jit::Arch::Sm120, jit::Arch::Sm121}) {
+      try {
+        validate_attention(b.q, b.k, b.v, b.out, b.p, arch);
+        FAIL("INT4 accepted on " << jit::arch_name(arch));
+      } catch (const Error& e) {
+        CHECK(e.code() == ErrorCode::Unsupported);
+        CHECK(std::string(e.what()).find("qk_bits=4") != std::string::npos);
+      }
+    }
+    b.p.qk_bits = QkBits::Auto;
+    b.p.pv_precision = PvPrecision::Fp8;
+    try {
+      validate_attention(b.q, b.k, b.v, b.out, b.p, jit::Arch::Sm86);
+      FAIL("FP8 P̃V accepted on sm_86");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::Unsupported);
+      CHECK(std::string(e.what()).find("pv_precision=fp8") != std::string::npos);
+    }
+    CHECK_FALSE(validate_attention(b.q, b.k, b.v, b.out, b.p, jit::Arch::Sm120).pv_fp16);
+    b.p.pv_precision = PvPrecision::Fp16;
+    for (const auto& ai : jit::arch_table()) CHECK(validate_attention(b.q, b.k, b.v, b.out, b.p, ai.arch).pv_fp16);
+    b.p.pv_precision = static_cast<PvPrecision>(3);
+    CHECK_THROWS_WITH_AS(validate_attention(b.q, b.k, b.v, b.out, b.p, jit::Arch::Sm90a),
+                         doctest::Contains("params.pv_precision=3"), Error);
+  }
   a.q = TensorRef::nhd(addr(0x10000000), DType::BF16, 2, 8, 100, 64);
   a.k.dtype = a.v.dtype = a.out.dtype = DType::BF16;
   CHECK_NOTHROW(validate_attention(a.q, a.k, a.v, a.out, a.p, jit::Arch::Sm90a));

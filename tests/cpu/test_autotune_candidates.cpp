@@ -97,12 +97,21 @@ TEST_CASE("autotune: candidate tiles are valid, distinct, and include the heuris
   CHECK_FALSE(parse_tile("bq64.bk64.w0.s2").has_value());
   CHECK(default_max_smem_optin(jit::Arch::Sm89) == 101376);
   CHECK(default_max_smem_optin(jit::Arch::Sm90a) == 232448);
+  CHECK(default_max_smem_optin(jit::Arch::Sm80) == 166912);
+  CHECK(default_max_smem_optin(jit::Arch::Sm86) == 101376);
+  CHECK(default_max_smem_optin(jit::Arch::Sm100) == 232448);
+  CHECK(default_max_smem_optin(jit::Arch::Sm120) == 101376);
 }
 
 TEST_CASE("autotune: the static filter rejects tiles over the shared memory limit and invalid tiles") {
-  const Specialisation s = Specialisation::defaults(jit::Arch::Sm89, 128, CausalMode::None, DType::F16);
-  CHECK(s.qk_bits == 4);
-  CHECK(s.smooth_q);
+  // The defaults: 8-bit everywhere; FP16 P̃V on Ampere only.
+  CHECK(Specialisation::defaults(jit::Arch::Sm89, 128, CausalMode::None, DType::F16).qk_bits == 8);
+  CHECK_FALSE(Specialisation::defaults(jit::Arch::Sm89, 128, CausalMode::None, DType::F16).pv_fp16);
+  CHECK(Specialisation::defaults(jit::Arch::Sm86, 128, CausalMode::None, DType::F16).pv_fp16);
+  CHECK(Specialisation::defaults(jit::Arch::Sm86, 128, CausalMode::None, DType::F16).str() == "d128 full f16 int8 sk pv16");
+  Specialisation s = Specialisation::defaults(jit::Arch::Sm89, 128, CausalMode::None, DType::F16);
+  s.qk_bits = 4;  // 4-bit (opt-in) with smooth Q
+  s.smooth_q = true;
   Specialisation s8 = s;  // 8-bit rows are twice as wide as 4-bit ones
   s8.qk_bits = 8;
   s8.smooth_q = false;

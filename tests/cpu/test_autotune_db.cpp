@@ -354,7 +354,8 @@ TEST_CASE("autotune: a corrupt, truncated, foreign or wrong-schema database is r
   cases.push_back({"schema version as a string", with([](auto& j) { j["schema_version"] = "1"; }), DbStatus::WrongSchema});
   cases.push_back({"another device", with([](auto& j) { j["device"]["name"] = "NVIDIA L40S"; }), DbStatus::Foreign});
   cases.push_back({"another arch", with([](auto& j) { j["device"]["arch"] = "sm_89"; }), DbStatus::Foreign});
-  cases.push_back({"unknown arch", with([](auto& j) { j["device"]["arch"] = "sm_80"; }), DbStatus::Corrupt});
+  cases.push_back({"arch of the table, another one", with([](auto& j) { j["device"]["arch"] = "sm_80"; }), DbStatus::Foreign});
+  cases.push_back({"unknown arch", with([](auto& j) { j["device"]["arch"] = "sm_75"; }), DbStatus::Corrupt});
   cases.push_back({"entries not an array", with([](auto& j) { j["entries"] = 5; }), DbStatus::Corrupt});
   cases.push_back({"tile field missing", with([](auto& j) { j["entries"][0]["tile"].erase("bk"); }), DbStatus::Corrupt});
   cases.push_back({"tile not runnable", with([](auto& j) { j["entries"][1]["tile"]["bq"] = 48; }), DbStatus::Corrupt});

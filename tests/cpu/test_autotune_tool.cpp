@@ -4,7 +4,10 @@
 //    candidates that pass the filters (attention + quantize, ΔS with smooth Q), verified through
 //    `sage2-cache list --json`; a second run compiles nothing; --json reports it all;
 //  - Ctrl-C (SIGINT) during --compile-only finishes the compile in progress, leaves only valid
-//    entries and no temporary files, and exits 130.
+//    entries and no temporary files, and exits 130;
+//  - --arch takes every arch of the table and a list of them (one cache for a mixed fleet, one
+//    exported bundle holding every arch); --pv selects the P̃V precision; INT4 is skipped on
+//    Blackwell and FP8 on Ampere.
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -18,6 +21,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -127,7 +131,8 @@ TEST_CASE("autotune: sage2-autotune --help, usage errors, and no driver") {
                         "exit codes", "130", "no CUDA"})
     CHECK_MESSAGE(h.out.find(s) != std::string::npos, s);
 
-  for (const char* bad : {"--bogus", "--compile-only", "--arch sm_80 --compile-only", "--tiles 64x64 --arch sm_90a --compile-only",
+  for (const char* bad : {"--bogus", "--compile-only", "--arch sm_75 --compile-only", "--arch sm_80,sm_89",
+                          "--pv fp12 --arch sm_80 --compile-only", "--tiles 64x64 --arch sm_90a --compile-only",
                           "--heads 32 --kv-heads 5", "--head-dims 0", "--head-dims 513", "--dtypes f32", "--reps",
                           "--json=1", "--causal sideways"}) {
     CAPTURE(bad);
@@ -217,16 +222,63 @@ TEST_CASE("autotune: sage2-autotune --compile-only fills the cache with exactly 
   CHECK(t.out.find("already cached") != std::string::npos);
 }
 
+TEST_CASE("autotune: sage2-autotune --compile-only takes every arch of the table, and several in one cache") {
+  ToolDir cache;
+  const Ran r = run("sage2-autotune", "--arch sm_80,sm_89,sm_120 --compile-only --head-dims 64 --dtypes f16 --causal none "
+                                      "--bits auto,4 --pv auto,fp8,fp16 --tiles 64x64x4x2 --cache-dir '" + cache.path +
+                                      "' --json --no-progress");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  CHECK(j["archs"] == json::array({"sm_80", "sm_89", "sm_120"}));
+  REQUIRE(j["reports"].size() == 3);
+  std::map<std::string, std::set<std::string>> specs;  // arch -> "int<bits> <pv>"
+  for (const auto& rep : j["reports"]) {
+    CHECK(rep["exit_code"] == 0);
+    for (const auto& s : rep["specialisations"])
+      specs[rep["arch"].get<std::string>()].insert("int" + std::to_string(s["qk_bits"].get<int>()) + " " +
+                                                   s["pv"].get<std::string>());
+  }
+  // Ampere: no FP8; Blackwell: no INT4; Ada: everything
+  CHECK(specs["sm_80"] == std::set<std::string>{"int8 fp16", "int4 fp16"});
+  CHECK(specs["sm_89"] == std::set<std::string>{"int8 fp8", "int8 fp16", "int4 fp8", "int4 fp16"});
+  CHECK(specs["sm_120"] == std::set<std::string>{"int8 fp8", "int8 fp16"});
+  std::map<std::string, int> per_arch;
+  for (const auto& e : cache::DiskCache(cache.path).list()) {
+    CHECK(e.valid);
+    ++per_arch[e.arch];
+  }
+  CHECK(per_arch.size() == 3);
+  for (const char* a : {"sm_80", "sm_89", "sm_120"}) CHECK(per_arch[a] > 0);
+  // one bundle holds them all
+  const Ran ex = run("sage2-cache", "--dir '" + cache.path + "' export '" + cache / "fleet.s2b" + "'");
+  REQUIRE(ex.code == 0);
+  ToolDir other;
+  const Ran im = run("sage2-cache", "--dir '" + other.path + "' import '" + cache / "fleet.s2b" + "'");
+  REQUIRE(im.code == 0);
+  std::map<std::string, int> imported;
+  for (const auto& e : cache::DiskCache(other.path).list()) ++imported[e.arch];
+  CHECK(imported == per_arch);
+  // every other arch of the table compiles too (one small specialisation each)
+  for (const char* a : {"sm_86", "sm_87", "sm_90a", "sm_100", "sm_103", "sm_121"}) {
+    CAPTURE(a);
+    const Ran one = run("sage2-autotune", std::string("--arch ") + a + " --compile-only --head-dims 64 --dtypes f16 "
+                                          "--causal none --tiles 64x64x4x2 --cache-dir '" + cache.path + "' --json --no-progress");
+    CHECK(one.code == 0);
+    CHECK(json::parse(one.out)["arch"] == a);
+  }
+}
+
 TEST_CASE("autotune: sage2-autotune --compile-only --progress draws on stderr only") {
   ToolDir cache;
   const Ran r = run("sage2-autotune", "--arch sm_89 --compile-only --head-dims 64 --dtypes f16 --causal none "
-                                      "--tiles 64x64x4x1 --cache-dir '" + cache.path + "' --json --progress --jobs 1");
+                                      "--bits 4 --tiles 64x64x4x1 --cache-dir '" + cache.path + "' --json --progress --jobs 1");
   INFO(r.err);
   REQUIRE(r.code == 0);
   CHECK(json::parse(r.out)["arch"] == "sm_89");  // stdout is pure JSON
   CHECK(r.err.find("ETA") != std::string::npos);
   CHECK(r.err.find("quantize") != std::string::npos);
-  // sm_89 defaults to 4-bit with smooth Q: the ΔS kernel is among the kernels.
+  // 4-bit takes smooth Q: the ΔS kernel is among the kernels.
   bool has_delta_s = false;
   for (const auto& e : cache::DiskCache(cache.path).list()) has_delta_s |= e.key.rfind("delta_s|", 0) == 0;
   CHECK(has_delta_s);

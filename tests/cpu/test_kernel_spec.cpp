@@ -76,11 +76,18 @@ TEST_CASE("validate names the offending field and value") {
 TEST_CASE("unsupported arch strings are rejected with the list of supported ones") {
   CHECK(parse_arch("sm_90") == Arch::Sm90a);
   CHECK(parse_arch("sm_89") == Arch::Sm89);
-  try {
-    parse_arch("sm_80");
-    FAIL("expected an error");
-  } catch (const Error& e) {
-    CHECK(std::string(e.what()).find("sm_89") != std::string::npos);
+  CHECK(parse_arch("sm_80") == Arch::Sm80);
+  CHECK(parse_arch("compute_120") == Arch::Sm120);
+  CHECK(parse_arch("103") == Arch::Sm103);
+  for (const char* bad : {"sm_75", "sm_70", "sm_88", "sm_110", "gfx90a", ""}) {
+    try {
+      parse_arch(bad);
+      FAIL("expected an error for " << bad);
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::InvalidArgument);
+      for (const char* known : {"sm_80", "sm_86", "sm_89", "sm_90a", "sm_100", "sm_120"})
+        CHECK(std::string(e.what()).find(known) != std::string::npos);
+    }
   }
 }
 

@@ -407,8 +407,15 @@ TEST_CASE("emulation: invalid arguments are rejected with names and values") {
   s2.family = static_cast<AttentionFamily>(7);
   expect(s2, {}, "config.family=7");
   s2 = spec;
-  s2.arch = "sm_80";
-  expect(s2, {}, "arch 'sm_80'");
+  s2.arch = "sm_75";
+  expect(s2, {}, "arch 'sm_75'");
+  s2 = spec;
+  s2.pv_precision = static_cast<PvPrecision>(3);
+  expect(s2, {}, "config.pv_precision=3");
+  s2 = spec;
+  s2.arch = "sm_86";  // no FP8 on Ampere
+  s2.pv_precision = PvPrecision::Fp8;
+  expect(s2, {}, "FP8 P̃V needs e4m3");
   s2 = spec;
   s2.head_dim = 64;
   expect(s2, {}, "config.head_dim=64");

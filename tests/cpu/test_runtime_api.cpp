@@ -105,21 +105,43 @@ TEST_CASE("C API: attention arguments are checked before anything else") {
 TEST_CASE("runtime: an unsupported arch is refused, naming the supported ones and why") {
   sage2::runtime::DeviceFacts f;
   f.ordinal = 0;
-  f.name = "NVIDIA A100-SXM4-80GB";
-  f.cc_major = 8;
-  f.cc_minor = 0;  // no FP8 tensor cores; f.arch stays empty as device_facts() would leave it
+  f.name = "Tesla T4";
+  f.cc_major = 7;
+  f.cc_minor = 5;  // older than Ampere: no INT8 m16n8k32 mma, no cp.async
+  try {
+    (void)sage2::jit::code_target(f.cc());
+    FAIL("sm_75 accepted");
+  } catch (const sage2::Error& e) {
+    f.target_note = e.what();  // as device_facts() records it, f.arch left empty
+  }
   try {
     sage2::runtime::require_supported_arch(f);
-    FAIL("sm_80 accepted");
+    FAIL("sm_75 accepted");
   } catch (const sage2::Error& e) {
     CHECK(e.code() == sage2::ErrorCode::Unsupported);
     const std::string m = e.what();
-    CHECK(m.find("sm_80") != std::string::npos);
-    CHECK(m.find("sm_89") != std::string::npos);
-    CHECK(m.find("sm_90a") != std::string::npos);
-    CHECK(m.find("FP8") != std::string::npos);
+    CHECK(m.find("sm_75") != std::string::npos);
+    CHECK(m.find("8.0") != std::string::npos);
+    for (const char* a : {"sm_80", "sm_89", "sm_90a", "sm_100", "sm_120"}) CHECK(m.find(a) != std::string::npos);
+    CHECK(m.find("mma") != std::string::npos);
   }
+  CHECK_THROWS_AS(sage2::runtime::context_target(f, ""), sage2::Error);
+  // An A100 runs the Ampere path natively; a target override is PTX (or refused when newer).
+  f.name = "NVIDIA A100-SXM4-80GB";
+  f.cc_major = 8;
+  f.cc_minor = 0;
+  f.arch = sage2::jit::Arch::Sm80;
+  f.target_note.clear();
+  CHECK(sage2::runtime::require_supported_arch(f) == sage2::jit::Arch::Sm80);
+  CHECK_FALSE(sage2::runtime::context_target(f, "").ptx);
+  CHECK(sage2::runtime::context_target(f, "sm_80").arch == sage2::jit::Arch::Sm80);
+  CHECK_THROWS_WITH_AS(sage2::runtime::context_target(f, "sm_89"), doctest::Contains("cannot run"), sage2::Error);
+  CHECK_THROWS_WITH_AS(sage2::runtime::context_target(f, "sm_70"), doctest::Contains("sm_70"), sage2::Error);
   f.cc_major = 9;
   f.arch = sage2::jit::Arch::Sm90a;
   CHECK(sage2::runtime::require_supported_arch(f) == sage2::jit::Arch::Sm90a);
+  const auto t = sage2::runtime::context_target(f, "sm_89");
+  CHECK(t.arch == sage2::jit::Arch::Sm89);
+  CHECK(t.ptx);
+  CHECK(t.note.find("compute_89") != std::string::npos);
 }

@@ -22,7 +22,7 @@ inline std::string gpu_unavailable_reason() {
   const int n = runtime::device_count();
   if (n == 0) return "no CUDA device visible";
   const auto f = runtime::device_facts(0);
-  if (!f.arch) return "device 0 (" + f.name + ", " + f.cc_string() + ") is not sm_89/sm_90";
+  if (!f.arch) return "device 0 (" + f.name + ", " + f.cc_string() + ") is not supported: " + f.target_note;
   return {};
 }
 

@@ -78,6 +78,7 @@ KernelSpec spec_for(const Case& c, jit::Arch arch) {
   s.out_dtype = c.dtype;
   s.two_level_accum = c.two_level;
   s.return_lse = c.lse;
+  s.pv_fp16 = jit::default_pv_fp16(arch);  // the Context's path (SAGE2_TARGET_ARCH=sm_80: FP16 P̃V)
   return s;
 }
 

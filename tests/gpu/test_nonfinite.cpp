@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "gpu_env.hpp"
+#include "jit/attention_family.hpp"
 #include "jit/quant_buffers.hpp"
 #include "runtime/attention_plan.hpp"
 #include "plan/attention_validate.hpp"
@@ -249,6 +250,7 @@ TEST_CASE("gpu nonfinite: quantize stage flags and statistics equal the CPU refe
     jit::KernelSpec spec;
     spec.family = jit::KernelFamily::AttentionMma;
     spec.arch = runtime::context_impl(ctx).arch();
+    spec.pv_fp16 = jit::default_pv_fp16(spec.arch);  // the Context's path (SAGE2_TARGET_ARCH=sm_80: FP16)
     spec.head_dim = c.d;
     spec.qk_bits = c.bits;
     spec.smooth_q = c.sq;

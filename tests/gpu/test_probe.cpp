@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "gpu_env.hpp"
+#include "jit/attention_family.hpp"
 
 using namespace sage2;
 
@@ -58,6 +59,11 @@ int leading_mantissa_ones(float x) {
 }  // namespace
 
 TEST_CASE("gpu probe: mma.sync e4m3 accumulator width") {
+  // (a Context on a target without FP8, SAGE2_TARGET_ARCH=sm_80: nothing to probe)
+  if (!jit::arch_info(runtime::context_impl(test::gpu_context()).arch()).fp8_pv) {
+    MESSAGE("skipped: the Context's target has no FP8 mma");
+    return;
+  }
   std::vector<std::uint32_t> a(32 * 4, 0), b(32 * 2, 0);
   std::vector<float> c(32 * 4);
   std::uint32_t all_ones = 0x3FFFFFFFu;  // 1.99999988: every mantissa bit set

@@ -23,6 +23,7 @@
 
 #include "gpu_env.hpp"
 #include "stage_download.hpp"
+#include "jit/attention_family.hpp"
 #include "jit/launch_shape.hpp"
 #include "runtime/quantize_stage.hpp"
 #include "reference/kernel_config.hpp"
@@ -45,6 +46,8 @@ struct Case {
   bool smooth_v;
   bool wgmma;   // consumer = wgmma family (8-bit, sm_90a only)
   bool biased;  // channel-biased activations vs plain gaussian
+  bool pv16 = false;  // FP16 V̂ (FP16 P̃V, the mma family)
+  float v_gain = 1;   // V scaled by this (bf16 values beyond 2^15: FP16 V̂'s power-of-two scale)
 };
 
 std::vector<Case> case_matrix() {
@@ -66,8 +69,13 @@ std::vector<Case> case_matrix() {
     c.smooth_v = (i % 3 == 1);
     c.wgmma = c.bits == 8 && (i % 4 == 1);
     c.biased = (i % 2 == 1);
+    c.pv16 = !c.wgmma && (i % 3 == 2);  // FP16 V̂ on a third of the mma cases, every head dim class
     cases.push_back(c);
   }
+  // FP16 V̂ at the main head dims with smoothing of V, and bf16 V beyond fp16's range (δV = 2^k).
+  cases.push_back({4096, 128, false, 1, 8, DType::F16, false, true, true, false, true, true});
+  cases.push_back({1000, 64, true, 4, 8, DType::BF16, false, true, false, false, true, true, 65536.f});
+  cases.push_back({777, 96, false, 1, 8, DType::BF16, false, true, true, false, false, true, 1.0e6f});
   // The longest sequence with the largest head dims that are still cheap, and head dim 512.
   cases.push_back({29040, 128, false, 4, 8, DType::BF16, true, true, true, false, true});
   cases.push_back({127, 512, true, 1, 4, DType::F16, true, true, false, false, true});
@@ -80,9 +88,10 @@ std::vector<Case> case_matrix() {
 
 std::string describe(const Case& c) {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "N=%lld d=%d %s gqa=%d int%d %s sq%d sk%d sv%d %s %s", (long long)c.seq,
+  std::snprintf(buf, sizeof buf, "N=%lld d=%d %s gqa=%d int%d %s sq%d sk%d sv%d %s %s%s v*%g", (long long)c.seq,
                 c.head_dim, c.nhd ? "NHD" : "HND", c.gqa, c.bits, dtype_name(c.dtype), c.smooth_q, c.smooth_k,
-                c.smooth_v, c.wgmma ? "wgmma" : "mma", c.biased ? "biased" : "gaussian");
+                c.smooth_v, c.wgmma ? "wgmma" : "mma", c.biased ? "biased" : "gaussian", c.pv16 ? " pv16" : "",
+                static_cast<double>(c.v_gain));
   return buf;
 }
 
@@ -127,6 +136,7 @@ sage2::jit::KernelSpec attention_spec_for(const Case& c, sage2::jit::Arch arch) 
   s.in_dtype = c.dtype;
   s.out_dtype = c.dtype;
   s.tile = c.wgmma ? sage2::jit::TileConfig{128, 128, 8, 2} : sage2::jit::TileConfig{128, 64, 4, 1};
+  s.pv_fp16 = c.pv16 || sage2::jit::default_pv_fp16(arch);  // FP8 V̂ does not exist on Ampere targets
   return s;
 }
 
@@ -149,6 +159,10 @@ TEST_CASE("gpu quantize: every variant equals the CPU reference; every output wr
     ref::AttentionInputs in =
         c.biased ? ref::make_activation_like(seed, c.dtype, batch, q_heads, kv_heads, c.seq, c.seq, c.head_dim, {}, c.nhd)
                  : ref::make_gaussian(seed, c.dtype, batch, q_heads, kv_heads, c.seq, c.seq, c.head_dim, c.nhd);
+    if (c.v_gain != 1)
+      for (std::int64_t h = 0; h < kv_heads; ++h)
+        for (std::int64_t n = 0; n < c.seq; ++n)
+          for (int ch = 0; ch < c.head_dim; ++ch) in.v.set(0, h, n, ch, in.v.get(0, h, n, ch) * c.v_gain);
     const auto spec = attention_spec_for(c, arch);
     ref::QuantizeOptions qo;
     qo.margins = true;
@@ -249,14 +263,17 @@ TEST_CASE("gpu quantize: every variant equals the CPU reference; every output wr
       };
       qk_rows(gq, cpu.q_codes, cpu.q_margin, b.p.batch * b.p.q_heads * b.q_len_pad);
       qk_rows(gk, cpu.k_codes, cpu.k_margin, b.p.batch * b.p.kv_heads * b.kv_len_pad);
-      for (std::size_t i = 0; i < gv.size(); ++i) {
+      const std::size_t vb = static_cast<std::size_t>(cpu.layout.v_code_bytes);  // 2: FP16 V̂
+      for (std::size_t i = 0; i < gv.size() / vb; ++i) {
         ++cc.checked;
-        if (gv[i] == cpu.v_codes[i]) continue;
+        const int g = vb == 2 ? gv[2 * i] | (gv[2 * i + 1] << 8) : gv[i];
+        const int w = vb == 2 ? cpu.v_codes[2 * i] | (cpu.v_codes[2 * i + 1] << 8) : cpu.v_codes[i];
+        if (g == w) continue;
         const float m = cpu.v_margin[i];
         if (m < near) {
           ++cc.near_boundary;
         } else {
-          if (cc.mismatches < 5) MESSAGE("V code " << i << ": gpu " << int(gv[i]) << " cpu " << int(cpu.v_codes[i]) << " margin " << m);
+          if (cc.mismatches < 5) MESSAGE("V code " << i << ": gpu " << g << " cpu " << w << " margin " << m);
           ++cc.mismatches;
         }
       }
