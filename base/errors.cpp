@@ -68,6 +68,15 @@ const char* attention_family_name(AttentionFamily f) noexcept {
   return "?";
 }
 
+const char* small_q_path_name(SmallQPath p) noexcept {
+  switch (p) {
+    case SmallQPath::Auto: return "auto";
+    case SmallQPath::Quantized: return "quantized";
+    case SmallQPath::Direct: return "direct";
+  }
+  return "?";
+}
+
 const char* quant_path_name(QuantPath p) noexcept {
   switch (p) {
     case QuantPath::Split: return "split";

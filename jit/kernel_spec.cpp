@@ -4,6 +4,7 @@
 
 #include "base/hash.hpp"
 #include "jit/attention_family.hpp"
+#include "jit/decode.hpp"
 
 namespace sage2::jit {
 
@@ -28,6 +29,8 @@ const char* family_name(KernelFamily f) noexcept {
     case KernelFamily::Quantize: return "quantize";
     case KernelFamily::DeltaS: return "delta_s";
     case KernelFamily::Probe: return "probe";
+    case KernelFamily::DecodeSplit: return "decode_split";
+    case KernelFamily::DecodeMerge: return "decode_merge";
     default: return "?";
   }
 }
@@ -70,6 +73,19 @@ KernelSpec KernelSpec::canonical() const {
     p.arch = arch;
     p.consumer = KernelFamily::Probe;
     return p;
+  }
+  if (is_decode_family(family)) {  // the direct path: no quantization options
+    KernelSpec d = *this;
+    d.op = QuantOp::None;
+    d.consumer = family;
+    d.qk_bits = 8;
+    d.smooth_q = d.smooth_k = d.smooth_v = false;
+    d.two_level_accum = true;
+    d.varlen = false;
+    d.mask = 0;
+    d.out_dtype = in_dtype;
+    if (family == KernelFamily::DecodeMerge) d.tile = TileConfig{};
+    return d;
   }
   KernelSpec c = *this;
   if (find_attention_family(family)) {
@@ -140,6 +156,7 @@ void KernelSpec::validate() const {
   if (mask < 0 || mask > 4) bad("mask=" + std::to_string(mask) + " (0 none, 1 bool, 2 f16, 3 bf16, 4 f32)");
   if (mask != 0 && varlen) bad("a tensor mask cannot be combined with varlen (key padding: kv_lens)");
   if (mask == 0 && family == KernelFamily::Quantize && op == QuantOp::MaskTiles) bad("mask_tiles needs a mask");
+  if (is_decode_family(family)) return validate_decode_spec(*this);
   // The attention family whose layout the kernel writes or reads sets the rules of the tile.
   const AttentionFamilyDesc* f = find_attention_family(family);
   if (!f) f = find_attention_family(consumer);
@@ -174,6 +191,8 @@ std::string KernelSpec::entry_name() const {
     case KernelFamily::Quantize: return std::string("sage2_") + quant_op_name(op);
     case KernelFamily::DeltaS: return "sage2_delta_s";
     case KernelFamily::Probe: return "sage2_probe_mma_e4m3";
+    case KernelFamily::DecodeSplit: return "sage2_decode_split";
+    case KernelFamily::DecodeMerge: return "sage2_decode_merge";
     default: break;
   }
   if (const AttentionFamilyDesc* d = find_attention_family(family)) return d->entry;

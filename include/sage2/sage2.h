@@ -146,7 +146,18 @@ typedef struct sage2_attention_params {
   float* lse;         /* optional fp32 [batch, q heads, q len] device memory, natural log */
   void* workspace;    /* optional device workspace (256-byte aligned) */
   size_t workspace_bytes;
+  int32_t small_q_path; /* sage2_small_q_path (added in 0.1, appended): 0 auto (default) */
 } sage2_attention_params;
+
+/* Which path computes a call with few query rows (sage2::SmallQPath in sage2.hpp): AUTO takes
+ * DIRECT for dense calls with head dim <= 256 and at most 512 (sm_90; 64 elsewhere) query rows
+ * per kv head (q_len * q heads / kv heads), QUANTIZED otherwise; DIRECT computes attention from
+ * the fp16/bf16 inputs without quantization (no masks, no varlen, head dim <= 256). */
+typedef enum sage2_small_q_path {
+  SAGE2_SMALL_Q_AUTO = 0,
+  SAGE2_SMALL_Q_QUANTIZED = 1,
+  SAGE2_SMALL_Q_DIRECT = 2
+} sage2_small_q_path;
 
 /* The defaults documented above. */
 void sage2_attention_params_init(sage2_attention_params* params);

@@ -62,6 +62,21 @@ const char* causal_mode_name(CausalMode m) noexcept;
 enum class QkBits : int { Auto = 0, Int4 = 4, Int8 = 8 };
 enum class Toggle : int { Auto = 0, On = 1, Off = 2 };
 
+// Which path computes a call with few query rows (AttentionParams::small_q_path).
+//  Quantized — the SageAttention2 path: quantize Q, K and V, then 8/4-bit attention.
+//  Direct    — no quantization: split-KV attention straight from the fp16/bf16 Q, K and V
+//              (mma.sync f16/bf16 with fp32 accumulation, P rounded to the input dtype), then a
+//              merge of the splits. Re-quantizing all of K and V cannot pay when only a few query
+//              rows read them (decode). Head dims up to 256; no masks, no varlen; the
+//              quantization options (qk_bits, smooth_q/k/v) do not apply to it. Accuracy: the
+//              fp16/bf16 contract of FlashAttention (rel-L1 ~1e-3 fp16, ~5e-3 bf16 vs fp64),
+//              tighter than the 8-bit one.
+//  Auto      — Direct for dense calls (no mask, no varlen) with head dim <= 256 whose query rows
+//              per kv head, R = q_len · q_heads / kv_heads, are few: R <= 512 on sm_90, R <= 64
+//              elsewhere (plan/direct_rule.hpp); Quantized otherwise.
+enum class SmallQPath : int { Auto = 0, Quantized = 1, Direct = 2 };
+const char* small_q_path_name(SmallQPath p) noexcept;  // "auto", "quantized", "direct"
+
 // ---------------------------------------------------------------------------------------------
 // A rank-4 tensor view [batch, heads, seq, dim] with element strides. HND and NHD layouts are
 // the same view with different strides; the last dim must be contiguous (stride_dim == 1).
@@ -118,6 +133,8 @@ struct AttentionParams {
   std::size_t workspace_bytes = 0;
   // Optional attention mask (MaskRef above); type None: no mask.
   MaskRef mask;
+  // Quantized or direct computation of calls with few query rows (SmallQPath above).
+  SmallQPath small_q_path = SmallQPath::Auto;
 };
 
 // ---------------------------------------------------------------------------------------------
