@@ -148,6 +148,7 @@ class AttentionParams(ctypes.Structure):
         ("lse", ctypes.c_void_p),
         ("workspace", ctypes.c_void_p),
         ("workspace_bytes", ctypes.c_size_t),
+        ("small_q_path", ctypes.c_int32),  # 0 auto, 1 quantized, 2 direct (appended in 0.1)
     ]
 
 
