@@ -474,6 +474,7 @@ namespace dec {
 
 constexpr int MW = sage2::dev::dec_merge_warps();
 constexpr int CPL = (D + 31) / 32;  // channels per lane
+constexpr int MB = CPL <= 4 ? 8 : 4;  // partials loaded per round
 
 __device__ __forceinline__ void merge_kernel(const DecodeParams& p) {
   const int lane = threadIdx.x & 31;
@@ -499,16 +500,37 @@ __device__ __forceinline__ void merge_kernel(const DecodeParams& p) {
 #pragma unroll
   for (int t = 0; t < CPL; ++t) acc[t] = 0.f;
   float l = 0.f;
-  for (int q = 0; q < np; ++q) {
-    const long long pr = first + q * step;
-    const float m_q = p.part_ml[pr * 2], l_q = p.part_ml[pr * 2 + 1];
-    const float w = m_q == ninf() ? 0.f : ptx::exp2_approx(m_q - mx);
-    l += w * l_q;
-    const float* orow = p.part_o + pr * D;
+  // MB partials per round: all their loads are issued before any is used (the partials sit in
+  // L2; a round costs one latency, not MB).
+  for (int q0 = 0; q0 < np; q0 += MB) {
+    float mq[MB], lq[MB], oq[MB][CPL];
+    // Unconditional loads from clamped addresses (so that they can all be in flight), then the
+    // out-of-range values are replaced.
 #pragma unroll
-    for (int t = 0; t < CPL; ++t) {
-      const int c = lane + 32 * t;
-      if (c < D) acc[t] += w * orow[c];
+    for (int u = 0; u < MB; ++u) {
+      const long long pr = first + (q0 + u < np ? q0 + u : np - 1) * step;
+      mq[u] = p.part_ml[pr * 2];
+      lq[u] = p.part_ml[pr * 2 + 1];
+      const float* orow = p.part_o + pr * D;
+#pragma unroll
+      for (int t = 0; t < CPL; ++t) oq[u][t] = orow[lane + 32 * t < D ? lane + 32 * t : D - 1];
+    }
+#pragma unroll
+    for (int u = 0; u < MB; ++u) {
+      if (q0 + u >= np) {
+        mq[u] = ninf();
+        lq[u] = 0.f;
+#pragma unroll
+        for (int t = 0; t < CPL; ++t) oq[u][t] = 0.f;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < MB; ++u) {
+      // A partial that saw no visible key (m = -inf) weighs 0; 0 · NaN keeps its NaN channels.
+      const float w = mq[u] == ninf() ? 0.f : ptx::exp2_approx(mq[u] - mx);
+      l += w * lq[u];
+#pragma unroll
+      for (int t = 0; t < CPL; ++t) acc[t] += w * oq[u][t];
     }
   }
   const int n_vis = visible_keys(i, p);
