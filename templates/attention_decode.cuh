@@ -125,7 +125,7 @@ __device__ __forceinline__ void load_chunk(u32 dst, const u16* src, int c, bool 
   }
 }
 
-// Rows [kept, n) of the output row r: the number of keys query i sees.
+// The number of keys query i sees: [0, visible_keys(i)).
 __device__ __forceinline__ int visible_keys(int i, const DecodeParams& p) {
   if (CAUSAL == 0) return p.kv_len;
   const long long e = static_cast<long long>(i) + p.causal_offset + 1;
@@ -177,14 +177,8 @@ static_assert(BR % 16 == 0 && WR >= 1 && WARPS % WR == 0, "whole 16-row warps");
 static_assert(BK % (16 * WK) == 0, "each key warp takes a multiple of 16 keys per tile");
 static_assert(STAGES >= 2, "the ring needs two buffers at least");
 
-struct Ctx {
-  const DecodeParams& p;
-  int b, h, rb, split;
-  u32 smem;
-};
-
-// Issues the copies of tile `t` (keys [key0, key0 + BK)) into ring buffer `buf`; keys at or past
-// `load_end` are zero-filled, never read.
+// Issues the copies of the KV tile of keys [key0, key0 + BK) into the ring buffer at `stage`; keys
+// at or past `load_end` are zero-filled, never read.
 __device__ __forceinline__ void load_kv_tile(const DecodeParams& p, int b, int h, int key0, int load_end, u32 stage) {
   const u16* kb = static_cast<const u16*>(p.k) + b * p.k_sb + h * p.k_sh;
   const u16* vb = static_cast<const u16*>(p.v) + b * p.v_sb + h * p.v_sh;

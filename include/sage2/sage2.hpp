@@ -236,8 +236,9 @@ class Context {
 
   const DeviceInfo& device() const;
 
-  // out = softmax(q·kᵀ·sm_scale [causal mask]) · v, computed the SageAttention2 way, enqueued on
-  // `stream` (nullptr = the legacy default stream). q [B, Hq, Nq, d], k and v [B, Hkv, Nk, d],
+  // out = softmax(q·kᵀ·sm_scale [causal mask]) · v, computed the SageAttention2 way (calls with few
+  // query rows per kv head: without quantization, see SmallQPath), enqueued on `stream` (nullptr =
+  // the legacy default stream). q [B, Hq, Nq, d], k and v [B, Hkv, Nk, d],
   // out [B, Hq, Nq, d] in the input dtype; Hq a multiple of Hkv (GQA/MQA); d in 1..512.
   // No host synchronisation; after a first call of the same shape no allocation either, so
   // the call can be captured in a CUDA graph. Bad input throws InvalidArgument naming the

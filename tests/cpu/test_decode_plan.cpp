@@ -127,7 +127,7 @@ TEST_CASE("decode: split and merge kernels compile for sm_90a and sm_89; default
           CHECK(decode_smem_bytes(r.spec) <= std::size_t(232448));
           if (r.spec.arch == Arch::Sm89) CHECK(decode_smem_bytes(r.spec) <= std::size_t(101376));
         } else {
-          CHECK(r.k.facts.registers <= 64);
+          CHECK(r.k.facts.registers <= 128);  // 8 (4) partials in flight per round
         }
       });
 }
