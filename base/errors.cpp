@@ -77,6 +77,15 @@ const char* pv_precision_name(PvPrecision p) noexcept {
   return "?";
 }
 
+const char* small_q_path_name(SmallQPath p) noexcept {
+  switch (p) {
+    case SmallQPath::Auto: return "auto";
+    case SmallQPath::Quantized: return "quantized";
+    case SmallQPath::Direct: return "direct";
+  }
+  return "?";
+}
+
 const char* quant_path_name(QuantPath p) noexcept {
   switch (p) {
     case QuantPath::Split: return "split";

@@ -4,6 +4,7 @@
 
 #include "base/hash.hpp"
 #include "jit/attention_family.hpp"
+#include "jit/decode.hpp"
 
 namespace sage2::jit {
 
@@ -38,6 +39,8 @@ const char* family_name(KernelFamily f) noexcept {
     case KernelFamily::Quantize: return "quantize";
     case KernelFamily::DeltaS: return "delta_s";
     case KernelFamily::Probe: return "probe";
+    case KernelFamily::DecodeSplit: return "decode_split";
+    case KernelFamily::DecodeMerge: return "decode_merge";
     default: return "?";
   }
 }
@@ -88,6 +91,21 @@ KernelSpec KernelSpec::canonical() const {
     p.consumer = KernelFamily::Probe;
     p.ptx = ptx;
     return p;
+  }
+  if (is_decode_family(family)) {  // the direct path: no quantization options
+    KernelSpec d = *this;
+    d.op = QuantOp::None;
+    d.consumer = family;
+    d.qk_bits = 8;
+    d.smooth_q = d.smooth_k = d.smooth_v = false;
+    d.two_level_accum = true;
+    d.varlen = false;
+    d.mask = 0;
+    d.q_in_kernel = false;
+    d.pv_fp16 = false;
+    d.out_dtype = in_dtype;
+    if (family == KernelFamily::DecodeMerge) d.tile = TileConfig{};
+    return d;
   }
   KernelSpec c = *this;
   if (find_attention_family(family)) {
@@ -167,6 +185,7 @@ void KernelSpec::validate() const {
   if (uses_v_codes(*this) && !pv_fp16 && !ai->fp8_pv)
     bad(std::string("FP8 P̃V needs e4m3 conversions and mma (sm_89 and newer); ") + ai->name +
         " runs P̃V in FP16 (pv_fp16)");
+  if (is_decode_family(family)) return validate_decode_spec(*this);
   // The attention family whose layout the kernel writes or reads sets the rules of the tile.
   const AttentionFamilyDesc* f = find_attention_family(family);
   if (!f) f = find_attention_family(consumer);
@@ -206,6 +225,8 @@ std::string KernelSpec::entry_name() const {
     case KernelFamily::Quantize: return std::string("sage2_") + quant_op_name(op);
     case KernelFamily::DeltaS: return "sage2_delta_s";
     case KernelFamily::Probe: return "sage2_probe_mma_e4m3";
+    case KernelFamily::DecodeSplit: return "sage2_decode_split";
+    case KernelFamily::DecodeMerge: return "sage2_decode_merge";
     default: break;
   }
   if (const AttentionFamilyDesc* d = find_attention_family(family)) return d->entry;

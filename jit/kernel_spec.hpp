@@ -41,7 +41,13 @@ enum class KernelFamily : int {
   AttentionMma = 2,    // mma.sync family (sm_89 and sm_90)
   AttentionWgmma = 3,  // wgmma + TMA family (sm_90a)
   Probe = 4,           // hardware probes (tensor-core accumulator width), not used by attention
+  DecodeSplit = 5,     // direct small-Nq path: split-KV attention from fp16/bf16 Q/K/V (jit/decode.hpp)
+  DecodeMerge = 6,     // direct small-Nq path: merge of the splits' partials
 };
+// The two kernels of the direct small-Nq path (templates/attention_decode.cuh).
+constexpr bool is_decode_family(KernelFamily f) noexcept {
+  return f == KernelFamily::DecodeSplit || f == KernelFamily::DecodeMerge;
+}
 const char* family_name(KernelFamily f) noexcept;
 // "attn_mma" / "mma" → AttentionMma, "attn_wgmma" / "wgmma" → AttentionWgmma; nullopt otherwise.
 std::optional<KernelFamily> parse_attention_family(const std::string& s);

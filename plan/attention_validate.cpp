@@ -1,6 +1,7 @@
 #include "plan/attention_validate.hpp"
 
 #include "jit/attention_family.hpp"
+#include "plan/direct_rule.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -122,6 +123,8 @@ AttentionProblem validate_attention(const TensorRef& q, const TensorRef& k, cons
   if (sq < 0 || sq > 2) fail("params.smooth_q=" + std::to_string(sq) + " is not a Toggle");
   const int pvp = static_cast<int>(params.pv_precision);
   if (pvp < 0 || pvp > 2) fail("params.pv_precision=" + std::to_string(pvp) + " is not a PvPrecision");
+  const int sqp = static_cast<int>(params.small_q_path);
+  if (sqp < 0 || sqp > 2) fail("params.small_q_path=" + std::to_string(sqp) + " is not a SmallQPath (0 auto, 1 quantized, 2 direct)");
   if (params.sm_scale && !(std::isfinite(*params.sm_scale) && *params.sm_scale > 0))
     fail("params.sm_scale=" + std::to_string(*params.sm_scale) + " must be finite and positive");
   if (params.lse && reinterpret_cast<std::uintptr_t>(params.lse) % 4 != 0)
@@ -192,6 +195,7 @@ AttentionProblem validate_attention(const TensorRef& q, const TensorRef& k, cons
   p.mask = mask_type;
   p.mask_per_batch = mask_type != 0 && mk.stride_batch != 0 && q.batch > 1;
   p.mask_per_head = mask_type != 0 && mk.stride_head != 0 && q.heads > 1;
+  p.direct = choose_direct_path(p, params.small_q_path, arch);
   return p;
 }
 
@@ -222,8 +226,11 @@ AttentionProblem validate_attention_varlen(const TensorRef& q, const TensorRef& 
          ") cannot be combined with varlen; give key padding as lens.kv_lens");
   if (params.smooth_q == Toggle::On)
     fail("params.smooth_q=On is not supported with varlen (smooth-Q's ΔS has no per-sequence layout)");
+  if (params.small_q_path == SmallQPath::Direct)
+    fail("params.small_q_path=direct is not supported with varlen (the direct path takes dense calls)");
   AttentionParams dense = params;
   dense.smooth_q = Toggle::Off;
+  dense.small_q_path = SmallQPath::Quantized;
   AttentionProblem p = validate_attention(q, k, v, out, dense, arch);
   p.varlen = true;
   p.packed = packed;

@@ -28,6 +28,9 @@ struct AttentionProblem {
   // heads (a nonzero stride) — the class table's extents.
   int mask = 0;
   bool mask_per_batch = false, mask_per_head = false;
+  // The direct (unquantized) small-Nq path computes the call (plan/direct_rule.hpp: the rule and
+  // AttentionParams::small_q_path); the quantize options above then do not apply.
+  bool direct = false;
 };
 
 // Throws Error(InvalidArgument, "<argument>: <what> (<value>)") for: null pointers, dtypes other
@@ -36,15 +39,17 @@ struct AttentionProblem {
 // negative strides or zero strides on a dim of size > 1, sizes whose element offsets overflow
 // 64 bits, pointers not aligned to their element size, out overlapping q/k/v, lse misaligned,
 // non-finite or non-positive sm_scale, enum values out of range, a workspace smaller than it
-// says or misaligned. Throws Error(Unsupported) for 4-bit requested on an arch without INT4 mma
-// (Blackwell) and FP8 P̃V requested on one without FP8 (Ampere).
+// says or misaligned, small_q_path Direct with a mask. Throws Error(Unsupported) for 4-bit
+// requested on an arch without INT4 mma (Blackwell), FP8 P̃V requested on one without FP8
+// (Ampere), small_q_path Direct with a head dim above 256.
 AttentionProblem validate_attention(const TensorRef& q, const TensorRef& k, const TensorRef& v,
                                     const TensorRef& out, const AttentionParams& params, jit::Arch arch);
 
 // A variable-length call: the checks of validate_attention on the tensors as given (packed:
 // views with batch 1), then those of `lens` (include/sage2/sage2.hpp SeqLens): exactly one form,
 // B >= 1 (key padding: B = q batch), int32 arrays 4-byte aligned, bounds >= 0, totals < 2^31 -
-// 1024, smooth_q not On (Auto is off for varlen). The arrays' values are checked on the device.
+// 1024, smooth_q not On (Auto is off for varlen), small_q_path not Direct. The arrays' values are
+// checked on the device.
 AttentionProblem validate_attention_varlen(const TensorRef& q, const TensorRef& k, const TensorRef& v,
                                            const TensorRef& out, const SeqLens& lens, const AttentionParams& params,
                                            jit::Arch arch);

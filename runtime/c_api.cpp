@@ -265,6 +265,7 @@ sage2::AttentionParams to_cpp(const sage2_attention_params* p) {
   r.lse = p->lse;
   r.workspace = p->workspace;
   r.workspace_bytes = p->workspace_bytes;
+  r.small_q_path = static_cast<sage2::SmallQPath>(p->small_q_path);
   return r;
 }
 

@@ -37,10 +37,24 @@ void layout_call_plan(const AttentionProblem& problem, const jit::KernelSpec& sp
   layout_attention_stage(spec, p.buffers, p.delta_s_bytes, p.attention);
 }
 
+void layout_direct_call_plan(const AttentionProblem& problem, jit::Arch arch, const jit::DecodeDevice& device,
+                             CallPlan& p) {
+  p.problem = problem;
+  p.spec = jit::KernelSpec{};
+  p.buffers = jit::QuantBuffers{};
+  p.quant_bytes = p.delta_s_bytes = 0;
+  p.quantize.clear();
+  p.fused_quantize = false;
+  layout_decode_stage(problem, arch, device, p.decode);
+  p.spec = p.decode.layout.split_spec;
+  p.decode_bytes = p.decode.layout.workspace_bytes;
+}
+
 namespace {
 
 // The plan's layout part for a Context (no kernel loaded).
 void layout_plan(Context::Impl& ctx, const AttentionProblem& problem, CallPlan* p) {
+  if (problem.direct) return layout_direct_call_plan(problem, ctx.arch(), decode_device(ctx), *p);
   layout_call_plan(problem, plan_attention(problem, ctx), *p);
 }
 
@@ -49,6 +63,10 @@ void layout_plan(Context::Impl& ctx, const AttentionProblem& problem, CallPlan* 
 std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const AttentionProblem& problem) {
   auto p = std::make_shared<CallPlan>();
   layout_plan(ctx, problem, p.get());
+  if (problem.direct) {  // the direct path: its two kernels, nothing else
+    load_decode_stage(ctx, p->decode);
+    return p;
+  }
   const jit::QuantBuffers& b = p->buffers;
   // The attention config first: a problem it refuses loads and launches nothing.
   check_attention_stage(ctx, p->attention);
@@ -120,6 +138,12 @@ std::size_t call_workspace_bytes(Context::Impl& ctx, const TensorRef& q, const T
 void build_call_params(const CallPlan& plan, const TensorRef& q, const TensorRef& k, const TensorRef& v,
                        const TensorRef& out, float* lse, char* workspace, CallParams& cp, const SeqLens* lens,
                        const MaskRef* mask) {
+  if (plan.problem.direct) {
+    if (lens || (mask && mask->type != MaskType::None))
+      throw Error(ErrorCode::InvalidArgument, "call plan: a direct-path plan run with sequence lengths or a mask");
+    cp.decode = build_decode_params(plan.decode, q, k, v, out, lse, workspace);
+    return;
+  }
   const jit::QuantBuffers& b = plan.buffers;
   if (b.p.varlen != (lens != nullptr))
     throw Error(ErrorCode::InvalidArgument, std::string("call plan: a ") + (b.p.varlen ? "varlen" : "dense") +
@@ -142,6 +166,7 @@ void run_call_plan(Context::Impl& ctx, const CallPlan& plan, const TensorRef& q,
   thread_local CallParams cp;
   build_call_params(plan, q, k, v, out, lse, workspace, cp, lens, mask);
   driver::ScopedContext scope(ctx.cu_context());
+  if (plan.problem.direct) return enqueue_decode_stage(plan.decode, cp.decode, stream);
   add_tensor_maps(plan.attention, plan.buffers, workspace, cp.attention);
   // Quantize stage.
   if (plan.fused_quantize) {

@@ -165,7 +165,18 @@ typedef struct sage2_attention_params {
   size_t workspace_bytes;
   int32_t pv_precision; /* sage2_pv_precision, 0 auto (appended in 0.1: the struct grew by this
                            field; code built against an older sage2.h must be rebuilt) */
+  int32_t small_q_path; /* sage2_small_q_path (added in 0.1, appended): 0 auto (default) */
 } sage2_attention_params;
+
+/* Which path computes a call with few query rows (sage2::SmallQPath in sage2.hpp): AUTO takes
+ * DIRECT for dense calls with head dim <= 256 and at most 512 (sm_90; 64 elsewhere) query rows
+ * per kv head (q_len * q heads / kv heads), QUANTIZED otherwise; DIRECT computes attention from
+ * the fp16/bf16 inputs without quantization (no masks, no varlen, head dim <= 256). */
+typedef enum sage2_small_q_path {
+  SAGE2_SMALL_Q_AUTO = 0,
+  SAGE2_SMALL_Q_QUANTIZED = 1,
+  SAGE2_SMALL_Q_DIRECT = 2
+} sage2_small_q_path;
 
 /* The defaults documented above. */
 void sage2_attention_params_init(sage2_attention_params* params);

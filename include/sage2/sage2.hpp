@@ -68,6 +68,21 @@ enum class Toggle : int { Auto = 0, On = 1, Off = 2 };
 enum class PvPrecision : int { Auto = 0, Fp8 = 1, Fp16 = 2 };
 const char* pv_precision_name(PvPrecision p) noexcept;  // "auto", "fp8", "fp16"
 
+// Which path computes a call with few query rows (AttentionParams::small_q_path).
+//  Quantized — the SageAttention2 path: quantize Q, K and V, then 8/4-bit attention.
+//  Direct    — no quantization: split-KV attention straight from the fp16/bf16 Q, K and V
+//              (mma.sync f16/bf16 with fp32 accumulation, P rounded to the input dtype), then a
+//              merge of the splits. Re-quantizing all of K and V cannot pay when only a few query
+//              rows read them (decode). Head dims up to 256; no masks, no varlen; the
+//              quantization options (qk_bits, smooth_q/k/v) do not apply to it. Accuracy: the
+//              fp16/bf16 contract of FlashAttention (rel-L1 ~1e-3 fp16, ~5e-3 bf16 vs fp64),
+//              tighter than the 8-bit one.
+//  Auto      — Direct for dense calls (no mask, no varlen) with head dim <= 256 whose query rows
+//              per kv head, R = q_len · q_heads / kv_heads, are few: R <= 512 on sm_90, R <= 64
+//              elsewhere (plan/direct_rule.hpp); Quantized otherwise.
+enum class SmallQPath : int { Auto = 0, Quantized = 1, Direct = 2 };
+const char* small_q_path_name(SmallQPath p) noexcept;  // "auto", "quantized", "direct"
+
 // ---------------------------------------------------------------------------------------------
 // A rank-4 tensor view [batch, heads, seq, dim] with element strides. HND and NHD layouts are
 // the same view with different strides; the last dim must be contiguous (stride_dim == 1).
@@ -126,6 +141,8 @@ struct AttentionParams {
   std::size_t workspace_bytes = 0;
   // Optional attention mask (MaskRef above); type None: no mask.
   MaskRef mask;
+  // Quantized or direct computation of calls with few query rows (SmallQPath above).
+  SmallQPath small_q_path = SmallQPath::Auto;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -237,8 +254,9 @@ class Context {
 
   const DeviceInfo& device() const;
 
-  // out = softmax(q·kᵀ·sm_scale [causal mask]) · v, computed the SageAttention2 way, enqueued on
-  // `stream` (nullptr = the legacy default stream). q [B, Hq, Nq, d], k and v [B, Hkv, Nk, d],
+  // out = softmax(q·kᵀ·sm_scale [causal mask]) · v, computed the SageAttention2 way (calls with few
+  // query rows per kv head: without quantization, see SmallQPath), enqueued on `stream` (nullptr =
+  // the legacy default stream). q [B, Hq, Nq, d], k and v [B, Hkv, Nk, d],
   // out [B, Hq, Nq, d] in the input dtype; Hq a multiple of Hkv (GQA/MQA); d in 1..512.
   // No host synchronisation; after a first call of the same shape no allocation either, so
   // the call can be captured in a CUDA graph. Bad input throws InvalidArgument naming the

@@ -34,7 +34,10 @@ OPTIONS = {
     "smooth_q": None,                # None: auto (on with 4-bit), True, False
     "smooth_k": True,
     "smooth_v": False,
+    "small_q_path": "auto",          # "auto", "quantized" or "direct" (dense calls; see sageattn)
 }
+# sage2_small_q_path codes.
+_SMALL_Q = {"auto": 0, "quantized": 1, "direct": 2}
 
 
 # ---- argument checks (pure Python on tensor metadata: traceable by dynamo) -------------------
@@ -172,7 +175,20 @@ def _normalize_scalars(is_causal, sm_scale, return_lse, options, where="sage2.sa
         if not isinstance(val, bool):
             raise TypeError("%s: %s=%r; expected True or False" % (where, name, val))
         flags.append(val)
+    if _small_q_code(options, where) == _SMALL_Q["direct"] and where != "sage2.sageattn":
+        raise ValueError("%s: small_q_path='direct' is for dense sage2.sageattn calls only (no varlen, no "
+                         "attn_mask)" % where)
     return causal, scale, bool(return_lse), bits, smooth_q, flags[0], flags[1]
+
+
+def _small_q_code(options, where="sage2.sageattn"):
+    """The sage2_small_q_path code of options["small_q_path"] (default "auto")."""
+    val = options.get("small_q_path", "auto")
+    if val is None:
+        return 0
+    if not isinstance(val, str) or val not in _SMALL_Q:
+        raise ValueError("%s: small_q_path=%r; expected 'auto', 'quantized' or 'direct'" % (where, val))
+    return _SMALL_Q[val]
 
 
 # ---- the C call ---------------------------------------------------------------------------
@@ -233,13 +249,14 @@ def _attach_workspace(params, nbytes, dev):
     return ws
 
 
-def _ws_key(q, k, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v, v=None):
-    """The workspace-size cache key of a normalized call (v's strides given by keyword)."""
+def _ws_key(q, k, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v, v=None, small_q=0):
+    """The workspace-size cache key of a normalized call (v's strides and small_q given by keyword)."""
     b, hq, nq, d = _dims(q, layout)
     _, hk, nk, _ = _dims(k, layout)
     index = _device_index(q.device)
-    return (index, layout, q.dtype, b, hq, hk, nq, nk, d, q.stride(), k.stride(), v.stride(), causal, qk_bits,
-            smooth_q, smooth_k, smooth_v, return_lse)
+    key = (index, layout, q.dtype, b, hq, hk, nq, nk, d, q.stride(), k.stride(), v.stride(), causal, qk_bits,
+           smooth_q, smooth_k, smooth_v, return_lse)
+    return key + (small_q,) if small_q else key
 
 
 def _outputs(q, lse_shape, return_lse):
@@ -257,8 +274,9 @@ def _no_keys(out, lse):
     return out, lse
 
 
-def _run(q, k, v, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v):
-    """Allocates the outputs and runs sage2_attention. Arguments are already normalized."""
+def _run(q, k, v, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v, small_q=0):
+    """Allocates the outputs and runs sage2_attention. Arguments are already normalized; small_q is
+    the sage2_small_q_path code."""
     b, hq, nq, d = _dims(q, layout)
     _, hk, nk, _ = _dims(k, layout)
     dev = q.device
@@ -273,8 +291,9 @@ def _run(q, k, v, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smoot
     code = _DTYPES[q.dtype]
     tq, tk, tv, to = _desc(q, layout, code), _desc(k, layout, code), _desc(v, layout, code), _desc(out, layout, code)
     params = _lib.attention_params(causal, sm_scale, qk_bits, smooth_q, int(smooth_k), int(smooth_v),
-                                  lse.data_ptr() if return_lse else None, None, 0)
-    key = _ws_key(q, k, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v, v=v)
+                                  lse.data_ptr() if return_lse else None, None, 0, small_q)
+    key = _ws_key(q, k, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v, v=v,
+                  small_q=small_q)
     br = ctypes.byref
 
     def query(n):
@@ -363,7 +382,7 @@ class _Structs:
         T = _lib.Tensor
         self.q, self.k, self.v, self.o = T(None, *fc.fq), T(None, *fc.fk), T(None, *fc.fv), T(None, *fc.fo)
         self.p = _lib.attention_params(fc.causal, fc.sm_scale, fc.qk_bits, fc.smooth_q, int(fc.smooth_k),
-                                      int(fc.smooth_v), None, None, 0)
+                                      int(fc.smooth_v), None, None, 0, fc.small_q)
         br = ctypes.byref
         self.lens = self.mask = None
         if fc.mask is not None:  # sage2_attention_masked(ctx, q, k, v, out, mask, params, stream)
@@ -381,14 +400,15 @@ class _FastCall:
     """Everything of one call signature that does not depend on the tensors' memory: a dense
     sage2_attention call, or (lens given) a sage2_attention_varlen call."""
 
-    def __init__(self, q, k, v, layout, params, ws_bytes, lens=None, mask=None):
+    def __init__(self, q, k, v, layout, params, ws_bytes, lens=None, mask=None, small_q=0):
         """q, k, v: the tensors of a call that just succeeded (only their metadata is kept);
         layout: "HND", "NHD" or _PACKED ([total, H, D] tensors, LSE [H, total]); params: the
         normalized (causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v); ws_bytes:
         the workspace size; lens: None for sage2_attention, else the sage2_seqlens fields with NULL
         pointers (batch, None, None, None, max_seqlen_q, max_seqlen_k) for sage2_attention_varlen;
         mask: None, else the sage2_mask fields with a NULL pointer (None, type, strides...) for
-        sage2_attention_masked."""
+        sage2_attention_masked; small_q: the sage2_small_q_path code (dense calls)."""
+        self.small_q = small_q
         self.causal, self.sm_scale, self.return_lse, self.qk_bits, self.smooth_q, self.smooth_k, \
             self.smooth_v = params
         dev = q.device
@@ -490,29 +510,32 @@ def _fast_store(cache, key, fc):
         cache[key] = fc
 
 
-def _fast_insert(key, q, k, v, args):
+def _fast_insert(key, q, k, v, args, small_q=0):
     """Caches the signature of a call that just succeeded eagerly (not the empty-output and
     no-key cases, which _run handles without the library)."""
     if q.numel() == 0 or _dims(k, args[0])[2] == 0:
         return
-    ws_bytes = _ws_cache.get(_ws_key(q, k, *args, v=v))
+    ws_bytes = _ws_cache.get(_ws_key(q, k, *args, v=v, small_q=small_q))
     if ws_bytes is None:
         return
-    _fast_store(_fast, key, _FastCall(q, k, v, args[0], args[1:], ws_bytes))
+    _fast_store(_fast, key, _FastCall(q, k, v, args[0], args[1:], ws_bytes, small_q=small_q))
 
 
 # ---- the custom op (torch.compile, tracing, autograd guard) -------------------------------------
 _SCHEMA = ("(Tensor q, Tensor k, Tensor v, str tensor_layout, int causal, float sm_scale, bool return_lse, "
-           "int qk_bits, int smooth_q, bool smooth_k, bool smooth_v) -> (Tensor, Tensor)")
+           "int qk_bits, int smooth_q, bool smooth_k, bool smooth_v, int small_q_path=0) -> (Tensor, Tensor)")
 
 
 @torch.library.custom_op("sage2::sageattn", mutates_args=(), schema=_SCHEMA)
-def _sageattn_op(q, k, v, tensor_layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v):
-    return _run(q, k, v, tensor_layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v)
+def _sageattn_op(q, k, v, tensor_layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v,
+                 small_q_path=0):
+    return _run(q, k, v, tensor_layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v,
+                small_q_path)
 
 
 @_sageattn_op.register_fake
-def _sageattn_fake(q, k, v, tensor_layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v):
+def _sageattn_fake(q, k, v, tensor_layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v,
+                   small_q_path=0):
     b, hq, nq, _ = _dims(q, tensor_layout)
     out = q.new_empty(q.shape)
     if return_lse:
@@ -551,7 +574,15 @@ def sageattn(q, k, v, tensor_layout="HND", is_causal=False, sm_scale=None, retur
     ``causal_alignment="bottom_right"`` gives FlashAttention's (j <= i + Nk - Nq).
     sm_scale: default 1/sqrt(D). Options: qk_bits (None/4/8), smooth_q (None/True/False),
     smooth_k (True), smooth_v (False), causal_alignment, pv_precision (None/"auto", "fp8", "fp16":
-    P~V in FP16 is about 2x more accurate than FP8, slower; auto is fp16 on Ampere, fp8 elsewhere).
+    P~V in FP16 is about 2x more accurate than FP8, slower; auto is fp16 on Ampere, fp8 elsewhere),
+    small_q_path ("auto"/"quantized"/"direct").
+
+    small_q_path: "auto" (default) computes calls with few query rows per kv head (Nq·Hq/Hkv <= 512
+    on sm_90, <= 64 elsewhere; head dim <= 256; no attn_mask, no kv_lens) WITHOUT quantization:
+    split-KV attention straight from the fp16/bf16 inputs (fp16/bf16 P, fp32 accumulation; the
+    quantization options do not apply), which is what decode (Nq = 1 over a long KV cache) needs.
+    "quantized" always quantizes; "direct" always takes the direct path (head dim <= 256, dense
+    calls only: ValueError with attn_mask or kv_lens).
 
     kv_lens (keyword): an int32 CUDA tensor [B] on q's device; query rows of batch b then see keys
     [0, kv_lens[b]) only (key padding; causal masks use kv_lens[b] as that batch's key length). The
@@ -566,6 +597,9 @@ def sageattn(q, k, v, tensor_layout="HND", is_causal=False, sm_scale=None, retur
 
     Bad input raises TypeError/ValueError naming the argument before anything runs on the GPU;
     errors from the library raise sage2.Sage2Error subclasses carrying sage2_last_error()."""
+    small_q = _small_q_code(options) if options else 0
+    if small_q == _SMALL_Q["direct"] and (attn_mask is not None or kv_lens is not None):
+        raise ValueError("sage2.sageattn: small_q_path='direct' takes dense calls only (no attn_mask, no kv_lens)")
     if attn_mask is not None:
         if kv_lens is not None:
             raise ValueError("sage2.sageattn: give attn_mask or kv_lens, not both (kv_lens is key padding)")
@@ -584,9 +618,9 @@ def sageattn(q, k, v, tensor_layout="HND", is_causal=False, sm_scale=None, retur
             return fc(q, k, v)
     args = _normalize(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, options)
     if _use_op(q, k, v):
-        out, lse = torch.ops.sage2.sageattn(q, k, v, *args)
+        out, lse = torch.ops.sage2.sageattn(q, k, v, *args, small_q)
     else:
-        out, lse = _run(q, k, v, *args)
+        out, lse = _run(q, k, v, *args, small_q=small_q)
         if key is not None:
-            _fast_insert(key, q, k, v, args)
+            _fast_insert(key, q, k, v, args, small_q)
     return (out, lse) if return_lse else out

@@ -56,7 +56,8 @@ def test_cpu_tensors_are_rejected(which):
 
 def test_custom_op_is_registered():
     assert hasattr(torch.ops.sage2, "sageattn")
-    assert sorted(sage2.OPTIONS) == ["causal_alignment", "pv_precision", "qk_bits", "smooth_k", "smooth_q", "smooth_v"]
+    assert sorted(sage2.OPTIONS) == ["causal_alignment", "pv_precision", "qk_bits", "small_q_path", "smooth_k",
+                                     "smooth_q", "smooth_v"]
 
 
 def test_fake_tensors_give_output_shapes_without_a_gpu():
@@ -126,6 +127,12 @@ CASES = [
     ("smooth_v", lambda q, k, v, kw: (q, k, v, dict(kw, smooth_v="on")), TypeError, "smooth_v"),
     ("pv_precision", lambda q, k, v, kw: (q, k, v, dict(kw, pv_precision="fp32")), ValueError, "pv_precision='fp32'"),
     ("pv_precision type", lambda q, k, v, kw: (q, k, v, dict(kw, pv_precision=16)), ValueError, "pv_precision=16"),
+    ("small_q_path value", lambda q, k, v, kw: (q, k, v, dict(kw, small_q_path="fast")), ValueError,
+     "small_q_path='fast'"),
+    ("small_q_path type", lambda q, k, v, kw: (q, k, v, dict(kw, small_q_path=2)), ValueError, "small_q_path=2"),
+    ("small_q_path direct with attn_mask", lambda q, k, v, kw: (q, k, v, dict(
+        kw, small_q_path="direct", attn_mask=torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device="cuda"))),
+     ValueError, "small_q_path='direct' takes dense calls only"),
     ("unknown option", lambda q, k, v, kw: (q, k, v, dict(kw, pv_accum_dtype="fp32")), TypeError,
      "unexpected option 'pv_accum_dtype'"),
 ]
@@ -157,7 +164,9 @@ def test_valid_calls_accept_every_documented_option():
                dict(qk_bits=8), dict(qk_bits=None), dict(smooth_q=None), dict(smooth_q=False), dict(smooth_k=True),
                dict(smooth_v=False), dict(is_causal=True, causal_alignment="bottom_right"),
                dict(causal_alignment="top_left"), dict(pv_precision=None), dict(pv_precision="auto"),
-               dict(pv_precision="fp16"), dict(pv_precision="fp16", is_causal=True, smooth_v=True)):
+               dict(pv_precision="fp16"), dict(pv_precision="fp16", is_causal=True, smooth_v=True),
+               dict(small_q_path="auto"), dict(small_q_path=None),
+               dict(small_q_path="quantized"), dict(small_q_path="direct")):
         out = sage2.sageattn(q, k, v, **kw)
         assert out.shape == q.shape
 

@@ -100,8 +100,9 @@ def per_sequence_sageattn(q, k, v, lens_q, lens_k, **kw):
     """sage2.sageattn on each sequence's slices (NHD with batch 1): [(out [lq, Hq, D], lse [Hq, lq])]."""
     res = []
     for (a, b), (c, e) in zip(spans(lens_q), spans(lens_k)):
+        # small_q_path="quantized": varlen is always quantized; short sequences would take the direct path
         o, l = sage2.sageattn(q[a:b][None], k[c:e][None], v[c:e][None], tensor_layout="NHD", return_lse=True,
-                              smooth_q=False, **kw)
+                              smooth_q=False, small_q_path="quantized", **kw)
         res.append((o[0], l[0]))
     return res
 
@@ -319,7 +320,8 @@ def test_kv_lens_matches_sliced_sageattn(layout, causal):
             ks, vs = k[i:i + 1, :, :n], v[i:i + 1, :, :n]
         else:
             ks, vs = k[i:i + 1, :n], v[i:i + 1, :n]
-        o, l = sage2.sageattn(q[i:i + 1], ks, vs, tensor_layout=layout, return_lse=True, smooth_q=False, **kw)
+        o, l = sage2.sageattn(q[i:i + 1], ks, vs, tensor_layout=layout, return_lse=True, smooth_q=False,
+                              small_q_path="quantized", **kw)
         assert torch.equal(out[i:i + 1], o), "batch %d (kv_len %d) differs from sageattn on its slice" % (i, n)
         assert torch.equal(lse[i:i + 1], l), "batch %d LSE" % i
         if n == 0:
@@ -339,7 +341,8 @@ def test_kv_lens_full_length_equals_plain_call():
     q, k, v = activation_like(3, 4, 4, 256, 512, 64, seed=5)
     kv_lens = torch.full((3,), 512, dtype=torch.int32, device="cuda")
     out = sage2.sageattn(q, k, v, kv_lens=kv_lens, is_causal=True)
-    torch.testing.assert_close(out, sage2.sageattn(q, k, v, is_causal=True, smooth_q=False), rtol=0, atol=0)
+    torch.testing.assert_close(out, sage2.sageattn(q, k, v, is_causal=True, smooth_q=False, small_q_path="quantized"),
+                               rtol=0, atol=0)
 
 
 # ---- CUDA graphs: capture once, replay with new lengths of the same totals -----------------------------

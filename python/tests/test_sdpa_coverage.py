@@ -83,7 +83,7 @@ def test_patch_sdpa_falls_back_on_unsupported_gpus(tmp_path):
 
 def test_attention_params_layout_and_pv_constants_match_the_header(tmp_path):
     fields = [f for f, _ in _lib.AttentionParams._fields_]
-    assert fields[-1] == "pv_precision"
+    assert fields[-2:] == ["pv_precision", "small_q_path"]  # appended, in this order
     got = c_layout(tmp_path, "sage2_attention_params", fields,
                    constants=(("auto", "SAGE2_PV_AUTO"), ("fp8", "SAGE2_PV_FP8"), ("fp16", "SAGE2_PV_FP16")))
     assert got["size"] == ctypes.sizeof(_lib.AttentionParams)

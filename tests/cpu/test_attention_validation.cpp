@@ -168,6 +168,8 @@ int cpp_param_cases() {
   { Args a; a.p.causal = static_cast<CausalMode>(-1); expect_invalid(a, "causal=-1", cases); }
   { Args a; a.p.smooth_q = static_cast<Toggle>(9); expect_invalid(a, "smooth_q=9", cases); }
   { Args a; a.p.smooth_q = static_cast<Toggle>(-1); expect_invalid(a, "smooth_q=-1", cases); }
+  { Args a; a.p.small_q_path = static_cast<SmallQPath>(3); expect_invalid(a, "small_q_path=3", cases); }
+  { Args a; a.p.small_q_path = static_cast<SmallQPath>(-1); expect_invalid(a, "small_q_path=-1", cases); }
   { Args a; a.p.lse = reinterpret_cast<float*>(0x50000002); expect_invalid(a, "lse", cases); }
   { Args a; a.p.workspace = reinterpret_cast<void*>(0x60000010); expect_invalid(a, "workspace", cases); }
   { Args a; a.p.workspace_bytes = 1024; expect_invalid(a, "workspace_bytes=1024", cases); }
@@ -267,6 +269,8 @@ int c_param_cases() {
     with([bad](sage2_attention_params& p) { p.qk_bits = bad; }, "params.qk_bits=" + std::to_string(bad));
   for (int bad : {-1, 3, INT32_MIN})
     with([bad](sage2_attention_params& p) { p.smooth_q = bad; }, "params.smooth_q=" + std::to_string(bad));
+  for (int bad : {-1, 3, INT32_MAX})
+    with([bad](sage2_attention_params& p) { p.small_q_path = bad; }, "params.small_q_path=" + std::to_string(bad));
   // sm_scale: 0 means "default", anything else must be finite and positive.
   for (float bad : {-1.0f, -1e-30f, NAN, INFINITY, -INFINITY})
     with([bad](sage2_attention_params& p) { p.sm_scale = bad; }, "params.sm_scale");
@@ -412,7 +416,7 @@ TEST_CASE("validation: total (argument × bad value) cases tried, C++ and C API"
     << "  total                          " << cpp_total << "\n"
     << "C API (sage2_validate_attention_args: the conversion layer of sage2_attention, then the same validation):\n"
     << "  tensor arguments x bad values  " << c_tensor << "  (incl. NULL tensors and dtype codes out of range)\n"
-    << "  parameter flags and codes      " << c_param << "  (smooth_k/smooth_v, causal, qk_bits, smooth_q, sm_scale, lse, workspace)\n"
+    << "  parameter flags and codes      " << c_param << "  (smooth_k/smooth_v, causal, qk_bits, smooth_q, small_q_path, sm_scale, lse, workspace)\n"
     << "  total                          " << c_total << "\n"
     << "all                              " << cpp_total + c_total << "\n";
   MESSAGE(s.str());

@@ -40,6 +40,9 @@ Call make_call(std::uintptr_t base, std::int64_t b = 1, std::int64_t hq = 2, std
   c.k = TensorRef::hnd(ptr(1), DType::F16, b, hk, nk, d);
   c.v = TensorRef::hnd(ptr(2), DType::F16, b, hk, nk, d);
   c.out = TensorRef::hnd(ptr(3), DType::F16, b, hq, nq, d);
+  // These cases specify the quantized path's plan (few rows would take the direct one on Auto:
+  // tests/cpu/test_decode_plan.cpp).
+  c.params.small_q_path = SmallQPath::Quantized;
   return c;
 }
 
@@ -78,6 +81,8 @@ TEST_CASE("call cache: the signature ignores pointers and sees every shape, stri
   { Call c = a; c.params.sm_scale = 0.125f; other.push_back(c); }
   { Call c = a; c.params.sm_scale = 0.25f; other.push_back(c); }
   { Call c = a; c.params.lse = reinterpret_cast<float*>(0x900000000); other.push_back(c); }
+  { Call c = a; c.params.small_q_path = SmallQPath::Auto; other.push_back(c); }
+  { Call c = a; c.params.small_q_path = SmallQPath::Direct; other.push_back(c); }
   { Call c = make_call(0x10000000, 1, 2, 1, 129, 128, 64); other.push_back(c); }
   { Call c = make_call(0x10000000, 1, 2, 1, 128, 256, 64); other.push_back(c); }
   { Call c = make_call(0x10000000, 2, 2, 1, 128, 128, 64); other.push_back(c); }

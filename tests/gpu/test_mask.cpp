@@ -371,6 +371,7 @@ AttentionParams call_params(int bits, CausalMode causal) {
   AttentionParams a;
   a.causal = causal;
   a.qk_bits = static_cast<QkBits>(bits);
+  a.small_q_path = SmallQPath::Quantized;  // unmasked calls compared with masked ones (always quantized)
   return a;
 }
 

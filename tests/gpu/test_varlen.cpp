@@ -217,6 +217,7 @@ AttentionParams params(int bits, CausalMode causal) {
   a.causal = causal;
   a.qk_bits = static_cast<QkBits>(bits);
   a.smooth_q = Toggle::Off;
+  a.small_q_path = SmallQPath::Quantized;  // the dense calls compared with varlen (which is always quantized)
   return a;
 }
 

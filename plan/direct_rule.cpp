@@ -1,0 +1,30 @@
+#include "plan/direct_rule.hpp"
+
+#include <string>
+
+#include "jit/decode.hpp"
+#include "plan/attention_validate.hpp"
+
+namespace sage2::runtime {
+
+std::int64_t direct_max_rows(jit::Arch arch) noexcept {
+  return arch == jit::Arch::Sm90a ? kDirectMaxRowsSm90 : kDirectMaxRowsOther;
+}
+
+bool choose_direct_path(const AttentionProblem& p, SmallQPath path, jit::Arch arch) {
+  if (path == SmallQPath::Quantized) return false;
+  const std::int64_t rows = p.q_len * (p.q_heads / p.kv_heads);
+  if (path == SmallQPath::Direct) {
+    if (p.mask != 0)
+      throw Error(ErrorCode::InvalidArgument,
+                  "params.small_q_path=direct cannot be combined with params.mask (the direct path has no masks)");
+    if (p.head_dim > jit::kDecodeMaxHeadDim)
+      throw Error(ErrorCode::Unsupported, "params.small_q_path=direct runs head dims up to " +
+                                              std::to_string(jit::kDecodeMaxHeadDim) + ", got " +
+                                              std::to_string(p.head_dim));
+    return true;
+  }
+  return p.mask == 0 && !p.varlen && p.head_dim <= jit::kDecodeMaxHeadDim && rows <= direct_max_rows(arch);
+}
+
+}  // namespace sage2::runtime
