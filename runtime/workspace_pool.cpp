@@ -23,6 +23,7 @@ void* WorkspacePool::get(CUstream stream, std::size_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   Buffer& b = buffers_[stream];
   if (b.bytes >= bytes && b.ptr) return reinterpret_cast<void*>(b.ptr);
+  if (bytes == 0) return nullptr;  // a plan without workspace (the direct path without a merge)
   const auto& a = driver::api();
   driver::ScopedContext scope(ctx_);
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;

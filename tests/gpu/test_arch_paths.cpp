@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -146,6 +147,7 @@ Outcome run_case(const Case& c, std::uint64_t seed) {
   p.qk_bits = c.bits;
   p.pv_precision = c.pv;
   p.smooth_v = c.smooth_v;
+  p.small_q_path = SmallQPath::Quantized;  // the quantized paths are what this file compares
   p.lse = static_cast<float*>(lse.get());
   const std::size_t ws_bytes = ctx->workspace_size(q.ref(), k.ref(), v.ref(), out.ref(), p);
   test::DeviceBuffer ws(ws_bytes);
@@ -169,9 +171,12 @@ Outcome run_case(const Case& c, std::uint64_t seed) {
   std::vector<float> got_lse(static_cast<std::size_t>(c.batch * c.q_heads * c.q_len));
   lse.download(got_lse.data(), got_lse.size() * 4);
 
+  // (a kernel that quantized Q itself left no Q̂ behind: the reference's Q part stands in for it)
+  std::optional<ref::QuantizedHost> q_part;
+  if (r.spec.q_in_kernel) q_part = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(r.spec));
   const ref::QuantizedHost stage = test::download_stage(
       ws, jit::quant_buffers(jit::QuantProblem{c.batch, c.q_heads, c.kv_heads, c.q_len, c.kv_len, c.head_dim}, r.spec),
-      r.spec);
+      r.spec, q_part ? &*q_part : nullptr);
   ref::EmulationOptions mo;
   mo.round_output = true;
   mo.stage = &stage;
