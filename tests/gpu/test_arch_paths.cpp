@@ -213,13 +213,18 @@ void check_case(const Case& c, const Outcome& r) {
   CHECK(r.unwritten == 0);
   CHECK(r.vs_exact.nonfinite == 0);
   // same algorithm (the PTX kernels included: the driver's ptxas must not change the numerics)
+  // The wgmma family (the native default on sm_90a) gets its own suite's bounds
+  // (tests/gpu/test_wgmma.cpp): its FP8 accumulator truncates each k32 step's products against
+  // the largest one, which the emulation's 13-bit model sums exactly first (rel-L1 up to ~6e-4,
+  // a few ulp); the mma.sync paths' fp32 accumulation is modelled exactly.
+  const bool wg = r.spec.family == jit::KernelFamily::AttentionWgmma;
   const double ulp = c.dtype == DType::BF16 ? 1.0 / 128 : 1.0 / 1024;
-  CHECK_MESSAGE(r.vs_emul.rel_l1 <= 2e-4, "rel-L1 vs emulation " << r.vs_emul.rel_l1);
-  CHECK_MESSAGE(r.max_abs_emul <= 4 * ulp * std::max(1.0, r.ref_max),
+  CHECK_MESSAGE(r.vs_emul.rel_l1 <= (wg ? 2e-3 : 2e-4), "rel-L1 vs emulation " << r.vs_emul.rel_l1);
+  CHECK_MESSAGE(r.max_abs_emul <= (wg ? 8 : 4) * ulp * std::max(1.0, r.ref_max),
                 "max abs vs emulation " << r.max_abs_emul << " (|emulation| max " << r.ref_max << ")");
   CHECK_MESSAGE(r.lse_err_emul <= 1e-3, "LSE vs emulation " << r.lse_err_emul);
   // as accurate as the algorithm against fp64
-  CHECK(r.vs_exact.rel_l1 <= r.emul_vs_exact.rel_l1 * 1.01 + 1e-4);
+  CHECK(r.vs_exact.rel_l1 <= r.emul_vs_exact.rel_l1 * (wg ? 1.05 : 1.01) + (wg ? 1e-3 : 1e-4));
   CHECK(r.vs_exact.cos_sim >= r.emul_vs_exact.cos_sim - 1e-5);
   const int bits = r.spec.qk_bits;
   const test::Accuracy t = test::target(bits, c.model == 0 && c.kv_len < 1000 ? 1 : c.model);
