@@ -380,6 +380,16 @@ TEST_CASE("gpu decode: NaN/Inf inputs poison exactly the outputs exact attention
       for (std::int64_t ch = 0; ch < t.d; ++ch)
         if (pl.c < 0 || pl.c == ch) t.set(pl.b, pl.h, pl.n, ch, pl.value);
     }
+    if (n == 1) {
+      // The +Inf K element of kv head 1 (channel 5) scores q_5·Inf: +Inf (a NaN row) where q_5 > 0,
+      // -Inf (weight 0, a finite row) where q_5 < 0. Both signs, whatever the seed: q heads 4..6
+      // negative, 7 positive (with random signs all four were positive in 1 seed of 16, leaving no
+      // finite output to check).
+      for (std::int64_t h = 4; h < 8; ++h) {
+        const float a = std::fabs(q.get(0, h, 0, 5)) + 0.25f;
+        q.set(0, h, 0, 5, h < 7 ? -a : a);
+      }
+    }
     q.upload();
     k.upload();
     v.upload();
