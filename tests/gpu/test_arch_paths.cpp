@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "accuracy_targets.hpp"
+#include "device_tensor.hpp"
 #include "gpu_env.hpp"
 #include "jit/attention_family.hpp"
 #include "jit/quant_buffers.hpp"
@@ -41,6 +42,8 @@
 
 using namespace sage2;
 namespace ref = sage2::reference;
+using test::DeviceTensor;
+using test::download_out;
 
 namespace {
 
@@ -69,21 +72,6 @@ Context* target_context(const std::string& arch, std::string* why = nullptr) {
   }
 }
 
-struct DeviceTensor {
-  ref::HostTensor host;
-  std::unique_ptr<test::DeviceBuffer> dev;
-  explicit DeviceTensor(ref::HostTensor h) : host(std::move(h)) {
-    const std::size_t bytes = static_cast<std::size_t>(host.ref().numel()) * 2;
-    dev = std::make_unique<test::DeviceBuffer>(bytes);
-    dev->upload(host.ref().data, bytes);
-  }
-  TensorRef ref() const {
-    TensorRef r = host.ref();
-    r.data = dev->get();
-    return r;
-  }
-};
-
 struct Case {
   std::string target;  // ContextOptions::target_arch ("" = the device's own)
   DType dtype = DType::F16;
@@ -105,18 +93,6 @@ std::string describe(const Case& c) {
                 (long long)c.kv_len, causal_mode_name(c.causal), static_cast<int>(c.bits), pv_precision_name(c.pv),
                 c.smooth_v, test::model_name(c.model));
   return b;
-}
-
-std::vector<float> download_out(const DeviceTensor& out) {
-  ref::HostTensor h = out.host;
-  out.dev->download(h.bits().data(), h.bits().size() * 2);
-  std::vector<float> o;
-  o.reserve(static_cast<std::size_t>(h.ref().numel()));
-  for (std::int64_t b = 0; b < h.batch(); ++b)
-    for (std::int64_t hh = 0; hh < h.heads(); ++hh)
-      for (std::int64_t n = 0; n < h.seq(); ++n)
-        for (std::int64_t c = 0; c < h.dim(); ++c) o.push_back(h.get(b, hh, n, c));
-  return o;
 }
 
 struct Outcome {

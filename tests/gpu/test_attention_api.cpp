@@ -19,6 +19,7 @@
 #include <random>
 
 #include "accuracy_targets.hpp"
+#include "device_tensor.hpp"
 #include "gpu_env.hpp"
 #include "jit/quant_buffers.hpp"
 #include "runtime/attention_plan.hpp"
@@ -28,6 +29,8 @@
 
 using namespace sage2;
 namespace ref = sage2::reference;
+using test::DeviceTensor;
+using test::download_out;
 using test::Accuracy;
 using test::make_inputs;
 using test::model_name;
@@ -36,22 +39,6 @@ using test::target;
 namespace {
 
 std::uint64_t fresh_seed() { return test::base_seed(); }
-
-struct DeviceTensor {
-  ref::HostTensor host;
-  std::unique_ptr<test::DeviceBuffer> dev;
-  explicit DeviceTensor(ref::HostTensor h) : host(std::move(h)) {
-    const std::size_t bytes = static_cast<std::size_t>(host.ref().numel()) * 2;
-    dev = std::make_unique<test::DeviceBuffer>(bytes);
-    dev->upload(host.ref().data, bytes);
-  }
-  TensorRef ref() const {
-    TensorRef r = host.ref();
-    r.data = dev->get();
-    return r;
-  }
-  void reupload() { dev->upload(host.ref().data, static_cast<std::size_t>(host.ref().numel()) * 2); }
-};
 
 struct Case {
   int bits;
@@ -103,19 +90,6 @@ std::vector<Case> case_matrix() {
     cases = few;
   }
   return cases;
-}
-
-// Output downloaded to float [B][Hq][Nq][d] (logical order, whatever the layout).
-std::vector<float> download_out(const DeviceTensor& out) {
-  ref::HostTensor h = out.host;
-  out.dev->download(h.bits().data(), h.bits().size() * 2);
-  std::vector<float> o;
-  o.reserve(static_cast<std::size_t>(h.ref().numel()));
-  for (std::int64_t b = 0; b < h.batch(); ++b)
-    for (std::int64_t hh = 0; hh < h.heads(); ++hh)
-      for (std::int64_t n = 0; n < h.seq(); ++n)
-        for (std::int64_t c = 0; c < h.dim(); ++c) o.push_back(h.get(b, hh, n, c));
-  return o;
 }
 
 struct Outcome {
