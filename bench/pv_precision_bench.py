@@ -44,7 +44,7 @@ def main():
     import sage2
 
     path = os.environ.get("SAGE2_TARGET_ARCH") or "native"
-    run = a.run or datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%MZ") + "-pv-" + path
+    run = a.run or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ") + "-pv-" + path
     commit = sage2.build_commit() if hasattr(sage2, "build_commit") else None
     env = {k: v for k, v in sorted(os.environ.items()) if k.startswith("SAGE2_")}
     device = torch.cuda.get_device_name(0)
