@@ -73,10 +73,14 @@ TileConfig decode_default_tile(int head_dim, std::int64_t rows, int max_smem_opt
                   std::to_string(max_smem_optin));
 }
 
-KernelSpec decode_split_spec(const DecodeProblem& p, Arch arch, const TileConfig& tile) {
+namespace {
+
+// The spec of one of the direct path's two kernels: the problem's fields that reach the code
+// (canonical() drops what does not, e.g. the merge kernel's tile).
+KernelSpec decode_spec(KernelFamily family, const DecodeProblem& p, Arch arch, const TileConfig& tile) {
   KernelSpec s;
-  s.family = KernelFamily::DecodeSplit;
-  s.consumer = KernelFamily::DecodeSplit;
+  s.family = family;
+  s.consumer = family;
   s.arch = arch;
   s.head_dim = p.head_dim;
   s.causal = p.causal;
@@ -86,16 +90,14 @@ KernelSpec decode_split_spec(const DecodeProblem& p, Arch arch, const TileConfig
   return s.canonical();
 }
 
+}  // namespace
+
+KernelSpec decode_split_spec(const DecodeProblem& p, Arch arch, const TileConfig& tile) {
+  return decode_spec(KernelFamily::DecodeSplit, p, arch, tile);
+}
+
 KernelSpec decode_merge_spec(const DecodeProblem& p, Arch arch) {
-  KernelSpec s;
-  s.family = KernelFamily::DecodeMerge;
-  s.consumer = KernelFamily::DecodeMerge;
-  s.arch = arch;
-  s.head_dim = p.head_dim;
-  s.causal = p.causal;
-  s.in_dtype = s.out_dtype = p.dtype;
-  s.return_lse = p.return_lse;
-  return s.canonical();
+  return decode_spec(KernelFamily::DecodeMerge, p, arch, TileConfig{});
 }
 
 DecodeLayout decode_layout(const DecodeProblem& p, Arch arch, const DecodeDevice& device) {
