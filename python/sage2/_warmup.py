@@ -99,7 +99,12 @@ def warmup(head_dims=(64, 128), dtypes=("float16", "bfloat16"), causal=(False, T
     combos = check_warmup_args(head_dims, dtypes, causal, seq_lens, return_lse, options)
     if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1:
         raise ValueError("sage2.warmup: heads must be a positive int, got %r" % (heads,))
-    import torch
+    try:
+        import torch
+    except ImportError as e:
+        raise ImportError("sage2.warmup needs PyTorch (it runs one call of each combination): %s" % e) from e
+    if not hasattr(torch, "library") or not hasattr(torch.library, "custom_op"):
+        raise ImportError("sage2.warmup needs torch >= 2.4, got %s" % getattr(torch, "__version__", "?"))
 
     from . import _attention
     from ._attention import sageattn
