@@ -4,8 +4,8 @@ tools/CMakeLists.txt) — the same programs as a CMake install, with their optio
 
 Before exec the shim points the program at torch's NVRTC (the NVIDIA wheel next to torch, which a
 pip-installed torch brings) through SAGE2_LIBNVRTC when that variable is unset, as the Python
-binding does for itself; the program then loads that file first. From a source checkout without a
-wheel, <repo>/build/tools/sage2-<name> is used.
+binding does for itself; the program then loads that file first. Without a wheel, the tools/
+folder beside the loaded libsage2 (a build folder, or scripts/dev_bundle.sh's copy of one) is used.
 """
 import os
 import sys
@@ -15,12 +15,26 @@ __all__ = ["autotune", "cache", "info", "tool_path"]
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
+def _dirs():
+    dirs = [os.path.join(_PKG_DIR, "_bin")]
+    try:  # a build folder or a bundle of one (scripts/dev_bundle.sh): tools/ beside libsage2.so
+        from . import _lib
+
+        lp = _lib.library_path()
+    except Exception:  # noqa: BLE001
+        lp = None
+    if lp and os.path.sep in lp:
+        dirs.append(os.path.join(os.path.dirname(lp), "tools"))
+    dirs.append(os.path.join(os.path.dirname(os.path.dirname(_PKG_DIR)), "build", "tools"))
+    return dirs
+
+
 def tool_path(name):
     """The program sage2-<name> this package would run, or None. Looked for in sage2/_bin (a
-    wheel), then <repo>/build/tools (a checkout). Never on PATH: that is where the shims live."""
+    wheel), then tools/ beside the loaded libsage2 (a build folder or its bundle), then
+    <repo>/build/tools (a checkout). Never on PATH: that is where the shims live."""
     exe = "sage2-" + name
-    for d in (os.path.join(_PKG_DIR, "_bin"),
-              os.path.join(os.path.dirname(os.path.dirname(_PKG_DIR)), "build", "tools")):
+    for d in _dirs():
         p = os.path.join(d, exe)
         if os.path.isfile(p) and os.access(p, os.X_OK):
             return p
@@ -45,11 +59,9 @@ def _run(name, argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     path = tool_path(name)
     if path is None:
-        sys.stderr.write("sage2-%s: the program is not in this installation (looked in %s and %s). The sage2 wheel "
+        sys.stderr.write("sage2-%s: the program is not in this installation (looked in %s). The sage2 wheel "
                          "carries it in sage2/_bin; from a source checkout build it: cmake --build build --target "
-                         "sage2-%s\n" % (name, os.path.join(_PKG_DIR, "_bin"),
-                                         os.path.join(os.path.dirname(os.path.dirname(_PKG_DIR)), "build", "tools"),
-                                         name))
+                         "sage2-%s\n" % (name, ", ".join(_dirs()), name))
         return 127
     env = dict(os.environ)
     _nvrtc_hint(env)
