@@ -70,8 +70,9 @@ def _padded_batch(device="cuda"):
 
 @pytest.fixture(scope="module")
 def llama_pair():
+    require_gpu(sage2._lib._MASK_SYMBOLS)  # (module scope: before the autouse function fixture)
     transformers = _import("transformers")
-    import sage2.integrations.transformers  # noqa: F401  (registers "sage2")
+    from sage2.integrations import transformers as _registers_sage2  # noqa: F401
 
     ref = _llama(transformers, "sdpa").to("cuda", torch.float16)
     model = _llama(transformers, "sage2").to("cuda", torch.float16)
