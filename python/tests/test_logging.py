@@ -99,7 +99,7 @@ def test_notices_reach_the_sage2_logger_not_stderr(tmp_path):
 def test_register_spills_are_debug_notices():
     """The compiler reports a spilling kernel at debug (source check: the message is built in one
     place, jit/compiler.cpp)."""
-    src = os.path.join(os.path.dirname(PYTHON_DIR), "jit", "compiler.cpp")
+    src = os.path.join(os.environ.get("SAGE2_SOURCE_DIR") or os.path.dirname(PYTHON_DIR), "jit", "compiler.cpp")
     if not os.path.isfile(src):
         pytest.skip("no source tree beside the tests")
     text = open(src, encoding="utf-8").read()

@@ -94,7 +94,7 @@ def test_missing_program_is_explained(tmp_path, monkeypatch):
 
 
 def test_console_scripts_are_declared():
-    pyproject = os.path.join(os.path.dirname(PYTHON_DIR), "pyproject.toml")
+    pyproject = os.path.join(os.environ.get("SAGE2_SOURCE_DIR") or os.path.dirname(PYTHON_DIR), "pyproject.toml")
     if not os.path.isfile(pyproject):
         pytest.skip("no pyproject.toml beside the tests (an installed copy)")
     text = open(pyproject, encoding="utf-8").read()
