@@ -12,6 +12,11 @@ namespace {
 std::atomic<Sink> g_sink{nullptr};
 std::atomic<int> g_level{-1};  // set_log_level(); -1: follow the environment
 std::mutex g_once_mu;
+// The callback and its user pointer change together, so they are read under one lock (notices
+// are rare; the lock is not on any hot path).
+std::mutex g_callback_mu;
+Callback g_callback = nullptr;
+void* g_callback_user = nullptr;
 std::set<std::string>& once_topics() {
   static std::set<std::string> topics;
   return topics;
@@ -39,6 +44,13 @@ void write(Level level, const std::string& message) {
     return;
   }
   if (static_cast<int>(level) > static_cast<int>(current_level())) return;
+  {
+    std::lock_guard<std::mutex> lock(g_callback_mu);
+    if (g_callback) {
+      g_callback(static_cast<int>(level), message.c_str(), g_callback_user);
+      return;
+    }
+  }
   std::fprintf(stderr, "sage2 %s: %s\n", level_tag(level), message.c_str());
 }
 
@@ -52,6 +64,12 @@ void warn_once(const std::string& topic, const std::string& message) {
 }
 
 void set_sink(Sink sink) { g_sink.store(sink); }
+
+void set_callback(Callback callback, void* user) {
+  std::lock_guard<std::mutex> lock(g_callback_mu);
+  g_callback = callback;
+  g_callback_user = callback ? user : nullptr;
+}
 
 }  // namespace sage2::log
 

@@ -21,5 +21,9 @@ void warn_once(const std::string& topic, const std::string& message);
 // Tests capture what would be written. Pass nullptr to restore stderr.
 using Sink = void (*)(Level, const std::string&);
 void set_sink(Sink sink);
+// Where notices that pass the level go instead of stderr (sage2_set_log_callback); nullptr:
+// stderr again. A test sink (set_sink) still takes precedence.
+using Callback = void (*)(int level, const char* message, void* user);
+void set_callback(Callback callback, void* user);
 
 }  // namespace sage2::log

@@ -9,6 +9,7 @@
 #include "plan/attention_validate.hpp"
 #include "runtime/c_api_internal.hpp"
 #include "base/config.hpp"
+#include "base/log.hpp"
 #include "sage2/sage2.hpp"
 // Generated at every build by cmake/build_commit.cmake (defines SAGE2_BUILD_COMMIT). This is its
 // only includer, so a new commit recompiles this one file; sage2::build_commit() lives here too.
@@ -152,6 +153,10 @@ sage2_status sage2_set_log_level(int level) {
                          "level=" + std::to_string(level) + " (SAGE2_FROM_ENV, 0 error, 1 warn, 2 info, 3 debug)");
     sage2::set_log_level(static_cast<sage2::LogLevel>(level));
   });
+}
+
+sage2_status sage2_set_log_callback(sage2_log_callback callback, void* user) {
+  return guarded([&] { sage2::log::set_callback(callback, user); });
 }
 
 sage2_status sage2_context_destroy(sage2_context* ctx) {

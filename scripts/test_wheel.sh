@@ -59,7 +59,8 @@ name="$(basename "$wheel")"
 [[ "$name" =~ ^sage2-[0-9][0-9.]*-py3-none-(manylinux_[0-9]+_[0-9]+_|linux_)x86_64\.whl$ ]] ||
   fail "unexpected wheel name $name (want sage2-<version>-py3-none-<platform>.whl)"
 contents="$(python3 -m zipfile -l "$wheel")"
-for f in sage2/libsage2.so sage2/_version.py sage2/__init__.py sage2/_lib.py; do
+for f in sage2/libsage2.so sage2/_version.py sage2/__init__.py sage2/_lib.py sage2/_bin/sage2-autotune \
+         sage2/_bin/sage2-cache sage2/_bin/sage2-info sage2/integrations/transformers.py; do
   grep -q "^$f " <<<"$contents" || fail "$name lacks $f"
 done
 cmake_version="$(sed -nE 's/^project\(sage2 VERSION ([0-9][0-9.]*).*/\1/p' CMakeLists.txt)"
@@ -100,6 +101,20 @@ case $rc in 0|3|4) ;; *) fail "python -m sage2 info exited $rc" ;; esac
 grep -q "^sage2 $cmake_version (library: $site/sage2/libsage2.so)" "$work/info.txt" || fail "info: wrong library"
 grep -qE "^NVRTC: [0-9]+\.[0-9]+ from .*libnvrtc" "$work/info.txt" || fail "info: NVRTC not found or no file named"
 "$work/venv/bin/sage2-py-info" info >/dev/null || [ $? -ne 1 ] || fail "sage2-py-info did not find the library"
+
+say "console scripts of the wheel: sage2-info, sage2-cache, sage2-autotune on the venv's PATH"
+for t in sage2-info sage2-cache sage2-autotune; do
+  [ -x "$work/venv/bin/$t" ] || fail "$t is not installed in the venv's bin/"
+done
+PATH="$work/venv/bin:$PATH" sage2-info --archs | grep -q "^sm_90a" || fail "sage2-info --archs (the shipped program)"
+set +e
+PATH="$work/venv/bin:$PATH" sage2-info >"$work/tool-info.txt" 2>&1
+rc=$?
+set -e
+case $rc in 0|3|4) ;; *) cat "$work/tool-info.txt"; fail "sage2-info exited $rc" ;; esac
+grep -q "^sage2 $cmake_version" "$work/tool-info.txt" || fail "sage2-info: wrong version"
+PATH="$work/venv/bin:$PATH" SAGE2_CACHE_DIR="$work/tool-cache" sage2-cache list >/dev/null || fail "sage2-cache list"
+PATH="$work/venv/bin:$PATH" sage2-autotune --help >/dev/null 2>&1 || [ $? -eq 2 ] || fail "sage2-autotune --help"
 
 say "Python tests that need no GPU, from the install (a copy of python/tests outside the checkout)"
 cp -r "$repo/python/tests" "$work/tests"

@@ -88,6 +88,13 @@ sage2_status sage2_context_options_get(const sage2_context* ctx, sage2_context_o
 /* Log level of the whole process: 0 error, 1 warn, 2 info, 3 debug, or SAGE2_FROM_ENV to follow
  * SAGE2_LOG_LEVEL again (default warn). */
 sage2_status sage2_set_log_level(int level);
+/* (added in 0.1: additive) Where library notices go: each notice the log level lets through is
+ * passed to `callback` (level 0 error .. 3 debug, the message without the "sage2 <level>: " prefix
+ * or newline, valid only during the call, and `user`) instead of being written to stderr; NULL
+ * restores stderr. Process-wide; the callback may run on any thread that calls into sage2 and must
+ * not call sage2 itself. The Python binding routes notices to the `logging` logger "sage2". */
+typedef void (*sage2_log_callback)(int level, const char* message, void* user);
+sage2_status sage2_set_log_callback(sage2_log_callback callback, void* user);
 sage2_status sage2_context_destroy(sage2_context* ctx);
 /* Writes the device name and code target ("sm_90a") into caller buffers (NUL-terminated,
  * truncated to the given sizes). */

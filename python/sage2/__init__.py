@@ -5,6 +5,11 @@ Thin Python binding over the C ABI of libsage2 (ctypes; nothing is compiled at i
     import sage2
     out = sage2.sageattn(q, k, v, tensor_layout="HND", is_causal=False)
     out = sage2.sageattn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k)   # packed variable-length batch
+    sage2.warmup(head_dims=(128,))                                       # compile before the first call
+
+Integrations (imported on demand): sage2.integrations.transformers ("sage2" attn_implementation),
+sage2.integrations.diffusers ("sage2" attention backend), sage2.integrations.yunchang (USP).
+Library notices go to the logging logger "sage2" (sage2.set_log_level).
 
 ``import sage2`` works without the native library and without torch. The library is looked for
 at import ($SAGE2_LIBRARY, the libsage2.so inside the package — a wheel carries one —,
@@ -56,12 +61,33 @@ else:
         _TORCH_PROBLEM = "torch %s is too old: sage2 needs torch >= 2.4 (torch.library.custom_op)" % _torch.__version__
         _torch = None
 
+from ._logging import set_log_level  # noqa: F401,E402  (notices: the logging logger "sage2")
+from ._warmup import warmup  # noqa: F401,E402  (needs torch when called)
+
 if _torch is not None:
     from ._attention import OPTIONS, sageattn  # noqa: F401  (registers torch.ops.sage2.sageattn)
     from ._varlen import sageattn_varlen  # noqa: F401  (torch.ops.sage2.sageattn_varlen)
     from .sdpa import SdpaPatch, patch_sdpa, scaled_dot_product_attention  # noqa: F401
+    from ._reference_api import (  # noqa: F401  (the reference's entry points, for the paths sage2 has)
+        sageattn_qk_int8_pv_fp16_cuda,
+        sageattn_qk_int8_pv_fp16_triton,
+        sageattn_qk_int8_pv_fp8_cuda,
+        sageattn_qk_int8_pv_fp8_cuda_sm90,
+    )
 else:
     OPTIONS = {}
+
+    def _needs_torch(name):
+        def f(*args, **kwargs):
+            raise ImportError("sage2.%s needs PyTorch: %s" % (name, _TORCH_PROBLEM))
+
+        f.__name__ = name
+        return f
+
+    sageattn_qk_int8_pv_fp16_cuda = _needs_torch("sageattn_qk_int8_pv_fp16_cuda")
+    sageattn_qk_int8_pv_fp16_triton = _needs_torch("sageattn_qk_int8_pv_fp16_triton")
+    sageattn_qk_int8_pv_fp8_cuda = _needs_torch("sageattn_qk_int8_pv_fp8_cuda")
+    sageattn_qk_int8_pv_fp8_cuda_sm90 = _needs_torch("sageattn_qk_int8_pv_fp8_cuda_sm90")
 
     def sageattn(*args, **kwargs):  # noqa: D401
         """Needs torch >= 2.4; raises ImportError here."""
@@ -104,6 +130,12 @@ def info() -> dict:
 __all__ = [
     "sageattn",
     "sageattn_varlen",
+    "sageattn_qk_int8_pv_fp16_cuda",
+    "sageattn_qk_int8_pv_fp16_triton",
+    "sageattn_qk_int8_pv_fp8_cuda",
+    "sageattn_qk_int8_pv_fp8_cuda_sm90",
+    "warmup",
+    "set_log_level",
     "scaled_dot_product_attention",
     "patch_sdpa",
     "OPTIONS",

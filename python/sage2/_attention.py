@@ -18,6 +18,7 @@ from . import _lib
 from . import _op_util
 from . import _varlen  # sageattn(kv_lens=...) runs there; it registers torch.ops.sage2.sageattn_varlen
 from . import _mask  # sageattn(attn_mask=...) runs there; it registers torch.ops.sage2.sageattn_masked
+from . import _compat  # the reference's / FlashAttention's keywords (mapped or refused)
 
 __all__ = ["sageattn", "OPTIONS"]
 
@@ -38,6 +39,7 @@ OPTIONS = {
 }
 # sage2_small_q_path codes.
 _SMALL_Q = {"auto": 0, "quantized": 1, "direct": 2}
+_OPTION_KEYS = frozenset(OPTIONS)
 
 
 # ---- argument checks (pure Python on tensor metadata: traceable by dynamo) -------------------
@@ -145,7 +147,8 @@ def _normalize_scalars(is_causal, sm_scale, return_lse, options, where="sage2.sa
 
     for key in options:
         if key not in OPTIONS:
-            raise TypeError("%s: unexpected option %r (known: %s)" % (where, key, ", ".join(sorted(OPTIONS))))
+            raise TypeError("%s: unexpected option %r (known: %s; the reference's keywords are mapped by "
+                            "sage2.sageattn)" % (where, key, ", ".join(sorted(OPTIONS))))
     align = options.get("causal_alignment", "top_left")
     if align not in _ALIGNMENTS:
         raise ValueError("%s: causal_alignment=%r; expected 'top_left' (torch SDPA) or "
@@ -595,8 +598,15 @@ def sageattn(q, k, v, tensor_layout="HND", is_causal=False, sm_scale=None, retur
     device; combined with is_causal when both are given. Masked keys take no part in the softmax; a
     row that sees no key gives 0 (LSE -inf). Not together with kv_lens (key padding is kv_lens).
 
+    The reference package's keywords (qk_quant_gran, pv_accum_dtype, quantization_backend) and
+    FlashAttention's (softmax_scale, causal, dropout_p, window_size, softcap, alibi_slopes,
+    deterministic, return_attn_probs) are mapped onto these options or refused with a ValueError
+    naming the value (sage2._compat.REFERENCE_KEYWORDS; README "The reference's call form").
+
     Bad input raises TypeError/ValueError naming the argument before anything runs on the GPU;
     errors from the library raise sage2.Sage2Error subclasses carrying sage2_last_error()."""
+    if options and not _OPTION_KEYS.issuperset(options):
+        is_causal, sm_scale, options = _compat.translate(is_causal, sm_scale, options, _OPTION_KEYS)
     small_q = _small_q_code(options) if options else 0
     if small_q == _SMALL_Q["direct"] and (attn_mask is not None or kv_lens is not None):
         raise ValueError("sage2.sageattn: small_q_path='direct' takes dense calls only (no attn_mask, no kv_lens)")

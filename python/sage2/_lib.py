@@ -345,6 +345,9 @@ def _declare(L: ctypes.CDLL) -> None:
     for fn in (L.sage2_tensor_hnd, L.sage2_tensor_nhd):
         fn.restype = Tensor
         fn.argtypes = [c_void_p, c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]
+    if hasattr(L, "sage2_set_log_level"):
+        L.sage2_set_log_level.restype = c_int
+        L.sage2_set_log_level.argtypes = [c_int]
     # Added with the Python binding; an older library lacks them (info() then says so).
     if hasattr(L, "sage2_build_commit"):
         L.sage2_build_commit.restype = c_char_p
@@ -414,6 +417,9 @@ def _load() -> ctypes.CDLL:
             continue
         _declare(L)
         _add_nvrtc_candidates(L)
+        from . import _logging
+
+        _logging.install(L)  # notices to the "sage2" logger (an older library keeps stderr)
         global _lib_path
         _lib_path = os.path.abspath(path) if os.path.sep in path else path
         return L

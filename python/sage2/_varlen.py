@@ -347,7 +347,11 @@ def sageattn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_
     the custom op torch.ops.sage2.sageattn_varlen.
 
     Bad input raises TypeError/ValueError naming the argument before anything runs on the GPU; a
-    libsage2 without sage2_attention_varlen raises sage2.UnsupportedError."""
+    libsage2 without sage2_attention_varlen raises sage2.UnsupportedError. The reference's and
+    FlashAttention's keywords are mapped or refused as in sageattn."""
+    if options and not _A._OPTION_KEYS.issuperset(options):
+        is_causal, sm_scale, options = _A._compat.translate(is_causal, sm_scale, options, _A._OPTION_KEYS,
+                                                            where="sage2.sageattn_varlen")
     key = None
     if (not torch.compiler.is_compiling() and type(q) is _Tensor and type(k) is _Tensor and type(v) is _Tensor
             and type(cu_seqlens_q) is _Tensor and type(cu_seqlens_k) is _Tensor):

@@ -225,6 +225,30 @@ TEST_CASE("config: set_log_level overrides SAGE2_LOG_LEVEL for the process until
   CHECK(log_level() == LogLevel::Error);
 }
 
+TEST_CASE("config: sage2_set_log_callback receives the notices the level lets through, NULL restores stderr") {
+  struct Seen {
+    std::vector<std::pair<int, std::string>> notes;
+  } seen;
+  auto cb = [](int level, const char* message, void* user) {
+    static_cast<Seen*>(user)->notes.emplace_back(level, message);
+  };
+  CHECK(sage2_set_log_level(1) == SAGE2_OK);  // warn
+  REQUIRE(sage2_set_log_callback(cb, &seen) == SAGE2_OK);
+  log::warn("w1");
+  log::info("i1");   // below the level: not passed
+  log::debug("d1");
+  CHECK(sage2_set_log_level(3) == SAGE2_OK);  // debug: everything
+  log::debug("d2");
+  log::error("e1");
+  REQUIRE(sage2_set_log_callback(nullptr, nullptr) == SAGE2_OK);
+  log::warn("after");  // stderr again, not the callback
+  CHECK(sage2_set_log_level(SAGE2_FROM_ENV) == SAGE2_OK);
+  REQUIRE(seen.notes.size() == 3);
+  CHECK(seen.notes[0] == std::make_pair(1, std::string("w1")));
+  CHECK(seen.notes[1] == std::make_pair(3, std::string("d2")));
+  CHECK(seen.notes[2] == std::make_pair(0, std::string("e1")));
+}
+
 TEST_CASE("config: names of the option enums") {
   CHECK(std::string(attention_family_name(AttentionFamily::Auto)) == "auto");
   CHECK(std::string(attention_family_name(AttentionFamily::Mma)) == "mma");
