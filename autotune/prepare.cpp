@@ -11,8 +11,8 @@ namespace sage2::autotune {
 namespace {
 
 struct Job {
-  Job(jit::KernelSpec s, std::string k) : spec(std::move(s)), key(std::move(k)) {}
-  jit::KernelSpec spec;
+  Job(kernels::KernelSpec s, std::string k) : spec(std::move(s)), key(std::move(k)) {}
+  kernels::KernelSpec spec;
   std::string key;         // spec.key(): one job per specialisation
   std::string cache_key;   // its disk cache key, once built or found
   bool ok = false, skipped = false, from_cache = false, stored = false;
@@ -138,14 +138,14 @@ std::vector<SpecialisationPlan> prepare_kernels(const std::vector<Specialisation
     SpecialisationPlan p;
     p.spec = s;
     try {
-      p.heuristic = heuristic_tile(s.attention_spec(o.arch, jit::TileConfig{}), smem);
+      p.heuristic = heuristic_tile(s.attention_spec(o.arch, kernels::TileConfig{}), smem);
       p.has_heuristic = true;
     } catch (const std::exception& e) {
       p.heuristic_problem = e.what();
     }
-    const jit::KernelFamily family = s.attention_spec(o.arch, jit::TileConfig{}).family;
+    const kernels::KernelFamily family = s.attention_spec(o.arch, kernels::TileConfig{}).family;
     const auto& tiles = o.tiles.empty() ? tile_candidates(family, o.arch) : o.tiles;
-    std::vector<jit::TileConfig> list;
+    std::vector<kernels::TileConfig> list;
     for (const auto& t : tiles)
       if (std::find(list.begin(), list.end(), t) == list.end()) list.push_back(t);
     if (p.has_heuristic && std::find(list.begin(), list.end(), p.heuristic) == list.end()) list.push_back(p.heuristic);

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <cmath>
 
-#include "jit/quant_buffers.hpp"
+#include "kernels/quant_buffers.hpp"
 #include "runtime/attention_stage.hpp"
 #include "runtime/quantize_stage.hpp"
 #include "sage2/reference.hpp"
@@ -44,12 +44,12 @@ double median(std::vector<float> v) {
 }  // namespace
 
 struct TimingBench::Layout {
-  jit::QuantBuffers b;
+  kernels::QuantBuffers b;
   std::size_t quant_bytes = 0, delta_s_bytes = 0;
 };
 
-TimingBench::Layout TimingBench::layout_for(const TimingProblem& p, const jit::KernelSpec& spec) {
-  jit::QuantProblem qp;
+TimingBench::Layout TimingBench::layout_for(const TimingProblem& p, const kernels::KernelSpec& spec) {
+  kernels::QuantProblem qp;
   qp.batch = p.batch;
   qp.q_heads = p.q_heads;
   qp.kv_heads = p.kv_heads;
@@ -57,7 +57,7 @@ TimingBench::Layout TimingBench::layout_for(const TimingProblem& p, const jit::K
   qp.kv_len = p.kv_len;
   qp.head_dim = spec.head_dim;
   Layout w;
-  w.b = jit::quant_buffers(qp, spec);
+  w.b = kernels::quant_buffers(qp, spec);
   w.quant_bytes = align256(w.b.offsets().total);
   w.delta_s_bytes = align256(runtime::delta_s_workspace_bytes(w.b));
   return w;
@@ -70,7 +70,7 @@ double attention_ops(const TimingProblem& p, int head_dim, bool causal) {
 }
 
 TimingBench::TimingBench(Context::Impl& ctx, const Specialisation& s, const TimingProblem& problem,
-                         const std::vector<jit::KernelSpec>& specs, const TimingOptions& options)
+                         const std::vector<kernels::KernelSpec>& specs, const TimingOptions& options)
     : ctx_(ctx), s_(s), p_(problem), o_(options) {
   if (p_.batch < 1 || p_.q_heads < 1 || p_.kv_heads < 1 || p_.q_len < 1 || p_.kv_len < 1 ||
       p_.q_heads % p_.kv_heads != 0)
@@ -166,7 +166,7 @@ void TimingBench::release() noexcept {
   }
 }
 
-void TimingBench::run(const jit::KernelSpec& spec, const Layout& w, const Set& set) {
+void TimingBench::run(const kernels::KernelSpec& spec, const Layout& w, const Set& set) {
   auto ref = [&](CUdeviceptr ptr, std::int64_t heads, std::int64_t len) {
     return TensorRef::hnd(reinterpret_cast<void*>(ptr), s_.dtype, p_.batch, heads, len, s_.head_dim);
   };
@@ -178,8 +178,8 @@ void TimingBench::run(const jit::KernelSpec& spec, const Layout& w, const Set& s
                                   reinterpret_cast<void*>(set.ws + w.quant_bytes), w.delta_s_bytes, stream_, &q);
 }
 
-TimingResult TimingBench::time(const jit::KernelSpec& spec_in, double best_ms, bool reference) {
-  jit::KernelSpec spec = spec_in;
+TimingResult TimingBench::time(const kernels::KernelSpec& spec_in, double best_ms, bool reference) {
+  kernels::KernelSpec spec = spec_in;
   spec.arch = ctx_.arch();
   spec.return_lse = false;  // timing passes no LSE buffer; LSE costs one store per row
   TimingResult r;
@@ -188,7 +188,7 @@ TimingResult TimingBench::time(const jit::KernelSpec& spec_in, double best_ms, b
   const bool causal = spec.causal != CausalMode::None;
   try {
     const Layout layout = layout_for(p_, spec);  // once: the timed region holds launches only
-    auto run = [&](const jit::KernelSpec& sp, const Set& set) { this->run(sp, layout, set); };
+    auto run = [&](const kernels::KernelSpec& sp, const Set& set) { this->run(sp, layout, set); };
     auto next = [&]() -> const Set& { return sets_[next_set_++ % sets_.size()]; };
     int min_reps = std::max(1, o_.min_reps);
     for (int i = 0; i < o_.warmup; ++i) {

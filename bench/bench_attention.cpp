@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "jit/quant_buffers.hpp"
+#include "kernels/quant_buffers.hpp"
 #include "runtime/attention_plan.hpp"
 #include "runtime/attention_stage.hpp"
 #include "plan/attention_validate.hpp"
@@ -149,8 +149,8 @@ int main(int argc, char** argv) {
           // Kernel alone: the same plan's attention stage over an already quantized workspace.
           const auto prob = runtime::validate_attention(q, k, v, out, p, impl.arch());
           const auto spec = runtime::plan_attention(prob, impl.arch(), impl.facts());
-          jit::QuantProblem qp{batch, heads, heads, n, n, static_cast<int>(d)};
-          const auto qb = jit::quant_buffers(qp, spec);
+          kernels::QuantProblem qp{batch, heads, heads, n, n, static_cast<int>(d)};
+          const auto qb = kernels::quant_buffers(qp, spec);
           const std::size_t qbytes = (qb.offsets().total + 255) / 256 * 256;
           const std::size_t dsb = runtime::delta_s_workspace_bytes(qb);
           double kern = 0;
@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
             const double ms = mode == 0 ? e2e : kern;
             const double tops = ops / (ms * 1e-3) / 1e12;
             std::printf("%-8s %-7s %4ld %6ld %6ld %10.3f %9.1f  %s bq%d.bk%d.w%d.s%d\n", "sage2", mode == 0 ? "e2e" : "kernel", d, causal, n,
-                        ms, tops, jit::family_name(spec.family), spec.tile.bq, spec.tile.bk, spec.tile.warps,
+                        ms, tops, kernels::family_name(spec.family), spec.tile.bq, spec.tile.bk, spec.tile.warps,
                         spec.tile.stages);
             char rec[1024];
             std::snprintf(rec, sizeof rec,
@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
                           "\"tile\": \"bq%d.bk%d.w%d.s%d\", "
                           "\"ms\": %.4f, \"tops\": %.2f, \"device\": \"%s\", \"command\": \"%s\"}",
                           mode == 0 ? "e2e" : "kernel", d, causal ? "true" : "false", n, batch, heads, bits,
-                          jit::family_name(spec.family), spec.tile.bq, spec.tile.bk, spec.tile.warps, spec.tile.stages, ms, tops,
+                          kernels::family_name(spec.family), spec.tile.bq, spec.tile.bk, spec.tile.warps, spec.tile.stages, ms, tops,
                           ctx.device().name.c_str(), command.c_str());
             emit(rec);
           }

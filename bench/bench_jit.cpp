@@ -9,7 +9,7 @@
 #include <cstring>
 #include <string>
 
-#include "jit/launch_shape.hpp"
+#include "kernels/quantize_shape.hpp"
 #include "runtime/context_impl.hpp"
 #include "runtime/quantize_stage.hpp"
 
@@ -32,12 +32,12 @@ int main(int argc, char** argv) {
     const auto t0 = clk::now();
     sage2::Context ctx(device, o);
     const double context_ms = ms_since(t0);
-    sage2::jit::KernelSpec attn;
-    attn.family = sage2::jit::KernelFamily::AttentionMma;
+    sage2::kernels::KernelSpec attn;
+    attn.family = sage2::kernels::KernelFamily::AttentionMma;
     attn.head_dim = 128;
     attn.qk_bits = 8;
     attn.smooth_q = false;
-    const auto spec = sage2::jit::quantize_spec_for(attn, sage2::jit::QuantOp::QuantizeQ);
+    const auto spec = sage2::kernels::quantize_spec_for(attn, sage2::kernels::QuantOp::QuantizeQ);
     const auto t1 = clk::now();
     auto& k = sage2::runtime::context_impl(ctx).kernels().get(spec);
     const double get_ms = ms_since(t1);

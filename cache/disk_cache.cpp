@@ -209,7 +209,7 @@ EntryInfo inspect(const DirEntry& de, std::vector<char>& bytes, dev_t& dev, ino_
     return info;
   }
   info.key = k->key;
-  info.arch = jit::arch_name(k->arch);
+  info.arch = kernels::arch_name(k->arch);
   if (DiskCache::entry_file_name(k->key) != de.name) {
     info.problem = "file name does not match its key (expected " + DiskCache::entry_file_name(k->key) + ")";
     return info;
@@ -433,7 +433,7 @@ std::size_t DiskCache::export_bundle(const std::string& path) const {
   header[10] = static_cast<char>((kBundleFormatVersion >> 16) & 0xff);
   header[11] = static_cast<char>((kBundleFormatVersion >> 24) & 0xff);
   put_u64(header + 16, count);
-  put_u64(header + 24, jit::fnv1a64(header, 24));
+  put_u64(header + 24, kernels::fnv1a64(header, 24));
   if (!f.pwrite_at(header, sizeof header, 0, why) || !f.commit(why)) fail(why);
   return static_cast<std::size_t>(count);
 }
@@ -455,7 +455,7 @@ DiskCache::ImportResult DiskCache::import_bundle(const std::string& path) const 
   if (got < 0) fail("read failed: " + errno_text(err));
   if (static_cast<std::size_t>(got) < sizeof header) fail("too short to be a sage2 cache bundle");
   if (std::memcmp(header, kBundleMagic, sizeof kBundleMagic) != 0) fail("not a sage2 cache bundle (bad magic)");
-  if (get_u64(header + 24) != jit::fnv1a64(header, 24)) fail("the bundle header is corrupt (checksum mismatch)");
+  if (get_u64(header + 24) != kernels::fnv1a64(header, 24)) fail("the bundle header is corrupt (checksum mismatch)");
   const std::uint32_t version = get_u32(header + 8);
   if (version != kBundleFormatVersion)
     fail("bundle format version " + std::to_string(version) + " (this build reads " +

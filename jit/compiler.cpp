@@ -13,8 +13,11 @@
 #include "jit/nvrtc_library.hpp"
 #include "base/config.hpp"
 #include "base/log.hpp"
+#include "base/hash.hpp"
 
 namespace sage2::jit {
+
+using kernels::KernelSpec;
 namespace {
 
 // Writes `text` to dir/name; a failure is a warning, never an error (dumping is a debug aid).
@@ -169,7 +172,7 @@ CompiledKernel compile(const KernelBuild& b) {
   out.nvrtc_major = a.major;
   out.nvrtc_minor = a.minor;
   const std::string dump_dir = config::process_config().dump_dir;
-  const std::string dump_name = hex16(fnv1a64(out.key.data(), out.key.size()));
+  const std::string dump_name = base::hex16(base::fnv1a64(out.key.data(), out.key.size()));
 
   // Every embedded template is offered as a header; NVRTC reads only those #included.
   std::vector<std::string> header_text, header_name;

@@ -8,13 +8,13 @@
 
 namespace sage2::autotune {
 
-Planner::Planner(std::string db_path, std::string device_name, jit::Arch arch, int max_smem_optin)
+Planner::Planner(std::string db_path, std::string device_name, kernels::Arch arch, int max_smem_optin)
     : db_path_(std::move(db_path)),
       device_name_(std::move(device_name)),
       arch_(arch),
       max_smem_(max_smem_optin) {}
 
-Planner::Planner(TuningDb db, jit::Arch arch, int max_smem_optin) : arch_(arch), max_smem_(max_smem_optin) {
+Planner::Planner(TuningDb db, kernels::Arch arch, int max_smem_optin) : arch_(arch), max_smem_(max_smem_optin) {
   std::call_once(loaded_, [&] {
     db_ = std::move(db);
     code_ = CodeIdentity::current();
@@ -46,7 +46,7 @@ std::size_t Planner::memoised() const {
   return memo_.size();
 }
 
-TileChoice Planner::choose(const jit::KernelSpec& attention_spec, const runtime::AttentionProblem& p) const {
+TileChoice Planner::choose(const kernels::KernelSpec& attention_spec, const runtime::AttentionProblem& p) const {
   const TuningKey key = tuning_key(p, attention_spec.family);
   {
     std::shared_lock<std::shared_mutex> lock(mu_);
@@ -55,7 +55,7 @@ TileChoice Planner::choose(const jit::KernelSpec& attention_spec, const runtime:
   }
   TileChoice c;
   if (const TuningEntry* e = db().find(key, code_)) {
-    jit::KernelSpec s = attention_spec;
+    kernels::KernelSpec s = attention_spec;
     s.tile = e->tile;
     if (auto why = static_reject_reason(s, max_smem_)) {
       log::warn_once("tuning-entry:" + db_path_ + ":" + e->key.str(),
@@ -74,7 +74,7 @@ TileChoice Planner::choose(const jit::KernelSpec& attention_spec, const runtime:
   return memo_.emplace(key, c).first->second;
 }
 
-std::shared_ptr<Planner> shared_planner(const std::string& db_path, const std::string& device_name, jit::Arch arch,
+std::shared_ptr<Planner> shared_planner(const std::string& db_path, const std::string& device_name, kernels::Arch arch,
                                         int max_smem_optin) {
   using Key = std::tuple<std::string, std::string, int, int>;
   static std::mutex mu;
@@ -85,7 +85,7 @@ std::shared_ptr<Planner> shared_planner(const std::string& db_path, const std::s
   return p;
 }
 
-std::string context_db_path(const config::ContextConfig& c, const std::string& device_name, jit::Arch arch) {
+std::string context_db_path(const config::ContextConfig& c, const std::string& device_name, kernels::Arch arch) {
   if (!c.disk_cache || !c.tuning) return {};
   return db_path(c.cache_dir, device_name, arch);
 }

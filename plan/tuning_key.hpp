@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <string>
 
-#include "jit/kernel_spec.hpp"
+#include "kernels/kernel_spec.hpp"
 #include "plan/attention_validate.hpp"
 
 namespace sage2::autotune {
@@ -32,7 +32,7 @@ bool is_seq_bucket(int b);                                      // a value seq_b
 bool is_gqa_bucket(int b);
 
 struct TuningKey {
-  jit::KernelFamily family = jit::KernelFamily::AttentionMma;
+  kernels::KernelFamily family = kernels::KernelFamily::AttentionMma;
   int head_dim = 128;
   bool causal = false;
   int qk_bits = 8;
@@ -55,7 +55,7 @@ struct TuningKeyHash {
 
 // The key of a validated problem (defaults already resolved by validate_attention).
 TuningKey tuning_key(const runtime::AttentionProblem& p,
-                     jit::KernelFamily family = jit::KernelFamily::AttentionMma);
+                     kernels::KernelFamily family = kernels::KernelFamily::AttentionMma);
 
 // Distance between the size buckets of two keys of one specialisation, in powers of two:
 // |log2 q − log2 q'| + |log2 kv − log2 kv'| + |log2 g − log2 g'|.

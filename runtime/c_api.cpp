@@ -396,7 +396,7 @@ sage2_status sage2_workspace_size_varlen(sage2_context* ctx, const sage2_tensor*
 // ---- internal: the conversion layer without a context (runtime/c_api_internal.hpp) ------------
 sage2_status sage2_validate_attention_args(const sage2_tensor* q, const sage2_tensor* k, const sage2_tensor* v,
                                            const sage2_tensor* out, const sage2_attention_params* params,
-                                           sage2::jit::Arch arch) {
+                                           sage2::kernels::Arch arch) {
   return guarded([&] {
     const sage2::TensorRef cq = to_cpp(q, "q"), ck = to_cpp(k, "k"), cv = to_cpp(v, "v"), co = to_cpp(out, "out");
     const sage2::AttentionParams cp = to_cpp(params);

@@ -11,7 +11,7 @@ Context::Impl::Impl(int device, const ContextOptions& options)
     : config_(config::context_config(options)), options_(config::to_options(config_)) {
   const auto& a = driver::api();
   facts_ = runtime::device_facts(device);
-  const jit::CodeTarget target = runtime::context_target(facts_, config_.target_arch);
+  const kernels::CodeTarget target = runtime::context_target(facts_, config_.target_arch);
   arch_ = target.arch;
   ptx_ = target.ptx;
   if (!target.note.empty()) {
@@ -26,10 +26,10 @@ Context::Impl::Impl(int device, const ContextOptions& options)
   }
   // Before the primary context is retained: a refused family must leave nothing to release.
   family_override_ = runtime::attention_family_override(config_.family, facts_, arch_);
-  if (config_.quant_path == QuantPath::Cluster && arch_ != jit::Arch::Sm90a)
+  if (config_.quant_path == QuantPath::Cluster && arch_ != kernels::Arch::Sm90a)
     throw Error(ErrorCode::Unsupported, "quantize path cluster (ContextOptions::quant_path or SAGE2_QUANT_PATH) needs "
                                         "thread-block clusters (sm_90a); device " + std::to_string(facts_.ordinal) +
-                                            " (" + facts_.name + ") is " + jit::arch_name(arch_));
+                                            " (" + facts_.name + ") is " + kernels::arch_name(arch_));
   driver::check(a.cuDeviceGet(&dev_, device), "cuDeviceGet");
   // Prefer the caller's current context on this device (framework interop).
   CUcontext cur = nullptr;
@@ -50,9 +50,9 @@ Context::Impl::Impl(int device, const ContextOptions& options)
                                       facts_.max_shared_per_block_optin);
   info.ordinal = device;
   info.name = facts_.name;
-  info.arch = jit::arch_name(arch_);
+  info.arch = kernels::arch_name(arch_);
   info.ptx = ptx_;
-  info.path = jit::arch_path(arch_);
+  info.path = kernels::arch_path(arch_);
   info.target_note = target.note;
   info.sm_count = facts_.sm_count;
   info.total_memory = facts_.total_memory;

@@ -46,7 +46,7 @@ DeviceFacts device_facts(int ordinal) {
   // one the device runs (and the loaded NVRTC compiles for).
   try {
     const std::vector<int> nvrtc_archs = jit::nvrtc_supported_archs();
-    const jit::CodeTarget t = jit::code_target(f.cc(), nvrtc_archs);
+    const kernels::CodeTarget t = kernels::code_target(f.cc(), nvrtc_archs);
     f.arch = t.arch;
     f.ptx = t.ptx;
     f.target_note = t.note;
@@ -56,20 +56,20 @@ DeviceFacts device_facts(int ordinal) {
   return f;
 }
 
-jit::Arch require_supported_arch(const DeviceFacts& f) {
+kernels::Arch require_supported_arch(const DeviceFacts& f) {
   if (f.arch) return *f.arch;
   throw Error(ErrorCode::Unsupported,
               "device " + std::to_string(f.ordinal) + " (" + f.name + ") is " + f.cc_string() + ": " + f.target_note);
 }
 
-jit::CodeTarget context_target(const DeviceFacts& f, const std::string& target_arch) {
+kernels::CodeTarget context_target(const DeviceFacts& f, const std::string& target_arch) {
   if (target_arch.empty()) {
-    const jit::Arch a = require_supported_arch(f);
-    return jit::CodeTarget{a, f.ptx, f.target_note};
+    const kernels::Arch a = require_supported_arch(f);
+    return kernels::CodeTarget{a, f.ptx, f.target_note};
   }
-  const jit::Arch want = jit::parse_arch(target_arch);  // InvalidArgument naming the table
+  const kernels::Arch want = kernels::parse_arch(target_arch);  // InvalidArgument naming the table
   try {
-    return jit::code_target(f.cc(), jit::nvrtc_supported_archs(), want);
+    return kernels::code_target(f.cc(), jit::nvrtc_supported_archs(), want);
   } catch (const Error& e) {
     throw Error(e.code(), "device " + std::to_string(f.ordinal) + " (" + f.name + ", " + f.cc_string() + "): " +
                               e.what());

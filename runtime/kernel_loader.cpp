@@ -6,7 +6,7 @@
 
 namespace sage2::runtime {
 
-KernelLoader::KernelLoader(CUcontext ctx, jit::Arch arch, cache::DiskCache disk, bool ptx)
+KernelLoader::KernelLoader(CUcontext ctx, kernels::Arch arch, cache::DiskCache disk, bool ptx)
     : ctx_(ctx), arch_(arch), ptx_(ptx), disk_(std::move(disk)) {}
 
 KernelLoader::~KernelLoader() {
@@ -31,7 +31,7 @@ std::size_t KernelLoader::loaded_count() const {
   return n;
 }
 
-LoadedKernel& KernelLoader::get(jit::KernelSpec spec) {
+LoadedKernel& KernelLoader::get(kernels::KernelSpec spec) {
   spec.arch = arch_;
   spec.ptx = ptx_;
   const std::string key = spec.key();
@@ -47,7 +47,7 @@ LoadedKernel& KernelLoader::get(jit::KernelSpec spec) {
   return *slot->kernel;
 }
 
-std::unique_ptr<LoadedKernel> KernelLoader::load(const jit::KernelSpec& spec) {
+std::unique_ptr<LoadedKernel> KernelLoader::load(const kernels::KernelSpec& spec) {
   const auto t0 = std::chrono::steady_clock::now();
   auto k = std::make_unique<LoadedKernel>();
   // The source is generated here, once per kernel and context: the disk key hashes it.
@@ -103,7 +103,7 @@ std::unique_ptr<LoadedKernel> KernelLoader::load(const jit::KernelSpec& spec) {
   return k;
 }
 
-void launch(LoadedKernel& k, const jit::LaunchShape& s, void* params, CUstream stream) {
+void launch(LoadedKernel& k, const kernels::LaunchShape& s, void* params, CUstream stream) {
   const auto& a = driver::api();
   // Shared memory over L1 in the SM's carveout: kernels planned for several CTAs per SM (the
   // one-warpgroup attention design: 3 × 73 KB) get them only with the largest carveout, which the

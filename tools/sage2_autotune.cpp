@@ -40,7 +40,7 @@
 #include "autotune/timing.hpp"
 #include "plan/tuning_db.hpp"
 #include "cache/disk_cache.hpp"
-#include "jit/attention_family.hpp"
+#include "kernels/attention_family.hpp"
 #include "jit/compiler.hpp"
 #include "base/config.hpp"
 #include "runtime/context_impl.hpp"
@@ -153,18 +153,18 @@ struct UsageError {
 struct Options {
   bool help = false;
   int device = 0;
-  std::optional<jit::Arch> arch;  // the first of archs
-  std::vector<jit::Arch> archs;   // --arch LIST
+  std::optional<kernels::Arch> arch;  // the first of archs
+  std::vector<kernels::Arch> archs;   // --arch LIST
   bool compile_only = false;
   std::vector<int> head_dims = {64, 96, 128};
   std::vector<DType> dtypes = {DType::F16, DType::BF16};
   std::vector<CausalMode> causal = {CausalMode::None, CausalMode::TopLeft};
   std::vector<int> bits = {0};  // 0 = auto
   std::vector<PvPrecision> pv = {PvPrecision::Auto};
-  std::vector<std::optional<jit::KernelFamily>> families = {std::nullopt};  // nullopt = auto
+  std::vector<std::optional<kernels::KernelFamily>> families = {std::nullopt};  // nullopt = auto
   Toggle smooth_q = Toggle::Auto;
   bool smooth_v = false;
-  std::vector<jit::TileConfig> tiles;
+  std::vector<kernels::TileConfig> tiles;
   bool with_lse = false;
   std::vector<std::int64_t> seq_lens = {1024, 4096, 16384};
   std::int64_t batch = 0;  // 0: by length
@@ -251,9 +251,9 @@ Options parse(int argc, char** argv) {
     if (name == "-h" || name == "--help") { flag(); o.help = true; }
     else if (name == "--device") o.device = static_cast<int>(parse_int(name, val(), 0, 1 << 20));
     else if (name == "--arch") {
-      o.archs = parse_list<jit::Arch>(name, val(), [&](const std::string& a) {
+      o.archs = parse_list<kernels::Arch>(name, val(), [&](const std::string& a) {
         try {
-          return jit::parse_arch(a);
+          return kernels::parse_arch(a);
         } catch (const Error& e) {
           throw UsageError{"--arch: " + std::string(e.what())};
         }
@@ -300,7 +300,7 @@ Options parse(int argc, char** argv) {
     }
     else if (name == "--smooth-v") { flag(); o.smooth_v = true; }
     else if (name == "--tiles")
-      o.tiles = parse_list<jit::TileConfig>(name, val(), [&](const std::string& s) {
+      o.tiles = parse_list<kernels::TileConfig>(name, val(), [&](const std::string& s) {
         auto t = autotune::parse_tile(s);
         if (!t) throw UsageError{name + ": '" + s + "' is not BQxBKxWARPSxSTAGES (e.g. 64x64x4x2)"};
         return *t;
@@ -331,7 +331,7 @@ Options parse(int argc, char** argv) {
       o.families.clear();
       for (const auto& f : split(val())) {
         if (f == "auto") { o.families.push_back(std::nullopt); continue; }
-        const auto fam = jit::parse_attention_family(f);
+        const auto fam = kernels::parse_attention_family(f);
         if (!fam) throw UsageError{"--family: '" + f + "' is not auto, mma or wgmma"};
         o.families.push_back(fam);
       }
@@ -352,7 +352,7 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-std::vector<autotune::Specialisation> specialisations(const Options& o, jit::Arch arch) {
+std::vector<autotune::Specialisation> specialisations(const Options& o, kernels::Arch arch) {
   std::vector<autotune::Specialisation> v;
   for (int hd : o.head_dims)
     for (CausalMode c : o.causal)
@@ -365,8 +365,8 @@ std::vector<autotune::Specialisation> specialisations(const Options& o, jit::Arc
             if (pv != PvPrecision::Auto) s.pv_fp16 = pv == PvPrecision::Fp16;
             s.smooth_q = o.smooth_q == Toggle::Auto ? s.qk_bits == 4 : o.smooth_q == Toggle::On;
             s.smooth_v = o.smooth_v;
-            s.family = fam.value_or(jit::default_attention_family(arch, s.qk_bits, hd, s.pv_fp16));
-            if (!jit::family_runs(jit::attention_family(*s.family), arch, s.qk_bits, hd, s.pv_fp16))
+            s.family = fam.value_or(kernels::default_attention_family(arch, s.qk_bits, hd, s.pv_fp16));
+            if (!kernels::family_runs(kernels::attention_family(*s.family), arch, s.qk_bits, hd, s.pv_fp16))
               continue;  // nothing runs it: a forced family without the kernel (wgmma: 8-bit FP8, sm_90a,
                          // hd <= 256), INT4 on Blackwell, FP8 P̃V on Ampere
             if (std::find(v.begin(), v.end(), s) != v.end()) continue;  // auto may equal an explicit family
@@ -487,7 +487,7 @@ json facts_json(const jit::PtxasFacts& f) {
 
 json plan_json(const autotune::SpecialisationPlan& p) {
   json j = {{"name", p.spec.str()},
-            {"family", p.spec.family ? json(jit::family_name(*p.spec.family)) : json("auto")},
+            {"family", p.spec.family ? json(kernels::family_name(*p.spec.family)) : json("auto")},
             {"head_dim", p.spec.head_dim},
             {"causal", causal_mode_name(p.spec.causal)},
             {"dtype", dtype_name(p.spec.dtype)},
@@ -554,7 +554,7 @@ Progress::Mode progress_mode(const Options& o) {
   return tty ? Progress::Bar : Progress::Off;
 }
 
-autotune::PrepareOptions prepare_options(const Options& o, jit::Arch arch, int smem, Progress& progress,
+autotune::PrepareOptions prepare_options(const Options& o, kernels::Arch arch, int smem, Progress& progress,
                                          bool ptx = false) {
   autotune::PrepareOptions po;
   po.arch = arch;
@@ -587,7 +587,7 @@ bool emit_report(const Options& o, const json& j) {
 }
 
 // ---- --compile-only --------------------------------------------------------------------------
-int compile_only_arch(const Options& o, jit::Arch arch, Progress& progress, json* report);
+int compile_only_arch(const Options& o, kernels::Arch arch, Progress& progress, json* report);
 
 // One arch: its report as before; several: one report {"mode", "archs", "reports": [one per
 // arch], "exit_code"} and the tables one after the other. The exit code is the worst.
@@ -598,10 +598,10 @@ int run_compile_only(const Options& o, Progress& progress) {
   const bool collect = o.json || !o.report.empty();
   json all = {{"mode", "compile-only"}, {"archs", json::array()}, {"reports", json::array()}};
   int rc = kExitOk;
-  for (jit::Arch arch : o.archs) {
+  for (kernels::Arch arch : o.archs) {
     json r;
     const int arc = compile_only_arch(one, arch, progress, collect ? &r : nullptr);
-    all["archs"].push_back(jit::arch_name(arch));
+    all["archs"].push_back(kernels::arch_name(arch));
     all["reports"].push_back(r);
     if (arc != kExitOk && (rc == kExitOk || arc > rc)) rc = arc;
     if (g_stop.load()) break;
@@ -612,7 +612,7 @@ int run_compile_only(const Options& o, Progress& progress) {
 }
 
 // `report`: where to put the JSON report instead of emitting it (several archs).
-int compile_only_arch(const Options& o, jit::Arch arch, Progress& progress, json* report) {
+int compile_only_arch(const Options& o, kernels::Arch arch, Progress& progress, json* report) {
   const int smem = o.max_smem ? o.max_smem : autotune::default_max_smem_optin(arch);
   const std::string dir = o.cache_dir.empty() ? config::cache_config().cache_dir : o.cache_dir;
   if (jit::nvrtc_version().first == 0) {
@@ -632,7 +632,7 @@ int compile_only_arch(const Options& o, jit::Arch arch, Progress& progress, json
   if (interrupted) rc = interrupted_exit_code();
   if (o.json || !o.report.empty() || report) {
     json j = {{"mode", "compile-only"},
-              {"arch", jit::arch_name(arch)},
+              {"arch", kernels::arch_name(arch)},
               {"max_smem_optin", smem},
               {"cache_dir", dir},
               {"versions", {{"library", autotune::library_version()}, {"nvrtc", nvrtc_string()},
@@ -648,7 +648,7 @@ int compile_only_arch(const Options& o, jit::Arch arch, Progress& progress, json
       rc = kExitFailed;
   }
   if (!o.json) {
-    std::printf("sage2-autotune: compile-only for %s (opt-in shared memory %d bytes) into %s\n", jit::arch_name(arch),
+    std::printf("sage2-autotune: compile-only for %s (opt-in shared memory %d bytes) into %s\n", kernels::arch_name(arch),
                 smem, dir.c_str());
     print_plans(plans, o.verbose);
     print_stats(stats);
@@ -699,10 +699,10 @@ int run_tune(const Options& o, Progress& progress) {
                  facts.cc_string().c_str(), facts.target_note.c_str());
     return kExitNoGpu;
   }
-  const jit::Arch arch = *facts.arch;
+  const kernels::Arch arch = *facts.arch;
   if (o.arch && *o.arch != arch) {
     std::fprintf(stderr, "sage2-autotune: --arch %s but device %d is %s (use --compile-only to compile for another arch)\n",
-                 jit::arch_name(*o.arch), o.device, jit::arch_name(arch));
+                 kernels::arch_name(*o.arch), o.device, kernels::arch_name(arch));
     return kExitUsage;
   }
   ContextOptions copt;
@@ -782,7 +782,7 @@ int run_tune(const Options& o, Progress& progress) {
         continue;
       }
     }
-    std::vector<jit::KernelSpec> specs_of;
+    std::vector<kernels::KernelSpec> specs_of;
     for (const auto* c : list) specs_of.push_back(c->spec);
     try {
       autotune::TimingBench bench(impl, p.spec, out.problem, specs_of, topt);
@@ -874,7 +874,7 @@ int run_tune(const Options& o, Progress& progress) {
   };
   if (o.json || !o.report.empty()) {
     json j = {{"mode", "tune"},
-              {"arch", jit::arch_name(arch)},
+              {"arch", kernels::arch_name(arch)},
               {"device", {{"ordinal", o.device}, {"name", facts.name}, {"cc", facts.cc_string()},
                           {"sm_count", facts.sm_count}, {"max_smem_optin", facts.max_shared_per_block_optin},
                           {"l2_bytes", facts.l2_bytes}}},
@@ -915,7 +915,7 @@ int run_tune(const Options& o, Progress& progress) {
   }
 
   std::printf("sage2-autotune: %s (%s, %d SMs), driver %d.%d, NVRTC %s, sage2 %s\n", facts.name.c_str(),
-              jit::arch_name(arch), facts.sm_count, versions.driver_version / 1000, versions.driver_version % 1000 / 10,
+              kernels::arch_name(arch), facts.sm_count, versions.driver_version / 1000, versions.driver_version % 1000 / 10,
               info.nvrtc_version.c_str(), info.library_version.c_str());
   if (o.verbose) print_plans(plans, true);
   print_stats(stats);

@@ -34,7 +34,7 @@
 #include "plan/planner.hpp"
 #include "plan/tuning_db.hpp"
 #include "jit/kernel_build.hpp"
-#include "jit/attention_family.hpp"
+#include "kernels/attention_family.hpp"
 #include "runtime/attention_plan.hpp"
 #include "base/log.hpp"
 
@@ -84,7 +84,7 @@ struct DbWarnCapture {
 };
 
 const std::string kDevice = "NVIDIA H100 80GB HBM3";
-constexpr jit::Arch kArch = jit::Arch::Sm90a;
+constexpr kernels::Arch kArch = kernels::Arch::Sm90a;
 constexpr int kSmem = 227 * 1024;
 
 TuningKey make_key(int head_dim = 128, int q = 4096, int kv = 4096, int g = 1, bool causal = false,
@@ -99,7 +99,7 @@ TuningKey make_key(int head_dim = 128, int q = 4096, int kv = 4096, int g = 1, b
   return k;
 }
 
-TuningEntry make_entry(const TuningKey& key, jit::TileConfig tile = {128, 64, 8, 2}, double tops = 800) {
+TuningEntry make_entry(const TuningKey& key, kernels::TileConfig tile = {128, 64, 8, 2}, double tops = 800) {
   TuningEntry e;
   e.key = key;
   e.tile = tile;
@@ -122,7 +122,7 @@ TuningEntry make_entry(const TuningKey& key, jit::TileConfig tile = {128, 64, 8,
   return e;
 }
 
-DbInfo make_info(const std::string& device = kDevice, jit::Arch arch = kArch) {
+DbInfo make_info(const std::string& device = kDevice, kernels::Arch arch = kArch) {
   DbInfo i;
   i.device_name = device;
   i.arch = arch;
@@ -196,8 +196,8 @@ runtime::AttentionProblem problem(int head_dim, std::int64_t q_len, std::int64_t
 }
 
 // The planner tests use the portable family's tiles (the sm_90a default would be wgmma).
-jit::KernelSpec base_spec(const runtime::AttentionProblem& p) {
-  return runtime::attention_spec_for(p, kArch, jit::KernelFamily::AttentionMma);
+kernels::KernelSpec base_spec(const runtime::AttentionProblem& p) {
+  return runtime::attention_spec_for(p, kArch, kernels::KernelFamily::AttentionMma);
 }
 
 }  // namespace
@@ -237,14 +237,14 @@ TEST_CASE("autotune: sequence-length and GQA buckets") {
 }
 
 TEST_CASE("autotune: file names are per device and arch") {
-  const std::string a = db_file_name(kDevice, jit::Arch::Sm90a);
+  const std::string a = db_file_name(kDevice, kernels::Arch::Sm90a);
   CHECK(a.rfind("tuning-v1-nvidia-h100-80gb-hbm3-", 0) == 0);
   CHECK(a.size() > 5);
   CHECK(a.substr(a.size() - 12) == "-sm_90a.json");
-  CHECK(db_file_name(kDevice, jit::Arch::Sm89) != a);
-  CHECK(db_file_name("NVIDIA H100 80GB HBM3 ", jit::Arch::Sm90a) != a);  // the exact name is hashed in
-  CHECK(db_file_name("", jit::Arch::Sm89).rfind("tuning-v1-device-", 0) == 0);
-  CHECK(db_file_name("../../etc/x", jit::Arch::Sm89).find('/') == std::string::npos);
+  CHECK(db_file_name(kDevice, kernels::Arch::Sm89) != a);
+  CHECK(db_file_name("NVIDIA H100 80GB HBM3 ", kernels::Arch::Sm90a) != a);  // the exact name is hashed in
+  CHECK(db_file_name("", kernels::Arch::Sm89).rfind("tuning-v1-device-", 0) == 0);
+  CHECK(db_file_name("../../etc/x", kernels::Arch::Sm89).find('/') == std::string::npos);
   CHECK(db_path("/c", kDevice, kArch) == "/c/" + a);
   // Never mistaken for a cubin cache entry ("<16 hex>.s2c").
   CHECK(a.find(".s2c") == std::string::npos);
@@ -313,19 +313,19 @@ TEST_CASE("autotune: lookups use the nearest size bucket of the same specialisat
   const CodeIdentity code = CodeIdentity::current();
   // Exact hits.
   REQUIRE(db.find(make_key(128, 1024, 1024), code));
-  CHECK(db.find(make_key(128, 1024, 1024), code)->tile == jit::TileConfig{64, 64, 4, 1});
-  CHECK(db.find(make_key(128, 16384, 16384), code)->tile == jit::TileConfig{128, 64, 8, 2});
+  CHECK(db.find(make_key(128, 1024, 1024), code)->tile == kernels::TileConfig{64, 64, 4, 1});
+  CHECK(db.find(make_key(128, 16384, 16384), code)->tile == kernels::TileConfig{128, 64, 8, 2});
   // 2048² is 2 steps from 1024² and 6 from 16384²; 8192² is 2 from 16384².
-  CHECK(db.find(make_key(128, 2048, 2048), code)->tile == jit::TileConfig{64, 64, 4, 1});
-  CHECK(db.find(make_key(128, 8192, 8192), code)->tile == jit::TileConfig{128, 64, 8, 2});
+  CHECK(db.find(make_key(128, 2048, 2048), code)->tile == kernels::TileConfig{64, 64, 4, 1});
+  CHECK(db.find(make_key(128, 8192, 8192), code)->tile == kernels::TileConfig{128, 64, 8, 2});
   // 4096²: 4 steps from both: too far (kMaxLookupDistance = 3) — and the entry measured at
   // 4096² with other kernel code is never used.
   CHECK(db.find(make_key(128, 4096, 4096), code) == nullptr);
-  CHECK(db.find(make_key(128, 4096, 4096), code, 4)->tile == jit::TileConfig{128, 64, 8, 2});  // tie → larger
+  CHECK(db.find(make_key(128, 4096, 4096), code, 4)->tile == kernels::TileConfig{128, 64, 8, 2});  // tie → larger
   CHECK(db.find(make_key(128, 4096, 4096), CodeIdentity{"0.0.1+0000000000000000", code.nvrtc_version})->tile ==
-        jit::TileConfig{128, 128, 8, 3});
+        kernels::TileConfig{128, 128, 8, 3});
   // GQA counts in the distance; other specialisations never match.
-  CHECK(db.find(make_key(128, 1024, 1024, 4), code)->tile == jit::TileConfig{64, 64, 4, 1});
+  CHECK(db.find(make_key(128, 1024, 1024, 4), code)->tile == kernels::TileConfig{64, 64, 4, 1});
   CHECK(db.find(make_key(128, 1024, 1024, 16), code) == nullptr);
   CHECK(db.find(make_key(128, 1024, 1024, 1, true), code) == nullptr);
   CHECK(db.find(make_key(128, 1024, 1024, 1, false, DType::BF16), code) == nullptr);
@@ -507,8 +507,8 @@ TEST_CASE("autotune: the planner returns tuned tiles, memoises per signature and
   Planner big(path, kDevice, kArch, kSmem);
   TileChoice c = big.choose(base_spec(p128), p128);
   CHECK(c.tuned);
-  CHECK(c.tile == jit::TileConfig{128, 64, 8, 1});
-  CHECK(big.choose(base_spec(p1k), p1k).tile == jit::TileConfig{128, 128, 8, 3});
+  CHECK(c.tile == kernels::TileConfig{128, 64, 8, 1});
+  CHECK(big.choose(base_spec(p1k), p1k).tile == kernels::TileConfig{128, 128, 8, 3});
   // Measured with other kernel code: not used.
   CHECK_FALSE(big.choose(base_spec(p96), p96).tuned);
   // 8192 is one step from the 4096 entry: the entry is used for it too.
@@ -519,10 +519,10 @@ TEST_CASE("autotune: the planner returns tuned tiles, memoises per signature and
   CHECK(big.memoised() == 4);
   // Memoised: later changes to the file are not seen by this planner, calls do not re-read it.
   REQUIRE(merge_into_db(path, make_info(), {make_entry(make_key(128, 4096, 4096), {64, 64, 4, 1})}).ok);
-  CHECK(big.choose(base_spec(p128), p128).tile == jit::TileConfig{128, 64, 8, 1});
+  CHECK(big.choose(base_spec(p128), p128).tile == kernels::TileConfig{128, 64, 8, 1});
   CHECK(big.memoised() == 4);
   // ...a new planner (a new Context) sees them.
-  CHECK(Planner(path, kDevice, kArch, kSmem).choose(base_spec(p128), p128).tile == jit::TileConfig{64, 64, 4, 1});
+  CHECK(Planner(path, kDevice, kArch, kSmem).choose(base_spec(p128), p128).tile == kernels::TileConfig{64, 64, 4, 1});
   CHECK(warns.count() == 0);
 
   // A device with 99 KiB (same name, for the test): the bk128 3-stage tile (126 KiB at head dim
@@ -546,11 +546,11 @@ TEST_CASE("autotune: the planner returns tuned tiles, memoises per signature and
   for (const auto& p : {p128, p1k, p96, problem(64, 100, 100), problem(512, 100, 100)}) {
     const TileChoice h = none.choose(base_spec(p), p);
     CHECK_FALSE(h.tuned);
-    CHECK(h.tile == jit::TileConfig{64, 64, 4, 2});
+    CHECK(h.tile == kernels::TileConfig{64, 64, 4, 2});
     // The default family on sm_90a: wgmma for 8-bit up to head dim 256, with its own default tile.
-    const jit::KernelSpec d = runtime::plan_attention_heuristic(p, kArch, kSmem);
-    CHECK(d.family == (p.head_dim <= 256 ? jit::KernelFamily::AttentionWgmma : jit::KernelFamily::AttentionMma));
-    CHECK(d.tile == (p.head_dim <= 256 ? jit::attention_family(jit::KernelFamily::AttentionWgmma).default_tile(d, kSmem) : h.tile));
+    const kernels::KernelSpec d = runtime::plan_attention_heuristic(p, kArch, kSmem);
+    CHECK(d.family == (p.head_dim <= 256 ? kernels::KernelFamily::AttentionWgmma : kernels::KernelFamily::AttentionMma));
+    CHECK(d.tile == (p.head_dim <= 256 ? kernels::attention_family(kernels::KernelFamily::AttentionWgmma).default_tile(d, kSmem) : h.tile));
     CHECK(d.tile == none.choose(d, p).tile);
     CHECK(d.tile == runtime::plan_attention(p, kArch, facts).tile);
   }
@@ -627,7 +627,7 @@ TEST_CASE("autotune: entries measured on other compiled code are stale: kept in 
   const DbReadResult r = read_db(path, kDevice, kArch);
   REQUIRE(r.status == DbStatus::Ok);
   CHECK(r.entries.size() == 3);
-  CHECK(TuningDb(r.entries).find(make_key(96, 4096, 4096), here)->tile == jit::TileConfig{64, 64, 4, 1});
+  CHECK(TuningDb(r.entries).find(make_key(96, 4096, 4096), here)->tile == kernels::TileConfig{64, 64, 4, 1});
 }
 
 TEST_CASE("autotune: Contexts of one device and cache directory share one planner") {

@@ -37,7 +37,7 @@
 #include "plan/candidates.hpp"
 #include "plan/planner.hpp"
 #include "plan/tuning_db.hpp"
-#include "jit/attention_family.hpp"
+#include "kernels/attention_family.hpp"
 #include "runtime/attention_plan.hpp"
 
 using namespace sage2;
@@ -235,10 +235,10 @@ Out run_tool(const std::string& args, const std::string& env) {
   return r;
 }
 
-std::size_t smem_of(const jit::TileConfig& t) {
-  autotune::Specialisation s = autotune::Specialisation::defaults(jit::Arch::Sm90a, 64, CausalMode::None, DType::F16);
-  s.family = jit::KernelFamily::AttentionMma;
-  return jit::attention_kernel_config(s.attention_spec(jit::Arch::Sm90a, t)).smem;
+std::size_t smem_of(const kernels::TileConfig& t) {
+  autotune::Specialisation s = autotune::Specialisation::defaults(kernels::Arch::Sm90a, 64, CausalMode::None, DType::F16);
+  s.family = kernels::KernelFamily::AttentionMma;
+  return kernels::attention_kernel_config(s.attention_spec(kernels::Arch::Sm90a, t)).smem;
 }
 
 }  // namespace
@@ -262,7 +262,7 @@ TEST_CASE("autotune: sage2-autotune tunes end to end on a fake driver and writes
   REQUIRE(j["results"].size() == 2);
 
   // The cost model's fastest eligible candidate: the least dynamic shared memory.
-  const jit::TileConfig heuristic{64, 64, 4, 2};
+  const kernels::TileConfig heuristic{64, 64, 4, 2};
   std::string best_tile;
   std::size_t best_smem = SIZE_MAX;
   const auto& sp = j["specialisations"][0];
@@ -300,8 +300,8 @@ TEST_CASE("autotune: sage2-autotune tunes end to end on a fake driver and writes
   }
 
   // The database: one entry per length bucket, read back by the planner of a Context.
-  const std::string path = autotune::db_path(cache.path, kFakeName, jit::Arch::Sm90a);
-  const autotune::DbReadResult db = autotune::read_db(path, kFakeName, jit::Arch::Sm90a);
+  const std::string path = autotune::db_path(cache.path, kFakeName, kernels::Arch::Sm90a);
+  const autotune::DbReadResult db = autotune::read_db(path, kFakeName, kernels::Arch::Sm90a);
   REQUIRE(db.status == autotune::DbStatus::Ok);
   REQUIRE(db.entries.size() == 2);
   std::set<int> buckets;
@@ -324,8 +324,8 @@ TEST_CASE("autotune: sage2-autotune tunes end to end on a fake driver and writes
   p.head_dim = 64;
   p.qk_bits = 8;
   p.smooth_k = true;
-  const autotune::Planner planner(path, kFakeName, jit::Arch::Sm90a, 232448);
-  const autotune::TileChoice choice = planner.choose(runtime::attention_spec_for(p, jit::Arch::Sm90a, jit::KernelFamily::AttentionMma), p);
+  const autotune::Planner planner(path, kFakeName, kernels::Arch::Sm90a, 232448);
+  const autotune::TileChoice choice = planner.choose(runtime::attention_spec_for(p, kernels::Arch::Sm90a, kernels::KernelFamily::AttentionMma), p);
   CHECK(choice.tuned);
   CHECK(autotune::tile_str(choice.tile) == best_tile);
 
@@ -359,7 +359,7 @@ TEST_CASE("autotune: sage2-autotune tunes end to end on a fake driver and writes
 TEST_CASE("autotune: Ctrl-C while tuning keeps the finished problems in the database and exits 130") {
   REQUIRE_MESSAGE(!fake().lib.empty(), fake().problem);
   FdDir cache, io;
-  const std::string path = autotune::db_path(cache.path, kFakeName, jit::Arch::Sm90a);
+  const std::string path = autotune::db_path(cache.path, kFakeName, kernels::Arch::Sm90a);
   const std::string tool = std::string(SAGE2_TOOLS_DIR) + "/sage2-autotune";
   const pid_t pid = ::fork();
   REQUIRE(pid >= 0);
@@ -399,7 +399,7 @@ TEST_CASE("autotune: Ctrl-C while tuning keeps the finished problems in the data
   CHECK(written >= 1);
   CHECK(written < 6);  // stopped before the end
   CHECK(j["database"]["written"] == written);
-  const autotune::DbReadResult db = autotune::read_db(path, kFakeName, jit::Arch::Sm90a);
+  const autotune::DbReadResult db = autotune::read_db(path, kFakeName, kernels::Arch::Sm90a);
   REQUIRE(db.status == autotune::DbStatus::Ok);
   CHECK(db.entries.size() == written);
   for (const auto& n : [&] {

@@ -1,4 +1,4 @@
-// Specification (CPU / CI) of the direct small-Nq path (jit/decode.hpp, plan/direct_rule.hpp,
+// Specification (CPU / CI) of the direct small-Nq path (kernels/decode.hpp, plan/direct_rule.hpp,
 // runtime/decode_stage.hpp, templates/attention_decode.cuh):
 //  - its split and merge kernels NVRTC-compile for sm_90a and sm_89 (and sm_80: the template is
 //    arch-neutral, mma.sync f16/bf16 + cp.async + ldmatrix) over a covering set of head dims,
@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "jit/compiler.hpp"
-#include "jit/decode.hpp"
+#include "kernels/decode.hpp"
 #include "plan/attention_validate.hpp"
 #include "plan/direct_rule.hpp"
 #include "runtime/c_api_internal.hpp"
@@ -30,6 +30,7 @@
 
 using namespace sage2;
 using namespace sage2::jit;
+using namespace sage2::kernels;
 
 namespace {
 

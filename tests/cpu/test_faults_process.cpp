@@ -24,7 +24,7 @@
 
 #include "cache/disk_cache.hpp"
 #include "jit/compiler.hpp"
-#include "jit/kernel_spec.hpp"
+#include "kernels/kernel_spec.hpp"
 #include "jit/nvrtc_library.hpp"
 #include "base/driver.hpp"
 #include "base/log.hpp"
@@ -107,18 +107,18 @@ struct FaultDir {
   std::string operator/(const std::string& name) const { return path + "/" + name; }
 };
 
-jit::KernelSpec spec_of(jit::QuantOp op) {
-  jit::KernelSpec s;
-  s.family = jit::KernelFamily::Quantize;
+kernels::KernelSpec spec_of(kernels::QuantOp op) {
+  kernels::KernelSpec s;
+  s.family = kernels::KernelFamily::Quantize;
   s.op = op;
-  s.arch = jit::Arch::Sm90a;
+  s.arch = kernels::Arch::Sm90a;
   s.head_dim = 64;
   return s;
 }
 // The cached one, one never compiled, and one whose entry holds the cached one's bytes.
-jit::KernelSpec cached_spec() { return spec_of(jit::QuantOp::ChannelStats); }
-jit::KernelSpec uncached_spec() { return spec_of(jit::QuantOp::QuantizeK); }
-jit::KernelSpec swapped_spec() { return spec_of(jit::QuantOp::QuantizeV); }
+kernels::KernelSpec cached_spec() { return spec_of(kernels::QuantOp::ChannelStats); }
+kernels::KernelSpec uncached_spec() { return spec_of(kernels::QuantOp::QuantizeK); }
+kernels::KernelSpec swapped_spec() { return spec_of(kernels::QuantOp::QuantizeV); }
 
 // Current address-space size of this process, in bytes (VmSize).
 long long vm_bytes() {

@@ -12,15 +12,16 @@
 #include <cstdint>
 #include <string>
 
-#include "jit/attention_family.hpp"
-#include "jit/launch_shape.hpp"
-#include "jit/quant_buffers.hpp"
+#include "kernels/attention_family.hpp"
+#include "kernels/quantize_shape.hpp"
+#include "kernels/quant_buffers.hpp"
 #include "jit_test_support.hpp"
 #include "plan/attention_validate.hpp"
 #include "runtime/quantize_stage.hpp"
 
 using namespace sage2;
 using namespace sage2::jit;
+using namespace sage2::kernels;
 
 namespace {
 

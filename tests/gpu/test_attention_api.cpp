@@ -21,7 +21,7 @@
 #include "accuracy_targets.hpp"
 #include "device_tensor.hpp"
 #include "gpu_env.hpp"
-#include "jit/quant_buffers.hpp"
+#include "kernels/quant_buffers.hpp"
 #include "runtime/attention_plan.hpp"
 #include "plan/attention_validate.hpp"
 #include "sage2/reference.hpp"
@@ -133,11 +133,11 @@ Outcome run_case(const Case& c, std::uint64_t seed) {
   // The spec the API planned, fed to the emulation: same algorithm, same tiles.
   const runtime::AttentionProblem prob =
       runtime::validate_attention(q.ref(), k.ref(), v.ref(), out.ref(), p, runtime::context_impl(ctx).arch());
-  const jit::KernelSpec spec = runtime::plan_attention(prob, runtime::context_impl(ctx).arch(), runtime::context_impl(ctx).facts());
+  const kernels::KernelSpec spec = runtime::plan_attention(prob, runtime::context_impl(ctx).arch(), runtime::context_impl(ctx).facts());
   ref::EmulationOptions mo;
   mo.round_output = true;
   // the wgmma FP8 accumulator keeps 13 mantissa bits (tests/gpu/test_probe_wgmma.cpp)
-  mo.accum_mantissa_bits = spec.family == jit::KernelFamily::AttentionWgmma ? 13 : 23;
+  mo.accum_mantissa_bits = spec.family == kernels::KernelFamily::AttentionWgmma ? 13 : 23;
   // On the codes the kernels read: a code the GPU stage rounded the other way at a boundary
   // (q̄ summed in another fp32 order, accepted; checked in `gpu quantize`) moved one row's LSE by
   // 0.025 at INT4 (seed 18048165131708100579: head 0, row 1785, channel 48 sits exactly on a
@@ -146,7 +146,7 @@ Outcome run_case(const Case& c, std::uint64_t seed) {
   std::optional<ref::QuantizedHost> q_part;
   if (spec.q_in_kernel) q_part = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(spec));
   const ref::QuantizedHost stage = test::download_stage(
-      ws, jit::quant_buffers(jit::QuantProblem{batch, q_heads, kv_heads, c.q_len, c.kv_len, c.head_dim}, spec), spec,
+      ws, kernels::quant_buffers(kernels::QuantProblem{batch, q_heads, kv_heads, c.q_len, c.kv_len, c.head_dim}, spec), spec,
       q_part ? &*q_part : nullptr);
   mo.stage = &stage;
   const ref::EmulationResult emul = ref::emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(spec), mo);

@@ -1,4 +1,4 @@
-// Specification of the direct small-Nq path on the GPU (jit/decode.hpp, templates/attention_decode.cuh;
+// Specification of the direct small-Nq path on the GPU (kernels/decode.hpp, templates/attention_decode.cuh;
 // issue 22 item 4), through the public Context::attention:
 //  - a deterministic sample of {Nq 1, 3, 16, 64} × {Nk 1, 17, 1000, 4096, 33000} × GQA {1, 4, 8} ×
 //    head dims {64, 80, 128, 256} × {f16, bf16} × causal {none, top-left, bottom-right} × LSE ×
@@ -295,7 +295,7 @@ Outcome run_case(const Case& c, std::uint64_t seed) {
 TEST_CASE("gpu decode: direct path vs fp64 attention over the case matrix; every element written") {
   const std::uint64_t seed = test::base_seed();
   MESSAGE("base seed " << seed << " (SAGE2_TEST_SEED=" << seed << " replays it)");
-  const jit::Arch arch = runtime::context_impl(test::gpu_context()).arch();
+  const kernels::Arch arch = runtime::context_impl(test::gpu_context()).arch();
   int n = 0;
   for (const Case& c : case_matrix()) {
     const std::uint64_t s = seed + static_cast<std::uint64_t>(++n);

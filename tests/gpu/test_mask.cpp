@@ -452,7 +452,7 @@ std::string name_of(const char* what, const HostMask& m, const Problem& p, Causa
 }
 
 // The tile the Context plans for a call (masked and unmasked calls are expected to share it).
-jit::TileConfig planned_tile(Context& ctx, const Problem& p, const AttentionParams& a, const TensorRef& out) {
+kernels::TileConfig planned_tile(Context& ctx, const Problem& p, const AttentionParams& a, const TensorRef& out) {
   auto& impl = runtime::context_impl(ctx);
   const runtime::AttentionProblem prob = runtime::validate_attention(p.dq(), p.dk(), p.dv(), out, a, impl.arch());
   return runtime::plan_attention(prob, impl).tile;
@@ -471,7 +471,7 @@ void check_same_bits_as_unmasked(Context& ctx, const std::string& name, const Pr
     a.lse = static_cast<float*>(o.lse->get());  // as in the calls above
     AttentionParams am = a;
     am.mask = m.on_device(md->get());
-    const jit::TileConfig t0 = planned_tile(ctx, p, a, o.ref()), t1 = planned_tile(ctx, p, am, o.ref());
+    const kernels::TileConfig t0 = planned_tile(ctx, p, a, o.ref()), t1 = planned_tile(ctx, p, am, o.ref());
     INFO("unmasked tile bq" << t0.bq << " bk" << t0.bk << " w" << t0.warps << " s" << t0.stages << ", masked bq"
                             << t1.bq << " bk" << t1.bk << " w" << t1.warps << " s" << t1.stages);
     CHECK(t0 == t1);

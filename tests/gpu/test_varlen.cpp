@@ -38,7 +38,7 @@
 
 #include "accuracy_targets.hpp"
 #include "gpu_env.hpp"
-#include "jit/kernel_spec.hpp"
+#include "kernels/kernel_spec.hpp"
 #include "plan/attention_validate.hpp"
 #include "reference/kernel_config.hpp"
 #include "runtime/attention_plan.hpp"
@@ -387,10 +387,10 @@ TEST_CASE(
     const runtime::AttentionProblem prob =
         runtime::validate_attention(ql, kl, tokens(p->dv(), 0, p->cuk(L), lk[L]),
                                     tokens(out.ref(), 0, p->cuq(L), lq[L]), pa, runtime::context_impl(ctx).arch());
-    const jit::KernelSpec spec = runtime::plan_attention(prob, runtime::context_impl(ctx));
+    const kernels::KernelSpec spec = runtime::plan_attention(prob, runtime::context_impl(ctx));
     ref::EmulationOptions mo;
     mo.round_output = true;
-    mo.accum_mantissa_bits = spec.family == jit::KernelFamily::AttentionWgmma ? 13 : 23;  // as test_attention_api
+    mo.accum_mantissa_bits = spec.family == kernels::KernelFamily::AttentionWgmma ? 13 : 23;  // as test_attention_api
     const ref::EmulationResult em = ref::emulate_attention_varlen(p->host.q.ref(), p->host.k.ref(), p->host.v.ref(),
                                                                   p->lens, ref::kernel_config(spec), mo);
     ref::AttentionOptions eo;
