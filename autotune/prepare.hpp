@@ -41,7 +41,7 @@ struct Candidate {
 };
 
 struct SpecialisationPlan {
-  Specialisation spec;
+  plan::Specialisation spec;
   bool has_heuristic = false;
   kernels::TileConfig heuristic;
   std::string heuristic_problem;     // why there is none
@@ -75,7 +75,7 @@ struct PrepareStats {
   double seconds = 0;
 };
 
-std::vector<SpecialisationPlan> prepare_kernels(const std::vector<Specialisation>& specs,
+std::vector<SpecialisationPlan> prepare_kernels(const std::vector<plan::Specialisation>& specs,
                                                 const cache::DiskCache& cache, const PrepareOptions& options,
                                                 PrepareStats& stats);
 

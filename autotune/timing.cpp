@@ -69,7 +69,7 @@ double attention_ops(const TimingProblem& p, int head_dim, bool causal) {
   return causal ? ops / 2 : ops;
 }
 
-TimingBench::TimingBench(Context::Impl& ctx, const Specialisation& s, const TimingProblem& problem,
+TimingBench::TimingBench(Context::Impl& ctx, const plan::Specialisation& s, const TimingProblem& problem,
                          const std::vector<kernels::KernelSpec>& specs, const TimingOptions& options)
     : ctx_(ctx), s_(s), p_(problem), o_(options) {
   if (p_.batch < 1 || p_.q_heads < 1 || p_.kv_heads < 1 || p_.q_len < 1 || p_.kv_len < 1 ||

@@ -66,7 +66,7 @@ class TimingBench {
  public:
   // Allocates the rotation copies for `problem` with a workspace that fits every spec of `specs`
   // (attention specs of specialisation `s`). Throws OutOfMemory when not even one copy fits.
-  TimingBench(Context::Impl& ctx, const Specialisation& s, const TimingProblem& problem,
+  TimingBench(Context::Impl& ctx, const plan::Specialisation& s, const TimingProblem& problem,
               const std::vector<kernels::KernelSpec>& specs, const TimingOptions& options);
   ~TimingBench();
   TimingBench(const TimingBench&) = delete;
@@ -93,7 +93,7 @@ class TimingBench {
   void release() noexcept;
 
   Context::Impl& ctx_;
-  Specialisation s_;
+  plan::Specialisation s_;
   TimingProblem p_;
   TimingOptions o_;
   float sm_scale_ = 1;

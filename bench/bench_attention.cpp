@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
           const double ops = 4.0 * batch * heads * double(n) * double(n) * d / (causal ? 2.0 : 1.0);
           const double e2e = do_e2e ? median_ms([&] { ctx.attention(q, k, v, out, p, stream); }, reps, stream, flush) : 0;
           // Kernel alone: the same plan's attention stage over an already quantized workspace.
-          const auto prob = runtime::validate_attention(q, k, v, out, p, impl.arch());
+          const auto prob = plan::validate_attention(q, k, v, out, p, impl.arch());
           const auto spec = runtime::plan_attention(prob, impl.arch(), impl.facts());
           kernels::QuantProblem qp{batch, heads, heads, n, n, static_cast<int>(d)};
           const auto qb = kernels::quant_buffers(qp, spec);

@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
       TensorRef out = t(3);  // validation only: nothing is written to it
       AttentionParams p;
       p.qk_bits = static_cast<QkBits>(bits);
-      const auto prob = runtime::validate_attention(q, k, v, out, p, impl.arch());
+      const auto prob = plan::validate_attention(q, k, v, out, p, impl.arch());
       // What a default Context runs (quant path auto: Q quantized by the attention kernel where the
       // family can), and the same spec with quantize_q (the split / fused / cluster stages).
       kernels::KernelSpec spec = runtime::plan_attention(prob, impl.arch(), impl.facts());

@@ -17,17 +17,18 @@
 
 #include "base/config.hpp"
 #include "base/log.hpp"
+#include "base/hash.hpp"
 
 namespace sage2::cache {
 namespace {
-using fs::errno_text;
-using fs::Fd;
-using fs::get_u32;
-using fs::get_u64;
-using fs::join;
-using fs::make_dirs;
-using fs::parent_dir;
-using fs::put_u64;
+using base::fs::errno_text;
+using base::fs::Fd;
+using base::fs::get_u32;
+using base::fs::get_u64;
+using base::fs::join;
+using base::fs::make_dirs;
+using base::fs::parent_dir;
+using base::fs::put_u64;
 
 constexpr char kBundleMagic[8] = {'S', '2', 'B', 'U', 'N', 'D', 'L', 'E'};
 constexpr const char* kTempPrefix = ".tmp-";
@@ -123,7 +124,7 @@ bool write_atomic(const std::string& dir, const std::string& name, const std::ve
   if (create_dir) {
     if (int e = make_dirs(dir)) { why = "cannot create directory " + dir + ": " + errno_text(e); return false; }
   }
-  return fs::write_file_atomic(dir, name, bytes.data(), bytes.size(), kTempPrefix, kTempSuffix, why);
+  return base::fs::write_file_atomic(dir, name, bytes.data(), bytes.size(), kTempPrefix, kTempSuffix, why);
 }
 
 struct DirEntry {
@@ -406,7 +407,7 @@ std::size_t DiskCache::export_bundle(const std::string& path) const {
   const std::string name = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
   if (name.empty()) fail("the bundle path names a directory");
   std::string why;
-  fs::AtomicFile f(kTempPrefix, kTempSuffix);
+  base::fs::AtomicFile f(kTempPrefix, kTempSuffix);
   if (!f.open(dir, name, why)) fail(why);
   char header[kBundleHeaderBytes] = {};
   std::memcpy(header, kBundleMagic, sizeof kBundleMagic);
@@ -433,7 +434,7 @@ std::size_t DiskCache::export_bundle(const std::string& path) const {
   header[10] = static_cast<char>((kBundleFormatVersion >> 16) & 0xff);
   header[11] = static_cast<char>((kBundleFormatVersion >> 24) & 0xff);
   put_u64(header + 16, count);
-  put_u64(header + 24, kernels::fnv1a64(header, 24));
+  put_u64(header + 24, base::fnv1a64(header, 24));
   if (!f.pwrite_at(header, sizeof header, 0, why) || !f.commit(why)) fail(why);
   return static_cast<std::size_t>(count);
 }
@@ -455,7 +456,7 @@ DiskCache::ImportResult DiskCache::import_bundle(const std::string& path) const 
   if (got < 0) fail("read failed: " + errno_text(err));
   if (static_cast<std::size_t>(got) < sizeof header) fail("too short to be a sage2 cache bundle");
   if (std::memcmp(header, kBundleMagic, sizeof kBundleMagic) != 0) fail("not a sage2 cache bundle (bad magic)");
-  if (get_u64(header + 24) != kernels::fnv1a64(header, 24)) fail("the bundle header is corrupt (checksum mismatch)");
+  if (get_u64(header + 24) != base::fnv1a64(header, 24)) fail("the bundle header is corrupt (checksum mismatch)");
   const std::uint32_t version = get_u32(header + 8);
   if (version != kBundleFormatVersion)
     fail("bundle format version " + std::to_string(version) + " (this build reads " +

@@ -24,7 +24,7 @@
 //    36    4 reserved, 0
 //    40    8 cubin length C (1..kMaxCubinBytes)
 //    48    8 reserved, 0
-//    56    8 checksum: FNV-1a 64 (kernels::fnv1a64) over header bytes [0,56), then key, cubin, metadata
+//    56    8 checksum: FNV-1a 64 (base::fnv1a64) over header bytes [0,56), then key, cubin, metadata
 //    64    K key bytes | C cubin bytes | M metadata bytes (UTF-8 JSON object)
 //   The file size must equal 64 + K + C + M exactly.
 //   Metadata: {"entry": str, "compile_seconds": num, "facts": {"registers": int, ...},

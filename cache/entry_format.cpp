@@ -10,13 +10,14 @@
 
 #include "cache/disk_cache.hpp"
 #include "base/file_util.hpp"
+#include "base/hash.hpp"
 
 namespace sage2::cache {
 namespace {
-using fs::get_u32;
-using fs::get_u64;
-using fs::put_u32;
-using fs::put_u64;
+using base::fs::get_u32;
+using base::fs::get_u64;
+using base::fs::put_u32;
+using base::fs::put_u64;
 
 using json = nlohmann::json;
 
@@ -177,10 +178,10 @@ bool parse_entry(const char* d, std::size_t n, jit::CompiledKernel& k, std::stri
   const char* key_p = d + kEntryHeaderBytes;
   const char* cubin_p = key_p + key_len;
   const char* meta_p = cubin_p + cubin_len;
-  std::uint64_t h = kernels::fnv1a64(d, kChecksumOffset);
-  h = kernels::fnv1a64(key_p, key_len, h);
-  h = kernels::fnv1a64(cubin_p, cubin_len, h);
-  h = kernels::fnv1a64(meta_p, meta_len, h);
+  std::uint64_t h = base::fnv1a64(d, kChecksumOffset);
+  h = base::fnv1a64(key_p, key_len, h);
+  h = base::fnv1a64(cubin_p, cubin_len, h);
+  h = base::fnv1a64(meta_p, meta_len, h);
   if (h != get_u64(d + kChecksumOffset)) { why = "checksum mismatch (corrupted entry)"; return false; }
   if (!known_arch(arch)) { why = "unknown arch code " + std::to_string(arch); return false; }
 
@@ -260,8 +261,8 @@ std::vector<char> DiskCache::serialize(const jit::CompiledKernel& k) {
   std::memcpy(p, k.cubin.data(), k.cubin.size());
   p += k.cubin.size();
   std::memcpy(p, meta_text.data(), meta_text.size());
-  std::uint64_t h = kernels::fnv1a64(d, kChecksumOffset);
-  h = kernels::fnv1a64(d + kEntryHeaderBytes, total - kEntryHeaderBytes, h);
+  std::uint64_t h = base::fnv1a64(d, kChecksumOffset);
+  h = base::fnv1a64(d + kEntryHeaderBytes, total - kEntryHeaderBytes, h);
   put_u64(d + kChecksumOffset, h);
   return out;
 }
@@ -297,7 +298,7 @@ jit::CompiledKernel DiskCache::deserialize(const std::vector<char>& bytes) {
 std::string DiskCache::entry_file_name(const std::string& key) {
   char name[32];
   std::snprintf(name, sizeof name, "%016llx.s2c",
-                static_cast<unsigned long long>(kernels::fnv1a64(key.data(), key.size())));
+                static_cast<unsigned long long>(base::fnv1a64(key.data(), key.size())));
   return name;
 }
 

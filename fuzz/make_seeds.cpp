@@ -15,6 +15,7 @@
 
 #include "cache/disk_cache.hpp"
 #include "kernels/kernel_spec.hpp"
+#include "base/hash.hpp"
 
 using namespace sage2;
 using sage2::cache::DiskCache;
@@ -60,7 +61,7 @@ std::vector<char> bundle(const std::vector<std::vector<char>>& entries) {
   for (int i = 0; i < 4; ++i) b.push_back(static_cast<char>(cache::kBundleFormatVersion >> (8 * i)));
   for (int i = 0; i < 4; ++i) b.push_back(0);
   put_u64(b, entries.size());
-  put_u64(b, kernels::fnv1a64(b.data(), 24));
+  put_u64(b, base::fnv1a64(b.data(), 24));
   for (const auto& e : entries) {
     put_u64(b, e.size());
     b.insert(b.end(), e.begin(), e.end());

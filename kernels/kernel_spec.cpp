@@ -2,7 +2,6 @@
 
 #include <sstream>
 
-#include "base/hash.hpp"
 
 namespace sage2::kernels {
 
@@ -29,8 +28,6 @@ int qk_row_bytes(int head_dim, int qk_bits) {
 int v_dim_padded(int head_dim) { return round_up(head_dim, 32); }
 int v_code_bytes(bool pv_fp16) { return pv_fp16 ? 2 : 1; }
 
-std::uint64_t fnv1a64(const void* data, std::size_t n, std::uint64_t h) { return base::fnv1a64(data, n, h); }
-std::string hex16(std::uint64_t v) { return base::hex16(v); }
 
 KernelSpec quantize_spec_for(const KernelSpec& attention, QuantOp op) {
   KernelSpec q = attention;

@@ -134,9 +134,4 @@ int qk_row_bytes(int head_dim, int qk_bits);    // bytes of one quantized Q/K ro
 int v_dim_padded(int head_dim);                 // multiple of 32 (FP8 P̂V̂ n tiles)
 int v_code_bytes(bool pv_fp16);                 // bytes of one V̂ code: 1 (e4m3) or 2 (fp16)
 
-// base/hash.hpp's, under the names the jit and cache code use (declared here, not included: this
-// header is installed for sage2/reference.hpp and base/ is not).
-std::uint64_t fnv1a64(const void* data, std::size_t n, std::uint64_t seed = 1469598103934665603ull);
-std::string hex16(std::uint64_t v);  // 16 lowercase hex digits
-
 }  // namespace sage2::kernels

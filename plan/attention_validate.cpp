@@ -9,7 +9,7 @@
 #include <limits>
 #include <sstream>
 
-namespace sage2::runtime {
+namespace sage2::plan {
 namespace {
 
 [[noreturn]] void fail(const std::string& msg) { throw Error(ErrorCode::InvalidArgument, msg); }
@@ -248,4 +248,4 @@ AttentionProblem validate_attention_varlen(const TensorRef& q, const TensorRef& 
   return p;
 }
 
-}  // namespace sage2::runtime
+}  // namespace sage2::plan

@@ -8,7 +8,7 @@
 #include "plan/problem.hpp"
 #include "sage2/sage2.hpp"
 
-namespace sage2::runtime {
+namespace sage2::plan {
 
 // Throws Error(InvalidArgument, "<argument>: <what> (<value>)") for: null pointers, dtypes other
 // than f16/bf16 or differing between q/k/v/out, non-positive sizes, mismatched batch / heads /
@@ -37,4 +37,4 @@ struct ByteRange {
 };
 ByteRange byte_range(const TensorRef& t);
 
-}  // namespace sage2::runtime
+}  // namespace sage2::plan

@@ -5,7 +5,7 @@
 
 #include "kernels/attention_family.hpp"
 
-namespace sage2::autotune {
+namespace sage2::plan {
 
 int default_max_smem_optin(kernels::Arch arch) {
   const kernels::ArchInfo* i = kernels::find_arch_info(arch);
@@ -98,7 +98,7 @@ kernels::KernelSpec Specialisation::attention_spec(kernels::Arch arch, const ker
 
 TuningKey Specialisation::key(kernels::Arch arch, std::int64_t q_len, std::int64_t kv_len, std::int64_t q_heads,
                               std::int64_t kv_heads) const {
-  runtime::AttentionProblem p;
+  plan::AttentionProblem p;
   p.q_heads = q_heads;
   p.kv_heads = kv_heads;
   p.q_len = q_len;
@@ -148,4 +148,4 @@ std::vector<kernels::KernelSpec> companion_specs(const kernels::KernelSpec& atte
   return v;
 }
 
-}  // namespace sage2::autotune
+}  // namespace sage2::plan

@@ -18,7 +18,7 @@
 #include "jit/compiler.hpp"
 #include "kernels/kernel_spec.hpp"
 
-namespace sage2::autotune {
+namespace sage2::plan {
 
 // Opt-in shared memory per block of the archs' reference devices (the arch table's, kernels/attention_family.hpp:
 // e.g. sm_86/89/120 99 KiB, sm_80 163 KiB, sm_90a/100 227 KiB). Used only when no device is present
@@ -72,4 +72,4 @@ struct Specialisation {
 // itself: the four quantize kernels, and ΔS with smooth Q (canonical specs, same arch).
 std::vector<kernels::KernelSpec> companion_specs(const kernels::KernelSpec& attention_spec);
 
-}  // namespace sage2::autotune
+}  // namespace sage2::plan

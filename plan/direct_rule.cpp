@@ -5,7 +5,7 @@
 #include "kernels/decode.hpp"
 #include "plan/problem.hpp"
 
-namespace sage2::runtime {
+namespace sage2::plan {
 
 std::int64_t direct_max_rows(kernels::Arch arch) noexcept {
   return arch == kernels::Arch::Sm90a ? kDirectMaxRowsSm90 : kDirectMaxRowsOther;
@@ -27,4 +27,4 @@ bool choose_direct_path(const AttentionProblem& p, SmallQPath path, kernels::Arc
   return p.mask == 0 && !p.varlen && p.head_dim <= kernels::kDecodeMaxHeadDim && rows <= direct_max_rows(arch);
 }
 
-}  // namespace sage2::runtime
+}  // namespace sage2::plan

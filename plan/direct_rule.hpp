@@ -8,7 +8,7 @@
 #include "kernels/kernel_spec.hpp"
 #include "sage2/sage2.hpp"
 
-namespace sage2::runtime {
+namespace sage2::plan {
 
 struct AttentionProblem;  // plan/problem.hpp
 
@@ -28,4 +28,4 @@ std::int64_t direct_max_rows(kernels::Arch arch) noexcept;
 // dim above 256. (Varlen calls never take it: validate_attention_varlen refuses Direct.)
 bool choose_direct_path(const AttentionProblem& p, SmallQPath path, kernels::Arch arch);
 
-}  // namespace sage2::runtime
+}  // namespace sage2::plan

@@ -6,7 +6,7 @@
 #include "plan/candidates.hpp"
 #include "base/log.hpp"
 
-namespace sage2::autotune {
+namespace sage2::plan {
 
 Planner::Planner(std::string db_path, std::string device_name, kernels::Arch arch, int max_smem_optin)
     : db_path_(std::move(db_path)),
@@ -46,7 +46,7 @@ std::size_t Planner::memoised() const {
   return memo_.size();
 }
 
-TileChoice Planner::choose(const kernels::KernelSpec& attention_spec, const runtime::AttentionProblem& p) const {
+TileChoice Planner::choose(const kernels::KernelSpec& attention_spec, const plan::AttentionProblem& p) const {
   const TuningKey key = tuning_key(p, attention_spec.family);
   {
     std::shared_lock<std::shared_mutex> lock(mu_);
@@ -90,4 +90,4 @@ std::string context_db_path(const config::ContextConfig& c, const std::string& d
   return db_path(c.cache_dir, device_name, arch);
 }
 
-}  // namespace sage2::autotune
+}  // namespace sage2::plan

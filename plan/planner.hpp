@@ -22,7 +22,7 @@
 #include "plan/attention_validate.hpp"
 #include "base/config.hpp"
 
-namespace sage2::autotune {
+namespace sage2::plan {
 
 struct TileChoice {
   kernels::TileConfig tile;
@@ -40,7 +40,7 @@ class Planner {
 
   // The tile for `attention_spec` (every field but the tile set, as plan_attention builds it)
   // solving `p`. Throws Unsupported when not even the heuristic has a tile that fits.
-  TileChoice choose(const kernels::KernelSpec& attention_spec, const runtime::AttentionProblem& p) const;
+  TileChoice choose(const kernels::KernelSpec& attention_spec, const plan::AttentionProblem& p) const;
 
   const std::string& db_path() const { return db_path_; }
   std::size_t memoised() const;
@@ -68,4 +68,4 @@ std::shared_ptr<Planner> shared_planner(const std::string& db_path, const std::s
 // — no database — when its disk cache or its tuning is off.
 std::string context_db_path(const config::ContextConfig& c, const std::string& device_name, kernels::Arch arch);
 
-}  // namespace sage2::autotune
+}  // namespace sage2::plan

@@ -7,7 +7,7 @@
 
 #include "sage2/sage2.hpp"
 
-namespace sage2::runtime {
+namespace sage2::plan {
 
 // The problem an attention call describes, after validation and defaulting.
 struct AttentionProblem {
@@ -33,4 +33,4 @@ struct AttentionProblem {
   bool direct = false;
 };
 
-}  // namespace sage2::runtime
+}  // namespace sage2::plan

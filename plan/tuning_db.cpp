@@ -24,18 +24,19 @@
 #include "kernels/attention_family.hpp"
 #include "jit/kernel_build.hpp"
 #include "base/log.hpp"
+#include "base/hash.hpp"
 
 #ifndef SAGE2_VERSION
 #define SAGE2_VERSION "unknown"
 #endif
 
-namespace sage2::autotune {
+namespace sage2::plan {
 namespace {
-using cache::fs::errno_text;
-using cache::fs::Fd;
-using cache::fs::join;
-using cache::fs::make_dirs;
-using cache::fs::parent_dir;
+using base::fs::errno_text;
+using base::fs::Fd;
+using base::fs::join;
+using base::fs::make_dirs;
+using base::fs::parent_dir;
 
 using nlohmann::json;
 
@@ -219,7 +220,7 @@ ojson entry_json(const TuningEntry& t) {
 // ---- files -------------------------------------------------------------------------------------
 bool write_atomic(const std::string& path, const std::string& text, std::string& why) {
   const std::string name = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
-  return cache::fs::write_file_atomic(parent_dir(path), name, text.data(), text.size(), kTempPrefix, kTempSuffix,
+  return base::fs::write_file_atomic(parent_dir(path), name, text.data(), text.size(), kTempPrefix, kTempSuffix,
                                       why);
 }
 
@@ -265,7 +266,7 @@ std::string db_file_name(const std::string& device_name, kernels::Arch arch) {
   while (!slug.empty() && slug.back() == '-') slug.pop_back();
   if (slug.empty()) slug = "device";
   return "tuning-v" + std::to_string(kTuningSchemaVersion) + "-" + slug + "-" +
-         hex_n(kernels::fnv1a64(device_name.data(), device_name.size()), 8) + "-" + kernels::arch_name(arch) + ".json";
+         hex_n(base::fnv1a64(device_name.data(), device_name.size()), 8) + "-" + kernels::arch_name(arch) + ".json";
 }
 
 std::string db_path(const std::string& cache_dir, const std::string& device_name, kernels::Arch arch) {
@@ -488,4 +489,4 @@ DbWriteResult merge_into_db(const std::string& path, const DbInfo& info, const s
   return w;
 }
 
-}  // namespace sage2::autotune
+}  // namespace sage2::plan

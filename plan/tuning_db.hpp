@@ -47,7 +47,7 @@
 #include "plan/tuning_key.hpp"
 #include "kernels/kernel_spec.hpp"
 
-namespace sage2::autotune {
+namespace sage2::plan {
 
 inline constexpr int kTuningSchemaVersion = 1;
 inline constexpr const char* kTuningSchemaName = "sage2-tuning";
@@ -145,4 +145,4 @@ struct DbWriteResult {
 // reported once and replaced; an unwritable directory is an error in the result.
 DbWriteResult merge_into_db(const std::string& path, const DbInfo& info, const std::vector<TuningEntry>& updates);
 
-}  // namespace sage2::autotune
+}  // namespace sage2::plan

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 
-namespace sage2::autotune {
+namespace sage2::plan {
 namespace {
 
 int pow2_ceil_clamped(std::int64_t v, int lo, int hi) {
@@ -73,7 +73,7 @@ std::size_t TuningKeyHash::operator()(const TuningKey& k) const noexcept {
   return static_cast<std::size_t>(h);
 }
 
-TuningKey tuning_key(const runtime::AttentionProblem& p, kernels::KernelFamily family) {
+TuningKey tuning_key(const plan::AttentionProblem& p, kernels::KernelFamily family) {
   TuningKey k;
   k.family = family;
   k.head_dim = p.head_dim;
@@ -96,4 +96,4 @@ int bucket_distance(const TuningKey& a, const TuningKey& b) {
          std::abs(log2_exact(a.gqa_bucket) - log2_exact(b.gqa_bucket));
 }
 
-}  // namespace sage2::autotune
+}  // namespace sage2::plan

@@ -20,7 +20,7 @@
 #include "kernels/kernel_spec.hpp"
 #include "plan/attention_validate.hpp"
 
-namespace sage2::autotune {
+namespace sage2::plan {
 
 inline constexpr int kMinSeqBucket = 64;
 inline constexpr int kMaxSeqBucket = 1 << 17;
@@ -54,11 +54,11 @@ struct TuningKeyHash {
 };
 
 // The key of a validated problem (defaults already resolved by validate_attention).
-TuningKey tuning_key(const runtime::AttentionProblem& p,
+TuningKey tuning_key(const plan::AttentionProblem& p,
                      kernels::KernelFamily family = kernels::KernelFamily::AttentionMma);
 
 // Distance between the size buckets of two keys of one specialisation, in powers of two:
 // |log2 q − log2 q'| + |log2 kv − log2 kv'| + |log2 g − log2 g'|.
 int bucket_distance(const TuningKey& a, const TuningKey& b);
 
-}  // namespace sage2::autotune
+}  // namespace sage2::plan

@@ -24,7 +24,7 @@ std::optional<kernels::KernelFamily> attention_family_override(AttentionFamily f
   return *f;
 }
 
-kernels::KernelSpec attention_spec_for(const AttentionProblem& p, kernels::Arch arch, std::optional<kernels::KernelFamily> family) {
+kernels::KernelSpec attention_spec_for(const plan::AttentionProblem& p, kernels::Arch arch, std::optional<kernels::KernelFamily> family) {
   kernels::KernelSpec s;
   const int head_dim = static_cast<int>(p.head_dim);
   s.family = family.value_or(kernels::default_attention_family(arch, p.qk_bits, head_dim, p.pv_fp16));
@@ -59,26 +59,26 @@ void apply_quant_path(kernels::KernelSpec& s, QuantPath path) {
   s.q_in_kernel = path == QuantPath::Auto && kernels::attention_family(s.family).q_in_kernel_ok(s);
 }
 
-kernels::KernelSpec plan_attention(const AttentionProblem& p, const Context::Impl& ctx) {
+kernels::KernelSpec plan_attention(const plan::AttentionProblem& p, const Context::Impl& ctx) {
   kernels::KernelSpec s = attention_spec_for(p, ctx.arch(), ctx.family_override());
   s.tile = ctx.planner().choose(s, p).tile;
   apply_quant_path(s, ctx.config().quant_path);
   return s;
 }
 
-kernels::KernelSpec plan_attention(const AttentionProblem& p, kernels::Arch arch, const DeviceFacts& facts) {
+kernels::KernelSpec plan_attention(const plan::AttentionProblem& p, kernels::Arch arch, const DeviceFacts& facts) {
   const config::ContextConfig defaults = config::context_config();
   kernels::KernelSpec s = attention_spec_for(p, arch, attention_family_override(defaults.family, facts, arch));
-  const auto planner = autotune::shared_planner(autotune::context_db_path(defaults, facts.name, arch), facts.name,
+  const auto planner = plan::shared_planner(plan::context_db_path(defaults, facts.name, arch), facts.name,
                                                 arch, facts.max_shared_per_block_optin);
   s.tile = planner->choose(s, p).tile;
   apply_quant_path(s, defaults.quant_path);
   return s;
 }
 
-kernels::KernelSpec plan_attention_heuristic(const AttentionProblem& p, kernels::Arch arch, int max_smem_optin) {
+kernels::KernelSpec plan_attention_heuristic(const plan::AttentionProblem& p, kernels::Arch arch, int max_smem_optin) {
   kernels::KernelSpec s = attention_spec_for(p, arch);
-  s.tile = autotune::heuristic_tile(s, max_smem_optin);
+  s.tile = plan::heuristic_tile(s, max_smem_optin);
   apply_quant_path(s, config::context_config().quant_path);
   return s;
 }

@@ -400,6 +400,6 @@ sage2_status sage2_validate_attention_args(const sage2_tensor* q, const sage2_te
   return guarded([&] {
     const sage2::TensorRef cq = to_cpp(q, "q"), ck = to_cpp(k, "k"), cv = to_cpp(v, "v"), co = to_cpp(out, "out");
     const sage2::AttentionParams cp = to_cpp(params);
-    (void)sage2::runtime::validate_attention(cq, ck, cv, co, cp, arch);
+    (void)sage2::plan::validate_attention(cq, ck, cv, co, cp, arch);
   });
 }

@@ -14,7 +14,7 @@ std::size_t align256(std::size_t n) { return (n + 255) / 256 * 256; }
 
 }  // namespace
 
-void layout_call_plan(const AttentionProblem& problem, const kernels::KernelSpec& spec, CallPlan& p) {
+void layout_call_plan(const plan::AttentionProblem& problem, const kernels::KernelSpec& spec, CallPlan& p) {
   p.problem = problem;
   p.spec = spec;
   kernels::QuantProblem qp;
@@ -37,7 +37,7 @@ void layout_call_plan(const AttentionProblem& problem, const kernels::KernelSpec
   layout_attention_stage(spec, p.buffers, p.delta_s_bytes, p.attention);
 }
 
-void layout_direct_call_plan(const AttentionProblem& problem, kernels::Arch arch, const kernels::DecodeDevice& device,
+void layout_direct_call_plan(const plan::AttentionProblem& problem, kernels::Arch arch, const kernels::DecodeDevice& device,
                              CallPlan& p) {
   p.problem = problem;
   p.spec = kernels::KernelSpec{};
@@ -53,14 +53,14 @@ void layout_direct_call_plan(const AttentionProblem& problem, kernels::Arch arch
 namespace {
 
 // The plan's layout part for a Context (no kernel loaded).
-void layout_plan(Context::Impl& ctx, const AttentionProblem& problem, CallPlan* p) {
+void layout_plan(Context::Impl& ctx, const plan::AttentionProblem& problem, CallPlan* p) {
   if (problem.direct) return layout_direct_call_plan(problem, ctx.arch(), decode_device(ctx), *p);
   layout_call_plan(problem, plan_attention(problem, ctx), *p);
 }
 
 }  // namespace
 
-std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const AttentionProblem& problem) {
+std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const plan::AttentionProblem& problem) {
   auto p = std::make_shared<CallPlan>();
   layout_plan(ctx, problem, p.get());
   if (problem.direct) {  // the direct path: its two kernels, nothing else
@@ -109,10 +109,10 @@ void mark_overlapping_launches(CallPlan& p, bool allowed) {
 
 namespace {
 
-AttentionProblem validate_call(Context::Impl& ctx, const TensorRef& q, const TensorRef& k, const TensorRef& v,
+plan::AttentionProblem validate_call(Context::Impl& ctx, const TensorRef& q, const TensorRef& k, const TensorRef& v,
                                const TensorRef& out, const AttentionParams& params, const SeqLens* lens) {
-  return lens ? validate_attention_varlen(q, k, v, out, *lens, params, ctx.arch())
-              : validate_attention(q, k, v, out, params, ctx.arch());
+  return lens ? plan::validate_attention_varlen(q, k, v, out, *lens, params, ctx.arch())
+              : plan::validate_attention(q, k, v, out, params, ctx.arch());
 }
 
 }  // namespace
@@ -120,7 +120,7 @@ AttentionProblem validate_call(Context::Impl& ctx, const TensorRef& q, const Ten
 std::shared_ptr<const CallPlan> call_plan(Context::Impl& ctx, const TensorRef& q, const TensorRef& k,
                                           const TensorRef& v, const TensorRef& out, const AttentionParams& params,
                                           const SeqLens* lens) {
-  const AttentionProblem problem = validate_call(ctx, q, k, v, out, params, lens);
+  const plan::AttentionProblem problem = validate_call(ctx, q, k, v, out, params, lens);
   const CallSignature sig = call_signature(q, k, v, out, params, lens);
   if (auto hit = ctx.call_cache().find(sig)) return hit;
   return ctx.call_cache().insert(sig, build_call_plan(ctx, problem));
@@ -128,7 +128,7 @@ std::shared_ptr<const CallPlan> call_plan(Context::Impl& ctx, const TensorRef& q
 
 std::size_t call_workspace_bytes(Context::Impl& ctx, const TensorRef& q, const TensorRef& k, const TensorRef& v,
                                  const TensorRef& out, const AttentionParams& params, const SeqLens* lens) {
-  const AttentionProblem problem = validate_call(ctx, q, k, v, out, params, lens);
+  const plan::AttentionProblem problem = validate_call(ctx, q, k, v, out, params, lens);
   if (auto hit = ctx.call_cache().find(call_signature(q, k, v, out, params, lens))) return hit->total();
   CallPlan p;
   layout_plan(ctx, problem, &p);

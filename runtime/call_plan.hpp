@@ -23,7 +23,7 @@
 namespace sage2::runtime {
 
 struct CallPlan {
-  AttentionProblem problem;
+  plan::AttentionProblem problem;
   kernels::KernelSpec spec;  // the attention spec (arch = the Context's)
   kernels::QuantBuffers buffers;
   std::size_t quant_bytes = 0, delta_s_bytes = 0;
@@ -45,10 +45,10 @@ struct CallPlan {
 
 // The layout part of a plan for a planned spec (arch set): problem, spec, buffers, workspace
 // sizes, family, kernel config, chunks. Pure host (no driver); kernels and shapes are left empty.
-void layout_call_plan(const AttentionProblem& problem, const kernels::KernelSpec& spec, CallPlan& plan);
+void layout_call_plan(const plan::AttentionProblem& problem, const kernels::KernelSpec& spec, CallPlan& plan);
 // The same for a problem on the direct path (problem.direct): the decode stage's layout for this
 // device; no quantize or attention stage.
-void layout_direct_call_plan(const AttentionProblem& problem, kernels::Arch arch, const kernels::DecodeDevice& device,
+void layout_direct_call_plan(const plan::AttentionProblem& problem, kernels::Arch arch, const kernels::DecodeDevice& device,
                              CallPlan& plan);
 
 // Sets LaunchShape::overlap_previous on every launch of the plan after the first whose kernel
@@ -58,7 +58,7 @@ void mark_overlapping_launches(CallPlan& plan, bool allowed);
 
 // Builds the plan of a validated problem: plans the spec, lays out the workspace, loads (or
 // compiles) every kernel the call launches, computes shapes and chunks. Throws like the stages.
-std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const AttentionProblem& problem);
+std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const plan::AttentionProblem& problem);
 
 // The Context's plan for these arguments: validates them (every call: the checks that depend on
 // pointers must run each time), then finds the plan by signature or builds and caches it.

@@ -46,7 +46,7 @@ Context::Impl::Impl(int device, const ContextOptions& options)
   workspace_ = std::make_unique<runtime::WorkspacePool>(ctx_);
   // The tuning database lives beside the cubin cache; without a disk cache (or with tuning off)
   // every call uses the heuristic default.
-  planner_ = autotune::shared_planner(autotune::context_db_path(config_, facts_.name, arch_), facts_.name, arch_,
+  planner_ = plan::shared_planner(plan::context_db_path(config_, facts_.name, arch_), facts_.name, arch_,
                                       facts_.max_shared_per_block_optin);
   info.ordinal = device;
   info.name = facts_.name;

@@ -11,7 +11,7 @@
 #include "runtime/workspace_pool.hpp"
 #include "sage2/sage2.hpp"
 
-namespace sage2::autotune {
+namespace sage2::plan {
 class Planner;  // plan/planner.hpp: tuning-database lookups, memoised per problem signature
 }
 
@@ -32,7 +32,7 @@ class Context::Impl {
   bool ptx() const { return ptx_; }          // kernels are PTX, JIT-compiled by the driver
   runtime::KernelLoader& kernels() { return *loader_; }
   runtime::WorkspacePool& workspace() { return *workspace_; }
-  autotune::Planner& planner() const { return *planner_; }
+  plan::Planner& planner() const { return *planner_; }
   // The Context's settings, decided at construction (ContextOptions, else the environment).
   const config::ContextConfig& config() const { return config_; }
   const ContextOptions& options() const { return options_; }  // the same, as public options
@@ -55,7 +55,7 @@ class Context::Impl {
   std::unique_ptr<runtime::KernelLoader> loader_;
   std::unique_ptr<runtime::WorkspacePool> workspace_;
   std::optional<kernels::KernelFamily> family_override_;
-  std::shared_ptr<autotune::Planner> planner_;  // shared by the Contexts of one device + cache dir
+  std::shared_ptr<plan::Planner> planner_;  // shared by the Contexts of one device + cache dir
   runtime::CallCache<runtime::CallPlan> call_cache_;
 };
 

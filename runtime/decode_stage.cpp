@@ -2,7 +2,7 @@
 
 namespace sage2::runtime {
 
-kernels::DecodeProblem decode_problem(const AttentionProblem& p) {
+kernels::DecodeProblem decode_problem(const plan::AttentionProblem& p) {
   kernels::DecodeProblem d;
   d.batch = p.batch;
   d.q_heads = p.q_heads;
@@ -17,7 +17,7 @@ kernels::DecodeProblem decode_problem(const AttentionProblem& p) {
   return d;
 }
 
-void layout_decode_stage(const AttentionProblem& problem, kernels::Arch arch, const kernels::DecodeDevice& device,
+void layout_decode_stage(const plan::AttentionProblem& problem, kernels::Arch arch, const kernels::DecodeDevice& device,
                          DecodeStagePlan& plan) {
   plan.problem = decode_problem(problem);
   plan.layout = kernels::decode_layout(plan.problem, arch, device);

@@ -17,11 +17,11 @@ struct DecodeStagePlan {
 };
 
 // The direct path's view of a validated problem.
-kernels::DecodeProblem decode_problem(const AttentionProblem& p);
+kernels::DecodeProblem decode_problem(const plan::AttentionProblem& p);
 
 // The pure-host part: tile, splits, workspace, launch shapes for this device. Throws like
 // kernels::decode_layout.
-void layout_decode_stage(const AttentionProblem& problem, kernels::Arch arch, const kernels::DecodeDevice& device,
+void layout_decode_stage(const plan::AttentionProblem& problem, kernels::Arch arch, const kernels::DecodeDevice& device,
                          DecodeStagePlan& plan);
 // The device facts of a Context the layout depends on.
 kernels::DecodeDevice decode_device(const Context::Impl& ctx);

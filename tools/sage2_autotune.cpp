@@ -301,7 +301,7 @@ Options parse(int argc, char** argv) {
     else if (name == "--smooth-v") { flag(); o.smooth_v = true; }
     else if (name == "--tiles")
       o.tiles = parse_list<kernels::TileConfig>(name, val(), [&](const std::string& s) {
-        auto t = autotune::parse_tile(s);
+        auto t = plan::parse_tile(s);
         if (!t) throw UsageError{name + ": '" + s + "' is not BQxBKxWARPSxSTAGES (e.g. 64x64x4x2)"};
         return *t;
       });
@@ -352,15 +352,15 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-std::vector<autotune::Specialisation> specialisations(const Options& o, kernels::Arch arch) {
-  std::vector<autotune::Specialisation> v;
+std::vector<plan::Specialisation> specialisations(const Options& o, kernels::Arch arch) {
+  std::vector<plan::Specialisation> v;
   for (int hd : o.head_dims)
     for (CausalMode c : o.causal)
       for (DType dt : o.dtypes)
         for (int bits : o.bits)
           for (PvPrecision pv : o.pv)
           for (const auto& fam : o.families) {
-            autotune::Specialisation s = autotune::Specialisation::defaults(arch, hd, c, dt);
+            plan::Specialisation s = plan::Specialisation::defaults(arch, hd, c, dt);
             if (bits) s.qk_bits = bits;
             if (pv != PvPrecision::Auto) s.pv_fp16 = pv == PvPrecision::Fp16;
             s.smooth_q = o.smooth_q == Toggle::Auto ? s.qk_bits == 4 : o.smooth_q == Toggle::On;
@@ -497,7 +497,7 @@ json plan_json(const autotune::SpecialisationPlan& p) {
             {"smooth_v", p.spec.smooth_v},
             {"return_lse", p.spec.return_lse},
             {"pv", p.spec.pv_fp16 ? "fp16" : "fp8"},
-            {"heuristic", p.has_heuristic ? json(autotune::tile_str(p.heuristic)) : json(nullptr)},
+            {"heuristic", p.has_heuristic ? json(plan::tile_str(p.heuristic)) : json(nullptr)},
             {"ok", p.count(autotune::CandidateState::Ok)},
             {"rejected", p.count(autotune::CandidateState::Rejected)},
             {"compile_errors", p.count(autotune::CandidateState::CompileError)},
@@ -505,7 +505,7 @@ json plan_json(const autotune::SpecialisationPlan& p) {
             {"candidates", json::array()}};
   if (!p.has_heuristic) j["heuristic_problem"] = p.heuristic_problem;
   for (const auto& c : p.candidates) {
-    json cj = {{"tile", autotune::tile_str(c.tile)},
+    json cj = {{"tile", plan::tile_str(c.tile)},
                {"state", autotune::candidate_state_name(c.state)},
                {"heuristic", c.heuristic}};
     if (!c.reason.empty()) cj["reason"] = c.reason;
@@ -527,12 +527,12 @@ void print_plans(const std::vector<autotune::SpecialisationPlan>& plans, bool ve
     std::printf("%-30s %6zu %4zu %8zu %6zu  %s\n", p.spec.str().c_str(), p.candidates.size(),
                 p.count(autotune::CandidateState::Ok), p.count(autotune::CandidateState::Rejected),
                 p.count(autotune::CandidateState::CompileError),
-                p.has_heuristic ? autotune::tile_str(p.heuristic).c_str() : p.heuristic_problem.c_str());
+                p.has_heuristic ? plan::tile_str(p.heuristic).c_str() : p.heuristic_problem.c_str());
     if (!verbose) continue;
     for (const auto& c : p.candidates) {
       std::string extra;
       if (c.attention_built) extra = " regs " + std::to_string(c.facts.registers);
-      std::printf("    %-18s %-13s%s%s%s\n", autotune::tile_str(c.tile).c_str(), autotune::candidate_state_name(c.state),
+      std::printf("    %-18s %-13s%s%s%s\n", plan::tile_str(c.tile).c_str(), autotune::candidate_state_name(c.state),
                   c.heuristic ? " (heuristic)" : "", extra.c_str(), c.reason.empty() ? "" : ("  " + c.reason).c_str());
     }
   }
@@ -613,7 +613,7 @@ int run_compile_only(const Options& o, Progress& progress) {
 
 // `report`: where to put the JSON report instead of emitting it (several archs).
 int compile_only_arch(const Options& o, kernels::Arch arch, Progress& progress, json* report) {
-  const int smem = o.max_smem ? o.max_smem : autotune::default_max_smem_optin(arch);
+  const int smem = o.max_smem ? o.max_smem : plan::default_max_smem_optin(arch);
   const std::string dir = o.cache_dir.empty() ? config::cache_config().cache_dir : o.cache_dir;
   if (jit::nvrtc_version().first == 0) {
     std::fprintf(stderr, "sage2-autotune: NVRTC cannot be loaded; nothing can be compiled (set SAGE2_LIBNVRTC)\n");
@@ -635,8 +635,8 @@ int compile_only_arch(const Options& o, kernels::Arch arch, Progress& progress, 
               {"arch", kernels::arch_name(arch)},
               {"max_smem_optin", smem},
               {"cache_dir", dir},
-              {"versions", {{"library", autotune::library_version()}, {"nvrtc", nvrtc_string()},
-                            {"code", autotune::current_code_version()}}},
+              {"versions", {{"library", plan::library_version()}, {"nvrtc", nvrtc_string()},
+                            {"code", plan::current_code_version()}}},
               {"specialisations", json::array()},
               {"kernels", stats_json(stats)},
               {"interrupted", interrupted},
@@ -666,7 +666,7 @@ struct Timed {
 struct Outcome {
   const autotune::SpecialisationPlan* plan = nullptr;
   autotune::TimingProblem problem;
-  autotune::TuningKey key;
+  plan::TuningKey key;
   std::vector<Timed> timed;
   std::optional<std::size_t> best, heuristic;  // indices into timed
   bool complete = false, written = false;
@@ -674,7 +674,7 @@ struct Outcome {
 };
 
 json timing_json(const Timed& t) {
-  json j = {{"tile", autotune::tile_str(t.c->tile)}, {"ok", t.r.ok}, {"ms", t.r.ms}, {"tops", t.r.tops},
+  json j = {{"tile", plan::tile_str(t.c->tile)}, {"ok", t.r.ok}, {"ms", t.r.ms}, {"tops", t.r.tops},
             {"reps", t.r.reps}, {"stopped_early", t.r.stopped_early}, {"heuristic", t.c->heuristic},
             {"eligible", t.c->state == autotune::CandidateState::Ok}};
   if (!std::isnan(t.r.agreement)) j["agreement"] = t.r.agreement;
@@ -713,7 +713,7 @@ int run_tune(const Options& o, Progress& progress) {
   const bool disk = !ctx.cache_dir().empty();
   const cache::DiskCache cache(dir, !disk);
   const bool write_db = disk && !o.no_db;
-  const std::string db_file = autotune::db_path(dir, facts.name, arch);
+  const std::string db_file = plan::db_path(dir, facts.name, arch);
   if (!disk)
     progress.message("sage2-autotune: the disk cache is disabled (SAGE2_DISABLE_DISK_CACHE): kernels stay in memory "
                      "and no tuning database is written");
@@ -751,13 +751,13 @@ int run_tune(const Options& o, Progress& progress) {
       total_w += static_cast<double>(n) * autotune::attention_ops(out.problem, p.spec.head_dim, false);
     }
   }
-  autotune::DbInfo info;
+  plan::DbInfo info;
   info.device_name = facts.name;
   info.arch = arch;
   info.sm_count = facts.sm_count;
   info.driver_version = versions.driver_version;
   info.nvrtc_version = nvrtc_string();
-  info.library_version = autotune::library_version();
+  info.library_version = plan::library_version();
   std::vector<std::string> db_errors;
   std::size_t written = 0, failures = 0;
   bool gpu_failed = false;
@@ -791,7 +791,7 @@ int run_tune(const Options& o, Progress& progress) {
         note_interrupt_once();
         if (g_stop.load()) break;
         progress.update(step, total_steps, done_w, total_w,
-                        p.spec.str() + " N=" + std::to_string(out.problem.q_len) + " " + autotune::tile_str(c->tile));
+                        p.spec.str() + " N=" + std::to_string(out.problem.q_len) + " " + plan::tile_str(c->tile));
         Timed t{c, bench.time(c->spec, best_ms, c->heuristic)};
         ++step;
         done_w += w;
@@ -826,7 +826,7 @@ int run_tune(const Options& o, Progress& progress) {
       continue;
     }
     if (!write_db) continue;
-    autotune::TuningEntry e;
+    plan::TuningEntry e;
     const Timed& b = out.timed[*out.best];
     e.key = out.key;
     e.tile = b.c->tile;
@@ -844,13 +844,13 @@ int run_tune(const Options& o, Progress& progress) {
     e.kv_len = out.problem.kv_len;
     e.timed = static_cast<int>(out.timed.size());
     e.rejected = static_cast<int>(p.candidates.size()) - static_cast<int>(list.size());
-    e.code_version = autotune::current_code_version();
+    e.code_version = plan::current_code_version();
     e.driver_version = versions.driver_version;
     e.nvrtc_version = info.nvrtc_version;
     e.tuned_unix = std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch()).count();
     info.updated_unix = e.tuned_unix;
-    const autotune::DbWriteResult wr = autotune::merge_into_db(db_file, info, {e});
+    const plan::DbWriteResult wr = plan::merge_into_db(db_file, info, {e});
     if (wr.ok) {
       out.written = true;
       ++written;
@@ -878,8 +878,8 @@ int run_tune(const Options& o, Progress& progress) {
               {"device", {{"ordinal", o.device}, {"name", facts.name}, {"cc", facts.cc_string()},
                           {"sm_count", facts.sm_count}, {"max_smem_optin", facts.max_shared_per_block_optin},
                           {"l2_bytes", facts.l2_bytes}}},
-              {"versions", {{"library", autotune::library_version()}, {"nvrtc", info.nvrtc_version},
-                            {"driver", versions.driver_version}, {"code", autotune::current_code_version()}}},
+              {"versions", {{"library", plan::library_version()}, {"nvrtc", info.nvrtc_version},
+                            {"driver", versions.driver_version}, {"code", plan::current_code_version()}}},
               {"cache_dir", disk ? json(dir) : json(nullptr)},
               {"database", {{"path", write_db ? json(db_file) : json(nullptr)}, {"written", written},
                             {"errors", db_errors}}},
@@ -929,16 +929,16 @@ int run_tune(const Options& o, Progress& progress) {
     std::string best = "-", best_tops = "-", heur = "-", heur_tops = "-", gain = "-";
     char b[32];
     if (out.best) {
-      best = autotune::tile_str(out.timed[*out.best].c->tile);
+      best = plan::tile_str(out.timed[*out.best].c->tile);
       std::snprintf(b, sizeof b, "%.1f", out.timed[*out.best].r.tops);
       best_tops = b;
     }
     if (out.heuristic) {
-      heur = autotune::tile_str(out.timed[*out.heuristic].c->tile);
+      heur = plan::tile_str(out.timed[*out.heuristic].c->tile);
       std::snprintf(b, sizeof b, "%.1f", out.timed[*out.heuristic].r.tops);
       heur_tops = b;
     } else if (out.plan->has_heuristic) {
-      heur = autotune::tile_str(out.plan->heuristic);
+      heur = plan::tile_str(out.plan->heuristic);
     }
     if (auto g = gain_of(out)) {
       std::snprintf(b, sizeof b, "%+.1f%%", *g * 100);

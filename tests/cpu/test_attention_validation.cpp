@@ -23,7 +23,7 @@
 #include "sage2/sage2.h"
 
 using namespace sage2;
-using runtime::validate_attention;
+using plan::validate_attention;
 
 namespace {
 
@@ -407,7 +407,7 @@ TEST_CASE("validation: total (argument × bad value) cases tried, C++ and C API"
   s << "attention argument validation: (argument x bad value) cases tried by tests/cpu/test_attention_validation.cpp\n"
     << "each case must be refused with InvalidArgument and a message naming the argument (and the value)\n"
     << "written by: SAGE2_VALIDATION_CASES_FILE=bench/results/validation_cases.txt build/tests/sage2_cpu_tests -tc='validation*'\n"
-    << "C++ API (runtime::validate_attention):\n"
+    << "C++ API (plan::validate_attention):\n"
     << "  tensor arguments x bad values  " << cpp_tensor << "  (4 tensors x " << bad_tensors().size() << ")\n"
     << "  mismatches between arguments   " << cpp_mismatch << "\n"
     << "  head dim above 512             " << cpp_dim << "\n"

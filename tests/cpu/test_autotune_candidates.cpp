@@ -58,118 +58,118 @@ const Candidate* find(const SpecialisationPlan& p, kernels::TileConfig t) {
 TEST_CASE("autotune: candidate tiles are valid, distinct, and include the heuristic's") {
   for (kernels::Arch arch : {kernels::Arch::Sm89, kernels::Arch::Sm90a}) {
     CAPTURE(kernels::arch_name(arch));
-    const auto& tiles = tile_candidates(kernels::KernelFamily::AttentionMma, arch);
+    const auto& tiles = plan::tile_candidates(kernels::KernelFamily::AttentionMma, arch);
     REQUIRE(tiles.size() >= 12);
     std::set<std::string> seen;
     for (const auto& t : tiles) {
-      CAPTURE(tile_str(t));
-      CHECK(seen.insert(tile_str(t)).second);
-      Specialisation s = Specialisation::defaults(arch, 64, CausalMode::None, DType::F16);
+      CAPTURE(plan::tile_str(t));
+      CHECK(seen.insert(plan::tile_str(t)).second);
+      plan::Specialisation s = plan::Specialisation::defaults(arch, 64, CausalMode::None, DType::F16);
       s.family = kernels::KernelFamily::AttentionMma;
-      CHECK_FALSE(static_reject_reason(s.attention_spec(arch, t), INT_MAX).has_value());
-      CHECK(parse_tile(tile_str(t)) == std::optional<kernels::TileConfig>(t));
+      CHECK_FALSE(plan::static_reject_reason(s.attention_spec(arch, t), INT_MAX).has_value());
+      CHECK(plan::parse_tile(plan::tile_str(t)) == std::optional<kernels::TileConfig>(t));
     }
     // the heuristic default is a candidate at every head dim and code width
     for (int hd : {32, 64, 128, 256, 512})
       for (int bits : {4, 8}) {
-        Specialisation s = Specialisation::defaults(arch, hd, CausalMode::None, DType::F16);
+        plan::Specialisation s = plan::Specialisation::defaults(arch, hd, CausalMode::None, DType::F16);
         s.family = kernels::KernelFamily::AttentionMma;
         s.qk_bits = bits;
-        const kernels::TileConfig h = heuristic_tile(s.attention_spec(arch, {}), default_max_smem_optin(arch));
+        const kernels::TileConfig h = plan::heuristic_tile(s.attention_spec(arch, {}), plan::default_max_smem_optin(arch));
         CHECK(std::find(tiles.begin(), tiles.end(), h) != tiles.end());
       }
-    CHECK(tile_candidates(kernels::KernelFamily::Quantize, arch).empty());
+    CHECK(plan::tile_candidates(kernels::KernelFamily::Quantize, arch).empty());
   }
   // wgmma (sm_90a, 8-bit): every candidate is valid at head dims 64 and 128 on an unlimited device.
-  const auto& wg = tile_candidates(kernels::KernelFamily::AttentionWgmma, kernels::Arch::Sm90a);
+  const auto& wg = plan::tile_candidates(kernels::KernelFamily::AttentionWgmma, kernels::Arch::Sm90a);
   REQUIRE(wg.size() >= 6);
   for (int hd : {64, 128})
     for (const auto& t : wg) {
-      CAPTURE(tile_str(t));
-      const Specialisation s = Specialisation::defaults(kernels::Arch::Sm90a, hd, CausalMode::None, DType::F16);
+      CAPTURE(plan::tile_str(t));
+      const plan::Specialisation s = plan::Specialisation::defaults(kernels::Arch::Sm90a, hd, CausalMode::None, DType::F16);
       const kernels::KernelSpec k = s.attention_spec(kernels::Arch::Sm90a, t);
       CHECK(k.family == kernels::KernelFamily::AttentionWgmma);  // the sm_90a 8-bit default
-      CHECK_FALSE(static_reject_reason(k, INT_MAX).has_value());
+      CHECK_FALSE(plan::static_reject_reason(k, INT_MAX).has_value());
     }
-  CHECK(parse_tile("64x64x4x2") == std::optional<kernels::TileConfig>(kernels::TileConfig{64, 64, 4, 2}));
-  CHECK_FALSE(parse_tile("64x64x4").has_value());
-  CHECK_FALSE(parse_tile("64x64x4x2x").has_value());
-  CHECK_FALSE(parse_tile("bq64.bk64.w0.s2").has_value());
-  CHECK(default_max_smem_optin(kernels::Arch::Sm89) == 101376);
-  CHECK(default_max_smem_optin(kernels::Arch::Sm90a) == 232448);
-  CHECK(default_max_smem_optin(kernels::Arch::Sm80) == 166912);
-  CHECK(default_max_smem_optin(kernels::Arch::Sm86) == 101376);
-  CHECK(default_max_smem_optin(kernels::Arch::Sm100) == 232448);
-  CHECK(default_max_smem_optin(kernels::Arch::Sm120) == 101376);
+  CHECK(plan::parse_tile("64x64x4x2") == std::optional<kernels::TileConfig>(kernels::TileConfig{64, 64, 4, 2}));
+  CHECK_FALSE(plan::parse_tile("64x64x4").has_value());
+  CHECK_FALSE(plan::parse_tile("64x64x4x2x").has_value());
+  CHECK_FALSE(plan::parse_tile("bq64.bk64.w0.s2").has_value());
+  CHECK(plan::default_max_smem_optin(kernels::Arch::Sm89) == 101376);
+  CHECK(plan::default_max_smem_optin(kernels::Arch::Sm90a) == 232448);
+  CHECK(plan::default_max_smem_optin(kernels::Arch::Sm80) == 166912);
+  CHECK(plan::default_max_smem_optin(kernels::Arch::Sm86) == 101376);
+  CHECK(plan::default_max_smem_optin(kernels::Arch::Sm100) == 232448);
+  CHECK(plan::default_max_smem_optin(kernels::Arch::Sm120) == 101376);
 }
 
 TEST_CASE("autotune: the static filter rejects tiles over the shared memory limit and invalid tiles") {
   // The defaults: 8-bit everywhere; FP16 P̃V on Ampere only.
-  CHECK(Specialisation::defaults(kernels::Arch::Sm89, 128, CausalMode::None, DType::F16).qk_bits == 8);
-  CHECK_FALSE(Specialisation::defaults(kernels::Arch::Sm89, 128, CausalMode::None, DType::F16).pv_fp16);
-  CHECK(Specialisation::defaults(kernels::Arch::Sm86, 128, CausalMode::None, DType::F16).pv_fp16);
-  CHECK(Specialisation::defaults(kernels::Arch::Sm86, 128, CausalMode::None, DType::F16).str() == "d128 full f16 int8 sk pv16");
-  Specialisation s = Specialisation::defaults(kernels::Arch::Sm89, 128, CausalMode::None, DType::F16);
+  CHECK(plan::Specialisation::defaults(kernels::Arch::Sm89, 128, CausalMode::None, DType::F16).qk_bits == 8);
+  CHECK_FALSE(plan::Specialisation::defaults(kernels::Arch::Sm89, 128, CausalMode::None, DType::F16).pv_fp16);
+  CHECK(plan::Specialisation::defaults(kernels::Arch::Sm86, 128, CausalMode::None, DType::F16).pv_fp16);
+  CHECK(plan::Specialisation::defaults(kernels::Arch::Sm86, 128, CausalMode::None, DType::F16).str() == "d128 full f16 int8 sk pv16");
+  plan::Specialisation s = plan::Specialisation::defaults(kernels::Arch::Sm89, 128, CausalMode::None, DType::F16);
   s.qk_bits = 4;  // 4-bit (opt-in) with smooth Q
   s.smooth_q = true;
-  Specialisation s8 = s;  // 8-bit rows are twice as wide as 4-bit ones
+  plan::Specialisation s8 = s;  // 8-bit rows are twice as wide as 4-bit ones
   s8.qk_bits = 8;
   s8.smooth_q = false;
   const kernels::KernelSpec big = s8.attention_spec(kernels::Arch::Sm89, {128, 128, 8, 3});
   const std::size_t need = kernels::attention_kernel_config(big).smem;
   REQUIRE(need > 101376);
-  auto why = static_reject_reason(big, 101376);
+  auto why = plan::static_reject_reason(big, 101376);
   REQUIRE(why.has_value());
   CHECK(why->find("shared memory") != std::string::npos);
   CHECK(why->find(std::to_string(need)) != std::string::npos);
-  CHECK_FALSE(static_reject_reason(big, static_cast<int>(need)).has_value());
+  CHECK_FALSE(plan::static_reject_reason(big, static_cast<int>(need)).has_value());
   // Invalid for the family whatever the device.
-  CHECK(static_reject_reason(s.attention_spec(kernels::Arch::Sm89, {64, 48, 4, 1}), INT_MAX)->find("multiple of 32") !=
+  CHECK(plan::static_reject_reason(s.attention_spec(kernels::Arch::Sm89, {64, 48, 4, 1}), INT_MAX)->find("multiple of 32") !=
         std::string::npos);
-  CHECK(static_reject_reason(s.attention_spec(kernels::Arch::Sm89, {64, 64, 8, 1}), INT_MAX).has_value());
-  CHECK(static_reject_reason(s.attention_spec(kernels::Arch::Sm89, {512, 64, 4, 1}), INT_MAX).has_value());
+  CHECK(plan::static_reject_reason(s.attention_spec(kernels::Arch::Sm89, {64, 64, 8, 1}), INT_MAX).has_value());
+  CHECK(plan::static_reject_reason(s.attention_spec(kernels::Arch::Sm89, {512, 64, 4, 1}), INT_MAX).has_value());
 
   // The heuristic default: the preferred tile when it fits, smaller ones on smaller devices, and
   // Unsupported when nothing fits.
   const kernels::KernelSpec base = s.attention_spec(kernels::Arch::Sm89, {});
-  CHECK(heuristic_tile(base, 101376) == kernels::TileConfig{64, 64, 4, 2});
+  CHECK(plan::heuristic_tile(base, 101376) == kernels::TileConfig{64, 64, 4, 2});
   const kernels::KernelSpec k512 = s.attention_spec(kernels::Arch::Sm89, {64, 64, 4, 2});
   kernels::KernelSpec hd512 = k512;
   hd512.head_dim = 512;
   const std::size_t s2 = kernels::attention_kernel_config(hd512).smem;
-  const kernels::TileConfig lowered = heuristic_tile(hd512, static_cast<int>(s2) - 1);
+  const kernels::TileConfig lowered = plan::heuristic_tile(hd512, static_cast<int>(s2) - 1);
   CHECK_FALSE(lowered == kernels::TileConfig{64, 64, 4, 2});
   hd512.tile = lowered;
   CHECK(kernels::attention_kernel_config(hd512).smem < s2);
-  CHECK_THROWS_AS(heuristic_tile(base, 4096), Error);
+  CHECK_THROWS_AS(plan::heuristic_tile(base, 4096), Error);
 }
 
 TEST_CASE("autotune: the ptxas filter rejects spills, stack frames and too many registers") {
-  Specialisation mma = Specialisation::defaults(kernels::Arch::Sm90a, 128, CausalMode::None, DType::F16);
+  plan::Specialisation mma = plan::Specialisation::defaults(kernels::Arch::Sm90a, 128, CausalMode::None, DType::F16);
   mma.family = kernels::KernelFamily::AttentionMma;
   const kernels::KernelSpec spec = mma.attention_spec(kernels::Arch::Sm90a, {128, 64, 8, 2});
   jit::PtxasFacts f;
   f.registers = 128;
-  CHECK_FALSE(ptxas_reject_reason(spec, f).has_value());
+  CHECK_FALSE(plan::ptxas_reject_reason(spec, f).has_value());
   f.spill_store_bytes = 8;
-  CHECK(ptxas_reject_reason(spec, f)->find("spills") != std::string::npos);
+  CHECK(plan::ptxas_reject_reason(spec, f)->find("spills") != std::string::npos);
   f.spill_store_bytes = 0;
   f.spill_load_bytes = 4;
-  CHECK(ptxas_reject_reason(spec, f)->find("spills") != std::string::npos);
+  CHECK(plan::ptxas_reject_reason(spec, f)->find("spills") != std::string::npos);
   f.spill_load_bytes = 0;
   f.stack_frame_bytes = 16;
-  CHECK(ptxas_reject_reason(spec, f)->find("stack") != std::string::npos);
+  CHECK(plan::ptxas_reject_reason(spec, f)->find("stack") != std::string::npos);
   f.stack_frame_bytes = 0;
   f.registers = 255;  // 255 x 256 threads fit in 65536
-  CHECK_FALSE(ptxas_reject_reason(spec, f).has_value());
+  CHECK_FALSE(plan::ptxas_reject_reason(spec, f).has_value());
   kernels::KernelSpec w16 = spec;  // 16 warps: 160 x 512 threads do not
   w16.tile = {256, 64, 16, 2};
   f.registers = 160;
-  CHECK(ptxas_reject_reason(w16, f)->find("registers") != std::string::npos);
+  CHECK(plan::ptxas_reject_reason(w16, f)->find("registers") != std::string::npos);
   f.registers = 128;
-  CHECK_FALSE(ptxas_reject_reason(w16, f).has_value());
+  CHECK_FALSE(plan::ptxas_reject_reason(w16, f).has_value());
   f.registers = -1;   // not reported: accepted
-  CHECK_FALSE(ptxas_reject_reason(spec, f).has_value());
+  CHECK_FALSE(plan::ptxas_reject_reason(spec, f).has_value());
 }
 
 TEST_CASE("autotune: real NVRTC compiles — spilling candidate rejected, clean one accepted, cache filled once") {
@@ -178,7 +178,7 @@ TEST_CASE("autotune: real NVRTC compiles — spilling candidate rejected, clean 
   CandTempDir tmp;
   const cache::DiskCache cache(tmp.path);
   const kernels::Arch arch = kernels::Arch::Sm90a;
-  Specialisation s = Specialisation::defaults(arch, 128, CausalMode::None, DType::F16);
+  plan::Specialisation s = plan::Specialisation::defaults(arch, 128, CausalMode::None, DType::F16);
   s.family = kernels::KernelFamily::AttentionMma;  // the portable family's tiles (wgmma has its own)
   const kernels::TileConfig clean{64, 64, 4, 1}, spilling{128, 64, 4, 1}, too_big{128, 128, 8, 3};
 
@@ -230,8 +230,8 @@ TEST_CASE("autotune: real NVRTC compiles — spilling candidate rejected, clean 
   std::set<std::string> expected;
   auto key_of = [](const kernels::KernelSpec& spec) { return jit::make_build(spec).key; };
   for (const auto& t : {clean, spilling, kernels::TileConfig{64, 64, 4, 2}}) expected.insert(key_of(s.attention_spec(arch, t)));
-  for (const auto& k : companion_specs(s.attention_spec(arch, clean))) expected.insert(key_of(k));
-  for (const auto& k : companion_specs(s.attention_spec(arch, {64, 64, 4, 2}))) expected.insert(key_of(k));
+  for (const auto& k : plan::companion_specs(s.attention_spec(arch, clean))) expected.insert(key_of(k));
+  for (const auto& k : plan::companion_specs(s.attention_spec(arch, {64, 64, 4, 2}))) expected.insert(key_of(k));
   CHECK(expected.size() == 7);
   CHECK(std::set<std::string>(st.keys.begin(), st.keys.end()) == expected);
   CHECK(st.compiled == 7);
@@ -256,7 +256,7 @@ TEST_CASE("autotune: real NVRTC compiles — spilling candidate rejected, clean 
   CHECK(st2.compiled == 0);
   CHECK(st2.from_cache == 7);
   for (const auto& t : {clean, spilling, too_big, kernels::TileConfig{64, 64, 4, 2}}) {
-    CAPTURE(tile_str(t));
+    CAPTURE(plan::tile_str(t));
     CHECK(find(again[0], t)->state == find(p, t)->state);
     CHECK(find(again[0], t)->facts.registers == find(p, t)->facts.registers);
     CHECK(find(again[0], t)->facts.spill_store_bytes == find(p, t)->facts.spill_store_bytes);

@@ -10,6 +10,7 @@
 
 #include "cache/disk_cache.hpp"
 #include "kernels/kernel_spec.hpp"
+#include "base/hash.hpp"
 
 using namespace sage2;
 using sage2::cache::DiskCache;
@@ -79,8 +80,8 @@ void wr64(std::vector<char>& b, std::size_t at, std::uint64_t v) {
 // Recomputes the checksum as documented: FNV-1a 64 over header [0,56) then everything after 64.
 void fix_checksum(std::vector<char>& b) {
   if (b.size() < 64) return;
-  std::uint64_t h = kernels::fnv1a64(b.data(), 56);
-  h = kernels::fnv1a64(b.data() + 64, b.size() - 64, h);
+  std::uint64_t h = base::fnv1a64(b.data(), 56);
+  h = base::fnv1a64(b.data() + 64, b.size() - 64, h);
   wr64(b, 56, h);
 }
 

@@ -14,6 +14,7 @@
 #include "jit/compiler.hpp"
 #include "jit/kernel_build.hpp"
 #include "test_support.hpp"
+#include "base/hash.hpp"
 
 using namespace sage2;
 using sage2::cache::DiskCache;
@@ -166,10 +167,10 @@ TEST_CASE("cache key: an entry whose header names another NVRTC than its key is 
   // ... and never read: a valid entry with the header's NVRTC field rewritten (checksum redone).
   k.nvrtc_minor = 0;
   std::vector<char> bytes = DiskCache::serialize(k);
-  cache::fs::put_u32(bytes.data() + 24, 8);
-  std::uint64_t h = kernels::fnv1a64(bytes.data(), 56);
-  h = kernels::fnv1a64(bytes.data() + 64, bytes.size() - 64, h);
-  cache::fs::put_u64(bytes.data() + 56, h);
+  base::fs::put_u32(bytes.data() + 24, 8);
+  std::uint64_t h = base::fnv1a64(bytes.data(), 56);
+  h = base::fnv1a64(bytes.data() + 64, bytes.size() - 64, h);
+  base::fs::put_u64(bytes.data() + 56, h);
   std::string why;
   CHECK_FALSE(DiskCache::try_deserialize(bytes.data(), bytes.size(), &why).has_value());
   CHECK(why.find("nvrtc:13.0") != std::string::npos);

@@ -31,6 +31,7 @@
 #include "jit/compiler.hpp"
 #include "kernels/kernel_spec.hpp"
 #include "test_support.hpp"
+#include "base/hash.hpp"
 
 using namespace sage2;
 using sage2::cache::DiskCache;
@@ -60,7 +61,7 @@ std::vector<kernels::KernelSpec> keys_of(int i) {
 }
 
 template <class Bytes>
-std::uint64_t hash_of(const Bytes& cubin) { return kernels::fnv1a64(cubin.data(), cubin.size()); }
+std::uint64_t hash_of(const Bytes& cubin) { return base::fnv1a64(cubin.data(), cubin.size()); }
 
 std::string self_exe() {
   char buf[PATH_MAX];

@@ -147,7 +147,7 @@ namespace {
 
 // A plan as build_call_plan lays it out, for a given arch (no Context, no kernels).
 std::unique_ptr<runtime::CallPlan> layout(const Call& c, kernels::Arch arch) {
-  const runtime::AttentionProblem p = runtime::validate_attention(c.q, c.k, c.v, c.out, c.params, arch);
+  const plan::AttentionProblem p = plan::validate_attention(c.q, c.k, c.v, c.out, c.params, arch);
   kernels::KernelSpec spec = runtime::plan_attention_heuristic(p, arch, 232448);
   auto plan = std::make_unique<runtime::CallPlan>();
   runtime::layout_call_plan(p, spec, *plan);
@@ -229,7 +229,7 @@ TEST_CASE("call plan: host cost per cached call without the driver (validation, 
   const int n = 20000;
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < n; ++i) {
-    const auto p = runtime::validate_attention(c.q, c.k, c.v, c.out, c.params, kernels::Arch::Sm90a);
+    const auto p = plan::validate_attention(c.q, c.k, c.v, c.out, c.params, kernels::Arch::Sm90a);
     const auto plan = cache.find(sig(c));
     if (!plan) FAIL("cache miss");
     runtime::build_call_params(*plan, c.q, c.k, c.v, c.out, c.params.lse, ws, cp);
@@ -278,9 +278,9 @@ TEST_CASE("quantize paths: with auto, a wgmma plan quantizes Q in the attention 
   using runtime::QuantPath;
   using kernels::QuantOp;
   const Call c = make_call(0x10000000, 2, 4, 2, 200, 333, 128);
-  const runtime::AttentionProblem p = runtime::validate_attention(c.q, c.k, c.v, c.out, c.params, kernels::Arch::Sm90a);
+  const plan::AttentionProblem p = plan::validate_attention(c.q, c.k, c.v, c.out, c.params, kernels::Arch::Sm90a);
   kernels::KernelSpec s = runtime::attention_spec_for(p, kernels::Arch::Sm90a);
-  s.tile = autotune::heuristic_tile(s, 232448);
+  s.tile = plan::heuristic_tile(s, 232448);
   REQUIRE(s.family == kernels::KernelFamily::AttentionWgmma);
   runtime::apply_quant_path(s, QuantPath::Auto);
   CHECK(s.q_in_kernel);

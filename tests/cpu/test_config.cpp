@@ -173,18 +173,18 @@ TEST_CASE("config: an unknown SAGE2_QUANT_PATH warns once and means auto") {
 TEST_CASE("config: the tuning database a Context reads follows disk_cache and tuning") {
   CleanContextEnv clean;
   ScopedEnv dir("SAGE2_CACHE_DIR", "/tmp/sage2-config-test/db");
-  const std::string expected = autotune::db_path("/tmp/sage2-config-test/db", "dev", kernels::Arch::Sm90a);
-  CHECK(autotune::context_db_path(config::context_config(), "dev", kernels::Arch::Sm90a) == expected);
+  const std::string expected = plan::db_path("/tmp/sage2-config-test/db", "dev", kernels::Arch::Sm90a);
+  CHECK(plan::context_db_path(config::context_config(), "dev", kernels::Arch::Sm90a) == expected);
   {
     ScopedEnv off("SAGE2_DISABLE_TUNING", "1");
-    CHECK(autotune::context_db_path(config::context_config(), "dev", kernels::Arch::Sm90a).empty());
+    CHECK(plan::context_db_path(config::context_config(), "dev", kernels::Arch::Sm90a).empty());
     ContextOptions o;
     o.tuning = true;  // code wins
-    CHECK(autotune::context_db_path(config::context_config(o), "dev", kernels::Arch::Sm90a) == expected);
+    CHECK(plan::context_db_path(config::context_config(o), "dev", kernels::Arch::Sm90a) == expected);
   }
   {
     ScopedEnv off("SAGE2_DISABLE_DISK_CACHE", "1");
-    CHECK(autotune::context_db_path(config::context_config(), "dev", kernels::Arch::Sm90a).empty());
+    CHECK(plan::context_db_path(config::context_config(), "dev", kernels::Arch::Sm90a).empty());
   }
 }
 

@@ -134,7 +134,7 @@ Outcome run_case(const Case& c, std::uint64_t seed) {
   r.ran = true;
 
   // The spec the API ran (the Context's own planner), its kernel as the driver JIT-compiled it.
-  const runtime::AttentionProblem prob = runtime::validate_attention(q.ref(), k.ref(), v.ref(), out.ref(), p, impl.arch());
+  const plan::AttentionProblem prob = plan::validate_attention(q.ref(), k.ref(), v.ref(), out.ref(), p, impl.arch());
   r.spec = runtime::plan_attention(prob, impl);
   const runtime::LoadedKernel& lk = impl.kernels().get(r.spec);
   r.registers = lk.facts.registers;

@@ -131,8 +131,8 @@ Outcome run_case(const Case& c, std::uint64_t seed) {
   eo.causal = c.causal;
   const ref::ExactResult exact = ref::exact_attention(in.q.ref(), in.k.ref(), in.v.ref(), eo);
   // The spec the API planned, fed to the emulation: same algorithm, same tiles.
-  const runtime::AttentionProblem prob =
-      runtime::validate_attention(q.ref(), k.ref(), v.ref(), out.ref(), p, runtime::context_impl(ctx).arch());
+  const plan::AttentionProblem prob =
+      plan::validate_attention(q.ref(), k.ref(), v.ref(), out.ref(), p, runtime::context_impl(ctx).arch());
   const kernels::KernelSpec spec = runtime::plan_attention(prob, runtime::context_impl(ctx).arch(), runtime::context_impl(ctx).facts());
   ref::EmulationOptions mo;
   mo.round_output = true;

@@ -216,7 +216,7 @@ void run_shape(const Shape& s) {
     p.small_q_path = SmallQPath::Quantized;  // this suite specifies the quantized path (few rows: test_decode.cpp)
     p.smooth_v = s.smooth_v;
     p.lse = static_cast<float*>(dlse.get());
-    const runtime::AttentionProblem prob = runtime::validate_attention(Q, K, V, O, p, runtime::context_impl(ctx).arch());
+    const plan::AttentionProblem prob = plan::validate_attention(Q, K, V, O, p, runtime::context_impl(ctx).arch());
     const kernels::KernelSpec spec = runtime::plan_attention(prob, runtime::context_impl(ctx));
     REQUIRE_MESSAGE(spec.family == (wg ? kernels::KernelFamily::AttentionWgmma : kernels::KernelFamily::AttentionMma),
                     "SAGE2_ATTENTION_FAMILY=" << family << " planned " << kernels::family_name(spec.family));

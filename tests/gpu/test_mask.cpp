@@ -454,7 +454,7 @@ std::string name_of(const char* what, const HostMask& m, const Problem& p, Causa
 // The tile the Context plans for a call (masked and unmasked calls are expected to share it).
 kernels::TileConfig planned_tile(Context& ctx, const Problem& p, const AttentionParams& a, const TensorRef& out) {
   auto& impl = runtime::context_impl(ctx);
-  const runtime::AttentionProblem prob = runtime::validate_attention(p.dq(), p.dk(), p.dv(), out, a, impl.arch());
+  const plan::AttentionProblem prob = plan::validate_attention(p.dq(), p.dk(), p.dv(), out, a, impl.arch());
   return runtime::plan_attention(prob, impl).tile;
 }
 

@@ -359,8 +359,8 @@ TEST_CASE("gpu nonfinite: Context::attention pattern equals exact attention's; f
     const ref::ExactResult x = ref::exact_attention(bad.q.ref(), bad.k.ref(), bad.v.ref(), xo);
     DeviceTensor dq(bad.q), dk(bad.k), dv(bad.v);
     DeviceTensor dout(ref::HostTensor(cs.dt, cs.batch, cs.hq, cs.nq, cs.d, cs.nhd));
-    const runtime::AttentionProblem prob =
-        runtime::validate_attention(dq.ref(), dk.ref(), dv.ref(), dout.ref(), p, runtime::context_impl(ctx).arch());
+    const plan::AttentionProblem prob =
+        plan::validate_attention(dq.ref(), dk.ref(), dv.ref(), dout.ref(), p, runtime::context_impl(ctx).arch());
     const kernels::KernelSpec spec = runtime::plan_attention(prob, runtime::context_impl(ctx).arch(), runtime::context_impl(ctx).facts());
     ref::EmulationOptions eo;
     eo.round_output = true;

@@ -384,8 +384,8 @@ TEST_CASE(
     const std::size_t L = 7;        // the long sequence
     const AttentionParams& pa = a;  // the varlen call's parameters (nothing is launched here)
     const TensorRef ql = tokens(p->dq(), 0, p->cuq(L), lq[L]), kl = tokens(p->dk(), 0, p->cuk(L), lk[L]);
-    const runtime::AttentionProblem prob =
-        runtime::validate_attention(ql, kl, tokens(p->dv(), 0, p->cuk(L), lk[L]),
+    const plan::AttentionProblem prob =
+        plan::validate_attention(ql, kl, tokens(p->dv(), 0, p->cuk(L), lk[L]),
                                     tokens(out.ref(), 0, p->cuq(L), lq[L]), pa, runtime::context_impl(ctx).arch());
     const kernels::KernelSpec spec = runtime::plan_attention(prob, runtime::context_impl(ctx));
     ref::EmulationOptions mo;
