@@ -6,9 +6,9 @@
 
 #include "sage2/sage2.hpp"
 
-namespace sage2::log {
+namespace sage2::base::log {
 
-using Level = LogLevel;  // the public enum; log::Level::Warn reads as before
+using Level = LogLevel;  // the public enum; base::log::Level::Warn reads as before
 
 Level current_level();
 void write(Level level, const std::string& message);
@@ -22,4 +22,4 @@ void warn_once(const std::string& topic, const std::string& message);
 using Sink = void (*)(Level, const std::string&);
 void set_sink(Sink sink);
 
-}  // namespace sage2::log
+}  // namespace sage2::base::log

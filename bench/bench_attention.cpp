@@ -76,16 +76,16 @@ int main(int argc, char** argv) {
   try {
     Context ctx(0);
     auto& impl = runtime::context_impl(ctx);
-    const auto& a = driver::api();
-    driver::ScopedContext scope(impl.cu_context());
+    const auto& a = base::driver::api();
+    base::driver::ScopedContext scope(impl.cu_context());
     CUstream stream;
-    driver::check(a.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    base::driver::check(a.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
 
     CUdeviceptr scratch = 0;
     const std::size_t scratch_bytes = static_cast<std::size_t>(flush_mb) << 20;
-    if (scratch_bytes) driver::check(a.cuMemAlloc_v2(&scratch, scratch_bytes), "cuMemAlloc");
+    if (scratch_bytes) base::driver::check(a.cuMemAlloc_v2(&scratch, scratch_bytes), "cuMemAlloc");
     auto flush = [&] {
-      if (scratch_bytes) driver::check(a.cuMemsetD8Async(scratch, 0, scratch_bytes, stream), "cuMemsetD8Async");
+      if (scratch_bytes) base::driver::check(a.cuMemsetD8Async(scratch, 0, scratch_bytes, stream), "cuMemsetD8Async");
     };
     if (host_calls > 0) {
       const bench::DeviceInputs tiny(4, 128 * 64);
@@ -94,12 +94,12 @@ int main(int argc, char** argv) {
       p.qk_bits = static_cast<QkBits>(bits);
       auto call = [&] { ctx.attention(t(0), t(1), t(2), t(3), p, stream); };
       for (int i = 0; i < 50; ++i) call();
-      driver::check(a.cuStreamSynchronize(stream), "sync");
+      base::driver::check(a.cuStreamSynchronize(stream), "sync");
       std::vector<double> us;
       for (int r = 0; r < 3; ++r) {
         const auto t0 = std::chrono::steady_clock::now();
         for (long i = 0; i < host_calls; ++i) call();
-        driver::check(a.cuStreamSynchronize(stream), "sync");
+        base::driver::check(a.cuStreamSynchronize(stream), "sync");
         us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
                      double(host_calls));
       }
@@ -111,12 +111,12 @@ int main(int argc, char** argv) {
       {
         std::vector<double> enq;
         for (int r = 0; r < 5; ++r) {
-          driver::check(a.cuStreamSynchronize(stream), "sync");
+          base::driver::check(a.cuStreamSynchronize(stream), "sync");
           const auto t0 = std::chrono::steady_clock::now();
           for (int i = 0; i < 100; ++i) call();
           enq.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / 100.0);
         }
-        driver::check(a.cuStreamSynchronize(stream), "sync");
+        base::driver::check(a.cuStreamSynchronize(stream), "sync");
         std::sort(enq.begin(), enq.end());
         std::printf("sage2_cpp host enqueue only: %.2f us per call (100 calls after a sync, median of 5)\n", enq[2]);
       }

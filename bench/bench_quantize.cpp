@@ -58,10 +58,10 @@ int main(int argc, char** argv) {
   try {
     Context ctx(0);
     auto& impl = runtime::context_impl(ctx);
-    const auto& a = driver::api();
-    driver::ScopedContext scope(impl.cu_context());
+    const auto& a = base::driver::api();
+    base::driver::ScopedContext scope(impl.cu_context());
     CUstream stream;
-    driver::check(a.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    base::driver::check(a.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
 
     const long max_n = *std::max_element(lens.begin(), lens.end());
     const std::size_t elems = static_cast<std::size_t>(batch * heads * max_n * d);

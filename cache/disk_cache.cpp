@@ -225,7 +225,7 @@ EntryInfo inspect(const DirEntry& de, std::vector<char>& bytes, dev_t& dev, ino_
 DiskCache::DiskCache(std::string dir, bool disabled) : dir_(std::move(dir)), disabled_(disabled) {}
 
 DiskCache DiskCache::from_env() {
-  const config::CacheConfig c = config::cache_config();
+  const base::config::CacheConfig c = base::config::cache_config();
   return DiskCache(c.cache_dir, !c.disk_cache);
 }
 
@@ -239,7 +239,7 @@ std::optional<jit::CompiledKernel> DiskCache::load(const std::string& key) const
     if (fd.fd < 0) {
       const int e = errno;
       if (e != ENOENT && e != ENOTDIR)
-        log::warn_once("cache-unreadable:" + path,
+        base::log::warn_once("cache-unreadable:" + path,
                        "cannot read kernel cache entry " + path + ": " + errno_text(e) + "; recompiling");
       return std::nullopt;
     }
@@ -268,11 +268,11 @@ std::optional<jit::CompiledKernel> DiskCache::load(const std::string& key) const
     } else {
       outcome = "left it in place; the kernel will be compiled in memory";
     }
-    log::warn_once("cache-bad-entry:" + path, "bad kernel cache entry " + path + " for key '" +
+    base::log::warn_once("cache-bad-entry:" + path, "bad kernel cache entry " + path + " for key '" +
                                                   printable(key) + "': " + why + "; " + outcome);
     return std::nullopt;
   } catch (const std::exception& e) {
-    log::warn_once("cache-bad-entry:" + path,
+    base::log::warn_once("cache-bad-entry:" + path,
                    "cannot load kernel cache entry " + path + ": " + e.what() + "; recompiling");
     return std::nullopt;
   }
@@ -293,13 +293,13 @@ std::optional<jit::CompiledKernel> DiskCache::load_build(const jit::KernelBuild&
       found.push_back({{major, minor}, std::move(key)});
     }
   } catch (const std::exception& e) {
-    log::warn_once("cache-unreadable:" + dir_, std::string("cannot search the kernel cache: ") + e.what());
+    base::log::warn_once("cache-unreadable:" + dir_, std::string("cannot search the kernel cache: ") + e.what());
     return std::nullopt;
   }
   std::sort(found.begin(), found.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
   for (const auto& f : found)
     if (auto k = load(f.second)) {
-      log::debug("no NVRTC: using " + k->key + ", built by NVRTC " + std::to_string(k->nvrtc_major) + "." +
+      base::log::debug("no NVRTC: using " + k->key + ", built by NVRTC " + std::to_string(k->nvrtc_major) + "." +
                  std::to_string(k->nvrtc_minor));
       return k;
     }
@@ -312,10 +312,10 @@ bool DiskCache::store(const jit::CompiledKernel& k) const {
     const std::vector<char> bytes = serialize(k);
     std::string why;
     if (write_atomic(dir_, entry_file_name(k.key), bytes, /*create_dir=*/true, why)) return true;
-    log::warn_once("cache-unusable:" + dir_, "cannot write to the kernel cache in " + dir_ + " (" + why +
+    base::log::warn_once("cache-unusable:" + dir_, "cannot write to the kernel cache in " + dir_ + " (" + why +
                                                  "); compiled kernels are kept in memory only");
   } catch (const std::exception& e) {
-    log::warn_once("cache-unusable:" + dir_, std::string("cannot store a kernel in the disk cache ") + dir_ +
+    base::log::warn_once("cache-unusable:" + dir_, std::string("cannot store a kernel in the disk cache ") + dir_ +
                                                  ": " + e.what() + "; compiled kernels are kept in memory only");
   }
   return false;
@@ -421,7 +421,7 @@ std::size_t DiskCache::export_bundle(const std::string& path) const {
     ino_t ino;
     const EntryInfo info = inspect(de, bytes, dev, ino);
     if (!info.valid) {
-      log::warn("not exporting bad cache entry " + info.file + ": " + info.problem);
+      base::log::warn("not exporting bad cache entry " + info.file + ": " + info.problem);
       continue;
     }
     char len[8];
@@ -474,7 +474,7 @@ DiskCache::ImportResult DiskCache::import_bundle(const std::string& path) const 
     const std::uint64_t len = n == 8 ? get_u64(len_bytes) : 0;
     if (n != 8 || len > kMaxEntryBytes || len > remaining) {
       const std::uint64_t rest = count - i;
-      log::warn("bundle " + path + " is damaged at byte " + std::to_string(offset) + " (entry " +
+      base::log::warn("bundle " + path + " is damaged at byte " + std::to_string(offset) + " (entry " +
                 std::to_string(i + 1) + " of " + std::to_string(count) + "); the " + std::to_string(rest) +
                 " remaining entries are rejected");
       r.rejected += static_cast<std::size_t>(rest);
@@ -485,7 +485,7 @@ DiskCache::ImportResult DiskCache::import_bundle(const std::string& path) const 
     const ssize_t b = read_up_to(fd.fd, blob.data(), blob.size(), err);
     if (b != static_cast<ssize_t>(len)) {
       const std::uint64_t rest = count - i;
-      log::warn("bundle " + path + " could not be read at byte " + std::to_string(offset) + "; the " +
+      base::log::warn("bundle " + path + " could not be read at byte " + std::to_string(offset) + "; the " +
                 std::to_string(rest) + " remaining entries are rejected");
       r.rejected += static_cast<std::size_t>(rest);
       return r;
@@ -493,7 +493,7 @@ DiskCache::ImportResult DiskCache::import_bundle(const std::string& path) const 
     offset += len;
     auto k = try_deserialize(blob.data(), blob.size(), &why);
     if (!k) {
-      log::warn("bundle " + path + ": entry " + std::to_string(i + 1) + " rejected: " + why);
+      base::log::warn("bundle " + path + ": entry " + std::to_string(i + 1) + " rejected: " + why);
       ++r.rejected;
       continue;
     }
@@ -505,12 +505,12 @@ DiskCache::ImportResult DiskCache::import_bundle(const std::string& path) const 
     if (write_atomic(dir_, entry_file_name(k->key), blob, /*create_dir=*/true, why)) {
       ++r.imported;
     } else {
-      log::warn("cannot store entry " + std::to_string(i + 1) + " of bundle " + path + ": " + why);
+      base::log::warn("cannot store entry " + std::to_string(i + 1) + " of bundle " + path + ": " + why);
       ++r.failed;
     }
   }
   if (offset < file_size)
-    log::warn("bundle " + path + " has " + std::to_string(file_size - offset) +
+    base::log::warn("bundle " + path + " has " + std::to_string(file_size - offset) +
               " unexpected bytes after its last entry; ignored");
   return r;
 }

@@ -1,5 +1,5 @@
 // On-disk cubin cache.
-//  Directory: config::cache_config().cache_dir ($SAGE2_CACHE_DIR, else $XDG_CACHE_HOME/sage2, else ~/.cache/sage2).
+//  Directory: base::config::cache_config().cache_dir ($SAGE2_CACHE_DIR, else $XDG_CACHE_HOME/sage2, else ~/.cache/sage2).
 //  Entry file: header (magic, format version, full key, arch, NVRTC version, payload checksum)
 //              + cubin + metadata JSON (ptxas facts, compile time, entry name, created time).
 //  Key: jit::KernelBuild::key (jit/kernel_build.hpp) — the spec, a hash of the source, templates,

@@ -30,7 +30,7 @@ extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size);
 namespace sage2::fuzz {
 
 inline void quiet_log() {
-  log::set_sink([](log::Level, const std::string&) {});
+  base::log::set_sink([](base::log::Level, const std::string&) {});
 }
 
 inline std::uint32_t rd32(const std::uint8_t* p) {

@@ -35,7 +35,7 @@ struct CompiledKernel {
 // b.key. Throws Error(CompileError) carrying the key and the whole log on failure,
 // Error(NvrtcMissing) when libnvrtc cannot be loaded, Error(Internal) when b was made for another
 // NVRTC than the loaded one (its key would name the wrong compiler). Honors
-// config::ProcessConfig::dump_dir (SAGE2_DUMP_DIR).
+// base::config::ProcessConfig::dump_dir (SAGE2_DUMP_DIR).
 CompiledKernel compile(const KernelBuild& b);
 // compile(make_build(spec)).
 CompiledKernel compile(const kernels::KernelSpec& spec);

@@ -30,7 +30,7 @@ const TuningDb& Planner::db() const {
     std::size_t current = 0;
     for (const auto& e : r.entries) current += code_.matches(e) ? 1 : 0;
     if (current < r.entries.size())
-      log::info("tuning database " + db_path_ + ": " + std::to_string(r.entries.size() - current) + " of " +
+      base::log::info("tuning database " + db_path_ + ": " + std::to_string(r.entries.size() - current) + " of " +
                 std::to_string(r.entries.size()) + " entries were measured with other kernel code (this is " +
                 code_.code_version + (code_.nvrtc_version.empty() ? "" : ", NVRTC " + code_.nvrtc_version) +
                 ") and are not used (run sage2-autotune again)");
@@ -58,7 +58,7 @@ TileChoice Planner::choose(const kernels::KernelSpec& attention_spec, const plan
     kernels::KernelSpec s = attention_spec;
     s.tile = e->tile;
     if (auto why = static_reject_reason(s, max_smem_)) {
-      log::warn_once("tuning-entry:" + db_path_ + ":" + e->key.str(),
+      base::log::warn_once("tuning-entry:" + db_path_ + ":" + e->key.str(),
                      "tuning database " + db_path_ + ": the tile " + tile_str(e->tile) + " of " + e->key.str() +
                          " cannot run here (" + *why + "); using the heuristic default");
     } else {
@@ -68,7 +68,7 @@ TileChoice Planner::choose(const kernels::KernelSpec& attention_spec, const plan
     }
   }
   if (!c.tuned) c.tile = heuristic_tile(attention_spec, max_smem_);  // throws when nothing fits: not memoised
-  log::debug("plan " + key.str() + ": " + tile_str(c.tile) +
+  base::log::debug("plan " + key.str() + ": " + tile_str(c.tile) +
              (c.tuned ? " (tuned, measured as " + c.measured_key.str() + ")" : " (heuristic default)"));
   std::unique_lock<std::shared_mutex> lock(mu_);
   return memo_.emplace(key, c).first->second;
@@ -85,7 +85,7 @@ std::shared_ptr<Planner> shared_planner(const std::string& db_path, const std::s
   return p;
 }
 
-std::string context_db_path(const config::ContextConfig& c, const std::string& device_name, kernels::Arch arch) {
+std::string context_db_path(const base::config::ContextConfig& c, const std::string& device_name, kernels::Arch arch) {
   if (!c.disk_cache || !c.tuning) return {};
   return db_path(c.cache_dir, device_name, arch);
 }

@@ -66,6 +66,6 @@ std::shared_ptr<Planner> shared_planner(const std::string& db_path, const std::s
 
 // The database path a Context with settings `c` uses on a device: beside its kernel cache; empty
 // — no database — when its disk cache or its tuning is off.
-std::string context_db_path(const config::ContextConfig& c, const std::string& device_name, kernels::Arch arch);
+std::string context_db_path(const base::config::ContextConfig& c, const std::string& device_name, kernels::Arch arch);
 
 }  // namespace sage2::plan

@@ -392,7 +392,7 @@ DbReadResult read_db(const std::string& path, const std::string& device_name, ke
 DbReadResult load_db(const std::string& path, const std::string& device_name, kernels::Arch arch) {
   DbReadResult r = read_db(path, device_name, arch);
   if (r.status != DbStatus::Ok && r.status != DbStatus::Missing)
-    log::warn_once("tuning-db:" + path, "tuning database " + path + " is not usable (" + db_status_name(r.status) +
+    base::log::warn_once("tuning-db:" + path, "tuning database " + path + " is not usable (" + db_status_name(r.status) +
                                             ": " + r.problem + "); it is ignored and the heuristic defaults are used");
   return r;
 }
@@ -451,7 +451,7 @@ DbWriteResult merge_into_db(const std::string& path, const DbInfo& info, const s
     while (::flock(lock.fd, LOCK_EX) != 0) {
       if (errno == EINTR) continue;
       if (errno == ENOLCK || errno == EOPNOTSUPP) {
-        log::warn_once("tuning-db-nolock:" + lock_path, "cannot lock " + lock_path + " (" + errno_text(errno) +
+        base::log::warn_once("tuning-db-nolock:" + lock_path, "cannot lock " + lock_path + " (" + errno_text(errno) +
                                                             "); writing the tuning database without a lock");
         break;
       }
@@ -466,7 +466,7 @@ DbWriteResult merge_into_db(const std::string& path, const DbInfo& info, const s
     if (cur.status == DbStatus::Ok) {
       entries = std::move(cur.entries);
     } else if (cur.status != DbStatus::Missing) {
-      log::warn_once("tuning-db:" + path, "tuning database " + path + " is not usable (" +
+      base::log::warn_once("tuning-db:" + path, "tuning database " + path + " is not usable (" +
                                               db_status_name(cur.status) + ": " + cur.problem +
                                               "); it is replaced by a new one");
     }

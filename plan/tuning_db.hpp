@@ -25,7 +25,7 @@
 // Keys are unique in a file (a duplicate makes it invalid); entries are sorted by key.
 //
 // Trust: a file that cannot be parsed, is truncated, has another schema or schema version, or
-// names another device or arch is reported once per process (log::warn_once) and ignored — the
+// names another device or arch is reported once per process (base::log::warn_once) and ignored — the
 // heuristic defaults are used, and the next write replaces it. An entry is used only when it was
 // measured on the kernels this process would run (CodeIdentity: its code_version is this
 // build's jit::code_version — library version and a hash of the kernels the templates and the

@@ -67,7 +67,7 @@ kernels::KernelSpec plan_attention(const plan::AttentionProblem& p, const Contex
 }
 
 kernels::KernelSpec plan_attention(const plan::AttentionProblem& p, kernels::Arch arch, const DeviceFacts& facts) {
-  const config::ContextConfig defaults = config::context_config();
+  const base::config::ContextConfig defaults = base::config::context_config();
   kernels::KernelSpec s = attention_spec_for(p, arch, attention_family_override(defaults.family, facts, arch));
   const auto planner = plan::shared_planner(plan::context_db_path(defaults, facts.name, arch), facts.name,
                                                 arch, facts.max_shared_per_block_optin);
@@ -79,13 +79,13 @@ kernels::KernelSpec plan_attention(const plan::AttentionProblem& p, kernels::Arc
 kernels::KernelSpec plan_attention_heuristic(const plan::AttentionProblem& p, kernels::Arch arch, int max_smem_optin) {
   kernels::KernelSpec s = attention_spec_for(p, arch);
   s.tile = plan::heuristic_tile(s, max_smem_optin);
-  apply_quant_path(s, config::context_config().quant_path);
+  apply_quant_path(s, base::config::context_config().quant_path);
   return s;
 }
 
 void check_pointers_on_device(Context::Impl& ctx, const TensorRef& q, const TensorRef& k, const TensorRef& v,
                               const TensorRef& out, const float* lse, const SeqLens* lens, const MaskRef* mask) {
-  const auto& a = driver::api();
+  const auto& a = base::driver::api();
   // cuPointerGetAttributes (not cuPointerGetAttribute): it reports memory the driver does not know
   // as memory type 0 instead of failing, so rejecting a host pointer raises no CUDA API error.
   auto check = [&](const void* ptr, const char* name) {
@@ -97,7 +97,7 @@ void check_pointers_on_device(Context::Impl& ctx, const TensorRef& q, const Tens
     if (r != CUDA_SUCCESS || memory_type == 0)
       throw Error(ErrorCode::InvalidArgument,
                   std::string(name) + ": pointer is not CUDA device memory (" +
-                      (r != CUDA_SUCCESS ? driver::error_text(r) : std::string("the driver does not know it")) + ")");
+                      (r != CUDA_SUCCESS ? base::driver::error_text(r) : std::string("the driver does not know it")) + ")");
     if (ordinal != ctx.facts().ordinal)
       throw Error(ErrorCode::InvalidArgument, std::string(name) + ": memory is on device " + std::to_string(ordinal) +
                                                   " but this Context is on device " +

@@ -21,7 +21,7 @@ void encode_tma_map(const kernels::TmaMapSpec& t, kernels::TmaMap& out) {
                                 : t.swizzle_bytes == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
                                                         : CU_TENSOR_MAP_SWIZZLE_32B;
   auto* map = reinterpret_cast<CUtensorMap*>(&out);
-  const CUresult r = driver::api().cuTensorMapEncodeTiled(
+  const CUresult r = base::driver::api().cuTensorMapEncodeTiled(
       map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(t.base), dims, strides, box, estr,
       CU_TENSOR_MAP_INTERLEAVE_NONE, sw, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
@@ -29,7 +29,7 @@ void encode_tma_map(const kernels::TmaMapSpec& t, kernels::TmaMap& out) {
                 "cuTensorMapEncodeTiled(dims " + std::to_string(t.dims[0]) + "x" + std::to_string(t.dims[1]) +
                     ", stride " + std::to_string(t.row_stride) + ", box " + std::to_string(t.box[0]) + "x" +
                     std::to_string(t.box[1]) + ", swizzle " + std::to_string(t.swizzle_bytes) +
-                    "): " + driver::error_text(r));
+                    "): " + base::driver::error_text(r));
 }
 
 void TmaMapCache::get(const kernels::AttentionFamilyDesc& family, const kernels::KernelSpec& spec, const kernels::QuantBuffers& b,
@@ -134,7 +134,7 @@ void launch_attention_stage(Context::Impl& ctx, const kernels::KernelSpec& atten
   AttentionStageParams params;
   build_attention_stage_params(plan, b, k_input, workspace, out, lse, sm_scale, delta_s_workspace, params, nullptr,
                                q_input);
-  driver::ScopedContext scope(ctx.cu_context());
+  base::driver::ScopedContext scope(ctx.cu_context());
   add_tensor_maps(plan, b, workspace, params);
   load_attention_stage(ctx, b, plan);
   enqueue_attention_stage(plan, params, stream);

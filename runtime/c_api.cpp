@@ -196,7 +196,7 @@ sage2_status sage2_context_cache_dir(const sage2_context* ctx, char* buf, size_t
 
 sage2_status sage2_default_cache_dir(char* buf, size_t size) {
   return guarded([&] {
-    const sage2::config::CacheConfig c = sage2::config::cache_config();
+    const sage2::base::config::CacheConfig c = sage2::base::config::cache_config();
     copy_out(c.disk_cache ? c.cache_dir : std::string(), buf, size);
   });
 }

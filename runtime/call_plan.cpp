@@ -87,7 +87,7 @@ std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const plan::
 
   // Attention stage (runtime/attention_stage.cpp).
   load_attention_stage(ctx, b, p->attention);
-  mark_overlapping_launches(*p, config::process_config().overlap_launches);
+  mark_overlapping_launches(*p, base::config::process_config().overlap_launches);
   return p;
 }
 
@@ -165,13 +165,13 @@ void run_call_plan(Context::Impl& ctx, const CallPlan& plan, const TensorRef& q,
   // storage: no allocation once a thread has seen its largest chunk count.
   thread_local CallParams cp;
   build_call_params(plan, q, k, v, out, lse, workspace, cp, lens, mask);
-  driver::ScopedContext scope(ctx.cu_context());
+  base::driver::ScopedContext scope(ctx.cu_context());
   if (plan.problem.direct) return enqueue_decode_stage(plan.decode, cp.decode, stream);
   add_tensor_maps(plan.attention, plan.buffers, workspace, cp.attention);
   // Quantize stage.
   if (plan.fused_quantize) {
     const auto sync = reinterpret_cast<CUdeviceptr>(workspace + plan.sync_offset);
-    driver::check(driver::api().cuMemsetD8Async(sync, 0, plan.sync_bytes, stream), "cuMemsetD8Async (quantize sync)");
+    base::driver::check(base::driver::api().cuMemsetD8Async(sync, 0, plan.sync_bytes, stream), "cuMemsetD8Async (quantize sync)");
   }
   for (const CallPlan::Launch& l : plan.quantize) launch(*l.kernel, l.shape, &cp.quantize, stream);
   // ΔS and attention, per chunk.

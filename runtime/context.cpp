@@ -8,8 +8,8 @@
 namespace sage2 {
 
 Context::Impl::Impl(int device, const ContextOptions& options)
-    : config_(config::context_config(options)), options_(config::to_options(config_)) {
-  const auto& a = driver::api();
+    : config_(base::config::context_config(options)), options_(base::config::to_options(config_)) {
+  const auto& a = base::driver::api();
   facts_ = runtime::device_facts(device);
   const kernels::CodeTarget target = runtime::context_target(facts_, config_.target_arch);
   arch_ = target.arch;
@@ -20,9 +20,9 @@ Context::Impl::Impl(int device, const ContextOptions& options)
     const std::string line = "device " + std::to_string(device) + " (" + facts_.name + ", " + facts_.cc_string() +
                              "): " + target.note;
     if (config_.target_arch.empty())
-      log::warn_once("target:" + line, line);
+      base::log::warn_once("target:" + line, line);
     else
-      log::info(line);
+      base::log::info(line);
   }
   // Before the primary context is retained: a refused family must leave nothing to release.
   family_override_ = runtime::attention_family_override(config_.family, facts_, arch_);
@@ -30,15 +30,15 @@ Context::Impl::Impl(int device, const ContextOptions& options)
     throw Error(ErrorCode::Unsupported, "quantize path cluster (ContextOptions::quant_path or SAGE2_QUANT_PATH) needs "
                                         "thread-block clusters (sm_90a); device " + std::to_string(facts_.ordinal) +
                                             " (" + facts_.name + ") is " + kernels::arch_name(arch_));
-  driver::check(a.cuDeviceGet(&dev_, device), "cuDeviceGet");
+  base::driver::check(a.cuDeviceGet(&dev_, device), "cuDeviceGet");
   // Prefer the caller's current context on this device (framework interop).
   CUcontext cur = nullptr;
-  driver::check(a.cuCtxGetCurrent(&cur), "cuCtxGetCurrent");
+  base::driver::check(a.cuCtxGetCurrent(&cur), "cuCtxGetCurrent");
   CUdevice cur_dev = -1;
   if (cur && a.cuCtxGetDevice(&cur_dev) == CUDA_SUCCESS && cur_dev == dev_) {
     ctx_ = cur;
   } else {
-    driver::check(a.cuDevicePrimaryCtxRetain(&ctx_, dev_), "cuDevicePrimaryCtxRetain");
+    base::driver::check(a.cuDevicePrimaryCtxRetain(&ctx_, dev_), "cuDevicePrimaryCtxRetain");
     owns_primary_ = true;
   }
   loader_ = std::make_unique<runtime::KernelLoader>(ctx_, arch_,
@@ -61,7 +61,7 @@ Context::Impl::Impl(int device, const ContextOptions& options)
 Context::Impl::~Impl() {
   workspace_.reset();  // frees device memory and unloads modules while the context is alive
   loader_.reset();
-  if (owns_primary_ && driver::available()) driver::api().cuDevicePrimaryCtxRelease_v2(dev_);
+  if (owns_primary_ && base::driver::available()) base::driver::api().cuDevicePrimaryCtxRelease_v2(dev_);
 }
 
 Context::Context(int device, ContextOptions options) : impl_(new Impl(device, options)) {}
@@ -96,7 +96,7 @@ VersionInfo version_info() {
   auto [maj, min] = jit::nvrtc_version();
   v.nvrtc_major = maj;
   v.nvrtc_minor = min;
-  if (driver::available()) driver::api().cuDriverGetVersion(&v.driver_version);
+  if (base::driver::available()) base::driver::api().cuDriverGetVersion(&v.driver_version);
   return v;
 }
 

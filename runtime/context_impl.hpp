@@ -34,7 +34,7 @@ class Context::Impl {
   runtime::WorkspacePool& workspace() { return *workspace_; }
   plan::Planner& planner() const { return *planner_; }
   // The Context's settings, decided at construction (ContextOptions, else the environment).
-  const config::ContextConfig& config() const { return config_; }
+  const base::config::ContextConfig& config() const { return config_; }
   const ContextOptions& options() const { return options_; }  // the same, as public options
   // config().family as a kernel family: nullopt for Auto (each call uses
   // kernels::default_attention_family()).
@@ -44,7 +44,7 @@ class Context::Impl {
   DeviceInfo info;
 
  private:
-  config::ContextConfig config_;
+  base::config::ContextConfig config_;
   ContextOptions options_;
   runtime::DeviceFacts facts_;
   kernels::Arch arch_;

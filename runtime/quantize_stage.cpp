@@ -67,14 +67,14 @@ void launch_quantize_stage(Context::Impl& ctx, const kernels::KernelSpec& attent
                 "launch_quantize_stage: varlen or masked buffers need the call's lengths or mask (run_call_plan)");
   const std::vector<kernels::QuantOp> ops = quantize_ops(path, attention_spec);
   dev::QuantizeParams params = kernels::make_quantize_params(b, q, k, v, workspace);
-  driver::ScopedContext scope(ctx.cu_context());
+  base::driver::ScopedContext scope(ctx.cu_context());
   if (ops.front() == kernels::QuantOp::Fused) {
     // The counters must start at zero: a memset node on the same stream (graph-capturable) is
     // robust against any workspace content — a caller's fresh buffer, a call that trapped —
     // where self-resetting counters would trust the previous call.
     const kernels::QuantBuffers::Offsets o = b.offsets();
     const auto sync = reinterpret_cast<CUdeviceptr>(static_cast<char*>(workspace) + o.sync);
-    driver::check(driver::api().cuMemsetD8Async(sync, 0, o.sync_bytes, stream), "cuMemsetD8Async (quantize sync)");
+    base::driver::check(base::driver::api().cuMemsetD8Async(sync, 0, o.sync_bytes, stream), "cuMemsetD8Async (quantize sync)");
   }
   for (kernels::QuantOp op : ops) {
     const kernels::KernelSpec spec = kernels::quantize_spec_for(attention_spec, op);

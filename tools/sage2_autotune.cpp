@@ -455,13 +455,13 @@ bool g_verbose = false;
 // Library messages go through the progress printer so they do not tear the bar. The per-kernel
 // "spills registers" warnings of the compiler are expected here (rejecting spilling candidates
 // is the point) and are reported in the candidate list instead, unless --verbose.
-void log_sink(log::Level level, const std::string& m) {
-  if (static_cast<int>(level) > static_cast<int>(log::current_level())) return;
-  if (!g_verbose && level == log::Level::Warn && m.rfind("kernel ", 0) == 0 &&
+void log_sink(base::log::Level level, const std::string& m) {
+  if (static_cast<int>(level) > static_cast<int>(base::log::current_level())) return;
+  if (!g_verbose && level == base::log::Level::Warn && m.rfind("kernel ", 0) == 0 &&
       m.find(" spills registers") != std::string::npos)
     return;
-  const char* tag = level == log::Level::Error ? "error" : level == log::Level::Warn ? "warning" :
-                    level == log::Level::Info ? "info" : "debug";
+  const char* tag = level == base::log::Level::Error ? "error" : level == base::log::Level::Warn ? "warning" :
+                    level == base::log::Level::Info ? "info" : "debug";
   const std::string line = std::string("sage2 ") + tag + ": " + m;
   if (g_progress) g_progress->message(line);
   else std::fprintf(stderr, "%s\n", line.c_str());
@@ -614,7 +614,7 @@ int run_compile_only(const Options& o, Progress& progress) {
 // `report`: where to put the JSON report instead of emitting it (several archs).
 int compile_only_arch(const Options& o, kernels::Arch arch, Progress& progress, json* report) {
   const int smem = o.max_smem ? o.max_smem : plan::default_max_smem_optin(arch);
-  const std::string dir = o.cache_dir.empty() ? config::cache_config().cache_dir : o.cache_dir;
+  const std::string dir = o.cache_dir.empty() ? base::config::cache_config().cache_dir : o.cache_dir;
   if (jit::nvrtc_version().first == 0) {
     std::fprintf(stderr, "sage2-autotune: NVRTC cannot be loaded; nothing can be compiled (set SAGE2_LIBNVRTC)\n");
     return kExitFailed;
@@ -683,9 +683,9 @@ json timing_json(const Timed& t) {
 }
 
 int run_tune(const Options& o, Progress& progress) {
-  if (!driver::available()) {
+  if (!base::driver::available()) {
     std::fprintf(stderr, "sage2-autotune: %s\n(--arch ARCH --compile-only fills the cache without a GPU)\n",
-                 driver::unavailable_reason().c_str());
+                 base::driver::unavailable_reason().c_str());
     return kExitNoDriver;
   }
   const int count = runtime::device_count();
@@ -975,7 +975,7 @@ int main(int argc, char** argv) {
   g_verbose = o.verbose;
   Progress progress(progress_mode(o));
   g_progress = &progress;
-  log::set_sink(&log_sink);
+  base::log::set_sink(&log_sink);
   int rc;
   try {
     rc = o.compile_only ? run_compile_only(o, progress) : run_tune(o, progress);
@@ -989,7 +989,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "sage2-autotune: %s\n", e.what());
     rc = kExitFailed;
   }
-  log::set_sink(nullptr);
+  base::log::set_sink(nullptr);
   g_progress = nullptr;
   return rc;
 }

@@ -54,8 +54,8 @@ int main(int argc, char** argv) {
     for (const auto& e : cache.list()) (e.valid ? n : bad)++;
     std::printf("disk cache: %s (%zu entries, %zu invalid)\n", cache.dir().c_str(), n, bad);
   }
-  if (!sage2::driver::available()) {
-    std::printf("driver: %s\n", sage2::driver::unavailable_reason().c_str());
+  if (!sage2::base::driver::available()) {
+    std::printf("driver: %s\n", sage2::base::driver::unavailable_reason().c_str());
     return 3;
   }
   std::printf("driver: CUDA %d.%d\n", v.driver_version / 1000, (v.driver_version % 1000) / 10);

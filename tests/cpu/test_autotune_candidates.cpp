@@ -43,8 +43,8 @@ struct CandTempDir {
 
 // Quiet: the compiler warns about spilling kernels, which this test compiles on purpose.
 struct QuietLog {
-  QuietLog() { log::set_sink([](log::Level, const std::string&) {}); }
-  ~QuietLog() { log::set_sink(nullptr); }
+  QuietLog() { base::log::set_sink([](base::log::Level, const std::string&) {}); }
+  ~QuietLog() { base::log::set_sink(nullptr); }
 };
 
 const Candidate* find(const SpecialisationPlan& p, kernels::TileConfig t) {

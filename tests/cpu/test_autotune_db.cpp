@@ -60,17 +60,17 @@ struct DbTempDir {
 struct DbWarnCapture {
   static std::mutex& mu() { static std::mutex m; return m; }
   static std::vector<std::string>& msgs() { static std::vector<std::string> v; return v; }
-  static void sink(log::Level level, const std::string& m) {
-    if (level != log::Level::Warn) return;
+  static void sink(base::log::Level level, const std::string& m) {
+    if (level != base::log::Level::Warn) return;
     std::lock_guard<std::mutex> lock(mu());
     msgs().push_back(m);
   }
   DbWarnCapture() {
     std::lock_guard<std::mutex> lock(mu());
     msgs().clear();
-    log::set_sink(&sink);
+    base::log::set_sink(&sink);
   }
-  ~DbWarnCapture() { log::set_sink(nullptr); }
+  ~DbWarnCapture() { base::log::set_sink(nullptr); }
   std::size_t count() const {
     std::lock_guard<std::mutex> lock(mu());
     return msgs().size();
@@ -432,7 +432,7 @@ TEST_CASE("autotune: forked writers merging at once lose no entry; a reader neve
   const pid_t reader = ::fork();
   REQUIRE(reader >= 0);
   if (reader == 0) {
-    log::set_sink([](log::Level, const std::string&) {});
+    base::log::set_sink([](base::log::Level, const std::string&) {});
     int bad = 0, ok = 0;
     for (;;) {
       const bool last = ::access(stop_marker.c_str(), F_OK) == 0;
@@ -449,7 +449,7 @@ TEST_CASE("autotune: forked writers merging at once lose no entry; a reader neve
     REQUIRE(pid >= 0);
     if (pid == 0) {
       static int warn_count = 0;
-      log::set_sink([](log::Level l, const std::string&) { if (l == log::Level::Warn) ++warn_count; });
+      base::log::set_sink([](base::log::Level l, const std::string&) { if (l == base::log::Level::Warn) ++warn_count; });
       for (int i = 0; i < kEach; ++i) {
         // Distinct keys per writer (head dim) and per step (q bucket); one shared key overwritten by all.
         const plan::TuningEntry mine = make_entry(make_key(16 + w, 64 << i, 1024), {64, 64, 4, 1 + i % 2});
@@ -578,14 +578,14 @@ TEST_CASE("autotune: the code version names the library and hashes the kernels i
 namespace {
 struct InfoCapture {
   static std::vector<std::string>& msgs() { static std::vector<std::string> v; return v; }
-  static void sink(log::Level level, const std::string& m) {
-    if (level == log::Level::Info) msgs().push_back(m);
+  static void sink(base::log::Level level, const std::string& m) {
+    if (level == base::log::Level::Info) msgs().push_back(m);
   }
   InfoCapture() {
     msgs().clear();
-    log::set_sink(&sink);
+    base::log::set_sink(&sink);
   }
-  ~InfoCapture() { log::set_sink(nullptr); }
+  ~InfoCapture() { base::log::set_sink(nullptr); }
 };
 }  // namespace
 
@@ -644,7 +644,7 @@ TEST_CASE("autotune: Contexts of one device and cache directory share one planne
   CHECK(b->memoised() == 1);
   // The path a Context uses: beside its cache; none when the disk cache or tuning is off (where
   // SAGE2_DISABLE_TUNING comes in: tests/cpu/test_config.cpp).
-  config::ContextConfig c;
+  base::config::ContextConfig c;
   c.cache_dir = tmp.path;
   CHECK(plan::context_db_path(c, kDevice, kArch) == path);
   c.disk_cache = false;

@@ -46,16 +46,16 @@ struct TempDir : test::TempDir {
 struct WarnCapture {
   static std::mutex& mu() { static std::mutex m; return m; }
   static std::vector<std::string>& msgs() { static std::vector<std::string> v; return v; }
-  static void sink(log::Level level, const std::string& m) {
-    if (level != log::Level::Warn) return;
+  static void sink(base::log::Level level, const std::string& m) {
+    if (level != base::log::Level::Warn) return;
     std::lock_guard<std::mutex> lock(mu());
     msgs().push_back(m);
   }
   WarnCapture() {
     msgs().clear();
-    log::set_sink(&sink);
+    base::log::set_sink(&sink);
   }
-  ~WarnCapture() { log::set_sink(nullptr); }
+  ~WarnCapture() { base::log::set_sink(nullptr); }
   std::size_t count() const { return msgs().size(); }
   std::string all() const {
     std::string s;
@@ -388,7 +388,7 @@ TEST_CASE("disk cache: a write that runs out of space leaves nothing behind (RLI
     struct rlimit rl {8192, 8192};
     if (::setrlimit(RLIMIT_FSIZE, &rl) != 0) ::_exit(10);
     static int warn_count = 0;
-    log::set_sink([](log::Level l, const std::string&) { if (l == log::Level::Warn) ++warn_count; });
+    base::log::set_sink([](base::log::Level l, const std::string&) { if (l == base::log::Level::Warn) ++warn_count; });
     DiskCache cache(tmp.path);
     const auto small = make_kernel(kernels::Arch::Sm90a, 64, 1000);
     const auto big = make_kernel(kernels::Arch::Sm90a, 128, 64 * 1024);
@@ -458,7 +458,7 @@ TEST_CASE("disk cache: concurrent writer processes leave one valid entry per key
     REQUIRE(pid >= 0);
     if (pid == 0) {
       static int warn_count = 0;
-      log::set_sink([](log::Level l, const std::string&) { if (l == log::Level::Warn) ++warn_count; });
+      base::log::set_sink([](base::log::Level l, const std::string&) { if (l == base::log::Level::Warn) ++warn_count; });
       DiskCache cache(tmp.path);
       const auto own_a = make_kernel(kernels::Arch::Sm89, 16 + p, 5000, 100 + p);
       const auto own_b = make_kernel(kernels::Arch::Sm90a, 200 + p, 9000, 200 + p);

@@ -50,16 +50,16 @@ struct FaultDir : test::TempDir {
 struct Warnings {
   static std::mutex& mu() { static std::mutex m; return m; }
   static std::vector<std::string>& msgs() { static std::vector<std::string> v; return v; }
-  static void sink(log::Level level, const std::string& m) {
-    if (level != log::Level::Warn) return;
+  static void sink(base::log::Level level, const std::string& m) {
+    if (level != base::log::Level::Warn) return;
     std::lock_guard<std::mutex> lock(mu());
     msgs().push_back(m);
   }
   Warnings() {
     reset();
-    log::set_sink(&sink);
+    base::log::set_sink(&sink);
   }
-  ~Warnings() { log::set_sink(nullptr); }
+  ~Warnings() { base::log::set_sink(nullptr); }
   std::size_t count() const {
     std::lock_guard<std::mutex> lock(mu());
     return msgs().size();
@@ -296,7 +296,7 @@ TEST_CASE("faults: a read-only cache directory, for real, as an unprivileged chi
     const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
     if (fd >= 0) ::_exit(78);  // still writable: cannot test here
     static int warn_count = 0;
-    log::set_sink([](log::Level l, const std::string&) { if (l == log::Level::Warn) ++warn_count; });
+    base::log::set_sink([](base::log::Level l, const std::string&) { if (l == base::log::Level::Warn) ++warn_count; });
     const DiskCache cache(dir);
     // Existing good entries are served.
     auto k = cache.load(kept.key);
@@ -348,7 +348,7 @@ TEST_CASE("faults: a full disk (RLIMIT_FSIZE child) while replacing an entry kee
     struct rlimit rl {8192, 8192};  // writes past 8 KiB fail with EFBIG, as ENOSPC would
     if (::setrlimit(RLIMIT_FSIZE, &rl) != 0) ::_exit(10);
     static int warn_count = 0;
-    log::set_sink([](log::Level l, const std::string&) { if (l == log::Level::Warn) ++warn_count; });
+    base::log::set_sink([](base::log::Level l, const std::string&) { if (l == base::log::Level::Warn) ++warn_count; });
     // Replacing a good entry fails atomically: the old one stays, whole and loadable.
     if (cache.store(v2)) ::_exit(11);
     auto got = cache.load(v1.key);
@@ -441,7 +441,7 @@ TEST_CASE("faults: a FIFO where an entry should be is refused at once, never wai
   if (pid == 0) {
     ::alarm(20);  // a regression hangs: SIGALRM ends the child instead of the suite
     static int warn_count = 0;
-    log::set_sink([](log::Level l, const std::string&) { if (l == log::Level::Warn) ++warn_count; });
+    base::log::set_sink([](base::log::Level l, const std::string&) { if (l == base::log::Level::Warn) ++warn_count; });
     if (cache.load(a.key).has_value()) ::_exit(10);
     if (warn_count != 1) ::_exit(11);
     const auto listed = cache.list();

@@ -187,9 +187,9 @@ TEST_CASE("faults child: NVRTC unloadable under an address-space limit" * doctes
   const std::string swapped_key = child_env("SAGE2_FAULT_SWAPPED_KEY");
   int warnings = 0;
   static int* counter = &warnings;
-  log::set_sink([](log::Level l, const std::string&) { if (l == log::Level::Warn) ++*counter; });
+  base::log::set_sink([](base::log::Level l, const std::string&) { if (l == base::log::Level::Warn) ++*counter; });
   CHECK_FALSE(cache.load(swapped_key).has_value());
-  log::set_sink(nullptr);
+  base::log::set_sink(nullptr);
   CHECK(warnings == 1);
   CHECK_FALSE(exists(cache.entry_path(swapped_key)));
   CHECK_THROWS_AS(jit::compile(swapped_spec()), Error);
@@ -242,8 +242,8 @@ TEST_CASE("faults: NVRTC missing gives NvrtcMissing and cached kernels are still
 
 TEST_CASE("faults child: no driver through the C and C++ APIs" * doctest::skip()) {
   const std::string dir = child_env("SAGE2_FAULT_DIR");
-  CHECK_FALSE(driver::available());
-  CHECK(driver::unavailable_reason().find(kNoCuda) != std::string::npos);
+  CHECK_FALSE(base::driver::available());
+  CHECK(base::driver::unavailable_reason().find(kNoCuda) != std::string::npos);
   CHECK(sage2_device_count() == 0);
   CHECK(device_count() == 0);
   CHECK(version_info().driver_version == 0);

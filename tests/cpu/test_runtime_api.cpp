@@ -24,7 +24,7 @@ Run run(const std::string& cmd) {
 }  // namespace
 
 TEST_CASE("runtime: without a driver, Context creation fails with NoDriver naming libcuda") {
-  if (sage2::driver::available()) {
+  if (sage2::base::driver::available()) {
     MESSAGE("a CUDA driver is present here; the no-driver path is covered by the sage2-info case");
     return;
   }
@@ -61,7 +61,7 @@ TEST_CASE("C API: status codes and messages") {
   char name[8], arch[8];
   CHECK(sage2_context_device(nullptr, name, sizeof name, arch, sizeof arch) == SAGE2_ERROR_INVALID_ARGUMENT);
 
-  if (!sage2::driver::available()) {
+  if (!sage2::base::driver::available()) {
     sage2_context* ctx = reinterpret_cast<sage2_context*>(0x1);
     CHECK(sage2_context_create(0, nullptr, 1, &ctx) == SAGE2_ERROR_NO_DRIVER);
     CHECK(ctx == nullptr);

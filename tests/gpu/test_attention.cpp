@@ -410,7 +410,7 @@ TEST_CASE("gpu attention: a tile the device cannot hold is rejected before launc
 TEST_CASE("gpu attention perf: kernel time at B=4 H=32 hd128 (int8, fp16)") {
   if (!std::getenv("SAGE2_PERF")) return;
   Context& ctx = test::gpu_context();
-  driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
+  base::driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
   for (std::int64_t n : {1024, 4096}) {
     const std::size_t elems = static_cast<std::size_t>(4 * 32 * n * 128);
     test::DeviceBuffer q(elems * 2), k(elems * 2), v(elems * 2), o(elems * 2);

@@ -262,10 +262,10 @@ TEST_CASE("gpu attention: 32K tokens, causal, checked on the last query rows") {
 
 TEST_CASE("gpu attention: CUDA graph capture, then replay with new input values") {
   Context& ctx = test::gpu_context();
-  const auto& a = driver::api();
-  driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
+  const auto& a = base::driver::api();
+  base::driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
   CUstream stream;
-  driver::check(a.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  base::driver::check(a.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
   const std::int64_t n = test::reduced() ? 256 : 1000, d = 128;
   const std::uint64_t seed = fresh_seed();
   ref::AttentionInputs in = make_inputs(0, seed, DType::F16, 2, 4, 2, n, n, d, false);
@@ -276,15 +276,15 @@ TEST_CASE("gpu attention: CUDA graph capture, then replay with new input values"
   p.small_q_path = SmallQPath::Quantized;  // this suite specifies the quantized path (few rows: test_decode.cpp)
   // Warm-up outside capture: compiles kernels and sizes this stream's workspace.
   ctx.attention(q.ref(), k.ref(), v.ref(), out.ref(), p, stream);
-  driver::check(a.cuStreamSynchronize(stream), "sync");
+  base::driver::check(a.cuStreamSynchronize(stream), "sync");
   const std::size_t held = runtime::context_impl(ctx).workspace().bytes_held();
 
-  driver::check(a.cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "begin capture");
+  base::driver::check(a.cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "begin capture");
   ctx.attention(q.ref(), k.ref(), v.ref(), out.ref(), p, stream);
   CUgraph graph;
-  driver::check(a.cuStreamEndCapture(stream, &graph), "end capture");
+  base::driver::check(a.cuStreamEndCapture(stream, &graph), "end capture");
   CUgraphExec exec;
-  driver::check(a.cuGraphInstantiateWithFlags(&exec, graph, 0), "instantiate");
+  base::driver::check(a.cuGraphInstantiateWithFlags(&exec, graph, 0), "instantiate");
   CHECK(runtime::context_impl(ctx).workspace().bytes_held() == held);  // no allocation while capturing
 
   for (int round = 0; round < 2; ++round) {
@@ -296,8 +296,8 @@ TEST_CASE("gpu attention: CUDA graph capture, then replay with new input values"
     k.reupload();
     v.reupload();
     out.dev->poison(0xFF);
-    driver::check(a.cuGraphLaunch(exec, stream), "graph launch");
-    driver::check(a.cuStreamSynchronize(stream), "sync");
+    base::driver::check(a.cuGraphLaunch(exec, stream), "graph launch");
+    base::driver::check(a.cuStreamSynchronize(stream), "sync");
     ref::AttentionOptions eo;
     eo.causal = CausalMode::BottomRight;
     const auto e = ref::exact_attention(fresh.q.ref(), fresh.k.ref(), fresh.v.ref(), eo);

@@ -101,12 +101,12 @@ void fill_periodic(test::DeviceBuffer& buf, const std::vector<std::uint16_t>& ba
   const std::size_t total = static_cast<std::size_t>(rows) * row_bytes;
   std::size_t have = std::min(bank.size() * 2, total);
   buf.upload(bank.data(), have);
-  driver::ScopedContext scope(runtime::context_impl(test::gpu_context()).cu_context());
+  base::driver::ScopedContext scope(runtime::context_impl(test::gpu_context()).cu_context());
   // `have` stays a multiple of the bank's size until the last (partial) copy, so the copy to
   // offset `have` continues the period.
   while (have < total) {
     const std::size_t n = std::min(have, total - have);
-    driver::check(driver::api().cuMemcpyDtoD_v2(buf.ptr() + have, buf.ptr(), n), "cuMemcpyDtoD (fill)");
+    base::driver::check(base::driver::api().cuMemcpyDtoD_v2(buf.ptr() + have, buf.ptr(), n), "cuMemcpyDtoD (fill)");
     have += n;
   }
 }
@@ -223,8 +223,8 @@ void run_shape(const Shape& s) {
     const std::size_t ws = ctx.workspace_size(Q, K, V, O, p);
     std::size_t free_b = 0, total_b = 0;
     {
-      driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
-      driver::check(driver::api().cuMemGetInfo_v2(&free_b, &total_b), "cuMemGetInfo");
+      base::driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
+      base::driver::check(base::driver::api().cuMemGetInfo_v2(&free_b, &total_b), "cuMemGetInfo");
     }
     std::printf("large %s [%s]: %lld elements per tensor (%.2f x 2^31), 4 x %.2f GiB tensors + %.2f GiB workspace; "
                 "%.2f GiB free of %.2f\n",

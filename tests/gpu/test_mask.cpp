@@ -887,8 +887,8 @@ TEST_CASE("gpu mask: bad masks are refused naming params.mask, and nothing is wr
 
 TEST_CASE("gpu mask: a CUDA graph replays with the mask's contents rewritten on the device") {
   Context& ctx = test::gpu_context();
-  const auto& api = driver::api();
-  driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
+  const auto& api = base::driver::api();
+  base::driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
   const std::uint64_t seed = announce_seed();
   const Sizes s = sizes();
   const auto p = make_problem(seed + 1, DType::F16, 128, s);
@@ -911,17 +911,17 @@ TEST_CASE("gpu mask: a CUDA graph replays with the mask's contents rewritten on 
   a.mask = m0.on_device(md->get());
 
   CUstream stream;
-  driver::check(api.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  base::driver::check(api.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
   // Warm-up outside capture: compiles kernels and sizes this stream's workspace.
   ctx.attention(p->dq(), p->dk(), p->dv(), out.ref(), a, stream);
-  driver::check(api.cuStreamSynchronize(stream), "sync");
+  base::driver::check(api.cuStreamSynchronize(stream), "sync");
   const std::size_t held = runtime::context_impl(ctx).workspace().bytes_held();
-  driver::check(api.cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "begin capture");
+  base::driver::check(api.cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "begin capture");
   ctx.attention(p->dq(), p->dk(), p->dv(), out.ref(), a, stream);
   CUgraph graph;
-  driver::check(api.cuStreamEndCapture(stream, &graph), "end capture");
+  base::driver::check(api.cuStreamEndCapture(stream, &graph), "end capture");
   CUgraphExec exec;
-  driver::check(api.cuGraphInstantiateWithFlags(&exec, graph, 0), "instantiate");
+  base::driver::check(api.cuGraphInstantiateWithFlags(&exec, graph, 0), "instantiate");
   CHECK(runtime::context_impl(ctx).workspace().bytes_held() == held);  // no allocation while capturing
 
   const HostMask* rounds[] = {&m1, &m2, &m0, &m1};
@@ -930,8 +930,8 @@ TEST_CASE("gpu mask: a CUDA graph replays with the mask's contents rewritten on 
     CAPTURE(round);
     md->upload(m->bytes.data(), m->bytes.size());
     out.poison(0xFF);  // (synchronizes: the new mask has landed)
-    driver::check(api.cuGraphLaunch(exec, stream), "graph launch");
-    driver::check(api.cuStreamSynchronize(stream), "sync");
+    base::driver::check(api.cuGraphLaunch(exec, stream), "graph launch");
+    base::driver::check(api.cuStreamSynchronize(stream), "sync");
     const GpuResult got = out.read();
     char name[64];
     const char* what = m == &m0 ? "structured" : m == &m1 ? "windows" : "all true";

@@ -39,7 +39,7 @@ std::vector<float> run_probe(const std::vector<std::uint32_t>& a, const std::vec
   kernels::LaunchShape s;
   s.block[0] = 32;
   {
-    driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
+    base::driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
     runtime::launch(k, s, &p, nullptr);
   }
   test::synchronize();

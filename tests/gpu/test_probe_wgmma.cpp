@@ -39,9 +39,9 @@ struct ProbeModule {
     spec.family = kernels::KernelFamily::Probe;
     spec.arch = kernels::Arch::Sm90a;
     const jit::CompiledKernel ck = jit::compile_source(spec, "#include \"probe_wgmma.cuh\"\n");
-    driver::ScopedContext scope(runtime::context_impl(test::gpu_context()).cu_context());
-    driver::check(driver::api().cuModuleLoadData(&k.module, ck.cubin.data()), "cuModuleLoadData(probe_wgmma)");
-    driver::check(driver::api().cuModuleGetFunction(&k.function, k.module, "sage2_probe_wgmma"),
+    base::driver::ScopedContext scope(runtime::context_impl(test::gpu_context()).cu_context());
+    base::driver::check(base::driver::api().cuModuleLoadData(&k.module, ck.cubin.data()), "cuModuleLoadData(probe_wgmma)");
+    base::driver::check(base::driver::api().cuModuleGetFunction(&k.function, k.module, "sage2_probe_wgmma"),
                   "cuModuleGetFunction(sage2_probe_wgmma)");
     k.key = "probe_wgmma";
   }
@@ -95,7 +95,7 @@ std::vector<std::uint32_t> run(int kind, int swizzle, const std::vector<std::uin
   kernels::LaunchShape s;
   s.block[0] = 128;
   {
-    driver::ScopedContext scope(runtime::context_impl(test::gpu_context()).cu_context());
+    base::driver::ScopedContext scope(runtime::context_impl(test::gpu_context()).cu_context());
     runtime::launch(m.k, s, &p, nullptr);
   }
   test::synchronize();

@@ -355,7 +355,7 @@ TEST_CASE("gpu wgmma: a small ΔS workspace (chunks over heads and over query bl
 TEST_CASE("gpu wgmma perf: TOPS at B=4 H=32 hd128 (int8, fp16), wgmma vs mma family") {
   if (!on_hopper() || !std::getenv("SAGE2_PERF")) return;
   Context& ctx = test::gpu_context();
-  driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
+  base::driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
   std::vector<std::int64_t> sizes = {1024, 4096, 8192};
   if (const char* s = std::getenv("SAGE2_PERF_N")) sizes = {std::atoll(s)};
   for (std::int64_t n : sizes) {
