@@ -11,8 +11,8 @@ namespace sage2::autotune {
 namespace {
 
 struct Job {
-  Job(jit::KernelSpec s, std::string k) : spec(std::move(s)), key(std::move(k)) {}
-  jit::KernelSpec spec;
+  Job(kernels::KernelSpec s, std::string k) : spec(std::move(s)), key(std::move(k)) {}
+  kernels::KernelSpec spec;
   std::string key;         // spec.key(): one job per specialisation
   std::string cache_key;   // its disk cache key, once built or found
   bool ok = false, skipped = false, from_cache = false, stored = false;
@@ -125,27 +125,27 @@ const Candidate* SpecialisationPlan::heuristic_candidate() const {
   return nullptr;
 }
 
-std::vector<SpecialisationPlan> prepare_kernels(const std::vector<Specialisation>& specs,
+std::vector<SpecialisationPlan> prepare_kernels(const std::vector<plan::Specialisation>& specs,
                                                 const cache::DiskCache& cache, const PrepareOptions& o,
                                                 PrepareStats& st) {
   const auto t0 = std::chrono::steady_clock::now();
   st = PrepareStats{};
-  const int smem = o.max_smem_optin > 0 ? o.max_smem_optin : default_max_smem_optin(o.arch);
+  const int smem = o.max_smem_optin > 0 ? o.max_smem_optin : plan::default_max_smem_optin(o.arch);
 
   // 1. candidates and the static filter.
   std::vector<SpecialisationPlan> plans;
-  for (const Specialisation& s : specs) {
+  for (const plan::Specialisation& s : specs) {
     SpecialisationPlan p;
     p.spec = s;
     try {
-      p.heuristic = heuristic_tile(s.attention_spec(o.arch, jit::TileConfig{}), smem);
+      p.heuristic = plan::heuristic_tile(s.attention_spec(o.arch, kernels::TileConfig{}), smem);
       p.has_heuristic = true;
     } catch (const std::exception& e) {
       p.heuristic_problem = e.what();
     }
-    const jit::KernelFamily family = s.attention_spec(o.arch, jit::TileConfig{}).family;
-    const auto& tiles = o.tiles.empty() ? tile_candidates(family, o.arch) : o.tiles;
-    std::vector<jit::TileConfig> list;
+    const kernels::KernelFamily family = s.attention_spec(o.arch, kernels::TileConfig{}).family;
+    const auto& tiles = o.tiles.empty() ? plan::tile_candidates(family, o.arch) : o.tiles;
+    std::vector<kernels::TileConfig> list;
     for (const auto& t : tiles)
       if (std::find(list.begin(), list.end(), t) == list.end()) list.push_back(t);
     if (p.has_heuristic && std::find(list.begin(), list.end(), p.heuristic) == list.end()) list.push_back(p.heuristic);
@@ -155,7 +155,7 @@ std::vector<SpecialisationPlan> prepare_kernels(const std::vector<Specialisation
       c.spec = s.attention_spec(o.arch, t);
       c.spec.ptx = o.ptx;  // companions follow the spec
       c.heuristic = p.has_heuristic && t == p.heuristic;
-      if (auto why = static_reject_reason(c.spec, smem)) {
+      if (auto why = plan::static_reject_reason(c.spec, smem)) {
         c.state = CandidateState::Rejected;
         c.reason = *why;
       }
@@ -173,7 +173,7 @@ std::vector<SpecialisationPlan> prepare_kernels(const std::vector<Specialisation
       if (c.state != CandidateState::Pending) continue;
       const std::string key = c.spec.key();
       if (attn_index.emplace(key, attn_jobs.size()).second) attn_jobs.push_back(Job{c.spec, key});
-      for (const auto& cs : companion_specs(c.spec)) companion_upper.insert(cs.key());
+      for (const auto& cs : plan::companion_specs(c.spec)) companion_upper.insert(cs.key());
     }
   std::size_t done = 0, total = attn_jobs.size() + companion_upper.size();
   Runner runner(cache, o);
@@ -197,7 +197,7 @@ std::vector<SpecialisationPlan> prepare_kernels(const std::vector<Specialisation
       }
       c.facts = j.facts;
       c.attention_built = true;
-      if (auto why = ptxas_reject_reason(c.spec, j.facts)) {
+      if (auto why = plan::ptxas_reject_reason(c.spec, j.facts)) {
         c.state = CandidateState::Rejected;
         c.reason = *why;
       } else {
@@ -216,7 +216,7 @@ std::vector<SpecialisationPlan> prepare_kernels(const std::vector<Specialisation
   for (auto& p : plans)
     for (auto& c : p.candidates) {
       if (!wants_companions(c)) continue;
-      for (const auto& cs : companion_specs(c.spec)) {
+      for (const auto& cs : plan::companion_specs(c.spec)) {
         const std::string key = cs.key();
         if (comp_index.emplace(key, comp_jobs.size()).second) comp_jobs.push_back(Job{cs, key});
       }
@@ -228,7 +228,7 @@ std::vector<SpecialisationPlan> prepare_kernels(const std::vector<Specialisation
     for (auto& c : p.candidates) {
       if (!wants_companions(c)) continue;
       bool all = true;
-      for (const auto& cs : companion_specs(c.spec)) {
+      for (const auto& cs : plan::companion_specs(c.spec)) {
         const Job& j = comp_jobs[comp_index.at(cs.key())];
         if (j.skipped) {
           all = false;

@@ -30,8 +30,8 @@ enum class CandidateState { Pending, Ok, Rejected, CompileError, Skipped };
 const char* candidate_state_name(CandidateState s) noexcept;
 
 struct Candidate {
-  jit::TileConfig tile;
-  jit::KernelSpec spec;        // the attention spec
+  kernels::TileConfig tile;
+  kernels::KernelSpec spec;        // the attention spec
   CandidateState state = CandidateState::Pending;
   std::string reason;          // why rejected / the compile error / why skipped
   jit::PtxasFacts facts;       // of the attention kernel (when compiled or cached)
@@ -41,9 +41,9 @@ struct Candidate {
 };
 
 struct SpecialisationPlan {
-  Specialisation spec;
+  plan::Specialisation spec;
   bool has_heuristic = false;
-  jit::TileConfig heuristic;
+  kernels::TileConfig heuristic;
   std::string heuristic_problem;     // why there is none
   std::vector<Candidate> candidates;
   std::size_t count(CandidateState s) const;
@@ -57,11 +57,11 @@ struct PrepareProgress {
 };
 
 struct PrepareOptions {
-  jit::Arch arch = jit::Arch::Sm90a;
+  kernels::Arch arch = kernels::Arch::Sm90a;
   bool ptx = false;                             // PTX kernels (a device the table lacks: KernelSpec::ptx)
   int max_smem_optin = 0;                       // 0: default_max_smem_optin(arch)
   int jobs = 1;
-  std::vector<jit::TileConfig> tiles;           // empty: tile_candidates(family, arch)
+  std::vector<kernels::TileConfig> tiles;           // empty: tile_candidates(family, arch)
   const std::atomic<bool>* stop = nullptr;
   std::function<void(const PrepareProgress&)> progress;  // serialised; called from worker threads
 };
@@ -75,7 +75,7 @@ struct PrepareStats {
   double seconds = 0;
 };
 
-std::vector<SpecialisationPlan> prepare_kernels(const std::vector<Specialisation>& specs,
+std::vector<SpecialisationPlan> prepare_kernels(const std::vector<plan::Specialisation>& specs,
                                                 const cache::DiskCache& cache, const PrepareOptions& options,
                                                 PrepareStats& stats);
 

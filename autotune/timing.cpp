@@ -4,7 +4,7 @@
 #include <chrono>
 #include <cmath>
 
-#include "jit/quant_buffers.hpp"
+#include "kernels/quant_buffers.hpp"
 #include "runtime/attention_stage.hpp"
 #include "runtime/quantize_stage.hpp"
 #include "sage2/reference.hpp"
@@ -20,13 +20,13 @@ std::size_t align256(std::size_t n) { return (n + 255) / 256 * 256; }
 // Writes `pattern` repeated over `elems` 2-byte elements at `dst`: one upload, then device copies
 // doubling the filled prefix.
 void fill_periodic(CUdeviceptr dst, std::size_t elems, const std::vector<std::uint16_t>& pattern) {
-  const auto& a = driver::api();
+  const auto& a = base::driver::api();
   const std::size_t first = std::min(elems, pattern.size());
-  driver::check(a.cuMemcpyHtoD_v2(dst, pattern.data(), first * 2), "cuMemcpyHtoD (tuning inputs)");
+  base::driver::check(a.cuMemcpyHtoD_v2(dst, pattern.data(), first * 2), "cuMemcpyHtoD (tuning inputs)");
   std::size_t filled = first;
   while (filled < elems) {
     const std::size_t n = std::min(filled, elems - filled);
-    driver::check(a.cuMemcpyDtoD_v2(dst + filled * 2, dst, n * 2), "cuMemcpyDtoD (tuning inputs)");
+    base::driver::check(a.cuMemcpyDtoD_v2(dst + filled * 2, dst, n * 2), "cuMemcpyDtoD (tuning inputs)");
     filled += n;
   }
 }
@@ -44,12 +44,12 @@ double median(std::vector<float> v) {
 }  // namespace
 
 struct TimingBench::Layout {
-  jit::QuantBuffers b;
+  kernels::QuantBuffers b;
   std::size_t quant_bytes = 0, delta_s_bytes = 0;
 };
 
-TimingBench::Layout TimingBench::layout_for(const TimingProblem& p, const jit::KernelSpec& spec) {
-  jit::QuantProblem qp;
+TimingBench::Layout TimingBench::layout_for(const TimingProblem& p, const kernels::KernelSpec& spec) {
+  kernels::QuantProblem qp;
   qp.batch = p.batch;
   qp.q_heads = p.q_heads;
   qp.kv_heads = p.kv_heads;
@@ -57,7 +57,7 @@ TimingBench::Layout TimingBench::layout_for(const TimingProblem& p, const jit::K
   qp.kv_len = p.kv_len;
   qp.head_dim = spec.head_dim;
   Layout w;
-  w.b = jit::quant_buffers(qp, spec);
+  w.b = kernels::quant_buffers(qp, spec);
   w.quant_bytes = align256(w.b.offsets().total);
   w.delta_s_bytes = align256(runtime::delta_s_workspace_bytes(w.b));
   return w;
@@ -69,14 +69,14 @@ double attention_ops(const TimingProblem& p, int head_dim, bool causal) {
   return causal ? ops / 2 : ops;
 }
 
-TimingBench::TimingBench(Context::Impl& ctx, const Specialisation& s, const TimingProblem& problem,
-                         const std::vector<jit::KernelSpec>& specs, const TimingOptions& options)
+TimingBench::TimingBench(Context::Impl& ctx, const plan::Specialisation& s, const TimingProblem& problem,
+                         const std::vector<kernels::KernelSpec>& specs, const TimingOptions& options)
     : ctx_(ctx), s_(s), p_(problem), o_(options) {
   if (p_.batch < 1 || p_.q_heads < 1 || p_.kv_heads < 1 || p_.q_len < 1 || p_.kv_len < 1 ||
       p_.q_heads % p_.kv_heads != 0)
     throw Error(ErrorCode::InvalidArgument, "tuning problem: sizes must be positive and q_heads a multiple of kv_heads");
-  const auto& a = driver::api();
-  driver::ScopedContext scope(ctx_.cu_context());
+  const auto& a = base::driver::api();
+  base::driver::ScopedContext scope(ctx_.cu_context());
   sm_scale_ = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s_.head_dim)));
   const std::size_t d = static_cast<std::size_t>(s_.head_dim);
   q_bytes_ = static_cast<std::size_t>(p_.batch * p_.q_heads * p_.q_len) * d * 2;
@@ -88,11 +88,11 @@ TimingBench::TimingBench(Context::Impl& ctx, const Specialisation& s, const Timi
   set_bytes_ = 2 * align256(q_bytes_) + 2 * align256(kv_bytes_) + align256(ws_bytes_);
 
   try {
-    driver::check(a.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-    for (auto& e : events_) driver::check(a.cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
+    base::driver::check(a.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    for (auto& e : events_) base::driver::check(a.cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
 
     std::size_t free_bytes = 0, total_bytes = 0;
-    driver::check(a.cuMemGetInfo_v2(&free_bytes, &total_bytes), "cuMemGetInfo");
+    base::driver::check(a.cuMemGetInfo_v2(&free_bytes, &total_bytes), "cuMemGetInfo");
     const auto budget = static_cast<std::size_t>(o_.memory_fraction * static_cast<double>(free_bytes));
     const std::size_t l2 = static_cast<std::size_t>(std::max(0, ctx_.facts().l2_bytes));
     const std::size_t want = std::min<std::size_t>(std::max(1, o_.max_rotation_sets),
@@ -107,13 +107,13 @@ TimingBench::TimingBench(Context::Impl& ctx, const Specialisation& s, const Timi
     if ((count - 1) * set_bytes_ < 2 * l2 && l2 > 0) {
       scratch_bytes_ = 2 * l2;
       if (budget >= count * set_bytes_ + scratch_bytes_)
-        driver::check(a.cuMemAlloc_v2(&scratch_, scratch_bytes_), "cuMemAlloc (L2 flush buffer)");
+        base::driver::check(a.cuMemAlloc_v2(&scratch_, scratch_bytes_), "cuMemAlloc (L2 flush buffer)");
       else
         scratch_bytes_ = 0;  // no room: copies alone (the largest problems exceed the L2 many times anyway)
     }
     for (std::size_t i = 0; i < count; ++i) {
       Set set;
-      driver::check(a.cuMemAlloc_v2(&set.base, set_bytes_), "cuMemAlloc (tuning inputs)");
+      base::driver::check(a.cuMemAlloc_v2(&set.base, set_bytes_), "cuMemAlloc (tuning inputs)");
       sets_.push_back(set);
       Set& st = sets_.back();
       st.q = st.base;
@@ -131,13 +131,13 @@ TimingBench::TimingBench(Context::Impl& ctx, const Specialisation& s, const Timi
     fill_periodic(s0.q, q_bytes_ / 2, in.q.bits());
     fill_periodic(s0.k, kv_bytes_ / 2, in.k.bits());
     fill_periodic(s0.v, kv_bytes_ / 2, in.v.bits());
-    driver::check(a.cuMemsetD8_v2(s0.o, 0, q_bytes_), "cuMemsetD8 (tuning output)");
+    base::driver::check(a.cuMemsetD8_v2(s0.o, 0, q_bytes_), "cuMemsetD8 (tuning output)");
     for (std::size_t i = 1; i < sets_.size(); ++i) {
       // The same values at other addresses: L2 holds lines by address.
-      driver::check(a.cuMemcpyDtoD_v2(sets_[i].base, s0.base, 2 * align256(q_bytes_) + 2 * align256(kv_bytes_)),
+      base::driver::check(a.cuMemcpyDtoD_v2(sets_[i].base, s0.base, 2 * align256(q_bytes_) + 2 * align256(kv_bytes_)),
                     "cuMemcpyDtoD (tuning inputs)");
     }
-    driver::check(a.cuCtxSynchronize(), "cuCtxSynchronize (tuning inputs)");
+    base::driver::check(a.cuCtxSynchronize(), "cuCtxSynchronize (tuning inputs)");
   } catch (...) {
     release();
     throw;
@@ -147,10 +147,10 @@ TimingBench::TimingBench(Context::Impl& ctx, const Specialisation& s, const Timi
 TimingBench::~TimingBench() { release(); }
 
 void TimingBench::release() noexcept {
-  if (!driver::available()) return;
+  if (!base::driver::available()) return;
   try {
-    const auto& a = driver::api();
-    driver::ScopedContext scope(ctx_.cu_context());
+    const auto& a = base::driver::api();
+    base::driver::ScopedContext scope(ctx_.cu_context());
     if (stream_) a.cuStreamSynchronize(stream_);
     for (auto& s : sets_)
       if (s.base) a.cuMemFree_v2(s.base);
@@ -166,7 +166,7 @@ void TimingBench::release() noexcept {
   }
 }
 
-void TimingBench::run(const jit::KernelSpec& spec, const Layout& w, const Set& set) {
+void TimingBench::run(const kernels::KernelSpec& spec, const Layout& w, const Set& set) {
   auto ref = [&](CUdeviceptr ptr, std::int64_t heads, std::int64_t len) {
     return TensorRef::hnd(reinterpret_cast<void*>(ptr), s_.dtype, p_.batch, heads, len, s_.head_dim);
   };
@@ -178,23 +178,23 @@ void TimingBench::run(const jit::KernelSpec& spec, const Layout& w, const Set& s
                                   reinterpret_cast<void*>(set.ws + w.quant_bytes), w.delta_s_bytes, stream_, &q);
 }
 
-TimingResult TimingBench::time(const jit::KernelSpec& spec_in, double best_ms, bool reference) {
-  jit::KernelSpec spec = spec_in;
+TimingResult TimingBench::time(const kernels::KernelSpec& spec_in, double best_ms, bool reference) {
+  kernels::KernelSpec spec = spec_in;
   spec.arch = ctx_.arch();
   spec.return_lse = false;  // timing passes no LSE buffer; LSE costs one store per row
   TimingResult r;
-  const auto& a = driver::api();
-  driver::ScopedContext scope(ctx_.cu_context());
+  const auto& a = base::driver::api();
+  base::driver::ScopedContext scope(ctx_.cu_context());
   const bool causal = spec.causal != CausalMode::None;
   try {
     const Layout layout = layout_for(p_, spec);  // once: the timed region holds launches only
-    auto run = [&](const jit::KernelSpec& sp, const Set& set) { this->run(sp, layout, set); };
+    auto run = [&](const kernels::KernelSpec& sp, const Set& set) { this->run(sp, layout, set); };
     auto next = [&]() -> const Set& { return sets_[next_set_++ % sets_.size()]; };
     int min_reps = std::max(1, o_.min_reps);
     for (int i = 0; i < o_.warmup; ++i) {
       const auto t0 = std::chrono::steady_clock::now();
       run(spec, next());
-      driver::check(a.cuStreamSynchronize(stream_), "cuStreamSynchronize (warm-up)");
+      base::driver::check(a.cuStreamSynchronize(stream_), "cuStreamSynchronize (warm-up)");
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (i > 0 && s > o_.budget_seconds) {  // a very slow call: measure it a few times only
         min_reps = std::min(min_reps, 3);
@@ -206,14 +206,14 @@ TimingResult TimingBench::time(const jit::KernelSpec& spec_in, double best_ms, b
     for (int i = 0; i < std::max(o_.max_reps, min_reps); ++i) {
       const Set& set = next();
       if (scratch_)
-        driver::check(a.cuMemsetD8Async(scratch_, static_cast<unsigned char>(i & 0xff), scratch_bytes_, stream_),
+        base::driver::check(a.cuMemsetD8Async(scratch_, static_cast<unsigned char>(i & 0xff), scratch_bytes_, stream_),
                       "cuMemsetD8Async (L2 flush)");
-      driver::check(a.cuEventRecord(events_[0], stream_), "cuEventRecord");
+      base::driver::check(a.cuEventRecord(events_[0], stream_), "cuEventRecord");
       run(spec, set);
-      driver::check(a.cuEventRecord(events_[1], stream_), "cuEventRecord");
-      driver::check(a.cuEventSynchronize(events_[1]), "cuEventSynchronize");
+      base::driver::check(a.cuEventRecord(events_[1], stream_), "cuEventRecord");
+      base::driver::check(a.cuEventSynchronize(events_[1]), "cuEventSynchronize");
       float ms = 0;
-      driver::check(a.cuEventElapsedTime(&ms, events_[0], events_[1]), "cuEventElapsedTime");
+      base::driver::check(a.cuEventElapsedTime(&ms, events_[0], events_[1]), "cuEventElapsedTime");
       times.push_back(ms);
       sum_ms += ms;
       const int n = static_cast<int>(times.size());
@@ -231,10 +231,10 @@ TimingResult TimingBench::time(const jit::KernelSpec& spec_in, double best_ms, b
 
     // Sanity check of the output (copy 0).
     run(spec, sets_[0]);
-    driver::check(a.cuStreamSynchronize(stream_), "cuStreamSynchronize (output check)");
+    base::driver::check(a.cuStreamSynchronize(stream_), "cuStreamSynchronize (output check)");
     const std::size_t n = std::min(kSampleElems, q_bytes_ / 2);
     std::vector<std::uint16_t> bits(n);
-    driver::check(a.cuMemcpyDtoH_v2(bits.data(), sets_[0].o, n * 2), "cuMemcpyDtoH (output check)");
+    base::driver::check(a.cuMemcpyDtoH_v2(bits.data(), sets_[0].o, n * 2), "cuMemcpyDtoH (output check)");
     std::vector<float> out(n);
     std::size_t nonfinite = 0;
     for (std::size_t i = 0; i < n; ++i) {
@@ -272,7 +272,7 @@ TimingResult TimingBench::time(const jit::KernelSpec& spec_in, double best_ms, b
     const CUresult st = a.cuCtxSynchronize();
     if (st != CUDA_SUCCESS)
       throw Error(ErrorCode::DriverError, "the CUDA context is unusable after running " + spec.key() + ": " +
-                                              driver::error_text(st) + " (first error: " + e.what() + ")");
+                                              base::driver::error_text(st) + " (first error: " + e.what() + ")");
     r.ok = false;
     r.problem = e.what();
     return r;

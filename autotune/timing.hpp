@@ -66,15 +66,15 @@ class TimingBench {
  public:
   // Allocates the rotation copies for `problem` with a workspace that fits every spec of `specs`
   // (attention specs of specialisation `s`). Throws OutOfMemory when not even one copy fits.
-  TimingBench(Context::Impl& ctx, const Specialisation& s, const TimingProblem& problem,
-              const std::vector<jit::KernelSpec>& specs, const TimingOptions& options);
+  TimingBench(Context::Impl& ctx, const plan::Specialisation& s, const TimingProblem& problem,
+              const std::vector<kernels::KernelSpec>& specs, const TimingOptions& options);
   ~TimingBench();
   TimingBench(const TimingBench&) = delete;
   TimingBench& operator=(const TimingBench&) = delete;
 
   // Times one spec. `best_ms` > 0 enables the early stop. `reference`: this output becomes the
   // reference the later candidates are compared with.
-  TimingResult time(const jit::KernelSpec& spec, double best_ms, bool reference);
+  TimingResult time(const kernels::KernelSpec& spec, double best_ms, bool reference);
 
   int rotation_sets() const { return static_cast<int>(sets_.size()); }
   bool flushes_l2() const { return scratch_ != 0; }
@@ -86,14 +86,14 @@ class TimingBench {
     CUdeviceptr q = 0, k = 0, v = 0, o = 0, ws = 0;
   };
   struct Layout;  // the call's quantize buffers and workspace sizes (timing.cpp)
-  static Layout layout_for(const TimingProblem& p, const jit::KernelSpec& spec);
+  static Layout layout_for(const TimingProblem& p, const kernels::KernelSpec& spec);
   // One call's launches (quantize → ΔS → attention) on `set`; `layout` is computed once per
   // candidate, outside the timed region.
-  void run(const jit::KernelSpec& spec, const Layout& layout, const Set& set);
+  void run(const kernels::KernelSpec& spec, const Layout& layout, const Set& set);
   void release() noexcept;
 
   Context::Impl& ctx_;
-  Specialisation s_;
+  plan::Specialisation s_;
   TimingProblem p_;
   TimingOptions o_;
   float sm_scale_ = 1;

@@ -7,7 +7,7 @@
 
 #include "sage2/sage2.hpp"
 
-namespace sage2::config {
+namespace sage2::base::config {
 
 // The settings of one Context, each one decided (ContextOptions explains them).
 struct ContextConfig {
@@ -49,4 +49,4 @@ struct ProcessConfig {
 };
 ProcessConfig process_config();
 
-}  // namespace sage2::config
+}  // namespace sage2::base::config

@@ -7,7 +7,7 @@
 #include "base/config.hpp"
 #include "sage2/sage2.hpp"
 
-namespace sage2::driver {
+namespace sage2::base::driver {
 namespace {
 
 struct Loaded {
@@ -19,7 +19,7 @@ struct Loaded {
 
 Loaded load() {
   Loaded l;
-  const std::string lib = config::process_config().libcuda;
+  const std::string lib = base::config::process_config().libcuda;
   void* h = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char* e = dlerror();
@@ -97,4 +97,4 @@ ScopedContext::~ScopedContext() {
   }
 }
 
-}  // namespace sage2::driver
+}  // namespace sage2::base::driver

@@ -6,7 +6,7 @@
 
 #include <string>
 
-namespace sage2::driver {
+namespace sage2::base::driver {
 
 // X-macro of every driver entry point sage2 uses. Versioned names are spelled out so dlsym finds
 // the same symbols the header's macros would select.
@@ -95,4 +95,4 @@ class ScopedContext {
   bool pushed_ = false;
 };
 
-}  // namespace sage2::driver
+}  // namespace sage2::base::driver

@@ -14,7 +14,7 @@
 #include "base/config.hpp"
 #include "base/log.hpp"
 
-namespace sage2::config {
+namespace sage2::base::config {
 namespace {
 
 std::optional<std::string> get(const char* name) {  // unset or empty → nullopt
@@ -51,7 +51,7 @@ QuantPath env_quant_path() {
   if (*v == "split") return QuantPath::Split;
   if (*v == "fused") return QuantPath::Fused;
   if (*v == "cluster") return QuantPath::Cluster;
-  log::warn_once("SAGE2_QUANT_PATH=" + *v,
+  base::log::warn_once("SAGE2_QUANT_PATH=" + *v,
                  "SAGE2_QUANT_PATH='" + *v + "' is not one of auto, split, fused, cluster; using auto");
   return QuantPath::Auto;
 }
@@ -114,10 +114,10 @@ ProcessConfig process_config() {
   return p;
 }
 
-}  // namespace sage2::config
+}  // namespace sage2::base::config
 
 namespace sage2 {
 ContextOptions resolve_context_options(const ContextOptions& options) {
-  return config::to_options(config::context_config(options));
+  return base::config::to_options(base::config::context_config(options));
 }
 }  // namespace sage2

@@ -14,7 +14,7 @@
 
 #include "base/hash.hpp"
 
-namespace sage2::cache::fs {
+namespace sage2::base::fs {
 
 std::string join(const std::string& dir, const std::string& name) {
   if (dir.empty()) return name;
@@ -167,4 +167,4 @@ bool write_file_atomic(const std::string& dir, const std::string& name, const ch
   return f.open(dir, name, why) && f.write(data, n, why) && f.commit(why);
 }
 
-}  // namespace sage2::cache::fs
+}  // namespace sage2::base::fs

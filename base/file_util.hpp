@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-namespace sage2::cache::fs {
+namespace sage2::base::fs {
 
 std::string join(const std::string& dir, const std::string& name);
 std::string parent_dir(const std::string& path);  // "." for a bare name, "/" for the root
@@ -63,4 +63,4 @@ class AtomicFile {
 bool write_file_atomic(const std::string& dir, const std::string& name, const char* data, std::size_t n,
                        const std::string& temp_prefix, const std::string& temp_suffix, std::string& why);
 
-}  // namespace sage2::cache::fs
+}  // namespace sage2::base::fs

@@ -7,7 +7,7 @@
 
 #include "base/config.hpp"
 
-namespace sage2::log {
+namespace sage2::base::log {
 namespace {
 std::atomic<Sink> g_sink{nullptr};
 std::atomic<int> g_level{-1};  // set_log_level(); -1: follow the environment
@@ -35,7 +35,7 @@ const char* level_tag(Level l) {
 Level current_level() {
   const int set = g_level.load();
   // The environment is read each time: cheap, and tests may change it.
-  return set >= 0 ? static_cast<Level>(set) : config::process_config().log_level;
+  return set >= 0 ? static_cast<Level>(set) : base::config::process_config().log_level;
 }
 
 void write(Level level, const std::string& message) {
@@ -71,13 +71,13 @@ void set_callback(Callback callback, void* user) {
   g_callback_user = callback ? user : nullptr;
 }
 
-}  // namespace sage2::log
+}  // namespace sage2::base::log
 
 namespace sage2 {
-void set_log_level(std::optional<LogLevel> level) noexcept { log::g_level.store(level ? static_cast<int>(*level) : -1); }
+void set_log_level(std::optional<LogLevel> level) noexcept { base::log::g_level.store(level ? static_cast<int>(*level) : -1); }
 LogLevel log_level() noexcept {
   try {
-    return log::current_level();
+    return base::log::current_level();
   } catch (...) {  // process_config() allocates; never let that escape a noexcept query
     return LogLevel::Warn;
   }

@@ -6,9 +6,9 @@
 
 #include "sage2/sage2.hpp"
 
-namespace sage2::log {
+namespace sage2::base::log {
 
-using Level = LogLevel;  // the public enum; log::Level::Warn reads as before
+using Level = LogLevel;  // the public enum; base::log::Level::Warn reads as before
 
 Level current_level();
 void write(Level level, const std::string& message);
@@ -26,4 +26,4 @@ void set_sink(Sink sink);
 using Callback = void (*)(int level, const char* message, void* user);
 void set_callback(Callback callback, void* user);
 
-}  // namespace sage2::log
+}  // namespace sage2::base::log

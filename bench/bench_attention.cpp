@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "jit/quant_buffers.hpp"
+#include "kernels/quant_buffers.hpp"
 #include "runtime/attention_plan.hpp"
 #include "runtime/attention_stage.hpp"
 #include "plan/attention_validate.hpp"
@@ -76,16 +76,16 @@ int main(int argc, char** argv) {
   try {
     Context ctx(0);
     auto& impl = runtime::context_impl(ctx);
-    const auto& a = driver::api();
-    driver::ScopedContext scope(impl.cu_context());
+    const auto& a = base::driver::api();
+    base::driver::ScopedContext scope(impl.cu_context());
     CUstream stream;
-    driver::check(a.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    base::driver::check(a.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
 
     CUdeviceptr scratch = 0;
     const std::size_t scratch_bytes = static_cast<std::size_t>(flush_mb) << 20;
-    if (scratch_bytes) driver::check(a.cuMemAlloc_v2(&scratch, scratch_bytes), "cuMemAlloc");
+    if (scratch_bytes) base::driver::check(a.cuMemAlloc_v2(&scratch, scratch_bytes), "cuMemAlloc");
     auto flush = [&] {
-      if (scratch_bytes) driver::check(a.cuMemsetD8Async(scratch, 0, scratch_bytes, stream), "cuMemsetD8Async");
+      if (scratch_bytes) base::driver::check(a.cuMemsetD8Async(scratch, 0, scratch_bytes, stream), "cuMemsetD8Async");
     };
     if (host_calls > 0) {
       const bench::DeviceInputs tiny(4, 128 * 64);
@@ -94,12 +94,12 @@ int main(int argc, char** argv) {
       p.qk_bits = static_cast<QkBits>(bits);
       auto call = [&] { ctx.attention(t(0), t(1), t(2), t(3), p, stream); };
       for (int i = 0; i < 50; ++i) call();
-      driver::check(a.cuStreamSynchronize(stream), "sync");
+      base::driver::check(a.cuStreamSynchronize(stream), "sync");
       std::vector<double> us;
       for (int r = 0; r < 3; ++r) {
         const auto t0 = std::chrono::steady_clock::now();
         for (long i = 0; i < host_calls; ++i) call();
-        driver::check(a.cuStreamSynchronize(stream), "sync");
+        base::driver::check(a.cuStreamSynchronize(stream), "sync");
         us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
                      double(host_calls));
       }
@@ -111,12 +111,12 @@ int main(int argc, char** argv) {
       {
         std::vector<double> enq;
         for (int r = 0; r < 5; ++r) {
-          driver::check(a.cuStreamSynchronize(stream), "sync");
+          base::driver::check(a.cuStreamSynchronize(stream), "sync");
           const auto t0 = std::chrono::steady_clock::now();
           for (int i = 0; i < 100; ++i) call();
           enq.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / 100.0);
         }
-        driver::check(a.cuStreamSynchronize(stream), "sync");
+        base::driver::check(a.cuStreamSynchronize(stream), "sync");
         std::sort(enq.begin(), enq.end());
         std::printf("sage2_cpp host enqueue only: %.2f us per call (100 calls after a sync, median of 5)\n", enq[2]);
       }
@@ -147,10 +147,10 @@ int main(int argc, char** argv) {
           const double ops = 4.0 * batch * heads * double(n) * double(n) * d / (causal ? 2.0 : 1.0);
           const double e2e = do_e2e ? median_ms([&] { ctx.attention(q, k, v, out, p, stream); }, reps, stream, flush) : 0;
           // Kernel alone: the same plan's attention stage over an already quantized workspace.
-          const auto prob = runtime::validate_attention(q, k, v, out, p, impl.arch());
+          const auto prob = plan::validate_attention(q, k, v, out, p, impl.arch());
           const auto spec = runtime::plan_attention(prob, impl.arch(), impl.facts());
-          jit::QuantProblem qp{batch, heads, heads, n, n, static_cast<int>(d)};
-          const auto qb = jit::quant_buffers(qp, spec);
+          kernels::QuantProblem qp{batch, heads, heads, n, n, static_cast<int>(d)};
+          const auto qb = kernels::quant_buffers(qp, spec);
           const std::size_t qbytes = (qb.offsets().total + 255) / 256 * 256;
           const std::size_t dsb = runtime::delta_s_workspace_bytes(qb);
           double kern = 0;
@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
             const double ms = mode == 0 ? e2e : kern;
             const double tops = ops / (ms * 1e-3) / 1e12;
             std::printf("%-8s %-7s %4ld %6ld %6ld %10.3f %9.1f  %s bq%d.bk%d.w%d.s%d\n", "sage2", mode == 0 ? "e2e" : "kernel", d, causal, n,
-                        ms, tops, jit::family_name(spec.family), spec.tile.bq, spec.tile.bk, spec.tile.warps,
+                        ms, tops, kernels::family_name(spec.family), spec.tile.bq, spec.tile.bk, spec.tile.warps,
                         spec.tile.stages);
             char rec[1024];
             std::snprintf(rec, sizeof rec,
@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
                           "\"tile\": \"bq%d.bk%d.w%d.s%d\", "
                           "\"ms\": %.4f, \"tops\": %.2f, \"device\": \"%s\", \"command\": \"%s\"}",
                           mode == 0 ? "e2e" : "kernel", d, causal ? "true" : "false", n, batch, heads, bits,
-                          jit::family_name(spec.family), spec.tile.bq, spec.tile.bk, spec.tile.warps, spec.tile.stages, ms, tops,
+                          kernels::family_name(spec.family), spec.tile.bq, spec.tile.bk, spec.tile.warps, spec.tile.stages, ms, tops,
                           ctx.device().name.c_str(), command.c_str());
             emit(rec);
           }

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <string>
 
-#include "jit/launch_shape.hpp"
+#include "kernels/quantize_shape.hpp"
 #include "runtime/context_impl.hpp"
 #include "runtime/quantize_stage.hpp"
 
@@ -32,12 +32,12 @@ int main(int argc, char** argv) {
     const auto t0 = clk::now();
     sage2::Context ctx(device, o);
     const double context_ms = ms_since(t0);
-    sage2::jit::KernelSpec attn;
-    attn.family = sage2::jit::KernelFamily::AttentionMma;
+    sage2::kernels::KernelSpec attn;
+    attn.family = sage2::kernels::KernelFamily::AttentionMma;
     attn.head_dim = 128;
     attn.qk_bits = 8;
     attn.smooth_q = false;
-    const auto spec = sage2::jit::quantize_spec_for(attn, sage2::jit::QuantOp::QuantizeQ);
+    const auto spec = sage2::kernels::quantize_spec_for(attn, sage2::kernels::QuantOp::QuantizeQ);
     const auto t1 = clk::now();
     auto& k = sage2::runtime::context_impl(ctx).kernels().get(spec);
     const double get_ms = ms_since(t1);
@@ -48,24 +48,24 @@ int main(int argc, char** argv) {
 
     // Per-call host overhead of attention() on a tiny problem, kernels already loaded: the CPU
     // time to validate, plan and enqueue (the GPU work is not waited for inside the loop).
-    const auto& a = sage2::driver::api();
-    sage2::driver::ScopedContext scope(sage2::runtime::context_impl(ctx).cu_context());
+    const auto& a = sage2::base::driver::api();
+    sage2::base::driver::ScopedContext scope(sage2::runtime::context_impl(ctx).cu_context());
     CUdeviceptr buf;
     const std::int64_t n = 128, d = 64;
-    sage2::driver::check(a.cuMemAlloc_v2(&buf, 4 * n * d * 2), "cuMemAlloc");
-    sage2::driver::check(a.cuMemsetD8_v2(buf, 0x3c, 4 * n * d * 2), "cuMemset");  // 1.0 in f16
+    sage2::base::driver::check(a.cuMemAlloc_v2(&buf, 4 * n * d * 2), "cuMemAlloc");
+    sage2::base::driver::check(a.cuMemsetD8_v2(buf, 0x3c, 4 * n * d * 2), "cuMemset");  // 1.0 in f16
     auto view = [&](int i) {
       return sage2::TensorRef::hnd(reinterpret_cast<void*>(buf + i * n * d * 2), sage2::DType::F16, 1, 1, n, d);
     };
     for (int i = 0; i < 5; ++i) ctx.attention(view(0), view(1), view(2), view(3));
-    sage2::driver::check(a.cuCtxSynchronize(), "sync");
+    sage2::base::driver::check(a.cuCtxSynchronize(), "sync");
     double best_us = 1e30;
     for (int round = 0; round < 5; ++round) {
       const int calls = 100;
       const auto t3 = clk::now();
       for (int i = 0; i < calls; ++i) ctx.attention(view(0), view(1), view(2), view(3));
       best_us = std::min(best_us, ms_since(t3) * 1e3 / calls);
-      sage2::driver::check(a.cuCtxSynchronize(), "sync");
+      sage2::base::driver::check(a.cuCtxSynchronize(), "sync");
     }
     a.cuMemFree_v2(buf);
     std::printf("{\"what\": \"jit_load\", \"device\": \"%s\", \"key\": \"%s\", \"source\": \"%s\", "

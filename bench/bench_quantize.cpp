@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "jit/launch_shape.hpp"
-#include "jit/quant_buffers.hpp"
+#include "kernels/quantize_shape.hpp"
+#include "kernels/quant_buffers.hpp"
 #include "runtime/attention_plan.hpp"
 #include "plan/attention_validate.hpp"
 #include "runtime/context_impl.hpp"
@@ -58,10 +58,10 @@ int main(int argc, char** argv) {
   try {
     Context ctx(0);
     auto& impl = runtime::context_impl(ctx);
-    const auto& a = driver::api();
-    driver::ScopedContext scope(impl.cu_context());
+    const auto& a = base::driver::api();
+    base::driver::ScopedContext scope(impl.cu_context());
     CUstream stream;
-    driver::check(a.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    base::driver::check(a.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
 
     const long max_n = *std::max_element(lens.begin(), lens.end());
     const std::size_t elems = static_cast<std::size_t>(batch * heads * max_n * d);
@@ -76,32 +76,32 @@ int main(int argc, char** argv) {
       TensorRef out = t(3);  // validation only: nothing is written to it
       AttentionParams p;
       p.qk_bits = static_cast<QkBits>(bits);
-      const auto prob = runtime::validate_attention(q, k, v, out, p, impl.arch());
+      const auto prob = plan::validate_attention(q, k, v, out, p, impl.arch());
       // What a default Context runs (quant path auto: Q quantized by the attention kernel where the
       // family can), and the same spec with quantize_q (the split / fused / cluster stages).
-      jit::KernelSpec spec = runtime::plan_attention(prob, impl.arch(), impl.facts());
+      kernels::KernelSpec spec = runtime::plan_attention(prob, impl.arch(), impl.facts());
       runtime::apply_quant_path(spec, runtime::QuantPath::Auto);
-      jit::KernelSpec spec_q = spec;
+      kernels::KernelSpec spec_q = spec;
       spec_q.q_in_kernel = false;
-      jit::QuantProblem qp{batch, heads, heads, n, n, static_cast<int>(d)};
-      const auto qb = jit::quant_buffers(qp, spec), qb_q = jit::quant_buffers(qp, spec_q);
+      kernels::QuantProblem qp{batch, heads, heads, n, n, static_cast<int>(d)};
+      const auto qb = kernels::quant_buffers(qp, spec), qb_q = kernels::quant_buffers(qp, spec_q);
       const auto off_q = qb_q.offsets();
       char* ws = static_cast<char*>(impl.workspace().get(stream, off_q.total));
       // Bytes each launch must move at least: its inputs read once, its outputs written once.
       const double T = double(batch) * heads * double(n) * double(d) * 2.0;  // one fp16 tensor
-      auto out_bytes = [&](const jit::QuantBuffers& b, jit::QuantOp op) {
+      auto out_bytes = [&](const kernels::QuantBuffers& b, kernels::QuantOp op) {
         switch (op) {
-          case jit::QuantOp::ChannelStats: return 4.0 * double(b.k_stats() + b.v_stats() + b.k_first_bad() + b.v_first_bad());
-          case jit::QuantOp::QuantizeK: return double(b.k_codes()) + 4.0 * double(b.k_scale() + b.k_mean());
-          case jit::QuantOp::QuantizeV: return double(b.v_codes()) + 4.0 * double(b.v_scale() + b.v_mean());
-          case jit::QuantOp::QuantizeQ:
+          case kernels::QuantOp::ChannelStats: return 4.0 * double(b.k_stats() + b.v_stats() + b.k_first_bad() + b.v_first_bad());
+          case kernels::QuantOp::QuantizeK: return double(b.k_codes()) + 4.0 * double(b.k_scale() + b.k_mean());
+          case kernels::QuantOp::QuantizeV: return double(b.v_codes()) + 4.0 * double(b.v_scale() + b.v_mean());
+          case kernels::QuantOp::QuantizeQ:
             return double(b.q_codes() + b.q_bad()) + 4.0 * double(b.q_scale() + b.q_kbias() + b.q_mean());
           default: return 0.0;
         }
       };
-      auto in_bytes = [&](jit::QuantOp op) { return op == jit::QuantOp::ChannelStats ? 2 * T : T; };
+      auto in_bytes = [&](kernels::QuantOp op) { return op == kernels::QuantOp::ChannelStats ? 2 * T : T; };
       char tile[80];
-      std::snprintf(tile, sizeof tile, "%s bq%d.bk%d.w%d.s%d%s", jit::family_name(spec.family), spec.tile.bq, spec.tile.bk,
+      std::snprintf(tile, sizeof tile, "%s bq%d.bk%d.w%d.s%d%s", kernels::family_name(spec.family), spec.tile.bq, spec.tile.bk,
                     spec.tile.warps, spec.tile.stages, spec.q_in_kernel ? " qin" : "");
       auto record = [&](const char* path, const char* launch, double ms, double bytes) {
         const double floor_ms = bytes / kFloorBytesPerS * 1e3;
@@ -121,18 +121,18 @@ int main(int argc, char** argv) {
       // Each launch alone: the auto path's (no quantize_q), then quantize_q of the split path.
       double auto_bytes = 0, split_bytes = 0;
       const auto ops = runtime::quantize_ops(runtime::QuantPath::Auto, spec);
-      for (const jit::KernelSpec* sp : {&spec, &spec_q}) {
-        const jit::QuantBuffers& b = sp == &spec ? qb : qb_q;
-        dev::QuantizeParams params = jit::make_quantize_params(b, q, k, v, ws);
+      for (const kernels::KernelSpec* sp : {&spec, &spec_q}) {
+        const kernels::QuantBuffers& b = sp == &spec ? qb : qb_q;
+        dev::QuantizeParams params = kernels::make_quantize_params(b, q, k, v, ws);
         const auto these = runtime::quantize_ops(sp == &spec ? runtime::QuantPath::Auto : runtime::QuantPath::Split, *sp);
-        for (jit::QuantOp op : these) {
+        for (kernels::QuantOp op : these) {
           const double bytes = in_bytes(op) + out_bytes(b, op);
           (sp == &spec ? auto_bytes : split_bytes) += bytes;
-          if (sp == &spec_q && op != jit::QuantOp::QuantizeQ) continue;  // timed once, above
-          const jit::KernelSpec qs = jit::quantize_spec_for(*sp, op);
+          if (sp == &spec_q && op != kernels::QuantOp::QuantizeQ) continue;  // timed once, above
+          const kernels::KernelSpec qs = kernels::quantize_spec_for(*sp, op);
           runtime::LoadedKernel& kern = impl.kernels().get(qs);
-          const jit::LaunchShape ls = jit::quantize_launch_shape(qs, b);
-          record(sp == &spec ? "auto" : "split", jit::quant_op_name(op),
+          const kernels::LaunchShape ls = kernels::quantize_launch_shape(qs, b);
+          record(sp == &spec ? "auto" : "split", kernels::quant_op_name(op),
                  median_ms([&] { runtime::launch(kern, ls, &params, stream); }, reps, stream), bytes);
         }
       }
@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
              median_ms([&] { runtime::launch_quantize_stage(impl, spec_q, qb_q, q, k, v, ws, stream, runtime::QuantPath::Split); },
                        reps, stream),
              split_bytes);
-      if (impl.arch() == jit::Arch::Sm90a && jit::cluster_quantize_supported(spec_q))
+      if (impl.arch() == kernels::Arch::Sm90a && kernels::cluster_quantize_supported(spec_q))
         record("cluster", "stage", median_ms([&] {
                  runtime::launch_quantize_stage(impl, spec_q, qb_q, q, k, v, ws, stream, runtime::QuantPath::Cluster);
                }, reps, stream), split_bytes);

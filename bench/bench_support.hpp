@@ -25,30 +25,30 @@ inline std::vector<long> parse_list(const std::string& s) {
 // (e.g. an L2 flush); the stream is synchronised after it so its work never hides fn's host time.
 template <class F, class B>
 double median_ms(F&& fn, int reps, CUstream stream, B&& before) {
-  const auto& a = driver::api();
+  const auto& a = base::driver::api();
   struct Events {
     CUevent a, b;
     Events() {
-      driver::check(driver::api().cuEventCreate(&a, CU_EVENT_DEFAULT), "cuEventCreate");
-      driver::check(driver::api().cuEventCreate(&b, CU_EVENT_DEFAULT), "cuEventCreate");
+      base::driver::check(base::driver::api().cuEventCreate(&a, CU_EVENT_DEFAULT), "cuEventCreate");
+      base::driver::check(base::driver::api().cuEventCreate(&b, CU_EVENT_DEFAULT), "cuEventCreate");
     }
     ~Events() {
-      driver::api().cuEventDestroy_v2(a);
-      driver::api().cuEventDestroy_v2(b);
+      base::driver::api().cuEventDestroy_v2(a);
+      base::driver::api().cuEventDestroy_v2(b);
     }
   } ev;
   for (int i = 0; i < 3; ++i) fn();
-  driver::check(a.cuStreamSynchronize(stream), "sync");
+  base::driver::check(a.cuStreamSynchronize(stream), "sync");
   std::vector<float> t;
   for (int i = 0; i < reps; ++i) {
     before();
-    driver::check(a.cuStreamSynchronize(stream), "sync");
-    driver::check(a.cuEventRecord(ev.a, stream), "record");
+    base::driver::check(a.cuStreamSynchronize(stream), "sync");
+    base::driver::check(a.cuEventRecord(ev.a, stream), "record");
     fn();
-    driver::check(a.cuEventRecord(ev.b, stream), "record");
-    driver::check(a.cuEventSynchronize(ev.b), "sync");
+    base::driver::check(a.cuEventRecord(ev.b, stream), "record");
+    base::driver::check(a.cuEventSynchronize(ev.b), "sync");
     float ms = 0;
-    driver::check(a.cuEventElapsedTime(&ms, ev.a, ev.b), "elapsed");
+    base::driver::check(a.cuEventElapsedTime(&ms, ev.a, ev.b), "elapsed");
     t.push_back(ms);
   }
   std::sort(t.begin(), t.end());
@@ -66,7 +66,7 @@ double median_ms(F&& fn, int reps, CUstream stream) {
 class DeviceInputs {
  public:
   DeviceInputs(int count, std::size_t elems, double ramp = 0.0) : buf_(static_cast<std::size_t>(count)) {
-    const auto& a = driver::api();
+    const auto& a = base::driver::api();
     std::vector<std::uint16_t> chunk(std::min<std::size_t>(elems, 1u << 24));
     std::uint64_t s = 0x9E3779B97F4A7C15ull;
     for (std::size_t i = 0; i < chunk.size(); ++i) {
@@ -79,16 +79,16 @@ class DeviceInputs {
           static_cast<float>((u - 2.0) * 1.732 + ramp * double(i) / double(chunk.size())));
     }
     for (auto& b : buf_) {
-      driver::check(a.cuMemAlloc_v2(&b, elems * 2), "cuMemAlloc");
+      base::driver::check(a.cuMemAlloc_v2(&b, elems * 2), "cuMemAlloc");
       for (std::size_t off = 0; off < elems; off += chunk.size()) {
         const std::size_t n = std::min(chunk.size(), elems - off);
-        driver::check(a.cuMemcpyHtoD_v2(b + off * 2, chunk.data(), n * 2), "HtoD");
+        base::driver::check(a.cuMemcpyHtoD_v2(b + off * 2, chunk.data(), n * 2), "HtoD");
       }
     }
   }
   ~DeviceInputs() {
     for (auto b : buf_)
-      if (b) driver::api().cuMemFree_v2(b);
+      if (b) base::driver::api().cuMemFree_v2(b);
   }
   DeviceInputs(const DeviceInputs&) = delete;
   DeviceInputs& operator=(const DeviceInputs&) = delete;

@@ -27,7 +27,7 @@ Modes:
              --prof-calls further calls (their mean), made after that round's timed calls (never
              around a timed call), each after the same L2 flush (whose kernels, named by a profile of
              the flush alone at start, are left out). Kernels counted: sage2 — names starting with
-             "sage2_attention" (the families' entry points sage2_attention_wgmma / _mma, jit/family_*.cpp);
+             "sage2_attention" (the families' entry points sage2_attention_wgmma / _mma, kernels/family_*.cpp);
              sage2_ref — names matching r"qk_int\\w*_attn_kernel" (its qk_int8_sv_f8_attn_kernel<...>,
              csrc/qattn/qk_int_sv_f8_cuda_sm90.cu; not its triton quant_*_kernel or fused ones).
              A group with kernel cells starts the profiler once before any timed call, so all its

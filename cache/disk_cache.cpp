@@ -17,17 +17,18 @@
 
 #include "base/config.hpp"
 #include "base/log.hpp"
+#include "base/hash.hpp"
 
 namespace sage2::cache {
 namespace {
-using fs::errno_text;
-using fs::Fd;
-using fs::get_u32;
-using fs::get_u64;
-using fs::join;
-using fs::make_dirs;
-using fs::parent_dir;
-using fs::put_u64;
+using base::fs::errno_text;
+using base::fs::Fd;
+using base::fs::get_u32;
+using base::fs::get_u64;
+using base::fs::join;
+using base::fs::make_dirs;
+using base::fs::parent_dir;
+using base::fs::put_u64;
 
 constexpr char kBundleMagic[8] = {'S', '2', 'B', 'U', 'N', 'D', 'L', 'E'};
 constexpr const char* kTempPrefix = ".tmp-";
@@ -123,7 +124,7 @@ bool write_atomic(const std::string& dir, const std::string& name, const std::ve
   if (create_dir) {
     if (int e = make_dirs(dir)) { why = "cannot create directory " + dir + ": " + errno_text(e); return false; }
   }
-  return fs::write_file_atomic(dir, name, bytes.data(), bytes.size(), kTempPrefix, kTempSuffix, why);
+  return base::fs::write_file_atomic(dir, name, bytes.data(), bytes.size(), kTempPrefix, kTempSuffix, why);
 }
 
 struct DirEntry {
@@ -209,7 +210,7 @@ EntryInfo inspect(const DirEntry& de, std::vector<char>& bytes, dev_t& dev, ino_
     return info;
   }
   info.key = k->key;
-  info.arch = jit::arch_name(k->arch);
+  info.arch = kernels::arch_name(k->arch);
   if (DiskCache::entry_file_name(k->key) != de.name) {
     info.problem = "file name does not match its key (expected " + DiskCache::entry_file_name(k->key) + ")";
     return info;
@@ -224,7 +225,7 @@ EntryInfo inspect(const DirEntry& de, std::vector<char>& bytes, dev_t& dev, ino_
 DiskCache::DiskCache(std::string dir, bool disabled) : dir_(std::move(dir)), disabled_(disabled) {}
 
 DiskCache DiskCache::from_env() {
-  const config::CacheConfig c = config::cache_config();
+  const base::config::CacheConfig c = base::config::cache_config();
   return DiskCache(c.cache_dir, !c.disk_cache);
 }
 
@@ -238,7 +239,7 @@ std::optional<jit::CompiledKernel> DiskCache::load(const std::string& key) const
     if (fd.fd < 0) {
       const int e = errno;
       if (e != ENOENT && e != ENOTDIR)
-        log::warn_once("cache-unreadable:" + path,
+        base::log::warn_once("cache-unreadable:" + path,
                        "cannot read kernel cache entry " + path + ": " + errno_text(e) + "; recompiling");
       return std::nullopt;
     }
@@ -267,11 +268,11 @@ std::optional<jit::CompiledKernel> DiskCache::load(const std::string& key) const
     } else {
       outcome = "left it in place; the kernel will be compiled in memory";
     }
-    log::warn_once("cache-bad-entry:" + path, "bad kernel cache entry " + path + " for key '" +
+    base::log::warn_once("cache-bad-entry:" + path, "bad kernel cache entry " + path + " for key '" +
                                                   printable(key) + "': " + why + "; " + outcome);
     return std::nullopt;
   } catch (const std::exception& e) {
-    log::warn_once("cache-bad-entry:" + path,
+    base::log::warn_once("cache-bad-entry:" + path,
                    "cannot load kernel cache entry " + path + ": " + e.what() + "; recompiling");
     return std::nullopt;
   }
@@ -292,13 +293,13 @@ std::optional<jit::CompiledKernel> DiskCache::load_build(const jit::KernelBuild&
       found.push_back({{major, minor}, std::move(key)});
     }
   } catch (const std::exception& e) {
-    log::warn_once("cache-unreadable:" + dir_, std::string("cannot search the kernel cache: ") + e.what());
+    base::log::warn_once("cache-unreadable:" + dir_, std::string("cannot search the kernel cache: ") + e.what());
     return std::nullopt;
   }
   std::sort(found.begin(), found.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
   for (const auto& f : found)
     if (auto k = load(f.second)) {
-      log::debug("no NVRTC: using " + k->key + ", built by NVRTC " + std::to_string(k->nvrtc_major) + "." +
+      base::log::debug("no NVRTC: using " + k->key + ", built by NVRTC " + std::to_string(k->nvrtc_major) + "." +
                  std::to_string(k->nvrtc_minor));
       return k;
     }
@@ -311,10 +312,10 @@ bool DiskCache::store(const jit::CompiledKernel& k) const {
     const std::vector<char> bytes = serialize(k);
     std::string why;
     if (write_atomic(dir_, entry_file_name(k.key), bytes, /*create_dir=*/true, why)) return true;
-    log::warn_once("cache-unusable:" + dir_, "cannot write to the kernel cache in " + dir_ + " (" + why +
+    base::log::warn_once("cache-unusable:" + dir_, "cannot write to the kernel cache in " + dir_ + " (" + why +
                                                  "); compiled kernels are kept in memory only");
   } catch (const std::exception& e) {
-    log::warn_once("cache-unusable:" + dir_, std::string("cannot store a kernel in the disk cache ") + dir_ +
+    base::log::warn_once("cache-unusable:" + dir_, std::string("cannot store a kernel in the disk cache ") + dir_ +
                                                  ": " + e.what() + "; compiled kernels are kept in memory only");
   }
   return false;
@@ -406,7 +407,7 @@ std::size_t DiskCache::export_bundle(const std::string& path) const {
   const std::string name = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
   if (name.empty()) fail("the bundle path names a directory");
   std::string why;
-  fs::AtomicFile f(kTempPrefix, kTempSuffix);
+  base::fs::AtomicFile f(kTempPrefix, kTempSuffix);
   if (!f.open(dir, name, why)) fail(why);
   char header[kBundleHeaderBytes] = {};
   std::memcpy(header, kBundleMagic, sizeof kBundleMagic);
@@ -420,7 +421,7 @@ std::size_t DiskCache::export_bundle(const std::string& path) const {
     ino_t ino;
     const EntryInfo info = inspect(de, bytes, dev, ino);
     if (!info.valid) {
-      log::warn("not exporting bad cache entry " + info.file + ": " + info.problem);
+      base::log::warn("not exporting bad cache entry " + info.file + ": " + info.problem);
       continue;
     }
     char len[8];
@@ -433,7 +434,7 @@ std::size_t DiskCache::export_bundle(const std::string& path) const {
   header[10] = static_cast<char>((kBundleFormatVersion >> 16) & 0xff);
   header[11] = static_cast<char>((kBundleFormatVersion >> 24) & 0xff);
   put_u64(header + 16, count);
-  put_u64(header + 24, jit::fnv1a64(header, 24));
+  put_u64(header + 24, base::fnv1a64(header, 24));
   if (!f.pwrite_at(header, sizeof header, 0, why) || !f.commit(why)) fail(why);
   return static_cast<std::size_t>(count);
 }
@@ -455,7 +456,7 @@ DiskCache::ImportResult DiskCache::import_bundle(const std::string& path) const 
   if (got < 0) fail("read failed: " + errno_text(err));
   if (static_cast<std::size_t>(got) < sizeof header) fail("too short to be a sage2 cache bundle");
   if (std::memcmp(header, kBundleMagic, sizeof kBundleMagic) != 0) fail("not a sage2 cache bundle (bad magic)");
-  if (get_u64(header + 24) != jit::fnv1a64(header, 24)) fail("the bundle header is corrupt (checksum mismatch)");
+  if (get_u64(header + 24) != base::fnv1a64(header, 24)) fail("the bundle header is corrupt (checksum mismatch)");
   const std::uint32_t version = get_u32(header + 8);
   if (version != kBundleFormatVersion)
     fail("bundle format version " + std::to_string(version) + " (this build reads " +
@@ -473,7 +474,7 @@ DiskCache::ImportResult DiskCache::import_bundle(const std::string& path) const 
     const std::uint64_t len = n == 8 ? get_u64(len_bytes) : 0;
     if (n != 8 || len > kMaxEntryBytes || len > remaining) {
       const std::uint64_t rest = count - i;
-      log::warn("bundle " + path + " is damaged at byte " + std::to_string(offset) + " (entry " +
+      base::log::warn("bundle " + path + " is damaged at byte " + std::to_string(offset) + " (entry " +
                 std::to_string(i + 1) + " of " + std::to_string(count) + "); the " + std::to_string(rest) +
                 " remaining entries are rejected");
       r.rejected += static_cast<std::size_t>(rest);
@@ -484,7 +485,7 @@ DiskCache::ImportResult DiskCache::import_bundle(const std::string& path) const 
     const ssize_t b = read_up_to(fd.fd, blob.data(), blob.size(), err);
     if (b != static_cast<ssize_t>(len)) {
       const std::uint64_t rest = count - i;
-      log::warn("bundle " + path + " could not be read at byte " + std::to_string(offset) + "; the " +
+      base::log::warn("bundle " + path + " could not be read at byte " + std::to_string(offset) + "; the " +
                 std::to_string(rest) + " remaining entries are rejected");
       r.rejected += static_cast<std::size_t>(rest);
       return r;
@@ -492,7 +493,7 @@ DiskCache::ImportResult DiskCache::import_bundle(const std::string& path) const 
     offset += len;
     auto k = try_deserialize(blob.data(), blob.size(), &why);
     if (!k) {
-      log::warn("bundle " + path + ": entry " + std::to_string(i + 1) + " rejected: " + why);
+      base::log::warn("bundle " + path + ": entry " + std::to_string(i + 1) + " rejected: " + why);
       ++r.rejected;
       continue;
     }
@@ -504,12 +505,12 @@ DiskCache::ImportResult DiskCache::import_bundle(const std::string& path) const 
     if (write_atomic(dir_, entry_file_name(k->key), blob, /*create_dir=*/true, why)) {
       ++r.imported;
     } else {
-      log::warn("cannot store entry " + std::to_string(i + 1) + " of bundle " + path + ": " + why);
+      base::log::warn("cannot store entry " + std::to_string(i + 1) + " of bundle " + path + ": " + why);
       ++r.failed;
     }
   }
   if (offset < file_size)
-    log::warn("bundle " + path + " has " + std::to_string(file_size - offset) +
+    base::log::warn("bundle " + path + " has " + std::to_string(file_size - offset) +
               " unexpected bytes after its last entry; ignored");
   return r;
 }

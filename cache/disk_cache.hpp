@@ -1,5 +1,5 @@
 // On-disk cubin cache.
-//  Directory: config::cache_config().cache_dir ($SAGE2_CACHE_DIR, else $XDG_CACHE_HOME/sage2, else ~/.cache/sage2).
+//  Directory: base::config::cache_config().cache_dir ($SAGE2_CACHE_DIR, else $XDG_CACHE_HOME/sage2, else ~/.cache/sage2).
 //  Entry file: header (magic, format version, full key, arch, NVRTC version, payload checksum)
 //              + cubin + metadata JSON (ptxas facts, compile time, entry name, created time).
 //  Key: jit::KernelBuild::key (jit/kernel_build.hpp) — the spec, a hash of the source, templates,
@@ -16,7 +16,7 @@
 //     0    8 magic "S2CUBIN\0"
 //     8    4 format version (kEntryFormatVersion)
 //    12    4 header size in bytes (64)
-//    16    4 arch (jit::Arch value; arch_name() must know it and agree with the key's sm_ field)
+//    16    4 arch (kernels::Arch value; arch_name() must know it and agree with the key's sm_ field)
 //    20    4 NVRTC major (int32)          24  4 NVRTC minor (int32)   (a key field "nvrtc:M.m"
 //                                                                          must name the same)
 //    28    4 key length K (1..kMaxKeyBytes)
@@ -24,7 +24,7 @@
 //    36    4 reserved, 0
 //    40    8 cubin length C (1..kMaxCubinBytes)
 //    48    8 reserved, 0
-//    56    8 checksum: FNV-1a 64 (jit::fnv1a64) over header bytes [0,56), then key, cubin, metadata
+//    56    8 checksum: FNV-1a 64 (base::fnv1a64) over header bytes [0,56), then key, cubin, metadata
 //    64    K key bytes | C cubin bytes | M metadata bytes (UTF-8 JSON object)
 //   The file size must equal 64 + K + C + M exactly.
 //   Metadata: {"entry": str, "compile_seconds": num, "facts": {"registers": int, ...},

@@ -10,13 +10,14 @@
 
 #include "cache/disk_cache.hpp"
 #include "base/file_util.hpp"
+#include "base/hash.hpp"
 
 namespace sage2::cache {
 namespace {
-using fs::get_u32;
-using fs::get_u64;
-using fs::put_u32;
-using fs::put_u64;
+using base::fs::get_u32;
+using base::fs::get_u64;
+using base::fs::put_u32;
+using base::fs::put_u64;
 
 using json = nlohmann::json;
 
@@ -27,13 +28,13 @@ constexpr int kMaxMetaDepth = 8;
 
 bool known_arch(std::uint32_t a) {
   if (a > 1024) return false;
-  return std::strcmp(jit::arch_name(static_cast<jit::Arch>(a)), "?") != 0;
+  return std::strcmp(kernels::arch_name(static_cast<kernels::Arch>(a)), "?") != 0;
 }
 
 // Every '|'-separated field of the key that names an arch ("sm_...") must name `arch`.
 // Returns the offending field, or empty when consistent.
-std::string key_arch_conflict(const std::string& key, jit::Arch arch) {
-  const std::string want = jit::arch_name(arch);
+std::string key_arch_conflict(const std::string& key, kernels::Arch arch) {
+  const std::string want = kernels::arch_name(arch);
   std::size_t start = 0;
   while (start <= key.size()) {
     std::size_t end = key.find('|', start);
@@ -177,18 +178,18 @@ bool parse_entry(const char* d, std::size_t n, jit::CompiledKernel& k, std::stri
   const char* key_p = d + kEntryHeaderBytes;
   const char* cubin_p = key_p + key_len;
   const char* meta_p = cubin_p + cubin_len;
-  std::uint64_t h = jit::fnv1a64(d, kChecksumOffset);
-  h = jit::fnv1a64(key_p, key_len, h);
-  h = jit::fnv1a64(cubin_p, cubin_len, h);
-  h = jit::fnv1a64(meta_p, meta_len, h);
+  std::uint64_t h = base::fnv1a64(d, kChecksumOffset);
+  h = base::fnv1a64(key_p, key_len, h);
+  h = base::fnv1a64(cubin_p, cubin_len, h);
+  h = base::fnv1a64(meta_p, meta_len, h);
   if (h != get_u64(d + kChecksumOffset)) { why = "checksum mismatch (corrupted entry)"; return false; }
   if (!known_arch(arch)) { why = "unknown arch code " + std::to_string(arch); return false; }
 
   jit::CompiledKernel out;
   out.key.assign(key_p, key_len);
-  out.arch = static_cast<jit::Arch>(arch);
+  out.arch = static_cast<kernels::Arch>(arch);
   if (auto f = key_arch_conflict(out.key, out.arch); !f.empty()) {
-    why = "header arch " + std::string(jit::arch_name(out.arch)) + " disagrees with the key's " + f;
+    why = "header arch " + std::string(kernels::arch_name(out.arch)) + " disagrees with the key's " + f;
     return false;
   }
   out.nvrtc_major = static_cast<int>(static_cast<std::int32_t>(nv_major));
@@ -216,7 +217,7 @@ std::vector<char> DiskCache::serialize(const jit::CompiledKernel& k) {
   const auto arch = static_cast<std::uint32_t>(static_cast<int>(k.arch));
   if (!known_arch(arch)) fail("unknown arch code " + std::to_string(static_cast<int>(k.arch)));
   if (auto f = key_arch_conflict(k.key, k.arch); !f.empty())
-    fail("arch " + std::string(jit::arch_name(k.arch)) + " disagrees with the key's " + f);
+    fail("arch " + std::string(kernels::arch_name(k.arch)) + " disagrees with the key's " + f);
   if (auto f = key_nvrtc_conflict(k.key, k.nvrtc_major, k.nvrtc_minor); !f.empty())
     fail("NVRTC " + std::to_string(k.nvrtc_major) + "." + std::to_string(k.nvrtc_minor) + " disagrees with the key's " + f);
 
@@ -260,8 +261,8 @@ std::vector<char> DiskCache::serialize(const jit::CompiledKernel& k) {
   std::memcpy(p, k.cubin.data(), k.cubin.size());
   p += k.cubin.size();
   std::memcpy(p, meta_text.data(), meta_text.size());
-  std::uint64_t h = jit::fnv1a64(d, kChecksumOffset);
-  h = jit::fnv1a64(d + kEntryHeaderBytes, total - kEntryHeaderBytes, h);
+  std::uint64_t h = base::fnv1a64(d, kChecksumOffset);
+  h = base::fnv1a64(d + kEntryHeaderBytes, total - kEntryHeaderBytes, h);
   put_u64(d + kChecksumOffset, h);
   return out;
 }
@@ -297,7 +298,7 @@ jit::CompiledKernel DiskCache::deserialize(const std::vector<char>& bytes) {
 std::string DiskCache::entry_file_name(const std::string& key) {
   char name[32];
   std::snprintf(name, sizeof name, "%016llx.s2c",
-                static_cast<unsigned long long>(jit::fnv1a64(key.data(), key.size())));
+                static_cast<unsigned long long>(base::fnv1a64(key.data(), key.size())));
   return name;
 }
 

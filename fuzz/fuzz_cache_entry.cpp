@@ -65,7 +65,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   SAGE2_FUZZ_CHECK(!k->key.empty() && k->key.size() <= sage2::cache::kMaxKeyBytes, "key length");
   SAGE2_FUZZ_CHECK(!k->cubin.empty(), "empty cubin accepted");
-  const std::string arch = sage2::jit::arch_name(k->arch);
+  const std::string arch = sage2::kernels::arch_name(k->arch);
   SAGE2_FUZZ_CHECK(arch != "?", "unknown arch accepted");
   // Every '|'-separated sm_ field of the key names the header's arch.
   for (std::size_t start = 0; start <= k->key.size();) {

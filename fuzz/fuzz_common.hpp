@@ -12,8 +12,9 @@
 #include <cstring>
 
 #include "cache/disk_cache.hpp"
-#include "jit/kernel_spec.hpp"
+#include "kernels/kernel_spec.hpp"
 #include "base/log.hpp"
+#include "base/hash.hpp"
 
 #define SAGE2_FUZZ_CHECK(cond, what)                                                          \
   do {                                                                                        \
@@ -29,7 +30,7 @@ extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size);
 namespace sage2::fuzz {
 
 inline void quiet_log() {
-  log::set_sink([](log::Level, const std::string&) {});
+  base::log::set_sink([](base::log::Level, const std::string&) {});
 }
 
 inline std::uint32_t rd32(const std::uint8_t* p) {
@@ -80,8 +81,8 @@ inline void fix_entry_lengths(std::uint8_t* d, std::size_t n) {
 
 inline void fix_entry_checksum(std::uint8_t* d, std::size_t n) {
   if (n < kEntryHeader) return;
-  std::uint64_t h = jit::fnv1a64(d, 56);
-  h = jit::fnv1a64(d + kEntryHeader, n - kEntryHeader, h);
+  std::uint64_t h = base::fnv1a64(d, 56);
+  h = base::fnv1a64(d + kEntryHeader, n - kEntryHeader, h);
   wr64(d + 56, h);
 }
 
@@ -110,7 +111,7 @@ inline void repair_bundle(std::uint8_t* d, std::size_t n, unsigned mode) {
     }
     wr64(d + 16, count);
   }
-  wr64(d + 24, jit::fnv1a64(d, 24));
+  wr64(d + 24, base::fnv1a64(d, 24));
 }
 
 }  // namespace sage2::fuzz

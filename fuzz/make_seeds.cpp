@@ -14,14 +14,15 @@
 #include <vector>
 
 #include "cache/disk_cache.hpp"
-#include "jit/kernel_spec.hpp"
+#include "kernels/kernel_spec.hpp"
+#include "base/hash.hpp"
 
 using namespace sage2;
 using sage2::cache::DiskCache;
 
 namespace {
 
-jit::CompiledKernel kernel(const std::string& key, jit::Arch arch, std::size_t cubin_bytes, const std::string& log,
+jit::CompiledKernel kernel(const std::string& key, kernels::Arch arch, std::size_t cubin_bytes, const std::string& log,
                            unsigned salt) {
   jit::CompiledKernel k;
   k.key = key;
@@ -41,8 +42,8 @@ jit::CompiledKernel kernel(const std::string& key, jit::Arch arch, std::size_t c
   return k;
 }
 
-std::string spec_key(jit::KernelFamily family, jit::Arch arch, int head_dim, jit::QuantOp op = jit::QuantOp::None) {
-  jit::KernelSpec s;
+std::string spec_key(kernels::KernelFamily family, kernels::Arch arch, int head_dim, kernels::QuantOp op = kernels::QuantOp::None) {
+  kernels::KernelSpec s;
   s.family = family;
   s.arch = arch;
   s.head_dim = head_dim;
@@ -60,7 +61,7 @@ std::vector<char> bundle(const std::vector<std::vector<char>>& entries) {
   for (int i = 0; i < 4; ++i) b.push_back(static_cast<char>(cache::kBundleFormatVersion >> (8 * i)));
   for (int i = 0; i < 4; ++i) b.push_back(0);
   put_u64(b, entries.size());
-  put_u64(b, jit::fnv1a64(b.data(), 24));
+  put_u64(b, base::fnv1a64(b.data(), 24));
   for (const auto& e : entries) {
     put_u64(b, e.size());
     b.insert(b.end(), e.begin(), e.end());
@@ -91,13 +92,13 @@ int main(int argc, char** argv) {
   ::mkdir(ed.c_str(), 0755);
   ::mkdir(bd.c_str(), 0755);
 
-  const auto a = kernel(spec_key(jit::KernelFamily::AttentionMma, jit::Arch::Sm90a, 128), jit::Arch::Sm90a, 96,
+  const auto a = kernel(spec_key(kernels::KernelFamily::AttentionMma, kernels::Arch::Sm90a, 128), kernels::Arch::Sm90a, 96,
                         "ptxas info    : Used 168 registers", 1);
-  const auto q = kernel(spec_key(jit::KernelFamily::Quantize, jit::Arch::Sm89, 64, jit::QuantOp::QuantizeQ),
-                        jit::Arch::Sm89, 160, "warning: \"quoted\"\n\ttab \xc3\xa9 \\ back", 2);
-  const auto d = kernel(spec_key(jit::KernelFamily::DeltaS, jit::Arch::Sm90a, 256), jit::Arch::Sm90a, 32, "", 3);
-  const auto tiny = kernel("k", jit::Arch::Sm89, 1, "", 4);  // a key without an sm_ field
-  const auto a89 = kernel(spec_key(jit::KernelFamily::AttentionMma, jit::Arch::Sm89, 128), jit::Arch::Sm89, 96,
+  const auto q = kernel(spec_key(kernels::KernelFamily::Quantize, kernels::Arch::Sm89, 64, kernels::QuantOp::QuantizeQ),
+                        kernels::Arch::Sm89, 160, "warning: \"quoted\"\n\ttab \xc3\xa9 \\ back", 2);
+  const auto d = kernel(spec_key(kernels::KernelFamily::DeltaS, kernels::Arch::Sm90a, 256), kernels::Arch::Sm90a, 32, "", 3);
+  const auto tiny = kernel("k", kernels::Arch::Sm89, 1, "", 4);  // a key without an sm_ field
+  const auto a89 = kernel(spec_key(kernels::KernelFamily::AttentionMma, kernels::Arch::Sm89, 128), kernels::Arch::Sm89, 96,
                           "", 5);
   const auto ea = DiskCache::serialize(a), eq = DiskCache::serialize(q), ed_ = DiskCache::serialize(d),
              et = DiskCache::serialize(tiny), e89 = DiskCache::serialize(a89);

@@ -13,8 +13,11 @@
 #include "jit/nvrtc_library.hpp"
 #include "base/config.hpp"
 #include "base/log.hpp"
+#include "base/hash.hpp"
 
 namespace sage2::jit {
+
+using kernels::KernelSpec;
 namespace {
 
 // Writes `text` to dir/name; a failure is a warning, never an error (dumping is a debug aid).
@@ -22,7 +25,7 @@ void dump_file(const std::string& dir, const std::string& name, const std::strin
   const std::string path = dir + "/" + name;
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   if (f) f.write(text.data(), static_cast<std::streamsize>(text.size()));
-  if (!f) log::warn_once("dump:" + dir, "SAGE2_DUMP_DIR: cannot write " + path);
+  if (!f) base::log::warn_once("dump:" + dir, "SAGE2_DUMP_DIR: cannot write " + path);
 }
 
 struct ProgramGuard {
@@ -168,8 +171,8 @@ CompiledKernel compile(const KernelBuild& b) {
   out.entry = spec.entry_name();
   out.nvrtc_major = a.major;
   out.nvrtc_minor = a.minor;
-  const std::string dump_dir = config::process_config().dump_dir;
-  const std::string dump_name = hex16(fnv1a64(out.key.data(), out.key.size()));
+  const std::string dump_dir = base::config::process_config().dump_dir;
+  const std::string dump_name = base::hex16(base::fnv1a64(out.key.data(), out.key.size()));
 
   // Every embedded template is offered as a header; NVRTC reads only those #included.
   std::vector<std::string> header_text, header_name;
@@ -250,9 +253,9 @@ CompiledKernel compile(const KernelBuild& b) {
   if (out.facts.spill_store_bytes > 0 || out.facts.spill_load_bytes > 0)
     // debug, not warn: a few bytes of spill are a known ptxas choice on some masked / FP16 specs
     // (README "Registers"), nothing a user can act on; sage2-autotune reads the facts itself.
-    log::debug("kernel " + out.key + " spills registers (" + std::to_string(out.facts.spill_store_bytes) +
+    base::log::debug("kernel " + out.key + " spills registers (" + std::to_string(out.facts.spill_store_bytes) +
               " bytes stored, " + std::to_string(out.facts.spill_load_bytes) + " loaded)");
-  log::debug("compiled " + out.key + " in " + std::to_string(out.compile_seconds) + " s, " +
+  base::log::debug("compiled " + out.key + " in " + std::to_string(out.compile_seconds) + " s, " +
              std::to_string(out.facts.registers) + " registers");
   return out;
 }

@@ -1,11 +1,12 @@
-// KernelSpec → generated source → NVRTC → cubin.
+// kernels::KernelSpec → generated source → NVRTC → cubin.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "jit/kernel_build.hpp"
-#include "jit/kernel_spec.hpp"
+#include "jit/source_builder.hpp"
+#include "kernels/kernel_spec.hpp"
 
 namespace sage2::jit {
 
@@ -21,7 +22,7 @@ struct PtxasFacts {
 
 struct CompiledKernel {
   std::string key;             // the KernelBuild's key (jit/kernel_build.hpp)
-  Arch arch = Arch::Sm90a;
+  kernels::Arch arch = kernels::Arch::Sm90a;
   std::string entry;           // spec.entry_name()
   std::vector<char> cubin;     // the cubin; for a PTX spec (KernelSpec::ptx) the PTX text with its NUL
   PtxasFacts facts;
@@ -30,24 +31,17 @@ struct CompiledKernel {
   std::string log;             // the full NVRTC log (warnings + ptxas info)
 };
 
-// The complete CUDA source NVRTC compiles for `spec`: a preamble of constexpr values derived
-// from the spec (including the quantization layout tables) followed by #include of the family
-// template. The embedded templates are handed to NVRTC as headers.
-std::string generate_source(const KernelSpec& spec);
-// The NVRTC options for `spec` (arch, std, fast-math policy, ptxas verbosity).
-std::vector<std::string> nvrtc_options(const KernelSpec& spec);
-
 // Compiles b.source with b.options and the embedded templates as headers; the result carries
 // b.key. Throws Error(CompileError) carrying the key and the whole log on failure,
 // Error(NvrtcMissing) when libnvrtc cannot be loaded, Error(Internal) when b was made for another
 // NVRTC than the loaded one (its key would name the wrong compiler). Honors
-// config::ProcessConfig::dump_dir (SAGE2_DUMP_DIR).
+// base::config::ProcessConfig::dump_dir (SAGE2_DUMP_DIR).
 CompiledKernel compile(const KernelBuild& b);
 // compile(make_build(spec)).
-CompiledKernel compile(const KernelSpec& spec);
+CompiledKernel compile(const kernels::KernelSpec& spec);
 // compile(make_build(spec, source)): a caller's source with spec's options and entry name — for
 // tests, probes and tools. The key covers that source.
-CompiledKernel compile_source(const KernelSpec& spec, const std::string& source);
+CompiledKernel compile_source(const kernels::KernelSpec& spec, const std::string& source);
 
 // NVRTC version of the loaded library; {0,0} when NVRTC is unavailable (never throws).
 std::pair<int, int> nvrtc_version() noexcept;

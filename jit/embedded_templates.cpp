@@ -1,6 +1,6 @@
 #include "jit/embedded_templates.hpp"
 
-#include "jit/kernel_spec.hpp"
+#include "base/hash.hpp"
 #include "sage2/sage2.hpp"
 
 namespace sage2::jit {
@@ -13,10 +13,10 @@ std::string_view embedded_template(std::string_view name) {
 
 std::uint64_t templates_hash() {
   static const std::uint64_t h = [] {
-    std::uint64_t x = fnv1a64("sage2-templates", 15);
+    std::uint64_t x = base::fnv1a64("sage2-templates", 15);
     for (const auto& t : embedded_templates()) {
-      x = fnv1a64(t.name.data(), t.name.size(), x);
-      x = fnv1a64(t.text.data(), t.text.size(), x);
+      x = base::fnv1a64(t.name.data(), t.name.size(), x);
+      x = base::fnv1a64(t.text.data(), t.text.size(), x);
     }
     return x;
   }();

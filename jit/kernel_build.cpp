@@ -5,27 +5,31 @@
 #include <mutex>
 #include <utility>
 
-#include "jit/attention_family.hpp"
-#include "jit/compiler.hpp"
+#include "kernels/attention_family.hpp"
+#include "jit/nvrtc_library.hpp"
+#include "jit/source_builder.hpp"
 #include "jit/embedded_templates.hpp"
+#include "base/hash.hpp"
 
 #ifndef SAGE2_VERSION
 #define SAGE2_VERSION "unknown"
 #endif
 
 namespace sage2::jit {
+
+using namespace kernels;  // jit compiles what kernels/ describes
 namespace {
 
 // FNV-1a over length-prefixed fields, so that no two different field lists hash alike by
 // shifting bytes from one field to the next.
 struct FieldHash {
-  std::uint64_t h = fnv1a64("sage2-build-v1", 14);
+  std::uint64_t h = base::fnv1a64("sage2-build-v1", 14);
   void add(std::string_view s) {
     const std::uint64_t n = s.size();
-    h = fnv1a64(&n, sizeof n, h);
-    h = fnv1a64(s.data(), s.size(), h);
+    h = base::fnv1a64(&n, sizeof n, h);
+    h = base::fnv1a64(s.data(), s.size(), h);
   }
-  void add(std::uint64_t v) { h = fnv1a64(&v, sizeof v, h); }
+  void add(std::uint64_t v) { h = base::fnv1a64(&v, sizeof v, h); }
 };
 
 std::string stem_of(const KernelSpec& spec, const std::string& source, const std::vector<std::string>& options,
@@ -37,7 +41,7 @@ std::string stem_of(const KernelSpec& spec, const std::string& source, const std
   for (const auto& o : options) f.add(o);
   f.add(templates_hash());   // the headers the source includes
   f.add(source);
-  return spec.key() + "|sage2:" + library + "|code:" + hex16(f.h);
+  return spec.key() + "|sage2:" + library + "|code:" + base::hex16(f.h);
 }
 
 // One spec per family and quantize op on each arch, as the planner would build them. A spec the
@@ -85,7 +89,7 @@ std::string compute_code_version(const std::string& library) {
       f.add(e.what());
     }
   }
-  return library + "+" + hex16(f.h);
+  return library + "+" + base::hex16(f.h);
 }
 
 }  // namespace
@@ -93,9 +97,10 @@ std::string compute_code_version(const std::string& library) {
 Toolchain Toolchain::current() {
   Toolchain t;
   t.library = SAGE2_VERSION;
-  const auto [major, minor] = nvrtc_version();
-  t.nvrtc_major = major;
-  t.nvrtc_minor = minor;
+  if (const nvrtc::Api* a = nvrtc::try_api()) {
+    t.nvrtc_major = a->major;
+    t.nvrtc_minor = a->minor;
+  }
   return t;
 }
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "jit/kernel_spec.hpp"
+#include "kernels/kernel_spec.hpp"
 
 namespace sage2::jit {
 
@@ -35,7 +35,7 @@ struct Toolchain {
 };
 
 struct KernelBuild {
-  KernelSpec spec;
+  kernels::KernelSpec spec;
   std::string source;                // the complete generated source (or a caller's)
   std::vector<std::string> options;  // NVRTC options
   Toolchain toolchain;
@@ -44,11 +44,11 @@ struct KernelBuild {
 };
 
 // generate_source(spec) and nvrtc_options(spec) under `tc`. Throws what generate_source throws.
-KernelBuild make_build(const KernelSpec& spec, const Toolchain& tc = Toolchain::current());
+KernelBuild make_build(const kernels::KernelSpec& spec, const Toolchain& tc = Toolchain::current());
 // A caller's source (tests, probes, template variants) with spec's options.
-KernelBuild make_build(const KernelSpec& spec, std::string source, const Toolchain& tc = Toolchain::current());
+KernelBuild make_build(const kernels::KernelSpec& spec, std::string source, const Toolchain& tc = Toolchain::current());
 // A caller's source and options.
-KernelBuild make_build(const KernelSpec& spec, std::string source, std::vector<std::string> options,
+KernelBuild make_build(const kernels::KernelSpec& spec, std::string source, std::vector<std::string> options,
                        const Toolchain& tc);
 
 // "|nvrtc:13.0": the last field of every cache key.

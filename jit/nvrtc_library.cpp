@@ -49,7 +49,7 @@ std::string preload_builtins(const std::string& file, int major, int minor) {
     const std::string p = (d / name).string();
     if (!std::filesystem::exists(p, ec)) continue;
     if (dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL)) return p;
-    log::warn("NVRTC builtins " + p + " beside " + file + " could not be loaded: " + dlerror());
+    base::log::warn("NVRTC builtins " + p + " beside " + file + " could not be loaded: " + dlerror());
   }
   return "";
 }
@@ -72,7 +72,7 @@ bool add_candidate(const std::string& path, const std::string& rule) {
 
 std::vector<Candidate> default_candidates() {
   std::vector<Candidate> candidates;
-  if (auto p = config::process_config().libnvrtc; !p.empty()) candidates.emplace_back(p, "$SAGE2_LIBNVRTC");
+  if (auto p = base::config::process_config().libnvrtc; !p.empty()) candidates.emplace_back(p, "$SAGE2_LIBNVRTC");
   {
     std::lock_guard<std::mutex> lock(g_mutex);
     candidates.insert(candidates.end(), g_added.begin(), g_added.end());
@@ -134,7 +134,7 @@ LoadAttempt load_from(const std::vector<Candidate>& candidates) {
     a.builtins = preload_builtins(a.file, a.major, a.minor);
     r.api = a;
     r.ok = true;
-    log::debug("loaded NVRTC " + std::to_string(a.major) + "." + std::to_string(a.minor) + " from " + a.file +
+    base::log::debug("loaded NVRTC " + std::to_string(a.major) + "." + std::to_string(a.minor) + " from " + a.file +
                " (" + a.rule + ")");
     return r;
   }

@@ -2,19 +2,22 @@
 //
 // The preamble is the ONLY channel from the host to the device templates: every value a template
 // specialises on is emitted here as a SAGE2_* macro, and the per-thread quantization layout is
-// emitted as tables computed by jit::quant_layout (the device never re-derives it).
+// emitted as tables computed by kernels::quant_layout (the device never re-derives it).
+#include "jit/source_builder.hpp"
+
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "jit/attention_family.hpp"
-#include "jit/compiler.hpp"
+#include "kernels/attention_family.hpp"
 #include "jit/embedded_templates.hpp"
-#include "jit/launch_shape.hpp"
-#include "jit/quant_layout.hpp"
+#include "kernels/quantize_shape.hpp"
+#include "kernels/quant_layout.hpp"
 
 namespace sage2::jit {
+
+using namespace kernels;  // jit compiles what kernels/ describes
 namespace {
 
 const char* family_template(KernelFamily f) {
@@ -94,7 +97,7 @@ std::string generate_source(const KernelSpec& spec) {
   define(o, "SAGE2_MASK", c.mask, "tensor mask: 0 none, 1 bool, 2 f16, 3 bf16, 4 f32 (templates/mask.cuh)");
   define(o, "SAGE2_Q_IN_KERNEL", c.q_in_kernel, "attention quantizes the caller's Q itself (no Q̂ buffers)");
   define(o, "SAGE2_PV_FP16", c.pv_fp16, "P̃V in FP16 (V̂ fp16, m16n8k16) instead of FP8 e4m3");
-  o << "// per-thread quantization layout (jit/quant_layout: " << mma_shape_name(layout.shape) << ")\n";
+  o << "// per-thread quantization layout (kernels/quant_layout: " << mma_shape_name(layout.shape) << ")\n";
   define(o, "SAGE2_MMA_SHAPE", static_cast<int>(layout.shape), "0 m16n8k64.s4, 1 m16n8k32.s8, 2 wgmma.m64nNk32.s8");
   define(o, "SAGE2_Q_GROUPS", layout.q_groups_per_block(), "Q scale groups per BQ block");
   define(o, "SAGE2_K_GROUPS", layout.k_groups_per_block(), "K scale groups per BK block");
@@ -104,11 +107,11 @@ std::string generate_source(const KernelSpec& spec) {
   table(o, "sage2_k_group_table", "SAGE2_BK", kt);
   std::vector<int> vk(16);
   for (int i = 0; i < 16; ++i) vk[static_cast<std::size_t>(i)] = layout.v_key_of_slot(i);
-  o << "// key stored in each column of a 16-key group of the transposed V (jit/quant_layout: v_slot)\n";
+  o << "// key stored in each column of a 16-key group of the transposed V (kernels/quant_layout: v_slot)\n";
   table(o, "sage2_v_key_of_slot", "16", vk);
   if (c.family == KernelFamily::Quantize && (c.op == QuantOp::Fused || c.op == QuantOp::Cluster)) {
     const FusedQuantizeConfig f = fused_quantize_config(c);
-    o << "// fused quantize: one CTA size, a thread mapping per item kind (jit/launch_shape: fused_quantize_config)\n";
+    o << "// fused quantize: one CTA size, a thread mapping per item kind (kernels/quantize_shape: fused_quantize_config)\n";
     define(o, "SAGE2_QZ_THREADS", f.threads, "CTA size");
     if (c.op == QuantOp::Fused) define(o, "SAGE2_QZ_STATS_CHUNK", quantize_stats_chunk(c), "tokens per statistics item");
     if (c.op == QuantOp::Cluster)
@@ -123,7 +126,7 @@ std::string generate_source(const KernelSpec& spec) {
     }
   } else if (c.family == KernelFamily::Quantize) {
     const QuantizeKernelConfig q = quantize_kernel_config(c);
-    o << "// quantize thread mapping (jit/launch_shape: quantize_kernel_config)\n";
+    o << "// quantize thread mapping (kernels/quantize_shape: quantize_kernel_config)\n";
     define(o, "SAGE2_QZ_THREADS", q.threads, "CTA size");
     define(o, "SAGE2_QZ_ROWS", q.rows, "token rows per CTA (stats: per pass)");
     define(o, "SAGE2_QZ_TPR", q.tpr, "threads per token row");

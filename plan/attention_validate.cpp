@@ -1,6 +1,6 @@
 #include "plan/attention_validate.hpp"
 
-#include "jit/attention_family.hpp"
+#include "kernels/attention_family.hpp"
 #include "plan/direct_rule.hpp"
 
 #include <algorithm>
@@ -9,7 +9,7 @@
 #include <limits>
 #include <sstream>
 
-namespace sage2::runtime {
+namespace sage2::plan {
 namespace {
 
 [[noreturn]] void fail(const std::string& msg) { throw Error(ErrorCode::InvalidArgument, msg); }
@@ -82,7 +82,7 @@ ByteRange byte_range(const TensorRef& t) {
 }
 
 AttentionProblem validate_attention(const TensorRef& q, const TensorRef& k, const TensorRef& v, const TensorRef& out,
-                                    const AttentionParams& params, jit::Arch arch) {
+                                    const AttentionParams& params, kernels::Arch arch) {
   check_tensor(q, "q");
   check_tensor(k, "k");
   check_tensor(v, "v");
@@ -165,9 +165,9 @@ AttentionProblem validate_attention(const TensorRef& q, const TensorRef& k, cons
   if (!params.workspace && params.workspace_bytes != 0)
     fail("params.workspace_bytes=" + std::to_string(params.workspace_bytes) + " given without a workspace pointer");
 
-  // What the arch's tensor cores offer (jit/attention_family.hpp, the arch table): valid requests
+  // What the arch's tensor cores offer (kernels/attention_family.hpp, the arch table): valid requests
   // this device cannot serve.
-  const jit::ArchInfo& ai = jit::arch_info(arch);
+  const kernels::ArchInfo& ai = kernels::arch_info(arch);
   if (bits == 4 && !ai.int4)
     throw Error(ErrorCode::Unsupported, std::string("params.qk_bits=4: ") + ai.name + " (" + ai.gpus +
                                             ") has no INT4 tensor-core mma; use 8-bit QK (the default)");
@@ -184,8 +184,8 @@ AttentionProblem validate_attention(const TensorRef& q, const TensorRef& k, cons
   p.head_dim = static_cast<int>(q.dim);
   p.dtype = q.dtype;
   p.causal = params.causal;
-  p.qk_bits = bits != 0 ? bits : jit::default_qk_bits(arch);
-  p.pv_fp16 = params.pv_precision == PvPrecision::Auto ? jit::default_pv_fp16(arch)
+  p.qk_bits = bits != 0 ? bits : kernels::default_qk_bits(arch);
+  p.pv_fp16 = params.pv_precision == PvPrecision::Auto ? kernels::default_pv_fp16(arch)
                                                        : params.pv_precision == PvPrecision::Fp16;
   p.smooth_q = params.smooth_q == Toggle::Auto ? p.qk_bits == 4 : params.smooth_q == Toggle::On;
   p.smooth_k = params.smooth_k;
@@ -201,7 +201,7 @@ AttentionProblem validate_attention(const TensorRef& q, const TensorRef& k, cons
 
 AttentionProblem validate_attention_varlen(const TensorRef& q, const TensorRef& k, const TensorRef& v,
                                            const TensorRef& out, const SeqLens& lens, const AttentionParams& params,
-                                           jit::Arch arch) {
+                                           kernels::Arch arch) {
   const bool packed = lens.cu_seqlens_q || lens.cu_seqlens_k;
   if (packed && (!lens.cu_seqlens_q || !lens.cu_seqlens_k))
     fail(std::string("lens: cu_seqlens_q and cu_seqlens_k go together (cu_seqlens_") +
@@ -248,4 +248,4 @@ AttentionProblem validate_attention_varlen(const TensorRef& q, const TensorRef& 
   return p;
 }
 
-}  // namespace sage2::runtime
+}  // namespace sage2::plan

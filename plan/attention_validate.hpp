@@ -4,34 +4,11 @@
 
 #include <cstdint>
 
-#include "jit/kernel_spec.hpp"
+#include "kernels/arch.hpp"
+#include "plan/problem.hpp"
 #include "sage2/sage2.hpp"
 
-namespace sage2::runtime {
-
-// The problem an attention call describes, after validation and defaulting.
-struct AttentionProblem {
-  std::int64_t batch = 0, q_heads = 0, kv_heads = 0, q_len = 0, kv_len = 0;
-  int head_dim = 0;
-  DType dtype = DType::F16;
-  CausalMode causal = CausalMode::None;
-  int qk_bits = 8;
-  bool smooth_q = false, smooth_k = true, smooth_v = false;
-  bool pv_fp16 = false;  // P̃V in FP16 (params.pv_precision, Auto: the arch's default)
-  float sm_scale = 0;
-  bool return_lse = false;
-  // Varlen calls (sage2::SeqLens): batch = sequences; q_len / kv_len plan the tile (the bounds
-  // given, else the tensors' rows); jit::QuantProblem documents packed and total_*.
-  bool varlen = false, packed = false;
-  std::int64_t total_q = 0, total_k = 0;
-  // Tensor mask (params.mask): its type as KernelSpec::mask, and whether it varies over batch /
-  // heads (a nonzero stride) — the class table's extents.
-  int mask = 0;
-  bool mask_per_batch = false, mask_per_head = false;
-  // The direct (unquantized) small-Nq path computes the call (plan/direct_rule.hpp: the rule and
-  // AttentionParams::small_q_path); the quantize options above then do not apply.
-  bool direct = false;
-};
+namespace sage2::plan {
 
 // Throws Error(InvalidArgument, "<argument>: <what> (<value>)") for: null pointers, dtypes other
 // than f16/bf16 or differing between q/k/v/out, non-positive sizes, mismatched batch / heads /
@@ -43,7 +20,7 @@ struct AttentionProblem {
 // requested on an arch without INT4 mma (Blackwell), FP8 P̃V requested on one without FP8
 // (Ampere), small_q_path Direct with a head dim above 256.
 AttentionProblem validate_attention(const TensorRef& q, const TensorRef& k, const TensorRef& v,
-                                    const TensorRef& out, const AttentionParams& params, jit::Arch arch);
+                                    const TensorRef& out, const AttentionParams& params, kernels::Arch arch);
 
 // A variable-length call: the checks of validate_attention on the tensors as given (packed:
 // views with batch 1), then those of `lens` (include/sage2/sage2.hpp SeqLens): exactly one form,
@@ -52,7 +29,7 @@ AttentionProblem validate_attention(const TensorRef& q, const TensorRef& k, cons
 // checked on the device.
 AttentionProblem validate_attention_varlen(const TensorRef& q, const TensorRef& k, const TensorRef& v,
                                            const TensorRef& out, const SeqLens& lens, const AttentionParams& params,
-                                           jit::Arch arch);
+                                           kernels::Arch arch);
 
 // Byte range [first, last] a tensor view touches (first element to last element end).
 struct ByteRange {
@@ -60,4 +37,4 @@ struct ByteRange {
 };
 ByteRange byte_range(const TensorRef& t);
 
-}  // namespace sage2::runtime
+}  // namespace sage2::plan

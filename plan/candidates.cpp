@@ -3,38 +3,38 @@
 #include <climits>
 #include <cstdio>
 
-#include "jit/attention_family.hpp"
+#include "kernels/attention_family.hpp"
 
-namespace sage2::autotune {
+namespace sage2::plan {
 
-int default_max_smem_optin(jit::Arch arch) {
-  const jit::ArchInfo* i = jit::find_arch_info(arch);
+int default_max_smem_optin(kernels::Arch arch) {
+  const kernels::ArchInfo* i = kernels::find_arch_info(arch);
   return i ? i->max_smem_optin : 48 * 1024;
 }
 
-const std::vector<jit::TileConfig>& tile_candidates(jit::KernelFamily family, jit::Arch) {
-  static const std::vector<jit::TileConfig> none;
-  const jit::AttentionFamilyDesc* f = jit::find_attention_family(family);
+const std::vector<kernels::TileConfig>& tile_candidates(kernels::KernelFamily family, kernels::Arch) {
+  static const std::vector<kernels::TileConfig> none;
+  const kernels::AttentionFamilyDesc* f = kernels::find_attention_family(family);
   return f ? f->candidates() : none;
 }
 
-std::optional<std::string> static_reject_reason(const jit::KernelSpec& spec, int max_smem_optin) {
+std::optional<std::string> static_reject_reason(const kernels::KernelSpec& spec, int max_smem_optin) {
   try {
-    jit::check_attention_config(spec, max_smem_optin);
+    kernels::check_attention_config(spec, max_smem_optin);
     return std::nullopt;
   } catch (const Error& e) {
     return std::string(e.what());
   }
 }
 
-std::optional<std::string> ptxas_reject_reason(const jit::KernelSpec& spec, const jit::PtxasFacts& f) {
+std::optional<std::string> ptxas_reject_reason(const kernels::KernelSpec& spec, const jit::PtxasFacts& f) {
   if (f.spill_store_bytes > 0 || f.spill_load_bytes > 0)
     return "spills registers (" + std::to_string(f.spill_store_bytes) + " bytes stored, " +
            std::to_string(f.spill_load_bytes) + " loaded)";
   if (f.stack_frame_bytes > 0)
     return "uses a " + std::to_string(f.stack_frame_bytes) + "-byte stack frame (local memory)";
   if (f.registers > 0) {
-    const int threads = jit::attention_kernel_config(spec).threads;
+    const int threads = kernels::attention_kernel_config(spec).threads;
     if (static_cast<long long>(f.registers) * threads > kRegistersPerBlock)
       return std::to_string(f.registers) + " registers x " + std::to_string(threads) + " threads exceed the " +
              std::to_string(kRegistersPerBlock) + " registers of a block";
@@ -42,44 +42,44 @@ std::optional<std::string> ptxas_reject_reason(const jit::KernelSpec& spec, cons
   return std::nullopt;
 }
 
-jit::TileConfig heuristic_tile(const jit::KernelSpec& attention_spec, int max_smem_optin) {
-  return jit::attention_family(attention_spec.family).default_tile(attention_spec, max_smem_optin);
+kernels::TileConfig heuristic_tile(const kernels::KernelSpec& attention_spec, int max_smem_optin) {
+  return kernels::attention_family(attention_spec.family).default_tile(attention_spec, max_smem_optin);
 }
 
-std::string tile_str(const jit::TileConfig& t) {
+std::string tile_str(const kernels::TileConfig& t) {
   char b[64];
   std::snprintf(b, sizeof b, "bq%d.bk%d.w%d.s%d", t.bq, t.bk, t.warps, t.stages);
   return b;
 }
 
-std::optional<jit::TileConfig> parse_tile(const std::string& s) {
+std::optional<kernels::TileConfig> parse_tile(const std::string& s) {
   int v[4];
   char tail = 0;
   if (std::sscanf(s.c_str(), "bq%d.bk%d.w%d.s%d%c", &v[0], &v[1], &v[2], &v[3], &tail) == 4 ||
       std::sscanf(s.c_str(), "%dx%dx%dx%d%c", &v[0], &v[1], &v[2], &v[3], &tail) == 4) {
     for (int x : v)
       if (x <= 0 || x > 4096) return std::nullopt;
-    return jit::TileConfig{v[0], v[1], v[2], v[3]};
+    return kernels::TileConfig{v[0], v[1], v[2], v[3]};
   }
   return std::nullopt;
 }
 
-Specialisation Specialisation::defaults(jit::Arch arch, int head_dim, CausalMode causal, DType dtype) {
+Specialisation Specialisation::defaults(kernels::Arch arch, int head_dim, CausalMode causal, DType dtype) {
   Specialisation s;
   s.head_dim = head_dim;
   s.causal = causal;
   s.dtype = dtype;
-  s.qk_bits = jit::default_qk_bits(arch);
+  s.qk_bits = kernels::default_qk_bits(arch);
   s.smooth_q = s.qk_bits == 4;
-  s.pv_fp16 = jit::default_pv_fp16(arch);
+  s.pv_fp16 = kernels::default_pv_fp16(arch);
   s.smooth_k = true;
   s.smooth_v = false;
   return s;
 }
 
-jit::KernelSpec Specialisation::attention_spec(jit::Arch arch, const jit::TileConfig& tile) const {
-  jit::KernelSpec k;
-  k.family = family.value_or(jit::default_attention_family(arch, qk_bits, head_dim, pv_fp16));
+kernels::KernelSpec Specialisation::attention_spec(kernels::Arch arch, const kernels::TileConfig& tile) const {
+  kernels::KernelSpec k;
+  k.family = family.value_or(kernels::default_attention_family(arch, qk_bits, head_dim, pv_fp16));
   k.arch = arch;
   k.head_dim = head_dim;
   k.causal = causal;
@@ -96,9 +96,9 @@ jit::KernelSpec Specialisation::attention_spec(jit::Arch arch, const jit::TileCo
   return k;
 }
 
-TuningKey Specialisation::key(jit::Arch arch, std::int64_t q_len, std::int64_t kv_len, std::int64_t q_heads,
+TuningKey Specialisation::key(kernels::Arch arch, std::int64_t q_len, std::int64_t kv_len, std::int64_t q_heads,
                               std::int64_t kv_heads) const {
-  runtime::AttentionProblem p;
+  plan::AttentionProblem p;
   p.q_heads = q_heads;
   p.kv_heads = kv_heads;
   p.q_len = q_len;
@@ -111,7 +111,7 @@ TuningKey Specialisation::key(jit::Arch arch, std::int64_t q_len, std::int64_t k
   p.smooth_k = smooth_k;
   p.smooth_v = smooth_v;
   p.pv_fp16 = pv_fp16;
-  return tuning_key(p, attention_spec(arch, jit::TileConfig{}).family);
+  return tuning_key(p, attention_spec(arch, kernels::TileConfig{}).family);
 }
 
 std::string Specialisation::str() const {
@@ -134,18 +134,18 @@ std::string Specialisation::str() const {
   if (pv_fp16) s += " pv16";
   if (family) {
     s += " ";
-    s += jit::family_name(*family);
+    s += kernels::family_name(*family);
   }
   return s;
 }
 
-std::vector<jit::KernelSpec> companion_specs(const jit::KernelSpec& attention_spec) {
-  std::vector<jit::KernelSpec> v;
-  for (jit::QuantOp op : {jit::QuantOp::ChannelStats, jit::QuantOp::QuantizeK, jit::QuantOp::QuantizeV,
-                          jit::QuantOp::QuantizeQ})
-    v.push_back(jit::quantize_spec_for(attention_spec, op));
-  if (attention_spec.smooth_q) v.push_back(jit::delta_s_spec_for(attention_spec));
+std::vector<kernels::KernelSpec> companion_specs(const kernels::KernelSpec& attention_spec) {
+  std::vector<kernels::KernelSpec> v;
+  for (kernels::QuantOp op : {kernels::QuantOp::ChannelStats, kernels::QuantOp::QuantizeK, kernels::QuantOp::QuantizeV,
+                          kernels::QuantOp::QuantizeQ})
+    v.push_back(kernels::quantize_spec_for(attention_spec, op));
+  if (attention_spec.smooth_q) v.push_back(kernels::delta_s_spec_for(attention_spec));
   return v;
 }
 
-}  // namespace sage2::autotune
+}  // namespace sage2::plan

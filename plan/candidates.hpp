@@ -1,7 +1,7 @@
 // Candidate tile configurations, the checks that filter them before any timing, and the
 // heuristic default used whenever the tuning database has no entry.
 //
-// The candidates and the heuristic are the family descriptor's (jit/attention_family.hpp).
+// The candidates and the heuristic are the family descriptor's (kernels/attention_family.hpp).
 // Filtering, in order (a rejected candidate is never compiled further, never timed):
 //  1. static: the spec validates and its family can run it — the descriptor's check();
 //  2. shared memory: the descriptor's kernel_config(spec).smem <= the device's opt-in limit per
@@ -16,34 +16,34 @@
 
 #include "plan/tuning_key.hpp"
 #include "jit/compiler.hpp"
-#include "jit/kernel_spec.hpp"
+#include "kernels/kernel_spec.hpp"
 
-namespace sage2::autotune {
+namespace sage2::plan {
 
-// Opt-in shared memory per block of the archs' reference devices (the arch table's, jit/attention_family.hpp:
+// Opt-in shared memory per block of the archs' reference devices (the arch table's, kernels/attention_family.hpp:
 // e.g. sm_86/89/120 99 KiB, sm_80 163 KiB, sm_90a/100 227 KiB). Used only when no device is present
 // (compile-only mode).
-int default_max_smem_optin(jit::Arch arch);
+int default_max_smem_optin(kernels::Arch arch);
 inline constexpr int kRegistersPerBlock = 65536;
 
 // Every tile the tuner considers for `family` on `arch`, before filtering, in a fixed order (the
 // descriptor's candidates(); empty for a family that is not an attention family).
-const std::vector<jit::TileConfig>& tile_candidates(jit::KernelFamily family, jit::Arch arch);
+const std::vector<kernels::TileConfig>& tile_candidates(kernels::KernelFamily family, kernels::Arch arch);
 
 // Why `spec` (an attention spec) cannot run on a device with `max_smem_optin` bytes of opt-in
 // shared memory per block; nullopt when it can. Never compiles, never throws.
-std::optional<std::string> static_reject_reason(const jit::KernelSpec& spec, int max_smem_optin);
+std::optional<std::string> static_reject_reason(const kernels::KernelSpec& spec, int max_smem_optin);
 // Why the compiled kernel of `spec` is not acceptable (spills, stack, registers); nullopt when it
 // is. Unknown facts (registers == -1: ptxas did not report) are accepted.
-std::optional<std::string> ptxas_reject_reason(const jit::KernelSpec& spec, const jit::PtxasFacts& facts);
+std::optional<std::string> ptxas_reject_reason(const kernels::KernelSpec& spec, const jit::PtxasFacts& facts);
 
 // The heuristic default: the descriptor's default_tile(), which passes static_reject_reason().
 // Instant (no compile, no file). Throws Unsupported naming the head dim when none fits.
-jit::TileConfig heuristic_tile(const jit::KernelSpec& attention_spec, int max_smem_optin);
+kernels::TileConfig heuristic_tile(const kernels::KernelSpec& attention_spec, int max_smem_optin);
 
 // "bq64.bk64.w4.s2"; parse_tile() also accepts "64x64x4x2" (bq x bk x warps x stages).
-std::string tile_str(const jit::TileConfig& t);
-std::optional<jit::TileConfig> parse_tile(const std::string& s);
+std::string tile_str(const kernels::TileConfig& t);
+std::optional<kernels::TileConfig> parse_tile(const std::string& s);
 
 // One specialisation the tool compiles and tunes: everything that selects kernel code except the
 // tile. Size buckets are added per measured problem (key()).
@@ -55,14 +55,14 @@ struct Specialisation {
   bool smooth_q = false, smooth_k = true, smooth_v = false;
   bool return_lse = false;
   bool pv_fp16 = false;  // FP16 P̃V
-  // nullopt: the family a Context uses by default (jit::default_attention_family).
-  std::optional<jit::KernelFamily> family;
+  // nullopt: the family a Context uses by default (kernels::default_attention_family).
+  std::optional<kernels::KernelFamily> family;
 
   // The library's defaults for `arch` (what AttentionParams{} resolves to): 8-bit QK, smooth K on,
   // smooth Q and V off, the arch's P̃V precision (FP16 on Ampere, FP8 elsewhere).
-  static Specialisation defaults(jit::Arch arch, int head_dim, CausalMode causal, DType dtype);
-  jit::KernelSpec attention_spec(jit::Arch arch, const jit::TileConfig& tile) const;
-  TuningKey key(jit::Arch arch, std::int64_t q_len, std::int64_t kv_len, std::int64_t q_heads,
+  static Specialisation defaults(kernels::Arch arch, int head_dim, CausalMode causal, DType dtype);
+  kernels::KernelSpec attention_spec(kernels::Arch arch, const kernels::TileConfig& tile) const;
+  TuningKey key(kernels::Arch arch, std::int64_t q_len, std::int64_t kv_len, std::int64_t q_heads,
                 std::int64_t kv_heads) const;  // the family is attention_spec(arch, ...)'s
   std::string str() const;  // "d128 causal f16 int8 sk" (causal-br: bottom-right mask; " pv16": FP16 P̃V)
   bool operator==(const Specialisation&) const = default;
@@ -70,6 +70,6 @@ struct Specialisation {
 
 // The kernels one attention call with `attention_spec` launches besides the attention kernel
 // itself: the four quantize kernels, and ΔS with smooth Q (canonical specs, same arch).
-std::vector<jit::KernelSpec> companion_specs(const jit::KernelSpec& attention_spec);
+std::vector<kernels::KernelSpec> companion_specs(const kernels::KernelSpec& attention_spec);
 
-}  // namespace sage2::autotune
+}  // namespace sage2::plan

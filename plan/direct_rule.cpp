@@ -2,29 +2,29 @@
 
 #include <string>
 
-#include "jit/decode.hpp"
-#include "plan/attention_validate.hpp"
+#include "kernels/decode.hpp"
+#include "plan/problem.hpp"
 
-namespace sage2::runtime {
+namespace sage2::plan {
 
-std::int64_t direct_max_rows(jit::Arch arch) noexcept {
-  return arch == jit::Arch::Sm90a ? kDirectMaxRowsSm90 : kDirectMaxRowsOther;
+std::int64_t direct_max_rows(kernels::Arch arch) noexcept {
+  return arch == kernels::Arch::Sm90a ? kDirectMaxRowsSm90 : kDirectMaxRowsOther;
 }
 
-bool choose_direct_path(const AttentionProblem& p, SmallQPath path, jit::Arch arch) {
+bool choose_direct_path(const AttentionProblem& p, SmallQPath path, kernels::Arch arch) {
   if (path == SmallQPath::Quantized) return false;
   const std::int64_t rows = p.q_len * (p.q_heads / p.kv_heads);
   if (path == SmallQPath::Direct) {
     if (p.mask != 0)
       throw Error(ErrorCode::InvalidArgument,
                   "params.small_q_path=direct cannot be combined with params.mask (the direct path has no masks)");
-    if (p.head_dim > jit::kDecodeMaxHeadDim)
+    if (p.head_dim > kernels::kDecodeMaxHeadDim)
       throw Error(ErrorCode::Unsupported, "params.small_q_path=direct runs head dims up to " +
-                                              std::to_string(jit::kDecodeMaxHeadDim) + ", got " +
+                                              std::to_string(kernels::kDecodeMaxHeadDim) + ", got " +
                                               std::to_string(p.head_dim));
     return true;
   }
-  return p.mask == 0 && !p.varlen && p.head_dim <= jit::kDecodeMaxHeadDim && rows <= direct_max_rows(arch);
+  return p.mask == 0 && !p.varlen && p.head_dim <= kernels::kDecodeMaxHeadDim && rows <= direct_max_rows(arch);
 }
 
-}  // namespace sage2::runtime
+}  // namespace sage2::plan

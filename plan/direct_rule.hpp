@@ -1,16 +1,16 @@
 // Which path computes an attention call: the quantized SageAttention2 path or the direct
-// (unquantized, split-KV) path for few query rows (jit/decode.hpp). Pure host logic: the CPU suite
+// (unquantized, split-KV) path for few query rows (kernels/decode.hpp). Pure host logic: the CPU suite
 // specifies it.
 #pragma once
 
 #include <cstdint>
 
-#include "jit/kernel_spec.hpp"
+#include "kernels/kernel_spec.hpp"
 #include "sage2/sage2.hpp"
 
-namespace sage2::runtime {
+namespace sage2::plan {
 
-struct AttentionProblem;  // plan/attention_validate.hpp
+struct AttentionProblem;  // plan/problem.hpp
 
 // SmallQPath::Auto takes the direct path for dense calls (no mask, no varlen) with head dim <= 256
 // whose query rows per kv head, R = q_len · q_heads / kv_heads, are at most direct_max_rows(arch).
@@ -21,11 +21,11 @@ struct AttentionProblem;  // plan/attention_validate.hpp
 // accumulation is a quarter of the INT8/INT4 rate on GeForce parts) only decode-sized R.
 constexpr std::int64_t kDirectMaxRowsSm90 = 512;
 constexpr std::int64_t kDirectMaxRowsOther = 64;
-std::int64_t direct_max_rows(jit::Arch arch) noexcept;
+std::int64_t direct_max_rows(kernels::Arch arch) noexcept;
 
 // Whether a validated dense problem (mask, head dim, shapes and dtype set) runs on the direct path
 // under `path`. Throws InvalidArgument for Direct with a mask, Unsupported for Direct with a head
 // dim above 256. (Varlen calls never take it: validate_attention_varlen refuses Direct.)
-bool choose_direct_path(const AttentionProblem& p, SmallQPath path, jit::Arch arch);
+bool choose_direct_path(const AttentionProblem& p, SmallQPath path, kernels::Arch arch);
 
-}  // namespace sage2::runtime
+}  // namespace sage2::plan

@@ -6,15 +6,15 @@
 #include "plan/candidates.hpp"
 #include "base/log.hpp"
 
-namespace sage2::autotune {
+namespace sage2::plan {
 
-Planner::Planner(std::string db_path, std::string device_name, jit::Arch arch, int max_smem_optin)
+Planner::Planner(std::string db_path, std::string device_name, kernels::Arch arch, int max_smem_optin)
     : db_path_(std::move(db_path)),
       device_name_(std::move(device_name)),
       arch_(arch),
       max_smem_(max_smem_optin) {}
 
-Planner::Planner(TuningDb db, jit::Arch arch, int max_smem_optin) : arch_(arch), max_smem_(max_smem_optin) {
+Planner::Planner(TuningDb db, kernels::Arch arch, int max_smem_optin) : arch_(arch), max_smem_(max_smem_optin) {
   std::call_once(loaded_, [&] {
     db_ = std::move(db);
     code_ = CodeIdentity::current();
@@ -30,7 +30,7 @@ const TuningDb& Planner::db() const {
     std::size_t current = 0;
     for (const auto& e : r.entries) current += code_.matches(e) ? 1 : 0;
     if (current < r.entries.size())
-      log::info("tuning database " + db_path_ + ": " + std::to_string(r.entries.size() - current) + " of " +
+      base::log::info("tuning database " + db_path_ + ": " + std::to_string(r.entries.size() - current) + " of " +
                 std::to_string(r.entries.size()) + " entries were measured with other kernel code (this is " +
                 code_.code_version + (code_.nvrtc_version.empty() ? "" : ", NVRTC " + code_.nvrtc_version) +
                 ") and are not used (run sage2-autotune again)");
@@ -46,7 +46,7 @@ std::size_t Planner::memoised() const {
   return memo_.size();
 }
 
-TileChoice Planner::choose(const jit::KernelSpec& attention_spec, const runtime::AttentionProblem& p) const {
+TileChoice Planner::choose(const kernels::KernelSpec& attention_spec, const plan::AttentionProblem& p) const {
   const TuningKey key = tuning_key(p, attention_spec.family);
   {
     std::shared_lock<std::shared_mutex> lock(mu_);
@@ -55,10 +55,10 @@ TileChoice Planner::choose(const jit::KernelSpec& attention_spec, const runtime:
   }
   TileChoice c;
   if (const TuningEntry* e = db().find(key, code_)) {
-    jit::KernelSpec s = attention_spec;
+    kernels::KernelSpec s = attention_spec;
     s.tile = e->tile;
     if (auto why = static_reject_reason(s, max_smem_)) {
-      log::warn_once("tuning-entry:" + db_path_ + ":" + e->key.str(),
+      base::log::warn_once("tuning-entry:" + db_path_ + ":" + e->key.str(),
                      "tuning database " + db_path_ + ": the tile " + tile_str(e->tile) + " of " + e->key.str() +
                          " cannot run here (" + *why + "); using the heuristic default");
     } else {
@@ -68,13 +68,13 @@ TileChoice Planner::choose(const jit::KernelSpec& attention_spec, const runtime:
     }
   }
   if (!c.tuned) c.tile = heuristic_tile(attention_spec, max_smem_);  // throws when nothing fits: not memoised
-  log::debug("plan " + key.str() + ": " + tile_str(c.tile) +
+  base::log::debug("plan " + key.str() + ": " + tile_str(c.tile) +
              (c.tuned ? " (tuned, measured as " + c.measured_key.str() + ")" : " (heuristic default)"));
   std::unique_lock<std::shared_mutex> lock(mu_);
   return memo_.emplace(key, c).first->second;
 }
 
-std::shared_ptr<Planner> shared_planner(const std::string& db_path, const std::string& device_name, jit::Arch arch,
+std::shared_ptr<Planner> shared_planner(const std::string& db_path, const std::string& device_name, kernels::Arch arch,
                                         int max_smem_optin) {
   using Key = std::tuple<std::string, std::string, int, int>;
   static std::mutex mu;
@@ -85,9 +85,9 @@ std::shared_ptr<Planner> shared_planner(const std::string& db_path, const std::s
   return p;
 }
 
-std::string context_db_path(const config::ContextConfig& c, const std::string& device_name, jit::Arch arch) {
+std::string context_db_path(const base::config::ContextConfig& c, const std::string& device_name, kernels::Arch arch) {
   if (!c.disk_cache || !c.tuning) return {};
   return db_path(c.cache_dir, device_name, arch);
 }
 
-}  // namespace sage2::autotune
+}  // namespace sage2::plan

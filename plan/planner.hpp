@@ -22,10 +22,10 @@
 #include "plan/attention_validate.hpp"
 #include "base/config.hpp"
 
-namespace sage2::autotune {
+namespace sage2::plan {
 
 struct TileChoice {
-  jit::TileConfig tile;
+  kernels::TileConfig tile;
   bool tuned = false;          // from the database (else the heuristic default)
   TuningKey measured_key;      // the database entry's key when tuned (may be a neighbouring bucket)
 };
@@ -34,13 +34,13 @@ class Planner {
  public:
   // `db_path` empty: no database (heuristic only). `device_name`/`arch` identify the device the
   // file must belong to; `max_smem_optin` is its opt-in shared memory per block.
-  Planner(std::string db_path, std::string device_name, jit::Arch arch, int max_smem_optin);
+  Planner(std::string db_path, std::string device_name, kernels::Arch arch, int max_smem_optin);
   // For tests: a planner over given entries (no file).
-  Planner(TuningDb db, jit::Arch arch, int max_smem_optin);
+  Planner(TuningDb db, kernels::Arch arch, int max_smem_optin);
 
   // The tile for `attention_spec` (every field but the tile set, as plan_attention builds it)
   // solving `p`. Throws Unsupported when not even the heuristic has a tile that fits.
-  TileChoice choose(const jit::KernelSpec& attention_spec, const runtime::AttentionProblem& p) const;
+  TileChoice choose(const kernels::KernelSpec& attention_spec, const plan::AttentionProblem& p) const;
 
   const std::string& db_path() const { return db_path_; }
   std::size_t memoised() const;
@@ -50,7 +50,7 @@ class Planner {
   const TuningDb& db() const;
 
   std::string db_path_, device_name_;
-  jit::Arch arch_;
+  kernels::Arch arch_;
   int max_smem_;
   mutable std::once_flag loaded_;
   mutable CodeIdentity code_;  // set with db_
@@ -61,11 +61,11 @@ class Planner {
 
 // The process-wide Planner for these arguments (created on first use, kept for the process).
 // Thread-safe.
-std::shared_ptr<Planner> shared_planner(const std::string& db_path, const std::string& device_name, jit::Arch arch,
+std::shared_ptr<Planner> shared_planner(const std::string& db_path, const std::string& device_name, kernels::Arch arch,
                                         int max_smem_optin);
 
 // The database path a Context with settings `c` uses on a device: beside its kernel cache; empty
 // — no database — when its disk cache or its tuning is off.
-std::string context_db_path(const config::ContextConfig& c, const std::string& device_name, jit::Arch arch);
+std::string context_db_path(const base::config::ContextConfig& c, const std::string& device_name, kernels::Arch arch);
 
-}  // namespace sage2::autotune
+}  // namespace sage2::plan

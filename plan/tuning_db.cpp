@@ -21,21 +21,22 @@
 #include <tuple>
 
 #include "plan/candidates.hpp"
-#include "jit/attention_family.hpp"
+#include "kernels/attention_family.hpp"
 #include "jit/kernel_build.hpp"
 #include "base/log.hpp"
+#include "base/hash.hpp"
 
 #ifndef SAGE2_VERSION
 #define SAGE2_VERSION "unknown"
 #endif
 
-namespace sage2::autotune {
+namespace sage2::plan {
 namespace {
-using cache::fs::errno_text;
-using cache::fs::Fd;
-using cache::fs::join;
-using cache::fs::make_dirs;
-using cache::fs::parent_dir;
+using base::fs::errno_text;
+using base::fs::Fd;
+using base::fs::join;
+using base::fs::make_dirs;
+using base::fs::parent_dir;
 
 using nlohmann::json;
 
@@ -103,8 +104,8 @@ const json& get_obj(const json& o, const char* name, const std::string& where) {
   return v;
 }
 
-bool arch_from_name(const std::string& s, jit::Arch& out) {
-  for (const jit::ArchInfo& a : jit::arch_table())
+bool arch_from_name(const std::string& s, kernels::Arch& out) {
+  for (const kernels::ArchInfo& a : kernels::arch_table())
     if (s == a.name) {
       out = a.arch;
       return true;
@@ -112,8 +113,8 @@ bool arch_from_name(const std::string& s, jit::Arch& out) {
   return false;
 }
 
-jit::TileConfig get_tile(const json& o, const std::string& where) {
-  jit::TileConfig t;
+kernels::TileConfig get_tile(const json& o, const std::string& where) {
+  kernels::TileConfig t;
   t.bq = static_cast<int>(get_int(o, "bq", where, 1, 4096));
   t.bk = static_cast<int>(get_int(o, "bk", where, 1, 4096));
   t.warps = static_cast<int>(get_int(o, "warps", where, 1, 64));
@@ -124,16 +125,16 @@ jit::TileConfig get_tile(const json& o, const std::string& where) {
 // Written with ordered_json: the header first, fields in the documented order (easier to read).
 using ojson = nlohmann::ordered_json;
 
-ojson tile_json(const jit::TileConfig& t) {
+ojson tile_json(const kernels::TileConfig& t) {
   return ojson{{"bq", t.bq}, {"bk", t.bk}, {"warps", t.warps}, {"stages", t.stages}};
 }
 
-TuningEntry parse_entry(const json& e, const std::string& where, jit::Arch arch) {
+TuningEntry parse_entry(const json& e, const std::string& where, kernels::Arch arch) {
   if (!e.is_object()) throw Bad{where + " is not an object"};
   TuningEntry t;
   const std::string family = get_str(e, "family", where);
-  const auto fam = jit::parse_attention_family(family);
-  if (!fam || family != jit::family_name(*fam)) throw Bad{where + ": family '" + family + "' is not tunable"};
+  const auto fam = kernels::parse_attention_family(family);
+  if (!fam || family != kernels::family_name(*fam)) throw Bad{where + ": family '" + family + "' is not tunable"};
   t.key.family = *fam;
   t.key.head_dim = static_cast<int>(get_int(e, "head_dim", where, 1, 512));
   t.key.causal = get_bool(e, "causal", where);
@@ -190,7 +191,7 @@ TuningEntry parse_entry(const json& e, const std::string& where, jit::Arch arch)
 
 ojson entry_json(const TuningEntry& t) {
   return ojson{
-      {"family", jit::family_name(t.key.family)},
+      {"family", kernels::family_name(t.key.family)},
       {"head_dim", t.key.head_dim},
       {"causal", t.key.causal},
       {"qk_bits", t.key.qk_bits},
@@ -219,7 +220,7 @@ ojson entry_json(const TuningEntry& t) {
 // ---- files -------------------------------------------------------------------------------------
 bool write_atomic(const std::string& path, const std::string& text, std::string& why) {
   const std::string name = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
-  return cache::fs::write_file_atomic(parent_dir(path), name, text.data(), text.size(), kTempPrefix, kTempSuffix,
+  return base::fs::write_file_atomic(parent_dir(path), name, text.data(), text.size(), kTempPrefix, kTempSuffix,
                                       why);
 }
 
@@ -254,7 +255,7 @@ bool CodeIdentity::matches(const TuningEntry& e) const {
   return e.code_version == code_version && (nvrtc_version.empty() || e.nvrtc_version == nvrtc_version);
 }
 
-std::string db_file_name(const std::string& device_name, jit::Arch arch) {
+std::string db_file_name(const std::string& device_name, kernels::Arch arch) {
   std::string slug;
   for (char ch : device_name) {
     const unsigned char c = static_cast<unsigned char>(ch);
@@ -265,10 +266,10 @@ std::string db_file_name(const std::string& device_name, jit::Arch arch) {
   while (!slug.empty() && slug.back() == '-') slug.pop_back();
   if (slug.empty()) slug = "device";
   return "tuning-v" + std::to_string(kTuningSchemaVersion) + "-" + slug + "-" +
-         hex_n(jit::fnv1a64(device_name.data(), device_name.size()), 8) + "-" + jit::arch_name(arch) + ".json";
+         hex_n(base::fnv1a64(device_name.data(), device_name.size()), 8) + "-" + kernels::arch_name(arch) + ".json";
 }
 
-std::string db_path(const std::string& cache_dir, const std::string& device_name, jit::Arch arch) {
+std::string db_path(const std::string& cache_dir, const std::string& device_name, kernels::Arch arch) {
   return join(cache_dir, db_file_name(device_name, arch));
 }
 
@@ -284,7 +285,7 @@ const char* db_status_name(DbStatus s) noexcept {
   return "?";
 }
 
-DbReadResult parse_db(const std::string& text, const std::string& device_name, jit::Arch arch) {
+DbReadResult parse_db(const std::string& text, const std::string& device_name, kernels::Arch arch) {
   DbReadResult r;
   json j;
   try {
@@ -316,7 +317,7 @@ DbReadResult parse_db(const std::string& text, const std::string& device_name, j
     if (r.info.device_name != device_name || r.info.arch != arch) {
       r.status = DbStatus::Foreign;
       r.problem = "it belongs to device '" + r.info.device_name + "' (" + arch_s + "), not '" + device_name + "' (" +
-                  jit::arch_name(arch) + ")";
+                  kernels::arch_name(arch) + ")";
       return r;
     }
     r.info.sm_count = static_cast<int>(get_int(dev, "sm_count", "device", 0, INT_MAX));
@@ -349,7 +350,7 @@ DbReadResult parse_db(const std::string& text, const std::string& device_name, j
   return r;
 }
 
-DbReadResult read_db(const std::string& path, const std::string& device_name, jit::Arch arch) {
+DbReadResult read_db(const std::string& path, const std::string& device_name, kernels::Arch arch) {
   DbReadResult r;
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.fd < 0) {
@@ -388,10 +389,10 @@ DbReadResult read_db(const std::string& path, const std::string& device_name, ji
   return parse_db(text, device_name, arch);
 }
 
-DbReadResult load_db(const std::string& path, const std::string& device_name, jit::Arch arch) {
+DbReadResult load_db(const std::string& path, const std::string& device_name, kernels::Arch arch) {
   DbReadResult r = read_db(path, device_name, arch);
   if (r.status != DbStatus::Ok && r.status != DbStatus::Missing)
-    log::warn_once("tuning-db:" + path, "tuning database " + path + " is not usable (" + db_status_name(r.status) +
+    base::log::warn_once("tuning-db:" + path, "tuning database " + path + " is not usable (" + db_status_name(r.status) +
                                             ": " + r.problem + "); it is ignored and the heuristic defaults are used");
   return r;
 }
@@ -402,7 +403,7 @@ std::string serialize_db(const DbInfo& info, std::vector<TuningEntry> entries) {
   ojson j = {
       {"schema", kTuningSchemaName},
       {"schema_version", kTuningSchemaVersion},
-      {"device", {{"name", info.device_name}, {"arch", jit::arch_name(info.arch)}, {"sm_count", info.sm_count}}},
+      {"device", {{"name", info.device_name}, {"arch", kernels::arch_name(info.arch)}, {"sm_count", info.sm_count}}},
       {"driver_version", info.driver_version},
       {"nvrtc_version", info.nvrtc_version},
       {"library_version", info.library_version},
@@ -450,7 +451,7 @@ DbWriteResult merge_into_db(const std::string& path, const DbInfo& info, const s
     while (::flock(lock.fd, LOCK_EX) != 0) {
       if (errno == EINTR) continue;
       if (errno == ENOLCK || errno == EOPNOTSUPP) {
-        log::warn_once("tuning-db-nolock:" + lock_path, "cannot lock " + lock_path + " (" + errno_text(errno) +
+        base::log::warn_once("tuning-db-nolock:" + lock_path, "cannot lock " + lock_path + " (" + errno_text(errno) +
                                                             "); writing the tuning database without a lock");
         break;
       }
@@ -465,7 +466,7 @@ DbWriteResult merge_into_db(const std::string& path, const DbInfo& info, const s
     if (cur.status == DbStatus::Ok) {
       entries = std::move(cur.entries);
     } else if (cur.status != DbStatus::Missing) {
-      log::warn_once("tuning-db:" + path, "tuning database " + path + " is not usable (" +
+      base::log::warn_once("tuning-db:" + path, "tuning database " + path + " is not usable (" +
                                               db_status_name(cur.status) + ": " + cur.problem +
                                               "); it is replaced by a new one");
     }
@@ -488,4 +489,4 @@ DbWriteResult merge_into_db(const std::string& path, const DbInfo& info, const s
   return w;
 }
 
-}  // namespace sage2::autotune
+}  // namespace sage2::plan

@@ -25,7 +25,7 @@
 // Keys are unique in a file (a duplicate makes it invalid); entries are sorted by key.
 //
 // Trust: a file that cannot be parsed, is truncated, has another schema or schema version, or
-// names another device or arch is reported once per process (log::warn_once) and ignored — the
+// names another device or arch is reported once per process (base::log::warn_once) and ignored — the
 // heuristic defaults are used, and the next write replaces it. An entry is used only when it was
 // measured on the kernels this process would run (CodeIdentity: its code_version is this
 // build's jit::code_version — library version and a hash of the kernels the templates and the
@@ -45,9 +45,9 @@
 #include <vector>
 
 #include "plan/tuning_key.hpp"
-#include "jit/kernel_spec.hpp"
+#include "kernels/kernel_spec.hpp"
 
-namespace sage2::autotune {
+namespace sage2::plan {
 
 inline constexpr int kTuningSchemaVersion = 1;
 inline constexpr const char* kTuningSchemaName = "sage2-tuning";
@@ -58,9 +58,9 @@ inline constexpr int kMaxLookupDistance = 3;
 
 struct TuningEntry {
   TuningKey key;
-  jit::TileConfig tile;
+  kernels::TileConfig tile;
   double ms = 0, tops = 0;
-  jit::TileConfig heuristic_tile;
+  kernels::TileConfig heuristic_tile;
   double heuristic_ms = 0, heuristic_tops = 0;
   std::int64_t batch = 1, q_heads = 1, kv_heads = 1, q_len = 1, kv_len = 1;
   int timed = 0, rejected = 0;
@@ -73,7 +73,7 @@ struct TuningEntry {
 // File-level facts: the device the file belongs to, and the last writer's versions.
 struct DbInfo {
   std::string device_name;
-  jit::Arch arch = jit::Arch::Sm90a;
+  kernels::Arch arch = kernels::Arch::Sm90a;
   int sm_count = 0;
   int driver_version = 0;
   std::string nvrtc_version;
@@ -84,8 +84,8 @@ struct DbInfo {
 // jit::code_version(library_version()): "0.1.0+<16 hex>".
 std::string current_code_version();
 std::string library_version();
-std::string db_file_name(const std::string& device_name, jit::Arch arch);
-std::string db_path(const std::string& cache_dir, const std::string& device_name, jit::Arch arch);
+std::string db_file_name(const std::string& device_name, kernels::Arch arch);
+std::string db_path(const std::string& cache_dir, const std::string& device_name, kernels::Arch arch);
 
 enum class DbStatus { Ok, Missing, Unreadable, Corrupt, WrongSchema, Foreign };
 const char* db_status_name(DbStatus s) noexcept;
@@ -98,11 +98,11 @@ struct DbReadResult {
 };
 
 // Parses a database text for the device (`device_name`, `arch`). Never throws.
-DbReadResult parse_db(const std::string& text, const std::string& device_name, jit::Arch arch);
+DbReadResult parse_db(const std::string& text, const std::string& device_name, kernels::Arch arch);
 // Reads and parses `path`. Never throws and never logs.
-DbReadResult read_db(const std::string& path, const std::string& device_name, jit::Arch arch);
+DbReadResult read_db(const std::string& path, const std::string& device_name, kernels::Arch arch);
 // read_db(), then one warning per process and path when the file exists but is not usable.
-DbReadResult load_db(const std::string& path, const std::string& device_name, jit::Arch arch);
+DbReadResult load_db(const std::string& path, const std::string& device_name, kernels::Arch arch);
 // The JSON text of a database (entries sorted by key).
 std::string serialize_db(const DbInfo& info, std::vector<TuningEntry> entries);
 
@@ -145,4 +145,4 @@ struct DbWriteResult {
 // reported once and replaced; an unwritable directory is an error in the result.
 DbWriteResult merge_into_db(const std::string& path, const DbInfo& info, const std::vector<TuningEntry>& updates);
 
-}  // namespace sage2::autotune
+}  // namespace sage2::plan

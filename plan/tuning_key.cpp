@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 
-namespace sage2::autotune {
+namespace sage2::plan {
 namespace {
 
 int pow2_ceil_clamped(std::int64_t v, int lo, int hi) {
@@ -39,7 +39,7 @@ bool is_seq_bucket(int b) { return is_pow2(b) && b >= kMinSeqBucket && b <= kMax
 bool is_gqa_bucket(int b) { return is_pow2(b) && b >= 1 && b <= kMaxGqaBucket; }
 
 std::string TuningKey::specialisation_str() const {
-  return std::string(jit::family_name(family)) + "|d" + std::to_string(head_dim) + "|" +
+  return std::string(kernels::family_name(family)) + "|d" + std::to_string(head_dim) + "|" +
          (causal ? "causal" : "full") + "|int" + std::to_string(qk_bits) + "|sq" + (smooth_q ? "1" : "0") + ".sk" +
          (smooth_k ? "1" : "0") + ".sv" + (smooth_v ? "1" : "0") + "|" + dtype_name(dtype) + (pv_fp16 ? "|pv16" : "");
 }
@@ -73,7 +73,7 @@ std::size_t TuningKeyHash::operator()(const TuningKey& k) const noexcept {
   return static_cast<std::size_t>(h);
 }
 
-TuningKey tuning_key(const runtime::AttentionProblem& p, jit::KernelFamily family) {
+TuningKey tuning_key(const plan::AttentionProblem& p, kernels::KernelFamily family) {
   TuningKey k;
   k.family = family;
   k.head_dim = p.head_dim;
@@ -96,4 +96,4 @@ int bucket_distance(const TuningKey& a, const TuningKey& b) {
          std::abs(log2_exact(a.gqa_bucket) - log2_exact(b.gqa_bucket));
 }
 
-}  // namespace sage2::autotune
+}  // namespace sage2::plan

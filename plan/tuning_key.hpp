@@ -17,10 +17,10 @@
 #include <cstdint>
 #include <string>
 
-#include "jit/kernel_spec.hpp"
+#include "kernels/kernel_spec.hpp"
 #include "plan/attention_validate.hpp"
 
-namespace sage2::autotune {
+namespace sage2::plan {
 
 inline constexpr int kMinSeqBucket = 64;
 inline constexpr int kMaxSeqBucket = 1 << 17;
@@ -32,7 +32,7 @@ bool is_seq_bucket(int b);                                      // a value seq_b
 bool is_gqa_bucket(int b);
 
 struct TuningKey {
-  jit::KernelFamily family = jit::KernelFamily::AttentionMma;
+  kernels::KernelFamily family = kernels::KernelFamily::AttentionMma;
   int head_dim = 128;
   bool causal = false;
   int qk_bits = 8;
@@ -54,11 +54,11 @@ struct TuningKeyHash {
 };
 
 // The key of a validated problem (defaults already resolved by validate_attention).
-TuningKey tuning_key(const runtime::AttentionProblem& p,
-                     jit::KernelFamily family = jit::KernelFamily::AttentionMma);
+TuningKey tuning_key(const plan::AttentionProblem& p,
+                     kernels::KernelFamily family = kernels::KernelFamily::AttentionMma);
 
 // Distance between the size buckets of two keys of one specialisation, in powers of two:
 // |log2 q − log2 q'| + |log2 kv − log2 kv'| + |log2 g − log2 g'|.
 int bucket_distance(const TuningKey& a, const TuningKey& b);
 
-}  // namespace sage2::autotune
+}  // namespace sage2::plan

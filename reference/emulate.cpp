@@ -83,7 +83,7 @@ PvRule pv_rule(PvFormat f) {
 EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const TensorRef& v,
                                   const KernelConfig& config, const EmulationOptions& opt) {
   const detail::Problem p = detail::check_qkv(q, k, v);
-  const jit::KernelSpec spec = kernel_spec(config);
+  const kernels::KernelSpec spec = kernel_spec(config);
   if (opt.accum_mantissa_bits < 1 || opt.accum_mantissa_bits > 23)
     bad_arg("accum_mantissa_bits=" + std::to_string(opt.accum_mantissa_bits) + " outside 1..23");
   if (static_cast<int>(opt.granularity) < 0 || static_cast<int>(opt.granularity) > 3)
@@ -103,8 +103,8 @@ EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const 
     qopt.threads = opt.threads;
     own = quantize_stage(q, k, v, config, qopt);
   }
-  const jit::QuantBuffers L =
-      jit::quant_buffers(jit::QuantProblem{p.batch, p.q_heads, p.kv_heads, p.q_len, p.kv_len, p.d}, spec);
+  const kernels::QuantBuffers L =
+      kernels::quant_buffers(kernels::QuantProblem{p.batch, p.q_heads, p.kv_heads, p.q_len, p.kv_len, p.d}, spec);
   if (opt.stage) {
     const QuantizedHost& s = *opt.stage;
     auto n = [](std::int64_t c) { return static_cast<std::size_t>(c); };
@@ -118,7 +118,7 @@ EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const 
       bad_arg("options.stage: its buffers do not have the layout of spec " + spec.key() + " for these tensors");
   }
   const QuantizedHost& qs = opt.stage ? *opt.stage : own;
-  const jit::QuantLayout& ql = L.layout;
+  const kernels::QuantLayout& ql = L.layout;
   const int d = p.d;
   const int R = L.qk_bits == 4 ? 7 : 127;
   const std::int64_t nq = p.q_len, nk = p.kv_len;

@@ -3,22 +3,22 @@
 #include <optional>
 #include <string>
 
-#include "jit/attention_family.hpp"
-#include "jit/quant_layout.hpp"
+#include "kernels/attention_family.hpp"
+#include "kernels/quant_layout.hpp"
 #include "reference/internal.hpp"
 
 namespace sage2::reference {
 
-jit::KernelSpec kernel_spec(const KernelConfig& c) {
-  jit::KernelSpec s;
-  s.arch = jit::parse_arch(c.arch);
+kernels::KernelSpec kernel_spec(const KernelConfig& c) {
+  kernels::KernelSpec s;
+  s.arch = kernels::parse_arch(c.arch);
   const int pvp = static_cast<int>(c.pv_precision);
   if (pvp < 0 || pvp > 2) detail::bad_arg("config.pv_precision=" + std::to_string(pvp) + " is not a PvPrecision");
-  s.pv_fp16 = c.pv_precision == PvPrecision::Auto ? jit::default_pv_fp16(s.arch) : c.pv_precision == PvPrecision::Fp16;
+  s.pv_fp16 = c.pv_precision == PvPrecision::Auto ? kernels::default_pv_fp16(s.arch) : c.pv_precision == PvPrecision::Fp16;
   if (c.family == AttentionFamily::Auto) {
-    s.family = jit::default_attention_family(s.arch, c.qk_bits, c.head_dim, s.pv_fp16);
+    s.family = kernels::default_attention_family(s.arch, c.qk_bits, c.head_dim, s.pv_fp16);
   } else {
-    const std::optional<jit::KernelFamily> f = jit::parse_attention_family(attention_family_name(c.family));
+    const std::optional<kernels::KernelFamily> f = kernels::parse_attention_family(attention_family_name(c.family));
     if (!f)
       detail::bad_arg("config.family=" + std::to_string(static_cast<int>(c.family)) + " is not an attention family");
     s.family = *f;
@@ -26,7 +26,7 @@ jit::KernelSpec kernel_spec(const KernelConfig& c) {
   s.consumer = s.family;
   s.head_dim = c.head_dim;
   s.causal = c.causal;
-  s.tile = jit::TileConfig{c.tile.bq, c.tile.bk, c.tile.warps, c.tile.stages};
+  s.tile = kernels::TileConfig{c.tile.bq, c.tile.bk, c.tile.warps, c.tile.stages};
   s.qk_bits = c.qk_bits;
   s.smooth_q = c.smooth_q;
   s.smooth_k = c.smooth_k;
@@ -38,13 +38,13 @@ jit::KernelSpec kernel_spec(const KernelConfig& c) {
   return s;
 }
 
-KernelConfig kernel_config(const jit::KernelSpec& s) {
-  if (!jit::find_attention_family(s.family))
-    detail::bad_arg(std::string("spec.family=") + jit::family_name(s.family) + " is not an attention family");
+KernelConfig kernel_config(const kernels::KernelSpec& s) {
+  if (!kernels::find_attention_family(s.family))
+    detail::bad_arg(std::string("spec.family=") + kernels::family_name(s.family) + " is not an attention family");
   KernelConfig c;
   for (AttentionFamily f : {AttentionFamily::Mma, AttentionFamily::Wgmma})
-    if (jit::parse_attention_family(attention_family_name(f)) == s.family) c.family = f;
-  c.arch = jit::arch_name(s.arch);
+    if (kernels::parse_attention_family(attention_family_name(f)) == s.family) c.family = f;
+  c.arch = kernels::arch_name(s.arch);
   c.head_dim = s.head_dim;
   c.causal = s.causal;
   c.tile = KernelTile{s.tile.bq, s.tile.bk, s.tile.warps, s.tile.stages};
@@ -60,7 +60,7 @@ KernelConfig kernel_config(const jit::KernelSpec& s) {
   return c;
 }
 
-StageLayout stage_layout(const jit::QuantBuffers& b, const KernelConfig& config) {
+StageLayout stage_layout(const kernels::QuantBuffers& b, const KernelConfig& config) {
   StageLayout l;
   l.config = config;
   l.batch = b.p.batch;
@@ -78,18 +78,18 @@ StageLayout stage_layout(const jit::QuantBuffers& b, const KernelConfig& config)
   l.d_v = b.d_v;
   l.stats_chunk = b.stats_chunk;
   l.stats_chunks = b.stats_chunks;
-  const jit::QuantLayout& g = b.layout;
+  const kernels::QuantLayout& g = b.layout;
   l.q_groups_per_block = g.q_groups_per_block();
   l.k_groups_per_block = g.k_groups_per_block();
-  l.q_group_of_row = jit::q_group_table(g);
+  l.q_group_of_row = kernels::q_group_table(g);
   for (int j = 0; j < g.bk; ++j) l.k_group_of_key.push_back(g.k_group(j));
   for (int j = 0; j < 16; ++j) l.v_slot_in_16.push_back(g.v_slot(j));
-  l.v_code_bytes = jit::v_code_bytes(g.v_fp16);
+  l.v_code_bytes = kernels::v_code_bytes(g.v_fp16);
   return l;
 }
 
-jit::QuantBuffers quant_buffers(const StageLayout& l) {
-  return jit::quant_buffers(jit::QuantProblem{l.batch, l.q_heads, l.kv_heads, l.q_len, l.kv_len, l.head_dim},
+kernels::QuantBuffers quant_buffers(const StageLayout& l) {
+  return kernels::quant_buffers(kernels::QuantProblem{l.batch, l.q_heads, l.kv_heads, l.q_len, l.kv_len, l.head_dim},
                             kernel_spec(l.config));
 }
 

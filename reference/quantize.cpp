@@ -1,12 +1,12 @@
-// Reference of the GPU quantize stage (jit/quant_buffers.hpp): same buffers, same float ops.
-// The groups come from jit::quant_layout of the config's kernel spec — the one source of truth
+// Reference of the GPU quantize stage (kernels/quant_buffers.hpp): same buffers, same float ops.
+// The groups come from kernels::quant_layout of the config's kernel spec — the one source of truth
 // shared with the kernels.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <cstring>
 
-#include "jit/launch_shape.hpp"
+#include "kernels/quantize_shape.hpp"
 #include "reference/internal.hpp"
 #include "reference/kernel_config.hpp"
 #include "sage2/reference.hpp"
@@ -85,10 +85,10 @@ float v16_scale(float amax) {
 
 namespace {
 
-// The stage's channel sums in the fixed fp32 order of jit/quant_buffers.hpp: chunks of T
+// The stage's channel sums in the fixed fp32 order of kernels/quant_buffers.hpp: chunks of T
 // tokens; inside a chunk P slot sums (slot s: tokens c0+s, c0+s+P, ... from 0.f), added left to
 // right from slot 0's; chunk sums added left to right from chunk 0's. Bit-equal to the fused
-// kernel (T, P from jit/launch_shape — the kernel's own numbers).
+// kernel (T, P from kernels/quantize_shape — the kernel's own numbers).
 void stage_sums(const std::vector<float>& x, std::int64_t n, int d, int T, int P, float* sum) {
   const auto sz = [](std::int64_t i) { return static_cast<std::size_t>(i); };
   std::vector<float> part(sz(d)), chunk(sz(d));
@@ -167,27 +167,27 @@ float QuantizedHost::v_value(std::int64_t b, std::int64_t h, std::int64_t n, int
 QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const TensorRef& v,
                              const KernelConfig& config, const QuantizeOptions& opt) {
   const detail::Problem p = detail::check_qkv(q, k, v);
-  const jit::KernelSpec spec = kernel_spec(config);
+  const kernels::KernelSpec spec = kernel_spec(config);
   if (spec.head_dim != p.d)
     detail::bad_arg("config.head_dim=" + std::to_string(spec.head_dim) + " != q.dim=" + std::to_string(p.d));
   if (p.dv != p.d)
     detail::bad_arg("v.dim=" + std::to_string(p.dv) + " != q.dim=" + std::to_string(p.d) + " (the kernels need equal head dims)");
   {
-    jit::KernelSpec check = spec;   // reuse the kernels' own validation (the tensors may be f32)
+    kernels::KernelSpec check = spec;   // reuse the kernels' own validation (the tensors may be f32)
     check.in_dtype = DType::F16;
     check.validate();
   }
 
   QuantizedHost qs;
-  jit::QuantProblem qp;
+  kernels::QuantProblem qp;
   qp.batch = p.batch;
   qp.q_heads = p.q_heads;
   qp.kv_heads = p.kv_heads;
   qp.q_len = p.q_len;
   qp.kv_len = p.kv_len;
   qp.head_dim = p.d;
-  const jit::QuantBuffers L = jit::quant_buffers(qp, spec);
-  const jit::QuantLayout& ql = L.layout;
+  const kernels::QuantBuffers L = kernels::quant_buffers(qp, spec);
+  const kernels::QuantLayout& ql = L.layout;
   qs.layout = stage_layout(L, kernel_config(spec));
   auto sz = [](std::int64_t n) { return static_cast<std::size_t>(n); };
   qs.q_codes.assign(sz(L.q_codes()), 0);
@@ -216,11 +216,11 @@ QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const Tenso
   if (opt.fused_stats_order && opt.cluster_stats_order)
     detail::bad_arg("QuantizeOptions: fused_stats_order and cluster_stats_order are exclusive");
   // Both one-launch stages sum chunks with the fused CTA's rows per pass; split walks one chunk.
-  const int stats_T = opt.fused_stats_order     ? jit::quantize_stats_chunk(spec)
-                      : opt.cluster_stats_order ? static_cast<int>(jit::quantize_cluster_plan(L).chunk)
+  const int stats_T = opt.fused_stats_order     ? kernels::quantize_stats_chunk(spec)
+                      : opt.cluster_stats_order ? static_cast<int>(kernels::quantize_cluster_plan(L).chunk)
                                                 : static_cast<int>(std::min<std::int64_t>(p.kv_len, 1 << 30));
-  const int stats_P = opt.fused_stats_order || opt.cluster_stats_order ? jit::quantize_stats_rows_per_pass(spec)
-                                                                       : jit::quantize_split_stats_rows_per_pass(spec);
+  const int stats_P = opt.fused_stats_order || opt.cluster_stats_order ? kernels::quantize_stats_rows_per_pass(spec)
+                                                                       : kernels::quantize_split_stats_rows_per_pass(spec);
 
   // ---- K and V: statistics, means, codes (one work item per batch × kv head) ----------------
   detail::parallel_for(p.batch * p.kv_heads, opt.threads, [&](std::int64_t bh) {
@@ -359,7 +359,7 @@ QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const Tenso
       }
     }
     detail::smoothed_q(q, qs, b, h, x);
-    const std::vector<int> groups = jit::q_group_table(ql);
+    const std::vector<int> groups = kernels::q_group_table(ql);
     std::vector<std::int8_t> codes(sz(ql.bq * L.d_qk));
     for (std::int64_t blk = 0; blk < L.q_blocks; ++blk) {
       const std::int64_t i0 = blk * ql.bq;

@@ -183,7 +183,7 @@ EmulationResult emulate_attention_varlen(const TensorRef& q, const TensorRef& k,
         "cannot be given");
   // Config and tensors are checked here too, not only by the dense calls (there may be none).
   const detail::Problem p = detail::check_qkv(q, k, v);
-  const jit::KernelSpec spec = kernel_spec(config);
+  const kernels::KernelSpec spec = kernel_spec(config);
   if (spec.head_dim != p.d) bad_arg("config.head_dim=" + s(spec.head_dim) + " != q.dim=" + s(p.d));
   if (p.dv != p.d) bad_arg("v.dim=" + s(p.dv) + " != q.dim=" + s(p.d) + " (the kernels need equal head dims)");
   // The dense emulation per sequence: its quantize stage sees only that sequence's tokens, so the

@@ -4,38 +4,38 @@
 #include "plan/planner.hpp"
 #include "runtime/context_impl.hpp"
 #include "base/config.hpp"
-#include "jit/attention_family.hpp"
+#include "kernels/attention_family.hpp"
 
 namespace sage2::runtime {
 
-std::optional<jit::KernelFamily> attention_family_override(AttentionFamily family, const DeviceFacts& facts,
-                                                           jit::Arch arch) {
+std::optional<kernels::KernelFamily> attention_family_override(AttentionFamily family, const DeviceFacts& facts,
+                                                           kernels::Arch arch) {
   if (family == AttentionFamily::Auto) return std::nullopt;
-  const auto f = jit::parse_attention_family(attention_family_name(family));
+  const auto f = kernels::parse_attention_family(attention_family_name(family));
   if (!f) throw Error(ErrorCode::Internal, std::string("attention family ") + attention_family_name(family) +
                                                " has no kernel family");
   // A family with no kernel at all for this arch is refused when the Context is created.
-  const jit::AttentionFamilyDesc& d = jit::attention_family(*f);
+  const kernels::AttentionFamilyDesc& d = kernels::attention_family(*f);
   if (!d.runs(arch, 4, 1) && !d.runs(arch, 8, 1))
     throw Error(ErrorCode::Unsupported, std::string("attention family ") + d.option_name +
                                             " (ContextOptions::family or SAGE2_ATTENTION_FAMILY) " + d.requirement +
                                             "; device " + std::to_string(facts.ordinal) + " (" + facts.name +
-                                            ") is " + jit::arch_name(arch));
+                                            ") is " + kernels::arch_name(arch));
   return *f;
 }
 
-jit::KernelSpec attention_spec_for(const AttentionProblem& p, jit::Arch arch, std::optional<jit::KernelFamily> family) {
-  jit::KernelSpec s;
+kernels::KernelSpec attention_spec_for(const plan::AttentionProblem& p, kernels::Arch arch, std::optional<kernels::KernelFamily> family) {
+  kernels::KernelSpec s;
   const int head_dim = static_cast<int>(p.head_dim);
-  s.family = family.value_or(jit::default_attention_family(arch, p.qk_bits, head_dim, p.pv_fp16));
-  const jit::AttentionFamilyDesc& d = jit::attention_family(s.family);
-  if (!jit::family_runs(d, arch, p.qk_bits, head_dim, p.pv_fp16))
+  s.family = family.value_or(kernels::default_attention_family(arch, p.qk_bits, head_dim, p.pv_fp16));
+  const kernels::AttentionFamilyDesc& d = kernels::attention_family(s.family);
+  if (!kernels::family_runs(d, arch, p.qk_bits, head_dim, p.pv_fp16))
     throw Error(ErrorCode::Unsupported,
                 std::string("the ") + d.option_name + " attention family" +
                     (family ? " (ContextOptions::family or SAGE2_ATTENTION_FAMILY) " : " ") + d.requirement +
                     "; this call has qk_bits=" + std::to_string(p.qk_bits) + ", head_dim=" +
                     std::to_string(p.head_dim) + ", P̃V " + (p.pv_fp16 ? "fp16" : "fp8") + ", arch " +
-                    jit::arch_name(arch));
+                    kernels::arch_name(arch));
   s.arch = arch;
   s.head_dim = p.head_dim;
   s.causal = p.causal;
@@ -53,39 +53,39 @@ jit::KernelSpec attention_spec_for(const AttentionProblem& p, jit::Arch arch, st
   return s;
 }
 
-void apply_quant_path(jit::KernelSpec& s, QuantPath path) {
+void apply_quant_path(kernels::KernelSpec& s, QuantPath path) {
   // Auto: Q quantized by the attention kernel wherever its family can (one trip of Q through
   // memory, one launch less); the explicit paths keep their quantize_q (Split: the baseline).
-  s.q_in_kernel = path == QuantPath::Auto && jit::attention_family(s.family).q_in_kernel_ok(s);
+  s.q_in_kernel = path == QuantPath::Auto && kernels::attention_family(s.family).q_in_kernel_ok(s);
 }
 
-jit::KernelSpec plan_attention(const AttentionProblem& p, const Context::Impl& ctx) {
-  jit::KernelSpec s = attention_spec_for(p, ctx.arch(), ctx.family_override());
+kernels::KernelSpec plan_attention(const plan::AttentionProblem& p, const Context::Impl& ctx) {
+  kernels::KernelSpec s = attention_spec_for(p, ctx.arch(), ctx.family_override());
   s.tile = ctx.planner().choose(s, p).tile;
   apply_quant_path(s, ctx.config().quant_path);
   return s;
 }
 
-jit::KernelSpec plan_attention(const AttentionProblem& p, jit::Arch arch, const DeviceFacts& facts) {
-  const config::ContextConfig defaults = config::context_config();
-  jit::KernelSpec s = attention_spec_for(p, arch, attention_family_override(defaults.family, facts, arch));
-  const auto planner = autotune::shared_planner(autotune::context_db_path(defaults, facts.name, arch), facts.name,
+kernels::KernelSpec plan_attention(const plan::AttentionProblem& p, kernels::Arch arch, const DeviceFacts& facts) {
+  const base::config::ContextConfig defaults = base::config::context_config();
+  kernels::KernelSpec s = attention_spec_for(p, arch, attention_family_override(defaults.family, facts, arch));
+  const auto planner = plan::shared_planner(plan::context_db_path(defaults, facts.name, arch), facts.name,
                                                 arch, facts.max_shared_per_block_optin);
   s.tile = planner->choose(s, p).tile;
   apply_quant_path(s, defaults.quant_path);
   return s;
 }
 
-jit::KernelSpec plan_attention_heuristic(const AttentionProblem& p, jit::Arch arch, int max_smem_optin) {
-  jit::KernelSpec s = attention_spec_for(p, arch);
-  s.tile = autotune::heuristic_tile(s, max_smem_optin);
-  apply_quant_path(s, config::context_config().quant_path);
+kernels::KernelSpec plan_attention_heuristic(const plan::AttentionProblem& p, kernels::Arch arch, int max_smem_optin) {
+  kernels::KernelSpec s = attention_spec_for(p, arch);
+  s.tile = plan::heuristic_tile(s, max_smem_optin);
+  apply_quant_path(s, base::config::context_config().quant_path);
   return s;
 }
 
 void check_pointers_on_device(Context::Impl& ctx, const TensorRef& q, const TensorRef& k, const TensorRef& v,
                               const TensorRef& out, const float* lse, const SeqLens* lens, const MaskRef* mask) {
-  const auto& a = driver::api();
+  const auto& a = base::driver::api();
   // cuPointerGetAttributes (not cuPointerGetAttribute): it reports memory the driver does not know
   // as memory type 0 instead of failing, so rejecting a host pointer raises no CUDA API error.
   auto check = [&](const void* ptr, const char* name) {
@@ -97,7 +97,7 @@ void check_pointers_on_device(Context::Impl& ctx, const TensorRef& q, const Tens
     if (r != CUDA_SUCCESS || memory_type == 0)
       throw Error(ErrorCode::InvalidArgument,
                   std::string(name) + ": pointer is not CUDA device memory (" +
-                      (r != CUDA_SUCCESS ? driver::error_text(r) : std::string("the driver does not know it")) + ")");
+                      (r != CUDA_SUCCESS ? base::driver::error_text(r) : std::string("the driver does not know it")) + ")");
     if (ordinal != ctx.facts().ordinal)
       throw Error(ErrorCode::InvalidArgument, std::string(name) + ": memory is on device " + std::to_string(ordinal) +
                                                   " but this Context is on device " +

@@ -6,7 +6,7 @@
 
 #include <optional>
 
-#include "jit/kernel_spec.hpp"
+#include "kernels/kernel_spec.hpp"
 #include "plan/attention_validate.hpp"
 #include "runtime/device.hpp"
 #include "sage2/sage2.hpp"
@@ -16,34 +16,34 @@ namespace sage2::runtime {
 // The kernel family a Context's option (ContextOptions::family, default SAGE2_ATTENTION_FAMILY)
 // forces: nullopt for Auto. Throws Unsupported for a family with no kernel for the device's arch
 // (wgmma off sm_90a).
-std::optional<jit::KernelFamily> attention_family_override(AttentionFamily family, const DeviceFacts& facts,
-                                                           jit::Arch arch);
+std::optional<kernels::KernelFamily> attention_family_override(AttentionFamily family, const DeviceFacts& facts,
+                                                           kernels::Arch arch);
 
 // The attention KernelSpec of a validated problem with every field set except the tile. The
 // family is `family` when given (Unsupported when its descriptor does not run the problem: wgmma
-// needs 8-bit and head dim <= 256), else jit::default_attention_family().
-jit::KernelSpec attention_spec_for(const AttentionProblem& p, jit::Arch arch,
-                                   std::optional<jit::KernelFamily> family = std::nullopt);
+// needs 8-bit and head dim <= 256), else kernels::default_attention_family().
+kernels::KernelSpec attention_spec_for(const plan::AttentionProblem& p, kernels::Arch arch,
+                                   std::optional<kernels::KernelFamily> family = std::nullopt);
 
 // Sets s.q_in_kernel for a Context's quantize path: on for Auto where the family's kernel can
-// quantize Q itself, off otherwise (jit::AttentionFamilyDesc::q_in_kernel_ok).
-void apply_quant_path(jit::KernelSpec& s, QuantPath path);
+// quantize Q itself, off otherwise (kernels::AttentionFamilyDesc::q_in_kernel_ok).
+void apply_quant_path(kernels::KernelSpec& s, QuantPath path);
 
 // The spec Context::attention runs: the tuned tile of the Context's database when it has one
 // for this problem (and the tile fits the device), else the heuristic default. Thread-safe;
 // after the first call for a problem signature it costs one hash lookup. Throws Unsupported when
 // no tile fits the device's shared memory.
-jit::KernelSpec plan_attention(const AttentionProblem& p, const Context::Impl& ctx);
+kernels::KernelSpec plan_attention(const plan::AttentionProblem& p, const Context::Impl& ctx);
 
 // What a Context created with default options (every setting from the environment) on this device
 // plans:
-// the same process-wide planner (autotune::shared_planner), so tests and benchmarks that rebuild
+// the same process-wide planner (plan::shared_planner), so tests and benchmarks that rebuild
 // "the spec the API ran" from the device facts get the tuned tile when the API used one.
-jit::KernelSpec plan_attention(const AttentionProblem& p, jit::Arch arch, const DeviceFacts& facts);
+kernels::KernelSpec plan_attention(const plan::AttentionProblem& p, kernels::Arch arch, const DeviceFacts& facts);
 
 // The heuristic default alone (no database): the first tile of the heuristic preference list that
 // fits `max_smem_optin`. Throws Unsupported when none does.
-jit::KernelSpec plan_attention_heuristic(const AttentionProblem& p, jit::Arch arch, int max_smem_optin);
+kernels::KernelSpec plan_attention_heuristic(const plan::AttentionProblem& p, kernels::Arch arch, int max_smem_optin);
 
 // Throws InvalidArgument when a tensor's memory is not device memory of the context's device
 // (host pointers, another GPU's memory), naming the tensor and the device it is on.

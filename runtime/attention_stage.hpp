@@ -1,7 +1,7 @@
-// The attention stage of one call, for any attention family: per chunk (jit::attention_chunks),
+// The attention stage of one call, for any attention family: per chunk (kernels::attention_chunks),
 // ΔS (smooth-Q only) then the family's attention kernel, on the caller's stream, reading the
 // quantize stage's workspace. Everything family-specific comes from the spec's descriptor
-// (jit/attention_family.hpp): the checks, the launch shape, the parameter struct and the tensor
+// (kernels/attention_family.hpp): the checks, the launch shape, the parameter struct and the tensor
 // maps it carries (encoded here, through the driver, for the maps the descriptor describes).
 //
 // The stage is planned once (AttentionStagePlan: a cached call plan keeps it, runtime/call_plan)
@@ -12,26 +12,26 @@
 #include <mutex>
 #include <vector>
 
-#include "jit/attention_family.hpp"
-#include "jit/attention_shape.hpp"
-#include "jit/quant_buffers.hpp"
+#include "kernels/attention_family.hpp"
+#include "kernels/attention_shape.hpp"
+#include "kernels/quant_buffers.hpp"
 #include "runtime/context_impl.hpp"
 #include "runtime/kernel_loader.hpp"
 
 namespace sage2::runtime {
 
 // Bytes of ΔS workspace the stage needs for `b` (0 without smooth-Q), bounded by `cap` (see
-// jit::delta_s_workspace_bytes).
-std::size_t delta_s_workspace_bytes(const jit::QuantBuffers& b, std::size_t cap = jit::kDeltaSWorkspaceCap);
+// kernels::delta_s_workspace_bytes).
+std::size_t delta_s_workspace_bytes(const kernels::QuantBuffers& b, std::size_t cap = kernels::kDeltaSWorkspaceCap);
 
 // Encodes a 2-D u8 tiled tensor map through the driver. Throws DriverError (with the spec's
 // numbers) when the driver rejects it.
-void encode_tma_map(const jit::TmaMapSpec& spec, jit::TmaMap& out);
+void encode_tma_map(const kernels::TmaMapSpec& spec, kernels::TmaMap& out);
 
 // One kernel launch of a plan: the loaded kernel and its shape.
 struct KernelLaunch {
   LoadedKernel* kernel = nullptr;
-  jit::LaunchShape shape;
+  kernels::LaunchShape shape;
 };
 
 // The encoded tensor maps of the last few workspace base pointers (the maps depend on nothing
@@ -40,13 +40,13 @@ class TmaMapCache {
  public:
   // Copies the maps for `workspace` into `out` (family.tma_maps of them), encoding them first
   // when this workspace is new. Call under the Context's driver scope.
-  void get(const jit::AttentionFamilyDesc& family, const jit::KernelSpec& spec, const jit::QuantBuffers& b,
-           const void* workspace, jit::TmaMap* out) const;
+  void get(const kernels::AttentionFamilyDesc& family, const kernels::KernelSpec& spec, const kernels::QuantBuffers& b,
+           const void* workspace, kernels::TmaMap* out) const;
 
  private:
   struct Slot {
     const void* workspace = nullptr;
-    jit::TmaMap maps[jit::kMaxTmaMaps];
+    kernels::TmaMap maps[kernels::kMaxTmaMaps];
   };
   static constexpr int kSlots = 4;
   mutable std::mutex mu_;
@@ -56,31 +56,31 @@ class TmaMapCache {
 
 // The attention stage of one (spec, buffers) pair: computed once, read by every later step.
 struct AttentionStagePlan {
-  jit::KernelSpec spec;                         // arch = the Context's
-  const jit::AttentionFamilyDesc* family = nullptr;  // the spec's descriptor
-  jit::AttentionKernelConfig kernel;            // family->kernel_config(spec)
+  kernels::KernelSpec spec;                         // arch = the Context's
+  const kernels::AttentionFamilyDesc* family = nullptr;  // the spec's descriptor
+  kernels::AttentionKernelConfig kernel;            // family->kernel_config(spec)
   std::size_t delta_s_bytes = 0;                // the ΔS workspace the chunks were cut for
-  std::vector<jit::AttentionChunk> chunks;
+  std::vector<kernels::AttentionChunk> chunks;
   std::vector<KernelLaunch> attention, delta_s;  // per chunk (load_attention_stage); delta_s empty without smooth-Q
   TmaMapCache tma;
 };
 
 // The pure-host part (no driver, no kernel): family, kernel config, chunks for a ΔS workspace of
-// `delta_s_bytes`. Throws like jit::attention_chunks.
-void layout_attention_stage(const jit::KernelSpec& spec, const jit::QuantBuffers& b, std::size_t delta_s_bytes,
+// `delta_s_bytes`. Throws like kernels::attention_chunks.
+void layout_attention_stage(const kernels::KernelSpec& spec, const kernels::QuantBuffers& b, std::size_t delta_s_bytes,
                             AttentionStagePlan& plan);
 
 // Checks the spec against this device (the family's rules and shared memory: InvalidArgument /
 // Unsupported), then loads (or compiles) the attention and ΔS kernels and computes the launch
 // shapes. `plan` must have been laid out for `b`; the spec's arch must be the Context's.
-void load_attention_stage(Context::Impl& ctx, const jit::QuantBuffers& b, AttentionStagePlan& plan);
+void load_attention_stage(Context::Impl& ctx, const kernels::QuantBuffers& b, AttentionStagePlan& plan);
 // The checks of load_attention_stage alone (nothing is loaded).
 void check_attention_stage(Context::Impl& ctx, const AttentionStagePlan& plan);
 
 // The parameter structs of one call's attention stage, per chunk: one storage block holding the
 // family's struct (family->param_bytes; tensor maps added by add_tensor_maps), and ΔS's.
 struct AttentionStageParams {
-  std::vector<jit::AttentionParamStorage> attention;
+  std::vector<kernels::AttentionParamStorage> attention;
   std::vector<dev::DeltaSParams> delta_s;
 };
 // Pure host (no driver): fills `out` (reusing its capacity) for these pointers. `workspace` holds
@@ -90,7 +90,7 @@ struct AttentionStageParams {
 // `delta_s_workspace` holds plan.delta_s_bytes (16-byte aligned) when smooth-Q. Throws
 // InvalidArgument naming the bad value.
 // `q_input`: the caller's Q, read by a kernel that quantizes Q itself (spec.q_in_kernel).
-void build_attention_stage_params(const AttentionStagePlan& plan, const jit::QuantBuffers& b,
+void build_attention_stage_params(const AttentionStagePlan& plan, const kernels::QuantBuffers& b,
                                   const TensorRef& k_input, const void* workspace, const TensorRef& out, float* lse,
                                   float sm_scale, void* delta_s_workspace, AttentionStageParams& params,
                                   const MaskRef* mask = nullptr, const TensorRef* q_input = nullptr);
@@ -98,7 +98,7 @@ void build_attention_stage_params(const AttentionStagePlan& plan, const jit::Qua
 // Encodes (or finds in plan.tma) the tensor maps of the family for this workspace and copies them
 // into every chunk's parameters; nothing for a family without maps. Call under the Context's
 // driver scope, before the call launches anything: a rejected map launches nothing.
-void add_tensor_maps(const AttentionStagePlan& plan, const jit::QuantBuffers& b, const void* workspace,
+void add_tensor_maps(const AttentionStagePlan& plan, const kernels::QuantBuffers& b, const void* workspace,
                      AttentionStageParams& params);
 // Enqueues ΔS and attention for every chunk (after load_attention_stage and add_tensor_maps),
 // under the Context's driver scope.
@@ -109,7 +109,7 @@ void enqueue_attention_stage(const AttentionStagePlan& plan, AttentionStageParam
 // `delta_s_workspace` holds `delta_s_bytes` bytes (>= one chunk row; 16-byte aligned) when
 // smooth-Q. No host synchronisation.
 // `q_input`: the caller's Q, required when attention_spec.q_in_kernel.
-void launch_attention_stage(Context::Impl& ctx, const jit::KernelSpec& attention_spec, const jit::QuantBuffers& b,
+void launch_attention_stage(Context::Impl& ctx, const kernels::KernelSpec& attention_spec, const kernels::QuantBuffers& b,
                             const TensorRef& k_input, const void* workspace, const TensorRef& out, float* lse,
                             float sm_scale, void* delta_s_workspace, std::size_t delta_s_bytes, CUstream stream,
                             const TensorRef* q_input = nullptr);

@@ -156,7 +156,7 @@ sage2_status sage2_set_log_level(int level) {
 }
 
 sage2_status sage2_set_log_callback(sage2_log_callback callback, void* user) {
-  return guarded([&] { sage2::log::set_callback(callback, user); });
+  return guarded([&] { sage2::base::log::set_callback(callback, user); });
 }
 
 sage2_status sage2_context_destroy(sage2_context* ctx) {
@@ -201,7 +201,7 @@ sage2_status sage2_context_cache_dir(const sage2_context* ctx, char* buf, size_t
 
 sage2_status sage2_default_cache_dir(char* buf, size_t size) {
   return guarded([&] {
-    const sage2::config::CacheConfig c = sage2::config::cache_config();
+    const sage2::base::config::CacheConfig c = sage2::base::config::cache_config();
     copy_out(c.disk_cache ? c.cache_dir : std::string(), buf, size);
   });
 }
@@ -401,10 +401,10 @@ sage2_status sage2_workspace_size_varlen(sage2_context* ctx, const sage2_tensor*
 // ---- internal: the conversion layer without a context (runtime/c_api_internal.hpp) ------------
 sage2_status sage2_validate_attention_args(const sage2_tensor* q, const sage2_tensor* k, const sage2_tensor* v,
                                            const sage2_tensor* out, const sage2_attention_params* params,
-                                           sage2::jit::Arch arch) {
+                                           sage2::kernels::Arch arch) {
   return guarded([&] {
     const sage2::TensorRef cq = to_cpp(q, "q"), ck = to_cpp(k, "k"), cv = to_cpp(v, "v"), co = to_cpp(out, "out");
     const sage2::AttentionParams cp = to_cpp(params);
-    (void)sage2::runtime::validate_attention(cq, ck, cv, co, cp, arch);
+    (void)sage2::plan::validate_attention(cq, ck, cv, co, cp, arch);
   });
 }

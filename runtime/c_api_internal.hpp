@@ -4,7 +4,7 @@
 // arguments (tensor pointers, dtype codes, smooth flags, enum codes) could not be exercised.
 #pragma once
 
-#include "jit/kernel_spec.hpp"
+#include "kernels/kernel_spec.hpp"
 #include "sage2/sage2.h"
 
 // What sage2_attention() does with its arguments once it has a context on a device of `arch`,
@@ -14,4 +14,4 @@
 // Arguments are converted in order q, k, v, out, params, so with several bad ones the first is named.
 sage2_status sage2_validate_attention_args(const sage2_tensor* q, const sage2_tensor* k, const sage2_tensor* v,
                                            const sage2_tensor* out, const sage2_attention_params* params,
-                                           sage2::jit::Arch arch);
+                                           sage2::kernels::Arch arch);

@@ -3,7 +3,7 @@
 #include <cstdint>
 
 #include "base/config.hpp"
-#include "jit/attention_family.hpp"
+#include "kernels/attention_family.hpp"
 #include "runtime/attention_plan.hpp"
 #include "runtime/quantize_stage.hpp"
 
@@ -14,10 +14,10 @@ std::size_t align256(std::size_t n) { return (n + 255) / 256 * 256; }
 
 }  // namespace
 
-void layout_call_plan(const AttentionProblem& problem, const jit::KernelSpec& spec, CallPlan& p) {
+void layout_call_plan(const plan::AttentionProblem& problem, const kernels::KernelSpec& spec, CallPlan& p) {
   p.problem = problem;
   p.spec = spec;
-  jit::QuantProblem qp;
+  kernels::QuantProblem qp;
   qp.batch = problem.batch;
   qp.q_heads = problem.q_heads;
   qp.kv_heads = problem.kv_heads;
@@ -31,17 +31,17 @@ void layout_call_plan(const AttentionProblem& problem, const jit::KernelSpec& sp
   qp.mask = problem.mask;
   qp.mask_batch = problem.mask_per_batch ? problem.batch : 1;
   qp.mask_heads = problem.mask_per_head ? problem.q_heads : 1;
-  p.buffers = jit::quant_buffers(qp, p.spec);
+  p.buffers = kernels::quant_buffers(qp, p.spec);
   p.quant_bytes = align256(p.buffers.offsets().total);
   p.delta_s_bytes = align256(runtime::delta_s_workspace_bytes(p.buffers));
   layout_attention_stage(spec, p.buffers, p.delta_s_bytes, p.attention);
 }
 
-void layout_direct_call_plan(const AttentionProblem& problem, jit::Arch arch, const jit::DecodeDevice& device,
+void layout_direct_call_plan(const plan::AttentionProblem& problem, kernels::Arch arch, const kernels::DecodeDevice& device,
                              CallPlan& p) {
   p.problem = problem;
-  p.spec = jit::KernelSpec{};
-  p.buffers = jit::QuantBuffers{};
+  p.spec = kernels::KernelSpec{};
+  p.buffers = kernels::QuantBuffers{};
   p.quant_bytes = p.delta_s_bytes = 0;
   p.quantize.clear();
   p.fused_quantize = false;
@@ -53,41 +53,41 @@ void layout_direct_call_plan(const AttentionProblem& problem, jit::Arch arch, co
 namespace {
 
 // The plan's layout part for a Context (no kernel loaded).
-void layout_plan(Context::Impl& ctx, const AttentionProblem& problem, CallPlan* p) {
+void layout_plan(Context::Impl& ctx, const plan::AttentionProblem& problem, CallPlan* p) {
   if (problem.direct) return layout_direct_call_plan(problem, ctx.arch(), decode_device(ctx), *p);
   layout_call_plan(problem, plan_attention(problem, ctx), *p);
 }
 
 }  // namespace
 
-std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const AttentionProblem& problem) {
+std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const plan::AttentionProblem& problem) {
   auto p = std::make_shared<CallPlan>();
   layout_plan(ctx, problem, p.get());
   if (problem.direct) {  // the direct path: its two kernels, nothing else
     load_decode_stage(ctx, p->decode);
     return p;
   }
-  const jit::QuantBuffers& b = p->buffers;
+  const kernels::QuantBuffers& b = p->buffers;
   // The attention config first: a problem it refuses loads and launches nothing.
   check_attention_stage(ctx, p->attention);
 
   // Quantize stage (runtime/quantize_stage.cpp).
-  const std::vector<jit::QuantOp> ops = quantize_ops(ctx.config().quant_path, p->spec);
+  const std::vector<kernels::QuantOp> ops = quantize_ops(ctx.config().quant_path, p->spec);
   p->quantize_ops = ops;
-  p->fused_quantize = ops.front() == jit::QuantOp::Fused;
+  p->fused_quantize = ops.front() == kernels::QuantOp::Fused;
   if (p->fused_quantize) {
-    const jit::QuantBuffers::Offsets o = b.offsets();
+    const kernels::QuantBuffers::Offsets o = b.offsets();
     p->sync_offset = o.sync;
     p->sync_bytes = o.sync_bytes;
   }
-  for (jit::QuantOp op : ops) {
-    const jit::KernelSpec s = jit::quantize_spec_for(p->spec, op);
-    p->quantize.push_back({&ctx.kernels().get(s), jit::quantize_launch_shape(s, b)});
+  for (kernels::QuantOp op : ops) {
+    const kernels::KernelSpec s = kernels::quantize_spec_for(p->spec, op);
+    p->quantize.push_back({&ctx.kernels().get(s), kernels::quantize_launch_shape(s, b)});
   }
 
   // Attention stage (runtime/attention_stage.cpp).
   load_attention_stage(ctx, b, p->attention);
-  mark_overlapping_launches(*p, config::process_config().overlap_launches);
+  mark_overlapping_launches(*p, base::config::process_config().overlap_launches);
   return p;
 }
 
@@ -95,24 +95,24 @@ void mark_overlapping_launches(CallPlan& p, bool allowed) {
   // In launch order: the quantize kernels, then ΔS and attention per chunk. The first kernel of a
   // call waits for whatever the stream ran before (the caller's kernels that wrote Q, K, V).
   bool first = true;
-  auto mark = [&](KernelLaunch& l, const jit::KernelSpec& spec) {
-    l.shape.overlap_previous = allowed && !first && jit::waits_for_previous_kernel(spec);
+  auto mark = [&](KernelLaunch& l, const kernels::KernelSpec& spec) {
+    l.shape.overlap_previous = allowed && !first && kernels::waits_for_previous_kernel(spec);
     first = false;
   };
   for (std::size_t i = 0; i < p.quantize.size(); ++i)
-    mark(p.quantize[i], jit::quantize_spec_for(p.spec, p.quantize_ops.at(i)));
+    mark(p.quantize[i], kernels::quantize_spec_for(p.spec, p.quantize_ops.at(i)));
   for (std::size_t i = 0; i < p.attention.attention.size(); ++i) {
-    if (!p.attention.delta_s.empty()) mark(p.attention.delta_s[i], jit::delta_s_spec_for(p.spec));
+    if (!p.attention.delta_s.empty()) mark(p.attention.delta_s[i], kernels::delta_s_spec_for(p.spec));
     mark(p.attention.attention[i], p.spec);
   }
 }
 
 namespace {
 
-AttentionProblem validate_call(Context::Impl& ctx, const TensorRef& q, const TensorRef& k, const TensorRef& v,
+plan::AttentionProblem validate_call(Context::Impl& ctx, const TensorRef& q, const TensorRef& k, const TensorRef& v,
                                const TensorRef& out, const AttentionParams& params, const SeqLens* lens) {
-  return lens ? validate_attention_varlen(q, k, v, out, *lens, params, ctx.arch())
-              : validate_attention(q, k, v, out, params, ctx.arch());
+  return lens ? plan::validate_attention_varlen(q, k, v, out, *lens, params, ctx.arch())
+              : plan::validate_attention(q, k, v, out, params, ctx.arch());
 }
 
 }  // namespace
@@ -120,7 +120,7 @@ AttentionProblem validate_call(Context::Impl& ctx, const TensorRef& q, const Ten
 std::shared_ptr<const CallPlan> call_plan(Context::Impl& ctx, const TensorRef& q, const TensorRef& k,
                                           const TensorRef& v, const TensorRef& out, const AttentionParams& params,
                                           const SeqLens* lens) {
-  const AttentionProblem problem = validate_call(ctx, q, k, v, out, params, lens);
+  const plan::AttentionProblem problem = validate_call(ctx, q, k, v, out, params, lens);
   const CallSignature sig = call_signature(q, k, v, out, params, lens);
   if (auto hit = ctx.call_cache().find(sig)) return hit;
   return ctx.call_cache().insert(sig, build_call_plan(ctx, problem));
@@ -128,7 +128,7 @@ std::shared_ptr<const CallPlan> call_plan(Context::Impl& ctx, const TensorRef& q
 
 std::size_t call_workspace_bytes(Context::Impl& ctx, const TensorRef& q, const TensorRef& k, const TensorRef& v,
                                  const TensorRef& out, const AttentionParams& params, const SeqLens* lens) {
-  const AttentionProblem problem = validate_call(ctx, q, k, v, out, params, lens);
+  const plan::AttentionProblem problem = validate_call(ctx, q, k, v, out, params, lens);
   if (auto hit = ctx.call_cache().find(call_signature(q, k, v, out, params, lens))) return hit->total();
   CallPlan p;
   layout_plan(ctx, problem, &p);
@@ -144,15 +144,15 @@ void build_call_params(const CallPlan& plan, const TensorRef& q, const TensorRef
     cp.decode = build_decode_params(plan.decode, q, k, v, out, lse, workspace);
     return;
   }
-  const jit::QuantBuffers& b = plan.buffers;
+  const kernels::QuantBuffers& b = plan.buffers;
   if (b.p.varlen != (lens != nullptr))
     throw Error(ErrorCode::InvalidArgument, std::string("call plan: a ") + (b.p.varlen ? "varlen" : "dense") +
                                                 " plan run " + (lens ? "with" : "without") + " sequence lengths");
-  cp.quantize = jit::make_quantize_params(b, q, k, v, workspace);
-  if (lens) jit::add_varlen_quantize_params(b, *lens, out, lse, cp.quantize);
+  cp.quantize = kernels::make_quantize_params(b, q, k, v, workspace);
+  if (lens) kernels::add_varlen_quantize_params(b, *lens, out, lse, cp.quantize);
   if (b.p.mask) {
     if (!mask) throw Error(ErrorCode::InvalidArgument, "call plan: a masked plan run without its mask");
-    jit::add_mask_quantize_params(b, *mask, cp.quantize);
+    kernels::add_mask_quantize_params(b, *mask, cp.quantize);
   }
   build_attention_stage_params(plan.attention, b, k, workspace, out, lse, plan.problem.sm_scale,
                                workspace + plan.quant_bytes, cp.attention, mask, &q);
@@ -165,13 +165,13 @@ void run_call_plan(Context::Impl& ctx, const CallPlan& plan, const TensorRef& q,
   // storage: no allocation once a thread has seen its largest chunk count.
   thread_local CallParams cp;
   build_call_params(plan, q, k, v, out, lse, workspace, cp, lens, mask);
-  driver::ScopedContext scope(ctx.cu_context());
+  base::driver::ScopedContext scope(ctx.cu_context());
   if (plan.problem.direct) return enqueue_decode_stage(plan.decode, cp.decode, stream);
   add_tensor_maps(plan.attention, plan.buffers, workspace, cp.attention);
   // Quantize stage.
   if (plan.fused_quantize) {
     const auto sync = reinterpret_cast<CUdeviceptr>(workspace + plan.sync_offset);
-    driver::check(driver::api().cuMemsetD8Async(sync, 0, plan.sync_bytes, stream), "cuMemsetD8Async (quantize sync)");
+    base::driver::check(base::driver::api().cuMemsetD8Async(sync, 0, plan.sync_bytes, stream), "cuMemsetD8Async (quantize sync)");
   }
   for (const CallPlan::Launch& l : plan.quantize) launch(*l.kernel, l.shape, &cp.quantize, stream);
   // ΔS and attention, per chunk.

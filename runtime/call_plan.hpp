@@ -11,8 +11,8 @@
 #include <cstddef>
 #include <vector>
 
-#include "jit/launch_shape.hpp"
-#include "jit/quant_buffers.hpp"
+#include "kernels/quantize_shape.hpp"
+#include "kernels/quant_buffers.hpp"
 #include "plan/attention_validate.hpp"
 #include "runtime/attention_stage.hpp"
 #include "runtime/call_cache.hpp"
@@ -23,9 +23,9 @@
 namespace sage2::runtime {
 
 struct CallPlan {
-  AttentionProblem problem;
-  jit::KernelSpec spec;  // the attention spec (arch = the Context's)
-  jit::QuantBuffers buffers;
+  plan::AttentionProblem problem;
+  kernels::KernelSpec spec;  // the attention spec (arch = the Context's)
+  kernels::QuantBuffers buffers;
   std::size_t quant_bytes = 0, delta_s_bytes = 0;
   // problem.direct: the direct small-Nq path (runtime/decode_stage.hpp) instead of everything
   // below — no quantize stage, no ΔS, its workspace the splits' partials (decode_bytes).
@@ -37,7 +37,7 @@ struct CallPlan {
   bool fused_quantize = false;
   std::size_t sync_offset = 0, sync_bytes = 0;  // fused: cleared before the launch
   std::vector<Launch> quantize;                 // 1 (fused, cluster) or 3-4 (split) launches
-  std::vector<jit::QuantOp> quantize_ops;       // their ops
+  std::vector<kernels::QuantOp> quantize_ops;       // their ops
 
   // ΔS + attention: the spec's family descriptor, its kernel config, chunks, launches, tensor maps.
   AttentionStagePlan attention;
@@ -45,20 +45,20 @@ struct CallPlan {
 
 // The layout part of a plan for a planned spec (arch set): problem, spec, buffers, workspace
 // sizes, family, kernel config, chunks. Pure host (no driver); kernels and shapes are left empty.
-void layout_call_plan(const AttentionProblem& problem, const jit::KernelSpec& spec, CallPlan& plan);
+void layout_call_plan(const plan::AttentionProblem& problem, const kernels::KernelSpec& spec, CallPlan& plan);
 // The same for a problem on the direct path (problem.direct): the decode stage's layout for this
 // device; no quantize or attention stage.
-void layout_direct_call_plan(const AttentionProblem& problem, jit::Arch arch, const jit::DecodeDevice& device,
+void layout_direct_call_plan(const plan::AttentionProblem& problem, kernels::Arch arch, const kernels::DecodeDevice& device,
                              CallPlan& plan);
 
 // Sets LaunchShape::overlap_previous on every launch of the plan after the first whose kernel
-// waits for its predecessor (jit::waits_for_previous_kernel), when `allowed` (the process switch
+// waits for its predecessor (kernels::waits_for_previous_kernel), when `allowed` (the process switch
 // SAGE2_DISABLE_LAUNCH_OVERLAP clears it); clears it everywhere else.
 void mark_overlapping_launches(CallPlan& plan, bool allowed);
 
 // Builds the plan of a validated problem: plans the spec, lays out the workspace, loads (or
 // compiles) every kernel the call launches, computes shapes and chunks. Throws like the stages.
-std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const AttentionProblem& problem);
+std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const plan::AttentionProblem& problem);
 
 // The Context's plan for these arguments: validates them (every call: the checks that depend on
 // pointers must run each time), then finds the plan by signature or builds and caches it.

@@ -8,10 +8,10 @@
 namespace sage2 {
 
 Context::Impl::Impl(int device, const ContextOptions& options)
-    : config_(config::context_config(options)), options_(config::to_options(config_)) {
-  const auto& a = driver::api();
+    : config_(base::config::context_config(options)), options_(base::config::to_options(config_)) {
+  const auto& a = base::driver::api();
   facts_ = runtime::device_facts(device);
-  const jit::CodeTarget target = runtime::context_target(facts_, config_.target_arch);
+  const kernels::CodeTarget target = runtime::context_target(facts_, config_.target_arch);
   arch_ = target.arch;
   ptx_ = target.ptx;
   if (!target.note.empty()) {
@@ -20,25 +20,25 @@ Context::Impl::Impl(int device, const ContextOptions& options)
     const std::string line = "device " + std::to_string(device) + " (" + facts_.name + ", " + facts_.cc_string() +
                              "): " + target.note;
     if (config_.target_arch.empty())
-      log::warn_once("target:" + line, line);
+      base::log::warn_once("target:" + line, line);
     else
-      log::info(line);
+      base::log::info(line);
   }
   // Before the primary context is retained: a refused family must leave nothing to release.
   family_override_ = runtime::attention_family_override(config_.family, facts_, arch_);
-  if (config_.quant_path == QuantPath::Cluster && arch_ != jit::Arch::Sm90a)
+  if (config_.quant_path == QuantPath::Cluster && arch_ != kernels::Arch::Sm90a)
     throw Error(ErrorCode::Unsupported, "quantize path cluster (ContextOptions::quant_path or SAGE2_QUANT_PATH) needs "
                                         "thread-block clusters (sm_90a); device " + std::to_string(facts_.ordinal) +
-                                            " (" + facts_.name + ") is " + jit::arch_name(arch_));
-  driver::check(a.cuDeviceGet(&dev_, device), "cuDeviceGet");
+                                            " (" + facts_.name + ") is " + kernels::arch_name(arch_));
+  base::driver::check(a.cuDeviceGet(&dev_, device), "cuDeviceGet");
   // Prefer the caller's current context on this device (framework interop).
   CUcontext cur = nullptr;
-  driver::check(a.cuCtxGetCurrent(&cur), "cuCtxGetCurrent");
+  base::driver::check(a.cuCtxGetCurrent(&cur), "cuCtxGetCurrent");
   CUdevice cur_dev = -1;
   if (cur && a.cuCtxGetDevice(&cur_dev) == CUDA_SUCCESS && cur_dev == dev_) {
     ctx_ = cur;
   } else {
-    driver::check(a.cuDevicePrimaryCtxRetain(&ctx_, dev_), "cuDevicePrimaryCtxRetain");
+    base::driver::check(a.cuDevicePrimaryCtxRetain(&ctx_, dev_), "cuDevicePrimaryCtxRetain");
     owns_primary_ = true;
   }
   loader_ = std::make_unique<runtime::KernelLoader>(ctx_, arch_,
@@ -46,13 +46,13 @@ Context::Impl::Impl(int device, const ContextOptions& options)
   workspace_ = std::make_unique<runtime::WorkspacePool>(ctx_);
   // The tuning database lives beside the cubin cache; without a disk cache (or with tuning off)
   // every call uses the heuristic default.
-  planner_ = autotune::shared_planner(autotune::context_db_path(config_, facts_.name, arch_), facts_.name, arch_,
+  planner_ = plan::shared_planner(plan::context_db_path(config_, facts_.name, arch_), facts_.name, arch_,
                                       facts_.max_shared_per_block_optin);
   info.ordinal = device;
   info.name = facts_.name;
-  info.arch = jit::arch_name(arch_);
+  info.arch = kernels::arch_name(arch_);
   info.ptx = ptx_;
-  info.path = jit::arch_path(arch_);
+  info.path = kernels::arch_path(arch_);
   info.target_note = target.note;
   info.sm_count = facts_.sm_count;
   info.total_memory = facts_.total_memory;
@@ -61,7 +61,7 @@ Context::Impl::Impl(int device, const ContextOptions& options)
 Context::Impl::~Impl() {
   workspace_.reset();  // frees device memory and unloads modules while the context is alive
   loader_.reset();
-  if (owns_primary_ && driver::available()) driver::api().cuDevicePrimaryCtxRelease_v2(dev_);
+  if (owns_primary_ && base::driver::available()) base::driver::api().cuDevicePrimaryCtxRelease_v2(dev_);
 }
 
 Context::Context(int device, ContextOptions options) : impl_(new Impl(device, options)) {}
@@ -96,7 +96,7 @@ VersionInfo version_info() {
   auto [maj, min] = jit::nvrtc_version();
   v.nvrtc_major = maj;
   v.nvrtc_minor = min;
-  if (driver::available()) driver::api().cuDriverGetVersion(&v.driver_version);
+  if (base::driver::available()) base::driver::api().cuDriverGetVersion(&v.driver_version);
   return v;
 }
 

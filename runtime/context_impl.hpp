@@ -11,7 +11,7 @@
 #include "runtime/workspace_pool.hpp"
 #include "sage2/sage2.hpp"
 
-namespace sage2::autotune {
+namespace sage2::plan {
 class Planner;  // plan/planner.hpp: tuning-database lookups, memoised per problem signature
 }
 
@@ -28,34 +28,34 @@ class Context::Impl {
 
   CUcontext cu_context() const { return ctx_; }
   const runtime::DeviceFacts& facts() const { return facts_; }
-  jit::Arch arch() const { return arch_; }    // the code target's arch (the path the calls get)
+  kernels::Arch arch() const { return arch_; }    // the code target's arch (the path the calls get)
   bool ptx() const { return ptx_; }          // kernels are PTX, JIT-compiled by the driver
   runtime::KernelLoader& kernels() { return *loader_; }
   runtime::WorkspacePool& workspace() { return *workspace_; }
-  autotune::Planner& planner() const { return *planner_; }
+  plan::Planner& planner() const { return *planner_; }
   // The Context's settings, decided at construction (ContextOptions, else the environment).
-  const config::ContextConfig& config() const { return config_; }
+  const base::config::ContextConfig& config() const { return config_; }
   const ContextOptions& options() const { return options_; }  // the same, as public options
   // config().family as a kernel family: nullopt for Auto (each call uses
-  // jit::default_attention_family()).
-  std::optional<jit::KernelFamily> family_override() const { return family_override_; }
+  // kernels::default_attention_family()).
+  std::optional<kernels::KernelFamily> family_override() const { return family_override_; }
   // Attention call plans by shape signature (runtime/call_plan.hpp).
   runtime::CallCache<runtime::CallPlan>& call_cache() { return call_cache_; }
   DeviceInfo info;
 
  private:
-  config::ContextConfig config_;
+  base::config::ContextConfig config_;
   ContextOptions options_;
   runtime::DeviceFacts facts_;
-  jit::Arch arch_;
+  kernels::Arch arch_;
   bool ptx_ = false;
   CUcontext ctx_ = nullptr;
   CUdevice dev_ = 0;
   bool owns_primary_ = false;
   std::unique_ptr<runtime::KernelLoader> loader_;
   std::unique_ptr<runtime::WorkspacePool> workspace_;
-  std::optional<jit::KernelFamily> family_override_;
-  std::shared_ptr<autotune::Planner> planner_;  // shared by the Contexts of one device + cache dir
+  std::optional<kernels::KernelFamily> family_override_;
+  std::shared_ptr<plan::Planner> planner_;  // shared by the Contexts of one device + cache dir
   runtime::CallCache<runtime::CallPlan> call_cache_;
 };
 

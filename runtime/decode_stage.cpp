@@ -2,8 +2,8 @@
 
 namespace sage2::runtime {
 
-jit::DecodeProblem decode_problem(const AttentionProblem& p) {
-  jit::DecodeProblem d;
+kernels::DecodeProblem decode_problem(const plan::AttentionProblem& p) {
+  kernels::DecodeProblem d;
   d.batch = p.batch;
   d.q_heads = p.q_heads;
   d.kv_heads = p.kv_heads;
@@ -17,16 +17,16 @@ jit::DecodeProblem decode_problem(const AttentionProblem& p) {
   return d;
 }
 
-void layout_decode_stage(const AttentionProblem& problem, jit::Arch arch, const jit::DecodeDevice& device,
+void layout_decode_stage(const plan::AttentionProblem& problem, kernels::Arch arch, const kernels::DecodeDevice& device,
                          DecodeStagePlan& plan) {
   plan.problem = decode_problem(problem);
-  plan.layout = jit::decode_layout(plan.problem, arch, device);
+  plan.layout = kernels::decode_layout(plan.problem, arch, device);
   plan.split = {};
   plan.merge = {};
 }
 
-jit::DecodeDevice decode_device(const Context::Impl& ctx) {
-  jit::DecodeDevice d;
+kernels::DecodeDevice decode_device(const Context::Impl& ctx) {
+  kernels::DecodeDevice d;
   const DeviceFacts& f = ctx.facts();
   if (f.sm_count > 0) d.sm_count = f.sm_count;
   if (f.max_shared_per_block_optin > 0) d.max_smem_optin = f.max_shared_per_block_optin;
@@ -35,14 +35,14 @@ jit::DecodeDevice decode_device(const Context::Impl& ctx) {
 }
 
 void load_decode_stage(Context::Impl& ctx, DecodeStagePlan& plan) {
-  const jit::DecodeLayout& l = plan.layout;
+  const kernels::DecodeLayout& l = plan.layout;
   plan.split = {&ctx.kernels().get(l.split_spec), l.split_shape};
   if (l.merge()) plan.merge = {&ctx.kernels().get(l.merge_spec), l.merge_shape};
 }
 
 dev::DecodeParams build_decode_params(const DecodeStagePlan& plan, const TensorRef& q, const TensorRef& k,
                                       const TensorRef& v, const TensorRef& out, float* lse, void* workspace) {
-  return jit::make_decode_params(plan.problem, plan.layout, q, k, v, out, lse, workspace);
+  return kernels::make_decode_params(plan.problem, plan.layout, q, k, v, out, lse, workspace);
 }
 
 void enqueue_decode_stage(const DecodeStagePlan& plan, dev::DecodeParams& params, CUstream stream) {

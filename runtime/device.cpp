@@ -9,28 +9,28 @@ std::string DeviceFacts::cc_string() const {
 }
 
 int device_count() {
-  if (!driver::available()) return 0;
+  if (!base::driver::available()) return 0;
   int n = 0;
-  if (driver::api().cuDeviceGetCount(&n) != CUDA_SUCCESS) return 0;
+  if (base::driver::api().cuDeviceGetCount(&n) != CUDA_SUCCESS) return 0;
   return n;
 }
 
 DeviceFacts device_facts(int ordinal) {
-  const auto& a = driver::api();
+  const auto& a = base::driver::api();
   const int n = device_count();
   if (ordinal < 0 || ordinal >= n)
     throw Error(ErrorCode::InvalidArgument,
                 "device=" + std::to_string(ordinal) + " but " + std::to_string(n) + " CUDA device(s) are visible");
   CUdevice dev;
-  driver::check(a.cuDeviceGet(&dev, ordinal), "cuDeviceGet");
+  base::driver::check(a.cuDeviceGet(&dev, ordinal), "cuDeviceGet");
   DeviceFacts f;
   f.ordinal = ordinal;
   char name[256] = {};
-  driver::check(a.cuDeviceGetName(name, sizeof name, dev), "cuDeviceGetName");
+  base::driver::check(a.cuDeviceGetName(name, sizeof name, dev), "cuDeviceGetName");
   f.name = name;
   auto attr = [&](CUdevice_attribute at) {
     int v = 0;
-    driver::check(a.cuDeviceGetAttribute(&v, at, dev), "cuDeviceGetAttribute");
+    base::driver::check(a.cuDeviceGetAttribute(&v, at, dev), "cuDeviceGetAttribute");
     return v;
   };
   f.cc_major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
@@ -40,13 +40,13 @@ DeviceFacts device_facts(int ordinal) {
   f.max_shared_per_sm = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
   f.l2_bytes = attr(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
   size_t total = 0;
-  driver::check(a.cuDeviceTotalMem_v2(&total, dev), "cuDeviceTotalMem");
+  base::driver::check(a.cuDeviceTotalMem_v2(&total, dev), "cuDeviceTotalMem");
   f.total_memory = total;
   // The code target: the arch table's row of this compute capability, else PTX of the newest
   // one the device runs (and the loaded NVRTC compiles for).
   try {
     const std::vector<int> nvrtc_archs = jit::nvrtc_supported_archs();
-    const jit::CodeTarget t = jit::code_target(f.cc(), nvrtc_archs);
+    const kernels::CodeTarget t = kernels::code_target(f.cc(), nvrtc_archs);
     f.arch = t.arch;
     f.ptx = t.ptx;
     f.target_note = t.note;
@@ -56,20 +56,20 @@ DeviceFacts device_facts(int ordinal) {
   return f;
 }
 
-jit::Arch require_supported_arch(const DeviceFacts& f) {
+kernels::Arch require_supported_arch(const DeviceFacts& f) {
   if (f.arch) return *f.arch;
   throw Error(ErrorCode::Unsupported,
               "device " + std::to_string(f.ordinal) + " (" + f.name + ") is " + f.cc_string() + ": " + f.target_note);
 }
 
-jit::CodeTarget context_target(const DeviceFacts& f, const std::string& target_arch) {
+kernels::CodeTarget context_target(const DeviceFacts& f, const std::string& target_arch) {
   if (target_arch.empty()) {
-    const jit::Arch a = require_supported_arch(f);
-    return jit::CodeTarget{a, f.ptx, f.target_note};
+    const kernels::Arch a = require_supported_arch(f);
+    return kernels::CodeTarget{a, f.ptx, f.target_note};
   }
-  const jit::Arch want = jit::parse_arch(target_arch);  // InvalidArgument naming the table
+  const kernels::Arch want = kernels::parse_arch(target_arch);  // InvalidArgument naming the table
   try {
-    return jit::code_target(f.cc(), jit::nvrtc_supported_archs(), want);
+    return kernels::code_target(f.cc(), jit::nvrtc_supported_archs(), want);
   } catch (const Error& e) {
     throw Error(e.code(), "device " + std::to_string(f.ordinal) + " (" + f.name + ", " + f.cc_string() + "): " +
                               e.what());

@@ -4,8 +4,8 @@
 #include <optional>
 #include <string>
 
-#include "jit/attention_family.hpp"
-#include "jit/kernel_spec.hpp"
+#include "kernels/attention_family.hpp"
+#include "kernels/kernel_spec.hpp"
 #include "base/driver.hpp"
 
 namespace sage2::runtime {
@@ -19,9 +19,9 @@ struct DeviceFacts {
   int max_shared_per_sm = 0;
   int l2_bytes = 0;
   std::size_t total_memory = 0;
-  // The code target (jit::code_target with the loaded NVRTC's archs): nullopt when sage2 cannot
+  // The code target (kernels::code_target with the loaded NVRTC's archs): nullopt when sage2 cannot
   // generate code for this device (target_note says why).
-  std::optional<jit::Arch> arch;
+  std::optional<kernels::Arch> arch;
   bool ptx = false;          // arch's code as PTX, JIT-compiled by the driver
   std::string target_note;   // why PTX or another arch; why unsupported when arch is empty
 
@@ -32,11 +32,11 @@ struct DeviceFacts {
 int device_count();                    // 0 when no driver / no device
 DeviceFacts device_facts(int ordinal);  // throws InvalidArgument for a bad ordinal
 // Throws Unsupported (saying which archs are supported and why) when facts.arch is empty.
-jit::Arch require_supported_arch(const DeviceFacts& facts);
+kernels::Arch require_supported_arch(const DeviceFacts& facts);
 // The target of a Context on this device: the device's own (facts.arch, facts.ptx), or
 // `target_arch` (ContextOptions::target_arch: "sm_80", ...; empty: none) as PTX. Throws
 // InvalidArgument for an unknown arch name, Unsupported for a target the device cannot run or for
 // a device sage2 does not support.
-jit::CodeTarget context_target(const DeviceFacts& facts, const std::string& target_arch);
+kernels::CodeTarget context_target(const DeviceFacts& facts, const std::string& target_arch);
 
 }  // namespace sage2::runtime

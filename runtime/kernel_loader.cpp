@@ -6,12 +6,12 @@
 
 namespace sage2::runtime {
 
-KernelLoader::KernelLoader(CUcontext ctx, jit::Arch arch, cache::DiskCache disk, bool ptx)
+KernelLoader::KernelLoader(CUcontext ctx, kernels::Arch arch, cache::DiskCache disk, bool ptx)
     : ctx_(ctx), arch_(arch), ptx_(ptx), disk_(std::move(disk)) {}
 
 KernelLoader::~KernelLoader() {
-  if (!driver::available()) return;
-  const auto& a = driver::api();
+  if (!base::driver::available()) return;
+  const auto& a = base::driver::api();
   CUcontext cur = nullptr;
   a.cuCtxGetCurrent(&cur);
   const bool push = cur != ctx_;
@@ -31,7 +31,7 @@ std::size_t KernelLoader::loaded_count() const {
   return n;
 }
 
-LoadedKernel& KernelLoader::get(jit::KernelSpec spec) {
+LoadedKernel& KernelLoader::get(kernels::KernelSpec spec) {
   spec.arch = arch_;
   spec.ptx = ptx_;
   const std::string key = spec.key();
@@ -47,7 +47,7 @@ LoadedKernel& KernelLoader::get(jit::KernelSpec spec) {
   return *slot->kernel;
 }
 
-std::unique_ptr<LoadedKernel> KernelLoader::load(const jit::KernelSpec& spec) {
+std::unique_ptr<LoadedKernel> KernelLoader::load(const kernels::KernelSpec& spec) {
   const auto t0 = std::chrono::steady_clock::now();
   auto k = std::make_unique<LoadedKernel>();
   // The source is generated here, once per kernel and context: the disk key hashes it.
@@ -60,14 +60,14 @@ std::unique_ptr<LoadedKernel> KernelLoader::load(const jit::KernelSpec& spec) {
   }
   k->key = compiled->key;
   k->facts = compiled->facts;
-  const auto& a = driver::api();
-  driver::ScopedContext scope(ctx_);
+  const auto& a = base::driver::api();
+  base::driver::ScopedContext scope(ctx_);
   CUresult r = a.cuModuleLoadData(&k->module, compiled->cubin.data());
   if (r != CUDA_SUCCESS && k->source == KernelSource::DiskCache) {
     // A verified entry the driver still refuses (e.g. written by a newer toolchain than this
     // driver accepts): recompile here and replace it.
-    log::warn_once("cache-driver-refused:" + k->key, "the driver refused the cached cubin of " + k->key + " (" +
-                                                         driver::error_text(r) + "); recompiling");
+    base::log::warn_once("cache-driver-refused:" + k->key, "the driver refused the cached cubin of " + k->key + " (" +
+                                                         base::driver::error_text(r) + "); recompiling");
     compiled = jit::compile(build);
     disk_.store(*compiled);
     k->key = compiled->key;
@@ -77,7 +77,7 @@ std::unique_ptr<LoadedKernel> KernelLoader::load(const jit::KernelSpec& spec) {
   }
   if (r != CUDA_SUCCESS)
     throw Error(ErrorCode::DriverError,
-                "cuModuleLoadData for kernel " + k->key + ": " + driver::error_text(r) +
+                "cuModuleLoadData for kernel " + k->key + ": " + base::driver::error_text(r) +
                     (spec.ptx ? " (PTX: the driver JIT-compiles it and must support the PTX version of the NVRTC "
                                 "that wrote it; an older driver than that NVRTC refuses it)"
                               : std::string()));
@@ -86,7 +86,7 @@ std::unique_ptr<LoadedKernel> KernelLoader::load(const jit::KernelSpec& spec) {
   if (r2 != CUDA_SUCCESS) {
     a.cuModuleUnload(k->module);
     throw Error(ErrorCode::Internal,
-                "kernel " + k->key + " has no entry '" + entry + "': " + driver::error_text(r2));
+                "kernel " + k->key + " has no entry '" + entry + "': " + base::driver::error_text(r2));
   }
   if (spec.ptx) {
     // No ptxas ran here: the facts are the driver's, after its JIT compile.
@@ -98,25 +98,25 @@ std::unique_ptr<LoadedKernel> KernelLoader::load(const jit::KernelSpec& spec) {
       k->facts.static_shared_bytes = shared;
   }
   k->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  log::debug(std::string(k->source == KernelSource::DiskCache ? "loaded from disk cache " : "compiled ") +
+  base::log::debug(std::string(k->source == KernelSource::DiskCache ? "loaded from disk cache " : "compiled ") +
              k->key + " in " + std::to_string(k->load_seconds * 1e3) + " ms");
   return k;
 }
 
-void launch(LoadedKernel& k, const jit::LaunchShape& s, void* params, CUstream stream) {
-  const auto& a = driver::api();
+void launch(LoadedKernel& k, const kernels::LaunchShape& s, void* params, CUstream stream) {
+  const auto& a = base::driver::api();
   // Shared memory over L1 in the SM's carveout: kernels planned for several CTAs per SM (the
   // one-warpgroup attention design: 3 × 73 KB) get them only with the largest carveout, which the
   // driver's default choice need not be; a launch shape may ask for it with less (cluster quantize).
   const bool big = s.dynamic_smem > k.smem_limit_set.load(std::memory_order_relaxed);
   if ((big || s.max_shared_carveout) && !k.carveout_set.load(std::memory_order_relaxed)) {
-    driver::check(a.cuFuncSetAttribute(k.function, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+    base::driver::check(a.cuFuncSetAttribute(k.function, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
                                        CU_SHAREDMEM_CARVEOUT_MAX_SHARED),
                   ("cuFuncSetAttribute(shared memory carveout) for " + k.key).c_str());
     k.carveout_set.store(true, std::memory_order_relaxed);
   }
   if (big) {
-    driver::check(a.cuFuncSetAttribute(k.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+    base::driver::check(a.cuFuncSetAttribute(k.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                        static_cast<int>(s.dynamic_smem)),
                   ("cuFuncSetAttribute(max dynamic smem) for " + k.key).c_str());
     k.smem_limit_set.store(s.dynamic_smem, std::memory_order_relaxed);
@@ -165,7 +165,7 @@ void launch(LoadedKernel& k, const jit::LaunchShape& s, void* params, CUstream s
                                 : "cuLaunchKernel ") + k.key + " grid(" + std::to_string(s.grid[0]) + "," + std::to_string(s.grid[1]) +
                     "," + std::to_string(s.grid[2]) + ") block(" + std::to_string(s.block[0]) + "," +
                     std::to_string(s.block[1]) + "," + std::to_string(s.block[2]) + ") smem " +
-                    std::to_string(s.dynamic_smem) + ": " + driver::error_text(r));
+                    std::to_string(s.dynamic_smem) + ": " + base::driver::error_text(r));
 }
 
 }  // namespace sage2::runtime

@@ -12,7 +12,7 @@
 
 #include "cache/disk_cache.hpp"
 #include "jit/compiler.hpp"
-#include "jit/launch_shape.hpp"
+#include "kernels/quantize_shape.hpp"
 #include "base/driver.hpp"
 
 namespace sage2::runtime {
@@ -33,13 +33,13 @@ struct LoadedKernel {
 class KernelLoader {
  public:
   // ptx: every kernel as PTX for arch (KernelSpec::ptx), JIT-compiled by the driver at load.
-  KernelLoader(CUcontext ctx, jit::Arch arch, cache::DiskCache disk, bool ptx = false);
+  KernelLoader(CUcontext ctx, kernels::Arch arch, cache::DiskCache disk, bool ptx = false);
   ~KernelLoader();
   KernelLoader(const KernelLoader&) = delete;
   KernelLoader& operator=(const KernelLoader&) = delete;
 
   // The spec's arch and ptx are overridden by the loader's (a context has one code target).
-  LoadedKernel& get(jit::KernelSpec spec);
+  LoadedKernel& get(kernels::KernelSpec spec);
   const cache::DiskCache& disk() const { return disk_; }
   std::size_t loaded_count() const;
 
@@ -48,10 +48,10 @@ class KernelLoader {
     std::once_flag once;
     std::unique_ptr<LoadedKernel> kernel;
   };
-  std::unique_ptr<LoadedKernel> load(const jit::KernelSpec& spec);
+  std::unique_ptr<LoadedKernel> load(const kernels::KernelSpec& spec);
 
   CUcontext ctx_;
-  jit::Arch arch_;
+  kernels::Arch arch_;
   bool ptx_ = false;
   cache::DiskCache disk_;
   mutable std::mutex mu_;
@@ -60,6 +60,6 @@ class KernelLoader {
 
 // Launches on `stream` with `params` (a pointer to the kernel's single by-value parameter
 // struct), raising the function's dynamic shared memory limit first when needed.
-void launch(LoadedKernel& k, const jit::LaunchShape& shape, void* params, CUstream stream);
+void launch(LoadedKernel& k, const kernels::LaunchShape& shape, void* params, CUstream stream);
 
 }  // namespace sage2::runtime

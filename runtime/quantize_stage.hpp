@@ -1,10 +1,10 @@
 // The quantize stage of one attention call: channel statistics of K and V, then Q, K and V
-// quantized into the workspace laid out by jit::QuantBuffers, on the caller's stream.
+// quantized into the workspace laid out by kernels::QuantBuffers, on the caller's stream.
 #pragma once
 
 #include <vector>
 
-#include "jit/quant_buffers.hpp"
+#include "kernels/quant_buffers.hpp"
 #include "runtime/context_impl.hpp"
 
 namespace sage2::runtime {
@@ -15,7 +15,7 @@ namespace sage2::runtime {
 //    QuantBuffers::Offsets::sync / sync_bytes) and ONE launch of sage2_quantize_fused (measured
 //    11–35% slower than split on the H100: bench/NOTES.md, "Fused quantize stage").
 //  Cluster: ONE launch of sage2_quantize_cluster, thread-block clusters (sm_90a, head dims up to
-//    jit::kClusterMaxHeadDim: wider rows do not fit its static shared memory).
+//    kernels::kClusterMaxHeadDim: wider rows do not fit its static shared memory).
 //  Auto (the default): Split, and where the attention family can (KernelSpec::q_in_kernel, set by
 //    the plan for Auto only) without quantize_q: the attention kernel quantizes Q itself.
 // All write the same buffers; their channel sums differ in float rounding only (another order,
@@ -23,16 +23,16 @@ namespace sage2::runtime {
 using QuantPath = sage2::QuantPath;  // public: a Context option
 
 // The quantize kernels `path` launches for `attention_spec`, in order (Auto resolved here). Throws
-// Unsupported for Cluster where it cannot run (sm_89, head dims above jit::kClusterMaxHeadDim).
-std::vector<jit::QuantOp> quantize_ops(QuantPath path, const jit::KernelSpec& attention_spec);
+// Unsupported for Cluster where it cannot run (sm_89, head dims above kernels::kClusterMaxHeadDim).
+std::vector<kernels::QuantOp> quantize_ops(QuantPath path, const kernels::KernelSpec& attention_spec);
 
 // `workspace` is a device pointer with at least b.offsets().total bytes, 256-byte aligned. Inputs
 // are device tensors matching b.p. No host synchronisation.
-void launch_quantize_stage(Context::Impl& ctx, const jit::KernelSpec& attention_spec, const jit::QuantBuffers& b,
+void launch_quantize_stage(Context::Impl& ctx, const kernels::KernelSpec& attention_spec, const kernels::QuantBuffers& b,
                            const TensorRef& q, const TensorRef& k, const TensorRef& v, void* workspace,
                            CUstream stream, QuantPath path);
-inline void launch_quantize_stage(Context::Impl& ctx, const jit::KernelSpec& attention_spec,
-                                  const jit::QuantBuffers& b, const TensorRef& q, const TensorRef& k,
+inline void launch_quantize_stage(Context::Impl& ctx, const kernels::KernelSpec& attention_spec,
+                                  const kernels::QuantBuffers& b, const TensorRef& q, const TensorRef& k,
                                   const TensorRef& v, void* workspace, CUstream stream) {
   launch_quantize_stage(ctx, attention_spec, b, q, k, v, workspace, stream, ctx.config().quant_path);
 }

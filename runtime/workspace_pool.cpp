@@ -6,8 +6,8 @@
 namespace sage2::runtime {
 
 WorkspacePool::~WorkspacePool() {
-  if (!driver::available()) return;
-  const auto& a = driver::api();
+  if (!base::driver::available()) return;
+  const auto& a = base::driver::api();
   for (auto& [stream, b] : buffers_)
     if (b.ptr) a.cuMemFree_v2(b.ptr);
 }
@@ -24,17 +24,17 @@ void* WorkspacePool::get(CUstream stream, std::size_t bytes) {
   Buffer& b = buffers_[stream];
   if (b.bytes >= bytes && b.ptr) return reinterpret_cast<void*>(b.ptr);
   if (bytes == 0) return nullptr;  // a plan without workspace (the direct path without a merge)
-  const auto& a = driver::api();
-  driver::ScopedContext scope(ctx_);
+  const auto& a = base::driver::api();
+  base::driver::ScopedContext scope(ctx_);
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
-  driver::check(a.cuStreamIsCapturing(stream, &capture), "cuStreamIsCapturing");
+  base::driver::check(a.cuStreamIsCapturing(stream, &capture), "cuStreamIsCapturing");
   if (capture != CU_STREAM_CAPTURE_STATUS_NONE)
     throw Error(ErrorCode::InvalidArgument,
                 "workspace: this call needs " + std::to_string(bytes) + " bytes but the stream is being captured "
                 "into a CUDA graph and its workspace holds " + std::to_string(b.bytes) +
                 "; run the call once before capturing, or pass params.workspace");
   if (b.ptr) {
-    driver::check(a.cuStreamSynchronize(stream), "cuStreamSynchronize (workspace growth)");
+    base::driver::check(a.cuStreamSynchronize(stream), "cuStreamSynchronize (workspace growth)");
     a.cuMemFree_v2(b.ptr);
     b = Buffer{};
   }
@@ -44,10 +44,10 @@ void* WorkspacePool::get(CUstream stream, std::size_t bytes) {
   const CUresult r = a.cuMemAlloc_v2(&p, want);
   if (r != CUDA_SUCCESS)
     throw Error(ErrorCode::OutOfMemory, "workspace: allocating " + std::to_string(want) + " bytes failed: " +
-                                            driver::error_text(r));
+                                            base::driver::error_text(r));
   b.ptr = p;
   b.bytes = want;
-  log::debug("workspace for stream grown to " + std::to_string(want) + " bytes");
+  base::log::debug("workspace for stream grown to " + std::to_string(want) + " bytes");
   return reinterpret_cast<void*>(p);
 }
 

@@ -7,6 +7,11 @@ same layer or one the table lists for it. Anything else (an upward include, an i
 folder not in the table, an internal folder from a public header) is printed as file:line and
 the script exits 1. `--graph` also prints the folder graph and any cycles.
 
+Inside a folder, files must not include each other in a circle either. A header and the source
+file of the same name are one unit (x.hpp declares what x.cpp defines), so x.cpp including y.hpp
+while y.hpp includes x.hpp is a cycle (x -> y -> x), as is any longer circle of units; each one is
+printed with the include that closes each step, and the script exits 1.
+
 Usage: scripts/check_layers.py [--root DIR] [--graph]
 """
 import argparse
@@ -103,6 +108,67 @@ def scan(root, layers):
     return edges, bad
 
 
+def unit_of(rel):
+    """A file's unit: its folder-relative path without the extension (x.hpp and x.cpp are one)."""
+    return os.path.splitext(rel)[0]
+
+
+def scan_units(root, layers):
+    """Include edges between units of the same folder: {(unit, unit): first file:line}."""
+    edges = {}
+    for layer in layers:
+        base = os.path.join(root, folder(layer))
+        if not os.path.isdir(base):
+            continue
+        for dirpath, _, files in os.walk(base):
+            for name in sorted(files):
+                if not name.endswith(EXTS):
+                    continue
+                rel = os.path.relpath(os.path.join(dirpath, name), root)
+                here = os.path.dirname(rel)
+                with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as fh:
+                    for lineno, line in enumerate(fh, 1):
+                        m = INCLUDE.match(line)
+                        if not m:
+                            continue
+                        target = m.group(1)
+                        if "/" not in target:           # same-folder include ("x.cuh")
+                            target = os.path.join(here, target)
+                        elif target.startswith("sage2/"):
+                            target = "include/" + target
+                        if os.path.dirname(target) != here:
+                            continue
+                        a, b = unit_of(rel), unit_of(target)
+                        if a != b:
+                            edges.setdefault((a, b), f"{rel}:{lineno}")
+    return edges
+
+
+def unit_cycles(edges):
+    """Each elementary circle of the unit graph once (as found by a depth-first search)."""
+    graph = {}
+    for (a, b) in edges:
+        graph.setdefault(a, []).append(b)
+    found, seen, done = [], set(), set()
+
+    def dfs(node, stack, on_stack):
+        for nxt in sorted(graph.get(node, ())):
+            if nxt in on_stack:
+                cyc = stack[stack.index(nxt):] + [nxt]
+                key = frozenset(zip(cyc, cyc[1:]))
+                if key not in seen:
+                    seen.add(key)
+                    found.append(cyc)
+            elif nxt not in done:
+                dfs(nxt, stack + [nxt], on_stack | {nxt})
+        done.add(node)
+
+    for n in sorted(graph):
+        if n not in done:
+            dfs(n, [n], {n})
+    return found
+
+
 def cycles(edges):
     graph = {}
     for (a, b) in edges:
@@ -143,12 +209,17 @@ def main():
         print("cycles:" if cyc else "cycles: none")
         for c in cyc:
             print("  " + " -> ".join(c))
+    unit_edges = scan_units(root, layers)
+    for cyc in unit_cycles(unit_edges):
+        steps = "; ".join(f"{unit_edges[(a, b)]} includes {b}" for a, b in zip(cyc, cyc[1:]))
+        bad.append(f"include cycle inside {os.path.dirname(cyc[0])}/: {' -> '.join(os.path.basename(u) for u in cyc)} "
+                   f"({steps}); a file may not include a file that includes it back")
     for b in bad:
         print(b)
     if bad:
-        print(f"check_layers: {len(bad)} include(s) break the layer table (cmake/layers.txt)")
+        print(f"check_layers: {len(bad)} include(s) break the layer table (cmake/layers.txt) or close a cycle")
         return 1
-    print("check_layers: the include graph follows the layer table")
+    print("check_layers: the include graph follows the layer table; no include cycle inside a folder")
     return 0
 
 

@@ -67,7 +67,7 @@ struct BlockCoords {
   i64 b, h, bhk;         // batch (varlen: sequence), q head, (batch, kv head) pair
   i64 q_blocks, k_blocks, q_len_pad, kv_len_pad;  // of the batch entry (varlen: unused)
   i64 i0;                // first query row of the block (within its sequence)
-  // Where the block's data lie in the quantize stage's buffers (jit::QuantBuffers):
+  // Where the block's data lie in the quantize stage's buffers (kernels::QuantBuffers):
   i64 q_row_base;        // Q̂ / q_bad / q_kbias row of query row 0 of (b, h)
   i64 q_blk_base;        // q_scale block of query block 0 of (b, h)
   i64 k_blk_base;        // k_scale block (× BK: K̂ row) of KV tile 0 of (b, kv head)
@@ -242,7 +242,7 @@ __device__ __forceinline__ float mask_term(const char* row, i64 j, i64 stride_k)
   return mask_elem::term<MASK>(row, j, stride_k);
 }
 
-// ---- the block's inputs from the quantize stage (jit::QuantBuffers layout)
+// ---- the block's inputs from the quantize stage (kernels::QuantBuffers layout)
 // Q scale of a thread's rows: group warp·8 + g of the block (the quantize stage's per-thread
 // layout, the same for both families).
 __device__ __forceinline__ float q_scale(const AttentionParams& p, const BlockCoords& c, int warp, int g) {

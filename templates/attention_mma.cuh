@@ -25,7 +25,7 @@
 //    read in its natural (transposed, key-contiguous) layout. The store permutation is
 //    slot(key) = (key & ~15) | bit1<<3 | bit3<<2 | bit2<<1 | bit0 (the inverse of key_of), so
 //    ldmatrix reads 8 consecutive slots (pitch/16 odd: conflict-free).
-//  - Per-thread K scale groups (jit::quant_layout: group = (key%8)/2): the keys of thread t in a
+//  - Per-thread K scale groups (kernels::quant_layout: group = (key%8)/2): the keys of thread t in a
 //    tile j are (key%8) = 2·(j%2) + 4·(t%2) + e, i.e. group 2·(t%2) + (j%2): two K scales per
 //    thread and tile (even / odd n8 tiles) instead of one — the same products δq·δk, merely
 //    another assignment of keys to accumulator columns. The Q scale of a thread is group
@@ -33,7 +33,7 @@
 //  - P̂·V̂ accumulates per KV tile from zero (TWO_LEVEL) and is added into the fp32 O as
 //    O = O·a + R; without TWO_LEVEL the accumulator is O itself, rescaled by a before the tile.
 //  - FP16 P̃V (PV_FP16): V̂ has two bytes a code (its smem rows 2·BK + 16 bytes) and is stored
-//    with the keys of each 16-key group permuted (jit::QuantLayout::v_fp16: slot 2t + e holds key
+//    with the keys of each 16-key group permuted (kernels::QuantLayout::v_fp16: slot 2t + e holds key
 //    4t + e, slot 8 + 2t + e key 4t + 2 + e), so that the P fragment of a k16 step is the thread's
 //    own accumulators (attention_softmax.cuh pack_p, 8 registers) and the B fragment a plain ldmatrix of
 //    V̂ᵀ rows; each k32 chunk is two m16n8k16 steps, 32 bytes apart.
@@ -92,7 +92,7 @@ static_assert(SAGE2_MMA_SHAPE == (INT4 ? 0 : 1), "the preamble's quant layout mu
 static_assert(SAGE2_K_GROUPS == 4, "per-thread K group count");
 
 // The per-thread quantisation layout the quantize kernels used (preamble tables, derived by
-// jit::quant_layout) is the one this kernel reads: checked at compile time.
+// kernels::quant_layout) is the one this kernel reads: checked at compile time.
 static_assert(groups_match(sage2_q_group_table, [](int r) { return (r / RW) * 8 + r % 8; }),
               "Q scale groups differ from the mma.sync fragment rows");
 static_assert(groups_match(sage2_k_group_table, [](int k) { return (k % 8) / 2; }),

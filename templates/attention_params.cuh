@@ -1,10 +1,10 @@
 // Kernel parameters and shared-memory/register plan of the mma.sync attention family
 // (templates/attention_mma.cuh) and of the ΔS kernel (templates/delta_s.cuh). Plain C++: included
-// by the NVRTC-compiled device code AND by host code (jit/family_mma.cpp, jit/attention_shape.hpp), so the launch code
+// by the NVRTC-compiled device code AND by host code (kernels/family_mma.cpp, kernels/attention_shape.hpp), so the launch code
 // and the kernel derive the CTA size, the V-channel slicing and the shared-memory layout from the
 // same constexpr functions and cannot disagree.
 //
-// Buffers are those of jit::QuantBuffers (jit/quant_buffers.hpp); padded sizes (d_qk, row_bytes,
+// Buffers are those of kernels::QuantBuffers (kernels/quant_buffers.hpp); padded sizes (d_qk, row_bytes,
 // d_v, bq, bk) are compile-time constants of the kernel. All pointers into the quantize workspace
 // are 256-byte aligned (the runtime's layout), which the kernel relies on for 16-byte cp.async.
 //
@@ -68,7 +68,7 @@ constexpr AttnSmemLayout attn_smem_layout(int bq, int bk, int warps, int row_byt
 }
 
 struct AttentionParams {
-  // ---- quantize-stage buffers (jit::QuantBuffers layout)
+  // ---- quantize-stage buffers (kernels::QuantBuffers layout)
   const i8* q_codes;      // [B][Hq][q_len_pad][row_bytes]
   const float* q_scale;   // [B][Hq][q_blocks][q_groups]
   const float* q_kbias;   // [B][Hq][q_len_pad]            smooth_k (LSE only)

@@ -64,7 +64,7 @@ __device__ __forceinline__ void pack_p(const float (&x)[4 * KC][4], u32 (&pa)[KC
 // family's accumulator order). Step s of chunk kc reads n8 tiles j = 4kc + 2s and j + 1: registers
 // {row g: tile j, row g+8: tile j, row g: tile j+1, row g+8: tile j+1}, each the pair of the tile's
 // columns 2t, 2t+1 — so k slots 2t, 2t+1 hold keys 4t, 4t+1 and slots 8+2t, 9+2t keys 4t+2, 4t+3
-// of the step's 16 keys, the order FP16 V̂ is stored in (jit::QuantLayout::v_fp16).
+// of the step's 16 keys, the order FP16 V̂ is stored in (kernels::QuantLayout::v_fp16).
 template <int KC>
 __device__ __forceinline__ void pack_p(const float (&x)[4 * KC][4], u32 (&pa)[KC][8]) {
 #pragma unroll

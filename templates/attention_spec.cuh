@@ -44,7 +44,7 @@ constexpr float LN2 = 0.693147180559945309417f;
 static_assert(STAGES >= 1 && STAGES <= 4, "1..4 pipeline stages");
 static_assert(SAGE2_Q_GROUPS == WARPS * 8, "one Q scale group per (warp, row % 8)");
 
-// True when the preamble's per-thread group table (jit::quant_layout, what the quantize kernels
+// True when the preamble's per-thread group table (kernels::quant_layout, what the quantize kernels
 // used) equals the group the kernel's fragments read for each entry.
 template <int N, class F>
 constexpr bool groups_match(const int (&table)[N], F group_of) {

@@ -1,6 +1,6 @@
 // Kernel parameters and shared-memory plan of the direct (unquantized) small-Nq attention path
 // (templates/attention_decode.cuh: the split kernel and the merge kernel). Plain C++: included by
-// the NVRTC-compiled device code AND by the host (jit/decode.cpp), so the launch code and the
+// the NVRTC-compiled device code AND by the host (kernels/decode.cpp), so the launch code and the
 // kernel derive the CTA size, the warp roles and the shared-memory layout from the same constexpr
 // functions and cannot disagree.
 //

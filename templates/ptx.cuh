@@ -29,7 +29,7 @@ struct alignas(8) u32x2 {
 // ---------------------------------------------------------------------------------------------
 // Programmatic dependent launch (sm_90+; nothing on older archs, where the runtime never asks for
 // it). A kernel the runtime launches to overlap the end of the previous kernel on its stream
-// (jit::LaunchShape::overlap_previous) calls pdl_wait() before it touches any memory an earlier
+// (kernels::LaunchShape::overlap_previous) calls pdl_wait() before it touches any memory an earlier
 // kernel of the stream writes or reads (it returns at once after a plain launch);
 // pdl_launch_dependents() lets the next kernel's CTAs be scheduled once every CTA of this one
 // has run it (they then wait in their own pdl_wait()).

@@ -1,4 +1,4 @@
-// The float ops of the quantization contract (jit/quant_buffers.hpp) that more than one kernel
+// The float ops of the quantization contract (kernels/quant_buffers.hpp) that more than one kernel
 // performs: the quantize kernels (quantize.cuh) and the attention kernels that quantize Q
 // themselves (attention_wgmma.cuh with SAGE2_Q_IN_KERNEL). One definition, so that a Q group
 // quantized inside the attention kernel gets the codes and scale the quantize_q kernel gives it.

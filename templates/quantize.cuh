@@ -11,12 +11,12 @@
 // With SAGE2_VARLEN (ops 1-4) the grid of ops 2-4 covers packed blocks instead of (batch, block)
 // pairs and every item takes its sequence's lengths and positions from the table (SeqItem below),
 // which the first CTA of op 1 builds.
-// The numerics are the contract written in jit/quant_buffers.hpp; comments below say where the
+// The numerics are the contract written in kernels/quant_buffers.hpp; comments below say where the
 // kernel fixes an order the contract leaves open (sums). Non-finite inputs: every statistic reads
 // them as 0, their codes are 0, and the flags q_bad / k_first_bad / v_first_bad say where they
 // were (the attention epilogue poisons exactly the outputs that read them).
 //
-// Thread mapping (SAGE2_QZ_*, from jit::quantize_kernel_config; per item kind in the fused
+// Thread mapping (SAGE2_QZ_*, from kernels::quantize_kernel_config; per item kind in the fused
 // kernel, SAGE2_QZ_{S,Q,K,V}_*): a token row is covered by TPR
 // consecutive threads (power of two <= 32: one warp holds a row's threads), thread `lane_r` of a
 // row handles the 8-channel chunks j = lane_r + k*TPR (k < CPT, j < CHUNKS). Rows of a CTA are
@@ -172,7 +172,7 @@ __device__ __forceinline__ void red_min_shared_s32(u32 smem, i32 v) {
   asm volatile("red.shared.min.s32 [%0], %1;" ::"r"(smem), "r"(v) : "memory");
 }
 
-// Grid (jit::quantize_launch_shape): blockIdx.x = block of tokens within one (batch, head)
+// Grid (kernels::quantize_launch_shape): blockIdx.x = block of tokens within one (batch, head)
 // sequence (channel_stats: 0 = K, 1 = V); (batch, head) pairs are numbered
 // bh = blockIdx.z * gridDim.y + blockIdx.y (folded into z when there are more than 65535), and
 // surplus CTAs exit. bh < 2^32 by construction, so (b, h) come from 32-bit divisions (64-bit
@@ -236,7 +236,7 @@ __device__ __forceinline__ SeqItem dense_v_item(const QuantizeParams& p, i64 b, 
 // Channel statistics of rows [n0, n1) of one (batch, kv head) of K or V, per channel:
 // sum, min, max and the first non-finite row. Each thread walks its rows n = n0 + slot + i*RPP in
 // increasing n and keeps per-channel sums from 0.f; the RPP slot values are then combined left to
-// right from slot 0's (jit/quant_buffers.hpp: the sum-order formula, with P = RPP). Non-finite
+// right from slot 0's (kernels/quant_buffers.hpp: the sum-order formula, with P = RPP). Non-finite
 // inputs count as 0 (min/max then never see NaN). Used by sage2_channel_stats (one range = the
 // whole sequence) and by the fused kernel's statistics chunks (T tokens each).
 
@@ -738,7 +738,7 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, i
 //  (NaN-propagating max); scale = amax/448; inv = finite positive amax ? 448/amax : 0;
 //  code = e4m3_rn_satfinite((float(V) - μ) * inv) (0 for a non-finite V: its statistics were
 //  taken as 0 by channel_stats), stored transposed [c][slot] (slot = the consumer's key order within
-//  each 16-key group, jit::QuantLayout::v_slot) through shared
+//  each 16-key group, kernels::QuantLayout::v_slot) through shared
 //  memory so that each channel's ROWS bytes leave as 16-byte stores (one thread per channel).
 //  Tile 0 writes v_scale and v_mean (v_mean = μ, 0 when !smooth_v; padded channels 0).
 //  SAGE2_PV_FP16 (FP16 P̃V): scale = δ = 2^max(0, e − 15) for amax = f·2^e, f ∈ [0.5, 1) (1 unless
@@ -929,7 +929,7 @@ struct MaxOf {
 };
 // One channel's statistics from `n` partials (sum, min, max, first-bad as i32 bits), partial i's
 // statistic s read by load(i, s): sums left to right from partial 0's (the order of
-// jit/quant_buffers.hpp), min/max/first-bad order-free. UB partials' loads are in flight at once
+// kernels/quant_buffers.hpp), min/max/first-bad order-free. UB partials' loads are in flight at once
 // (latency, not order).
 template <class Load>
 __device__ __forceinline__ void combine_partials(u32 n, Load&& load, float& sum, float& mn, float& mx, i32& fb) {
@@ -1101,13 +1101,13 @@ __device__ __forceinline__ void quantize_fused(const QuantizeParams& p) {
 // ---------------------------------------------------------------------------------------------
 // The cluster stage (SAGE2_QUANT_OP 6, sm_90): the whole quantize stage in one launch with no
 // device counters, no waiting on other CTAs' flags and no memset. One thread-block cluster of C
-// CTAs (C = %cluster_nctarank, set at launch: jit::quantize_cluster_plan) per group g = (batch,
+// CTAs (C = %cluster_nctarank, set at launch: kernels::quantize_cluster_plan) per group g = (batch,
 // kv head); rank r owns tokens [r·T, (r+1)·T) (T = p.cluster_chunk, a multiple of BK):
 //  1. K and V statistics of its tokens (stats_rows: the fused stage's chunk sums with T tokens
 //     per chunk), into its own shared memory;
 //  2. cluster barrier; every rank reduces the C partials in rank order (sum left to right from
 //     rank 0's, so every rank holds the same bits and the CPU reference follows the formula of
-//     jit/quant_buffers.hpp with chunks of T); rank 0 writes k_stats / v_stats / first-bad flags;
+//     kernels/quant_buffers.hpp with chunks of T); rank 0 writes k_stats / v_stats / first-bad flags;
 //  3. cluster barrier (the partials may then be overwritten); the K blocks and V tiles of its
 //     tokens (their rows are re-read: L2 hits, the same CTA read them in step 1) and every C-th
 //     Q block of the group's q heads, all with the statistics from its own shared memory.
@@ -1303,8 +1303,8 @@ __device__ __forceinline__ void mask_tiles(const QuantizeParams& p) {
 
 
 // ---------------------------------------------------------------------------------------------
-// Entry points (names = jit::KernelSpec::entry_name()). Split path: (b, h, block) from the grid
-// (jit::quantize_launch_shape); surplus CTAs exit.
+// Entry points (names = kernels::KernelSpec::entry_name()). Split path: (b, h, block) from the grid
+// (kernels::quantize_launch_shape); surplus CTAs exit.
 
 #if SAGE2_QUANT_OP == 1
 extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, SAGE2_QZ_MIN_CTAS) sage2_channel_stats(sage2::dev::QuantizeParams p) {

@@ -1,11 +1,11 @@
 // Kernel parameters of the quantize family (templates/quantize.cuh). Plain C++: included by
-// NVRTC-compiled device code AND by host code (jit/launch_shape.hpp), so both sides share this
+// NVRTC-compiled device code AND by host code (kernels/quantize_shape.hpp), so both sides share this
 // one definition. Every entry of the family (sage2_channel_stats, sage2_quantize_q,
 // sage2_quantize_k, sage2_quantize_v, sage2_quantize_fused) takes one QuantizeParams by value.
 // The fused entry's work-item order (QuantizeSchedule below) is defined here too, once, for the
 // kernel and for the host (launch shape, tests).
 //
-// Shapes and buffer layouts are those of jit::QuantBuffers (jit/quant_buffers.hpp); the padded
+// Shapes and buffer layouts are those of kernels::QuantBuffers (kernels/quant_buffers.hpp); the padded
 // sizes (d_qk, row_bytes, d_v, bq, bk, the group tables) are compile-time constants of the
 // kernel, the runtime sizes below are the only dynamic ones. The block counts and padded lengths
 // are derived inside the kernels (ceil(len / tile)) — they are not passed.
@@ -40,7 +40,7 @@ struct QuantizeParams {
   i64 q_len;   // >= 1
   i64 kv_len;  // >= 1
 
-  // ---- outputs (jit::QuantBuffers; element types as listed there)
+  // ---- outputs (kernels::QuantBuffers; element types as listed there)
   i8* q_codes;     // [B][Hq][q_len_pad][row_bytes]      int8, or int4 packed two per byte
   float* q_scale;  // [B][Hq][q_blocks][q_groups]
   float* q_mean;   // [B][Hq][q_blocks][d_qk]            smooth_q only
@@ -54,17 +54,17 @@ struct QuantizeParams {
   float* v_mean;   // [B][Hkv][d_v]                      zeros when !smooth_v
   float* v_stats;  // [B][Hkv][3][d_v]                   sum, min, max
 
-  // ---- non-finite input flags (appended; see jit/quant_buffers.hpp)
+  // ---- non-finite input flags (appended; see kernels/quant_buffers.hpp)
   u8* q_bad;         // [B][Hq][q_len_pad]   1: Q row has a NaN/Inf (quantize_q; padded rows 0)
   i32* k_first_bad;  // [B][Hkv]             first key with a NaN/Inf, INT32_MAX if none (stats)
   i32* v_first_bad;  // [B][Hkv][d_v]        per channel: first key with a NaN/Inf (stats)
 
-  // ---- fused stage only (appended; jit/quant_buffers.hpp stats_part / sync)
+  // ---- fused stage only (appended; kernels/quant_buffers.hpp stats_part / sync)
   float* stats_part;  // [B][Hkv][2 (K,V)][stats_chunks][4][d_v]: sum, min, max, first-bad (i32 bits)
   u32* sync;          // [1 + 4·B·Hkv]: work ticket, arrivals per (group, K|V), ready flags; zero at launch
   i64 sched_lag;      // QuantizeSchedule::lag (groups of statistics ahead of the work that needs them)
 
-  // ---- cluster stage only (appended; jit::quantize_cluster_plan)
+  // ---- cluster stage only (appended; kernels::quantize_cluster_plan)
   i64 cluster_chunk;  // tokens per CTA of a cluster (a multiple of bk)
 
   // ---- variable-length calls only (appended; SAGE2_VARLEN, templates/seq_table.cuh). batch =
@@ -75,7 +75,7 @@ struct QuantizeParams {
   SeqEntry* seqs;       // [batch]            written by the first CTA of sage2_channel_stats
   i32* q_map;           // [q_map_len]        sequence of each packed Q block (kNoSeq: none)
   i32* k_map;           // [k_map_len]
-  i64 q_map_len, k_map_len;  // packed blocks per head (jit::QuantBuffers q_blocks / k_blocks)
+  i64 q_map_len, k_map_len;  // packed blocks per head (kernels::QuantBuffers q_blocks / k_blocks)
   i64 total_q, total_k;      // packed: the tensors' token counts
   // Invalid arrays: the table's CTA writes NaN to out [out_batch, q_heads, out_seq, head_dim]
   // (element strides, input dtype) and to lse[0, lse_count).

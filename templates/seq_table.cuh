@@ -2,7 +2,7 @@
 // device by the first CTA of sage2_channel_stats (templates/quantize.cuh) from the caller's cu_seqlens / kv_lens and
 // read by every later kernel of the call. Plain C++: included by device and host code.
 //
-// Layout of the quantize workspace in a varlen call (jit/quant_buffers.hpp): every per-token and
+// Layout of the quantize workspace in a varlen call (kernels/quant_buffers.hpp): every per-token and
 // per-block buffer is laid out as ONE packed sequence per head, [H][blocks bound][...], where
 // sequence s owns the blocks [q_blk, q_blk + ceil(q_len / bq)) (K/V likewise with bk). Blocks
 // never straddle two sequences, so every quantization group, like every KV tile, belongs to one
@@ -24,7 +24,7 @@ struct SeqEntry {
 static_assert(sizeof(SeqEntry) == 32, "SeqEntry is 32 bytes (one load of two 16-byte vectors)");
 
 // The block maps hold the sequence of each packed block, or kNoSeq for blocks past the last
-// sequence's (the launch covers the bound, jit::QuantBuffers::q_blocks / k_blocks).
+// sequence's (the launch covers the bound, kernels::QuantBuffers::q_blocks / k_blocks).
 constexpr i32 kNoSeq = -1;
 
 }  // namespace dev

@@ -40,7 +40,7 @@
 #include "autotune/timing.hpp"
 #include "plan/tuning_db.hpp"
 #include "cache/disk_cache.hpp"
-#include "jit/attention_family.hpp"
+#include "kernels/attention_family.hpp"
 #include "jit/compiler.hpp"
 #include "base/config.hpp"
 #include "runtime/context_impl.hpp"
@@ -153,18 +153,18 @@ struct UsageError {
 struct Options {
   bool help = false;
   int device = 0;
-  std::optional<jit::Arch> arch;  // the first of archs
-  std::vector<jit::Arch> archs;   // --arch LIST
+  std::optional<kernels::Arch> arch;  // the first of archs
+  std::vector<kernels::Arch> archs;   // --arch LIST
   bool compile_only = false;
   std::vector<int> head_dims = {64, 96, 128};
   std::vector<DType> dtypes = {DType::F16, DType::BF16};
   std::vector<CausalMode> causal = {CausalMode::None, CausalMode::TopLeft};
   std::vector<int> bits = {0};  // 0 = auto
   std::vector<PvPrecision> pv = {PvPrecision::Auto};
-  std::vector<std::optional<jit::KernelFamily>> families = {std::nullopt};  // nullopt = auto
+  std::vector<std::optional<kernels::KernelFamily>> families = {std::nullopt};  // nullopt = auto
   Toggle smooth_q = Toggle::Auto;
   bool smooth_v = false;
-  std::vector<jit::TileConfig> tiles;
+  std::vector<kernels::TileConfig> tiles;
   bool with_lse = false;
   std::vector<std::int64_t> seq_lens = {1024, 4096, 16384};
   std::int64_t batch = 0;  // 0: by length
@@ -251,9 +251,9 @@ Options parse(int argc, char** argv) {
     if (name == "-h" || name == "--help") { flag(); o.help = true; }
     else if (name == "--device") o.device = static_cast<int>(parse_int(name, val(), 0, 1 << 20));
     else if (name == "--arch") {
-      o.archs = parse_list<jit::Arch>(name, val(), [&](const std::string& a) {
+      o.archs = parse_list<kernels::Arch>(name, val(), [&](const std::string& a) {
         try {
-          return jit::parse_arch(a);
+          return kernels::parse_arch(a);
         } catch (const Error& e) {
           throw UsageError{"--arch: " + std::string(e.what())};
         }
@@ -300,8 +300,8 @@ Options parse(int argc, char** argv) {
     }
     else if (name == "--smooth-v") { flag(); o.smooth_v = true; }
     else if (name == "--tiles")
-      o.tiles = parse_list<jit::TileConfig>(name, val(), [&](const std::string& s) {
-        auto t = autotune::parse_tile(s);
+      o.tiles = parse_list<kernels::TileConfig>(name, val(), [&](const std::string& s) {
+        auto t = plan::parse_tile(s);
         if (!t) throw UsageError{name + ": '" + s + "' is not BQxBKxWARPSxSTAGES (e.g. 64x64x4x2)"};
         return *t;
       });
@@ -331,7 +331,7 @@ Options parse(int argc, char** argv) {
       o.families.clear();
       for (const auto& f : split(val())) {
         if (f == "auto") { o.families.push_back(std::nullopt); continue; }
-        const auto fam = jit::parse_attention_family(f);
+        const auto fam = kernels::parse_attention_family(f);
         if (!fam) throw UsageError{"--family: '" + f + "' is not auto, mma or wgmma"};
         o.families.push_back(fam);
       }
@@ -352,21 +352,21 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-std::vector<autotune::Specialisation> specialisations(const Options& o, jit::Arch arch) {
-  std::vector<autotune::Specialisation> v;
+std::vector<plan::Specialisation> specialisations(const Options& o, kernels::Arch arch) {
+  std::vector<plan::Specialisation> v;
   for (int hd : o.head_dims)
     for (CausalMode c : o.causal)
       for (DType dt : o.dtypes)
         for (int bits : o.bits)
           for (PvPrecision pv : o.pv)
           for (const auto& fam : o.families) {
-            autotune::Specialisation s = autotune::Specialisation::defaults(arch, hd, c, dt);
+            plan::Specialisation s = plan::Specialisation::defaults(arch, hd, c, dt);
             if (bits) s.qk_bits = bits;
             if (pv != PvPrecision::Auto) s.pv_fp16 = pv == PvPrecision::Fp16;
             s.smooth_q = o.smooth_q == Toggle::Auto ? s.qk_bits == 4 : o.smooth_q == Toggle::On;
             s.smooth_v = o.smooth_v;
-            s.family = fam.value_or(jit::default_attention_family(arch, s.qk_bits, hd, s.pv_fp16));
-            if (!jit::family_runs(jit::attention_family(*s.family), arch, s.qk_bits, hd, s.pv_fp16))
+            s.family = fam.value_or(kernels::default_attention_family(arch, s.qk_bits, hd, s.pv_fp16));
+            if (!kernels::family_runs(kernels::attention_family(*s.family), arch, s.qk_bits, hd, s.pv_fp16))
               continue;  // nothing runs it: a forced family without the kernel (wgmma: 8-bit FP8, sm_90a,
                          // hd <= 256), INT4 on Blackwell, FP8 P̃V on Ampere
             if (std::find(v.begin(), v.end(), s) != v.end()) continue;  // auto may equal an explicit family
@@ -455,13 +455,13 @@ bool g_verbose = false;
 // Library messages go through the progress printer so they do not tear the bar. The per-kernel
 // "spills registers" warnings of the compiler are expected here (rejecting spilling candidates
 // is the point) and are reported in the candidate list instead, unless --verbose.
-void log_sink(log::Level level, const std::string& m) {
-  if (static_cast<int>(level) > static_cast<int>(log::current_level())) return;
-  if (!g_verbose && level == log::Level::Warn && m.rfind("kernel ", 0) == 0 &&
+void log_sink(base::log::Level level, const std::string& m) {
+  if (static_cast<int>(level) > static_cast<int>(base::log::current_level())) return;
+  if (!g_verbose && level == base::log::Level::Warn && m.rfind("kernel ", 0) == 0 &&
       m.find(" spills registers") != std::string::npos)
     return;
-  const char* tag = level == log::Level::Error ? "error" : level == log::Level::Warn ? "warning" :
-                    level == log::Level::Info ? "info" : "debug";
+  const char* tag = level == base::log::Level::Error ? "error" : level == base::log::Level::Warn ? "warning" :
+                    level == base::log::Level::Info ? "info" : "debug";
   const std::string line = std::string("sage2 ") + tag + ": " + m;
   if (g_progress) g_progress->message(line);
   else std::fprintf(stderr, "%s\n", line.c_str());
@@ -487,7 +487,7 @@ json facts_json(const jit::PtxasFacts& f) {
 
 json plan_json(const autotune::SpecialisationPlan& p) {
   json j = {{"name", p.spec.str()},
-            {"family", p.spec.family ? json(jit::family_name(*p.spec.family)) : json("auto")},
+            {"family", p.spec.family ? json(kernels::family_name(*p.spec.family)) : json("auto")},
             {"head_dim", p.spec.head_dim},
             {"causal", causal_mode_name(p.spec.causal)},
             {"dtype", dtype_name(p.spec.dtype)},
@@ -497,7 +497,7 @@ json plan_json(const autotune::SpecialisationPlan& p) {
             {"smooth_v", p.spec.smooth_v},
             {"return_lse", p.spec.return_lse},
             {"pv", p.spec.pv_fp16 ? "fp16" : "fp8"},
-            {"heuristic", p.has_heuristic ? json(autotune::tile_str(p.heuristic)) : json(nullptr)},
+            {"heuristic", p.has_heuristic ? json(plan::tile_str(p.heuristic)) : json(nullptr)},
             {"ok", p.count(autotune::CandidateState::Ok)},
             {"rejected", p.count(autotune::CandidateState::Rejected)},
             {"compile_errors", p.count(autotune::CandidateState::CompileError)},
@@ -505,7 +505,7 @@ json plan_json(const autotune::SpecialisationPlan& p) {
             {"candidates", json::array()}};
   if (!p.has_heuristic) j["heuristic_problem"] = p.heuristic_problem;
   for (const auto& c : p.candidates) {
-    json cj = {{"tile", autotune::tile_str(c.tile)},
+    json cj = {{"tile", plan::tile_str(c.tile)},
                {"state", autotune::candidate_state_name(c.state)},
                {"heuristic", c.heuristic}};
     if (!c.reason.empty()) cj["reason"] = c.reason;
@@ -527,12 +527,12 @@ void print_plans(const std::vector<autotune::SpecialisationPlan>& plans, bool ve
     std::printf("%-30s %6zu %4zu %8zu %6zu  %s\n", p.spec.str().c_str(), p.candidates.size(),
                 p.count(autotune::CandidateState::Ok), p.count(autotune::CandidateState::Rejected),
                 p.count(autotune::CandidateState::CompileError),
-                p.has_heuristic ? autotune::tile_str(p.heuristic).c_str() : p.heuristic_problem.c_str());
+                p.has_heuristic ? plan::tile_str(p.heuristic).c_str() : p.heuristic_problem.c_str());
     if (!verbose) continue;
     for (const auto& c : p.candidates) {
       std::string extra;
       if (c.attention_built) extra = " regs " + std::to_string(c.facts.registers);
-      std::printf("    %-18s %-13s%s%s%s\n", autotune::tile_str(c.tile).c_str(), autotune::candidate_state_name(c.state),
+      std::printf("    %-18s %-13s%s%s%s\n", plan::tile_str(c.tile).c_str(), autotune::candidate_state_name(c.state),
                   c.heuristic ? " (heuristic)" : "", extra.c_str(), c.reason.empty() ? "" : ("  " + c.reason).c_str());
     }
   }
@@ -554,7 +554,7 @@ Progress::Mode progress_mode(const Options& o) {
   return tty ? Progress::Bar : Progress::Off;
 }
 
-autotune::PrepareOptions prepare_options(const Options& o, jit::Arch arch, int smem, Progress& progress,
+autotune::PrepareOptions prepare_options(const Options& o, kernels::Arch arch, int smem, Progress& progress,
                                          bool ptx = false) {
   autotune::PrepareOptions po;
   po.arch = arch;
@@ -587,7 +587,7 @@ bool emit_report(const Options& o, const json& j) {
 }
 
 // ---- --compile-only --------------------------------------------------------------------------
-int compile_only_arch(const Options& o, jit::Arch arch, Progress& progress, json* report);
+int compile_only_arch(const Options& o, kernels::Arch arch, Progress& progress, json* report);
 
 // One arch: its report as before; several: one report {"mode", "archs", "reports": [one per
 // arch], "exit_code"} and the tables one after the other. The exit code is the worst.
@@ -598,10 +598,10 @@ int run_compile_only(const Options& o, Progress& progress) {
   const bool collect = o.json || !o.report.empty();
   json all = {{"mode", "compile-only"}, {"archs", json::array()}, {"reports", json::array()}};
   int rc = kExitOk;
-  for (jit::Arch arch : o.archs) {
+  for (kernels::Arch arch : o.archs) {
     json r;
     const int arc = compile_only_arch(one, arch, progress, collect ? &r : nullptr);
-    all["archs"].push_back(jit::arch_name(arch));
+    all["archs"].push_back(kernels::arch_name(arch));
     all["reports"].push_back(r);
     if (arc != kExitOk && (rc == kExitOk || arc > rc)) rc = arc;
     if (g_stop.load()) break;
@@ -612,9 +612,9 @@ int run_compile_only(const Options& o, Progress& progress) {
 }
 
 // `report`: where to put the JSON report instead of emitting it (several archs).
-int compile_only_arch(const Options& o, jit::Arch arch, Progress& progress, json* report) {
-  const int smem = o.max_smem ? o.max_smem : autotune::default_max_smem_optin(arch);
-  const std::string dir = o.cache_dir.empty() ? config::cache_config().cache_dir : o.cache_dir;
+int compile_only_arch(const Options& o, kernels::Arch arch, Progress& progress, json* report) {
+  const int smem = o.max_smem ? o.max_smem : plan::default_max_smem_optin(arch);
+  const std::string dir = o.cache_dir.empty() ? base::config::cache_config().cache_dir : o.cache_dir;
   if (jit::nvrtc_version().first == 0) {
     std::fprintf(stderr, "sage2-autotune: NVRTC cannot be loaded; nothing can be compiled (set SAGE2_LIBNVRTC)\n");
     return kExitFailed;
@@ -632,11 +632,11 @@ int compile_only_arch(const Options& o, jit::Arch arch, Progress& progress, json
   if (interrupted) rc = interrupted_exit_code();
   if (o.json || !o.report.empty() || report) {
     json j = {{"mode", "compile-only"},
-              {"arch", jit::arch_name(arch)},
+              {"arch", kernels::arch_name(arch)},
               {"max_smem_optin", smem},
               {"cache_dir", dir},
-              {"versions", {{"library", autotune::library_version()}, {"nvrtc", nvrtc_string()},
-                            {"code", autotune::current_code_version()}}},
+              {"versions", {{"library", plan::library_version()}, {"nvrtc", nvrtc_string()},
+                            {"code", plan::current_code_version()}}},
               {"specialisations", json::array()},
               {"kernels", stats_json(stats)},
               {"interrupted", interrupted},
@@ -648,7 +648,7 @@ int compile_only_arch(const Options& o, jit::Arch arch, Progress& progress, json
       rc = kExitFailed;
   }
   if (!o.json) {
-    std::printf("sage2-autotune: compile-only for %s (opt-in shared memory %d bytes) into %s\n", jit::arch_name(arch),
+    std::printf("sage2-autotune: compile-only for %s (opt-in shared memory %d bytes) into %s\n", kernels::arch_name(arch),
                 smem, dir.c_str());
     print_plans(plans, o.verbose);
     print_stats(stats);
@@ -666,7 +666,7 @@ struct Timed {
 struct Outcome {
   const autotune::SpecialisationPlan* plan = nullptr;
   autotune::TimingProblem problem;
-  autotune::TuningKey key;
+  plan::TuningKey key;
   std::vector<Timed> timed;
   std::optional<std::size_t> best, heuristic;  // indices into timed
   bool complete = false, written = false;
@@ -674,7 +674,7 @@ struct Outcome {
 };
 
 json timing_json(const Timed& t) {
-  json j = {{"tile", autotune::tile_str(t.c->tile)}, {"ok", t.r.ok}, {"ms", t.r.ms}, {"tops", t.r.tops},
+  json j = {{"tile", plan::tile_str(t.c->tile)}, {"ok", t.r.ok}, {"ms", t.r.ms}, {"tops", t.r.tops},
             {"reps", t.r.reps}, {"stopped_early", t.r.stopped_early}, {"heuristic", t.c->heuristic},
             {"eligible", t.c->state == autotune::CandidateState::Ok}};
   if (!std::isnan(t.r.agreement)) j["agreement"] = t.r.agreement;
@@ -683,9 +683,9 @@ json timing_json(const Timed& t) {
 }
 
 int run_tune(const Options& o, Progress& progress) {
-  if (!driver::available()) {
+  if (!base::driver::available()) {
     std::fprintf(stderr, "sage2-autotune: %s\n(--arch ARCH --compile-only fills the cache without a GPU)\n",
-                 driver::unavailable_reason().c_str());
+                 base::driver::unavailable_reason().c_str());
     return kExitNoDriver;
   }
   const int count = runtime::device_count();
@@ -699,10 +699,10 @@ int run_tune(const Options& o, Progress& progress) {
                  facts.cc_string().c_str(), facts.target_note.c_str());
     return kExitNoGpu;
   }
-  const jit::Arch arch = *facts.arch;
+  const kernels::Arch arch = *facts.arch;
   if (o.arch && *o.arch != arch) {
     std::fprintf(stderr, "sage2-autotune: --arch %s but device %d is %s (use --compile-only to compile for another arch)\n",
-                 jit::arch_name(*o.arch), o.device, jit::arch_name(arch));
+                 kernels::arch_name(*o.arch), o.device, kernels::arch_name(arch));
     return kExitUsage;
   }
   ContextOptions copt;
@@ -713,7 +713,7 @@ int run_tune(const Options& o, Progress& progress) {
   const bool disk = !ctx.cache_dir().empty();
   const cache::DiskCache cache(dir, !disk);
   const bool write_db = disk && !o.no_db;
-  const std::string db_file = autotune::db_path(dir, facts.name, arch);
+  const std::string db_file = plan::db_path(dir, facts.name, arch);
   if (!disk)
     progress.message("sage2-autotune: the disk cache is disabled (SAGE2_DISABLE_DISK_CACHE): kernels stay in memory "
                      "and no tuning database is written");
@@ -751,13 +751,13 @@ int run_tune(const Options& o, Progress& progress) {
       total_w += static_cast<double>(n) * autotune::attention_ops(out.problem, p.spec.head_dim, false);
     }
   }
-  autotune::DbInfo info;
+  plan::DbInfo info;
   info.device_name = facts.name;
   info.arch = arch;
   info.sm_count = facts.sm_count;
   info.driver_version = versions.driver_version;
   info.nvrtc_version = nvrtc_string();
-  info.library_version = autotune::library_version();
+  info.library_version = plan::library_version();
   std::vector<std::string> db_errors;
   std::size_t written = 0, failures = 0;
   bool gpu_failed = false;
@@ -782,7 +782,7 @@ int run_tune(const Options& o, Progress& progress) {
         continue;
       }
     }
-    std::vector<jit::KernelSpec> specs_of;
+    std::vector<kernels::KernelSpec> specs_of;
     for (const auto* c : list) specs_of.push_back(c->spec);
     try {
       autotune::TimingBench bench(impl, p.spec, out.problem, specs_of, topt);
@@ -791,7 +791,7 @@ int run_tune(const Options& o, Progress& progress) {
         note_interrupt_once();
         if (g_stop.load()) break;
         progress.update(step, total_steps, done_w, total_w,
-                        p.spec.str() + " N=" + std::to_string(out.problem.q_len) + " " + autotune::tile_str(c->tile));
+                        p.spec.str() + " N=" + std::to_string(out.problem.q_len) + " " + plan::tile_str(c->tile));
         Timed t{c, bench.time(c->spec, best_ms, c->heuristic)};
         ++step;
         done_w += w;
@@ -826,7 +826,7 @@ int run_tune(const Options& o, Progress& progress) {
       continue;
     }
     if (!write_db) continue;
-    autotune::TuningEntry e;
+    plan::TuningEntry e;
     const Timed& b = out.timed[*out.best];
     e.key = out.key;
     e.tile = b.c->tile;
@@ -844,13 +844,13 @@ int run_tune(const Options& o, Progress& progress) {
     e.kv_len = out.problem.kv_len;
     e.timed = static_cast<int>(out.timed.size());
     e.rejected = static_cast<int>(p.candidates.size()) - static_cast<int>(list.size());
-    e.code_version = autotune::current_code_version();
+    e.code_version = plan::current_code_version();
     e.driver_version = versions.driver_version;
     e.nvrtc_version = info.nvrtc_version;
     e.tuned_unix = std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch()).count();
     info.updated_unix = e.tuned_unix;
-    const autotune::DbWriteResult wr = autotune::merge_into_db(db_file, info, {e});
+    const plan::DbWriteResult wr = plan::merge_into_db(db_file, info, {e});
     if (wr.ok) {
       out.written = true;
       ++written;
@@ -874,12 +874,12 @@ int run_tune(const Options& o, Progress& progress) {
   };
   if (o.json || !o.report.empty()) {
     json j = {{"mode", "tune"},
-              {"arch", jit::arch_name(arch)},
+              {"arch", kernels::arch_name(arch)},
               {"device", {{"ordinal", o.device}, {"name", facts.name}, {"cc", facts.cc_string()},
                           {"sm_count", facts.sm_count}, {"max_smem_optin", facts.max_shared_per_block_optin},
                           {"l2_bytes", facts.l2_bytes}}},
-              {"versions", {{"library", autotune::library_version()}, {"nvrtc", info.nvrtc_version},
-                            {"driver", versions.driver_version}, {"code", autotune::current_code_version()}}},
+              {"versions", {{"library", plan::library_version()}, {"nvrtc", info.nvrtc_version},
+                            {"driver", versions.driver_version}, {"code", plan::current_code_version()}}},
               {"cache_dir", disk ? json(dir) : json(nullptr)},
               {"database", {{"path", write_db ? json(db_file) : json(nullptr)}, {"written", written},
                             {"errors", db_errors}}},
@@ -915,7 +915,7 @@ int run_tune(const Options& o, Progress& progress) {
   }
 
   std::printf("sage2-autotune: %s (%s, %d SMs), driver %d.%d, NVRTC %s, sage2 %s\n", facts.name.c_str(),
-              jit::arch_name(arch), facts.sm_count, versions.driver_version / 1000, versions.driver_version % 1000 / 10,
+              kernels::arch_name(arch), facts.sm_count, versions.driver_version / 1000, versions.driver_version % 1000 / 10,
               info.nvrtc_version.c_str(), info.library_version.c_str());
   if (o.verbose) print_plans(plans, true);
   print_stats(stats);
@@ -929,16 +929,16 @@ int run_tune(const Options& o, Progress& progress) {
     std::string best = "-", best_tops = "-", heur = "-", heur_tops = "-", gain = "-";
     char b[32];
     if (out.best) {
-      best = autotune::tile_str(out.timed[*out.best].c->tile);
+      best = plan::tile_str(out.timed[*out.best].c->tile);
       std::snprintf(b, sizeof b, "%.1f", out.timed[*out.best].r.tops);
       best_tops = b;
     }
     if (out.heuristic) {
-      heur = autotune::tile_str(out.timed[*out.heuristic].c->tile);
+      heur = plan::tile_str(out.timed[*out.heuristic].c->tile);
       std::snprintf(b, sizeof b, "%.1f", out.timed[*out.heuristic].r.tops);
       heur_tops = b;
     } else if (out.plan->has_heuristic) {
-      heur = autotune::tile_str(out.plan->heuristic);
+      heur = plan::tile_str(out.plan->heuristic);
     }
     if (auto g = gain_of(out)) {
       std::snprintf(b, sizeof b, "%+.1f%%", *g * 100);
@@ -975,7 +975,7 @@ int main(int argc, char** argv) {
   g_verbose = o.verbose;
   Progress progress(progress_mode(o));
   g_progress = &progress;
-  log::set_sink(&log_sink);
+  base::log::set_sink(&log_sink);
   int rc;
   try {
     rc = o.compile_only ? run_compile_only(o, progress) : run_tune(o, progress);
@@ -989,7 +989,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "sage2-autotune: %s\n", e.what());
     rc = kExitFailed;
   }
-  log::set_sink(nullptr);
+  base::log::set_sink(nullptr);
   g_progress = nullptr;
   return rc;
 }

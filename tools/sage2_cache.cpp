@@ -175,7 +175,7 @@ void check_options(const Args& a, std::initializer_list<const char*> allowed, st
 
 int run(const Args& a) {
   using sage2::cache::DiskCache;
-  const std::string dir = a.dir.empty() ? sage2::config::cache_config().cache_dir : a.dir;
+  const std::string dir = a.dir.empty() ? sage2::base::config::cache_config().cache_dir : a.dir;
   const DiskCache cache(dir, /*disabled=*/false);  // the tool manages the directory regardless
 
   if (a.command == "list") {

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "cache/disk_cache.hpp"
-#include "jit/attention_family.hpp"
+#include "kernels/attention_family.hpp"
 #include "jit/nvrtc_library.hpp"
 #include "runtime/device.hpp"
 #include "sage2/sage2.hpp"
@@ -22,9 +22,9 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (!std::strcmp(argv[i], "--archs")) {
-      for (const auto& a : sage2::jit::arch_table())
+      for (const auto& a : sage2::kernels::arch_table())
         std::printf("%-7s cc %-5s %-38s %s\n", a.name, (std::to_string(a.cc / 10) + "." + std::to_string(a.cc % 10)).c_str(),
-                    a.gpus, sage2::jit::arch_path(a.arch).c_str());
+                    a.gpus, sage2::kernels::arch_path(a.arch).c_str());
       std::printf("newer compute capabilities: PTX of the newest arch above they run, JIT-compiled by the driver; "
                   "older than 8.0: unsupported\n");
       return 0;
@@ -54,8 +54,8 @@ int main(int argc, char** argv) {
     for (const auto& e : cache.list()) (e.valid ? n : bad)++;
     std::printf("disk cache: %s (%zu entries, %zu invalid)\n", cache.dir().c_str(), n, bad);
   }
-  if (!sage2::driver::available()) {
-    std::printf("driver: %s\n", sage2::driver::unavailable_reason().c_str());
+  if (!sage2::base::driver::available()) {
+    std::printf("driver: %s\n", sage2::base::driver::unavailable_reason().c_str());
     return 3;
   }
   std::printf("driver: CUDA %d.%d\n", v.driver_version / 1000, (v.driver_version % 1000) / 10);
@@ -65,8 +65,8 @@ int main(int argc, char** argv) {
     const auto f = sage2::runtime::device_facts(d);
     std::printf("device %d: %s, %s, %d SMs, %.1f GiB, %d KiB smem/block opt-in -> %s%s\n", d, f.name.c_str(),
                 f.cc_string().c_str(), f.sm_count, f.total_memory / 1073741824.0, f.max_shared_per_block_optin / 1024,
-                f.arch ? sage2::jit::arch_name(*f.arch) : "unsupported", f.arch && f.ptx ? " (PTX, driver JIT)" : "");
-    if (f.arch) std::printf("  path: %s\n", sage2::jit::arch_path(*f.arch).c_str());
+                f.arch ? sage2::kernels::arch_name(*f.arch) : "unsupported", f.arch && f.ptx ? " (PTX, driver JIT)" : "");
+    if (f.arch) std::printf("  path: %s\n", sage2::kernels::arch_path(*f.arch).c_str());
     if (!f.target_note.empty()) std::printf("  %s: %s\n", f.arch ? "note" : "why", f.target_note.c_str());
     supported += f.arch ? 1 : 0;
   }

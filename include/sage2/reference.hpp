@@ -4,7 +4,7 @@
 //  1. exact attention in double precision (the ground truth every accuracy number is measured
 //     against);
 //  2. the reference of the GPU *quantize stage*: the exact buffers described in
-//     jit/quant_buffers.hpp, produced with the same float operations (bit-faithful);
+//     kernels/quant_buffers.hpp, produced with the same float operations (bit-faithful);
 //  3. an emulation of the quantized attention kernel described by a KernelConfig (family, tile,
 //     code width, smoothing, causal mode, ...: the public twin of the spec the GPU kernels are
 //     generated from, converted inside the library, so groups, padding and sum orders are the
@@ -17,7 +17,7 @@
 // NUMERICS CONTRACT OF THE ATTENTION EMULATION (one query row i of head (b, h); kv head
 // h_kv = h / (q_heads / kv_heads); all arithmetic fp32 unless said otherwise)
 // =============================================================================================
-//  Quantize stage (jit/quant_buffers.hpp, reproduced exactly by quantize_stage()); a non-finite
+//  Quantize stage (kernels/quant_buffers.hpp, reproduced exactly by quantize_stage()); a non-finite
 //  input element reads as 0 in every statistic and gets code 0 (see NaN / Inf policy below):
 //    k̄ = smooth_k ? mean_n K : 0;  γK_j = float(K_j) - k̄
 //    q̄_b = smooth_q ? mean of Q over query block b (valid rows) : 0;  γQ_i = float(Q_i) - q̄_b
@@ -76,7 +76,7 @@
 //  Known, accepted differences of a GPU kernel vs this emulation (bit-exactness is promised for
 //  the quantize-stage codes away from rounding boundaries, not for the attention output):
 //    exp2 (ex2.approx), the order of fp32 reductions (rowmax, rowsum, ΔS, q̄, q·k̄; the K/V
-//    channel sums follow the split stage's fixed order bit for bit, jit/quant_buffers.hpp, or
+//    channel sums follow the split stage's fixed order bit for bit, kernels/quant_buffers.hpp, or
 //    the fused stage's with QuantizeOptions::fused_stats_order), FMA contraction of
 //    s = dot·δ + ΔS·c2 and of the exponent s − (m_use − L) (the wgmma family evaluates it as one
 //    FMA dot·δ − (m_use − L) without smooth-Q; m is the same: max_j(dot_j)·δ = max_j(dot_j·δ) for
@@ -155,7 +155,7 @@ struct KernelConfig {
   bool operator==(const KernelConfig&) const = default;
 };
 
-// The layout of the quantize-stage buffers (jit/quant_buffers.hpp) for a problem and a config:
+// The layout of the quantize-stage buffers (kernels/quant_buffers.hpp) for a problem and a config:
 // sizes, padding and the per-thread scale groups. Every vector of QuantizedHost has the count
 // its comment gives in these terms.
 struct StageLayout {
@@ -329,7 +329,7 @@ ExactResult exact_attention(const TensorRef& q, const TensorRef& k, const Tensor
 bool key_visible(CausalMode mode, std::int64_t i, std::int64_t j, std::int64_t q_len, std::int64_t kv_len) noexcept;
 
 // ---------------------------------------------------------------------------------------------
-// Reference of the GPU quantize stage: exactly the buffers of jit/quant_buffers.hpp (same
+// Reference of the GPU quantize stage: exactly the buffers of kernels/quant_buffers.hpp (same
 // layout, same element counts, padded entries zero), computed with the float ops stated in that
 // header's comment. Reductions the GPU does in fp32 (channel sums, q̄, q·k̄) are computed here in
 // double and rounded once to fp32 — the correctly rounded value a GPU tree sum approximates to a
@@ -338,11 +338,11 @@ struct QuantizeOptions {
   bool margins = false;   // also fill q_margin / k_margin / v_margin
   int threads = 0;
   // K/V channel sums in the order of the fused stage (SAGE2_QUANT_PATH=fused: chunks of
-  // jit::quantize_stats_chunk tokens) instead of the default split stage's (one chunk): the
+  // kernels::quantize_stats_chunk tokens) instead of the default split stage's (one chunk): the
   // reference is bit-faithful to whichever path the GPU ran.
   bool fused_stats_order = false;
   // ... or in the order of the cluster stage (QuantPath::Cluster, the sm_90a default: chunks of
-  // jit::quantize_cluster_plan(...).chunk tokens, one per CTA of the group's cluster).
+  // kernels::quantize_cluster_plan(...).chunk tokens, one per CTA of the group's cluster).
   bool cluster_stats_order = false;
 };
 

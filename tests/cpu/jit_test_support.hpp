@@ -16,19 +16,19 @@
 
 #include <doctest/doctest.h>
 
-#include "jit/attention_family.hpp"
+#include "kernels/attention_family.hpp"
 #include "jit/compiler.hpp"
 
 namespace sage2::test {
 
 struct Outcome {
-  jit::KernelSpec spec;
+  kernels::KernelSpec spec;
   bool ok = false;
   std::string error;  // the exception text when !ok
   jit::CompiledKernel k;
 };
 
-inline std::vector<Outcome> compile_all(const std::vector<jit::KernelSpec>& specs) {
+inline std::vector<Outcome> compile_all(const std::vector<kernels::KernelSpec>& specs) {
   std::vector<Outcome> out(specs.size());
   std::atomic<std::size_t> next{0};
   auto worker = [&] {
@@ -50,19 +50,19 @@ inline std::vector<Outcome> compile_all(const std::vector<jit::KernelSpec>& spec
 
 // One attention kernel of a covering set: every code-relevant axis of a spec.
 struct AttentionVariant {
-  jit::Arch arch;
+  kernels::Arch arch;
   int head_dim;
   int bits;
   CausalMode causal;
   DType dtype;
   bool sq, sk, sv;
   bool two_level, lse;
-  jit::TileConfig tile;
+  kernels::TileConfig tile;
   bool main = false;  // a main configuration: must not spill
 };
 
-inline jit::KernelSpec to_spec(jit::KernelFamily family, const AttentionVariant& v) {
-  jit::KernelSpec s;
+inline kernels::KernelSpec to_spec(kernels::KernelFamily family, const AttentionVariant& v) {
+  kernels::KernelSpec s;
   s.family = family;
   s.arch = v.arch;
   s.head_dim = v.head_dim;
@@ -82,7 +82,7 @@ inline jit::KernelSpec to_spec(jit::KernelFamily family, const AttentionVariant&
 // The values a covering set takes on each axis (checked by the suites against what they promise).
 struct Coverage {
   std::set<int> dims;
-  std::set<std::pair<jit::Arch, int>> arch_bits;
+  std::set<std::pair<kernels::Arch, int>> arch_bits;
   std::set<CausalMode> causal;
   std::set<DType> dtype;
   std::set<std::tuple<bool, bool, bool>> smooth;
@@ -92,13 +92,13 @@ struct Coverage {
 // Every variant validates, passes its family's check at 227 KB and is distinct; the causal
 // modes, dtypes, two-level and LSE settings all occur, with at least `min_smooth` smoothing
 // combinations and 6 tiles. The suites check the head dims (and archs) they promise.
-inline Coverage coverage(jit::KernelFamily family, const std::vector<AttentionVariant>& set, std::size_t min_smooth) {
+inline Coverage coverage(kernels::KernelFamily family, const std::vector<AttentionVariant>& set, std::size_t min_smooth) {
   Coverage c;
   std::set<std::string> keys;
   for (const auto& v : set) {
-    const jit::KernelSpec s = to_spec(family, v);
+    const kernels::KernelSpec s = to_spec(family, v);
     CHECK_NOTHROW(s.validate());
-    CHECK_NOTHROW(jit::attention_family(family).check(s, 227 * 1024));
+    CHECK_NOTHROW(kernels::attention_family(family).check(s, 227 * 1024));
     CHECK_MESSAGE(keys.insert(s.key()).second, "duplicate variant " << s.key());
     c.dims.insert(v.head_dim);
     c.arch_bits.insert({v.arch, v.bits});
@@ -120,9 +120,9 @@ inline Coverage coverage(jit::KernelFamily family, const std::vector<AttentionVa
 
 // The spec's family refuses it on a device with `max_smem_optin` bytes of shared memory per block:
 // Unsupported, and the message says it is the shared memory.
-inline void check_refused_for_shared_memory(const jit::KernelSpec& s, int max_smem_optin) {
+inline void check_refused_for_shared_memory(const kernels::KernelSpec& s, int max_smem_optin) {
   try {
-    jit::check_attention_config(s, max_smem_optin);
+    kernels::check_attention_config(s, max_smem_optin);
     FAIL("accepted");
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::Unsupported);
@@ -132,9 +132,9 @@ inline void check_refused_for_shared_memory(const jit::KernelSpec& s, int max_sm
 
 // The kernels a compile test builds, and whether each is a main one (must not spill).
 struct SpecList {
-  std::vector<jit::KernelSpec> specs;
+  std::vector<kernels::KernelSpec> specs;
   std::vector<bool> main;
-  void add(const jit::KernelSpec& s, bool is_main) {
+  void add(const kernels::KernelSpec& s, bool is_main) {
     specs.push_back(s);
     main.push_back(is_main);
   }
@@ -145,7 +145,7 @@ struct SpecList {
 // the main ones (unless `may_spill(spec)`) no spills and no stack. `extra` adds the
 // suite's own checks. Prints a table (key, registers, spills, stack, shared memory, compile time).
 inline void compile_and_check(const SpecList& list, const char* what,
-                              const std::function<bool(const jit::KernelSpec&)>& may_spill,
+                              const std::function<bool(const kernels::KernelSpec&)>& may_spill,
                               const std::function<void(const Outcome&)>& extra) {
   REQUIRE_MESSAGE(jit::nvrtc_version().first >= 12, "NVRTC must be loadable for the CPU suite");
   const std::vector<bool>& main = list.main;
@@ -171,7 +171,7 @@ inline void compile_and_check(const SpecList& list, const char* what,
     }
     CHECK(k.facts.static_shared_bytes <= 48 * 1024);
     extra(r);
-    const jit::AttentionFamilyDesc* f = jit::find_attention_family(r.spec.family);
+    const kernels::AttentionFamilyDesc* f = kernels::find_attention_family(r.spec.family);
     max_s = std::max(max_s, k.compile_seconds);
     table << "\n  " << k.key << "  regs " << k.facts.registers << " spill " << k.facts.spill_store_bytes << "/"
           << k.facts.spill_load_bytes << " stack " << k.facts.stack_frame_bytes << " smem "

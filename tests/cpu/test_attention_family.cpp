@@ -1,4 +1,4 @@
-// Specification (CPU): the attention family descriptors (jit/attention_family.hpp) and their
+// Specification (CPU): the attention family descriptors (kernels/attention_family.hpp) and their
 // registry. Every family is reachable by its KernelFamily and its names; the spec key, entry,
 // template and quantization layout come from its descriptor; its launch shape, kernel config and
 // parameter struct are what the kernels were launched with before the descriptors existed
@@ -12,13 +12,14 @@
 #include <set>
 #include <string>
 
-#include "jit/attention_family.hpp"
+#include "kernels/attention_family.hpp"
 #include "jit/compiler.hpp"
-#include "jit/quant_layout.hpp"
+#include "kernels/quant_layout.hpp"
 #include "templates/wgmma_params.cuh"
 
 using namespace sage2;
 using namespace sage2::jit;
+using namespace sage2::kernels;
 
 namespace {
 

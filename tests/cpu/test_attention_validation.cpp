@@ -17,13 +17,13 @@
 #include <string>
 #include <vector>
 
-#include "jit/attention_family.hpp"
+#include "kernels/attention_family.hpp"
 #include "plan/attention_validate.hpp"
 #include "runtime/c_api_internal.hpp"
 #include "sage2/sage2.h"
 
 using namespace sage2;
-using runtime::validate_attention;
+using plan::validate_attention;
 
 namespace {
 
@@ -42,7 +42,7 @@ struct Args {
 void expect_invalid(const Args& a, const std::vector<std::string>& mentions, int& counter) {
   ++counter;
   try {
-    validate_attention(a.q, a.k, a.v, a.out, a.p, jit::Arch::Sm90a);
+    validate_attention(a.q, a.k, a.v, a.out, a.p, kernels::Arch::Sm90a);
     FAIL("accepted bad input; expected a message mentioning '" << mentions.front() << "'");
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::InvalidArgument);
@@ -130,7 +130,7 @@ int cpp_head_dim_cases() {
   }
   expect_invalid(a, "600 exceeds the supported maximum 512", cases);
   for (TensorRef* t : {&a.q, &a.k, &a.v, &a.out}) t->dim = 512;
-  CHECK_NOTHROW(validate_attention(a.q, a.k, a.v, a.out, a.p, jit::Arch::Sm90a));
+  CHECK_NOTHROW(validate_attention(a.q, a.k, a.v, a.out, a.p, kernels::Arch::Sm90a));
   return cases;
 }
 
@@ -185,7 +185,7 @@ struct CArgs {
   sage2_tensor out = sage2_tensor_hnd(addr(0x40000000), SAGE2_DTYPE_F16, 2, 8, 100, 64);
   sage2_attention_params p{};
   CArgs() { sage2_attention_params_init(&p); }
-  sage2_status call(jit::Arch arch = jit::Arch::Sm90a, bool null_params = false) const {
+  sage2_status call(kernels::Arch arch = kernels::Arch::Sm90a, bool null_params = false) const {
     return sage2_validate_attention_args(&q, &k, &v, &out, null_params ? nullptr : &p, arch);
   }
 };
@@ -242,7 +242,7 @@ int c_tensor_matrix() {
     const sage2_tensor* t[] = {&a.q, &a.k, &a.v, &a.out};
     t[which] = nullptr;
     CAPTURE(kTensorNames[which]);
-    expect_c_invalid(sage2_validate_attention_args(t[0], t[1], t[2], t[3], &a.p, jit::Arch::Sm90a),
+    expect_c_invalid(sage2_validate_attention_args(t[0], t[1], t[2], t[3], &a.p, kernels::Arch::Sm90a),
                      {std::string(kTensorNames[which]) + ": tensor pointer is NULL"}, cases);
   }
   CHECK(cases == 4 * (static_cast<int>(bads.size()) + 1));
@@ -293,31 +293,31 @@ void write_summary_if_asked(const std::string& text) {
 
 TEST_CASE("validation: a well-formed call is accepted and defaulted") {
   Args a;
-  const auto p = validate_attention(a.q, a.k, a.v, a.out, a.p, jit::Arch::Sm90a);
+  const auto p = validate_attention(a.q, a.k, a.v, a.out, a.p, kernels::Arch::Sm90a);
   CHECK(p.qk_bits == 8);  // Auto on Hopper
   CHECK_FALSE(p.smooth_q);
   CHECK(p.kv_heads == 2);
   CHECK(p.sm_scale == doctest::Approx(0.125));
   CHECK_FALSE(p.pv_fp16);  // Auto: FP8 P̃V where the arch has it
-  const auto ada = validate_attention(a.q, a.k, a.v, a.out, a.p, jit::Arch::Sm89);
+  const auto ada = validate_attention(a.q, a.k, a.v, a.out, a.p, kernels::Arch::Sm89);
   CHECK(ada.qk_bits == 8);  // Auto: 8-bit on every arch (4-bit only when asked)
   CHECK_FALSE(ada.smooth_q);
   CHECK_FALSE(ada.pv_fp16);
-  const auto ampere = validate_attention(a.q, a.k, a.v, a.out, a.p, jit::Arch::Sm80);
+  const auto ampere = validate_attention(a.q, a.k, a.v, a.out, a.p, kernels::Arch::Sm80);
   CHECK(ampere.qk_bits == 8);
   CHECK(ampere.pv_fp16);  // Auto: FP16 P̃V where there is no FP8
   {
     Args b;
     b.p.qk_bits = QkBits::Int4;
-    const auto ada4 = validate_attention(b.q, b.k, b.v, b.out, b.p, jit::Arch::Sm89);
+    const auto ada4 = validate_attention(b.q, b.k, b.v, b.out, b.p, kernels::Arch::Sm89);
     CHECK(ada4.qk_bits == 4);
     CHECK(ada4.smooth_q);  // Auto: on with 4-bit
-    CHECK(validate_attention(b.q, b.k, b.v, b.out, b.p, jit::Arch::Sm86).qk_bits == 4);
+    CHECK(validate_attention(b.q, b.k, b.v, b.out, b.p, kernels::Arch::Sm86).qk_bits == 4);
     // Blackwell has no INT4 mma, Ampere no FP8: valid requests the arch cannot serve
-    for (jit::Arch arch : {jit::Arch::Sm100, jit::Arch::Sm103, jit::Arch::Sm120, jit::Arch::Sm121}) {
+    for (kernels::Arch arch : {kernels::Arch::Sm100, kernels::Arch::Sm103, kernels::Arch::Sm120, kernels::Arch::Sm121}) {
       try {
         validate_attention(b.q, b.k, b.v, b.out, b.p, arch);
-        FAIL("INT4 accepted on " << jit::arch_name(arch));
+        FAIL("INT4 accepted on " << kernels::arch_name(arch));
       } catch (const Error& e) {
         CHECK(e.code() == ErrorCode::Unsupported);
         CHECK(std::string(e.what()).find("qk_bits=4") != std::string::npos);
@@ -326,22 +326,22 @@ TEST_CASE("validation: a well-formed call is accepted and defaulted") {
     b.p.qk_bits = QkBits::Auto;
     b.p.pv_precision = PvPrecision::Fp8;
     try {
-      validate_attention(b.q, b.k, b.v, b.out, b.p, jit::Arch::Sm86);
+      validate_attention(b.q, b.k, b.v, b.out, b.p, kernels::Arch::Sm86);
       FAIL("FP8 P̃V accepted on sm_86");
     } catch (const Error& e) {
       CHECK(e.code() == ErrorCode::Unsupported);
       CHECK(std::string(e.what()).find("pv_precision=fp8") != std::string::npos);
     }
-    CHECK_FALSE(validate_attention(b.q, b.k, b.v, b.out, b.p, jit::Arch::Sm120).pv_fp16);
+    CHECK_FALSE(validate_attention(b.q, b.k, b.v, b.out, b.p, kernels::Arch::Sm120).pv_fp16);
     b.p.pv_precision = PvPrecision::Fp16;
-    for (const auto& ai : jit::arch_table()) CHECK(validate_attention(b.q, b.k, b.v, b.out, b.p, ai.arch).pv_fp16);
+    for (const auto& ai : kernels::arch_table()) CHECK(validate_attention(b.q, b.k, b.v, b.out, b.p, ai.arch).pv_fp16);
     b.p.pv_precision = static_cast<PvPrecision>(3);
-    CHECK_THROWS_WITH_AS(validate_attention(b.q, b.k, b.v, b.out, b.p, jit::Arch::Sm90a),
+    CHECK_THROWS_WITH_AS(validate_attention(b.q, b.k, b.v, b.out, b.p, kernels::Arch::Sm90a),
                          doctest::Contains("params.pv_precision=3"), Error);
   }
   a.q = TensorRef::nhd(addr(0x10000000), DType::BF16, 2, 8, 100, 64);
   a.k.dtype = a.v.dtype = a.out.dtype = DType::BF16;
-  CHECK_NOTHROW(validate_attention(a.q, a.k, a.v, a.out, a.p, jit::Arch::Sm90a));
+  CHECK_NOTHROW(validate_attention(a.q, a.k, a.v, a.out, a.p, kernels::Arch::Sm90a));
 }
 
 TEST_CASE("validation: every tensor argument × every kind of bad value") {
@@ -364,8 +364,8 @@ TEST_CASE("validation (C API): well-formed calls are accepted; params may be NUL
   CArgs a;
   CHECK(a.call() == SAGE2_OK);
   CHECK(std::string(sage2_last_error()).empty());
-  CHECK(a.call(jit::Arch::Sm89) == SAGE2_OK);
-  CHECK(a.call(jit::Arch::Sm90a, /*null_params=*/true) == SAGE2_OK);
+  CHECK(a.call(kernels::Arch::Sm89) == SAGE2_OK);
+  CHECK(a.call(kernels::Arch::Sm90a, /*null_params=*/true) == SAGE2_OK);
   a.p.sm_scale = -0.0f;  // equal to 0: the default
   CHECK(a.call() == SAGE2_OK);
   a.p.sm_scale = 0.5f;
@@ -407,7 +407,7 @@ TEST_CASE("validation: total (argument × bad value) cases tried, C++ and C API"
   s << "attention argument validation: (argument x bad value) cases tried by tests/cpu/test_attention_validation.cpp\n"
     << "each case must be refused with InvalidArgument and a message naming the argument (and the value)\n"
     << "written by: SAGE2_VALIDATION_CASES_FILE=bench/results/validation_cases.txt build/tests/sage2_cpu_tests -tc='validation*'\n"
-    << "C++ API (runtime::validate_attention):\n"
+    << "C++ API (plan::validate_attention):\n"
     << "  tensor arguments x bad values  " << cpp_tensor << "  (4 tensors x " << bad_tensors().size() << ")\n"
     << "  mismatches between arguments   " << cpp_mismatch << "\n"
     << "  head dim above 512             " << cpp_dim << "\n"
@@ -434,10 +434,10 @@ TEST_CASE("validation: an output whose elements overlap each other is rejected; 
   ok.out.stride_seq = 80;
   ok.out.stride_head = 100 * 80;
   ok.out.stride_batch = 8 * 100 * 80;
-  CHECK_NOTHROW(validate_attention(ok.q, ok.k, ok.v, ok.out, ok.p, jit::Arch::Sm90a));
+  CHECK_NOTHROW(validate_attention(ok.q, ok.k, ok.v, ok.out, ok.p, kernels::Arch::Sm90a));
   Args alias;
   alias.v.stride_seq = 32;  // overlapping rows of an input: only read
-  CHECK_NOTHROW(validate_attention(alias.q, alias.k, alias.v, alias.out, alias.p, jit::Arch::Sm90a));
+  CHECK_NOTHROW(validate_attention(alias.q, alias.k, alias.v, alias.out, alias.p, kernels::Arch::Sm90a));
   CHECK(cases == 3);
 }
 
@@ -456,7 +456,7 @@ TEST_CASE("validation: an lse whose size overflows 64 bits is rejected, not wrap
   // The q views alias themselves (allowed for inputs); what must fail is the lse extent (or an
   // earlier shape check) — never a silent wrap-around.
   try {
-    validate_attention(a.q, a.k, a.v, a.out, a.p, jit::Arch::Sm90a);
+    validate_attention(a.q, a.k, a.v, a.out, a.p, kernels::Arch::Sm90a);
     FAIL("accepted");
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::InvalidArgument);

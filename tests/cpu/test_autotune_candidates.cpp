@@ -20,7 +20,7 @@
 #include "plan/candidates.hpp"
 #include "autotune/prepare.hpp"
 #include "cache/disk_cache.hpp"
-#include "jit/attention_family.hpp"
+#include "kernels/attention_family.hpp"
 #include "base/log.hpp"
 
 using namespace sage2;
@@ -43,11 +43,11 @@ struct CandTempDir {
 
 // Quiet: the compiler warns about spilling kernels, which this test compiles on purpose.
 struct QuietLog {
-  QuietLog() { log::set_sink([](log::Level, const std::string&) {}); }
-  ~QuietLog() { log::set_sink(nullptr); }
+  QuietLog() { base::log::set_sink([](base::log::Level, const std::string&) {}); }
+  ~QuietLog() { base::log::set_sink(nullptr); }
 };
 
-const Candidate* find(const SpecialisationPlan& p, jit::TileConfig t) {
+const Candidate* find(const SpecialisationPlan& p, kernels::TileConfig t) {
   for (const auto& c : p.candidates)
     if (c.tile == t) return &c;
   return nullptr;
@@ -56,120 +56,120 @@ const Candidate* find(const SpecialisationPlan& p, jit::TileConfig t) {
 }  // namespace
 
 TEST_CASE("autotune: candidate tiles are valid, distinct, and include the heuristic's") {
-  for (jit::Arch arch : {jit::Arch::Sm89, jit::Arch::Sm90a}) {
-    CAPTURE(jit::arch_name(arch));
-    const auto& tiles = tile_candidates(jit::KernelFamily::AttentionMma, arch);
+  for (kernels::Arch arch : {kernels::Arch::Sm89, kernels::Arch::Sm90a}) {
+    CAPTURE(kernels::arch_name(arch));
+    const auto& tiles = plan::tile_candidates(kernels::KernelFamily::AttentionMma, arch);
     REQUIRE(tiles.size() >= 12);
     std::set<std::string> seen;
     for (const auto& t : tiles) {
-      CAPTURE(tile_str(t));
-      CHECK(seen.insert(tile_str(t)).second);
-      Specialisation s = Specialisation::defaults(arch, 64, CausalMode::None, DType::F16);
-      s.family = jit::KernelFamily::AttentionMma;
-      CHECK_FALSE(static_reject_reason(s.attention_spec(arch, t), INT_MAX).has_value());
-      CHECK(parse_tile(tile_str(t)) == std::optional<jit::TileConfig>(t));
+      CAPTURE(plan::tile_str(t));
+      CHECK(seen.insert(plan::tile_str(t)).second);
+      plan::Specialisation s = plan::Specialisation::defaults(arch, 64, CausalMode::None, DType::F16);
+      s.family = kernels::KernelFamily::AttentionMma;
+      CHECK_FALSE(plan::static_reject_reason(s.attention_spec(arch, t), INT_MAX).has_value());
+      CHECK(plan::parse_tile(plan::tile_str(t)) == std::optional<kernels::TileConfig>(t));
     }
     // the heuristic default is a candidate at every head dim and code width
     for (int hd : {32, 64, 128, 256, 512})
       for (int bits : {4, 8}) {
-        Specialisation s = Specialisation::defaults(arch, hd, CausalMode::None, DType::F16);
-        s.family = jit::KernelFamily::AttentionMma;
+        plan::Specialisation s = plan::Specialisation::defaults(arch, hd, CausalMode::None, DType::F16);
+        s.family = kernels::KernelFamily::AttentionMma;
         s.qk_bits = bits;
-        const jit::TileConfig h = heuristic_tile(s.attention_spec(arch, {}), default_max_smem_optin(arch));
+        const kernels::TileConfig h = plan::heuristic_tile(s.attention_spec(arch, {}), plan::default_max_smem_optin(arch));
         CHECK(std::find(tiles.begin(), tiles.end(), h) != tiles.end());
       }
-    CHECK(tile_candidates(jit::KernelFamily::Quantize, arch).empty());
+    CHECK(plan::tile_candidates(kernels::KernelFamily::Quantize, arch).empty());
   }
   // wgmma (sm_90a, 8-bit): every candidate is valid at head dims 64 and 128 on an unlimited device.
-  const auto& wg = tile_candidates(jit::KernelFamily::AttentionWgmma, jit::Arch::Sm90a);
+  const auto& wg = plan::tile_candidates(kernels::KernelFamily::AttentionWgmma, kernels::Arch::Sm90a);
   REQUIRE(wg.size() >= 6);
   for (int hd : {64, 128})
     for (const auto& t : wg) {
-      CAPTURE(tile_str(t));
-      const Specialisation s = Specialisation::defaults(jit::Arch::Sm90a, hd, CausalMode::None, DType::F16);
-      const jit::KernelSpec k = s.attention_spec(jit::Arch::Sm90a, t);
-      CHECK(k.family == jit::KernelFamily::AttentionWgmma);  // the sm_90a 8-bit default
-      CHECK_FALSE(static_reject_reason(k, INT_MAX).has_value());
+      CAPTURE(plan::tile_str(t));
+      const plan::Specialisation s = plan::Specialisation::defaults(kernels::Arch::Sm90a, hd, CausalMode::None, DType::F16);
+      const kernels::KernelSpec k = s.attention_spec(kernels::Arch::Sm90a, t);
+      CHECK(k.family == kernels::KernelFamily::AttentionWgmma);  // the sm_90a 8-bit default
+      CHECK_FALSE(plan::static_reject_reason(k, INT_MAX).has_value());
     }
-  CHECK(parse_tile("64x64x4x2") == std::optional<jit::TileConfig>(jit::TileConfig{64, 64, 4, 2}));
-  CHECK_FALSE(parse_tile("64x64x4").has_value());
-  CHECK_FALSE(parse_tile("64x64x4x2x").has_value());
-  CHECK_FALSE(parse_tile("bq64.bk64.w0.s2").has_value());
-  CHECK(default_max_smem_optin(jit::Arch::Sm89) == 101376);
-  CHECK(default_max_smem_optin(jit::Arch::Sm90a) == 232448);
-  CHECK(default_max_smem_optin(jit::Arch::Sm80) == 166912);
-  CHECK(default_max_smem_optin(jit::Arch::Sm86) == 101376);
-  CHECK(default_max_smem_optin(jit::Arch::Sm100) == 232448);
-  CHECK(default_max_smem_optin(jit::Arch::Sm120) == 101376);
+  CHECK(plan::parse_tile("64x64x4x2") == std::optional<kernels::TileConfig>(kernels::TileConfig{64, 64, 4, 2}));
+  CHECK_FALSE(plan::parse_tile("64x64x4").has_value());
+  CHECK_FALSE(plan::parse_tile("64x64x4x2x").has_value());
+  CHECK_FALSE(plan::parse_tile("bq64.bk64.w0.s2").has_value());
+  CHECK(plan::default_max_smem_optin(kernels::Arch::Sm89) == 101376);
+  CHECK(plan::default_max_smem_optin(kernels::Arch::Sm90a) == 232448);
+  CHECK(plan::default_max_smem_optin(kernels::Arch::Sm80) == 166912);
+  CHECK(plan::default_max_smem_optin(kernels::Arch::Sm86) == 101376);
+  CHECK(plan::default_max_smem_optin(kernels::Arch::Sm100) == 232448);
+  CHECK(plan::default_max_smem_optin(kernels::Arch::Sm120) == 101376);
 }
 
 TEST_CASE("autotune: the static filter rejects tiles over the shared memory limit and invalid tiles") {
   // The defaults: 8-bit everywhere; FP16 P̃V on Ampere only.
-  CHECK(Specialisation::defaults(jit::Arch::Sm89, 128, CausalMode::None, DType::F16).qk_bits == 8);
-  CHECK_FALSE(Specialisation::defaults(jit::Arch::Sm89, 128, CausalMode::None, DType::F16).pv_fp16);
-  CHECK(Specialisation::defaults(jit::Arch::Sm86, 128, CausalMode::None, DType::F16).pv_fp16);
-  CHECK(Specialisation::defaults(jit::Arch::Sm86, 128, CausalMode::None, DType::F16).str() == "d128 full f16 int8 sk pv16");
-  Specialisation s = Specialisation::defaults(jit::Arch::Sm89, 128, CausalMode::None, DType::F16);
+  CHECK(plan::Specialisation::defaults(kernels::Arch::Sm89, 128, CausalMode::None, DType::F16).qk_bits == 8);
+  CHECK_FALSE(plan::Specialisation::defaults(kernels::Arch::Sm89, 128, CausalMode::None, DType::F16).pv_fp16);
+  CHECK(plan::Specialisation::defaults(kernels::Arch::Sm86, 128, CausalMode::None, DType::F16).pv_fp16);
+  CHECK(plan::Specialisation::defaults(kernels::Arch::Sm86, 128, CausalMode::None, DType::F16).str() == "d128 full f16 int8 sk pv16");
+  plan::Specialisation s = plan::Specialisation::defaults(kernels::Arch::Sm89, 128, CausalMode::None, DType::F16);
   s.qk_bits = 4;  // 4-bit (opt-in) with smooth Q
   s.smooth_q = true;
-  Specialisation s8 = s;  // 8-bit rows are twice as wide as 4-bit ones
+  plan::Specialisation s8 = s;  // 8-bit rows are twice as wide as 4-bit ones
   s8.qk_bits = 8;
   s8.smooth_q = false;
-  const jit::KernelSpec big = s8.attention_spec(jit::Arch::Sm89, {128, 128, 8, 3});
-  const std::size_t need = jit::attention_kernel_config(big).smem;
+  const kernels::KernelSpec big = s8.attention_spec(kernels::Arch::Sm89, {128, 128, 8, 3});
+  const std::size_t need = kernels::attention_kernel_config(big).smem;
   REQUIRE(need > 101376);
-  auto why = static_reject_reason(big, 101376);
+  auto why = plan::static_reject_reason(big, 101376);
   REQUIRE(why.has_value());
   CHECK(why->find("shared memory") != std::string::npos);
   CHECK(why->find(std::to_string(need)) != std::string::npos);
-  CHECK_FALSE(static_reject_reason(big, static_cast<int>(need)).has_value());
+  CHECK_FALSE(plan::static_reject_reason(big, static_cast<int>(need)).has_value());
   // Invalid for the family whatever the device.
-  CHECK(static_reject_reason(s.attention_spec(jit::Arch::Sm89, {64, 48, 4, 1}), INT_MAX)->find("multiple of 32") !=
+  CHECK(plan::static_reject_reason(s.attention_spec(kernels::Arch::Sm89, {64, 48, 4, 1}), INT_MAX)->find("multiple of 32") !=
         std::string::npos);
-  CHECK(static_reject_reason(s.attention_spec(jit::Arch::Sm89, {64, 64, 8, 1}), INT_MAX).has_value());
-  CHECK(static_reject_reason(s.attention_spec(jit::Arch::Sm89, {512, 64, 4, 1}), INT_MAX).has_value());
+  CHECK(plan::static_reject_reason(s.attention_spec(kernels::Arch::Sm89, {64, 64, 8, 1}), INT_MAX).has_value());
+  CHECK(plan::static_reject_reason(s.attention_spec(kernels::Arch::Sm89, {512, 64, 4, 1}), INT_MAX).has_value());
 
   // The heuristic default: the preferred tile when it fits, smaller ones on smaller devices, and
   // Unsupported when nothing fits.
-  const jit::KernelSpec base = s.attention_spec(jit::Arch::Sm89, {});
-  CHECK(heuristic_tile(base, 101376) == jit::TileConfig{64, 64, 4, 2});
-  const jit::KernelSpec k512 = s.attention_spec(jit::Arch::Sm89, {64, 64, 4, 2});
-  jit::KernelSpec hd512 = k512;
+  const kernels::KernelSpec base = s.attention_spec(kernels::Arch::Sm89, {});
+  CHECK(plan::heuristic_tile(base, 101376) == kernels::TileConfig{64, 64, 4, 2});
+  const kernels::KernelSpec k512 = s.attention_spec(kernels::Arch::Sm89, {64, 64, 4, 2});
+  kernels::KernelSpec hd512 = k512;
   hd512.head_dim = 512;
-  const std::size_t s2 = jit::attention_kernel_config(hd512).smem;
-  const jit::TileConfig lowered = heuristic_tile(hd512, static_cast<int>(s2) - 1);
-  CHECK_FALSE(lowered == jit::TileConfig{64, 64, 4, 2});
+  const std::size_t s2 = kernels::attention_kernel_config(hd512).smem;
+  const kernels::TileConfig lowered = plan::heuristic_tile(hd512, static_cast<int>(s2) - 1);
+  CHECK_FALSE(lowered == kernels::TileConfig{64, 64, 4, 2});
   hd512.tile = lowered;
-  CHECK(jit::attention_kernel_config(hd512).smem < s2);
-  CHECK_THROWS_AS(heuristic_tile(base, 4096), Error);
+  CHECK(kernels::attention_kernel_config(hd512).smem < s2);
+  CHECK_THROWS_AS(plan::heuristic_tile(base, 4096), Error);
 }
 
 TEST_CASE("autotune: the ptxas filter rejects spills, stack frames and too many registers") {
-  Specialisation mma = Specialisation::defaults(jit::Arch::Sm90a, 128, CausalMode::None, DType::F16);
-  mma.family = jit::KernelFamily::AttentionMma;
-  const jit::KernelSpec spec = mma.attention_spec(jit::Arch::Sm90a, {128, 64, 8, 2});
+  plan::Specialisation mma = plan::Specialisation::defaults(kernels::Arch::Sm90a, 128, CausalMode::None, DType::F16);
+  mma.family = kernels::KernelFamily::AttentionMma;
+  const kernels::KernelSpec spec = mma.attention_spec(kernels::Arch::Sm90a, {128, 64, 8, 2});
   jit::PtxasFacts f;
   f.registers = 128;
-  CHECK_FALSE(ptxas_reject_reason(spec, f).has_value());
+  CHECK_FALSE(plan::ptxas_reject_reason(spec, f).has_value());
   f.spill_store_bytes = 8;
-  CHECK(ptxas_reject_reason(spec, f)->find("spills") != std::string::npos);
+  CHECK(plan::ptxas_reject_reason(spec, f)->find("spills") != std::string::npos);
   f.spill_store_bytes = 0;
   f.spill_load_bytes = 4;
-  CHECK(ptxas_reject_reason(spec, f)->find("spills") != std::string::npos);
+  CHECK(plan::ptxas_reject_reason(spec, f)->find("spills") != std::string::npos);
   f.spill_load_bytes = 0;
   f.stack_frame_bytes = 16;
-  CHECK(ptxas_reject_reason(spec, f)->find("stack") != std::string::npos);
+  CHECK(plan::ptxas_reject_reason(spec, f)->find("stack") != std::string::npos);
   f.stack_frame_bytes = 0;
   f.registers = 255;  // 255 x 256 threads fit in 65536
-  CHECK_FALSE(ptxas_reject_reason(spec, f).has_value());
-  jit::KernelSpec w16 = spec;  // 16 warps: 160 x 512 threads do not
+  CHECK_FALSE(plan::ptxas_reject_reason(spec, f).has_value());
+  kernels::KernelSpec w16 = spec;  // 16 warps: 160 x 512 threads do not
   w16.tile = {256, 64, 16, 2};
   f.registers = 160;
-  CHECK(ptxas_reject_reason(w16, f)->find("registers") != std::string::npos);
+  CHECK(plan::ptxas_reject_reason(w16, f)->find("registers") != std::string::npos);
   f.registers = 128;
-  CHECK_FALSE(ptxas_reject_reason(w16, f).has_value());
+  CHECK_FALSE(plan::ptxas_reject_reason(w16, f).has_value());
   f.registers = -1;   // not reported: accepted
-  CHECK_FALSE(ptxas_reject_reason(spec, f).has_value());
+  CHECK_FALSE(plan::ptxas_reject_reason(spec, f).has_value());
 }
 
 TEST_CASE("autotune: real NVRTC compiles — spilling candidate rejected, clean one accepted, cache filled once") {
@@ -177,10 +177,10 @@ TEST_CASE("autotune: real NVRTC compiles — spilling candidate rejected, clean 
   QuietLog quiet;
   CandTempDir tmp;
   const cache::DiskCache cache(tmp.path);
-  const jit::Arch arch = jit::Arch::Sm90a;
-  Specialisation s = Specialisation::defaults(arch, 128, CausalMode::None, DType::F16);
-  s.family = jit::KernelFamily::AttentionMma;  // the portable family's tiles (wgmma has its own)
-  const jit::TileConfig clean{64, 64, 4, 1}, spilling{128, 64, 4, 1}, too_big{128, 128, 8, 3};
+  const kernels::Arch arch = kernels::Arch::Sm90a;
+  plan::Specialisation s = plan::Specialisation::defaults(arch, 128, CausalMode::None, DType::F16);
+  s.family = kernels::KernelFamily::AttentionMma;  // the portable family's tiles (wgmma has its own)
+  const kernels::TileConfig clean{64, 64, 4, 1}, spilling{128, 64, 4, 1}, too_big{128, 128, 8, 3};
 
   PrepareOptions o;
   o.arch = arch;
@@ -194,7 +194,7 @@ TEST_CASE("autotune: real NVRTC compiles — spilling candidate rejected, clean 
   REQUIRE(plans.size() == 1);
   const SpecialisationPlan& p = plans[0];
   REQUIRE(p.has_heuristic);
-  CHECK(p.heuristic == jit::TileConfig{64, 64, 4, 2});
+  CHECK(p.heuristic == kernels::TileConfig{64, 64, 4, 2});
   REQUIRE(p.candidates.size() == 4);  // the three given + the heuristic default
 
   const Candidate* c = find(p, too_big);
@@ -221,17 +221,17 @@ TEST_CASE("autotune: real NVRTC compiles — spilling candidate rejected, clean 
   CHECK(c->compiled);
   c = p.heuristic_candidate();
   REQUIRE(c);
-  CHECK(c->tile == jit::TileConfig{64, 64, 4, 2});
+  CHECK(c->tile == kernels::TileConfig{64, 64, 4, 2});
   CHECK(c->compiled);
 
   // Kernels: three attention kernels (the spilling one is cached too: its facts are what rejects
   // it) and the four quantize kernels shared by the two accepted 64x64x4 tiles (no ΔS at 8-bit).
   // Keys are the disk cache keys (jit::make_build).
   std::set<std::string> expected;
-  auto key_of = [](const jit::KernelSpec& spec) { return jit::make_build(spec).key; };
-  for (const auto& t : {clean, spilling, jit::TileConfig{64, 64, 4, 2}}) expected.insert(key_of(s.attention_spec(arch, t)));
-  for (const auto& k : companion_specs(s.attention_spec(arch, clean))) expected.insert(key_of(k));
-  for (const auto& k : companion_specs(s.attention_spec(arch, {64, 64, 4, 2}))) expected.insert(key_of(k));
+  auto key_of = [](const kernels::KernelSpec& spec) { return jit::make_build(spec).key; };
+  for (const auto& t : {clean, spilling, kernels::TileConfig{64, 64, 4, 2}}) expected.insert(key_of(s.attention_spec(arch, t)));
+  for (const auto& k : plan::companion_specs(s.attention_spec(arch, clean))) expected.insert(key_of(k));
+  for (const auto& k : plan::companion_specs(s.attention_spec(arch, {64, 64, 4, 2}))) expected.insert(key_of(k));
   CHECK(expected.size() == 7);
   CHECK(std::set<std::string>(st.keys.begin(), st.keys.end()) == expected);
   CHECK(st.compiled == 7);
@@ -255,8 +255,8 @@ TEST_CASE("autotune: real NVRTC compiles — spilling candidate rejected, clean 
   const auto again = prepare_kernels({s}, cache, o, st2);
   CHECK(st2.compiled == 0);
   CHECK(st2.from_cache == 7);
-  for (const auto& t : {clean, spilling, too_big, jit::TileConfig{64, 64, 4, 2}}) {
-    CAPTURE(tile_str(t));
+  for (const auto& t : {clean, spilling, too_big, kernels::TileConfig{64, 64, 4, 2}}) {
+    CAPTURE(plan::tile_str(t));
     CHECK(find(again[0], t)->state == find(p, t)->state);
     CHECK(find(again[0], t)->facts.registers == find(p, t)->facts.registers);
     CHECK(find(again[0], t)->facts.spill_store_bytes == find(p, t)->facts.spill_store_bytes);

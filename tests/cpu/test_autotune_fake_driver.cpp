@@ -37,7 +37,7 @@
 #include "plan/candidates.hpp"
 #include "plan/planner.hpp"
 #include "plan/tuning_db.hpp"
-#include "jit/attention_family.hpp"
+#include "kernels/attention_family.hpp"
 #include "runtime/attention_plan.hpp"
 
 using namespace sage2;
@@ -235,10 +235,10 @@ Out run_tool(const std::string& args, const std::string& env) {
   return r;
 }
 
-std::size_t smem_of(const jit::TileConfig& t) {
-  autotune::Specialisation s = autotune::Specialisation::defaults(jit::Arch::Sm90a, 64, CausalMode::None, DType::F16);
-  s.family = jit::KernelFamily::AttentionMma;
-  return jit::attention_kernel_config(s.attention_spec(jit::Arch::Sm90a, t)).smem;
+std::size_t smem_of(const kernels::TileConfig& t) {
+  plan::Specialisation s = plan::Specialisation::defaults(kernels::Arch::Sm90a, 64, CausalMode::None, DType::F16);
+  s.family = kernels::KernelFamily::AttentionMma;
+  return kernels::attention_kernel_config(s.attention_spec(kernels::Arch::Sm90a, t)).smem;
 }
 
 }  // namespace
@@ -262,16 +262,16 @@ TEST_CASE("autotune: sage2-autotune tunes end to end on a fake driver and writes
   REQUIRE(j["results"].size() == 2);
 
   // The cost model's fastest eligible candidate: the least dynamic shared memory.
-  const jit::TileConfig heuristic{64, 64, 4, 2};
+  const kernels::TileConfig heuristic{64, 64, 4, 2};
   std::string best_tile;
   std::size_t best_smem = SIZE_MAX;
   const auto& sp = j["specialisations"][0];
   for (const auto& c : sp["candidates"]) {
     if (c["state"] != "ok") continue;
-    const auto t = *autotune::parse_tile(c["tile"].get<std::string>());
+    const auto t = *plan::parse_tile(c["tile"].get<std::string>());
     if (smem_of(t) < best_smem) {
       best_smem = smem_of(t);
-      best_tile = autotune::tile_str(t);
+      best_tile = plan::tile_str(t);
     }
   }
   REQUIRE_FALSE(best_tile.empty());
@@ -280,14 +280,14 @@ TEST_CASE("autotune: sage2-autotune tunes end to end on a fake driver and writes
     CHECK(res["complete"] == true);
     CHECK(res["written"] == true);
     CHECK(res["best"]["tile"] == best_tile);
-    CHECK(res["heuristic"]["tile"] == autotune::tile_str(heuristic));
+    CHECK(res["heuristic"]["tile"] == plan::tile_str(heuristic));
     CHECK(res["gain"].get<double>() > 0.02);
     CHECK(res["timings"][0]["heuristic"] == true);  // the baseline is timed first
     for (const auto& t : res["timings"]) {
       CHECK(t["ok"] == true);
       CHECK(t["agreement"].get<double>() >= 0.998);
       // the default (split) quantize stage: four launches of 0.002 each
-      const double expect_ms = 4 * 0.002 + (0.002 + smem_of(*autotune::parse_tile(t["tile"].get<std::string>())) * 1e-6);
+      const double expect_ms = 4 * 0.002 + (0.002 + smem_of(*plan::parse_tile(t["tile"].get<std::string>())) * 1e-6);
       CHECK(t["ms"].get<double>() == doctest::Approx(expect_ms).epsilon(1e-3));
       // The bk128 3-stage tile costs more than 1.25x the best so far: stopped after 3 calls.
       if (t["tile"] == "bq64.bk128.w4.s3") {
@@ -300,34 +300,34 @@ TEST_CASE("autotune: sage2-autotune tunes end to end on a fake driver and writes
   }
 
   // The database: one entry per length bucket, read back by the planner of a Context.
-  const std::string path = autotune::db_path(cache.path, kFakeName, jit::Arch::Sm90a);
-  const autotune::DbReadResult db = autotune::read_db(path, kFakeName, jit::Arch::Sm90a);
-  REQUIRE(db.status == autotune::DbStatus::Ok);
+  const std::string path = plan::db_path(cache.path, kFakeName, kernels::Arch::Sm90a);
+  const plan::DbReadResult db = plan::read_db(path, kFakeName, kernels::Arch::Sm90a);
+  REQUIRE(db.status == plan::DbStatus::Ok);
   REQUIRE(db.entries.size() == 2);
   std::set<int> buckets;
   for (const auto& e : db.entries) {
     buckets.insert(e.key.q_bucket);
-    CHECK(autotune::tile_str(e.tile) == best_tile);
+    CHECK(plan::tile_str(e.tile) == best_tile);
     CHECK(e.heuristic_tile == heuristic);
     CHECK(e.tops > e.heuristic_tops);
     CHECK(e.q_heads == 2);
     CHECK(e.batch == 1);
-    CHECK(e.code_version == autotune::current_code_version());
+    CHECK(e.code_version == plan::current_code_version());
     CHECK(e.driver_version == 13000);
   }
   CHECK(buckets == std::set<int>{256, 1024});
   CHECK(db.info.device_name == kFakeName);
-  runtime::AttentionProblem p;
+  plan::AttentionProblem p;
   p.batch = 3;
   p.q_heads = p.kv_heads = 8;
   p.q_len = p.kv_len = 1000;
   p.head_dim = 64;
   p.qk_bits = 8;
   p.smooth_k = true;
-  const autotune::Planner planner(path, kFakeName, jit::Arch::Sm90a, 232448);
-  const autotune::TileChoice choice = planner.choose(runtime::attention_spec_for(p, jit::Arch::Sm90a, jit::KernelFamily::AttentionMma), p);
+  const plan::Planner planner(path, kFakeName, kernels::Arch::Sm90a, 232448);
+  const plan::TileChoice choice = planner.choose(runtime::attention_spec_for(p, kernels::Arch::Sm90a, kernels::KernelFamily::AttentionMma), p);
   CHECK(choice.tuned);
-  CHECK(autotune::tile_str(choice.tile) == best_tile);
+  CHECK(plan::tile_str(choice.tile) == best_tile);
 
   // The text report: the table with both tiles, TOPS and the gain; --no-db leaves the file alone.
   struct stat before {};
@@ -359,7 +359,7 @@ TEST_CASE("autotune: sage2-autotune tunes end to end on a fake driver and writes
 TEST_CASE("autotune: Ctrl-C while tuning keeps the finished problems in the database and exits 130") {
   REQUIRE_MESSAGE(!fake().lib.empty(), fake().problem);
   FdDir cache, io;
-  const std::string path = autotune::db_path(cache.path, kFakeName, jit::Arch::Sm90a);
+  const std::string path = plan::db_path(cache.path, kFakeName, kernels::Arch::Sm90a);
   const std::string tool = std::string(SAGE2_TOOLS_DIR) + "/sage2-autotune";
   const pid_t pid = ::fork();
   REQUIRE(pid >= 0);
@@ -399,8 +399,8 @@ TEST_CASE("autotune: Ctrl-C while tuning keeps the finished problems in the data
   CHECK(written >= 1);
   CHECK(written < 6);  // stopped before the end
   CHECK(j["database"]["written"] == written);
-  const autotune::DbReadResult db = autotune::read_db(path, kFakeName, jit::Arch::Sm90a);
-  REQUIRE(db.status == autotune::DbStatus::Ok);
+  const plan::DbReadResult db = plan::read_db(path, kFakeName, kernels::Arch::Sm90a);
+  REQUIRE(db.status == plan::DbStatus::Ok);
   CHECK(db.entries.size() == written);
   for (const auto& n : [&] {
          std::vector<std::string> v;

@@ -30,6 +30,7 @@
 
 #include <doctest/doctest.h>
 
+#include "kernels/attention_family.hpp"
 #include "plan/candidates.hpp"
 #include "plan/tuning_db.hpp"
 #include "cache/disk_cache.hpp"
@@ -98,7 +99,7 @@ std::size_t count_entries(const std::string& dir) {
 std::set<std::string> expected_keys(const json& report) {
   std::set<std::string> keys;
   for (const auto& sp : report["specialisations"]) {
-    autotune::Specialisation s;
+    plan::Specialisation s;
     s.head_dim = sp["head_dim"];
     s.causal = sp["causal"] == "none" ? CausalMode::None : sp["causal"] == "top_left" ? CausalMode::TopLeft
                                                                                      : CausalMode::BottomRight;
@@ -108,15 +109,15 @@ std::set<std::string> expected_keys(const json& report) {
     s.smooth_k = sp["smooth_k"];
     s.smooth_v = sp["smooth_v"];
     s.return_lse = sp["return_lse"];
-    s.family = jit::parse_attention_family(sp["family"].get<std::string>());
+    s.family = kernels::parse_attention_family(sp["family"].get<std::string>());
     REQUIRE(s.family);
     for (const auto& c : sp["candidates"]) {
-      const auto tile = autotune::parse_tile(c["tile"].get<std::string>());
+      const auto tile = plan::parse_tile(c["tile"].get<std::string>());
       REQUIRE(tile);
-      const jit::KernelSpec spec = s.attention_spec(jit::Arch::Sm90a, *tile);
+      const kernels::KernelSpec spec = s.attention_spec(kernels::Arch::Sm90a, *tile);
       if (c.contains("ptxas")) keys.insert(jit::make_build(spec).key);  // compiled (accepted or not)
       if (c["state"] == "ok" || (c["heuristic"] == true && c.contains("ptxas")))
-        for (const auto& k : autotune::companion_specs(spec)) keys.insert(jit::make_build(k).key);
+        for (const auto& k : plan::companion_specs(spec)) keys.insert(jit::make_build(k).key);
     }
   }
   return keys;
@@ -177,10 +178,10 @@ TEST_CASE("autotune: sage2-autotune --compile-only fills the cache with exactly 
       f.spill_store_bytes = c["ptxas"]["spill_store_bytes"];
       f.spill_load_bytes = c["ptxas"]["spill_load_bytes"];
       f.stack_frame_bytes = c["ptxas"]["stack_frame_bytes"];
-      autotune::Specialisation s = autotune::Specialisation::defaults(jit::Arch::Sm90a, 64, CausalMode::None, DType::F16);
-      s.family = jit::KernelFamily::AttentionMma;
-      const auto spec = s.attention_spec(jit::Arch::Sm90a, *autotune::parse_tile(c["tile"].get<std::string>()));
-      CHECK((c["state"] == "ok") == !autotune::ptxas_reject_reason(spec, f).has_value());
+      plan::Specialisation s = plan::Specialisation::defaults(kernels::Arch::Sm90a, 64, CausalMode::None, DType::F16);
+      s.family = kernels::KernelFamily::AttentionMma;
+      const auto spec = s.attention_spec(kernels::Arch::Sm90a, *plan::parse_tile(c["tile"].get<std::string>()));
+      CHECK((c["state"] == "ok") == !plan::ptxas_reject_reason(spec, f).has_value());
     }
   }
   const std::set<std::string> expected = expected_keys(j);

@@ -35,7 +35,7 @@ TEST_CASE("C API info: sage2_version_info agrees with sage2::version_info and ac
   CHECK(drv == v.driver_version);
   CHECK(maj >= 0);
   CHECK(min >= 0);
-  if (!sage2::driver::available()) CHECK(drv == 0);
+  if (!sage2::base::driver::available()) CHECK(drv == 0);
   CHECK(sage2_version_info(nullptr, nullptr, nullptr) == SAGE2_OK);
   int only = -1;
   CHECK(sage2_version_info(nullptr, nullptr, &only) == SAGE2_OK);

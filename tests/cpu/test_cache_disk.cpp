@@ -29,7 +29,7 @@
 #include <doctest/doctest.h>
 
 #include "cache/disk_cache.hpp"
-#include "jit/kernel_spec.hpp"
+#include "kernels/kernel_spec.hpp"
 #include "base/log.hpp"
 #include "test_support.hpp"
 
@@ -46,16 +46,16 @@ struct TempDir : test::TempDir {
 struct WarnCapture {
   static std::mutex& mu() { static std::mutex m; return m; }
   static std::vector<std::string>& msgs() { static std::vector<std::string> v; return v; }
-  static void sink(log::Level level, const std::string& m) {
-    if (level != log::Level::Warn) return;
+  static void sink(base::log::Level level, const std::string& m) {
+    if (level != base::log::Level::Warn) return;
     std::lock_guard<std::mutex> lock(mu());
     msgs().push_back(m);
   }
   WarnCapture() {
     msgs().clear();
-    log::set_sink(&sink);
+    base::log::set_sink(&sink);
   }
-  ~WarnCapture() { log::set_sink(nullptr); }
+  ~WarnCapture() { base::log::set_sink(nullptr); }
   std::size_t count() const { return msgs().size(); }
   std::string all() const {
     std::string s;
@@ -65,10 +65,10 @@ struct WarnCapture {
   void reset() { msgs().clear(); }
 };
 
-jit::CompiledKernel make_kernel(jit::Arch arch = jit::Arch::Sm90a, int head_dim = 128, std::size_t cubin_bytes = 4096,
+jit::CompiledKernel make_kernel(kernels::Arch arch = kernels::Arch::Sm90a, int head_dim = 128, std::size_t cubin_bytes = 4096,
                                 unsigned seed = 1) {
-  jit::KernelSpec spec;
-  spec.family = jit::KernelFamily::AttentionMma;
+  kernels::KernelSpec spec;
+  spec.family = kernels::KernelFamily::AttentionMma;
   spec.arch = arch;
   spec.head_dim = head_dim;
   jit::CompiledKernel k;
@@ -158,8 +158,8 @@ TEST_CASE("disk cache: store then load returns the same kernel") {
   TempDir tmp;
   WarnCapture warns;
   DiskCache cache(tmp.path);
-  const auto a = make_kernel(jit::Arch::Sm90a, 128);
-  const auto b = make_kernel(jit::Arch::Sm89, 64, 100000);
+  const auto a = make_kernel(kernels::Arch::Sm90a, 128);
+  const auto b = make_kernel(kernels::Arch::Sm89, 64, 100000);
   CHECK_FALSE(cache.load(a.key).has_value());  // a plain miss is silent
   REQUIRE(cache.store(a));
   REQUIRE(cache.store(b));
@@ -188,7 +188,7 @@ TEST_CASE("disk cache: store then load returns the same kernel") {
 }
 
 TEST_CASE("disk cache: every kind of bad entry is a warned miss, removed, then replaced") {
-  const auto k = make_kernel(jit::Arch::Sm90a, 128, 2000);
+  const auto k = make_kernel(kernels::Arch::Sm90a, 128, 2000);
   const std::size_t key_end = 64 + k.key.size();
   const std::size_t cubin_mid = key_end + k.cubin.size() / 2;
   const std::size_t meta_start = key_end + k.cubin.size();
@@ -245,8 +245,8 @@ TEST_CASE("disk cache: every kind of bad entry is a warned miss, removed, then r
 TEST_CASE("disk cache: an entry under another key's file name is never loaded for that key") {
   TempDir tmp;
   DiskCache cache(tmp.path);
-  const auto mine = make_kernel(jit::Arch::Sm90a, 128);
-  const auto other = make_kernel(jit::Arch::Sm90a, 64);
+  const auto mine = make_kernel(kernels::Arch::Sm90a, 128);
+  const auto other = make_kernel(kernels::Arch::Sm90a, 64);
   REQUIRE(cache.store(other));
   REQUIRE(cache.store(mine));
   // Rename "other" over "mine" (as if the file name collided or someone moved files around).
@@ -264,8 +264,8 @@ TEST_CASE("disk cache: an entry under another key's file name is never loaded fo
 TEST_CASE("disk cache: another arch's entry is never loaded (sm_89 cubin for an sm_90a key)") {
   TempDir tmp;
   DiskCache cache(tmp.path);
-  const auto k89 = make_kernel(jit::Arch::Sm89, 128);
-  const auto k90 = make_kernel(jit::Arch::Sm90a, 128);
+  const auto k89 = make_kernel(kernels::Arch::Sm89, 128);
+  const auto k90 = make_kernel(kernels::Arch::Sm90a, 128);
   REQUIRE(k89.key != k90.key);
   REQUIRE(cache.store(k89));
   // Put the sm_89 entry where the sm_90a one belongs.
@@ -276,11 +276,11 @@ TEST_CASE("disk cache: another arch's entry is never loaded (sm_89 cubin for an 
   CHECK_FALSE(exists(cache.entry_path(k90.key)));
   auto still = cache.load(k89.key);  // the sm_89 entry itself is untouched and valid
   REQUIRE(still.has_value());
-  CHECK(still->arch == jit::Arch::Sm89);
+  CHECK(still->arch == kernels::Arch::Sm89);
   REQUIRE(cache.store(k90));
   auto l90 = cache.load(k90.key);
   REQUIRE(l90.has_value());
-  CHECK(l90->arch == jit::Arch::Sm90a);
+  CHECK(l90->arch == kernels::Arch::Sm90a);
   CHECK(l90->cubin == k90.cubin);
   // verify flags a renamed entry as well.
   spit(tmp / "0000000000000000.s2c", slurp(cache.entry_path(k89.key)));
@@ -333,7 +333,7 @@ TEST_CASE("disk cache: an unwritable directory degrades to memory-only with one 
     CHECK(warns.count() == 1);
     CHECK(warns.all().find(tmp / "file/cache") != std::string::npos);
     CHECK_FALSE(cache.store(k));
-    CHECK_FALSE(cache.store(make_kernel(jit::Arch::Sm89)));
+    CHECK_FALSE(cache.store(make_kernel(kernels::Arch::Sm89)));
     CHECK(warns.count() == 1);  // once per directory
     CHECK_FALSE(cache.load(k.key).has_value());
     CHECK(warns.count() == 1);
@@ -342,7 +342,7 @@ TEST_CASE("disk cache: an unwritable directory degrades to memory-only with one 
     const std::string dir = tmp / "ro";
     REQUIRE(::mkdir(dir.c_str(), 0755) == 0);
     DiskCache cache(dir);
-    const auto before = make_kernel(jit::Arch::Sm89);
+    const auto before = make_kernel(kernels::Arch::Sm89);
     REQUIRE(cache.store(before));
     REQUIRE(::chmod(dir.c_str(), 0555) == 0);
     const std::string probe = dir + "/probe";
@@ -388,10 +388,10 @@ TEST_CASE("disk cache: a write that runs out of space leaves nothing behind (RLI
     struct rlimit rl {8192, 8192};
     if (::setrlimit(RLIMIT_FSIZE, &rl) != 0) ::_exit(10);
     static int warn_count = 0;
-    log::set_sink([](log::Level l, const std::string&) { if (l == log::Level::Warn) ++warn_count; });
+    base::log::set_sink([](base::log::Level l, const std::string&) { if (l == base::log::Level::Warn) ++warn_count; });
     DiskCache cache(tmp.path);
-    const auto small = make_kernel(jit::Arch::Sm90a, 64, 1000);
-    const auto big = make_kernel(jit::Arch::Sm90a, 128, 64 * 1024);
+    const auto small = make_kernel(kernels::Arch::Sm90a, 64, 1000);
+    const auto big = make_kernel(kernels::Arch::Sm90a, 128, 64 * 1024);
     if (!cache.store(small)) ::_exit(11);
     if (cache.store(big)) ::_exit(12);
     if (cache.store(big)) ::_exit(12);
@@ -451,17 +451,17 @@ TEST_CASE("disk cache: from_env honours SAGE2_CACHE_DIR and SAGE2_DISABLE_DISK_C
 TEST_CASE("disk cache: concurrent writer processes leave one valid entry per key and no temp files") {
   TempDir tmp;
   constexpr int kProcs = 8, kRounds = 12;
-  const auto shared = make_kernel(jit::Arch::Sm90a, 128, 30000);
+  const auto shared = make_kernel(kernels::Arch::Sm90a, 128, 30000);
   std::vector<pid_t> pids;
   for (int p = 0; p < kProcs; ++p) {
     const pid_t pid = ::fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
       static int warn_count = 0;
-      log::set_sink([](log::Level l, const std::string&) { if (l == log::Level::Warn) ++warn_count; });
+      base::log::set_sink([](base::log::Level l, const std::string&) { if (l == base::log::Level::Warn) ++warn_count; });
       DiskCache cache(tmp.path);
-      const auto own_a = make_kernel(jit::Arch::Sm89, 16 + p, 5000, 100 + p);
-      const auto own_b = make_kernel(jit::Arch::Sm90a, 200 + p, 9000, 200 + p);
+      const auto own_a = make_kernel(kernels::Arch::Sm89, 16 + p, 5000, 100 + p);
+      const auto own_b = make_kernel(kernels::Arch::Sm90a, 200 + p, 9000, 200 + p);
       for (int r = 0; r < kRounds; ++r) {
         if (!cache.store(shared)) ::_exit(20);
         if (!cache.store(r % 2 ? own_a : own_b)) ::_exit(21);
@@ -498,8 +498,8 @@ TEST_CASE("disk cache: threads of one process storing and loading the same keys"
   TempDir tmp;
   WarnCapture warns;
   const DiskCache cache(tmp.path);
-  const auto a = make_kernel(jit::Arch::Sm90a, 128, 20000);
-  const auto b = make_kernel(jit::Arch::Sm89, 64, 20000);
+  const auto a = make_kernel(kernels::Arch::Sm90a, 128, 20000);
+  const auto b = make_kernel(kernels::Arch::Sm89, 64, 20000);
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t)
@@ -522,7 +522,7 @@ TEST_CASE("disk cache: prune keeps the most recently used entries under the size
   DiskCache cache(tmp.path);
   std::vector<jit::CompiledKernel> ks;
   for (int i = 0; i < 6; ++i) {
-    ks.push_back(make_kernel(jit::Arch::Sm90a, 32 + i, 10000 + 1000 * i));
+    ks.push_back(make_kernel(kernels::Arch::Sm90a, 32 + i, 10000 + 1000 * i));
     REQUIRE(cache.store(ks.back()));
     set_mtime(cache.entry_path(ks.back().key), 1000.0 - 100.0 * i);  // i = 5 is the newest
   }
@@ -570,7 +570,7 @@ TEST_CASE("disk cache: export/import a bundle; damaged bundles import the good p
   DiskCache src(tmp / "src");
   std::vector<jit::CompiledKernel> ks;
   for (int i = 0; i < 5; ++i) {
-    ks.push_back(make_kernel(i % 2 ? jit::Arch::Sm89 : jit::Arch::Sm90a, 64 + i, 3000 + 500 * i));
+    ks.push_back(make_kernel(i % 2 ? kernels::Arch::Sm89 : kernels::Arch::Sm90a, 64 + i, 3000 + 500 * i));
     REQUIRE(src.store(ks.back()));
   }
   const std::string bundle = tmp / "warm.s2b";

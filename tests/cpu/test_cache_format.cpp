@@ -9,16 +9,17 @@
 #include <vector>
 
 #include "cache/disk_cache.hpp"
-#include "jit/kernel_spec.hpp"
+#include "kernels/kernel_spec.hpp"
+#include "base/hash.hpp"
 
 using namespace sage2;
 using sage2::cache::DiskCache;
 
 namespace {
 
-jit::CompiledKernel fmt_kernel(jit::Arch arch = jit::Arch::Sm90a, int head_dim = 128, std::size_t cubin_bytes = 3000) {
-  jit::KernelSpec spec;
-  spec.family = jit::KernelFamily::AttentionMma;
+jit::CompiledKernel fmt_kernel(kernels::Arch arch = kernels::Arch::Sm90a, int head_dim = 128, std::size_t cubin_bytes = 3000) {
+  kernels::KernelSpec spec;
+  spec.family = kernels::KernelFamily::AttentionMma;
   spec.arch = arch;
   spec.head_dim = head_dim;
   jit::CompiledKernel k;
@@ -79,8 +80,8 @@ void wr64(std::vector<char>& b, std::size_t at, std::uint64_t v) {
 // Recomputes the checksum as documented: FNV-1a 64 over header [0,56) then everything after 64.
 void fix_checksum(std::vector<char>& b) {
   if (b.size() < 64) return;
-  std::uint64_t h = jit::fnv1a64(b.data(), 56);
-  h = jit::fnv1a64(b.data() + 64, b.size() - 64, h);
+  std::uint64_t h = base::fnv1a64(b.data(), 56);
+  h = base::fnv1a64(b.data() + 64, b.size() - 64, h);
   wr64(b, 56, h);
 }
 
@@ -117,7 +118,7 @@ std::string reason_of(const std::vector<char>& b) {
 }  // namespace
 
 TEST_CASE("cache format: serialize/deserialize round-trips every field") {
-  for (auto arch : {jit::Arch::Sm89, jit::Arch::Sm90a}) {
+  for (auto arch : {kernels::Arch::Sm89, kernels::Arch::Sm90a}) {
     const auto k = fmt_kernel(arch, 96);
     const auto bytes = DiskCache::serialize(k);
     check_same(DiskCache::deserialize(bytes), k);
@@ -135,13 +136,13 @@ TEST_CASE("cache format: serialize/deserialize round-trips every field") {
 }
 
 TEST_CASE("cache format: the header layout is the documented little-endian one") {
-  const auto k = fmt_kernel(jit::Arch::Sm89);
+  const auto k = fmt_kernel(kernels::Arch::Sm89);
   const auto b = DiskCache::serialize(k);
   REQUIRE(b.size() > 64);
   CHECK(std::memcmp(b.data(), "S2CUBIN\0", 8) == 0);
   CHECK(rd32(b, 8) == cache::kEntryFormatVersion);
   CHECK(rd32(b, 12) == 64);
-  CHECK(rd32(b, 16) == static_cast<std::uint32_t>(jit::Arch::Sm89));
+  CHECK(rd32(b, 16) == static_cast<std::uint32_t>(kernels::Arch::Sm89));
   CHECK(rd32(b, 20) == 13);
   CHECK(rd32(b, 28) == k.key.size());
   CHECK(rd64(b, 40) == k.cubin.size());
@@ -168,8 +169,8 @@ TEST_CASE("cache format: serialize refuses kernels it could not read back") {
   auto k = fmt_kernel();
   auto bad_key = k; bad_key.key.clear();
   auto bad_cubin = k; bad_cubin.cubin.clear();
-  auto bad_arch = k; bad_arch.arch = static_cast<jit::Arch>(7);
-  auto wrong_arch = k; wrong_arch.arch = jit::Arch::Sm89;  // key says sm_90a
+  auto bad_arch = k; bad_arch.arch = static_cast<kernels::Arch>(7);
+  auto wrong_arch = k; wrong_arch.arch = kernels::Arch::Sm89;  // key says sm_90a
   for (const auto* x : {&bad_key, &bad_cubin, &bad_arch, &wrong_arch}) {
     try {
       (void)DiskCache::serialize(*x);
@@ -181,9 +182,9 @@ TEST_CASE("cache format: serialize refuses kernels it could not read back") {
 }
 
 TEST_CASE("cache format: the header arch must agree with the key (sm_89 cubin never passes as sm_90a)") {
-  const auto k89 = fmt_kernel(jit::Arch::Sm89);
+  const auto k89 = fmt_kernel(kernels::Arch::Sm89);
   auto b = DiskCache::serialize(k89);
-  wr32(b, 16, static_cast<std::uint32_t>(jit::Arch::Sm90a));
+  wr32(b, 16, static_cast<std::uint32_t>(kernels::Arch::Sm90a));
   CHECK(reason_of(b).find("checksum") != std::string::npos);
   fix_checksum(b);  // even a consistent checksum does not make the lie acceptable
   CHECK(reason_of(b).find("arch") != std::string::npos);
@@ -241,7 +242,7 @@ TEST_CASE("cache format: declared lengths are checked against the bytes present"
 
 TEST_CASE("cache format: deserialize survives random and mutated byte strings (mini fuzz)") {
   std::mt19937_64 rng(12345);
-  const auto good = DiskCache::serialize(fmt_kernel(jit::Arch::Sm90a, 64, 200));
+  const auto good = DiskCache::serialize(fmt_kernel(kernels::Arch::Sm90a, 64, 200));
   int accepted = 0;
   auto attempt = [&](const std::vector<char>& b) {
     std::string why;

@@ -14,6 +14,7 @@
 #include "jit/compiler.hpp"
 #include "jit/kernel_build.hpp"
 #include "test_support.hpp"
+#include "base/hash.hpp"
 
 using namespace sage2;
 using sage2::cache::DiskCache;
@@ -22,20 +23,20 @@ using sage2::jit::Toolchain;
 
 namespace {
 
-jit::KernelSpec attention_spec() {
-  jit::KernelSpec s;
-  s.family = jit::KernelFamily::AttentionMma;
-  s.consumer = jit::KernelFamily::AttentionMma;
-  s.arch = jit::Arch::Sm90a;
+kernels::KernelSpec attention_spec() {
+  kernels::KernelSpec s;
+  s.family = kernels::KernelFamily::AttentionMma;
+  s.consumer = kernels::KernelFamily::AttentionMma;
+  s.arch = kernels::Arch::Sm90a;
   s.head_dim = 128;
   return s;
 }
 
-jit::KernelSpec quantize_k_spec() {
-  jit::KernelSpec s;
-  s.family = jit::KernelFamily::Quantize;
-  s.op = jit::QuantOp::QuantizeK;
-  s.arch = jit::Arch::Sm90a;
+kernels::KernelSpec quantize_k_spec() {
+  kernels::KernelSpec s;
+  s.family = kernels::KernelFamily::Quantize;
+  s.op = kernels::QuantOp::QuantizeK;
+  s.arch = kernels::Arch::Sm90a;
   s.head_dim = 64;
   return s;
 }
@@ -72,7 +73,7 @@ std::string with_define(const std::string& src, const std::string& name, const s
 TEST_CASE("cache key: identical inputs give one key, and what was stored under it is a hit") {
   test::TempDir tmp("sage2-cache-key");
   const DiskCache cache(tmp.path);
-  const jit::KernelSpec spec = attention_spec();
+  const kernels::KernelSpec spec = attention_spec();
   const KernelBuild a = jit::make_build(spec, kNvrtc13);
   const KernelBuild b = jit::make_build(spec, kNvrtc13);
   CHECK(a.source == b.source);
@@ -94,7 +95,7 @@ TEST_CASE("cache key: identical inputs give one key, and what was stored under i
 TEST_CASE("cache key: a changed preamble define is a miss, with the spec unchanged") {
   test::TempDir tmp("sage2-cache-key");
   const DiskCache cache(tmp.path);
-  for (const jit::KernelSpec& spec : {attention_spec(), quantize_k_spec()}) {
+  for (const kernels::KernelSpec& spec : {attention_spec(), quantize_k_spec()}) {
     CAPTURE(spec.key());
     const KernelBuild old_lib = jit::make_build(spec, kNvrtc13);
     REQUIRE(cache.store(entry_for(old_lib)));
@@ -114,7 +115,7 @@ TEST_CASE("cache key: a changed preamble define is a miss, with the spec unchang
 TEST_CASE("cache key: another NVRTC version is a miss (fake versions)") {
   test::TempDir tmp("sage2-cache-key");
   const DiskCache cache(tmp.path);
-  const jit::KernelSpec spec = quantize_k_spec();
+  const kernels::KernelSpec spec = quantize_k_spec();
   const KernelBuild by13 = jit::make_build(spec, kNvrtc13);
   REQUIRE(cache.store(entry_for(by13)));
   const KernelBuild by128 = jit::make_build(spec, kNvrtc128);
@@ -128,7 +129,7 @@ TEST_CASE("cache key: another NVRTC version is a miss (fake versions)") {
 TEST_CASE("cache key: other NVRTC options are a miss") {
   test::TempDir tmp("sage2-cache-key");
   const DiskCache cache(tmp.path);
-  const jit::KernelSpec spec = quantize_k_spec();
+  const kernels::KernelSpec spec = quantize_k_spec();
   const KernelBuild base = jit::make_build(spec, kNvrtc13);
   CHECK(base.options == jit::nvrtc_options(spec));
   REQUIRE(cache.store(entry_for(base)));
@@ -149,7 +150,7 @@ TEST_CASE("cache key: other NVRTC options are a miss") {
 TEST_CASE("cache key: another library version is a miss") {
   test::TempDir tmp("sage2-cache-key");
   const DiskCache cache(tmp.path);
-  const jit::KernelSpec spec = quantize_k_spec();
+  const kernels::KernelSpec spec = quantize_k_spec();
   const KernelBuild old_lib = jit::make_build(spec, kNvrtc13);
   REQUIRE(cache.store(entry_for(old_lib)));
   const KernelBuild new_lib = jit::make_build(spec, Toolchain{"0.2.0", 13, 0});
@@ -166,10 +167,10 @@ TEST_CASE("cache key: an entry whose header names another NVRTC than its key is 
   // ... and never read: a valid entry with the header's NVRTC field rewritten (checksum redone).
   k.nvrtc_minor = 0;
   std::vector<char> bytes = DiskCache::serialize(k);
-  cache::fs::put_u32(bytes.data() + 24, 8);
-  std::uint64_t h = jit::fnv1a64(bytes.data(), 56);
-  h = jit::fnv1a64(bytes.data() + 64, bytes.size() - 64, h);
-  cache::fs::put_u64(bytes.data() + 56, h);
+  base::fs::put_u32(bytes.data() + 24, 8);
+  std::uint64_t h = base::fnv1a64(bytes.data(), 56);
+  h = base::fnv1a64(bytes.data() + 64, bytes.size() - 64, h);
+  base::fs::put_u64(bytes.data() + 56, h);
   std::string why;
   CHECK_FALSE(DiskCache::try_deserialize(bytes.data(), bytes.size(), &why).has_value());
   CHECK(why.find("nvrtc:13.0") != std::string::npos);
@@ -178,7 +179,7 @@ TEST_CASE("cache key: an entry whose header names another NVRTC than its key is 
 TEST_CASE("cache key: without NVRTC, the entry of the same code built by any NVRTC is used, the newest first") {
   test::TempDir tmp("sage2-cache-key");
   const DiskCache cache(tmp.path);
-  const jit::KernelSpec spec = quantize_k_spec();
+  const kernels::KernelSpec spec = quantize_k_spec();
   const Toolchain none{"0.1.0", 0, 0};
   CHECK_FALSE(none.has_nvrtc());
   CHECK_FALSE(cache.load_build(jit::make_build(spec, none)).has_value());  // empty cache
@@ -198,7 +199,7 @@ TEST_CASE("cache key: a real compile carries its build's key; a build for anothe
   REQUIRE_MESSAGE(jit::nvrtc_version().first >= 12, "NVRTC must be loadable for the CPU suite");
   test::TempDir tmp("sage2-cache-key");
   const DiskCache cache(tmp.path);
-  const jit::KernelSpec spec = quantize_k_spec();
+  const kernels::KernelSpec spec = quantize_k_spec();
   const Toolchain here = Toolchain::current();
   CHECK(here.library == version_info().library);
   CHECK(here.nvrtc_major == jit::nvrtc_version().first);

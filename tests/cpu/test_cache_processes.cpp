@@ -29,8 +29,9 @@
 
 #include "cache/disk_cache.hpp"
 #include "jit/compiler.hpp"
-#include "jit/kernel_spec.hpp"
+#include "kernels/kernel_spec.hpp"
 #include "test_support.hpp"
+#include "base/hash.hpp"
 
 using namespace sage2;
 using sage2::cache::DiskCache;
@@ -39,9 +40,9 @@ namespace {
 
 constexpr int kProcesses = 6;
 
-jit::KernelSpec quantize_spec(jit::QuantOp op, int head_dim, jit::Arch arch) {
-  jit::KernelSpec s;
-  s.family = jit::KernelFamily::Quantize;
+kernels::KernelSpec quantize_spec(kernels::QuantOp op, int head_dim, kernels::Arch arch) {
+  kernels::KernelSpec s;
+  s.family = kernels::KernelFamily::Quantize;
   s.op = op;
   s.arch = arch;
   s.head_dim = head_dim;
@@ -50,17 +51,17 @@ jit::KernelSpec quantize_spec(jit::QuantOp op, int head_dim, jit::Arch arch) {
 
 // The keys process `i` needs, in its own order: the two shared keys (in an order that depends
 // on i, so that the race meets both ways) and one key of its own (alternating archs).
-std::vector<jit::KernelSpec> keys_of(int i) {
-  const jit::KernelSpec shared_a = quantize_spec(jit::QuantOp::ChannelStats, 96, jit::Arch::Sm90a);
-  const jit::KernelSpec shared_b = quantize_spec(jit::QuantOp::QuantizeK, 96, jit::Arch::Sm90a);
-  const jit::KernelSpec own =
-      quantize_spec(jit::QuantOp::QuantizeV, 32 + 8 * i, i % 2 ? jit::Arch::Sm89 : jit::Arch::Sm90a);
+std::vector<kernels::KernelSpec> keys_of(int i) {
+  const kernels::KernelSpec shared_a = quantize_spec(kernels::QuantOp::ChannelStats, 96, kernels::Arch::Sm90a);
+  const kernels::KernelSpec shared_b = quantize_spec(kernels::QuantOp::QuantizeK, 96, kernels::Arch::Sm90a);
+  const kernels::KernelSpec own =
+      quantize_spec(kernels::QuantOp::QuantizeV, 32 + 8 * i, i % 2 ? kernels::Arch::Sm89 : kernels::Arch::Sm90a);
   if (i % 2) return {shared_b, own, shared_a};
   return {shared_a, shared_b, own};
 }
 
 template <class Bytes>
-std::uint64_t hash_of(const Bytes& cubin) { return jit::fnv1a64(cubin.data(), cubin.size()); }
+std::uint64_t hash_of(const Bytes& cubin) { return base::fnv1a64(cubin.data(), cubin.size()); }
 
 std::string self_exe() {
   char buf[PATH_MAX];
@@ -94,7 +95,7 @@ TEST_CASE("cache processes child: compile-or-load every key into the shared dire
   }
   const DiskCache cache(dir);
   std::ostringstream report;
-  for (const jit::KernelSpec& spec : keys_of(index)) {
+  for (const kernels::KernelSpec& spec : keys_of(index)) {
     const jit::KernelBuild build = jit::make_build(spec);
     const std::string& key = build.key;
     // runtime/kernel_loader.cpp's order: the disk first; on a miss compile and store.
@@ -132,7 +133,7 @@ TEST_CASE("cache processes: 6 processes compiling shared and own keys into one d
   // The reference: every key compiled by this one process alone (no cache).
   std::map<std::string, std::uint64_t> reference;
   for (int i = 0; i < kProcesses; ++i)
-    for (const jit::KernelSpec& spec : keys_of(i))
+    for (const kernels::KernelSpec& spec : keys_of(i))
       if (const std::string key = jit::make_build(spec).key; !reference.count(key))
         reference[key] = hash_of(jit::compile(spec).cubin);
   REQUIRE(reference.size() == 2 + kProcesses);
@@ -183,8 +184,8 @@ TEST_CASE("cache processes: 6 processes compiling shared and own keys into one d
     CHECK(compiled_by[key] >= 1);  // somebody compiled it (the directory started empty)
   }
   std::string shared;
-  for (const jit::KernelSpec& s : keys_of(0))
-    if (s.op != jit::QuantOp::QuantizeV) shared += " " + std::to_string(compiled_by[jit::make_build(s).key]) + "/" + std::to_string(kProcesses);
+  for (const kernels::KernelSpec& s : keys_of(0))
+    if (s.op != kernels::QuantOp::QuantizeV) shared += " " + std::to_string(compiled_by[jit::make_build(s).key]) + "/" + std::to_string(kProcesses);
   MESSAGE(kProcesses << " processes in " << seconds << " s; the shared keys were compiled by" << shared
                      << " processes (the others loaded an entry)");
 }

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "jit/attention_family.hpp"
+#include "kernels/attention_family.hpp"
 #include "plan/candidates.hpp"
 #include "runtime/attention_plan.hpp"
 #include "plan/attention_validate.hpp"
@@ -146,9 +146,9 @@ TEST_CASE("call cache: concurrent lookups and inserts agree on one plan per sign
 namespace {
 
 // A plan as build_call_plan lays it out, for a given arch (no Context, no kernels).
-std::unique_ptr<runtime::CallPlan> layout(const Call& c, jit::Arch arch) {
-  const runtime::AttentionProblem p = runtime::validate_attention(c.q, c.k, c.v, c.out, c.params, arch);
-  jit::KernelSpec spec = runtime::plan_attention_heuristic(p, arch, 232448);
+std::unique_ptr<runtime::CallPlan> layout(const Call& c, kernels::Arch arch) {
+  const plan::AttentionProblem p = plan::validate_attention(c.q, c.k, c.v, c.out, c.params, arch);
+  kernels::KernelSpec spec = runtime::plan_attention_heuristic(p, arch, 232448);
   auto plan = std::make_unique<runtime::CallPlan>();
   runtime::layout_call_plan(p, spec, *plan);
   return plan;
@@ -159,37 +159,37 @@ bool same_bytes(const T& a, const T& b) {
   return std::memcmp(&a, &b, sizeof(T)) == 0;
 }
 
-// What the stages build from scratch for these pointers (jit::make_quantize_params, the family
-// descriptor's write_params, jit::make_delta_s_params), compared with build_call_params on the
+// What the stages build from scratch for these pointers (kernels::make_quantize_params, the family
+// descriptor's write_params, kernels::make_delta_s_params), compared with build_call_params on the
 // cached plan.
 void check_params_match(const runtime::CallPlan& plan, const Call& c, char* ws) {
   runtime::CallParams cp;
   runtime::build_call_params(plan, c.q, c.k, c.v, c.out, c.params.lse, ws, cp);
-  const jit::QuantBuffers& b = plan.buffers;
+  const kernels::QuantBuffers& b = plan.buffers;
   void* ds = ws + plan.quant_bytes;
-  CHECK(same_bytes(cp.quantize, jit::make_quantize_params(b, c.q, c.k, c.v, ws)));
-  const jit::AttentionFamilyDesc& family = jit::attention_family(plan.spec.family);
-  const std::vector<jit::AttentionChunk> chunks = jit::attention_chunks(b, plan.spec.smooth_q ? plan.delta_s_bytes : 0);
+  CHECK(same_bytes(cp.quantize, kernels::make_quantize_params(b, c.q, c.k, c.v, ws)));
+  const kernels::AttentionFamilyDesc& family = kernels::attention_family(plan.spec.family);
+  const std::vector<kernels::AttentionChunk> chunks = kernels::attention_chunks(b, plan.spec.smooth_q ? plan.delta_s_bytes : 0);
   REQUIRE(!chunks.empty());
   const std::size_t n = chunks.size();
   CHECK(cp.attention.attention.size() == n);
   CHECK(cp.attention.delta_s.size() == (plan.spec.smooth_q ? n : 0));
-  const jit::AttentionArgs args{ws, c.out, c.params.lse, plan.problem.sm_scale, ds, MaskRef{}, c.q};
+  const kernels::AttentionArgs args{ws, c.out, c.params.lse, plan.problem.sm_scale, ds, MaskRef{}, c.q};
   for (std::size_t i = 0; i < n; ++i) {
-    jit::AttentionParamStorage fresh{};
+    kernels::AttentionParamStorage fresh{};
     family.write_params(plan.spec, b, args, chunks[i], fresh.bytes);
     CHECK(std::memcmp(cp.attention.attention[i].bytes, fresh.bytes, family.param_bytes) == 0);
     if (plan.spec.smooth_q)
-      CHECK(same_bytes(cp.attention.delta_s[i], jit::make_delta_s_params(b, ws, c.k, ds, chunks[i])));
+      CHECK(same_bytes(cp.attention.delta_s[i], kernels::make_delta_s_params(b, ws, c.k, ds, chunks[i])));
   }
 }
 
 }  // namespace
 
 TEST_CASE("call plan: parameter structs from a cached plan equal a fresh build, for any pointers") {
-  for (jit::Arch arch : {jit::Arch::Sm90a, jit::Arch::Sm89}) {
+  for (kernels::Arch arch : {kernels::Arch::Sm90a, kernels::Arch::Sm89}) {
     for (int variant = 0; variant < 3; ++variant) {
-      CAPTURE(jit::arch_name(arch));
+      CAPTURE(kernels::arch_name(arch));
       CAPTURE(variant);
       Call c = make_call(0x10000000, 2, 4, 2, 200, 333, 64);
       if (variant == 1) {
@@ -203,9 +203,9 @@ TEST_CASE("call plan: parameter structs from a cached plan equal a fresh build, 
       }
       const auto plan = layout(c, arch);
       // The plan holds the spec's family descriptor and its kernel config, computed once.
-      CHECK(plan->attention.family == &jit::attention_family(plan->spec.family));
-      CHECK(plan->attention.kernel.smem == jit::attention_kernel_config(plan->spec).smem);
-      CHECK(plan->attention.kernel.threads == jit::attention_kernel_config(plan->spec).threads);
+      CHECK(plan->attention.family == &kernels::attention_family(plan->spec.family));
+      CHECK(plan->attention.kernel.smem == kernels::attention_kernel_config(plan->spec).smem);
+      CHECK(plan->attention.kernel.threads == kernels::attention_kernel_config(plan->spec).threads);
       // The plan was made for the first pointers; the next calls bring others.
       check_params_match(*plan, c, reinterpret_cast<char*>(0x200000000));
       Call d = make_call(0x30000000, 2, 4, 2, 200, 333, 64);
@@ -221,7 +221,7 @@ TEST_CASE("call plan: host cost per cached call without the driver (validation, 
   runtime::CallCache<runtime::CallPlan> cache;
   const Call c = make_call(0x10000000, 1, 1, 1, 128, 128, 64);
   {
-    auto plan = layout(c, jit::Arch::Sm90a);
+    auto plan = layout(c, kernels::Arch::Sm90a);
     cache.insert(sig(c), std::shared_ptr<const runtime::CallPlan>(plan.release()));
   }
   runtime::CallParams cp;
@@ -229,7 +229,7 @@ TEST_CASE("call plan: host cost per cached call without the driver (validation, 
   const int n = 20000;
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < n; ++i) {
-    const auto p = runtime::validate_attention(c.q, c.k, c.v, c.out, c.params, jit::Arch::Sm90a);
+    const auto p = plan::validate_attention(c.q, c.k, c.v, c.out, c.params, kernels::Arch::Sm90a);
     const auto plan = cache.find(sig(c));
     if (!plan) FAIL("cache miss");
     runtime::build_call_params(*plan, c.q, c.k, c.v, c.out, c.params.lse, ws, cp);
@@ -255,10 +255,10 @@ TEST_CASE("call plan: host cost per cached call without the driver (validation, 
 
 TEST_CASE("quantize paths: the launches each path makes; auto is split; cluster only where it runs") {
   using runtime::QuantPath;
-  using jit::QuantOp;
-  jit::KernelSpec s;
-  s.family = jit::KernelFamily::AttentionWgmma;
-  s.arch = jit::Arch::Sm90a;
+  using kernels::QuantOp;
+  kernels::KernelSpec s;
+  s.family = kernels::KernelFamily::AttentionWgmma;
+  s.arch = kernels::Arch::Sm90a;
   s.head_dim = 128;
   const std::vector<QuantOp> split = {QuantOp::ChannelStats, QuantOp::QuantizeK, QuantOp::QuantizeV, QuantOp::QuantizeQ};
   CHECK(runtime::quantize_ops(QuantPath::Split, s) == split);
@@ -266,22 +266,22 @@ TEST_CASE("quantize paths: the launches each path makes; auto is split; cluster 
   CHECK(runtime::quantize_ops(QuantPath::Fused, s) == std::vector<QuantOp>{QuantOp::Fused});
   CHECK(runtime::quantize_ops(QuantPath::Cluster, s) == std::vector<QuantOp>{QuantOp::Cluster});
   s.head_dim = 512;
-  s.family = jit::KernelFamily::AttentionMma;
+  s.family = kernels::KernelFamily::AttentionMma;
   CHECK_THROWS_WITH_AS(runtime::quantize_ops(QuantPath::Cluster, s), doctest::Contains("head_dim=512"), Error);
   s.head_dim = 128;
-  s.arch = jit::Arch::Sm89;
+  s.arch = kernels::Arch::Sm89;
   CHECK_THROWS_WITH_AS(runtime::quantize_ops(QuantPath::Cluster, s), doctest::Contains("sm_89"), Error);
   CHECK(runtime::quantize_ops(QuantPath::Auto, s) == split);
 }
 
 TEST_CASE("quantize paths: with auto, a wgmma plan quantizes Q in the attention kernel: no quantize_q, no Q̂ buffers") {
   using runtime::QuantPath;
-  using jit::QuantOp;
+  using kernels::QuantOp;
   const Call c = make_call(0x10000000, 2, 4, 2, 200, 333, 128);
-  const runtime::AttentionProblem p = runtime::validate_attention(c.q, c.k, c.v, c.out, c.params, jit::Arch::Sm90a);
-  jit::KernelSpec s = runtime::attention_spec_for(p, jit::Arch::Sm90a);
-  s.tile = autotune::heuristic_tile(s, 232448);
-  REQUIRE(s.family == jit::KernelFamily::AttentionWgmma);
+  const plan::AttentionProblem p = plan::validate_attention(c.q, c.k, c.v, c.out, c.params, kernels::Arch::Sm90a);
+  kernels::KernelSpec s = runtime::attention_spec_for(p, kernels::Arch::Sm90a);
+  s.tile = plan::heuristic_tile(s, 232448);
+  REQUIRE(s.family == kernels::KernelFamily::AttentionWgmma);
   runtime::apply_quant_path(s, QuantPath::Auto);
   CHECK(s.q_in_kernel);
   const std::vector<QuantOp> ops = runtime::quantize_ops(QuantPath::Auto, s);
@@ -292,40 +292,40 @@ TEST_CASE("quantize paths: with auto, a wgmma plan quantizes Q in the attention 
   CHECK_THROWS_WITH_AS(runtime::quantize_ops(QuantPath::Fused, s), doctest::Contains("quantizes Q itself"), Error);
   CHECK_THROWS_WITH_AS(runtime::quantize_ops(QuantPath::Cluster, s), doctest::Contains("quantizes Q itself"), Error);
   // its workspace holds no Q̂, q_scale, q·k̄ or q_bad
-  const jit::QuantProblem qp{2, 4, 2, 200, 333, 128};
-  const jit::QuantBuffers with = jit::quant_buffers(qp, s);
+  const kernels::QuantProblem qp{2, 4, 2, 200, 333, 128};
+  const kernels::QuantBuffers with = kernels::quant_buffers(qp, s);
   CHECK(with.q_codes() == 0);
   CHECK(with.q_scale() == 0);
   CHECK(with.q_kbias() == 0);
   CHECK(with.q_bad() == 0);
-  jit::KernelSpec split = s;
+  kernels::KernelSpec split = s;
   runtime::apply_quant_path(split, QuantPath::Split);  // the explicit path keeps its quantize_q
   CHECK_FALSE(split.q_in_kernel);
   CHECK(runtime::quantize_ops(QuantPath::Split, split).back() == QuantOp::QuantizeQ);
-  const jit::QuantBuffers without = jit::quant_buffers(qp, split);
+  const kernels::QuantBuffers without = kernels::quant_buffers(qp, split);
   CHECK(with.offsets().total + std::size_t(2 * 4 * 256 * 128) <= without.offsets().total);
   // the attention parameters need the caller's Q, of the right shape and dtype
   char* ws = reinterpret_cast<char*>(0x20000000);
-  jit::AttentionArgs args{ws, c.out, nullptr, p.sm_scale, nullptr};
-  const jit::AttentionChunk chunk = jit::attention_chunks(with, 0).front();
-  CHECK_THROWS_WITH_AS(jit::make_attention_params(s, with, args, chunk), doctest::Contains("q is null"), Error);
+  kernels::AttentionArgs args{ws, c.out, nullptr, p.sm_scale, nullptr};
+  const kernels::AttentionChunk chunk = kernels::attention_chunks(with, 0).front();
+  CHECK_THROWS_WITH_AS(kernels::make_attention_params(s, with, args, chunk), doctest::Contains("q is null"), Error);
   args.q = c.k;  // [2, 2, 333, 128]: not Q's shape
-  CHECK_THROWS_WITH_AS(jit::make_attention_params(s, with, args, chunk), doctest::Contains("q shape"), Error);
+  CHECK_THROWS_WITH_AS(kernels::make_attention_params(s, with, args, chunk), doctest::Contains("q shape"), Error);
   args.q = c.q;
-  const sage2::dev::AttentionParams ap = jit::make_attention_params(s, with, args, chunk);
+  const sage2::dev::AttentionParams ap = kernels::make_attention_params(s, with, args, chunk);
   CHECK(ap.q_in == c.q.data);
   CHECK(ap.q_stride_seq == c.q.stride_seq);
   CHECK(ap.k_mean != nullptr);
   // smooth-Q keeps Q̂ from the quantize stage (its block mean)
-  jit::KernelSpec sq = s;
+  kernels::KernelSpec sq = s;
   sq.smooth_q = true;
   runtime::apply_quant_path(sq, QuantPath::Auto);
   CHECK_FALSE(sq.q_in_kernel);
 }
 
 TEST_CASE("call plan: kernels after the first overlap their predecessor's end where they wait for it (sm_90a)") {
-  using jit::QuantOp;
-  auto plan = [](jit::Arch arch, jit::KernelFamily family, bool smooth_q) {
+  using kernels::QuantOp;
+  auto plan = [](kernels::Arch arch, kernels::KernelFamily family, bool smooth_q) {
     auto p = std::make_unique<runtime::CallPlan>();
     p->spec.family = family;
     p->spec.arch = arch;
@@ -336,7 +336,7 @@ TEST_CASE("call plan: kernels after the first overlap their predecessor's end wh
     if (smooth_q) p->attention.delta_s.resize(2);
     return p;
   };
-  auto p = plan(jit::Arch::Sm90a, jit::KernelFamily::AttentionWgmma, false);
+  auto p = plan(kernels::Arch::Sm90a, kernels::KernelFamily::AttentionWgmma, false);
   runtime::mark_overlapping_launches(*p, true);
   CHECK_FALSE(p->quantize[0].shape.overlap_previous);  // after the caller's own kernels: a plain launch
   CHECK(p->quantize[1].shape.overlap_previous);
@@ -347,16 +347,16 @@ TEST_CASE("call plan: kernels after the first overlap their predecessor's end wh
   CHECK_FALSE(p->quantize[1].shape.overlap_previous);
   CHECK_FALSE(p->attention.attention[0].shape.overlap_previous);
   // ΔS does not wait for its predecessor: launched plainly; the attention after it overlaps it
-  p = plan(jit::Arch::Sm90a, jit::KernelFamily::AttentionWgmma, true);
+  p = plan(kernels::Arch::Sm90a, kernels::KernelFamily::AttentionWgmma, true);
   runtime::mark_overlapping_launches(*p, true);
   CHECK_FALSE(p->attention.delta_s[0].shape.overlap_previous);
   CHECK(p->attention.attention[0].shape.overlap_previous);
   // the mma family's kernel does not wait; sm_89 has no programmatic dependent launch
-  p = plan(jit::Arch::Sm90a, jit::KernelFamily::AttentionMma, false);
+  p = plan(kernels::Arch::Sm90a, kernels::KernelFamily::AttentionMma, false);
   runtime::mark_overlapping_launches(*p, true);
   CHECK(p->quantize[2].shape.overlap_previous);
   CHECK_FALSE(p->attention.attention[0].shape.overlap_previous);
-  p = plan(jit::Arch::Sm89, jit::KernelFamily::AttentionMma, false);
+  p = plan(kernels::Arch::Sm89, kernels::KernelFamily::AttentionMma, false);
   runtime::mark_overlapping_launches(*p, true);
   for (const auto& l : p->quantize) CHECK_FALSE(l.shape.overlap_previous);
 }

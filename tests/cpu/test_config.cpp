@@ -40,15 +40,15 @@ struct LogCapture {
     static std::vector<std::string> l;
     return l;
   }
-  static void sink(log::Level, const std::string& m) {
+  static void sink(base::log::Level, const std::string& m) {
     std::lock_guard<std::mutex> lock(mu());
     lines().push_back(m);
   }
   LogCapture() {
     lines().clear();
-    log::set_sink(&sink);
+    base::log::set_sink(&sink);
   }
-  ~LogCapture() { log::set_sink(nullptr); }
+  ~LogCapture() { base::log::set_sink(nullptr); }
 };
 
 }  // namespace
@@ -72,7 +72,7 @@ TEST_CASE("config: the environment sets the defaults of unset options") {
   ScopedEnv c("SAGE2_ATTENTION_FAMILY", "wgmma");
   ScopedEnv d("SAGE2_QUANT_PATH", "fused");
   ScopedEnv e("SAGE2_DISABLE_TUNING", "yes");
-  const config::ContextConfig cfg = config::context_config();
+  const base::config::ContextConfig cfg = base::config::context_config();
   CHECK_FALSE(cfg.disk_cache);
   CHECK(cfg.cache_dir == "/tmp/sage2-config-test/env");
   CHECK(cfg.family == AttentionFamily::Wgmma);
@@ -95,11 +95,11 @@ TEST_CASE("config: the environment sets the defaults of unset options") {
   // The family names of kernel keys have always been accepted too.
   {
     ScopedEnv alias("SAGE2_ATTENTION_FAMILY", "attn_mma");
-    CHECK(config::context_config().family == AttentionFamily::Mma);
+    CHECK(base::config::context_config().family == AttentionFamily::Mma);
   }
   {
     ScopedEnv alias("SAGE2_ATTENTION_FAMILY", "auto");
-    CHECK(config::context_config().family == AttentionFamily::Auto);
+    CHECK(base::config::context_config().family == AttentionFamily::Auto);
   }
 }
 
@@ -116,7 +116,7 @@ TEST_CASE("config: options given in code override the environment") {
   o.family = AttentionFamily::Mma;
   o.quant_path = QuantPath::Split;
   o.tuning = true;
-  const config::ContextConfig cfg = config::context_config(o);
+  const base::config::ContextConfig cfg = base::config::context_config(o);
   CHECK(cfg.disk_cache);
   CHECK(cfg.cache_dir == "/tmp/sage2-config-test/code");
   CHECK(cfg.family == AttentionFamily::Mma);
@@ -128,7 +128,7 @@ TEST_CASE("config: options given in code override the environment") {
   off.disk_cache = false;
   off.tuning = false;
   off.quant_path = QuantPath::Fused;
-  const config::ContextConfig cfg2 = config::context_config(off);
+  const base::config::ContextConfig cfg2 = base::config::context_config(off);
   CHECK_FALSE(cfg2.disk_cache);
   CHECK_FALSE(cfg2.tuning);
   CHECK(cfg2.quant_path == QuantPath::Fused);
@@ -139,7 +139,7 @@ TEST_CASE("config: an unknown value is an error naming it, unless the option is 
   {
     ScopedEnv bad("SAGE2_ATTENTION_FAMILY", "tensorcore");
     try {
-      (void)config::context_config();
+      (void)base::config::context_config();
       FAIL("SAGE2_ATTENTION_FAMILY=tensorcore was accepted");
     } catch (const Error& e) {
       CHECK(e.code() == ErrorCode::InvalidArgument);
@@ -147,44 +147,44 @@ TEST_CASE("config: an unknown value is an error naming it, unless the option is 
     }
     ContextOptions o;
     o.family = AttentionFamily::Auto;
-    CHECK(config::context_config(o).family == AttentionFamily::Auto);  // the caller chose: env unread
+    CHECK(base::config::context_config(o).family == AttentionFamily::Auto);  // the caller chose: env unread
     // The cache settings alone never fail on it (sage2-info, sage2-cache, sage2_default_cache_dir).
-    CHECK_NOTHROW((void)config::cache_config());
+    CHECK_NOTHROW((void)base::config::cache_config());
   }
   ContextOptions o;
   o.family = static_cast<AttentionFamily>(7);
-  CHECK_THROWS_WITH_AS((void)config::context_config(o), doctest::Contains("ContextOptions::family=7"), Error);
+  CHECK_THROWS_WITH_AS((void)base::config::context_config(o), doctest::Contains("ContextOptions::family=7"), Error);
   ContextOptions q;
   q.quant_path = static_cast<QuantPath>(-3);
-  CHECK_THROWS_WITH_AS((void)config::context_config(q), doctest::Contains("ContextOptions::quant_path=-3"), Error);
+  CHECK_THROWS_WITH_AS((void)base::config::context_config(q), doctest::Contains("ContextOptions::quant_path=-3"), Error);
 }
 
 TEST_CASE("config: an unknown SAGE2_QUANT_PATH warns once and means auto") {
   CleanContextEnv clean;
   ScopedEnv bad("SAGE2_QUANT_PATH", "sage2-config-test-unknown");
   LogCapture cap;
-  CHECK(config::context_config().quant_path == QuantPath::Auto);
-  CHECK(config::context_config().quant_path == QuantPath::Auto);
+  CHECK(base::config::context_config().quant_path == QuantPath::Auto);
+  CHECK(base::config::context_config().quant_path == QuantPath::Auto);
   std::size_t warned = 0;
   for (const auto& l : LogCapture::lines()) warned += l.find("sage2-config-test-unknown") != std::string::npos;
-  CHECK(warned == 2);  // once as a warning, then as debug (log::warn_once): the sink sees both
+  CHECK(warned == 2);  // once as a warning, then as debug (base::log::warn_once): the sink sees both
 }
 
 TEST_CASE("config: the tuning database a Context reads follows disk_cache and tuning") {
   CleanContextEnv clean;
   ScopedEnv dir("SAGE2_CACHE_DIR", "/tmp/sage2-config-test/db");
-  const std::string expected = autotune::db_path("/tmp/sage2-config-test/db", "dev", jit::Arch::Sm90a);
-  CHECK(autotune::context_db_path(config::context_config(), "dev", jit::Arch::Sm90a) == expected);
+  const std::string expected = plan::db_path("/tmp/sage2-config-test/db", "dev", kernels::Arch::Sm90a);
+  CHECK(plan::context_db_path(base::config::context_config(), "dev", kernels::Arch::Sm90a) == expected);
   {
     ScopedEnv off("SAGE2_DISABLE_TUNING", "1");
-    CHECK(autotune::context_db_path(config::context_config(), "dev", jit::Arch::Sm90a).empty());
+    CHECK(plan::context_db_path(base::config::context_config(), "dev", kernels::Arch::Sm90a).empty());
     ContextOptions o;
     o.tuning = true;  // code wins
-    CHECK(autotune::context_db_path(config::context_config(o), "dev", jit::Arch::Sm90a) == expected);
+    CHECK(plan::context_db_path(base::config::context_config(o), "dev", kernels::Arch::Sm90a) == expected);
   }
   {
     ScopedEnv off("SAGE2_DISABLE_DISK_CACHE", "1");
-    CHECK(autotune::context_db_path(config::context_config(), "dev", jit::Arch::Sm90a).empty());
+    CHECK(plan::context_db_path(base::config::context_config(), "dev", kernels::Arch::Sm90a).empty());
   }
 }
 
@@ -192,7 +192,7 @@ TEST_CASE("config: process-wide settings come from the environment, read at each
   {
     ScopedEnv a("SAGE2_LIBCUDA", nullptr), b("SAGE2_LIBNVRTC", nullptr), c("SAGE2_DUMP_DIR", nullptr),
         d("SAGE2_LOG_LEVEL", nullptr);
-    const config::ProcessConfig p = config::process_config();
+    const base::config::ProcessConfig p = base::config::process_config();
     CHECK(p.libcuda == "libcuda.so.1");
     CHECK(p.libnvrtc.empty());
     CHECK(p.dump_dir.empty());
@@ -200,7 +200,7 @@ TEST_CASE("config: process-wide settings come from the environment, read at each
   }
   ScopedEnv a("SAGE2_LIBCUDA", "/opt/x/libcuda.so.1"), b("SAGE2_LIBNVRTC", "/opt/x/libnvrtc.so"),
       c("SAGE2_DUMP_DIR", "/tmp/sage2-config-test/dump"), d("SAGE2_LOG_LEVEL", "debug");
-  const config::ProcessConfig p = config::process_config();
+  const base::config::ProcessConfig p = base::config::process_config();
   CHECK(p.libcuda == "/opt/x/libcuda.so.1");
   CHECK(p.libnvrtc == "/opt/x/libnvrtc.so");
   CHECK(p.dump_dir == "/tmp/sage2-config-test/dump");
@@ -212,7 +212,7 @@ TEST_CASE("config: set_log_level overrides SAGE2_LOG_LEVEL for the process until
   CHECK(log_level() == LogLevel::Error);
   set_log_level(LogLevel::Info);
   CHECK(log_level() == LogLevel::Info);
-  CHECK(log::current_level() == log::Level::Info);
+  CHECK(base::log::current_level() == base::log::Level::Info);
   set_log_level(std::nullopt);
   CHECK(log_level() == LogLevel::Error);
   // The C ABI: the same, with SAGE2_FROM_ENV to return to the environment.
@@ -234,14 +234,14 @@ TEST_CASE("config: sage2_set_log_callback receives the notices the level lets th
   };
   CHECK(sage2_set_log_level(1) == SAGE2_OK);  // warn
   REQUIRE(sage2_set_log_callback(cb, &seen) == SAGE2_OK);
-  log::warn("w1");
-  log::info("i1");   // below the level: not passed
-  log::debug("d1");
+  base::log::warn("w1");
+  base::log::info("i1");   // below the level: not passed
+  base::log::debug("d1");
   CHECK(sage2_set_log_level(3) == SAGE2_OK);  // debug: everything
-  log::debug("d2");
-  log::error("e1");
+  base::log::debug("d2");
+  base::log::error("e1");
   REQUIRE(sage2_set_log_callback(nullptr, nullptr) == SAGE2_OK);
-  log::warn("after");  // stderr again, not the callback
+  base::log::warn("after");  // stderr again, not the callback
   CHECK(sage2_set_log_level(SAGE2_FROM_ENV) == SAGE2_OK);
   REQUIRE(seen.notes.size() == 3);
   CHECK(seen.notes[0] == std::make_pair(1, std::string("w1")));

@@ -1,4 +1,4 @@
-// Specification (CPU / CI) of the direct small-Nq path (jit/decode.hpp, plan/direct_rule.hpp,
+// Specification (CPU / CI) of the direct small-Nq path (kernels/decode.hpp, plan/direct_rule.hpp,
 // runtime/decode_stage.hpp, templates/attention_decode.cuh):
 //  - its split and merge kernels NVRTC-compile for sm_90a and sm_89 (and sm_80: the template is
 //    arch-neutral, mma.sync f16/bf16 + cp.async + ldmatrix) over a covering set of head dims,
@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "jit/compiler.hpp"
-#include "jit/decode.hpp"
+#include "kernels/decode.hpp"
 #include "plan/attention_validate.hpp"
 #include "plan/direct_rule.hpp"
 #include "runtime/c_api_internal.hpp"
@@ -30,6 +30,7 @@
 
 using namespace sage2;
 using namespace sage2::jit;
+using namespace sage2::kernels;
 
 namespace {
 
@@ -67,7 +68,7 @@ Call call(std::int64_t b, std::int64_t hq, std::int64_t hkv, std::int64_t nq, st
   return c;
 }
 bool direct(const Call& c, Arch arch = Arch::Sm90a) {
-  return runtime::validate_attention(c.q, c.k, c.v, c.out, c.p, arch).direct;
+  return plan::validate_attention(c.q, c.k, c.v, c.out, c.p, arch).direct;
 }
 
 // Every kernel the layout of `p` launches (split, and merge when it merges).
@@ -202,7 +203,7 @@ TEST_CASE("decode: spec keys name what the code depends on and ignore the quanti
 }
 
 TEST_CASE("decode: which calls take the direct path (Auto), and the overrides") {
-  using runtime::validate_attention;
+  using plan::validate_attention;
   // Decode and small-Nq shapes on sm_90a: R = Nq · Hq / Hkv <= 512.
   CHECK(direct(call(4, 32, 8, 1, 4096, 128)));
   CHECK(direct(call(4, 32, 8, 1, 32768, 128)));
@@ -218,8 +219,8 @@ TEST_CASE("decode: which calls take the direct path (Auto), and the overrides") 
   // Other archs: decode-sized R only.
   CHECK(direct(call(4, 32, 8, 16, 4096, 128), Arch::Sm89));   // R = 64
   CHECK_FALSE(direct(call(4, 32, 8, 17, 4096, 128), Arch::Sm89));
-  CHECK(runtime::direct_max_rows(Arch::Sm90a) == 512);
-  CHECK(runtime::direct_max_rows(Arch::Sm89) == 64);
+  CHECK(plan::direct_max_rows(Arch::Sm90a) == 512);
+  CHECK(plan::direct_max_rows(Arch::Sm89) == 64);
 
   // Masks stay quantized on Auto; Direct with a mask is refused.
   Call m = call(1, 8, 2, 1, 4096, 128);
@@ -269,9 +270,9 @@ TEST_CASE("decode: which calls take the direct path (Auto), and the overrides") 
   SeqLens lens;
   lens.batch = 2;
   lens.kv_lens = reinterpret_cast<const std::int32_t*>(0x600000000);
-  CHECK_FALSE(runtime::validate_attention_varlen(vl.q, vl.k, vl.v, vl.out, lens, vl.p, Arch::Sm90a).direct);
+  CHECK_FALSE(plan::validate_attention_varlen(vl.q, vl.k, vl.v, vl.out, lens, vl.p, Arch::Sm90a).direct);
   vl.p.small_q_path = SmallQPath::Direct;
-  CHECK_THROWS_WITH_AS(runtime::validate_attention_varlen(vl.q, vl.k, vl.v, vl.out, lens, vl.p, Arch::Sm90a),
+  CHECK_THROWS_WITH_AS(plan::validate_attention_varlen(vl.q, vl.k, vl.v, vl.out, lens, vl.p, Arch::Sm90a),
                        doctest::Contains("small_q_path=direct"), Error);
   // The names.
   CHECK(std::string(small_q_path_name(SmallQPath::Auto)) == "auto");
@@ -393,7 +394,7 @@ TEST_CASE("decode: a direct call plan skips the quantize stage; its parameters c
   Call c = call(2, 8, 2, 3, 5000, 96);
   c.p.causal = CausalMode::BottomRight;
   c.p.lse = reinterpret_cast<float*>(0x700000000);
-  const runtime::AttentionProblem prob = runtime::validate_attention(c.q, c.k, c.v, c.out, c.p, Arch::Sm90a);
+  const plan::AttentionProblem prob = plan::validate_attention(c.q, c.k, c.v, c.out, c.p, Arch::Sm90a);
   REQUIRE(prob.direct);
   runtime::CallPlan plan;
   runtime::layout_direct_call_plan(prob, Arch::Sm90a, kH100, plan);

@@ -34,7 +34,7 @@
 
 #include "cache/disk_cache.hpp"
 #include "jit/compiler.hpp"
-#include "jit/kernel_spec.hpp"
+#include "kernels/kernel_spec.hpp"
 #include "base/log.hpp"
 #include "test_support.hpp"
 
@@ -50,16 +50,16 @@ struct FaultDir : test::TempDir {
 struct Warnings {
   static std::mutex& mu() { static std::mutex m; return m; }
   static std::vector<std::string>& msgs() { static std::vector<std::string> v; return v; }
-  static void sink(log::Level level, const std::string& m) {
-    if (level != log::Level::Warn) return;
+  static void sink(base::log::Level level, const std::string& m) {
+    if (level != base::log::Level::Warn) return;
     std::lock_guard<std::mutex> lock(mu());
     msgs().push_back(m);
   }
   Warnings() {
     reset();
-    log::set_sink(&sink);
+    base::log::set_sink(&sink);
   }
-  ~Warnings() { log::set_sink(nullptr); }
+  ~Warnings() { base::log::set_sink(nullptr); }
   std::size_t count() const {
     std::lock_guard<std::mutex> lock(mu());
     return msgs().size();
@@ -106,12 +106,12 @@ void rm_rf(const std::string& p) {
 }
 
 // The disk cache key of a spec's kernel, as this process builds it.
-std::string ckey(const jit::KernelSpec& spec) { return jit::make_build(spec).key; }
+std::string ckey(const kernels::KernelSpec& spec) { return jit::make_build(spec).key; }
 
 // The loader's flow without the driver: disk cache, else NVRTC then store.
 struct Flow {
   int compiled = 0, from_disk = 0, stored = 0;
-  jit::CompiledKernel get(const DiskCache& cache, const jit::KernelSpec& spec) {
+  jit::CompiledKernel get(const DiskCache& cache, const kernels::KernelSpec& spec) {
     const jit::KernelBuild build = jit::make_build(spec);
     if (auto k = cache.load_build(build)) {
       ++from_disk;
@@ -124,9 +124,9 @@ struct Flow {
   }
 };
 
-jit::KernelSpec quantize_spec(jit::QuantOp op, jit::Arch arch, int head_dim) {
-  jit::KernelSpec s;
-  s.family = jit::KernelFamily::Quantize;
+kernels::KernelSpec quantize_spec(kernels::QuantOp op, kernels::Arch arch, int head_dim) {
+  kernels::KernelSpec s;
+  s.family = kernels::KernelFamily::Quantize;
   s.op = op;
   s.arch = arch;
   s.head_dim = head_dim;
@@ -134,7 +134,7 @@ jit::KernelSpec quantize_spec(jit::QuantOp op, jit::Arch arch, int head_dim) {
 }
 
 // What a loaded kernel must be for `spec`: its key, entry, arch, and the cubin NVRTC produced.
-void check_is(const jit::CompiledKernel& got, const jit::KernelSpec& spec, const std::vector<char>& cubin) {
+void check_is(const jit::CompiledKernel& got, const kernels::KernelSpec& spec, const std::vector<char>& cubin) {
   CHECK(got.key == ckey(spec));
   CHECK(got.entry == spec.entry_name());
   CHECK(got.arch == spec.arch);
@@ -142,8 +142,8 @@ void check_is(const jit::CompiledKernel& got, const jit::KernelSpec& spec, const
 }
 
 // A fake kernel for the file-system cases (no compile needed there).
-jit::CompiledKernel fake(int head_dim, std::size_t cubin_bytes, unsigned salt = 1, jit::Arch arch = jit::Arch::Sm90a) {
-  const auto spec = quantize_spec(jit::QuantOp::QuantizeK, arch, head_dim);
+jit::CompiledKernel fake(int head_dim, std::size_t cubin_bytes, unsigned salt = 1, kernels::Arch arch = kernels::Arch::Sm90a) {
+  const auto spec = quantize_spec(kernels::QuantOp::QuantizeK, arch, head_dim);
   jit::CompiledKernel k;
   k.key = spec.key();
   k.arch = arch;
@@ -165,9 +165,9 @@ TEST_CASE("faults: a damaged entry is recompiled and replaced, never loaded (jit
   REQUIRE_MESSAGE(jit::nvrtc_version().first >= 12, "NVRTC must be loadable for the CPU suite");
   FaultDir tmp;
   const DiskCache src(tmp / "src");
-  const auto a = quantize_spec(jit::QuantOp::ChannelStats, jit::Arch::Sm90a, 64);
-  const auto b = quantize_spec(jit::QuantOp::QuantizeV, jit::Arch::Sm90a, 64);
-  const auto a89 = quantize_spec(jit::QuantOp::ChannelStats, jit::Arch::Sm89, 64);
+  const auto a = quantize_spec(kernels::QuantOp::ChannelStats, kernels::Arch::Sm90a, 64);
+  const auto b = quantize_spec(kernels::QuantOp::QuantizeV, kernels::Arch::Sm90a, 64);
+  const auto a89 = quantize_spec(kernels::QuantOp::ChannelStats, kernels::Arch::Sm89, 64);
   Flow f0;
   const jit::CompiledKernel ka = f0.get(src, a), kb = f0.get(src, b), ka89 = f0.get(src, a89);
   REQUIRE(f0.compiled == 3);
@@ -229,8 +229,8 @@ TEST_CASE("faults: two entries swapped between their keys are both recompiled, e
   REQUIRE(jit::nvrtc_version().first >= 12);
   FaultDir tmp;
   const DiskCache cache(tmp / "cache");
-  const auto a = quantize_spec(jit::QuantOp::QuantizeQ, jit::Arch::Sm90a, 64);
-  const auto b = quantize_spec(jit::QuantOp::QuantizeK, jit::Arch::Sm90a, 64);
+  const auto a = quantize_spec(kernels::QuantOp::QuantizeQ, kernels::Arch::Sm90a, 64);
+  const auto b = quantize_spec(kernels::QuantOp::QuantizeK, kernels::Arch::Sm90a, 64);
   Flow f0;
   const auto ka = f0.get(cache, a), kb = f0.get(cache, b);
   REQUIRE(f0.stored == 2);
@@ -296,7 +296,7 @@ TEST_CASE("faults: a read-only cache directory, for real, as an unprivileged chi
     const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
     if (fd >= 0) ::_exit(78);  // still writable: cannot test here
     static int warn_count = 0;
-    log::set_sink([](log::Level l, const std::string&) { if (l == log::Level::Warn) ++warn_count; });
+    base::log::set_sink([](base::log::Level l, const std::string&) { if (l == base::log::Level::Warn) ++warn_count; });
     const DiskCache cache(dir);
     // Existing good entries are served.
     auto k = cache.load(kept.key);
@@ -348,7 +348,7 @@ TEST_CASE("faults: a full disk (RLIMIT_FSIZE child) while replacing an entry kee
     struct rlimit rl {8192, 8192};  // writes past 8 KiB fail with EFBIG, as ENOSPC would
     if (::setrlimit(RLIMIT_FSIZE, &rl) != 0) ::_exit(10);
     static int warn_count = 0;
-    log::set_sink([](log::Level l, const std::string&) { if (l == log::Level::Warn) ++warn_count; });
+    base::log::set_sink([](base::log::Level l, const std::string&) { if (l == base::log::Level::Warn) ++warn_count; });
     // Replacing a good entry fails atomically: the old one stays, whole and loadable.
     if (cache.store(v2)) ::_exit(11);
     auto got = cache.load(v1.key);
@@ -441,7 +441,7 @@ TEST_CASE("faults: a FIFO where an entry should be is refused at once, never wai
   if (pid == 0) {
     ::alarm(20);  // a regression hangs: SIGALRM ends the child instead of the suite
     static int warn_count = 0;
-    log::set_sink([](log::Level l, const std::string&) { if (l == log::Level::Warn) ++warn_count; });
+    base::log::set_sink([](base::log::Level l, const std::string&) { if (l == base::log::Level::Warn) ++warn_count; });
     if (cache.load(a.key).has_value()) ::_exit(10);
     if (warn_count != 1) ::_exit(11);
     const auto listed = cache.list();

@@ -24,7 +24,7 @@
 
 #include "cache/disk_cache.hpp"
 #include "jit/compiler.hpp"
-#include "jit/kernel_spec.hpp"
+#include "kernels/kernel_spec.hpp"
 #include "jit/nvrtc_library.hpp"
 #include "base/driver.hpp"
 #include "base/log.hpp"
@@ -107,18 +107,18 @@ struct FaultDir {
   std::string operator/(const std::string& name) const { return path + "/" + name; }
 };
 
-jit::KernelSpec spec_of(jit::QuantOp op) {
-  jit::KernelSpec s;
-  s.family = jit::KernelFamily::Quantize;
+kernels::KernelSpec spec_of(kernels::QuantOp op) {
+  kernels::KernelSpec s;
+  s.family = kernels::KernelFamily::Quantize;
   s.op = op;
-  s.arch = jit::Arch::Sm90a;
+  s.arch = kernels::Arch::Sm90a;
   s.head_dim = 64;
   return s;
 }
 // The cached one, one never compiled, and one whose entry holds the cached one's bytes.
-jit::KernelSpec cached_spec() { return spec_of(jit::QuantOp::ChannelStats); }
-jit::KernelSpec uncached_spec() { return spec_of(jit::QuantOp::QuantizeK); }
-jit::KernelSpec swapped_spec() { return spec_of(jit::QuantOp::QuantizeV); }
+kernels::KernelSpec cached_spec() { return spec_of(kernels::QuantOp::ChannelStats); }
+kernels::KernelSpec uncached_spec() { return spec_of(kernels::QuantOp::QuantizeK); }
+kernels::KernelSpec swapped_spec() { return spec_of(kernels::QuantOp::QuantizeV); }
 
 // Current address-space size of this process, in bytes (VmSize).
 long long vm_bytes() {
@@ -187,9 +187,9 @@ TEST_CASE("faults child: NVRTC unloadable under an address-space limit" * doctes
   const std::string swapped_key = child_env("SAGE2_FAULT_SWAPPED_KEY");
   int warnings = 0;
   static int* counter = &warnings;
-  log::set_sink([](log::Level l, const std::string&) { if (l == log::Level::Warn) ++*counter; });
+  base::log::set_sink([](base::log::Level l, const std::string&) { if (l == base::log::Level::Warn) ++*counter; });
   CHECK_FALSE(cache.load(swapped_key).has_value());
-  log::set_sink(nullptr);
+  base::log::set_sink(nullptr);
   CHECK(warnings == 1);
   CHECK_FALSE(exists(cache.entry_path(swapped_key)));
   CHECK_THROWS_AS(jit::compile(swapped_spec()), Error);
@@ -242,8 +242,8 @@ TEST_CASE("faults: NVRTC missing gives NvrtcMissing and cached kernels are still
 
 TEST_CASE("faults child: no driver through the C and C++ APIs" * doctest::skip()) {
   const std::string dir = child_env("SAGE2_FAULT_DIR");
-  CHECK_FALSE(driver::available());
-  CHECK(driver::unavailable_reason().find(kNoCuda) != std::string::npos);
+  CHECK_FALSE(base::driver::available());
+  CHECK(base::driver::unavailable_reason().find(kNoCuda) != std::string::npos);
   CHECK(sage2_device_count() == 0);
   CHECK(device_count() == 0);
   CHECK(version_info().driver_version == 0);

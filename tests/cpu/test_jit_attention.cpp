@@ -17,12 +17,12 @@
 #include <thread>
 #include <vector>
 
-#include "jit/attention_family.hpp"
+#include "kernels/attention_family.hpp"
 #include "jit/compiler.hpp"
-#include "jit/family_mma.hpp"
+#include "kernels/family_mma.hpp"
 
 using namespace sage2;
-using namespace sage2::jit;
+using namespace sage2::kernels;
 
 namespace {
 

@@ -23,10 +23,11 @@
 #include <unistd.h>
 
 #include "jit/compiler.hpp"
-#include "jit/launch_shape.hpp"
+#include "kernels/quantize_shape.hpp"
 
 using namespace sage2;
 using namespace sage2::jit;
+using namespace sage2::kernels;
 
 namespace {
 

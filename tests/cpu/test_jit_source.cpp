@@ -1,5 +1,5 @@
 // Specification: the generated source carries the spec as SAGE2_* constants and the per-thread
-// quantization layout as tables produced by jit::quant_layout (one source of truth); templates
+// quantization layout as tables produced by kernels::quant_layout (one source of truth); templates
 // are self-contained; the quantize parameter struct is plain C++ shared with the host; launch
 // shapes match the kernels' compile-time configuration and stay within grid limits; ptxas
 // facts are parsed from NVRTC logs.
@@ -22,14 +22,15 @@ struct i8 {
 
 #include "jit/compiler.hpp"
 #include "jit/embedded_templates.hpp"
-#include "jit/launch_shape.hpp"
+#include "kernels/quantize_shape.hpp"
 #include "jit/nvrtc_library.hpp"
-#include "jit/quant_buffers.hpp"
-#include "jit/quant_layout.hpp"
+#include "kernels/quant_buffers.hpp"
+#include "kernels/quant_layout.hpp"
 #include "templates/quantize_params.cuh"
 
 using namespace sage2;
 using namespace sage2::jit;
+using namespace sage2::kernels;
 
 namespace {
 
@@ -381,7 +382,7 @@ TEST_CASE("jit: parse_ptxas_facts reads the compiled entry's line of an NVRTC lo
 }
 
 TEST_CASE("jit: quantize kernels derived from an attention spec agree with its buffers") {
-  // Every padded width a quantize kernel bakes in must equal the one jit::quant_buffers gives
+  // Every padded width a quantize kernel bakes in must equal the one kernels::quant_buffers gives
   // the attention kernel and the CPU reference (a stats kernel once wrote int8-wide k_stats rows
   // for int4 buffers).
   for (KernelFamily fam : {KernelFamily::AttentionMma, KernelFamily::AttentionWgmma}) {

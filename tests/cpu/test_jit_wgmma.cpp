@@ -24,13 +24,14 @@
 #include <vector>
 
 #include "cache/disk_cache.hpp"
-#include "jit/attention_family.hpp"
+#include "kernels/attention_family.hpp"
 #include "jit/compiler.hpp"
-#include "jit/family_wgmma.hpp"
+#include "kernels/family_wgmma.hpp"
 #include "../gpu/wgmma_cases.hpp"
 
 using namespace sage2;
 using namespace sage2::jit;
+using namespace sage2::kernels;
 
 namespace {
 

@@ -4,11 +4,13 @@
 
 #include <set>
 
-#include "jit/kernel_spec.hpp"
-#include "jit/quant_layout.hpp"
+#include "kernels/kernel_spec.hpp"
+#include "jit/compiler.hpp"
+#include "kernels/quant_layout.hpp"
 
 using namespace sage2;
 using namespace sage2::jit;
+using namespace sage2::kernels;
 
 TEST_CASE("equal specs give equal keys; the key names the arch and head dim") {
   KernelSpec a;

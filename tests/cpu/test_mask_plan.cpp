@@ -13,15 +13,16 @@
 #include <cstdint>
 #include <string>
 
-#include "jit/attention_family.hpp"
-#include "jit/launch_shape.hpp"
-#include "jit/quant_buffers.hpp"
+#include "kernels/attention_family.hpp"
+#include "kernels/quantize_shape.hpp"
+#include "kernels/quant_buffers.hpp"
 #include "jit_test_support.hpp"
 #include "plan/attention_validate.hpp"
 #include "runtime/quantize_stage.hpp"
 
 using namespace sage2;
 using namespace sage2::jit;
+using namespace sage2::kernels;
 
 namespace {
 
@@ -92,14 +93,14 @@ TEST_CASE("mask layout and launches: a class table per mask pair, mask_tiles fir
 }
 
 TEST_CASE("mask validation: type, data, strides, overlap, varlen") {
-  using runtime::validate_attention;
+  using plan::validate_attention;
   const TensorRef q = TensorRef::hnd(fake<void>(0x10000000), DType::F16, 2, 4, 100, 64);
   const TensorRef k = TensorRef::hnd(fake<void>(0x20000000), DType::F16, 2, 4, 120, 64);
   const TensorRef v = TensorRef::hnd(fake<void>(0x28000000), DType::F16, 2, 4, 120, 64);
   const TensorRef o = TensorRef::hnd(fake<void>(0x30000000), DType::F16, 2, 4, 100, 64);
   AttentionParams a;
   a.mask = MaskRef{fake<void>(0x50000000), MaskType::F32, 100 * 120, 0, 120, 1};
-  const runtime::AttentionProblem p = validate_attention(q, k, v, o, a, Arch::Sm90a);
+  const plan::AttentionProblem p = validate_attention(q, k, v, o, a, Arch::Sm90a);
   CHECK(p.mask == 4);
   CHECK(p.mask_per_batch);
   CHECK_FALSE(p.mask_per_head);
@@ -123,7 +124,7 @@ TEST_CASE("mask validation: type, data, strides, overlap, varlen") {
   SeqLens lens;
   lens.batch = 2;
   lens.kv_lens = fake<const std::int32_t>(0x60000000);
-  CHECK_THROWS_WITH_AS(runtime::validate_attention_varlen(q, k, v, o, lens, a, Arch::Sm90a),
+  CHECK_THROWS_WITH_AS(plan::validate_attention_varlen(q, k, v, o, lens, a, Arch::Sm90a),
                        doctest::Contains("cannot be combined with varlen"), Error);
   KernelSpec s = masked_spec(KernelFamily::AttentionMma, Arch::Sm90a, 64, CausalMode::None, 2);
   s.varlen = true;

@@ -1,8 +1,8 @@
 // Specification: per-thread quantization groups are exactly "the tokens whose dot products land in
 // one thread's accumulator fragment". This test derives those groups from the PTX ISA fragment
-// tables (written out below, from the ISA text — not from jit/quant_layout.cpp), by enumerating
+// tables (written out below, from the ISA text — not from kernels/quant_layout.cpp), by enumerating
 // every warp, lane and accumulator register of the attention kernel's S tile, and compares them
-// with jit::quant_layout (which the quantize kernels, the attention kernels and the CPU reference
+// with kernels::quant_layout (which the quantize kernels, the attention kernels and the CPU reference
 // all use), and with the scales the reference quantize stage actually assigns.
 #include <doctest/doctest.h>
 
@@ -13,13 +13,13 @@
 #include <set>
 #include <vector>
 
-#include "jit/kernel_spec.hpp"
-#include "jit/quant_layout.hpp"
+#include "kernels/kernel_spec.hpp"
+#include "kernels/quant_layout.hpp"
 #include "reference/kernel_config.hpp"
 #include "sage2/reference.hpp"
 
 using namespace sage2;
-using namespace sage2::jit;
+using namespace sage2::kernels;
 
 namespace {
 
@@ -73,7 +73,7 @@ struct Owners {
 };
 
 // How the attention kernel tiles one bq × bk S block over its warps (the kernel design stated in
-// jit/quant_layout.hpp): mma.sync — warp w owns query rows [w·bq/warps, (w+1)·bq/warps) as m16
+// kernels/quant_layout.hpp): mma.sync — warp w owns query rows [w·bq/warps, (w+1)·bq/warps) as m16
 // tiles and every key of the block as n8 tiles; wgmma — warpgroup g owns rows
 // [g·bq/G, (g+1)·bq/G) as 64-row tiles with N = bk.
 Owners enumerate_owners(MmaShape shape, int bq, int bk, int warps) {
@@ -189,7 +189,7 @@ TEST_CASE("quant groups: the ISA tables themselves cover each 16x8 / 64xN tile e
   for (const auto& kv : seen) CHECK(kv.second == 1);
 }
 
-TEST_CASE("quant groups: jit::quant_layout equals the groups derived from fragment ownership") {
+TEST_CASE("quant groups: kernels::quant_layout equals the groups derived from fragment ownership") {
   const auto cases = all_cases();
   REQUIRE(cases.size() > 40);
   for (const Case& c : cases) {

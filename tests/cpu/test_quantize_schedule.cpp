@@ -10,11 +10,11 @@
 #include <tuple>
 #include <vector>
 
-#include "jit/launch_shape.hpp"
-#include "jit/quant_buffers.hpp"
+#include "kernels/quantize_shape.hpp"
+#include "kernels/quant_buffers.hpp"
 
 using namespace sage2;
-using namespace sage2::jit;
+using namespace sage2::kernels;
 
 namespace {
 
@@ -107,7 +107,7 @@ TEST_CASE("fused quantize: lag, sync region and partials come from the buffers")
   CHECK(o.sync % 256 == 0);
 }
 
-// The cluster stage's plan (jit::quantize_cluster_plan): one cluster of `size` CTAs per (batch,
+// The cluster stage's plan (kernels::quantize_cluster_plan): one cluster of `size` CTAs per (batch,
 // kv head), each rank owning `chunk` tokens. The chunk is a whole number of KV tiles (K blocks and
 // V tiles never straddle two ranks), the ranks cover the sequence with none left empty, the size
 // stays within the portable cluster limit, and the plan depends on the problem alone (the sum

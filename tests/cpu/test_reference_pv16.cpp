@@ -14,7 +14,7 @@
 #include <cstring>
 #include <limits>
 
-#include "jit/attention_family.hpp"
+#include "kernels/attention_family.hpp"
 #include "reference/kernel_config.hpp"
 #include "sage2/reference.hpp"
 
@@ -46,9 +46,9 @@ TEST_CASE("reference pv16: KernelConfig's P̃V precision resolves per arch") {
   CHECK(kernel_config(kernel_spec(config("sm_89", PvPrecision::Auto, 64))).pv_precision == PvPrecision::Fp8);
   KernelConfig a = config("sm_90a", PvPrecision::Fp16, 64);
   a.family = AttentionFamily::Auto;  // FP16 P̃V: the mma family, on sm_90a too
-  CHECK(kernel_spec(a).family == jit::KernelFamily::AttentionMma);
+  CHECK(kernel_spec(a).family == kernels::KernelFamily::AttentionMma);
   a.pv_precision = PvPrecision::Fp8;
-  CHECK(kernel_spec(a).family == jit::KernelFamily::AttentionWgmma);
+  CHECK(kernel_spec(a).family == kernels::KernelFamily::AttentionWgmma);
   CHECK_THROWS_AS(quantize_stage(make_gaussian(1, DType::F16, 1, 1, 1, 8, 8, 64).q.ref(),
                                  make_gaussian(1, DType::F16, 1, 1, 1, 8, 8, 64).k.ref(),
                                  make_gaussian(1, DType::F16, 1, 1, 1, 8, 8, 64).v.ref(), config("sm_80", PvPrecision::Fp8, 64)),

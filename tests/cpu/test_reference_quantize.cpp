@@ -1,4 +1,4 @@
-// Specification: reference::quantize_stage produces exactly the buffers of jit/quant_buffers.hpp
+// Specification: reference::quantize_stage produces exactly the buffers of kernels/quant_buffers.hpp
 // (sizes, layout, padding) with the float ops written in that header; quantize→dequantize error is
 // at most δ/2 per element; margins tell how close each unrounded value is to a rounding boundary.
 #include <doctest/doctest.h>
@@ -8,8 +8,8 @@
 #include <limits>
 #include <string>
 
-#include "jit/launch_shape.hpp"
-#include "jit/quant_buffers.hpp"
+#include "kernels/quantize_shape.hpp"
+#include "kernels/quant_buffers.hpp"
 #include "reference/kernel_config.hpp"
 #include "sage2/reference.hpp"
 
@@ -46,7 +46,7 @@ const Cfg kCfgs[] = {
     {AttentionFamily::Wgmma, 8, 24, 256, 128, 8, false, true, false, 1, 1, 257, 300},
 };
 
-// The channel-sum order of jit/quant_buffers.hpp, written out for one channel: chunks of T
+// The channel-sum order of kernels/quant_buffers.hpp, written out for one channel: chunks of T
 // tokens, P slot sums per chunk (slot s: tokens c0+s, c0+s+P, ...), slots then chunks left to
 // right.
 template <class Get>
@@ -71,14 +71,14 @@ TEST_CASE("quantize stage: buffer sizes are QuantBuffers' counts and padded entr
     const auto spec = attn_spec(c.fam, c.bits, c.d, c.bq, c.bk, c.warps, c.sq, c.sk, c.sv);
     auto in = make_activation_like(3, DType::F16, 2, c.hq, c.hkv, c.nq, c.nk, c.d);
     const QuantizedHost qs = quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec);
-    jit::QuantProblem p;
+    kernels::QuantProblem p;
     p.batch = 2;
     p.q_heads = c.hq;
     p.kv_heads = c.hkv;
     p.q_len = c.nq;
     p.kv_len = c.nk;
     p.head_dim = c.d;
-    const jit::QuantBuffers L = jit::quant_buffers(p, kernel_spec(spec));
+    const kernels::QuantBuffers L = kernels::quant_buffers(p, kernel_spec(spec));
     CAPTURE(c.d);
     CAPTURE(c.bits);
     // The public layout is the kernels' layout: sizes, padding, groups, V order.
@@ -168,7 +168,7 @@ TEST_CASE("quantize stage: buffer sizes are QuantBuffers' counts and padded entr
   }
 }
 
-TEST_CASE("quantize stage: the float ops of jit/quant_buffers.hpp, recomputed independently") {
+TEST_CASE("quantize stage: the float ops of kernels/quant_buffers.hpp, recomputed independently") {
   const Cfg c = kCfgs[0];   // int4, smooth Q+K, GQA, partial blocks, padded head dim
   for (bool sv : {false, true}) {
     const auto spec = attn_spec(c.fam, c.bits, c.d, c.bq, c.bk, c.warps, c.sq, c.sk, sv);
@@ -182,8 +182,8 @@ TEST_CASE("quantize stage: the float ops of jit/quant_buffers.hpp, recomputed in
     const int R = 7;
     // k̄ and the stats: sums in the stage's fixed fp32 order (T, P: one chunk walked by the split
     // stats kernel; the fused kernel's chunks), which stays within float rounding of the exact sum
-    const int T = static_cast<int>(c.nk), P = jit::quantize_split_stats_rows_per_pass(kernel_spec(spec));
-    const int TF = jit::quantize_stats_chunk(kernel_spec(spec)), PF = jit::quantize_stats_rows_per_pass(kernel_spec(spec));
+    const int T = static_cast<int>(c.nk), P = kernels::quantize_split_stats_rows_per_pass(kernel_spec(spec));
+    const int TF = kernels::quantize_stats_chunk(kernel_spec(spec)), PF = kernels::quantize_stats_rows_per_pass(kernel_spec(spec));
     for (int ch = 0; ch < c.d; ++ch) {
       const float fsum = stage_sum([&](std::int64_t n) { return in.k.get(0, 0, n, ch); }, c.nk, TF, PF);
       CHECK(qf.k_stats[static_cast<std::size_t>(ch)] == fsum);
@@ -382,7 +382,7 @@ TEST_CASE("quantize stage: channel sums follow the chunked fp32 order across sev
   // (different P), head dim 40 (padded channels stay 0).
   for (int bits : {8, 4}) {
     const auto spec = attn_spec(AttentionFamily::Mma, bits, 40, 64, 32, 2, false, true, true);
-    const int T = jit::quantize_stats_chunk(kernel_spec(spec)), P = jit::quantize_stats_rows_per_pass(kernel_spec(spec));
+    const int T = kernels::quantize_stats_chunk(kernel_spec(spec)), P = kernels::quantize_stats_rows_per_pass(kernel_spec(spec));
     REQUIRE(T == 256);
     REQUIRE(P >= 1);
     auto in = make_activation_like(17, DType::F16, 1, 1, 1, 16, 700, 40);
@@ -408,10 +408,10 @@ TEST_CASE("quantize stage: the cluster stage's sums follow the chunked order wit
   QuantizeOptions co;
   co.cluster_stats_order = true;
   const QuantizedHost qs = quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec, co);
-  const jit::QuantizeClusterPlan plan = jit::quantize_cluster_plan(reference::quant_buffers(qs.layout));
+  const kernels::QuantizeClusterPlan plan = kernels::quantize_cluster_plan(reference::quant_buffers(qs.layout));
   REQUIRE(plan.size > 1);
   REQUIRE(plan.chunk < 1000);
-  const int T = static_cast<int>(plan.chunk), P = jit::quantize_stats_rows_per_pass(kernel_spec(spec));
+  const int T = static_cast<int>(plan.chunk), P = kernels::quantize_stats_rows_per_pass(kernel_spec(spec));
   for (int ch = 0; ch < 64; ++ch) {
     CHECK(qs.k_stats[static_cast<std::size_t>(ch)] ==
           stage_sum([&](std::int64_t n) { return in.k.get(0, 0, n, ch); }, 1000, T, P));

@@ -24,7 +24,7 @@ Run run(const std::string& cmd) {
 }  // namespace
 
 TEST_CASE("runtime: without a driver, Context creation fails with NoDriver naming libcuda") {
-  if (sage2::driver::available()) {
+  if (sage2::base::driver::available()) {
     MESSAGE("a CUDA driver is present here; the no-driver path is covered by the sage2-info case");
     return;
   }
@@ -61,7 +61,7 @@ TEST_CASE("C API: status codes and messages") {
   char name[8], arch[8];
   CHECK(sage2_context_device(nullptr, name, sizeof name, arch, sizeof arch) == SAGE2_ERROR_INVALID_ARGUMENT);
 
-  if (!sage2::driver::available()) {
+  if (!sage2::base::driver::available()) {
     sage2_context* ctx = reinterpret_cast<sage2_context*>(0x1);
     CHECK(sage2_context_create(0, nullptr, 1, &ctx) == SAGE2_ERROR_NO_DRIVER);
     CHECK(ctx == nullptr);
@@ -109,7 +109,7 @@ TEST_CASE("runtime: an unsupported arch is refused, naming the supported ones an
   f.cc_major = 7;
   f.cc_minor = 5;  // older than Ampere: no INT8 m16n8k32 mma, no cp.async
   try {
-    (void)sage2::jit::code_target(f.cc());
+    (void)sage2::kernels::code_target(f.cc());
     FAIL("sm_75 accepted");
   } catch (const sage2::Error& e) {
     f.target_note = e.what();  // as device_facts() records it, f.arch left empty
@@ -130,18 +130,18 @@ TEST_CASE("runtime: an unsupported arch is refused, naming the supported ones an
   f.name = "NVIDIA A100-SXM4-80GB";
   f.cc_major = 8;
   f.cc_minor = 0;
-  f.arch = sage2::jit::Arch::Sm80;
+  f.arch = sage2::kernels::Arch::Sm80;
   f.target_note.clear();
-  CHECK(sage2::runtime::require_supported_arch(f) == sage2::jit::Arch::Sm80);
+  CHECK(sage2::runtime::require_supported_arch(f) == sage2::kernels::Arch::Sm80);
   CHECK_FALSE(sage2::runtime::context_target(f, "").ptx);
-  CHECK(sage2::runtime::context_target(f, "sm_80").arch == sage2::jit::Arch::Sm80);
+  CHECK(sage2::runtime::context_target(f, "sm_80").arch == sage2::kernels::Arch::Sm80);
   CHECK_THROWS_WITH_AS(sage2::runtime::context_target(f, "sm_89"), doctest::Contains("cannot run"), sage2::Error);
   CHECK_THROWS_WITH_AS(sage2::runtime::context_target(f, "sm_70"), doctest::Contains("sm_70"), sage2::Error);
   f.cc_major = 9;
-  f.arch = sage2::jit::Arch::Sm90a;
-  CHECK(sage2::runtime::require_supported_arch(f) == sage2::jit::Arch::Sm90a);
+  f.arch = sage2::kernels::Arch::Sm90a;
+  CHECK(sage2::runtime::require_supported_arch(f) == sage2::kernels::Arch::Sm90a);
   const auto t = sage2::runtime::context_target(f, "sm_89");
-  CHECK(t.arch == sage2::jit::Arch::Sm89);
+  CHECK(t.arch == sage2::kernels::Arch::Sm89);
   CHECK(t.ptx);
   CHECK(t.note.find("compute_89") != std::string::npos);
 }

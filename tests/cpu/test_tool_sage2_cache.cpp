@@ -19,7 +19,7 @@
 #include <doctest/doctest.h>
 
 #include "cache/disk_cache.hpp"
-#include "jit/kernel_spec.hpp"
+#include "kernels/kernel_spec.hpp"
 #include "test_support.hpp"
 
 using namespace sage2;
@@ -39,10 +39,10 @@ RunResult run_tool(const std::string& args, const std::string& env = "") {
   return test::run_command(env + (env.empty() ? "" : " ") + "'" + tool_path() + "' " + args + " 2>&1");
 }
 
-jit::CompiledKernel tool_kernel(jit::Arch arch, int head_dim, std::size_t cubin_bytes) {
-  jit::KernelSpec spec;
-  spec.family = jit::KernelFamily::Quantize;
-  spec.op = jit::QuantOp::QuantizeQ;
+jit::CompiledKernel tool_kernel(kernels::Arch arch, int head_dim, std::size_t cubin_bytes) {
+  kernels::KernelSpec spec;
+  spec.family = kernels::KernelFamily::Quantize;
+  spec.op = kernels::QuantOp::QuantizeQ;
   spec.arch = arch;
   spec.head_dim = head_dim;
   jit::CompiledKernel k;
@@ -83,9 +83,9 @@ TEST_CASE("sage2-cache tool: list, verify, export, import, prune, clear on a tem
   ToolTempDir tmp;
   const std::string dir = tmp / "cache";
   DiskCache cache(dir);
-  std::vector<jit::CompiledKernel> ks = {tool_kernel(jit::Arch::Sm90a, 128, 20000),
-                                         tool_kernel(jit::Arch::Sm89, 64, 10000),
-                                         tool_kernel(jit::Arch::Sm90a, 256, 30000)};
+  std::vector<jit::CompiledKernel> ks = {tool_kernel(kernels::Arch::Sm90a, 128, 20000),
+                                         tool_kernel(kernels::Arch::Sm89, 64, 10000),
+                                         tool_kernel(kernels::Arch::Sm90a, 256, 30000)};
   for (const auto& k : ks) REQUIRE(cache.store(k));
   const std::string d = "--dir '" + dir + "' ";
 

@@ -12,15 +12,16 @@
 #include <cstdint>
 #include <string>
 
-#include "jit/attention_family.hpp"
-#include "jit/launch_shape.hpp"
-#include "jit/quant_buffers.hpp"
+#include "kernels/attention_family.hpp"
+#include "kernels/quantize_shape.hpp"
+#include "kernels/quant_buffers.hpp"
 #include "jit_test_support.hpp"
 #include "plan/attention_validate.hpp"
 #include "runtime/quantize_stage.hpp"
 
 using namespace sage2;
 using namespace sage2::jit;
+using namespace sage2::kernels;
 
 namespace {
 
@@ -144,7 +145,7 @@ TEST_CASE("varlen launches: the split kernels over packed blocks, one attention 
 }
 
 TEST_CASE("varlen validation: one form, matching batches, no smooth-Q; dense keys unchanged") {
-  using runtime::validate_attention_varlen;
+  using plan::validate_attention_varlen;
   const TensorRef q = TensorRef::nhd(fake<void>(0x10000000), DType::F16, 1, 8, 300, 64);
   const TensorRef k = TensorRef::nhd(fake<void>(0x20000000), DType::F16, 1, 2, 400, 64);
   const TensorRef v = TensorRef::nhd(fake<void>(0x28000000), DType::F16, 1, 2, 400, 64);
@@ -153,7 +154,7 @@ TEST_CASE("varlen validation: one form, matching batches, no smooth-Q; dense key
   lens.batch = 3;
   lens.cu_seqlens_q = fake<const std::int32_t>(0x50000000);
   lens.cu_seqlens_k = fake<const std::int32_t>(0x50001000);
-  const runtime::AttentionProblem p = validate_attention_varlen(q, k, v, o, lens, {}, Arch::Sm90a);
+  const plan::AttentionProblem p = validate_attention_varlen(q, k, v, o, lens, {}, Arch::Sm90a);
   CHECK(p.varlen);
   CHECK(p.packed);
   CHECK(p.batch == 3);
@@ -189,7 +190,7 @@ TEST_CASE("varlen validation: one form, matching batches, no smooth-Q; dense key
   SeqLens kp;
   kp.batch = 4;
   kp.kv_lens = fake<const std::int32_t>(0x50000000);
-  const runtime::AttentionProblem pk = validate_attention_varlen(q4, k4, v4, o4, kp, {}, Arch::Sm90a);
+  const plan::AttentionProblem pk = validate_attention_varlen(q4, k4, v4, o4, kp, {}, Arch::Sm90a);
   CHECK_FALSE(pk.packed);
   CHECK(pk.total_k == 4 * 120);
   kp.batch = 3;

@@ -18,7 +18,7 @@ namespace sage2::test {
 
 // Empty when the GPU suite can run; otherwise why not.
 inline std::string gpu_unavailable_reason() {
-  if (!driver::available()) return driver::unavailable_reason();
+  if (!base::driver::available()) return base::driver::unavailable_reason();
   const int n = runtime::device_count();
   if (n == 0) return "no CUDA device visible";
   const auto f = runtime::device_facts(0);
@@ -35,11 +35,11 @@ inline Context& gpu_context() {
 class DeviceBuffer {
  public:
   explicit DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
-    driver::ScopedContext s(runtime::context_impl(gpu_context()).cu_context());
-    driver::check(driver::api().cuMemAlloc_v2(&ptr_, bytes ? bytes : 1), "cuMemAlloc");
+    base::driver::ScopedContext s(runtime::context_impl(gpu_context()).cu_context());
+    base::driver::check(base::driver::api().cuMemAlloc_v2(&ptr_, bytes ? bytes : 1), "cuMemAlloc");
   }
   ~DeviceBuffer() {
-    if (ptr_) driver::api().cuMemFree_v2(ptr_);
+    if (ptr_) base::driver::api().cuMemFree_v2(ptr_);
   }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
@@ -47,16 +47,16 @@ class DeviceBuffer {
   void* get() const { return reinterpret_cast<void*>(ptr_); }
   std::size_t bytes() const { return bytes_; }
   void upload(const void* src, std::size_t n, std::size_t offset = 0) {
-    driver::ScopedContext s(runtime::context_impl(gpu_context()).cu_context());
-    driver::check(driver::api().cuMemcpyHtoD_v2(ptr_ + offset, src, n), "cuMemcpyHtoD");
+    base::driver::ScopedContext s(runtime::context_impl(gpu_context()).cu_context());
+    base::driver::check(base::driver::api().cuMemcpyHtoD_v2(ptr_ + offset, src, n), "cuMemcpyHtoD");
   }
   void download(void* dst, std::size_t n, std::size_t offset = 0) const {
-    driver::ScopedContext s(runtime::context_impl(gpu_context()).cu_context());
-    driver::check(driver::api().cuMemcpyDtoH_v2(dst, ptr_ + offset, n), "cuMemcpyDtoH");
+    base::driver::ScopedContext s(runtime::context_impl(gpu_context()).cu_context());
+    base::driver::check(base::driver::api().cuMemcpyDtoH_v2(dst, ptr_ + offset, n), "cuMemcpyDtoH");
   }
   void poison(unsigned char byte = 0xA5) {
-    driver::ScopedContext s(runtime::context_impl(gpu_context()).cu_context());
-    driver::check(driver::api().cuMemsetD8_v2(ptr_, byte, bytes_), "cuMemsetD8");
+    base::driver::ScopedContext s(runtime::context_impl(gpu_context()).cu_context());
+    base::driver::check(base::driver::api().cuMemsetD8_v2(ptr_, byte, bytes_), "cuMemsetD8");
   }
 
  private:
@@ -65,8 +65,8 @@ class DeviceBuffer {
 };
 
 inline void synchronize() {
-  driver::ScopedContext s(runtime::context_impl(gpu_context()).cu_context());
-  driver::check(driver::api().cuCtxSynchronize(), "cuCtxSynchronize");
+  base::driver::ScopedContext s(runtime::context_impl(gpu_context()).cu_context());
+  base::driver::check(base::driver::api().cuCtxSynchronize(), "cuCtxSynchronize");
 }
 
 // SAGE2_GPU_TESTS_REDUCED=1 (any value but empty or "0"): test cases that honour it shrink their
@@ -89,10 +89,10 @@ inline std::uint64_t base_seed() {
 // perf cases; the caller's context must be current).
 template <class F>
 float median_event_ms(F&& f, int reps = 7) {
-  const auto& a = driver::api();
+  const auto& a = base::driver::api();
   CUevent e0, e1;
-  driver::check(a.cuEventCreate(&e0, 0), "cuEventCreate");
-  driver::check(a.cuEventCreate(&e1, 0), "cuEventCreate");
+  base::driver::check(a.cuEventCreate(&e0, 0), "cuEventCreate");
+  base::driver::check(a.cuEventCreate(&e1, 0), "cuEventCreate");
   std::vector<float> ms;
   for (int r = 0; r < reps; ++r) {
     a.cuEventRecord(e0, nullptr);
@@ -114,13 +114,13 @@ float median_event_ms(F&& f, int reps = 7) {
 class ContextBuffer {
  public:
   ContextBuffer(CUcontext ctx, std::size_t bytes) : ctx_(ctx), bytes_(bytes) {
-    driver::ScopedContext s(ctx_);
-    driver::check(driver::api().cuMemAlloc_v2(&ptr_, bytes ? bytes : 1), "cuMemAlloc");
+    base::driver::ScopedContext s(ctx_);
+    base::driver::check(base::driver::api().cuMemAlloc_v2(&ptr_, bytes ? bytes : 1), "cuMemAlloc");
   }
   ~ContextBuffer() {
     if (ptr_) {
-      driver::ScopedContext s(ctx_);
-      driver::api().cuMemFree_v2(ptr_);
+      base::driver::ScopedContext s(ctx_);
+      base::driver::api().cuMemFree_v2(ptr_);
     }
   }
   ContextBuffer(const ContextBuffer&) = delete;
@@ -129,16 +129,16 @@ class ContextBuffer {
   void* get() const { return reinterpret_cast<void*>(ptr_); }
   std::size_t bytes() const { return bytes_; }
   void upload(const void* src, std::size_t n, std::size_t offset = 0) {
-    driver::ScopedContext s(ctx_);
-    driver::check(driver::api().cuMemcpyHtoD_v2(ptr_ + offset, src, n), "cuMemcpyHtoD");
+    base::driver::ScopedContext s(ctx_);
+    base::driver::check(base::driver::api().cuMemcpyHtoD_v2(ptr_ + offset, src, n), "cuMemcpyHtoD");
   }
   void download(void* dst, std::size_t n, std::size_t offset = 0) const {
-    driver::ScopedContext s(ctx_);
-    driver::check(driver::api().cuMemcpyDtoH_v2(dst, ptr_ + offset, n), "cuMemcpyDtoH");
+    base::driver::ScopedContext s(ctx_);
+    base::driver::check(base::driver::api().cuMemcpyDtoH_v2(dst, ptr_ + offset, n), "cuMemcpyDtoH");
   }
   void poison(unsigned char byte = 0xA5) {
-    driver::ScopedContext s(ctx_);
-    driver::check(driver::api().cuMemsetD8_v2(ptr_, byte, bytes_), "cuMemsetD8");
+    base::driver::ScopedContext s(ctx_);
+    base::driver::check(base::driver::api().cuMemsetD8_v2(ptr_, byte, bytes_), "cuMemsetD8");
   }
 
  private:
@@ -148,8 +148,8 @@ class ContextBuffer {
 };
 
 inline void synchronize(CUcontext ctx) {
-  driver::ScopedContext s(ctx);
-  driver::check(driver::api().cuCtxSynchronize(), "cuCtxSynchronize");
+  base::driver::ScopedContext s(ctx);
+  base::driver::check(base::driver::api().cuCtxSynchronize(), "cuCtxSynchronize");
 }
 
 }  // namespace sage2::test

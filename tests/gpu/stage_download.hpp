@@ -1,5 +1,5 @@
 // The quantize stage's buffers, downloaded from a workspace into the reference's QuantizedHost
-// (same layout: jit/quant_buffers.hpp), so that tests can compare them with the CPU reference or
+// (same layout: kernels/quant_buffers.hpp), so that tests can compare them with the CPU reference or
 // run the emulation on exactly the codes a kernel read (reference::EmulationOptions::stage).
 #pragma once
 
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "gpu_env.hpp"
-#include "jit/quant_buffers.hpp"
+#include "kernels/quant_buffers.hpp"
 #include "reference/kernel_config.hpp"
 #include "sage2/reference.hpp"
 
@@ -25,10 +25,10 @@ std::vector<T> download(const DeviceBuffer& ws, std::size_t offset, std::int64_t
 // Q itself (spec.q_in_kernel) leaves no Q̂ in the workspace: its Q parts (codes, scales, q·k̄,
 // flags) come from `q_part`, the CPU reference's stage of the same inputs — the kernel applies
 // the same float ops to the same groups (GPU suite: `gpu attention api*` compares the results).
-inline reference::QuantizedHost download_stage(const DeviceBuffer& ws, const jit::QuantBuffers& b,
-                                               const jit::KernelSpec& spec,
+inline reference::QuantizedHost download_stage(const DeviceBuffer& ws, const kernels::QuantBuffers& b,
+                                               const kernels::KernelSpec& spec,
                                                const reference::QuantizedHost* q_part = nullptr) {
-  const jit::QuantBuffers::Offsets o = b.offsets();
+  const kernels::QuantBuffers::Offsets o = b.offsets();
   reference::QuantizedHost s;
   s.layout = reference::stage_layout(b, reference::kernel_config(spec));
   s.q_codes = download<std::int8_t>(ws, o.q_codes, b.q_codes());

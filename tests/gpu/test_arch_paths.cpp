@@ -32,8 +32,8 @@
 #include "accuracy_targets.hpp"
 #include "device_tensor.hpp"
 #include "gpu_env.hpp"
-#include "jit/attention_family.hpp"
-#include "jit/quant_buffers.hpp"
+#include "kernels/attention_family.hpp"
+#include "kernels/quant_buffers.hpp"
 #include "plan/attention_validate.hpp"
 #include "reference/kernel_config.hpp"
 #include "runtime/attention_plan.hpp"
@@ -98,7 +98,7 @@ std::string describe(const Case& c) {
 struct Outcome {
   bool ran = false;
   std::string skipped;
-  jit::KernelSpec spec;
+  kernels::KernelSpec spec;
   ref::Metrics vs_exact, vs_emul, emul_vs_exact;
   double max_abs_emul = 0, ref_max = 0;
   double lse_err_emul = 0;
@@ -134,7 +134,7 @@ Outcome run_case(const Case& c, std::uint64_t seed) {
   r.ran = true;
 
   // The spec the API ran (the Context's own planner), its kernel as the driver JIT-compiled it.
-  const runtime::AttentionProblem prob = runtime::validate_attention(q.ref(), k.ref(), v.ref(), out.ref(), p, impl.arch());
+  const plan::AttentionProblem prob = plan::validate_attention(q.ref(), k.ref(), v.ref(), out.ref(), p, impl.arch());
   r.spec = runtime::plan_attention(prob, impl);
   const runtime::LoadedKernel& lk = impl.kernels().get(r.spec);
   r.registers = lk.facts.registers;
@@ -151,14 +151,14 @@ Outcome run_case(const Case& c, std::uint64_t seed) {
   std::optional<ref::QuantizedHost> q_part;
   if (r.spec.q_in_kernel) q_part = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(r.spec));
   const ref::QuantizedHost stage = test::download_stage(
-      ws, jit::quant_buffers(jit::QuantProblem{c.batch, c.q_heads, c.kv_heads, c.q_len, c.kv_len, c.head_dim}, r.spec),
+      ws, kernels::quant_buffers(kernels::QuantProblem{c.batch, c.q_heads, c.kv_heads, c.q_len, c.kv_len, c.head_dim}, r.spec),
       r.spec, q_part ? &*q_part : nullptr);
   ref::EmulationOptions mo;
   mo.round_output = true;
   mo.stage = &stage;
   // the wgmma FP8 accumulator keeps 13 mantissa bits (tests/gpu/test_probe_wgmma.cpp); mma.sync's
   // f32 accumulation (FP16 P̃V, and FP8 run as f16 HMMA on Hopper) is modelled as fp32
-  mo.accum_mantissa_bits = r.spec.family == jit::KernelFamily::AttentionWgmma ? 13 : 23;
+  mo.accum_mantissa_bits = r.spec.family == kernels::KernelFamily::AttentionWgmma ? 13 : 23;
   const ref::EmulationResult emul = ref::emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(r.spec), mo);
   ref::AttentionOptions xo;
   xo.causal = c.causal;
@@ -193,7 +193,7 @@ void check_case(const Case& c, const Outcome& r) {
   // (tests/gpu/test_wgmma.cpp): its FP8 accumulator truncates each k32 step's products against
   // the largest one, which the emulation's 13-bit model sums exactly first (rel-L1 up to ~6e-4,
   // a few ulp); the mma.sync paths' fp32 accumulation is modelled exactly.
-  const bool wg = r.spec.family == jit::KernelFamily::AttentionWgmma;
+  const bool wg = r.spec.family == kernels::KernelFamily::AttentionWgmma;
   const double ulp = c.dtype == DType::BF16 ? 1.0 / 128 : 1.0 / 1024;
   CHECK_MESSAGE(r.vs_emul.rel_l1 <= (wg ? 2e-3 : 2e-4), "rel-L1 vs emulation " << r.vs_emul.rel_l1);
   CHECK_MESSAGE(r.max_abs_emul <= (wg ? 8 : 4) * ulp * std::max(1.0, r.ref_max),
@@ -212,7 +212,7 @@ void check_case(const Case& c, const Outcome& r) {
 void print(const Case& c, const Outcome& r) {
   std::printf("arch path %-100s | %s %s%s regs %d local %d | exact: cos %.6f relL1 %.5f | emul: relL1 %.2e maxabs %.2e | "
               "lse %.2e\n",
-              describe(c).c_str(), jit::family_name(r.spec.family), jit::arch_name(r.spec.arch),
+              describe(c).c_str(), kernels::family_name(r.spec.family), kernels::arch_name(r.spec.arch),
               r.spec.pv_fp16 ? " pv16" : "", r.registers, r.local_bytes, r.vs_exact.cos_sim, r.vs_exact.rel_l1,
               r.vs_emul.rel_l1, r.max_abs_emul, r.lse_err_emul);
   std::fflush(stdout);
@@ -272,7 +272,7 @@ void run_matrix(const std::string& target, bool fp8_default) {
   const DeviceInfo& info = target_context(target)->device();
   MESSAGE("target " << target << ": arch " << info.arch << (info.ptx ? " (PTX, driver JIT)" : "") << "; " << info.path
                     << (info.target_note.empty() ? "" : "; " + info.target_note));
-  CHECK(info.arch == std::string(jit::arch_name(jit::parse_arch(target))));
+  CHECK(info.arch == std::string(kernels::arch_name(kernels::parse_arch(target))));
   const std::uint64_t seed = test::base_seed();
   MESSAGE("base seed " << seed);
   int n = 0;
@@ -282,7 +282,7 @@ void run_matrix(const std::string& target, bool fp8_default) {
     const Outcome r = run_case(c, seed + static_cast<std::uint64_t>(++n));
     REQUIRE(r.ran);
     print(c, r);
-    CHECK(r.spec.family == jit::KernelFamily::AttentionMma);
+    CHECK(r.spec.family == kernels::KernelFamily::AttentionMma);
     CHECK(r.spec.pv_fp16 == (c.pv == PvPrecision::Fp16 || (c.pv == PvPrecision::Auto && !fp8_default)));
     check_case(c, r);
   }
@@ -336,7 +336,7 @@ TEST_CASE("gpu arch paths: FP16 P̃V is more accurate than FP8 on channel-biased
         print(c, r);
         check_case(c, r);
         if (run.pv == PvPrecision::Fp16) CHECK(r.spec.pv_fp16);
-        if (run.pv == PvPrecision::Fp16) CHECK(r.spec.family == jit::KernelFamily::AttentionMma);
+        if (run.pv == PvPrecision::Fp16) CHECK(r.spec.family == kernels::KernelFamily::AttentionMma);
         got[run.what] = r;
       }
       auto rel = [&](const char* k) { return got.count(k) ? got[k].vs_exact.rel_l1 : -1.0; };
@@ -361,7 +361,7 @@ TEST_CASE("gpu arch paths: FP16 P̃V is more accurate than FP8 on channel-biased
 TEST_CASE("gpu arch paths: targets the device cannot run are refused; SAGE2_TARGET_ARCH sets the target") {
   const auto facts = runtime::device_facts(0);
   const int cc = facts.cc();
-  for (const jit::ArchInfo& a : jit::arch_table()) {
+  for (const kernels::ArchInfo& a : kernels::arch_table()) {
     CAPTURE(a.name);
     ContextOptions o;
     o.target_arch = a.name;
@@ -394,7 +394,7 @@ TEST_CASE("gpu arch paths: targets the device cannot run are refused; SAGE2_TARG
     ::unsetenv("SAGE2_TARGET_ARCH");
   }
   Context plain(0);
-  CHECK(plain.device().arch == std::string(jit::arch_name(*facts.arch)));
+  CHECK(plain.device().arch == std::string(kernels::arch_name(*facts.arch)));
   CHECK(plain.device().ptx == facts.ptx);
   MESSAGE("device " << facts.name << " (" << facts.cc_string() << "): target " << plain.device().arch
                     << (plain.device().ptx ? " (PTX)" : "") << "; path: " << plain.device().path);

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "gpu_env.hpp"
-#include "jit/attention_family.hpp"
+#include "kernels/attention_family.hpp"
 #include "runtime/attention_stage.hpp"
 #include "runtime/quantize_stage.hpp"
 #include "reference/kernel_config.hpp"
@@ -32,8 +32,8 @@
 
 using namespace sage2;
 namespace ref = sage2::reference;
-using sage2::jit::KernelSpec;
-using sage2::jit::TileConfig;
+using sage2::kernels::KernelSpec;
+using sage2::kernels::TileConfig;
 
 namespace {
 
@@ -63,9 +63,9 @@ std::string describe(const Case& c) {
   return buf;
 }
 
-KernelSpec spec_for(const Case& c, jit::Arch arch) {
+KernelSpec spec_for(const Case& c, kernels::Arch arch) {
   KernelSpec s;
-  s.family = jit::KernelFamily::AttentionMma;
+  s.family = kernels::KernelFamily::AttentionMma;
   s.arch = arch;
   s.head_dim = c.head_dim;
   s.causal = c.causal;
@@ -78,7 +78,7 @@ KernelSpec spec_for(const Case& c, jit::Arch arch) {
   s.out_dtype = c.dtype;
   s.two_level_accum = c.two_level;
   s.return_lse = c.lse;
-  s.pv_fp16 = jit::default_pv_fp16(arch);  // the Context's path (SAGE2_TARGET_ARCH=sm_80: FP16 P̃V)
+  s.pv_fp16 = kernels::default_pv_fp16(arch);  // the Context's path (SAGE2_TARGET_ARCH=sm_80: FP16 P̃V)
   return s;
 }
 
@@ -106,11 +106,11 @@ constexpr std::size_t kGuardBytes = 4096;
 
 // quantize stage → attention stage on the GPU; `ds_cap` bounds the ΔS workspace.
 GpuRun run_gpu(const Case& c, const ref::AttentionInputs& in, const KernelSpec& spec, double sm_scale,
-               std::size_t ds_cap = jit::kDeltaSWorkspaceCap) {
+               std::size_t ds_cap = kernels::kDeltaSWorkspaceCap) {
   Context& ctx = test::gpu_context();
   const std::int64_t q_heads = c.kv_heads * c.gqa;
-  jit::QuantProblem qp{c.batch, q_heads, c.kv_heads, c.q_len, c.kv_len, c.head_dim};
-  const jit::QuantBuffers b = jit::quant_buffers(qp, spec);
+  kernels::QuantProblem qp{c.batch, q_heads, c.kv_heads, c.q_len, c.kv_len, c.head_dim};
+  const kernels::QuantBuffers b = kernels::quant_buffers(qp, spec);
   auto dq = upload(in.q), dk = upload(in.k), dv = upload(in.v);
   const TensorRef q_ref = on_device(in.q.ref(), *dq), k_ref = on_device(in.k.ref(), *dk),
                   v_ref = on_device(in.v.ref(), *dv);
@@ -245,9 +245,9 @@ std::vector<Case> case_list() {
 
 TEST_CASE("gpu attention: quantize + ΔS + mma attention equals the emulation and meets the accuracy targets") {
   Context& ctx = test::gpu_context();
-  const jit::Arch arch = runtime::context_impl(ctx).arch();
+  const kernels::Arch arch = runtime::context_impl(ctx).arch();
   const std::uint64_t base_seed = test::base_seed();
-  MESSAGE("base seed " << base_seed << " arch " << jit::arch_name(arch));
+  MESSAGE("base seed " << base_seed << " arch " << kernels::arch_name(arch));
   int case_no = 0;
   double worst_rel_emu = 0, worst_abs_ulps = 0;
   for (const Case& c : case_list()) {
@@ -345,7 +345,7 @@ TEST_CASE("gpu attention: quantize + ΔS + mma attention equals the emulation an
 
 TEST_CASE("gpu attention: a small ΔS workspace (chunks over heads and over query blocks) gives the same bits") {
   Context& ctx = test::gpu_context();
-  const jit::Arch arch = runtime::context_impl(ctx).arch();
+  const kernels::Arch arch = runtime::context_impl(ctx).arch();
   Case c;
   c.dtype = DType::BF16;
   c.nhd = true;
@@ -364,13 +364,13 @@ TEST_CASE("gpu attention: a small ΔS workspace (chunks over heads and over quer
   const KernelSpec spec = spec_for(c, arch);
   const double sm = 1.0 / 8.0;
   const GpuRun whole = run_gpu(c, in, spec, sm);
-  jit::QuantProblem qp{c.batch, c.kv_heads * c.gqa, c.kv_heads, c.q_len, c.kv_len, c.head_dim};
-  const jit::QuantBuffers b = jit::quant_buffers(qp, spec);
+  kernels::QuantProblem qp{c.batch, c.kv_heads * c.gqa, c.kv_heads, c.q_len, c.kv_len, c.head_dim};
+  const kernels::QuantBuffers b = kernels::quant_buffers(qp, spec);
   const std::size_t row = static_cast<std::size_t>(b.kv_len_pad) * 4;
   // 3 rows: chunks of 3 query blocks of one pair; 2.5 pairs' worth: chunks of 2 pairs.
   for (std::size_t cap : {3 * row, static_cast<std::size_t>(b.q_blocks) * row * 5 / 2}) {
     CAPTURE(cap);
-    const auto chunks = jit::attention_chunks(b, runtime::delta_s_workspace_bytes(b, cap));
+    const auto chunks = kernels::attention_chunks(b, runtime::delta_s_workspace_bytes(b, cap));
     CHECK(chunks.size() > 1);
     const GpuRun part = run_gpu(c, in, spec, sm, cap);
     CHECK(part.unwritten == 0);
@@ -387,8 +387,8 @@ TEST_CASE("gpu attention: a tile the device cannot hold is rejected before launc
   c.q_len = c.kv_len = 64;
   c.tile = TileConfig{128, 128, 8, 4};  // ~330 KB of shared memory
   const KernelSpec spec = spec_for(c, runtime::context_impl(ctx).arch());
-  jit::QuantProblem qp{1, 1, 1, 64, 64, 512};
-  const jit::QuantBuffers b = jit::quant_buffers(qp, spec);
+  kernels::QuantProblem qp{1, 1, 1, 64, 64, 512};
+  const kernels::QuantBuffers b = kernels::quant_buffers(qp, spec);
   test::DeviceBuffer ws(b.offsets().total), out(64 * 512 * 2), lse(64 * 4);
   const TensorRef k = TensorRef::hnd(ws.get(), DType::F16, 1, 1, 64, 512);
   const TensorRef o = TensorRef::hnd(out.get(), DType::F16, 1, 1, 64, 512);
@@ -404,13 +404,13 @@ TEST_CASE("gpu attention: a tile the device cannot hold is rejected before launc
   Case d = c;
   d.head_dim = 64;
   d.tile = TileConfig{64, 48, 4, 1};
-  CHECK_THROWS_AS(jit::check_attention_config(spec_for(d, runtime::context_impl(ctx).arch()), 1 << 30), Error);
+  CHECK_THROWS_AS(kernels::check_attention_config(spec_for(d, runtime::context_impl(ctx).arch()), 1 << 30), Error);
 }
 
 TEST_CASE("gpu attention perf: kernel time at B=4 H=32 hd128 (int8, fp16)") {
   if (!std::getenv("SAGE2_PERF")) return;
   Context& ctx = test::gpu_context();
-  driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
+  base::driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
   for (std::int64_t n : {1024, 4096}) {
     const std::size_t elems = static_cast<std::size_t>(4 * 32 * n * 128);
     test::DeviceBuffer q(elems * 2), k(elems * 2), v(elems * 2), o(elems * 2);
@@ -439,8 +439,8 @@ TEST_CASE("gpu attention perf: kernel time at B=4 H=32 hd128 (int8, fp16)") {
         c.lse = false;
         c.tile = tile;
         const KernelSpec spec = spec_for(c, runtime::context_impl(ctx).arch());
-        jit::QuantProblem qp{c.batch, 32, 32, n, n, 128};
-        const jit::QuantBuffers b = jit::quant_buffers(qp, spec);
+        kernels::QuantProblem qp{c.batch, 32, 32, n, n, 128};
+        const kernels::QuantBuffers b = kernels::quant_buffers(qp, spec);
         test::DeviceBuffer ws(b.offsets().total);
         const TensorRef qr = TensorRef::hnd(q.get(), DType::F16, 4, 32, n, 128);
         const TensorRef kr = TensorRef::hnd(k.get(), DType::F16, 4, 32, n, 128);

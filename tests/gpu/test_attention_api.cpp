@@ -21,7 +21,7 @@
 #include "accuracy_targets.hpp"
 #include "device_tensor.hpp"
 #include "gpu_env.hpp"
-#include "jit/quant_buffers.hpp"
+#include "kernels/quant_buffers.hpp"
 #include "runtime/attention_plan.hpp"
 #include "plan/attention_validate.hpp"
 #include "sage2/reference.hpp"
@@ -131,13 +131,13 @@ Outcome run_case(const Case& c, std::uint64_t seed) {
   eo.causal = c.causal;
   const ref::ExactResult exact = ref::exact_attention(in.q.ref(), in.k.ref(), in.v.ref(), eo);
   // The spec the API planned, fed to the emulation: same algorithm, same tiles.
-  const runtime::AttentionProblem prob =
-      runtime::validate_attention(q.ref(), k.ref(), v.ref(), out.ref(), p, runtime::context_impl(ctx).arch());
-  const jit::KernelSpec spec = runtime::plan_attention(prob, runtime::context_impl(ctx).arch(), runtime::context_impl(ctx).facts());
+  const plan::AttentionProblem prob =
+      plan::validate_attention(q.ref(), k.ref(), v.ref(), out.ref(), p, runtime::context_impl(ctx).arch());
+  const kernels::KernelSpec spec = runtime::plan_attention(prob, runtime::context_impl(ctx).arch(), runtime::context_impl(ctx).facts());
   ref::EmulationOptions mo;
   mo.round_output = true;
   // the wgmma FP8 accumulator keeps 13 mantissa bits (tests/gpu/test_probe_wgmma.cpp)
-  mo.accum_mantissa_bits = spec.family == jit::KernelFamily::AttentionWgmma ? 13 : 23;
+  mo.accum_mantissa_bits = spec.family == kernels::KernelFamily::AttentionWgmma ? 13 : 23;
   // On the codes the kernels read: a code the GPU stage rounded the other way at a boundary
   // (q̄ summed in another fp32 order, accepted; checked in `gpu quantize`) moved one row's LSE by
   // 0.025 at INT4 (seed 18048165131708100579: head 0, row 1785, channel 48 sits exactly on a
@@ -146,7 +146,7 @@ Outcome run_case(const Case& c, std::uint64_t seed) {
   std::optional<ref::QuantizedHost> q_part;
   if (spec.q_in_kernel) q_part = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(spec));
   const ref::QuantizedHost stage = test::download_stage(
-      ws, jit::quant_buffers(jit::QuantProblem{batch, q_heads, kv_heads, c.q_len, c.kv_len, c.head_dim}, spec), spec,
+      ws, kernels::quant_buffers(kernels::QuantProblem{batch, q_heads, kv_heads, c.q_len, c.kv_len, c.head_dim}, spec), spec,
       q_part ? &*q_part : nullptr);
   mo.stage = &stage;
   const ref::EmulationResult emul = ref::emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(spec), mo);
@@ -262,10 +262,10 @@ TEST_CASE("gpu attention: 32K tokens, causal, checked on the last query rows") {
 
 TEST_CASE("gpu attention: CUDA graph capture, then replay with new input values") {
   Context& ctx = test::gpu_context();
-  const auto& a = driver::api();
-  driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
+  const auto& a = base::driver::api();
+  base::driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
   CUstream stream;
-  driver::check(a.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  base::driver::check(a.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
   const std::int64_t n = test::reduced() ? 256 : 1000, d = 128;
   const std::uint64_t seed = fresh_seed();
   ref::AttentionInputs in = make_inputs(0, seed, DType::F16, 2, 4, 2, n, n, d, false);
@@ -276,15 +276,15 @@ TEST_CASE("gpu attention: CUDA graph capture, then replay with new input values"
   p.small_q_path = SmallQPath::Quantized;  // this suite specifies the quantized path (few rows: test_decode.cpp)
   // Warm-up outside capture: compiles kernels and sizes this stream's workspace.
   ctx.attention(q.ref(), k.ref(), v.ref(), out.ref(), p, stream);
-  driver::check(a.cuStreamSynchronize(stream), "sync");
+  base::driver::check(a.cuStreamSynchronize(stream), "sync");
   const std::size_t held = runtime::context_impl(ctx).workspace().bytes_held();
 
-  driver::check(a.cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "begin capture");
+  base::driver::check(a.cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "begin capture");
   ctx.attention(q.ref(), k.ref(), v.ref(), out.ref(), p, stream);
   CUgraph graph;
-  driver::check(a.cuStreamEndCapture(stream, &graph), "end capture");
+  base::driver::check(a.cuStreamEndCapture(stream, &graph), "end capture");
   CUgraphExec exec;
-  driver::check(a.cuGraphInstantiateWithFlags(&exec, graph, 0), "instantiate");
+  base::driver::check(a.cuGraphInstantiateWithFlags(&exec, graph, 0), "instantiate");
   CHECK(runtime::context_impl(ctx).workspace().bytes_held() == held);  // no allocation while capturing
 
   for (int round = 0; round < 2; ++round) {
@@ -296,8 +296,8 @@ TEST_CASE("gpu attention: CUDA graph capture, then replay with new input values"
     k.reupload();
     v.reupload();
     out.dev->poison(0xFF);
-    driver::check(a.cuGraphLaunch(exec, stream), "graph launch");
-    driver::check(a.cuStreamSynchronize(stream), "sync");
+    base::driver::check(a.cuGraphLaunch(exec, stream), "graph launch");
+    base::driver::check(a.cuStreamSynchronize(stream), "sync");
     ref::AttentionOptions eo;
     eo.causal = CausalMode::BottomRight;
     const auto e = ref::exact_attention(fresh.q.ref(), fresh.k.ref(), fresh.v.ref(), eo);

@@ -107,10 +107,10 @@ struct Result {
 // One call of problem p on `stream` into (out, lse), poisoned first; returns the bytes written.
 Result run_once(Context& ctx, const Problem& p, const Inputs& in, test::DeviceBuffer& out, test::DeviceBuffer& lse,
                 CUstream stream) {
-  const auto& a = driver::api();
-  driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
-  driver::check(a.cuMemsetD8Async(out.ptr(), 0xFF, in.out_bytes, stream), "cuMemsetD8Async(out)");
-  driver::check(a.cuMemsetD8Async(lse.ptr(), 0xFF, in.lse_count * 4, stream), "cuMemsetD8Async(lse)");
+  const auto& a = base::driver::api();
+  base::driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
+  base::driver::check(a.cuMemsetD8Async(out.ptr(), 0xFF, in.out_bytes, stream), "cuMemsetD8Async(out)");
+  base::driver::check(a.cuMemsetD8Async(lse.ptr(), 0xFF, in.lse_count * 4, stream), "cuMemsetD8Async(lse)");
   AttentionParams prm;
   prm.causal = p.causal;
   prm.qk_bits = p.bits;
@@ -120,9 +120,9 @@ Result run_once(Context& ctx, const Problem& p, const Inputs& in, test::DeviceBu
   Result r;
   r.out.resize(in.out_bytes);
   r.lse.resize(in.lse_count * 4);
-  driver::check(a.cuMemcpyDtoHAsync_v2(r.out.data(), out.ptr(), r.out.size(), stream), "cuMemcpyDtoHAsync(out)");
-  driver::check(a.cuMemcpyDtoHAsync_v2(r.lse.data(), lse.ptr(), r.lse.size(), stream), "cuMemcpyDtoHAsync(lse)");
-  driver::check(a.cuStreamSynchronize(stream), "cuStreamSynchronize");
+  base::driver::check(a.cuMemcpyDtoHAsync_v2(r.out.data(), out.ptr(), r.out.size(), stream), "cuMemcpyDtoHAsync(out)");
+  base::driver::check(a.cuMemcpyDtoHAsync_v2(r.lse.data(), lse.ptr(), r.lse.size(), stream), "cuMemcpyDtoHAsync(lse)");
+  base::driver::check(a.cuStreamSynchronize(stream), "cuStreamSynchronize");
   return r;
 }
 
@@ -151,14 +151,14 @@ struct TempCacheDir {
 };
 
 CUstream new_stream(Context& ctx) {
-  driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
+  base::driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
   CUstream s = nullptr;
-  driver::check(driver::api().cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  base::driver::check(base::driver::api().cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
   return s;
 }
 void destroy_stream(Context& ctx, CUstream s) {
-  driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
-  driver::api().cuStreamDestroy_v2(s);
+  base::driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
+  base::driver::api().cuStreamDestroy_v2(s);
 }
 
 }  // namespace

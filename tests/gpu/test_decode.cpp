@@ -1,4 +1,4 @@
-// Specification of the direct small-Nq path on the GPU (jit/decode.hpp, templates/attention_decode.cuh;
+// Specification of the direct small-Nq path on the GPU (kernels/decode.hpp, templates/attention_decode.cuh;
 // issue 22 item 4), through the public Context::attention:
 //  - a deterministic sample of {Nq 1, 3, 16, 64} × {Nk 1, 17, 1000, 4096, 33000} × GQA {1, 4, 8} ×
 //    head dims {64, 80, 128, 256} × {f16, bf16} × causal {none, top-left, bottom-right} × LSE ×
@@ -295,7 +295,7 @@ Outcome run_case(const Case& c, std::uint64_t seed) {
 TEST_CASE("gpu decode: direct path vs fp64 attention over the case matrix; every element written") {
   const std::uint64_t seed = test::base_seed();
   MESSAGE("base seed " << seed << " (SAGE2_TEST_SEED=" << seed << " replays it)");
-  const jit::Arch arch = runtime::context_impl(test::gpu_context()).arch();
+  const kernels::Arch arch = runtime::context_impl(test::gpu_context()).arch();
   int n = 0;
   for (const Case& c : case_matrix()) {
     const std::uint64_t s = seed + static_cast<std::uint64_t>(++n);
@@ -305,7 +305,7 @@ TEST_CASE("gpu decode: direct path vs fp64 attention over the case matrix; every
     std::printf("decode %2d %-96s splits %3d parts %3d | cos %.7f relL1 %.2e max %.2e | lse err/bound %.2f | worst %s\n",
                 n, name.c_str(), r.splits, r.partials, r.m.cos_sim, r.m.rel_l1, r.m.max_abs, r.lse_err, r.worst.c_str());
     const std::int64_t rows = c.nq * c.group;
-    if (c.path == SmallQPath::Direct || rows <= runtime::direct_max_rows(arch)) CHECK(r.direct);
+    if (c.path == SmallQPath::Direct || rows <= plan::direct_max_rows(arch)) CHECK(r.direct);
     CHECK(r.unwritten == 0);
     CHECK(r.padding_touched == 0);
     CHECK(r.empty_row_errors == 0);
@@ -458,10 +458,10 @@ TEST_CASE("gpu decode: NaN/Inf inputs poison exactly the outputs exact attention
 
 TEST_CASE("gpu decode: a captured decode call replays on new K/V values like an eager call") {
   Context& ctx = test::gpu_context();
-  const auto& a = driver::api();
-  driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
+  const auto& a = base::driver::api();
+  base::driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
   CUstream stream;
-  driver::check(a.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  base::driver::check(a.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
   const std::int64_t nk = test::reduced() ? 700 : 6000;
   const std::uint64_t seed = test::base_seed();
   INFO("seed " << seed);
@@ -477,17 +477,17 @@ TEST_CASE("gpu decode: a captured decode call replays on new K/V values like an 
   p.causal = CausalMode::BottomRight;
   p.lse = static_cast<float*>(lse.get());
   ctx.attention(q.dev_ref(), k.dev_ref(), v.dev_ref(), out.dev_ref(), p, stream);  // warm-up: plan, kernels, workspace
-  driver::check(a.cuStreamSynchronize(stream), "sync");
+  base::driver::check(a.cuStreamSynchronize(stream), "sync");
   CHECK(runtime::call_plan(runtime::context_impl(ctx), q.dev_ref(), k.dev_ref(), v.dev_ref(), out.dev_ref(), p)
             ->problem.direct);
   const std::size_t held = runtime::context_impl(ctx).workspace().bytes_held();
   CUgraph graph;
-  driver::check(a.cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "begin capture");
+  base::driver::check(a.cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "begin capture");
   ctx.attention(q.dev_ref(), k.dev_ref(), v.dev_ref(), out.dev_ref(), p, stream);
-  driver::check(a.cuStreamEndCapture(stream, &graph), "end capture");
+  base::driver::check(a.cuStreamEndCapture(stream, &graph), "end capture");
   CHECK(runtime::context_impl(ctx).workspace().bytes_held() == held);  // nothing allocated while capturing
   CUgraphExec exec;
-  driver::check(a.cuGraphInstantiateWithFlags(&exec, graph, 0), "instantiate");
+  base::driver::check(a.cuGraphInstantiateWithFlags(&exec, graph, 0), "instantiate");
   for (int rep = 0; rep < 2; ++rep) {
     ref::AttentionInputs fresh = test::make_inputs(1, seed + 100 + rep, DType::F16, 2, 8, 2, 1, nk, 128, false);
     for (std::int64_t b = 0; b < 2; ++b)
@@ -499,12 +499,12 @@ TEST_CASE("gpu decode: a captured decode call replays on new K/V values like an 
           }
     k.upload();
     v.upload();
-    driver::check(a.cuGraphLaunch(exec, stream), "graph launch");
-    driver::check(a.cuStreamSynchronize(stream), "sync");
+    base::driver::check(a.cuGraphLaunch(exec, stream), "graph launch");
+    base::driver::check(a.cuStreamSynchronize(stream), "sync");
     out.download();
     const std::vector<std::uint16_t> replay = out.host;
     ctx.attention(q.dev_ref(), k.dev_ref(), v.dev_ref(), out.dev_ref(), p, stream);
-    driver::check(a.cuStreamSynchronize(stream), "sync");
+    base::driver::check(a.cuStreamSynchronize(stream), "sync");
     out.download();
     CHECK(replay == out.host);  // same kernels, same inputs: the same bits
     ref::AttentionOptions eo;
@@ -527,8 +527,8 @@ TEST_CASE("gpu decode: a captured decode call replays on new K/V values like an 
 TEST_CASE("gpu decode: perf of the scoreboard's decode cells, direct vs quantized (SAGE2_PERF=1)") {
   if (!std::getenv("SAGE2_PERF") || test::reduced()) return;
   Context& ctx = test::gpu_context();
-  driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
-  const auto& a = driver::api();
+  base::driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
+  const auto& a = base::driver::api();
   struct Cell {
     std::int64_t nq, nk;
   };

@@ -101,12 +101,12 @@ void fill_periodic(test::DeviceBuffer& buf, const std::vector<std::uint16_t>& ba
   const std::size_t total = static_cast<std::size_t>(rows) * row_bytes;
   std::size_t have = std::min(bank.size() * 2, total);
   buf.upload(bank.data(), have);
-  driver::ScopedContext scope(runtime::context_impl(test::gpu_context()).cu_context());
+  base::driver::ScopedContext scope(runtime::context_impl(test::gpu_context()).cu_context());
   // `have` stays a multiple of the bank's size until the last (partial) copy, so the copy to
   // offset `have` continues the period.
   while (have < total) {
     const std::size_t n = std::min(have, total - have);
-    driver::check(driver::api().cuMemcpyDtoD_v2(buf.ptr() + have, buf.ptr(), n), "cuMemcpyDtoD (fill)");
+    base::driver::check(base::driver::api().cuMemcpyDtoD_v2(buf.ptr() + have, buf.ptr(), n), "cuMemcpyDtoD (fill)");
     have += n;
   }
 }
@@ -151,7 +151,7 @@ void run_shape(const Shape& s) {
   CAPTURE(s.name);
   REQUIRE(s.numel() > kTwo31);  // the point of the test: every tensor is beyond int32 indexing
   const Context& base = test::gpu_context();
-  const jit::Arch arch = runtime::context_impl(test::gpu_context()).arch();
+  const kernels::Arch arch = runtime::context_impl(test::gpu_context()).arch();
   const std::size_t bytes = static_cast<std::size_t>(s.numel()) * 2;
   const std::size_t lse_count = static_cast<std::size_t>(s.batch * s.heads * s.seq);
   if (base.device().total_memory < (std::size_t(48) << 30)) {
@@ -204,8 +204,8 @@ void run_shape(const Shape& s) {
   for (const char* family : {"mma", "wgmma"}) {
     CAPTURE(family);
     const bool wg = std::strcmp(family, "wgmma") == 0;
-    if (wg && arch != jit::Arch::Sm90a) {
-      MESSAGE("skipped: the wgmma family needs sm_90a; device 0 is " << jit::arch_name(arch));
+    if (wg && arch != kernels::Arch::Sm90a) {
+      MESSAGE("skipped: the wgmma family needs sm_90a; device 0 is " << kernels::arch_name(arch));
       continue;
     }
     FamilyEnv env(family);
@@ -216,15 +216,15 @@ void run_shape(const Shape& s) {
     p.small_q_path = SmallQPath::Quantized;  // this suite specifies the quantized path (few rows: test_decode.cpp)
     p.smooth_v = s.smooth_v;
     p.lse = static_cast<float*>(dlse.get());
-    const runtime::AttentionProblem prob = runtime::validate_attention(Q, K, V, O, p, runtime::context_impl(ctx).arch());
-    const jit::KernelSpec spec = runtime::plan_attention(prob, runtime::context_impl(ctx));
-    REQUIRE_MESSAGE(spec.family == (wg ? jit::KernelFamily::AttentionWgmma : jit::KernelFamily::AttentionMma),
-                    "SAGE2_ATTENTION_FAMILY=" << family << " planned " << jit::family_name(spec.family));
+    const plan::AttentionProblem prob = plan::validate_attention(Q, K, V, O, p, runtime::context_impl(ctx).arch());
+    const kernels::KernelSpec spec = runtime::plan_attention(prob, runtime::context_impl(ctx));
+    REQUIRE_MESSAGE(spec.family == (wg ? kernels::KernelFamily::AttentionWgmma : kernels::KernelFamily::AttentionMma),
+                    "SAGE2_ATTENTION_FAMILY=" << family << " planned " << kernels::family_name(spec.family));
     const std::size_t ws = ctx.workspace_size(Q, K, V, O, p);
     std::size_t free_b = 0, total_b = 0;
     {
-      driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
-      driver::check(driver::api().cuMemGetInfo_v2(&free_b, &total_b), "cuMemGetInfo");
+      base::driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
+      base::driver::check(base::driver::api().cuMemGetInfo_v2(&free_b, &total_b), "cuMemGetInfo");
     }
     std::printf("large %s [%s]: %lld elements per tensor (%.2f x 2^31), 4 x %.2f GiB tensors + %.2f GiB workspace; "
                 "%.2f GiB free of %.2f\n",

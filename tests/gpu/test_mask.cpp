@@ -452,9 +452,9 @@ std::string name_of(const char* what, const HostMask& m, const Problem& p, Causa
 }
 
 // The tile the Context plans for a call (masked and unmasked calls are expected to share it).
-jit::TileConfig planned_tile(Context& ctx, const Problem& p, const AttentionParams& a, const TensorRef& out) {
+kernels::TileConfig planned_tile(Context& ctx, const Problem& p, const AttentionParams& a, const TensorRef& out) {
   auto& impl = runtime::context_impl(ctx);
-  const runtime::AttentionProblem prob = runtime::validate_attention(p.dq(), p.dk(), p.dv(), out, a, impl.arch());
+  const plan::AttentionProblem prob = plan::validate_attention(p.dq(), p.dk(), p.dv(), out, a, impl.arch());
   return runtime::plan_attention(prob, impl).tile;
 }
 
@@ -471,7 +471,7 @@ void check_same_bits_as_unmasked(Context& ctx, const std::string& name, const Pr
     a.lse = static_cast<float*>(o.lse->get());  // as in the calls above
     AttentionParams am = a;
     am.mask = m.on_device(md->get());
-    const jit::TileConfig t0 = planned_tile(ctx, p, a, o.ref()), t1 = planned_tile(ctx, p, am, o.ref());
+    const kernels::TileConfig t0 = planned_tile(ctx, p, a, o.ref()), t1 = planned_tile(ctx, p, am, o.ref());
     INFO("unmasked tile bq" << t0.bq << " bk" << t0.bk << " w" << t0.warps << " s" << t0.stages << ", masked bq"
                             << t1.bq << " bk" << t1.bk << " w" << t1.warps << " s" << t1.stages);
     CHECK(t0 == t1);
@@ -887,8 +887,8 @@ TEST_CASE("gpu mask: bad masks are refused naming params.mask, and nothing is wr
 
 TEST_CASE("gpu mask: a CUDA graph replays with the mask's contents rewritten on the device") {
   Context& ctx = test::gpu_context();
-  const auto& api = driver::api();
-  driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
+  const auto& api = base::driver::api();
+  base::driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
   const std::uint64_t seed = announce_seed();
   const Sizes s = sizes();
   const auto p = make_problem(seed + 1, DType::F16, 128, s);
@@ -911,17 +911,17 @@ TEST_CASE("gpu mask: a CUDA graph replays with the mask's contents rewritten on 
   a.mask = m0.on_device(md->get());
 
   CUstream stream;
-  driver::check(api.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  base::driver::check(api.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
   // Warm-up outside capture: compiles kernels and sizes this stream's workspace.
   ctx.attention(p->dq(), p->dk(), p->dv(), out.ref(), a, stream);
-  driver::check(api.cuStreamSynchronize(stream), "sync");
+  base::driver::check(api.cuStreamSynchronize(stream), "sync");
   const std::size_t held = runtime::context_impl(ctx).workspace().bytes_held();
-  driver::check(api.cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "begin capture");
+  base::driver::check(api.cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "begin capture");
   ctx.attention(p->dq(), p->dk(), p->dv(), out.ref(), a, stream);
   CUgraph graph;
-  driver::check(api.cuStreamEndCapture(stream, &graph), "end capture");
+  base::driver::check(api.cuStreamEndCapture(stream, &graph), "end capture");
   CUgraphExec exec;
-  driver::check(api.cuGraphInstantiateWithFlags(&exec, graph, 0), "instantiate");
+  base::driver::check(api.cuGraphInstantiateWithFlags(&exec, graph, 0), "instantiate");
   CHECK(runtime::context_impl(ctx).workspace().bytes_held() == held);  // no allocation while capturing
 
   const HostMask* rounds[] = {&m1, &m2, &m0, &m1};
@@ -930,8 +930,8 @@ TEST_CASE("gpu mask: a CUDA graph replays with the mask's contents rewritten on 
     CAPTURE(round);
     md->upload(m->bytes.data(), m->bytes.size());
     out.poison(0xFF);  // (synchronizes: the new mask has landed)
-    driver::check(api.cuGraphLaunch(exec, stream), "graph launch");
-    driver::check(api.cuStreamSynchronize(stream), "sync");
+    base::driver::check(api.cuGraphLaunch(exec, stream), "graph launch");
+    base::driver::check(api.cuStreamSynchronize(stream), "sync");
     const GpuResult got = out.read();
     char name[64];
     const char* what = m == &m0 ? "structured" : m == &m1 ? "windows" : "all true";

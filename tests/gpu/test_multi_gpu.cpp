@@ -116,8 +116,8 @@ TEST_CASE("gpu multi-GPU: device 1 with its own tensors equals device 0 bit for 
   };
   CUstream s1 = nullptr;
   {
-    driver::ScopedContext scope(runtime::context_impl(ctx1).cu_context());
-    driver::check(driver::api().cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING), "cuStreamCreate (device 1)");
+    base::driver::ScopedContext scope(runtime::context_impl(ctx1).cu_context());
+    base::driver::check(base::driver::api().cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING), "cuStreamCreate (device 1)");
   }
   int seed = 0;
   for (const Problem& p : problems) {
@@ -180,8 +180,8 @@ TEST_CASE("gpu multi-GPU: device 1 with its own tensors equals device 0 bit for 
     CHECK(lse_bad == 0);
     CHECK(lse_err <= 0.1);
   }
-  driver::ScopedContext scope(runtime::context_impl(ctx1).cu_context());
-  driver::api().cuStreamDestroy_v2(s1);
+  base::driver::ScopedContext scope(runtime::context_impl(ctx1).cu_context());
+  base::driver::api().cuStreamDestroy_v2(s1);
 }
 
 TEST_CASE("gpu multi-GPU: tensors on another device than the Context's are rejected, naming the argument and both "

@@ -23,8 +23,8 @@
 
 #include "device_tensor.hpp"
 #include "gpu_env.hpp"
-#include "jit/attention_family.hpp"
-#include "jit/quant_buffers.hpp"
+#include "kernels/attention_family.hpp"
+#include "kernels/quant_buffers.hpp"
 #include "runtime/attention_plan.hpp"
 #include "plan/attention_validate.hpp"
 #include "runtime/quantize_stage.hpp"
@@ -224,10 +224,10 @@ TEST_CASE("gpu nonfinite: quantize stage flags and statistics equal the CPU refe
     CAPTURE(c.bits);
     ref::AttentionInputs in = ref::make_activation_like(7, c.dt, 1, 8, 2, c.nq, c.nk, c.d, {}, c.nhd);
     apply(in, c.plants, false);
-    jit::KernelSpec spec;
-    spec.family = jit::KernelFamily::AttentionMma;
+    kernels::KernelSpec spec;
+    spec.family = kernels::KernelFamily::AttentionMma;
     spec.arch = runtime::context_impl(ctx).arch();
-    spec.pv_fp16 = jit::default_pv_fp16(spec.arch);  // the Context's path (SAGE2_TARGET_ARCH=sm_80: FP16)
+    spec.pv_fp16 = kernels::default_pv_fp16(spec.arch);  // the Context's path (SAGE2_TARGET_ARCH=sm_80: FP16)
     spec.head_dim = c.d;
     spec.qk_bits = c.bits;
     spec.smooth_q = c.sq;
@@ -238,7 +238,7 @@ TEST_CASE("gpu nonfinite: quantize stage flags and statistics equal the CPU refe
     ref::QuantizeOptions qo;
     qo.margins = true;
     const ref::QuantizedHost cpu = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(spec), qo);
-    const jit::QuantBuffers b = ref::quant_buffers(cpu.layout);
+    const kernels::QuantBuffers b = ref::quant_buffers(cpu.layout);
     const auto off = b.offsets();
     DeviceTensor q(in.q), k(in.k), v(in.v);
     test::DeviceBuffer ws(off.total);
@@ -359,12 +359,12 @@ TEST_CASE("gpu nonfinite: Context::attention pattern equals exact attention's; f
     const ref::ExactResult x = ref::exact_attention(bad.q.ref(), bad.k.ref(), bad.v.ref(), xo);
     DeviceTensor dq(bad.q), dk(bad.k), dv(bad.v);
     DeviceTensor dout(ref::HostTensor(cs.dt, cs.batch, cs.hq, cs.nq, cs.d, cs.nhd));
-    const runtime::AttentionProblem prob =
-        runtime::validate_attention(dq.ref(), dk.ref(), dv.ref(), dout.ref(), p, runtime::context_impl(ctx).arch());
-    const jit::KernelSpec spec = runtime::plan_attention(prob, runtime::context_impl(ctx).arch(), runtime::context_impl(ctx).facts());
+    const plan::AttentionProblem prob =
+        plan::validate_attention(dq.ref(), dk.ref(), dv.ref(), dout.ref(), p, runtime::context_impl(ctx).arch());
+    const kernels::KernelSpec spec = runtime::plan_attention(prob, runtime::context_impl(ctx).arch(), runtime::context_impl(ctx).facts());
     ref::EmulationOptions eo;
     eo.round_output = true;
-    eo.accum_mantissa_bits = spec.family == jit::KernelFamily::AttentionWgmma ? 13 : 23;  // wgmma FP8: 13 bits
+    eo.accum_mantissa_bits = spec.family == kernels::KernelFamily::AttentionWgmma ? 13 : 23;  // wgmma FP8: 13 bits
     const ref::EmulationResult e = ref::emulate_attention(bad.q.ref(), bad.k.ref(), bad.v.ref(), ref::kernel_config(spec), eo);
 
     std::int64_t pat_bad = 0, exact_bad = 0, div_bad = 0, same_bad = 0, emul_pat_bad = 0;

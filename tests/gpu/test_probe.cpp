@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "gpu_env.hpp"
-#include "jit/attention_family.hpp"
+#include "kernels/attention_family.hpp"
 
 using namespace sage2;
 
@@ -27,8 +27,8 @@ struct ProbeParams {  // mirrors templates/probe.cuh
 std::vector<float> run_probe(const std::vector<std::uint32_t>& a, const std::vector<std::uint32_t>& b,
                              const std::vector<float>& c) {
   Context& ctx = test::gpu_context();
-  jit::KernelSpec spec;
-  spec.family = jit::KernelFamily::Probe;
+  kernels::KernelSpec spec;
+  spec.family = kernels::KernelFamily::Probe;
   runtime::LoadedKernel& k = runtime::context_impl(ctx).kernels().get(spec);
   test::DeviceBuffer da(a.size() * 4), db(b.size() * 4), dc(c.size() * 4), dd(c.size() * 4);
   da.upload(a.data(), a.size() * 4);
@@ -36,10 +36,10 @@ std::vector<float> run_probe(const std::vector<std::uint32_t>& a, const std::vec
   dc.upload(c.data(), c.size() * 4);
   dd.poison();
   ProbeParams p{da.get(), db.get(), static_cast<const float*>(dc.get()), static_cast<float*>(dd.get())};
-  jit::LaunchShape s;
+  kernels::LaunchShape s;
   s.block[0] = 32;
   {
-    driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
+    base::driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
     runtime::launch(k, s, &p, nullptr);
   }
   test::synchronize();
@@ -60,7 +60,7 @@ int leading_mantissa_ones(float x) {
 
 TEST_CASE("gpu probe: mma.sync e4m3 accumulator width") {
   // (a Context on a target without FP8, SAGE2_TARGET_ARCH=sm_80: nothing to probe)
-  if (!jit::arch_info(runtime::context_impl(test::gpu_context()).arch()).fp8_pv) {
+  if (!kernels::arch_info(runtime::context_impl(test::gpu_context()).arch()).fp8_pv) {
     MESSAGE("skipped: the Context's target has no FP8 mma");
     return;
   }

@@ -35,13 +35,13 @@ struct WgProbeParams {  // mirrors templates/probe_wgmma.cuh
 struct ProbeModule {
   runtime::LoadedKernel k;
   ProbeModule() {
-    jit::KernelSpec spec;
-    spec.family = jit::KernelFamily::Probe;
-    spec.arch = jit::Arch::Sm90a;
+    kernels::KernelSpec spec;
+    spec.family = kernels::KernelFamily::Probe;
+    spec.arch = kernels::Arch::Sm90a;
     const jit::CompiledKernel ck = jit::compile_source(spec, "#include \"probe_wgmma.cuh\"\n");
-    driver::ScopedContext scope(runtime::context_impl(test::gpu_context()).cu_context());
-    driver::check(driver::api().cuModuleLoadData(&k.module, ck.cubin.data()), "cuModuleLoadData(probe_wgmma)");
-    driver::check(driver::api().cuModuleGetFunction(&k.function, k.module, "sage2_probe_wgmma"),
+    base::driver::ScopedContext scope(runtime::context_impl(test::gpu_context()).cu_context());
+    base::driver::check(base::driver::api().cuModuleLoadData(&k.module, ck.cubin.data()), "cuModuleLoadData(probe_wgmma)");
+    base::driver::check(base::driver::api().cuModuleGetFunction(&k.function, k.module, "sage2_probe_wgmma"),
                   "cuModuleGetFunction(sage2_probe_wgmma)");
     k.key = "probe_wgmma";
   }
@@ -92,10 +92,10 @@ std::vector<std::uint32_t> run(int kind, int swizzle, const std::vector<std::uin
   dc.upload(cf.data(), cf.size() * 4);
   dd.poison();
   WgProbeParams p{da.get(), db.get(), dc.get(), dd.get(), kind, swizzle, steps};
-  jit::LaunchShape s;
+  kernels::LaunchShape s;
   s.block[0] = 128;
   {
-    driver::ScopedContext scope(runtime::context_impl(test::gpu_context()).cu_context());
+    base::driver::ScopedContext scope(runtime::context_impl(test::gpu_context()).cu_context());
     runtime::launch(m.k, s, &p, nullptr);
   }
   test::synchronize();
@@ -125,7 +125,7 @@ double e4m3(std::uint8_t code) { return reference::fp8_to_float(code, reference:
 }  // namespace
 
 TEST_CASE("gpu probe wgmma: fragment, descriptor and swizzle conventions (e4m3 and s8, 128/64/32-byte swizzle)") {
-  if (runtime::context_impl(test::gpu_context()).arch() != jit::Arch::Sm90a) return;
+  if (runtime::context_impl(test::gpu_context()).arch() != kernels::Arch::Sm90a) return;
   std::mt19937 gen(1234);
   for (int swz : {128, 64, 32}) {
     CAPTURE(swz);
@@ -171,7 +171,7 @@ TEST_CASE("gpu probe wgmma: fragment, descriptor and swizzle conventions (e4m3 a
 }
 
 TEST_CASE("gpu probe wgmma: e4m3 → f32 accumulator width") {
-  if (runtime::context_impl(test::gpu_context()).arch() != jit::Arch::Sm90a) return;
+  if (runtime::context_impl(test::gpu_context()).arch() != kernels::Arch::Sm90a) return;
   std::vector<std::uint8_t> A(64 * 32, 0), B(64 * 32, 0);
   std::vector<std::uint32_t> C(64 * 64);
   // (a) pass-through: A = B = 0, C = 1.99999988 (all 23 mantissa bits set)

@@ -23,8 +23,8 @@
 
 #include "gpu_env.hpp"
 #include "stage_download.hpp"
-#include "jit/attention_family.hpp"
-#include "jit/launch_shape.hpp"
+#include "kernels/attention_family.hpp"
+#include "kernels/quantize_shape.hpp"
 #include "runtime/quantize_stage.hpp"
 #include "reference/kernel_config.hpp"
 #include "sage2/reference.hpp"
@@ -124,9 +124,9 @@ struct CodeCheck {
   std::int64_t mismatches = 0, near_boundary = 0, checked = 0;
 };
 
-sage2::jit::KernelSpec attention_spec_for(const Case& c, sage2::jit::Arch arch) {
-  sage2::jit::KernelSpec s;
-  s.family = c.wgmma ? sage2::jit::KernelFamily::AttentionWgmma : sage2::jit::KernelFamily::AttentionMma;
+sage2::kernels::KernelSpec attention_spec_for(const Case& c, sage2::kernels::Arch arch) {
+  sage2::kernels::KernelSpec s;
+  s.family = c.wgmma ? sage2::kernels::KernelFamily::AttentionWgmma : sage2::kernels::KernelFamily::AttentionMma;
   s.arch = arch;
   s.head_dim = c.head_dim;
   s.qk_bits = c.bits;
@@ -135,8 +135,8 @@ sage2::jit::KernelSpec attention_spec_for(const Case& c, sage2::jit::Arch arch) 
   s.smooth_v = c.smooth_v;
   s.in_dtype = c.dtype;
   s.out_dtype = c.dtype;
-  s.tile = c.wgmma ? sage2::jit::TileConfig{128, 128, 8, 2} : sage2::jit::TileConfig{128, 64, 4, 1};
-  s.pv_fp16 = c.pv16 || sage2::jit::default_pv_fp16(arch);  // FP8 V̂ does not exist on Ampere targets
+  s.tile = c.wgmma ? sage2::kernels::TileConfig{128, 128, 8, 2} : sage2::kernels::TileConfig{128, 64, 4, 1};
+  s.pv_fp16 = c.pv16 || sage2::kernels::default_pv_fp16(arch);  // FP8 V̂ does not exist on Ampere targets
   return s;
 }
 
@@ -150,7 +150,7 @@ TEST_CASE("gpu quantize: every variant equals the CPU reference; every output wr
   std::int64_t total_codes = 0, total_near = 0;
   int case_no = 0;
   for (const Case& c : case_matrix()) {
-    if (c.wgmma && arch != sage2::jit::Arch::Sm90a) continue;
+    if (c.wgmma && arch != sage2::kernels::Arch::Sm90a) continue;
     ++case_no;
     const std::string name = describe(c);
     CAPTURE(name);
@@ -169,13 +169,13 @@ TEST_CASE("gpu quantize: every variant equals the CPU reference; every output wr
     const ref::QuantizedHost cpu_split = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(spec), qo);
     qo.fused_stats_order = true;
     const ref::QuantizedHost cpu_fused = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(spec), qo);
-    const bool clusters = sage2::jit::cluster_quantize_supported(spec);  // sm_90a, head dim <= 256
+    const bool clusters = sage2::kernels::cluster_quantize_supported(spec);  // sm_90a, head dim <= 256
     qo.fused_stats_order = false;
     qo.cluster_stats_order = true;
     const ref::QuantizedHost cpu_cluster =
         clusters ? ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(spec), qo)
                  : ref::QuantizedHost{};
-    const sage2::jit::QuantBuffers b = ref::quant_buffers(cpu_split.layout);
+    const sage2::kernels::QuantBuffers b = ref::quant_buffers(cpu_split.layout);
     const auto off = b.offsets();
 
     // Device inputs with the same strides as the host tensors.

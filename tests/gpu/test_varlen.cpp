@@ -38,7 +38,7 @@
 
 #include "accuracy_targets.hpp"
 #include "gpu_env.hpp"
-#include "jit/kernel_spec.hpp"
+#include "kernels/kernel_spec.hpp"
 #include "plan/attention_validate.hpp"
 #include "reference/kernel_config.hpp"
 #include "runtime/attention_plan.hpp"
@@ -384,13 +384,13 @@ TEST_CASE(
     const std::size_t L = 7;        // the long sequence
     const AttentionParams& pa = a;  // the varlen call's parameters (nothing is launched here)
     const TensorRef ql = tokens(p->dq(), 0, p->cuq(L), lq[L]), kl = tokens(p->dk(), 0, p->cuk(L), lk[L]);
-    const runtime::AttentionProblem prob =
-        runtime::validate_attention(ql, kl, tokens(p->dv(), 0, p->cuk(L), lk[L]),
+    const plan::AttentionProblem prob =
+        plan::validate_attention(ql, kl, tokens(p->dv(), 0, p->cuk(L), lk[L]),
                                     tokens(out.ref(), 0, p->cuq(L), lq[L]), pa, runtime::context_impl(ctx).arch());
-    const jit::KernelSpec spec = runtime::plan_attention(prob, runtime::context_impl(ctx));
+    const kernels::KernelSpec spec = runtime::plan_attention(prob, runtime::context_impl(ctx));
     ref::EmulationOptions mo;
     mo.round_output = true;
-    mo.accum_mantissa_bits = spec.family == jit::KernelFamily::AttentionWgmma ? 13 : 23;  // as test_attention_api
+    mo.accum_mantissa_bits = spec.family == kernels::KernelFamily::AttentionWgmma ? 13 : 23;  // as test_attention_api
     const ref::EmulationResult em = ref::emulate_attention_varlen(p->host.q.ref(), p->host.k.ref(), p->host.v.ref(),
                                                                   p->lens, ref::kernel_config(spec), mo);
     ref::AttentionOptions eo;
@@ -656,8 +656,8 @@ TEST_CASE("gpu varlen: invalid length arrays give NaN everywhere, no fault; the 
 
 TEST_CASE("gpu varlen: a CUDA graph replays with new lengths written into the same device arrays") {
   Context& ctx = varlen_context();
-  const auto& api = driver::api();
-  driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
+  const auto& api = base::driver::api();
+  base::driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
   const std::uint64_t seed = test::base_seed();
   MESSAGE("base seed " << seed);
   // Two sets of 6 lengths with the same totals (700 query and 700 key tokens).
@@ -673,17 +673,17 @@ TEST_CASE("gpu varlen: a CUDA graph replays with new lengths written into the sa
   const SeqLens sl = packed_lens(*p, 0, 0);  // bounds: the tensors' token counts (valid for both sets)
 
   CUstream stream;
-  driver::check(api.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  base::driver::check(api.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
   // Warm-up outside capture: compiles kernels and sizes this stream's workspace.
   ctx.attention_varlen(p->dq(), p->dk(), p->dv(), out.ref(), sl, a, stream);
-  driver::check(api.cuStreamSynchronize(stream), "sync");
+  base::driver::check(api.cuStreamSynchronize(stream), "sync");
   const std::size_t held = runtime::context_impl(ctx).workspace().bytes_held();
-  driver::check(api.cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "begin capture");
+  base::driver::check(api.cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "begin capture");
   ctx.attention_varlen(p->dq(), p->dk(), p->dv(), out.ref(), sl, a, stream);
   CUgraph graph;
-  driver::check(api.cuStreamEndCapture(stream, &graph), "end capture");
+  base::driver::check(api.cuStreamEndCapture(stream, &graph), "end capture");
   CUgraphExec exec;
-  driver::check(api.cuGraphInstantiateWithFlags(&exec, graph, 0), "instantiate");
+  base::driver::check(api.cuGraphInstantiateWithFlags(&exec, graph, 0), "instantiate");
   CHECK(runtime::context_impl(ctx).workspace().bytes_held() == held);  // no allocation while capturing
 
   // Replays: B's lengths, then A's again — each gives the dense result of the lengths it read.
@@ -697,8 +697,8 @@ TEST_CASE("gpu varlen: a CUDA graph replays with new lengths written into the sa
     overwrite(*p->cu_q, l->cu_seqlens_q);
     overwrite(*p->cu_k, l->cu_seqlens_k);
     out.poison();
-    driver::check(api.cuGraphLaunch(exec, stream), "graph launch");
-    driver::check(api.cuStreamSynchronize(stream), "sync");
+    base::driver::check(api.cuGraphLaunch(exec, stream), "graph launch");
+    base::driver::check(api.cuStreamSynchronize(stream), "sync");
     check_no_mismatch(
         compare_with_dense(ctx, *p, params(8, CausalMode::BottomRight), out.out_bits(), out.lse_values()));
   }

@@ -27,7 +27,7 @@
 #include "gpu_env.hpp"
 #include "stage_download.hpp"
 #include "jit/compiler.hpp"
-#include "jit/family_wgmma.hpp"
+#include "kernels/family_wgmma.hpp"
 #include "runtime/attention_stage.hpp"
 #include "runtime/quantize_stage.hpp"
 #include "sage2/reference.hpp"
@@ -35,13 +35,13 @@
 
 using namespace sage2;
 namespace ref = sage2::reference;
-using sage2::jit::KernelSpec;
-using sage2::jit::TileConfig;
+using sage2::kernels::KernelSpec;
+using sage2::kernels::TileConfig;
 using sage2::test::WgCase;
 
 namespace {
 
-bool on_hopper() { return runtime::context_impl(test::gpu_context()).arch() == jit::Arch::Sm90a; }
+bool on_hopper() { return runtime::context_impl(test::gpu_context()).arch() == kernels::Arch::Sm90a; }
 
 // The FP8 wgmma accumulator keeps 13 mantissa bits on the H100 (tests/gpu/test_probe_wgmma.cpp):
 // the emulation models it (SAGE2_WG_ACC_BITS overrides).
@@ -82,11 +82,11 @@ struct GpuRun {
 constexpr std::size_t kGuardBytes = 4096;
 
 GpuRun run_gpu(const WgCase& c, const ref::AttentionInputs& in, const KernelSpec& spec, double sm_scale,
-               std::size_t ds_cap = jit::kDeltaSWorkspaceCap) {
+               std::size_t ds_cap = kernels::kDeltaSWorkspaceCap) {
   Context& ctx = test::gpu_context();
   const std::int64_t q_heads = c.kv_heads * c.gqa;
-  jit::QuantProblem qp{c.batch, q_heads, c.kv_heads, c.q_len, c.kv_len, c.head_dim};
-  const jit::QuantBuffers b = jit::quant_buffers(qp, spec);
+  kernels::QuantProblem qp{c.batch, q_heads, c.kv_heads, c.q_len, c.kv_len, c.head_dim};
+  const kernels::QuantBuffers b = kernels::quant_buffers(qp, spec);
   auto dq = upload(in.q), dk = upload(in.k), dv = upload(in.v);
   const TensorRef q_ref = on_device(in.q.ref(), *dq), k_ref = on_device(in.k.ref(), *dk),
                   v_ref = on_device(in.v.ref(), *dv);
@@ -170,7 +170,7 @@ void check_case(const WgCase& c, std::uint64_t seed, double& worst_rel, double& 
   const KernelSpec spec = test::wgmma_spec_for(c);
   const double sm = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
   const auto t0 = std::chrono::steady_clock::now();
-  const GpuRun g = run_gpu(c, in, spec, sm, jit::kDeltaSWorkspaceCap);
+  const GpuRun g = run_gpu(c, in, spec, sm, kernels::kDeltaSWorkspaceCap);
   const auto t1 = std::chrono::steady_clock::now();
   ref::EmulationOptions eo;
   eo.sm_scale = sm;
@@ -338,12 +338,12 @@ TEST_CASE("gpu wgmma: a small ΔS workspace (chunks over heads and over query bl
                                             c.head_dim, {}, c.nhd);
   const KernelSpec spec = test::wgmma_spec_for(c);
   const GpuRun whole = run_gpu(c, in, spec, 0.125);
-  jit::QuantProblem qp{c.batch, c.kv_heads * c.gqa, c.kv_heads, c.q_len, c.kv_len, c.head_dim};
-  const jit::QuantBuffers b = jit::quant_buffers(qp, spec);
+  kernels::QuantProblem qp{c.batch, c.kv_heads * c.gqa, c.kv_heads, c.q_len, c.kv_len, c.head_dim};
+  const kernels::QuantBuffers b = kernels::quant_buffers(qp, spec);
   const std::size_t row = static_cast<std::size_t>(b.kv_len_pad) * 4;
   for (std::size_t cap : {3 * row, static_cast<std::size_t>(b.q_blocks) * row * 5 / 2}) {
     CAPTURE(cap);
-    CHECK(jit::attention_chunks(b, runtime::delta_s_workspace_bytes(b, cap)).size() > 1);
+    CHECK(kernels::attention_chunks(b, runtime::delta_s_workspace_bytes(b, cap)).size() > 1);
     const GpuRun part = run_gpu(c, in, spec, 0.125, cap);
     CHECK(part.unwritten == 0);
     CHECK(part.guard_ok);
@@ -355,7 +355,7 @@ TEST_CASE("gpu wgmma: a small ΔS workspace (chunks over heads and over query bl
 TEST_CASE("gpu wgmma perf: TOPS at B=4 H=32 hd128 (int8, fp16), wgmma vs mma family") {
   if (!on_hopper() || !std::getenv("SAGE2_PERF")) return;
   Context& ctx = test::gpu_context();
-  driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
+  base::driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
   std::vector<std::int64_t> sizes = {1024, 4096, 8192};
   if (const char* s = std::getenv("SAGE2_PERF_N")) sizes = {std::atoll(s)};
   for (std::int64_t n : sizes) {
@@ -379,13 +379,13 @@ TEST_CASE("gpu wgmma perf: TOPS at B=4 H=32 hd128 (int8, fp16), wgmma vs mma fam
     const TensorRef vr = TensorRef::hnd(v.get(), DType::F16, 4, 32, n, 128);
     const TensorRef orf = TensorRef::hnd(o.get(), DType::F16, 4, 32, n, 128);
     for (const KernelSpec& spec0 : test::wgmma_perf_specs()) {
-      const bool wg = spec0.family == jit::KernelFamily::AttentionWgmma;
+      const bool wg = spec0.family == kernels::KernelFamily::AttentionWgmma;
       {
         KernelSpec spec = spec0;
         spec.arch = runtime::context_impl(ctx).arch();
-        const std::string label = wg ? (jit::wgmma_kernel_config(spec).pipelined ? "pipe" : "serial") : "";
-        jit::QuantProblem qp{4, 32, 32, n, n, 128};
-        const jit::QuantBuffers b = jit::quant_buffers(qp, spec);
+        const std::string label = wg ? (kernels::wgmma_kernel_config(spec).pipelined ? "pipe" : "serial") : "";
+        kernels::QuantProblem qp{4, 32, 32, n, n, 128};
+        const kernels::QuantBuffers b = kernels::quant_buffers(qp, spec);
         test::DeviceBuffer ws(b.offsets().total);
         auto quant = [&] { runtime::launch_quantize_stage(runtime::context_impl(ctx), spec, b, qr, kr, vr, ws.get(), nullptr); };
         auto attn = [&] {
@@ -440,12 +440,12 @@ TEST_CASE("gpu wgmma diag: configurations around a failure") {
     c.kv_len = x.nk;
     c.tile = x.tile;
     KernelSpec spec = test::wgmma_spec_for(c);
-    if (x.mma) spec.family = jit::KernelFamily::AttentionMma;
+    if (x.mma) spec.family = kernels::KernelFamily::AttentionMma;
     const auto in = ref::make_activation_like(99 + x.d, c.dtype, 1, 1, 1, c.q_len, c.kv_len, c.head_dim, {}, false);
     const double sm = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
     Context& ctx = test::gpu_context();
-    jit::QuantProblem qp{1, 1, 1, c.q_len, c.kv_len, c.head_dim};
-    const jit::QuantBuffers b = jit::quant_buffers(qp, spec);
+    kernels::QuantProblem qp{1, 1, 1, c.q_len, c.kv_len, c.head_dim};
+    const kernels::QuantBuffers b = kernels::quant_buffers(qp, spec);
     auto dq = upload(in.q), dk = upload(in.k), dv = upload(in.v);
     const TensorRef q_ref = on_device(in.q.ref(), *dq), k_ref = on_device(in.k.ref(), *dk), v_ref = on_device(in.v.ref(), *dv);
     test::DeviceBuffer ws(b.offsets().total);

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "jit/compiler.hpp"
-#include "jit/kernel_spec.hpp"
+#include "kernels/kernel_spec.hpp"
 #include "templates/wgmma_params.cuh"
 
 namespace sage2::test {
@@ -23,15 +23,15 @@ struct WgCase {
   std::int64_t q_len = 1, kv_len = 1;
   bool sq = false, sk = true, sv = false;
   bool two_level = true, lse = true;
-  jit::TileConfig tile{128, 128, 8, 2};
+  kernels::TileConfig tile{128, 128, 8, 2};
   std::int64_t batch = 1, kv_heads = 1;
   bool variant = false;  // also run it on the other design's tile (other_design())
 };
 
-inline jit::KernelSpec wgmma_spec_for(const WgCase& c) {
-  jit::KernelSpec s;
-  s.family = jit::KernelFamily::AttentionWgmma;
-  s.arch = jit::Arch::Sm90a;
+inline kernels::KernelSpec wgmma_spec_for(const WgCase& c) {
+  kernels::KernelSpec s;
+  s.family = kernels::KernelFamily::AttentionWgmma;
+  s.arch = kernels::Arch::Sm90a;
   s.head_dim = c.head_dim;
   s.causal = c.causal;
   s.tile = c.tile;
@@ -51,11 +51,11 @@ inline std::vector<WgCase> wgmma_case_list() {
   const auto NONE = CausalMode::None, TL = CausalMode::TopLeft, BR = CausalMode::BottomRight;
   // S3 is the default tile up to head dim 128 (pipelined consumer loop, Q̂ in shared memory); S4 and
   // W1S3 pipeline too; W2, W1, K64 and S1 run the serial loop (wgmma_params.cuh: wg_pipelined).
-  const jit::TileConfig W2{128, 128, 8, 2}, W1{64, 128, 4, 2}, K64{128, 64, 8, 2}, S3{128, 128, 8, 3},
+  const kernels::TileConfig W2{128, 128, 8, 2}, W1{64, 128, 4, 2}, K64{128, 64, 8, 2}, S3{128, 128, 8, 3},
       S1{64, 64, 4, 1}, S4{128, 64, 8, 4}, W1S3{64, 128, 4, 3};
   std::vector<WgCase> v;
   auto add = [&](DType dt, bool nhd, int gqa, CausalMode cm, int d, std::int64_t nq, std::int64_t nk, bool sq, bool sv,
-                 bool two, bool lse, jit::TileConfig tile, std::int64_t hkv = 1, bool sk = true, bool variant = false) {
+                 bool two, bool lse, kernels::TileConfig tile, std::int64_t hkv = 1, bool sk = true, bool variant = false) {
     WgCase c;
     c.dtype = dt;
     c.nhd = nhd;
@@ -100,22 +100,22 @@ inline std::vector<WgCase> wgmma_case_list() {
 // Perf cases: B=4, H=32, hd 128, fp16, int8, smooth-K, no LSE: the wgmma designs (two consumer
 // warpgroups + producer; one warpgroup, several CTAs per SM), serial and pipelined, and the mma
 // family's default tile for comparison.
-inline std::vector<jit::KernelSpec> wgmma_perf_specs() {
-  std::vector<jit::KernelSpec> v;
+inline std::vector<kernels::KernelSpec> wgmma_perf_specs() {
+  std::vector<kernels::KernelSpec> v;
   for (bool causal : {false, true}) {
     WgCase c;
     c.head_dim = 128;
     c.causal = causal ? CausalMode::TopLeft : CausalMode::None;
     c.lse = false;
-    for (const jit::TileConfig& t : {jit::TileConfig{128, 128, 8, 2}, jit::TileConfig{128, 128, 8, 3},
-                                     jit::TileConfig{64, 128, 4, 2}, jit::TileConfig{64, 128, 4, 3},
-                                     jit::TileConfig{64, 64, 4, 2}, jit::TileConfig{64, 64, 4, 3}}) {
+    for (const kernels::TileConfig& t : {kernels::TileConfig{128, 128, 8, 2}, kernels::TileConfig{128, 128, 8, 3},
+                                     kernels::TileConfig{64, 128, 4, 2}, kernels::TileConfig{64, 128, 4, 3},
+                                     kernels::TileConfig{64, 64, 4, 2}, kernels::TileConfig{64, 64, 4, 3}}) {
       c.tile = t;
       v.push_back(wgmma_spec_for(c));
     }
-    jit::KernelSpec m = wgmma_spec_for(c);
-    m.family = jit::KernelFamily::AttentionMma;
-    m.tile = jit::TileConfig{64, 64, 4, 2};
+    kernels::KernelSpec m = wgmma_spec_for(c);
+    m.family = kernels::KernelFamily::AttentionMma;
+    m.tile = kernels::TileConfig{64, 64, 4, 2};
     v.push_back(m);
   }
   return v;
@@ -123,8 +123,8 @@ inline std::vector<jit::KernelSpec> wgmma_perf_specs() {
 
 // The other design on the same tile shape: one warpgroup (several CTAs per SM, no producer) for a
 // two-warpgroup tile and back (wgmma_params.cuh: wg_producer_wg).
-inline jit::TileConfig other_design(const jit::TileConfig& t) {
-  return t.warps == 8 ? jit::TileConfig{64, t.bk, 4, t.stages} : jit::TileConfig{128, t.bk, 8, t.stages};
+inline kernels::TileConfig other_design(const kernels::TileConfig& t) {
+  return t.warps == 8 ? kernels::TileConfig{64, t.bk, 4, t.stages} : kernels::TileConfig{128, t.bk, 8, t.stages};
 }
 inline WgCase with_other_design(WgCase c) {
   c.tile = other_design(c.tile);
@@ -137,7 +137,7 @@ inline WgCase with_other_design(WgCase c) {
 // pipelined), head dims with 32/64/128-byte panels, padded and unaligned (70: element loads),
 // dtypes, layouts, causal modes, GQA, odd lengths, smoothing on and off, LSE.
 inline std::vector<WgCase> q_in_kernel_case_list() {
-  const jit::TileConfig tiles[] = {{64, 128, 4, 2}, {64, 64, 4, 1}, {128, 128, 8, 2}, {128, 128, 8, 3}, {128, 64, 8, 2}};
+  const kernels::TileConfig tiles[] = {{64, 128, 4, 2}, {64, 64, 4, 1}, {128, 128, 8, 2}, {128, 128, 8, 3}, {128, 64, 8, 2}};
   const int dims[] = {64, 128, 80, 70, 256, 96, 160, 32};
   const std::int64_t lens[][2] = {{1000, 1000}, {77, 300}, {300, 77}, {1, 1}, {129, 4096}};
   std::vector<WgCase> v;
@@ -160,19 +160,19 @@ inline std::vector<WgCase> q_in_kernel_case_list() {
   return v;
 }
 
-inline std::vector<jit::KernelSpec> wgmma_suite_specs() {
-  std::vector<jit::KernelSpec> v;
+inline std::vector<kernels::KernelSpec> wgmma_suite_specs() {
+  std::vector<kernels::KernelSpec> v;
   for (const WgCase& c : wgmma_case_list()) {
     v.push_back(wgmma_spec_for(c));
     if (c.variant) v.push_back(wgmma_spec_for(with_other_design(c)));
   }
   for (const WgCase& c : q_in_kernel_case_list()) {
-    jit::KernelSpec s = wgmma_spec_for(c);
+    kernels::KernelSpec s = wgmma_spec_for(c);
     v.push_back(s);
     s.q_in_kernel = true;
     v.push_back(s);
   }
-  for (const jit::KernelSpec& s : wgmma_perf_specs()) v.push_back(s);
+  for (const kernels::KernelSpec& s : wgmma_perf_specs()) v.push_back(s);
   return v;
 }
 

@@ -1,37 +1,17 @@
-#include "jit/kernel_spec.hpp"
-
+// The rules of a kernel spec that ask its family's descriptor: names, the canonical form and key,
+// validation, the entry name, the quantization layout's instruction shape. They are declared with
+// the types (kernels/kernel_spec.hpp, kernels/quant_layout.hpp) and defined here, above the family
+// registry, so that the spec's own unit and the descriptors it describes do not include each
+// other (the families' headers include kernel_spec.hpp).
 #include <sstream>
+#include <string>
 
-#include "base/hash.hpp"
-#include "jit/attention_family.hpp"
-#include "jit/decode.hpp"
+#include "kernels/attention_family.hpp"
+#include "kernels/decode.hpp"
+#include "kernels/kernel_spec.hpp"
+#include "kernels/quant_layout.hpp"
 
-namespace sage2::jit {
-
-const char* arch_name(Arch a) noexcept {
-  const ArchInfo* i = find_arch_info(a);
-  return i ? i->name : "?";
-}
-
-int arch_cc(Arch a) noexcept {
-  const ArchInfo* i = find_arch_info(a);
-  return i ? i->cc : 0;
-}
-
-Arch parse_arch(const std::string& s) {
-  std::string n = s;
-  for (const char* prefix : {"sm_", "compute_"})
-    if (n.rfind(prefix, 0) == 0) {
-      n = n.substr(std::string(prefix).size());
-      break;
-    }
-  if (n == "90" || n == "90a") return Arch::Sm90a;  // Hopper: the arch-specific target (wgmma)
-  for (const ArchInfo& i : arch_table())
-    if (n == std::to_string(i.cc)) return i.arch;
-  std::string known;
-  for (const ArchInfo& i : arch_table()) known += std::string(known.empty() ? "" : ", ") + i.name;
-  throw Error(ErrorCode::InvalidArgument, "arch '" + s + "' is not supported; supported archs are " + known);
-}
+namespace sage2::kernels {
 
 const char* family_name(KernelFamily f) noexcept {
   if (const AttentionFamilyDesc* d = find_attention_family(f)) return d->name;
@@ -45,43 +25,11 @@ const char* family_name(KernelFamily f) noexcept {
   }
 }
 
-std::optional<KernelFamily> parse_attention_family(const std::string& s) {
-  for (const AttentionFamilyDesc* d : attention_families())
-    if (s == d->option_name || s == d->name) return d->family;
-  return std::nullopt;
-}
-
-const char* quant_op_name(QuantOp op) noexcept {
-  switch (op) {
-    case QuantOp::None: return "none";
-    case QuantOp::ChannelStats: return "channel_stats";
-    case QuantOp::QuantizeQ: return "quantize_q";
-    case QuantOp::QuantizeK: return "quantize_k";
-    case QuantOp::QuantizeV: return "quantize_v";
-    case QuantOp::Fused: return "quantize_fused";
-    case QuantOp::Cluster: return "quantize_cluster";
-    case QuantOp::MaskTiles: return "mask_tiles";
-  }
-  return "?";
-}
-
-static int round_up(int x, int m) { return (x + m - 1) / m * m; }
-
 bool uses_v_codes(const KernelSpec& s) noexcept {
   if (find_attention_family(s.family)) return true;
   return s.family == KernelFamily::Quantize &&
          (s.op == QuantOp::QuantizeV || s.op == QuantOp::Fused || s.op == QuantOp::Cluster);
 }
-
-int qk_dim_padded(int head_dim, int qk_bits) { return round_up(head_dim, qk_bits == 4 ? 64 : 32); }
-int qk_row_bytes(int head_dim, int qk_bits) {
-  return qk_bits == 4 ? qk_dim_padded(head_dim, 4) / 2 : qk_dim_padded(head_dim, 8);
-}
-int v_dim_padded(int head_dim) { return round_up(head_dim, 32); }
-int v_code_bytes(bool pv_fp16) { return pv_fp16 ? 2 : 1; }
-
-std::uint64_t fnv1a64(const void* data, std::size_t n, std::uint64_t h) { return base::fnv1a64(data, n, h); }
-std::string hex16(std::uint64_t v) { return base::hex16(v); }
 
 KernelSpec KernelSpec::canonical() const {
   if (family == KernelFamily::Probe) {  // one probe module per arch: nothing else matters
@@ -212,14 +160,6 @@ std::string KernelSpec::key() const {
   return k.str();
 }
 
-KernelSpec quantize_spec_for(const KernelSpec& attention, QuantOp op) {
-  KernelSpec q = attention;
-  q.family = KernelFamily::Quantize;
-  q.op = op;
-  q.consumer = attention.family;
-  return q.canonical();
-}
-
 std::string KernelSpec::entry_name() const {
   switch (family) {
     case KernelFamily::Quantize: return std::string("sage2_") + quant_op_name(op);
@@ -233,4 +173,22 @@ std::string KernelSpec::entry_name() const {
   return "sage2_unknown";
 }
 
-}  // namespace sage2::jit
+MmaShape mma_shape_for(const KernelSpec& spec) {
+  const AttentionFamilyDesc* f = find_attention_family(spec.family);
+  if (!f) f = find_attention_family(spec.consumer);
+  if (f) return f->mma_shape(spec.qk_bits);
+  // feeds no attention kernel (probes): the mma.sync shape of its code width
+  return spec.qk_bits == 4 ? MmaShape::M16N8K64_S4 : MmaShape::M16N8K32_S8;
+}
+
+QuantLayout quant_layout(const KernelSpec& spec) {
+  QuantLayout l;
+  l.shape = mma_shape_for(spec);
+  l.bq = spec.tile.bq;
+  l.bk = spec.tile.bk;
+  l.warps = spec.tile.warps;
+  l.v_fp16 = spec.pv_fp16;
+  return l;
+}
+
+}  // namespace sage2::kernels

@@ -1,9 +1,9 @@
 // One descriptor per attention kernel family: everything the host knows about a family lives in
-// its descriptor (jit/family_<name>.cpp) and its device template (templates/<template_file>);
+// its descriptor (kernels/family_<name>.cpp) and its device template (templates/<template_file>);
 // every other step (spec keys and validation, source generation, planning, the tuner's
 // candidates, the generic attention stage) asks the descriptor instead of switching on the
 // family. Adding a family means one descriptor, one template, its KernelFamily value and its line
-// in the registry (jit/attention_family.cpp).
+// in the registry (kernels/attention_family.cpp).
 //
 // A descriptor is a constant object (constant-initialised: usable from static initialisers, no
 // locking): the family's data, and its rules as virtual functions.
@@ -16,13 +16,13 @@
 #include <string>
 #include <vector>
 
-#include "jit/attention_shape.hpp"
-#include "jit/kernel_spec.hpp"
-#include "jit/launch_shape.hpp"
-#include "jit/quant_buffers.hpp"
-#include "jit/quant_layout.hpp"
+#include "kernels/attention_shape.hpp"
+#include "kernels/kernel_spec.hpp"
+#include "kernels/launch.hpp"
+#include "kernels/quant_buffers.hpp"
+#include "kernels/quant_layout.hpp"
 
-namespace sage2::jit {
+namespace sage2::kernels {
 
 // A 2-D u8 TMA map as cuTensorMapEncodeTiled wants it (dims innermost first, one row stride).
 struct TmaMapSpec {
@@ -45,57 +45,9 @@ struct alignas(64) AttentionParamStorage {
   unsigned char bytes[kMaxAttentionParamBytes];
 };
 
-// ---------------------------------------------------------------------------------------------
-// The arch table: every compute capability sage2 generates code for, what its tensor cores offer
-// the attention algorithm, and the path it gets. The families' rules (runs(), validate()) and the
-// planner's defaults read it; device → code target (code_target() below) resolves against it.
-//
-//   cc            QKᵀ                P̃V (default; the other is an option)   family
-//   80, 86, 87    INT8, INT4 opt-in  FP16 (FP8 unavailable: no e4m3)          mma.sync
-//   89            INT8, INT4 opt-in  FP8 e4m3 (FP16 option)                   mma.sync
-//   90 (sm_90a)   INT8 (INT4 opt-in, emulated) FP8 (FP16 option: mma.sync)    wgmma + TMA, mma.sync for the rest
-//   100, 103,     INT8               FP8 e4m3 (FP16 option)                   mma.sync
-//   120, 121
-struct ArchInfo {
-  Arch arch;
-  const char* name;         // NVRTC's real architecture: "sm_80", "sm_90a", ... (PTX: compute_<cc>)
-  int cc;                   // 10·major + minor
-  const char* gpus;         // for messages and sage2-info
-  bool int4;                // INT4 QKᵀ (mma.sync m16n8k64 .s4) may be asked for
-  bool fp8_pv;              // e4m3 conversions and mma.sync exist: FP8 P̃V (the default where true)
-  bool arch_specific;       // its code runs on exactly this compute capability (sm_90a)
-  int max_smem_optin;       // opt-in shared memory per block (bytes): planning without a device
-};
-// In compute capability order.
-std::span<const ArchInfo> arch_table() noexcept;
-const ArchInfo* find_arch_info(Arch arch) noexcept;
-const ArchInfo& arch_info(Arch arch);  // InvalidArgument for a value outside the table
-// The QK code width and P̃V precision a call gets on `arch` unless it asks: 8-bit everywhere (4-bit
-// only when asked), FP16 P̃V where FP8 is unavailable.
-int default_qk_bits(Arch arch) noexcept;
-bool default_pv_fp16(Arch arch) noexcept;
 // One line: what `arch` runs by default, e.g. "INT8 QKᵀ (INT4 opt-in) + FP16 P̃V (fp32 accumulation),
 // mma.sync" or "INT8 QKᵀ + FP8 P̃V, wgmma + TMA (mma.sync for head dims > 256, INT4, FP16 P̃V)".
 std::string arch_path(Arch arch);
-
-// Where a Context's kernels are generated for.
-struct CodeTarget {
-  Arch arch = Arch::Sm90a;  // the path and the code's architecture
-  bool ptx = false;         // PTX for compute_<cc>, JIT-compiled by the driver (KernelSpec::ptx)
-  std::string note;         // why PTX or another arch than the device's (empty: native cubins)
-};
-// The target for a device of compute capability `cc` (10·major + minor):
-//  - a cc of the table: its arch, cubins;
-//  - none of the table, cc >= 80: the newest arch of the table the device can run as PTX (older
-//    cc, not arch-specific), with a note;
-//  - cc < 80: Unsupported, naming what sage2 needs (INT8 mma.sync and cp.async: Ampere sm_80).
-// `nvrtc_archs`: the real architectures the loaded NVRTC compiles for (nvrtcGetSupportedArchs,
-// as cc numbers; empty: unknown, everything assumed). An arch it lacks falls back to the newest
-// one it has that the device can run, as PTX, with a note (Unsupported when there is none).
-// `requested` (ContextOptions::target_arch): generate for that arch instead — PTX unless it is the
-// device's own — refused (Unsupported) when the device cannot run it (a newer arch; an
-// arch-specific one on another cc) or when `nvrtc_archs` lacks it.
-CodeTarget code_target(int cc, std::span<const int> nvrtc_archs = {}, std::optional<Arch> requested = std::nullopt);
 
 class AttentionFamilyDesc {
  public:
@@ -123,7 +75,7 @@ class AttentionFamilyDesc {
   // Whether it has P̃V in FP16 (KernelSpec::pv_fp16); default: FP8 only.
   virtual bool runs_pv_fp16() const { return false; }
   // The tensor-core instruction whose accumulator fragments define the quantization groups of
-  // the data it reads (jit/quant_layout.hpp).
+  // the data it reads (kernels/quant_layout.hpp).
   virtual MmaShape mma_shape(int qk_bits) const = 0;
   // Rules on the tile, arch and bits that every spec reading this family's layout obeys — its
   // own attention specs and the quantize / ΔS specs that feed it (KernelSpec::validate throws
@@ -137,7 +89,7 @@ class AttentionFamilyDesc {
   // CTA size, CTAs per SM and dynamic shared memory of the spec's kernel.
   virtual AttentionKernelConfig kernel_config(const KernelSpec& spec) const = 0;
   // Grid, block and dynamic shared memory of one chunk's launch. Default: one CTA per query
-  // block of the chunk (jit::chunk_launch_shape with kernel_config()).
+  // block of the chunk (kernels::chunk_launch_shape with kernel_config()).
   virtual LaunchShape launch_shape(const KernelSpec& spec, const QuantBuffers& b, const AttentionChunk& chunk) const;
 
   // ---- tuning
@@ -152,7 +104,7 @@ class AttentionFamilyDesc {
   // (KernelSpec::q_in_kernel). Default: no (its kernel reads Q̂ from the quantize stage).
   virtual bool q_in_kernel_ok(const KernelSpec& spec) const;
   // Whether the family's kernels wait for the previous kernel on the stream (ptx::pdl_wait) before
-  // touching memory it writes or reads (jit::waits_for_previous_kernel). Default: no.
+  // touching memory it writes or reads (kernels::waits_for_previous_kernel). Default: no.
   virtual bool waits_for_previous() const;
 
   // ---- parameters
@@ -181,6 +133,12 @@ std::span<const AttentionFamilyDesc* const> attention_families() noexcept;
 const AttentionFamilyDesc* find_attention_family(KernelFamily family) noexcept;
 // The descriptor of `family`; throws InvalidArgument when it is not an attention family.
 const AttentionFamilyDesc& attention_family(KernelFamily family);
+// "attn_mma" / "mma" → AttentionMma, "attn_wgmma" / "wgmma" → AttentionWgmma; nullopt otherwise.
+std::optional<KernelFamily> parse_attention_family(const std::string& s);
+// The attention family a call uses unless told otherwise: of the families that run the problem
+// (kernels/attention_family.hpp), the one of highest preference — wgmma on sm_90a for 8-bit QKᵀ up to
+// head dim 256, the portable mma.sync family else.
+KernelFamily default_attention_family(Arch arch, int qk_bits, int head_dim) noexcept;
 // Whether `d` runs the problem with this P̃V precision.
 bool family_runs(const AttentionFamilyDesc& d, Arch arch, int qk_bits, int head_dim, bool pv_fp16);
 // default_attention_family() for a P̃V precision: the preferred family that runs the problem with
@@ -199,4 +157,4 @@ void check_attention_config(const KernelSpec& attention_spec, int max_smem_optin
 LaunchShape attention_launch_shape(const KernelSpec& attention_spec, const QuantBuffers& b,
                                    const AttentionChunk& chunk);
 
-}  // namespace sage2::jit
+}  // namespace sage2::kernels

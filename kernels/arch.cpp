@@ -1,30 +1,9 @@
-#include "jit/attention_family.hpp"
+#include "kernels/arch.hpp"
 
 #include <string>
 
-#include "jit/family_mma.hpp"
-#include "jit/family_wgmma.hpp"
+namespace sage2::kernels {
 
-namespace sage2::jit {
-
-LaunchShape AttentionFamilyDesc::launch_shape(const KernelSpec& spec, const QuantBuffers& b,
-                                              const AttentionChunk& chunk) const {
-  return chunk_launch_shape(spec, b, chunk, kernel_config(spec));
-}
-
-void AttentionFamilyDesc::tma_specs(const KernelSpec&, const QuantBuffers&, const void*, TmaMapSpec*) const {}
-
-bool AttentionFamilyDesc::q_in_kernel_ok(const KernelSpec&) const { return false; }
-bool AttentionFamilyDesc::waits_for_previous() const { return false; }
-
-bool waits_for_previous_kernel(const KernelSpec& spec) {
-  if (spec.arch != Arch::Sm90a) return false;  // griddepcontrol: sm_90+
-  if (spec.family == KernelFamily::Quantize) return true;  // quantize.cuh: qz::enter()
-  const AttentionFamilyDesc* f = find_attention_family(spec.family);
-  return f && f->waits_for_previous();
-}
-
-// ---- the arch table ------------------------------------------------------------------------
 namespace {
 constexpr ArchInfo kArchTable[] = {
     // arch        name      cc   gpus                                     int4   fp8_pv arch_specific smem opt-in
@@ -62,20 +41,29 @@ bool default_pv_fp16(Arch arch) noexcept {
   return i && !i->fp8_pv;
 }
 
-std::string arch_path(Arch arch) {
-  const ArchInfo& i = arch_info(arch);
-  const bool pv16 = default_pv_fp16(arch);
-  std::string s = std::string("INT8 QKᵀ") + (i.int4 ? " (INT4 opt-in)" : "") + " + " +
-                  (pv16 ? "FP16 P̃V (fp32 accumulation; FP8 unavailable)" : "FP8 P̃V (FP16 P̃V opt-in)") + ", ";
-  const KernelFamily f = default_attention_family(arch, default_qk_bits(arch), 128, pv16);
-  const AttentionFamilyDesc& d = attention_family(f);
-  s += std::string(d.option_name) + " family";
-  for (const AttentionFamilyDesc* o : attention_families())
-    if (o != &d && family_runs(*o, arch, 8, 512, pv16)) {
-      s += std::string(" (") + d.requirement + "; the " + o->option_name + " family for the rest)";
+const char* arch_name(Arch a) noexcept {
+  const ArchInfo* i = find_arch_info(a);
+  return i ? i->name : "?";
+}
+
+int arch_cc(Arch a) noexcept {
+  const ArchInfo* i = find_arch_info(a);
+  return i ? i->cc : 0;
+}
+
+Arch parse_arch(const std::string& s) {
+  std::string n = s;
+  for (const char* prefix : {"sm_", "compute_"})
+    if (n.rfind(prefix, 0) == 0) {
+      n = n.substr(std::string(prefix).size());
       break;
     }
-  return s;
+  if (n == "90" || n == "90a") return Arch::Sm90a;  // Hopper: the arch-specific target (wgmma)
+  for (const ArchInfo& i : arch_table())
+    if (n == std::to_string(i.cc)) return i.arch;
+  std::string known;
+  for (const ArchInfo& i : arch_table()) known += std::string(known.empty() ? "" : ", ") + i.name;
+  throw Error(ErrorCode::InvalidArgument, "arch '" + s + "' is not supported; supported archs are " + known);
 }
 
 CodeTarget code_target(int cc, std::span<const int> nvrtc_archs, std::optional<Arch> requested) {
@@ -132,52 +120,4 @@ CodeTarget code_target(int cc, std::span<const int> nvrtc_archs, std::optional<A
                     "compute capability " + cc_text(cc) + " is newer than sage2's arch table; using " + what};
 }
 
-// The descriptors are constant-initialised objects (jit/family_*.cpp): the registry is usable
-// from any static initialiser.
-std::span<const AttentionFamilyDesc* const> attention_families() noexcept {
-  static const AttentionFamilyDesc* const families[] = {&mma_family(), &wgmma_family()};
-  return families;
-}
-
-const AttentionFamilyDesc* find_attention_family(KernelFamily family) noexcept {
-  for (const AttentionFamilyDesc* d : attention_families())
-    if (d->family == family) return d;
-  return nullptr;
-}
-
-const AttentionFamilyDesc& attention_family(KernelFamily family) {
-  if (const AttentionFamilyDesc* d = find_attention_family(family)) return *d;
-  throw Error(ErrorCode::InvalidArgument,
-              std::string("kernel family ") + family_name(family) + " is not an attention family");
-}
-
-bool family_runs(const AttentionFamilyDesc& d, Arch arch, int qk_bits, int head_dim, bool pv_fp16) {
-  const ArchInfo* i = find_arch_info(arch);
-  if (!i || (!pv_fp16 && !i->fp8_pv) || (pv_fp16 && !d.runs_pv_fp16())) return false;
-  return d.runs(arch, qk_bits, head_dim);
-}
-
-KernelFamily default_attention_family(Arch arch, int qk_bits, int head_dim, bool pv_fp16) noexcept {
-  const AttentionFamilyDesc* best = nullptr;
-  for (const AttentionFamilyDesc* d : attention_families())
-    if (family_runs(*d, arch, qk_bits, head_dim, pv_fp16) && (!best || d->preference > best->preference)) best = d;
-  return best ? best->family : attention_families()[0]->family;
-}
-
-KernelFamily default_attention_family(Arch arch, int qk_bits, int head_dim) noexcept {
-  return default_attention_family(arch, qk_bits, head_dim, default_pv_fp16(arch));
-}
-
-AttentionKernelConfig attention_kernel_config(const KernelSpec& spec) {
-  return attention_family(spec.family).kernel_config(spec);
-}
-
-void check_attention_config(const KernelSpec& spec, int max_smem_optin) {
-  attention_family(spec.family).check(spec, max_smem_optin);
-}
-
-LaunchShape attention_launch_shape(const KernelSpec& spec, const QuantBuffers& b, const AttentionChunk& chunk) {
-  return attention_family(spec.family).launch_shape(spec, b, chunk);
-}
-
-}  // namespace sage2::jit
+}  // namespace sage2::kernels

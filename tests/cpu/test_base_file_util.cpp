@@ -13,7 +13,7 @@
 #include "base/file_util.hpp"
 #include "test_support.hpp"
 
-using namespace sage2::cache;
+using namespace sage2::base;
 
 namespace {
 

@@ -1,7 +1,7 @@
 // What every attention family shares on the host: the chunk plan, the ΔS kernel (its spec, launch
 // shape and parameters), the per-chunk launch grid and the AttentionParams part of the kernel
 // parameters. What differs per family (config rules, shared memory, CTA size, the parameter
-// struct, tensor maps) is its descriptor's (jit/attention_family.hpp).
+// struct, tensor maps) is its descriptor's (kernels/attention_family.hpp).
 //
 // Chunking (bounded ΔS workspace): with smooth-Q, ΔS needs q_blocks·kv_len_pad fp32 values per
 // (batch, q head) pair — O(N²/bq) — so ΔS + attention are launched per chunk of pairs (or, when
@@ -13,12 +13,12 @@
 #include <cstdint>
 #include <vector>
 
-#include "jit/kernel_spec.hpp"
-#include "jit/launch_shape.hpp"
-#include "jit/quant_buffers.hpp"
+#include "kernels/kernel_spec.hpp"
+#include "kernels/launch.hpp"
+#include "kernels/quant_buffers.hpp"
 #include "templates/attention_params.cuh"
 
-namespace sage2::jit {
+namespace sage2::kernels {
 
 // Default cap of the ΔS workspace (a parameter of delta_s_workspace_bytes()).
 constexpr std::size_t kDeltaSWorkspaceCap = std::size_t(256) << 20;
@@ -88,4 +88,4 @@ sage2::dev::AttentionParams make_attention_params(const KernelSpec& attention_sp
 sage2::dev::DeltaSParams make_delta_s_params(const QuantBuffers& b, const void* workspace, const TensorRef& k,
                                              void* delta_s, const AttentionChunk& chunk);
 
-}  // namespace sage2::jit
+}  // namespace sage2::kernels

@@ -1,8 +1,7 @@
-#include "jit/quant_layout.hpp"
+#include "kernels/quant_layout.hpp"
 
-#include "jit/attention_family.hpp"
 
-namespace sage2::jit {
+namespace sage2::kernels {
 
 const char* mma_shape_name(MmaShape s) noexcept {
   switch (s) {
@@ -11,24 +10,6 @@ const char* mma_shape_name(MmaShape s) noexcept {
     case MmaShape::WGMMA_M64NK32_S8: return "wgmma.m64nNk32.s8";
   }
   return "?";
-}
-
-MmaShape mma_shape_for(const KernelSpec& spec) {
-  const AttentionFamilyDesc* f = find_attention_family(spec.family);
-  if (!f) f = find_attention_family(spec.consumer);
-  if (f) return f->mma_shape(spec.qk_bits);
-  // feeds no attention kernel (probes): the mma.sync shape of its code width
-  return spec.qk_bits == 4 ? MmaShape::M16N8K64_S4 : MmaShape::M16N8K32_S8;
-}
-
-QuantLayout quant_layout(const KernelSpec& spec) {
-  QuantLayout l;
-  l.shape = mma_shape_for(spec);
-  l.bq = spec.tile.bq;
-  l.bk = spec.tile.bk;
-  l.warps = spec.tile.warps;
-  l.v_fp16 = spec.pv_fp16;
-  return l;
 }
 
 int QuantLayout::q_groups_per_block() const { return warps * 8; }
@@ -66,4 +47,4 @@ std::vector<int> q_group_table(const QuantLayout& l) {
   return t;
 }
 
-}  // namespace sage2::jit
+}  // namespace sage2::kernels

@@ -1,5 +1,5 @@
 // The mma.sync attention family (templates/attention_mma.cuh; every arch of the table, 4- and 8-bit,
-// head dims 1..512): its descriptor (jit::attention_family(KernelFamily::AttentionMma)) and the
+// head dims 1..512): its descriptor (kernels::attention_family(KernelFamily::AttentionMma)) and the
 // details of its plan. The CTA size, the V-channel passes and the shared-memory layout come from
 // the constexpr functions of templates/attention_params.cuh, which the device template uses too,
 // so the launch and the kernel cannot disagree (the kernel also traps on another blockDim).
@@ -7,12 +7,12 @@
 
 #include <cstddef>
 
-#include "jit/kernel_spec.hpp"
+#include "kernels/kernel_spec.hpp"
 
-namespace sage2::jit {
+namespace sage2::kernels {
 
 class AttentionFamilyDesc;
-// The family's descriptor (also reachable through the registry, jit/attention_family.hpp).
+// The family's descriptor (also reachable through the registry, kernels/attention_family.hpp).
 const AttentionFamilyDesc& mma_family() noexcept;
 
 struct MmaKernelConfig {
@@ -24,4 +24,4 @@ struct MmaKernelConfig {
 };
 MmaKernelConfig mma_kernel_config(const KernelSpec& attention_spec);
 
-}  // namespace sage2::jit
+}  // namespace sage2::kernels

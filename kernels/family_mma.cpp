@@ -1,13 +1,13 @@
-// The mma.sync attention family's descriptor (jit/attention_family.hpp).
-#include "jit/family_mma.hpp"
+// The mma.sync attention family's descriptor (kernels/attention_family.hpp).
+#include "kernels/family_mma.hpp"
 
 #include <new>
 #include <string>
 
-#include "jit/attention_family.hpp"
+#include "kernels/attention_family.hpp"
 #include "templates/attention_params.cuh"
 
-namespace sage2::jit {
+namespace sage2::kernels {
 namespace {
 
 [[noreturn]] void bad(const std::string& what) { throw Error(ErrorCode::InvalidArgument, what); }
@@ -127,4 +127,4 @@ MmaKernelConfig mma_kernel_config(const KernelSpec& spec) {
   return k;
 }
 
-}  // namespace sage2::jit
+}  // namespace sage2::kernels

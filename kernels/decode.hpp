@@ -7,7 +7,7 @@
 // (KernelFamily::DecodeMerge) that combines them and writes O and the LSE. With one split and one
 // key warp the split kernel writes O itself and there is no merge and no workspace.
 //
-// Why not an attention family descriptor (jit/attention_family.hpp): a descriptor describes a
+// Why not an attention family descriptor (kernels/attention_family.hpp): a descriptor describes a
 // kernel that reads the quantize stage's buffers (its instruction shape defines their layout, its
 // quantize specs feed it, its tiles are tuned); this path reads the caller's tensors, has two
 // kernels and a workspace of its own, and none of the quantization rules apply. So it is a small
@@ -18,11 +18,11 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "jit/kernel_spec.hpp"
-#include "jit/launch_shape.hpp"
+#include "kernels/kernel_spec.hpp"
+#include "kernels/launch.hpp"
 #include "templates/decode_params.cuh"
 
-namespace sage2::jit {
+namespace sage2::kernels {
 
 // Head dims the direct path runs (its fp32 O accumulator lives in registers).
 constexpr int kDecodeMaxHeadDim = 256;
@@ -94,4 +94,4 @@ dev::DecodeParams make_decode_params(const DecodeProblem& p, const DecodeLayout&
 // a multiple of 8 elements.
 bool decode_rows_16b_aligned(const TensorRef& t);
 
-}  // namespace sage2::jit
+}  // namespace sage2::kernels

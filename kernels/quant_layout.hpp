@@ -26,9 +26,9 @@
 
 #include <vector>
 
-#include "jit/kernel_spec.hpp"
+#include "kernels/kernel_spec.hpp"
 
-namespace sage2::jit {
+namespace sage2::kernels {
 
 enum class MmaShape : int {
   M16N8K64_S4 = 0,    // mma.sync INT4 (Ada; emulated on Hopper)
@@ -66,7 +66,8 @@ struct QuantLayout {
 };
 
 // The layout the attention kernel described by `spec` (or the quantize kernel feeding it) uses.
-// For a Quantize or DeltaS spec, the consumer family's mma is used.
+// For a Quantize or DeltaS spec, the consumer family's mma is used. Both ask the family
+// descriptor: defined in kernels/spec_rules.cpp.
 MmaShape mma_shape_for(const KernelSpec& spec);
 QuantLayout quant_layout(const KernelSpec& spec);
 
@@ -74,4 +75,4 @@ QuantLayout quant_layout(const KernelSpec& spec);
 // the device never re-derives the layout).
 std::vector<int> q_group_table(const QuantLayout& l);
 
-}  // namespace sage2::jit
+}  // namespace sage2::kernels

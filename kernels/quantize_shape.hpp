@@ -1,34 +1,20 @@
-// Launch shapes of the generated kernels, and the per-op thread configuration of the quantize
-// family. The configuration is computed HERE only: generate_source() emits it into the device
-// preamble (SAGE2_QZ_*), and quantize_launch_shape() launches with the same numbers, so the
-// kernel's compile-time CTA size and the host's launch cannot disagree. (The kernel also traps
-// if launched with another blockDim.x.)
+// Quantize shapes: the per-op thread configuration of the quantize family, its launch shapes
+// (grid, block; kernels/launch.hpp) and its kernel parameters. The configuration is computed HERE
+// only: generate_source() emits it into the device preamble (SAGE2_QZ_*), and
+// quantize_launch_shape() launches with the same numbers, so the kernel's compile-time CTA size
+// and the host's launch cannot disagree. (The kernel also traps if launched with another
+// blockDim.x.)
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-#include "jit/kernel_spec.hpp"
-#include "jit/quant_buffers.hpp"
+#include "kernels/kernel_spec.hpp"
+#include "kernels/launch.hpp"
+#include "kernels/quant_buffers.hpp"
 #include "templates/quantize_params.cuh"
 
-namespace sage2::jit {
-
-struct LaunchShape {
-  unsigned grid[3] = {1, 1, 1};
-  unsigned block[3] = {1, 1, 1};
-  std::size_t dynamic_smem = 0;
-  unsigned cluster_x = 1;  // CTAs per thread-block cluster along x (1: a plain launch)
-  // Ask for the largest shared-memory carveout: the driver's own choice can be too small for the
-  // CTAs per SM the kernel's registers allow (ncu, H100: the cluster quantize stage's 14 KB of
-  // static shared memory got a 16 KB configuration, one CTA per SM). Kernels with more than 48 KB
-  // of dynamic shared memory always get it (runtime::launch).
-  bool max_shared_carveout = false;
-  // Programmatic dependent launch (sm_90+): the kernel may start while the previous kernel on the
-  // stream finishes; it waits (ptx::pdl_wait) before it touches what that kernel writes or reads.
-  // Set by the call plan for the kernels whose templates wait (jit::waits_for_previous_kernel).
-  bool overlap_previous = false;
-};
+namespace sage2::kernels {
 
 // Thread mapping of one quantize kernel. A CTA walks token rows; each row is covered by `tpr`
 // consecutive threads (a power of two <= 32, so a row's threads share a warp), each handling
@@ -57,11 +43,7 @@ struct FusedQuantizeConfig {
 };
 FusedQuantizeConfig fused_quantize_config(const KernelSpec& spec);  // any spec of the stage
 
-// Statistics chunk T (tokens per statistics item of the fused stage) — the one definition the
-// kernel (SAGE2_QZ_STATS_CHUNK), QuantBuffers and the CPU reference use. `spec`: the attention
-// spec or any quantize spec derived from it.
-int quantize_stats_chunk(const KernelSpec& spec);
-// P of the sum-order formula in jit/quant_buffers.hpp: token rows per pass of the fused stage's
+// P of the sum-order formula in kernels/quant_buffers.hpp: token rows per pass of the fused stage's
 // statistics items (fused threads / threads per row).
 int quantize_stats_rows_per_pass(const KernelSpec& spec);
 // The split path's order (the default, runtime/quantize_stage.hpp): sage2_channel_stats walks the
@@ -70,7 +52,7 @@ int quantize_split_stats_rows_per_pass(const KernelSpec& spec);
 
 // The cluster stage (QuantOp::Cluster): `size` CTAs per cluster, one cluster per (batch, kv
 // head); rank r owns tokens [r·chunk, (r+1)·chunk). From the problem alone (never the device), so
-// the statistics' sum order — chunks of `chunk` tokens, jit/quant_buffers.hpp — and therefore
+// the statistics' sum order — chunks of `chunk` tokens, kernels/quant_buffers.hpp — and therefore
 // every bit of the result is the same on every GPU:
 //   size  = clamp(ceil(kClusterTargetCtas / groups), 1, kMaxClusterSize), then
 //   chunk = ceil(kv_len / size) rounded up to a multiple of bk (at least bk), size = ceil(kv_len / chunk).
@@ -82,7 +64,7 @@ struct QuantizeClusterPlan {
   std::int64_t chunk = 0;
 };
 QuantizeClusterPlan quantize_cluster_plan(const QuantBuffers& b);
-// Where the cluster stage runs: sm_90a, head dims up to kClusterMaxHeadDim (jit/kernel_spec.hpp).
+// Where the cluster stage runs: sm_90a, head dims up to kClusterMaxHeadDim (kernels/kernel_spec.hpp).
 bool cluster_quantize_supported(const KernelSpec& spec);
 
 // Work-item schedule of the fused launch for the buffers `b` (templates/quantize_params.cuh):
@@ -137,4 +119,4 @@ void add_varlen_quantize_params(const QuantBuffers& b, const SeqLens& lens, cons
 // Tensor masks: the mask the mask_tiles kernel classifies.
 void add_mask_quantize_params(const QuantBuffers& b, const MaskRef& mask, sage2::dev::QuantizeParams& p);
 
-}  // namespace sage2::jit
+}  // namespace sage2::kernels

@@ -1,8 +1,14 @@
-#include "jit/quant_buffers.hpp"
+#include "kernels/quant_buffers.hpp"
 
-#include "jit/launch_shape.hpp"
 
-namespace sage2::jit {
+namespace sage2::kernels {
+
+int quantize_stats_chunk(const KernelSpec&) {
+  // 256 tokens: at hd 128 fp16 a 64 KiB read per item (like a Q/K block), enough items to fill
+  // the GPU at N = 1K (2·4 per kv head), and partials of 16 B per channel and chunk (3 % of the
+  // bytes read).
+  return 256;
+}
 
 QuantBuffers quant_buffers(const QuantProblem& p, const KernelSpec& s) {
   QuantBuffers b;
@@ -97,4 +103,4 @@ QuantBuffers::Offsets QuantBuffers::offsets() const {
   return o;
 }
 
-}  // namespace sage2::jit
+}  // namespace sage2::kernels

@@ -1,10 +1,10 @@
-#include "jit/decode.hpp"
+#include "kernels/decode.hpp"
 
 #include <algorithm>
 #include <string>
 #include <vector>
 
-namespace sage2::jit {
+namespace sage2::kernels {
 namespace {
 
 [[noreturn]] void bad_spec(const std::string& what) { throw Error(ErrorCode::InvalidArgument, "kernel spec: " + what); }
@@ -219,4 +219,4 @@ dev::DecodeParams make_decode_params(const DecodeProblem& p, const DecodeLayout&
   return d;
 }
 
-}  // namespace sage2::jit
+}  // namespace sage2::kernels

@@ -1,12 +1,12 @@
-#include "jit/attention_shape.hpp"
+#include "kernels/attention_shape.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 
-#include "jit/quant_layout.hpp"
+#include "kernels/quant_layout.hpp"
 
-namespace sage2::jit {
+namespace sage2::kernels {
 namespace {
 
 constexpr std::int64_t kMaxGridX = 2147483647;
@@ -272,4 +272,4 @@ dev::DeltaSParams make_delta_s_params(const QuantBuffers& b, const void* workspa
   return p;
 }
 
-}  // namespace sage2::jit
+}  // namespace sage2::kernels

@@ -7,9 +7,9 @@
 
 #include <cstddef>
 
-#include "jit/kernel_spec.hpp"
+#include "kernels/kernel_spec.hpp"
 
-namespace sage2::jit {
+namespace sage2::kernels {
 
 class AttentionFamilyDesc;
 // The family's descriptor (also reachable through the registry, jit/attention_family.hpp).
@@ -28,4 +28,4 @@ struct WgmmaKernelConfig {
 };
 WgmmaKernelConfig wgmma_kernel_config(const KernelSpec& attention_spec);
 
-}  // namespace sage2::jit
+}  // namespace sage2::kernels

@@ -1,9 +1,9 @@
-#include "jit/launch_shape.hpp"
+#include "kernels/quantize_shape.hpp"
 
 #include <algorithm>
 #include <string>
 
-namespace sage2::jit {
+namespace sage2::kernels {
 namespace {
 
 int pow2_ceil(int x) {
@@ -51,13 +51,6 @@ int quantize_v_split_tile(int bk, int head_dim, bool pv_fp16) {
   const int d_v = v_dim_padded(head_dim);
   if (bk % 128 == 0 && 8 * d_v + 128 * d_v * v_code_bytes(pv_fp16) <= 48 * 1024) return 128;
   return quantize_v_tile(bk, d_v, pv_fp16);
-}
-
-int quantize_stats_chunk(const KernelSpec&) {
-  // 256 tokens: at hd 128 fp16 a 64 KiB read per item (like a Q/K block), enough items to fill
-  // the GPU at N = 1K (2·4 per kv head), and partials of 16 B per channel and chunk (3 % of the
-  // bytes read).
-  return 256;
 }
 
 FusedQuantizeConfig fused_quantize_config(const KernelSpec& spec) {
@@ -390,4 +383,4 @@ void add_varlen_quantize_params(const QuantBuffers& b, const SeqLens& lens, cons
   p.lse_count = lse ? out.batch * out.heads * out.seq : 0;
 }
 
-}  // namespace sage2::jit
+}  // namespace sage2::kernels

@@ -1,14 +1,14 @@
 // The wgmma attention family's descriptor (jit/attention_family.hpp).
-#include "jit/family_wgmma.hpp"
+#include "kernels/family_wgmma.hpp"
 
 #include <cstddef>
 #include <new>
 #include <string>
 
-#include "jit/attention_family.hpp"
+#include "kernels/attention_family.hpp"
 #include "templates/wgmma_params.cuh"
 
-namespace sage2::jit {
+namespace sage2::kernels {
 namespace {
 
 [[noreturn]] void bad(const std::string& what) { throw Error(ErrorCode::InvalidArgument, what); }
@@ -185,4 +185,4 @@ WgmmaKernelConfig wgmma_kernel_config(const KernelSpec& spec) {
 
 const AttentionFamilyDesc& wgmma_family() noexcept { return kWgmmaFamily; }
 
-}  // namespace sage2::jit
+}  // namespace sage2::kernels

@@ -15,9 +15,9 @@
 //        Σ_{s=0}^{P-1} ( Σ_{i>=0, k·T+s+i·P < min(len,(k+1)·T)} x[k·T+s+i·P] )
 //     (inner sums from 0.f in increasing token order, then the P slot sums left to right from
 //     slot 0's), and the total adds the chunk sums left to right from chunk 0's. The default
-//     split path walks one chunk (T = len) with P = jit::quantize_split_stats_rows_per_pass; the
+//     split path walks one chunk (T = len) with P = kernels::quantize_split_stats_rows_per_pass; the
 //     fused path (SAGE2_QUANT_PATH=fused) uses T = stats_chunk and P =
-//     jit::quantize_stats_rows_per_pass. The reference follows either
+//     kernels::quantize_stats_rows_per_pass. The reference follows either
 //     (reference::QuantizeOptions::fused_stats_order). min/max are order-free.
 //  k̄[c]  = smooth_k ? sum_K[c] / kv_len : 0
 //  Q/K group g of a block (QuantLayout::q_group / k_group), x = float(input) - mean:
@@ -46,10 +46,15 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "jit/kernel_spec.hpp"
-#include "jit/quant_layout.hpp"
+#include "kernels/kernel_spec.hpp"
+#include "kernels/quant_layout.hpp"
 
-namespace sage2::jit {
+namespace sage2::kernels {
+
+// Statistics chunk T (tokens per statistics item of the fused stage) — the one definition the
+// kernel (SAGE2_QZ_STATS_CHUNK), QuantBuffers and the CPU reference use. `spec`: the attention
+// spec or any quantize spec derived from it.
+int quantize_stats_chunk(const KernelSpec& spec);
 
 struct QuantProblem {
   std::int64_t batch = 1, q_heads = 1, kv_heads = 1, q_len = 1, kv_len = 1;
@@ -82,7 +87,7 @@ struct QuantBuffers {
   int d_qk = 0;        // padded Q/K head dim (elements)
   int row_bytes = 0;   // bytes of one quantized Q/K row
   int d_v = 0;         // padded V head dim
-  int stats_chunk = 0;            // tokens per statistics chunk (jit::quantize_stats_chunk)
+  int stats_chunk = 0;            // tokens per statistics chunk (kernels::quantize_stats_chunk)
   std::int64_t stats_chunks = 0;  // ceil(kv_len / stats_chunk)
 
   // Batch entries of the per-token and per-block buffers: p.batch, 1 for varlen (packed rows).
@@ -133,4 +138,4 @@ struct QuantBuffers {
 // attention_spec: the spec of the attention kernel that will consume the buffers.
 QuantBuffers quant_buffers(const QuantProblem& p, const KernelSpec& attention_spec);
 
-}  // namespace sage2::jit
+}  // namespace sage2::kernels

@@ -2,38 +2,18 @@
 //  - the canonical spec key (key()), the readable prefix of the cache key (jit/kernel_build.hpp),
 //  - the generated source (jit/source_builder: spec values as constexpr before the template),
 //  - the NVRTC options (jit/nvrtc_compiler),
-//  - the launch shape (jit/launch_shape),
-//  - and, for the attention families, the quantization layout (jit/quant_layout).
+//  - the launch shape (kernels/quantize_shape),
+//  - and, for the attention families, the quantization layout (kernels/quant_layout).
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 
+#include "kernels/arch.hpp"
 #include "sage2/sage2.hpp"
 
-namespace sage2::jit {
-
-// The GPU architectures sage2 generates code for (one row each in the arch table of
-// jit/attention_family.hpp, which says what each one runs). The values are stored in cache entry
-// headers: existing ones never change, new ones are appended. Compare archs by arch_cc(), not by
-// value.
-enum class Arch : int {
-  Sm89 = 0,    // Ada
-  Sm90a = 1,   // Hopper (wgmma/TMA: arch-specific code, runs on compute capability 9.0 only)
-  Sm80 = 2,    // Ampere A100 / A30
-  Sm86 = 3,    // Ampere RTX 30 / A10 / A40
-  Sm87 = 4,    // Ampere Jetson Orin
-  Sm100 = 5,   // Blackwell B200 / GB200
-  Sm103 = 6,   // Blackwell B300 / GB300
-  Sm120 = 7,   // Blackwell RTX 50 / RTX PRO
-  Sm121 = 8,   // Blackwell DGX Spark
-};
-const char* arch_name(Arch a) noexcept;        // "sm_80", ..., "sm_90a", "sm_120"; "?" for no arch
-int arch_cc(Arch a) noexcept;                  // compute capability as 10·major + minor: 80 ... 121
-// Accepts "sm_NN", "compute_NN", "NN" and "sm_90"/"sm_90a"/"90a" for Hopper; throws InvalidArgument
-// naming the archs of the table otherwise.
-Arch parse_arch(const std::string& s);
+namespace sage2::kernels {
 
 enum class KernelFamily : int {
   Quantize = 0,        // smoothing statistics, per-thread INT4/INT8 Q/K, FP8 V
@@ -41,21 +21,16 @@ enum class KernelFamily : int {
   AttentionMma = 2,    // mma.sync family (sm_89 and sm_90)
   AttentionWgmma = 3,  // wgmma + TMA family (sm_90a)
   Probe = 4,           // hardware probes (tensor-core accumulator width), not used by attention
-  DecodeSplit = 5,     // direct small-Nq path: split-KV attention from fp16/bf16 Q/K/V (jit/decode.hpp)
+  DecodeSplit = 5,     // direct small-Nq path: split-KV attention from fp16/bf16 Q/K/V (kernels/decode.hpp)
   DecodeMerge = 6,     // direct small-Nq path: merge of the splits' partials
 };
 // The two kernels of the direct small-Nq path (templates/attention_decode.cuh).
 constexpr bool is_decode_family(KernelFamily f) noexcept {
   return f == KernelFamily::DecodeSplit || f == KernelFamily::DecodeMerge;
 }
+// Defined in kernels/spec_rules.cpp (the names of the attention families are their descriptors').
 const char* family_name(KernelFamily f) noexcept;
-// "attn_mma" / "mma" → AttentionMma, "attn_wgmma" / "wgmma" → AttentionWgmma; nullopt otherwise.
-std::optional<KernelFamily> parse_attention_family(const std::string& s);
 
-// The attention family a call uses unless told otherwise: of the families that run the problem
-// (jit/attention_family.hpp), the one of highest preference — wgmma on sm_90a for 8-bit QKᵀ up to
-// head dim 256, the portable mma.sync family else.
-KernelFamily default_attention_family(Arch arch, int qk_bits, int head_dim) noexcept;
 
 // Entry points of the quantize family (one template, several kernels).
 enum class QuantOp : int {
@@ -65,10 +40,10 @@ enum class QuantOp : int {
   QuantizeK = 3,     // K block: subtract k̄, per-thread INT4/INT8
   QuantizeV = 4,     // V: optional subtract mean, FP8 E4M3 per channel, transposed [d, n]
   Fused = 5,         // the whole stage in one launch: K/V statistics chunks, then Q, K, V items
-                     // taken from a device work counter (jit/launch_shape.hpp QuantizeSchedule)
+                     // taken from a device work counter (kernels/quantize_shape.hpp QuantizeSchedule)
   Cluster = 6,       // the whole stage in one launch of thread-block clusters, one per (batch,
                      // kv head), statistics exchanged in distributed shared memory (sm_90a;
-                     // jit/launch_shape.hpp quantize_cluster_plan)
+                     // kernels/quantize_shape.hpp quantize_cluster_plan)
   MaskTiles = 8,     // tensor masks: the class of every (query block, KV tile) of the mask
 };
 const char* quant_op_name(QuantOp op) noexcept;
@@ -111,7 +86,7 @@ struct KernelSpec {
   // the mask_tiles op. Not with varlen.
   int mask = 0;
   // Attention only: the kernel reads the caller's Q (in_dtype, any strides) and quantizes it
-  // itself, with the quantize_q kernel's per-thread groups and float ops (jit/quant_buffers.hpp),
+  // itself, with the quantize_q kernel's per-thread groups and float ops (kernels/quant_buffers.hpp),
   // so the call has no quantize_q launch and no Q̂ buffers. The family decides where it can
   // (AttentionFamilyDesc::q_in_kernel_ok); not with smooth-Q (q̄ is a mean over a whole block).
   bool q_in_kernel = false;
@@ -123,6 +98,9 @@ struct KernelSpec {
   // device, or ContextOptions::target_arch below the device's). Every kernel of a Context.
   bool ptx = false;
 
+  // canonical(), key(), entry_name() and validate() ask the spec's family descriptor: they are
+  // defined in kernels/spec_rules.cpp, above the registry (the descriptors include this header).
+  //
   // Copy with the fields that do not affect this family's code reset to fixed values, so two
   // specs that generate the same code have the same key.
   KernelSpec canonical() const;
@@ -156,9 +134,4 @@ int qk_row_bytes(int head_dim, int qk_bits);    // bytes of one quantized Q/K ro
 int v_dim_padded(int head_dim);                 // multiple of 32 (FP8 P̂V̂ n tiles)
 int v_code_bytes(bool pv_fp16);                 // bytes of one V̂ code: 1 (e4m3) or 2 (fp16)
 
-// base/hash.hpp's, under the names the jit and cache code use (declared here, not included: this
-// header is installed for sage2/reference.hpp and base/ is not).
-std::uint64_t fnv1a64(const void* data, std::size_t n, std::uint64_t seed = 1469598103934665603ull);
-std::string hex16(std::uint64_t v);  // 16 lowercase hex digits
-
-}  // namespace sage2::jit
+}  // namespace sage2::kernels
