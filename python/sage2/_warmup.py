@@ -8,7 +8,6 @@ uses — the quantize and attention kernels of the planner's tile for that seque
 — and leaves them in the process's module cache and in the disk cache (unless disabled), so later
 processes load them in milliseconds. The argument checks need no GPU.
 """
-import math
 import sys
 import time
 
@@ -131,7 +130,7 @@ def warmup(head_dims=(64, 128), dtypes=("float16", "bfloat16"), causal=(False, T
                        for _ in range(3))
             torch.cuda.synchronize(dev)
             t0 = time.perf_counter()
-            sageattn(q, k, v, "HND", c, 1.0 / math.sqrt(d), lse, **options)
+            sageattn(q, k, v, "HND", c, None, lse, **options)
             torch.cuda.synchronize(dev)
             out.append({"head_dim": d, "dtype": dt, "causal": c, "seq_len": n, "return_lse": lse,
                         "seconds": time.perf_counter() - t0})
