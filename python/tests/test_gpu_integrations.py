@@ -34,8 +34,15 @@ def _gpu():
 
 
 def _import(name):
-    return pytest.importorskip(name, reason="%s is not installed (scripts/gpu_integrations.sh installs it from "
-                                            ".wheels-int/)" % name)
+    """The package, or a skip naming why it cannot be imported (missing, or an ImportError inside it,
+    e.g. diffusers beside transformers 4.x's older huggingface_hub)."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        pytest.skip("%s cannot be imported (%s); the GPU machine gets it from .wheels-int/ "
+                    "(scripts/integration_wheels.sh, scripts/gpu_integrations.sh)" % (name, e))
 
 
 def cosine(a, b):

@@ -15,8 +15,15 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 def _import(name):
-    return pytest.importorskip(name, reason="%s is not installed (the GPU machine gets it from .wheels-int/: "
-                                            "scripts/integration_wheels.sh)" % name)
+    """The package, or a skip naming why it cannot be imported (missing, or an ImportError inside it,
+    e.g. diffusers beside transformers 4.x's older huggingface_hub)."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        pytest.skip("%s cannot be imported (%s); the GPU machine gets it from .wheels-int/ "
+                    "(scripts/integration_wheels.sh, scripts/gpu_integrations.sh)" % (name, e))
 
 
 # ---- transformers --------------------------------------------------------------------------------
