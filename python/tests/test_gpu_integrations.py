@@ -240,7 +240,9 @@ def test_yunchang_usp_in_one_process(tmp_path):
         yunchang.set_seq_parallel_pg(1, 1, 0, 1)
         for causal in (False, True):
             # the layers call sage2 with return_lse (the ring merges LSEs): the same call here
-            want = sage2.sageattn(q, k, v, tensor_layout="NHD", is_causal=causal, return_lse=True)[0]
+            # and yunchang passes softmax_scale = D ** -0.5 explicitly
+            want = sage2.sageattn(q, k, v, tensor_layout="NHD", is_causal=causal, sm_scale=D ** -0.5,
+                                  return_lse=True)[0]
             with torch.no_grad():
                 for name, layer in (("usp", Y.long_context_attention()), ("ulysses", Y.ulysses_attention())):
                     got = layer(q, k, v, causal=causal)
