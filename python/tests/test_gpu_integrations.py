@@ -161,6 +161,40 @@ def test_transformers_from_pretrained(llama_pair, tmp_path):
                            model(input_ids=ids, attention_mask=mask).logits)
 
 
+def test_transformers_encoder_by_name():
+    """A BERT encoder (bidirectional masks, no causal) by name on a padded batch. transformers 4.x's
+    BERT picks attention classes itself, not through AttentionInterface: there it skips (use
+    sage2.patch_sdpa, test_gpu_hf_model.py)."""
+    transformers = _import("transformers")
+    from sage2.integrations import transformers as T
+
+    if int(transformers.__version__.split(".")[0]) < 5:
+        pytest.skip("transformers %s: BERT does not use AttentionInterface (sage2.patch_sdpa serves it)"
+                    % transformers.__version__)
+    kw = dict(hidden_size=768, num_attention_heads=12, num_hidden_layers=4, intermediate_size=3072, vocab_size=4096,
+              max_position_embeddings=512, initializer_range=0.05)
+    torch.manual_seed(0)
+    ref = transformers.AutoModel.from_config(transformers.BertConfig(**kw), attn_implementation="sdpa",
+                                             add_pooling_layer=False).eval().to("cuda", torch.float16)
+    model = transformers.AutoModel.from_config(transformers.BertConfig(**kw), attn_implementation="sage2",
+                                               add_pooling_layer=False).eval().to("cuda", torch.float16)
+    model.load_state_dict(ref.state_dict())
+    lengths = [384, 160, 40]
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(5, 4096, (3, 384), generator=g).cuda()
+    mask = (torch.arange(384)[None, :] < torch.tensor(lengths)[:, None]).long().cuda()
+    T.reset_stats()
+    with torch.no_grad():
+        got = model(input_ids=ids, attention_mask=mask).last_hidden_state
+        want = ref(input_ids=ids, attention_mask=mask).last_hidden_state
+    assert T.stats() == {"sage2": 4, "fallback": {}}, T.stats()
+    for b, n in enumerate(lengths):
+        c = cosine(got[b, :n], want[b, :n])
+        report("hf bert by name seq %d (len %d) vs sdpa" % (b, n), c, rel_l1(got[b, :n], want[b, :n]),
+               float((got[b, :n] - want[b, :n]).abs().max()))
+        assert c >= COS_MODEL, (b, n, c)
+
+
 # ---- diffusers -----------------------------------------------------------------------------------
 def test_diffusers_wan_transformer_against_native():
     diffusers = _import("diffusers")
