@@ -92,6 +92,12 @@ def warmup(head_dims=(64, 128), dtypes=("float16", "bfloat16"), causal=(False, T
     them would. A progress bar goes to stderr when it is a terminal (progress=True forces it,
     False hides it).
 
+    Which kernels a combination warms follows sageattn's rules: a call whose query rows per kv
+    head (seq_len x heads here) are at most the direct small-Nq path's limit (512 on sm_90, 64
+    elsewhere; small_q_path="auto") warms the direct path's decode kernels, a longer one the
+    quantized path's (the default seq_lens=(4096,) does); pass small_q_path="quantized" or
+    "direct" to choose.
+
     Returns one dict per combination: head_dim, dtype, causal, seq_len, return_lse and seconds (the
     wall time of that call: compile or disk-cache load plus the run). Raises TypeError/ValueError
     naming a bad argument before touching the GPU."""

@@ -264,9 +264,12 @@ def test_yunchang_usp_in_one_process(tmp_path):
 
     g = torch.Generator(device="cuda").manual_seed(3)
     B, Nn, H, D = 1, 4096, 8, 128
-    q = torch.randn(B, Nn, H, D, device="cuda", dtype=torch.bfloat16, generator=g)
-    k = torch.randn(B, Nn, H, D, device="cuda", dtype=torch.bfloat16, generator=g) * 1.5 + 0.3
-    v = torch.randn(B, Nn, H, D, device="cuda", dtype=torch.bfloat16, generator=g)
+
+    def t(scale, bias):  # per-channel biases (what smoothing is for), as bench/usp_bench.py
+        x = torch.randn(B, Nn, H, D, device="cuda", generator=g) * scale
+        return (x + bias * torch.randn(1, 1, H, D, device="cuda", generator=g)).to(torch.bfloat16)
+
+    q, k, v = t(1.5, 0.5), t(1.0, 2.0), t(1.0, 1.0)
     if dist.is_initialized():
         pytest.skip("a process group exists already")
     dist.init_process_group("gloo", init_method="file://%s" % (tmp_path / "pg"), rank=0, world_size=1)
@@ -292,18 +295,23 @@ def test_yunchang_usp_in_one_process(tmp_path):
     out = out.to(q.dtype)
     lse = lse.squeeze(-1).transpose(1, 2)
     full, full_lse = sage2.sageattn(q, k, v, tensor_layout="NHD", return_lse=True)
-    ref = F.scaled_dot_product_attention(*(t.transpose(1, 2).float() for t in (q, k, v))).transpose(1, 2)
+    ref = F.scaled_dot_product_attention(*(x.transpose(1, 2).float() for x in (q, k, v))).transpose(1, 2)
     c, r = cosine(out, ref), rel_l1(out, ref)
+    c_full, r_full = cosine(full, ref), rel_l1(full, ref)
     report("yunchang ring merge of 2 halves vs fp32", c, r, float((out.float() - ref).abs().max()),
            float((lse - full_lse).abs().max()))
-    assert c >= 0.9999 and r <= 0.011, (c, r)
+    report("  (one sage2 call on the whole sequence vs fp32)", c_full, r_full, float((full.float() - ref).abs().max()))
+    # the merge adds no error of its own beyond the 8-bit one of each half: as close to exact as one call
+    assert r <= 1.25 * r_full + 0.002 and 1 - c <= 1.5 * (1 - c_full) + 1e-5, (c, r, c_full, r_full)
     assert rel_l1(out, full) <= 0.011 and float((lse - full_lse).abs().max()) <= 0.25
 
 
 # ---- warm-up and the tools -----------------------------------------------------------------------------
 WARM = r'''
 import json, sys, sage2
-r = sage2.warmup(head_dims=(64, 128), dtypes=("bf16",), causal=(False, True), seq_lens=(512,), return_lse=(False, True),
+# N 2048 x 1 head: more query rows than the direct small-Nq path takes (512 on sm_90, 64 elsewhere),
+# so the quantized kernels of long calls are warmed (N 512 warms the direct path's decode kernels)
+r = sage2.warmup(head_dims=(64, 128), dtypes=("bf16",), causal=(False, True), seq_lens=(2048,), return_lse=(False, True),
                  progress=True)
 print("JSON" + json.dumps(r))
 '''

@@ -290,6 +290,10 @@ else:
     u = world if mode == "usp" else 1
     yunchang.set_seq_parallel_pg(u, world // u, rank, world)
     layer = Y.long_context_attention()
+    if mode == "usp":  # a ring of one: sage2's shortcut, never yunchang's ring function
+        def refuse(*a, **k):
+            raise AssertionError("yunchang's LongContextAttention.forward ran for a ring of one")
+        yunchang.LongContextAttention.forward = refuse
 worst = 0.0
 for causal in (False, True):
     with torch.no_grad():
