@@ -8,7 +8,6 @@ uses — the quantize and attention kernels of the planner's tile for that seque
 — and leaves them in the process's module cache and in the disk cache (unless disabled), so later
 processes load them in milliseconds. The argument checks need no GPU.
 """
-import math
 import sys
 import time
 
@@ -93,6 +92,12 @@ def warmup(head_dims=(64, 128), dtypes=("float16", "bfloat16"), causal=(False, T
     them would. A progress bar goes to stderr when it is a terminal (progress=True forces it,
     False hides it).
 
+    Which kernels a combination warms follows sageattn's rules: a call whose query rows per kv
+    head (seq_len x heads here) are at most the direct small-Nq path's limit (512 on sm_90, 64
+    elsewhere; small_q_path="auto") warms the direct path's decode kernels, a longer one the
+    quantized path's (the default seq_lens=(4096,) does); pass small_q_path="quantized" or
+    "direct" to choose.
+
     Returns one dict per combination: head_dim, dtype, causal, seq_len, return_lse and seconds (the
     wall time of that call: compile or disk-cache load plus the run). Raises TypeError/ValueError
     naming a bad argument before touching the GPU."""
@@ -131,7 +136,7 @@ def warmup(head_dims=(64, 128), dtypes=("float16", "bfloat16"), causal=(False, T
                        for _ in range(3))
             torch.cuda.synchronize(dev)
             t0 = time.perf_counter()
-            sageattn(q, k, v, "HND", c, 1.0 / math.sqrt(d), lse, **options)
+            sageattn(q, k, v, "HND", c, None, lse, **options)
             torch.cuda.synchronize(dev)
             out.append({"head_dim": d, "dtype": dt, "causal": c, "seq_len": n, "return_lse": lse,
                         "seconds": time.perf_counter() - t0})

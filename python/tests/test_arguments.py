@@ -133,8 +133,11 @@ CASES = [
     ("small_q_path direct with attn_mask", lambda q, k, v, kw: (q, k, v, dict(
         kw, small_q_path="direct", attn_mask=torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device="cuda"))),
      ValueError, "small_q_path='direct' takes dense calls only"),
-    ("unknown option", lambda q, k, v, kw: (q, k, v, dict(kw, pv_accum_dtype="fp32")), TypeError,
-     "unexpected option 'pv_accum_dtype'"),
+    # (pv_accum_dtype is the reference's keyword, mapped since issue 25: test_reference_kwargs.py)
+    ("unknown option", lambda q, k, v, kw: (q, k, v, dict(kw, pv_accum_dtpye="fp32")), TypeError,
+     "unexpected option 'pv_accum_dtpye'"),
+    ("reference keyword refused", lambda q, k, v, kw: (q, k, v, dict(kw, pv_accum_dtype="fp16")), ValueError,
+     "pv_accum_dtype='fp16' is not supported"),
 ]
 
 

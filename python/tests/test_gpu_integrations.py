@@ -34,8 +34,15 @@ def _gpu():
 
 
 def _import(name):
-    return pytest.importorskip(name, reason="%s is not installed (scripts/gpu_integrations.sh installs it from "
-                                            ".wheels-int/)" % name)
+    """The package, or a skip naming why it cannot be imported (missing, or an ImportError inside it,
+    e.g. diffusers beside transformers 4.x's older huggingface_hub)."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        pytest.skip("%s cannot be imported (%s); the GPU machine gets it from .wheels-int/ "
+                    "(scripts/integration_wheels.sh, scripts/gpu_integrations.sh)" % (name, e))
 
 
 def cosine(a, b):
@@ -154,6 +161,40 @@ def test_transformers_from_pretrained(llama_pair, tmp_path):
                            model(input_ids=ids, attention_mask=mask).logits)
 
 
+def test_transformers_encoder_by_name():
+    """A BERT encoder (bidirectional masks, no causal) by name on a padded batch. transformers 4.x's
+    BERT picks attention classes itself, not through AttentionInterface: there it skips (use
+    sage2.patch_sdpa, test_gpu_hf_model.py)."""
+    transformers = _import("transformers")
+    from sage2.integrations import transformers as T
+
+    if int(transformers.__version__.split(".")[0]) < 5:
+        pytest.skip("transformers %s: BERT does not use AttentionInterface (sage2.patch_sdpa serves it)"
+                    % transformers.__version__)
+    kw = dict(hidden_size=768, num_attention_heads=12, num_hidden_layers=4, intermediate_size=3072, vocab_size=4096,
+              max_position_embeddings=512, initializer_range=0.05)
+    torch.manual_seed(0)
+    ref = transformers.AutoModel.from_config(transformers.BertConfig(**kw), attn_implementation="sdpa",
+                                             add_pooling_layer=False).eval().to("cuda", torch.float16)
+    model = transformers.AutoModel.from_config(transformers.BertConfig(**kw), attn_implementation="sage2",
+                                               add_pooling_layer=False).eval().to("cuda", torch.float16)
+    model.load_state_dict(ref.state_dict())
+    lengths = [384, 160, 40]
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(5, 4096, (3, 384), generator=g).cuda()
+    mask = (torch.arange(384)[None, :] < torch.tensor(lengths)[:, None]).long().cuda()
+    T.reset_stats()
+    with torch.no_grad():
+        got = model(input_ids=ids, attention_mask=mask).last_hidden_state
+        want = ref(input_ids=ids, attention_mask=mask).last_hidden_state
+    assert T.stats() == {"sage2": 4, "fallback": {}}, T.stats()
+    for b, n in enumerate(lengths):
+        c = cosine(got[b, :n], want[b, :n])
+        report("hf bert by name seq %d (len %d) vs sdpa" % (b, n), c, rel_l1(got[b, :n], want[b, :n]),
+               float((got[b, :n] - want[b, :n]).abs().max()))
+        assert c >= COS_MODEL, (b, n, c)
+
+
 # ---- diffusers -----------------------------------------------------------------------------------
 def test_diffusers_wan_transformer_against_native():
     diffusers = _import("diffusers")
@@ -223,9 +264,12 @@ def test_yunchang_usp_in_one_process(tmp_path):
 
     g = torch.Generator(device="cuda").manual_seed(3)
     B, Nn, H, D = 1, 4096, 8, 128
-    q = torch.randn(B, Nn, H, D, device="cuda", dtype=torch.bfloat16, generator=g)
-    k = torch.randn(B, Nn, H, D, device="cuda", dtype=torch.bfloat16, generator=g) * 1.5 + 0.3
-    v = torch.randn(B, Nn, H, D, device="cuda", dtype=torch.bfloat16, generator=g)
+
+    def t(scale, bias):  # per-channel biases (what smoothing is for), as bench/usp_bench.py
+        x = torch.randn(B, Nn, H, D, device="cuda", generator=g) * scale
+        return (x + bias * torch.randn(1, 1, H, D, device="cuda", generator=g)).to(torch.bfloat16)
+
+    q, k, v = t(1.5, 0.5), t(1.0, 2.0), t(1.0, 1.0)
     if dist.is_initialized():
         pytest.skip("a process group exists already")
     dist.init_process_group("gloo", init_method="file://%s" % (tmp_path / "pg"), rank=0, world_size=1)
@@ -233,7 +277,9 @@ def test_yunchang_usp_in_one_process(tmp_path):
         yunchang.set_seq_parallel_pg(1, 1, 0, 1)
         for causal in (False, True):
             # the layers call sage2 with return_lse (the ring merges LSEs): the same call here
-            want = sage2.sageattn(q, k, v, tensor_layout="NHD", is_causal=causal, return_lse=True)[0]
+            # and yunchang passes softmax_scale = D ** -0.5 explicitly
+            want = sage2.sageattn(q, k, v, tensor_layout="NHD", is_causal=causal, sm_scale=D ** -0.5,
+                                  return_lse=True)[0]
             with torch.no_grad():
                 for name, layer in (("usp", Y.long_context_attention()), ("ulysses", Y.ulysses_attention())):
                     got = layer(q, k, v, causal=causal)
@@ -249,18 +295,23 @@ def test_yunchang_usp_in_one_process(tmp_path):
     out = out.to(q.dtype)
     lse = lse.squeeze(-1).transpose(1, 2)
     full, full_lse = sage2.sageattn(q, k, v, tensor_layout="NHD", return_lse=True)
-    ref = F.scaled_dot_product_attention(*(t.transpose(1, 2).float() for t in (q, k, v))).transpose(1, 2)
+    ref = F.scaled_dot_product_attention(*(x.transpose(1, 2).float() for x in (q, k, v))).transpose(1, 2)
     c, r = cosine(out, ref), rel_l1(out, ref)
+    c_full, r_full = cosine(full, ref), rel_l1(full, ref)
     report("yunchang ring merge of 2 halves vs fp32", c, r, float((out.float() - ref).abs().max()),
            float((lse - full_lse).abs().max()))
-    assert c >= 0.9999 and r <= 0.011, (c, r)
+    report("  (one sage2 call on the whole sequence vs fp32)", c_full, r_full, float((full.float() - ref).abs().max()))
+    # the merge adds no error of its own beyond the 8-bit one of each half: as close to exact as one call
+    assert r <= 1.25 * r_full + 0.002 and 1 - c <= 1.5 * (1 - c_full) + 1e-5, (c, r, c_full, r_full)
     assert rel_l1(out, full) <= 0.011 and float((lse - full_lse).abs().max()) <= 0.25
 
 
 # ---- warm-up and the tools -----------------------------------------------------------------------------
 WARM = r'''
 import json, sys, sage2
-r = sage2.warmup(head_dims=(64, 128), dtypes=("bf16",), causal=(False, True), seq_lens=(512,), return_lse=(False, True),
+# N 2048 x 1 head: more query rows than the direct small-Nq path takes (512 on sm_90, 64 elsewhere),
+# so the quantized kernels of long calls are warmed (N 512 warms the direct path's decode kernels)
+r = sage2.warmup(head_dims=(64, 128), dtypes=("bf16",), causal=(False, True), seq_lens=(2048,), return_lse=(False, True),
                  progress=True)
 print("JSON" + json.dumps(r))
 '''
@@ -287,4 +338,7 @@ def test_warmup_fills_the_cache_a_second_process_loads(tmp_path):
     r = subprocess.run([sys.executable, "-c", "import sys; from sage2._tools import cache; sys.exit(cache())",
                         "list", "--json"], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.count("attn_") >= 8, r.stdout[:2000]
+    entries = json.loads(r.stdout)["entries"]
+    attn = {e["key"] for e in entries if e["key"].startswith("attn_")}
+    # 2 head dims x 2 causal modes x with / without LSE: 8 attention kernels, all valid
+    assert len(attn) >= 8 and all(e["valid"] for e in entries), sorted(attn)

@@ -101,3 +101,19 @@ def test_console_scripts_are_declared():
     for name in ("autotune", "cache", "info"):
         assert 'sage2-%s = "sage2._tools:%s"' % (name, name) in text
         assert callable(getattr(_tools, name))
+
+
+def test_shim_points_the_program_at_torchs_nvrtc(tmp_path, monkeypatch):
+    """The first existing NVIDIA-wheel NVRTC goes to SAGE2_LIBNVRTC; a value the user set stays."""
+    from sage2 import _lib
+
+    present = tmp_path / "libnvrtc.so.13"
+    present.write_text("")
+    monkeypatch.setattr(_lib, "nvrtc_wheel_candidates", lambda: [(str(tmp_path / "missing.so"), "a"),
+                                                                  (str(present), "b")])
+    env = {}
+    _tools._nvrtc_hint(env)
+    assert env == {"SAGE2_LIBNVRTC": str(present)}
+    env = {"SAGE2_LIBNVRTC": "/mine/libnvrtc.so"}
+    _tools._nvrtc_hint(env)
+    assert env == {"SAGE2_LIBNVRTC": "/mine/libnvrtc.so"}

@@ -89,9 +89,8 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
     if kwargs.get("position_bias") is not None:
         why = "position_bias"  # T5-style bias: transformers' sdpa folds it into a float mask
     q_len = query.shape[2]
-    if is_causal is None:
-        is_causal = getattr(module, "is_causal", True)
-    causal = bool(q_len > 1 and attention_mask is None and is_causal)  # transformers' sdpa rule
+    wants_causal = getattr(module, "is_causal", True) if is_causal is None else is_causal
+    causal = bool(q_len > 1 and attention_mask is None and wants_causal)  # transformers' sdpa rule
     if why is None:
         why = _unsupported(query, key, value, attention_mask, dropout, True, causal)
     if why is None and attention_mask is not None and q_len <= MASKED_DECODE_ROWS:
@@ -110,6 +109,8 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
             _count(_sage2_name)
             return out.transpose(1, 2).contiguous(), None
     _count(_sage2_name, why)
+    # is_causal as the model gave it (None included): transformers 4.x's sdpa treats an explicit
+    # True with a mask differently from None
     return _hf_sdpa(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal,
                     **kwargs)
 

@@ -17,13 +17,17 @@ no backward pass. Only the "basic" ring carries the processor (zigzag / stripe c
 """
 import functools
 
+import torch.distributed as dist
+
 import yunchang
 from yunchang import LongContextAttention, UlyssesAttention
+from yunchang.comm.all_to_all import SeqAllToAll4D
 from yunchang.kernels import AttnType
 
 from .._attention import sageattn
 
-__all__ = ["attn_forward", "long_context_attention", "ulysses_attention", "Sage2UlyssesAttention"]
+__all__ = ["attn_forward", "long_context_attention", "ulysses_attention", "Sage2UlyssesAttention",
+           "Sage2LongContextAttention"]
 
 
 def attn_forward(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
@@ -58,8 +62,31 @@ def long_context_attention(ring_impl_type="basic", scatter_idx=2, gather_idx=1, 
     if ring_impl_type != "basic":
         raise ValueError("sage2.integrations.yunchang: ring_impl_type=%r; only 'basic' passes a custom attention "
                          "to its blocks (yunchang's zigzag and stripe rings call flash-attn)" % (ring_impl_type,))
-    return LongContextAttention(scatter_idx=scatter_idx, gather_idx=gather_idx, ring_impl_type="basic",
-                                use_sync=use_sync, attn_type=None, attn_processor=_processor(sage2_options))
+    return Sage2LongContextAttention(scatter_idx=scatter_idx, gather_idx=gather_idx, ring_impl_type="basic",
+                                     use_sync=use_sync, attn_type=None, attn_processor=_processor(sage2_options))
+
+
+class Sage2LongContextAttention(LongContextAttention):
+    """yunchang's ``LongContextAttention`` with sage2 as its processor. With a ring of one rank (USP in
+    its Ulysses-only configuration) there is nothing to merge, so the call skips yunchang's ring
+    function, which would still round-trip the output through fp32 (``update_out_and_lse``):
+    all-to-all, one sage2 call, all-to-all. Every other configuration is yunchang's own forward."""
+
+    def forward(self, query, key, value, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+                softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False, *args):
+        ring = self.ring_pg
+        if self.use_pack_qkv or return_attn_probs or (ring is not None and dist.get_world_size(ring) != 1):
+            return super().forward(query, key, value, dropout_p, softmax_scale, causal, window_size, softcap,
+                                   alibi_slopes, deterministic, return_attn_probs, *args)
+        a2a = SeqAllToAll4D.apply
+        q, k, v = (a2a(self.ulysses_pg, t, self.scatter_idx, self.gather_idx, self.use_sync)
+                   for t in (query, key, value))
+        if softmax_scale is None:
+            softmax_scale = q.shape[-1] ** -0.5  # as yunchang's ring function sets it
+        out, _ = self.attn_processor(q, k, v, dropout_p=dropout_p, softmax_scale=softmax_scale, causal=causal,
+                                     window_size=window_size, softcap=softcap, alibi_slopes=alibi_slopes,
+                                     deterministic=deterministic)
+        return a2a(self.ulysses_pg, out, self.gather_idx, self.scatter_idx, self.use_sync)
 
 
 class Sage2UlyssesAttention(UlyssesAttention):
