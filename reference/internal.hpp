@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/quant_buffers.hpp"
 #include "sage2/reference.hpp"
 
 namespace sage2::reference::detail {
@@ -23,6 +24,17 @@ struct Problem {
   std::int64_t batch = 0, q_heads = 0, kv_heads = 0, q_len = 0, kv_len = 0;
   int d = 0, dv = 0;
   std::int64_t group = 1;   // q_heads / kv_heads
+  // The sizes as the kernels' buffer layout takes them (dense: no varlen, no mask).
+  kernels::QuantProblem quant_problem() const {
+    kernels::QuantProblem qp;
+    qp.batch = batch;
+    qp.q_heads = q_heads;
+    qp.kv_heads = kv_heads;
+    qp.q_len = q_len;
+    qp.kv_len = kv_len;
+    qp.head_dim = d;
+    return qp;
+  }
 };
 // Validates q/k/v (names them in messages) and returns the shapes.
 Problem check_qkv(const TensorRef& q, const TensorRef& k, const TensorRef& v);
