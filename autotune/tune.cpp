@@ -60,7 +60,7 @@ std::vector<TuneOutcome> outcomes_for(const TuneRequest& rq, const TuneResult& r
     for (std::int64_t len : rq.seq_lens) {
       TuneOutcome out;
       out.plan = i;
-      out.problem = TimingProblem{rq.batch ? rq.batch : default_batch(len), rq.heads, kv_heads, len, len};
+      out.problem = TimingProblem{rq.batch ? rq.batch : default_batch(len), rq.heads, kv_heads, len, len, p.spec.head_dim};
       out.key = p.spec.key(res.arch, len, len, rq.heads, kv_heads);
       steps += n;
       ops += static_cast<double>(n) * attention_ops(out.problem, p.spec.head_dim, false);

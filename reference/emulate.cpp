@@ -118,11 +118,11 @@ struct Inputs {
 // γK of every kv head, [B*Hkv][nk][d] (ΔS, exact scores and the ablation granularities read it).
 std::vector<float> smoothed_k_all(const Inputs& in) {
   const detail::Problem& p = in.p;
-  std::vector<float> gk(sz(p.batch * p.kv_heads * p.kv_len * p.d));
+  std::vector<float> gk(sz(p.batch * p.kv_heads * p.kv_len * p.head_dim));
   detail::parallel_for(p.batch * p.kv_heads, in.opt.threads, [&](std::int64_t bh) {
     std::vector<float> x;
     detail::smoothed_k(in.k, in.qs, bh / p.kv_heads, bh % p.kv_heads, x);
-    std::copy(x.begin(), x.end(), gk.begin() + bh * p.kv_len * p.d);
+    std::copy(x.begin(), x.end(), gk.begin() + bh * p.kv_len * p.head_dim);
   });
   return gk;
 }
@@ -184,7 +184,7 @@ void ablation_operands(const Inputs& in, const std::vector<float>& gk, QkOperand
     }
     std::vector<std::int8_t> codes(sz(rows * L.d_qk));
     std::vector<float> scales(sz(n_groups));
-    detail::quantize_grouped(x, rows, p.d, p.d, L.d_qk, group.data(), n_groups, R, codes.data(), scales.data(), nullptr);
+    detail::quantize_grouped(x, rows, p.head_dim, p.head_dim, L.d_qk, group.data(), n_groups, R, codes.data(), scales.data(), nullptr);
     for (std::int64_t r = 0; r < rows; ++r) {
       for (int c = 0; c < L.d_qk; ++c) codes_out[r * L.d_qk + c] = codes[sz(r * L.d_qk + c)];
       scale_out[r] = scales[sz(group[sz(r)])];
@@ -198,7 +198,7 @@ void ablation_operands(const Inputs& in, const std::vector<float>& gk, QkOperand
                   Qo.scale.data() + bh * L.q_len_pad);
   });
   detail::parallel_for(p.batch * p.kv_heads, in.opt.threads, [&](std::int64_t bh) {
-    quantize_head(gk.data() + bh * p.kv_len * p.d, p.kv_len, L.layout.bk,
+    quantize_head(gk.data() + bh * p.kv_len * p.head_dim, p.kv_len, L.layout.bk,
                   Ko.codes.data() + bh * L.kv_len_pad * L.d_qk, Ko.scale.data() + bh * L.kv_len_pad);
   });
 }
@@ -212,11 +212,11 @@ void qk_operands(const Inputs& in, QkOperand& Qo, QkOperand& Ko, std::vector<flo
   if (in.opt.exact_qk || in.L.smooth_q || in.opt.granularity != Granularity::PerThread) gk = smoothed_k_all(in);
   if (in.opt.exact_qk) {
     Ko.smooth = gk;
-    Qo.smooth.resize(sz(p.batch * p.q_heads * p.q_len * p.d));
+    Qo.smooth.resize(sz(p.batch * p.q_heads * p.q_len * p.head_dim));
     detail::parallel_for(p.batch * p.q_heads, in.opt.threads, [&](std::int64_t bh) {
       std::vector<float> x;
       detail::smoothed_q(in.q, in.qs, bh / p.q_heads, bh % p.q_heads, x);
-      std::copy(x.begin(), x.end(), Qo.smooth.begin() + bh * p.q_len * p.d);
+      std::copy(x.begin(), x.end(), Qo.smooth.begin() + bh * p.q_len * p.head_dim);
     });
   } else if (in.opt.granularity == Granularity::PerThread) {
     per_thread_operands(in, Qo, Ko);
@@ -238,7 +238,7 @@ VOperand v_operand(const Inputs& in, const kernels::KernelSpec& spec) {
   const detail::Problem& p = in.p;
   const kernels::QuantBuffers& L = in.L;
   const QuantizedHost& qs = in.qs;
-  const int d = p.d;
+  const int d = p.head_dim;
   const std::int64_t nk = p.kv_len;
   const PvFormat fmt = in.opt.pv_format != PvFormat::Kernel ? in.opt.pv_format
                        : spec.pv_fp16                        ? PvFormat::FP16
@@ -308,7 +308,7 @@ struct RowState {
 // ΔS_j = q̄_blk · γK_j (fp32 result, double products/sum) for this query block.
 std::vector<float> delta_s(const Attention& A, const Block& B) {
   const kernels::QuantBuffers& L = A.in.L;
-  const int d = A.in.p.d;
+  const int d = A.in.p.head_dim;
   const std::int64_t nk = A.in.p.kv_len;
   std::vector<float> dS(sz(nk));
   const float* qm = A.in.qs.q_mean.data() + (B.bh * L.q_blocks + B.blk) * L.d_qk;
@@ -323,7 +323,7 @@ std::vector<float> delta_s(const Attention& A, const Block& B) {
 
 RowState row_state(const Attention& A, const Block& B) {
   const std::int64_t nq = A.in.p.q_len, nk = A.in.p.kv_len;
-  const int d = A.in.p.d, bk = A.in.L.layout.bk;
+  const int d = A.in.p.head_dim, bk = A.in.L.layout.bk;
   RowState st;
   st.m.assign(sz(B.rows), kNegInf);
   st.l.assign(sz(B.rows), 0.f);
@@ -351,7 +351,7 @@ float scores(const Attention& A, const Block& B, std::int64_t i, std::int64_t j0
   const bool exact = A.in.opt.exact_qk;
   const std::int16_t* qc = exact ? nullptr : A.Qo.codes.data() + (B.bh * L.q_len_pad + i) * L.d_qk;
   const float qscale = exact ? 0.f : A.Qo.scale[sz(B.bh * L.q_len_pad + i)];
-  const float* qf = exact ? A.Qo.smooth.data() + (B.bh * p.q_len + i) * p.d : nullptr;
+  const float* qf = exact ? A.Qo.smooth.data() + (B.bh * p.q_len + i) * p.head_dim : nullptr;
   float tile_max = kNegInf;
   for (int jj = 0; jj < nt; ++jj) {
     const std::int64_t j = j0 + jj;
@@ -361,9 +361,9 @@ float scores(const Attention& A, const Block& B, std::int64_t i, std::int64_t j0
     }
     float sv;
     if (exact) {   // ablation: unquantized scores, s = (S + ΔS)·c2
-      const float* kf = A.Ko.smooth.data() + (B.bhk * p.kv_len + j) * p.d;
+      const float* kf = A.Ko.smooth.data() + (B.bhk * p.kv_len + j) * p.head_dim;
       double acc_d = 0;
-      for (int c = 0; c < p.d; ++c) acc_d += static_cast<double>(qf[c]) * kf[c];
+      for (int c = 0; c < p.head_dim; ++c) acc_d += static_cast<double>(qf[c]) * kf[c];
       float S = static_cast<float>(acc_d);
       if (L.smooth_q) S = S + dS[sz(j)];
       sv = S * A.c2;
@@ -385,7 +385,7 @@ float scores(const Attention& A, const Block& B, std::int64_t i, std::int64_t j0
 // accumulator (mantissa truncated to accum_mantissa_bits after each chunk).
 void accumulate_pv(const Attention& A, const Block& B, std::int64_t j0, int nt, const std::vector<float>& pt,
                    float* acc, std::vector<double>& chunk) {
-  const int d = A.in.p.d, M = A.in.opt.accum_mantissa_bits;
+  const int d = A.in.p.head_dim, M = A.in.opt.accum_mantissa_bits;
   const float* vh = A.V.hat.data() + B.bhk * A.in.p.kv_len * d;
   for (int c0 = 0; c0 < nt; c0 += A.kchunk) {
     std::fill(chunk.begin(), chunk.end(), 0.0);
@@ -407,7 +407,7 @@ void accumulate_pv(const Attention& A, const Block& B, std::int64_t j0, int nt, 
 
 // KV tile t for every row of the block that reaches it: scores, online softmax, P̂V̂.
 void tile_step(const Attention& A, const Block& B, std::int64_t t, const std::vector<float>& dS, RowState& st) {
-  const int d = A.in.p.d, bk = A.in.L.layout.bk;
+  const int d = A.in.p.head_dim, bk = A.in.L.layout.bk;
   const bool two_level = A.spec.two_level_accum;
   const std::int64_t j0 = t * bk;
   const int nt = static_cast<int>(std::min<std::int64_t>(bk, A.in.p.kv_len - j0));   // real keys in the tile
@@ -448,7 +448,7 @@ void tile_step(const Attention& A, const Block& B, std::int64_t t, const std::ve
 void write_rows(const Attention& A, const Block& B, const RowState& st, EmulationResult& res) {
   const kernels::QuantBuffers& L = A.in.L;
   const QuantizedHost& qs = A.in.qs;
-  const int d = A.in.p.d;
+  const int d = A.in.p.head_dim;
   const std::int64_t nq = A.in.p.q_len;
   const float ln2 = 0.693147180559945309417f;
   const float qnan = std::numeric_limits<float>::quiet_NaN();
@@ -495,7 +495,7 @@ void emulate_block(const Attention& A, std::int64_t item, EmulationResult& res) 
   B.bh = item / q_blocks;
   B.b = B.bh / p.q_heads;
   B.h = B.bh % p.q_heads;
-  B.bhk = B.b * p.kv_heads + B.h / p.group;
+  B.bhk = B.b * p.kv_heads + B.h / p.group();
   B.i0 = B.blk * A.in.L.layout.bq;
   B.rows = static_cast<int>(std::min(p.q_len, B.i0 + A.in.L.layout.bq) - B.i0);
   const std::vector<float> dS = A.in.L.smooth_q ? delta_s(A, B) : std::vector<float>();
@@ -539,8 +539,8 @@ EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const 
   res.batch = p.batch;
   res.heads = p.q_heads;
   res.q_len = p.q_len;
-  res.dim = p.d;
-  res.o.assign(sz(p.batch * p.q_heads * p.q_len * p.d), 0.f);
+  res.dim = p.head_dim;
+  res.o.assign(sz(p.batch * p.q_heads * p.q_len * p.head_dim), 0.f);
   res.lse.assign(sz(p.batch * p.q_heads * p.q_len), 0.f);
   detail::parallel_for(p.batch * p.q_heads * L.q_blocks, opt.threads,
                        [&](std::int64_t item) { emulate_block(A, item, res); });

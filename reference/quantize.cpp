@@ -207,7 +207,7 @@ void allocate(QuantizedHost& qs, const Stage& st) {
 // Per-channel statistics of one head (sum in the stage's order, min, max) into stats [3][width]
 // and the mean (when `smooth`) into mean.
 void head_stats(const Stage& st, const std::vector<float>& x, int width, bool smooth, float* stats, float* mean) {
-  const int d = st.p.d;
+  const int d = st.p.head_dim;
   std::vector<float> sum(sz(d)), mn(sz(d)), mx(sz(d));
   detail::channel_stats(x, st.p.kv_len, d, sum.data(), mn.data(), mx.data());
   stage_sums(x, st.p.kv_len, d, st.stats_T, st.stats_P, sum.data());
@@ -224,7 +224,7 @@ void head_stats(const Stage& st, const std::vector<float>& x, int width, bool sm
 void quantize_block(const Stage& st, const float* x, std::int64_t rows, const std::vector<int>& groups, int n_groups,
                     const std::uint8_t* bad, float* scales, float* margins, std::int8_t* packed) {
   const kernels::QuantBuffers& L = st.L;
-  const int d = st.p.d;
+  const int d = st.p.head_dim;
   std::vector<std::int8_t> codes(sz(rows * L.d_qk));
   detail::quantize_grouped(x, rows, d, d, L.d_qk, groups.data(), n_groups, st.R, codes.data(), scales, margins);
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -243,7 +243,7 @@ void k_head(const Stage& st, const TensorRef& k, std::int64_t bh, QuantizedHost&
   const detail::Problem& p = st.p;
   const kernels::QuantBuffers& L = st.L;
   const kernels::QuantLayout& ql = L.layout;
-  const int d = p.d;
+  const int d = p.head_dim;
   const std::int64_t b = bh / p.kv_heads, h = bh % p.kv_heads;
   std::vector<float> x;
   std::vector<std::uint8_t> bad;
@@ -272,7 +272,7 @@ void k_head(const Stage& st, const TensorRef& k, std::int64_t bh, QuantizedHost&
 void v_channel_fp16(const Stage& st, const std::vector<float>& x, const std::vector<std::uint8_t>& bad,
                     std::int64_t bh, int c, float amax, float mu, QuantizedHost& qs) {
   const kernels::QuantBuffers& L = st.L;
-  const int d = st.p.d;
+  const int d = st.p.head_dim;
   const bool ok = amax > 0.f && std::isfinite(amax);
   const float delta = ok ? detail::v16_scale(amax) : (amax == 0.f ? 1.f : amax);
   qs.v_scale[sz(bh * L.d_v + c)] = delta;
@@ -293,7 +293,7 @@ void v_channel_fp16(const Stage& st, const std::vector<float>& x, const std::vec
 void v_channel_fp8(const Stage& st, const std::vector<float>& x, const std::vector<std::uint8_t>& bad,
                    std::int64_t bh, int c, float amax, float mu, QuantizedHost& qs) {
   const kernels::QuantBuffers& L = st.L;
-  const int d = st.p.d;
+  const int d = st.p.head_dim;
   qs.v_scale[sz(bh * L.d_v + c)] = amax / 448.f;
   const float inv = (amax > 0.f && std::isfinite(amax)) ? 448.f / amax : 0.f;
   std::uint8_t* out = qs.v_codes.data() + (bh * L.d_v + c) * L.kv_len_pad;
@@ -316,7 +316,7 @@ void v_channel_fp8(const Stage& st, const std::vector<float>& x, const std::vect
 void v_head(const Stage& st, const TensorRef& v, std::int64_t bh, QuantizedHost& qs) {
   const detail::Problem& p = st.p;
   const kernels::QuantBuffers& L = st.L;
-  const int d = p.d;
+  const int d = p.head_dim;
   const std::int64_t b = bh / p.kv_heads, h = bh % p.kv_heads;
   std::vector<float> x;
   std::vector<std::uint8_t> bad;
@@ -345,9 +345,9 @@ void q_head(const Stage& st, const TensorRef& q, std::int64_t bh, QuantizedHost&
   const detail::Problem& p = st.p;
   const kernels::QuantBuffers& L = st.L;
   const kernels::QuantLayout& ql = L.layout;
-  const int d = p.d;
+  const int d = p.head_dim;
   const std::int64_t b = bh / p.q_heads, h = bh % p.q_heads;
-  const std::int64_t hk = h / p.group;
+  const std::int64_t hk = h / p.group();
   std::vector<float> x;
   std::vector<std::uint8_t> bad;
   detail::load_head(q, b, h, x);
@@ -394,10 +394,10 @@ QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const Tenso
                              const KernelConfig& config, const QuantizeOptions& opt) {
   const detail::Problem p = detail::check_qkv(q, k, v);
   const kernels::KernelSpec spec = kernel_spec(config);
-  if (spec.head_dim != p.d)
-    detail::bad_arg("config.head_dim=" + std::to_string(spec.head_dim) + " != q.dim=" + std::to_string(p.d));
-  if (p.dv != p.d)
-    detail::bad_arg("v.dim=" + std::to_string(p.dv) + " != q.dim=" + std::to_string(p.d) + " (the kernels need equal head dims)");
+  if (spec.head_dim != p.head_dim)
+    detail::bad_arg("config.head_dim=" + std::to_string(spec.head_dim) + " != q.dim=" + std::to_string(p.head_dim));
+  if (p.dv != p.head_dim)
+    detail::bad_arg("v.dim=" + std::to_string(p.dv) + " != q.dim=" + std::to_string(p.head_dim) + " (the kernels need equal head dims)");
   {
     kernels::KernelSpec check = spec;   // reuse the kernels' own validation (the tensors may be f32)
     check.in_dtype = DType::F16;
