@@ -50,11 +50,7 @@ struct TimingBench::Layout {
 
 TimingBench::Layout TimingBench::layout_for(const TimingProblem& p, const kernels::KernelSpec& spec) {
   kernels::QuantProblem qp;
-  qp.batch = p.batch;
-  qp.q_heads = p.q_heads;
-  qp.kv_heads = p.kv_heads;
-  qp.q_len = p.q_len;
-  qp.kv_len = p.kv_len;
+  static_cast<kernels::ProblemShape&>(qp) = p;
   qp.head_dim = spec.head_dim;
   Layout w;
   w.b = kernels::quant_buffers(qp, spec);

@@ -29,14 +29,14 @@
 #include <string>
 #include <vector>
 
+#include "kernels/problem.hpp"
 #include "plan/candidates.hpp"
 #include "runtime/context_impl.hpp"
 
 namespace sage2::autotune {
 
-struct TimingProblem {
-  std::int64_t batch = 4, q_heads = 32, kv_heads = 32, q_len = 4096, kv_len = 4096;
-};
+// The problem a candidate is timed on (its head dim: the specialisation's).
+using TimingProblem = kernels::ProblemShape;
 
 struct TimingOptions {
   int warmup = 2;

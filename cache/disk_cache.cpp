@@ -21,14 +21,7 @@
 
 namespace sage2::cache {
 namespace {
-using base::fs::errno_text;
-using base::fs::Fd;
-using base::fs::get_u32;
-using base::fs::get_u64;
-using base::fs::join;
-using base::fs::make_dirs;
-using base::fs::parent_dir;
-using base::fs::put_u64;
+using namespace base::fs;  // the file utilities this file is built on
 
 constexpr char kBundleMagic[8] = {'S', '2', 'B', 'U', 'N', 'D', 'L', 'E'};
 constexpr const char* kTempPrefix = ".tmp-";

@@ -14,10 +14,7 @@
 
 namespace sage2::cache {
 namespace {
-using base::fs::get_u32;
-using base::fs::get_u64;
-using base::fs::put_u32;
-using base::fs::put_u64;
+using namespace base::fs;  // the file utilities this file is built on
 
 using json = nlohmann::json;
 

@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "kernels/kernel_spec.hpp"
+#include "kernels/problem.hpp"
 #include "kernels/launch.hpp"
 #include "templates/decode_params.cuh"
 
@@ -28,14 +29,11 @@ namespace sage2::kernels {
 constexpr int kDecodeMaxHeadDim = 256;
 
 // The problem, as the direct path sees it (plan's AttentionProblem, without the quantize options).
-struct DecodeProblem {
-  std::int64_t batch = 0, q_heads = 0, kv_heads = 0, q_len = 0, kv_len = 0;
-  int head_dim = 0;
+struct DecodeProblem : ProblemShape {
   DType dtype = DType::F16;
   CausalMode causal = CausalMode::None;
   bool return_lse = false;
   float sm_scale = 0;
-  std::int64_t group() const { return q_heads / kv_heads; }
   std::int64_t rows() const { return q_len * group(); }  // R: query rows per kv head
 };
 

@@ -47,6 +47,7 @@
 #include <cstdint>
 
 #include "kernels/kernel_spec.hpp"
+#include "kernels/problem.hpp"
 #include "kernels/quant_layout.hpp"
 
 namespace sage2::kernels {
@@ -56,9 +57,7 @@ namespace sage2::kernels {
 // spec or any quantize spec derived from it.
 int quantize_stats_chunk(const KernelSpec& spec);
 
-struct QuantProblem {
-  std::int64_t batch = 1, q_heads = 1, kv_heads = 1, q_len = 1, kv_len = 1;
-  int head_dim = 128;
+struct QuantProblem : ProblemShape {
   // Varlen calls (sage2::SeqLens): batch = the number of sequences. Packed: the tensors are views
   // with batch 1 of total_q / total_k tokens and q_len / kv_len only plan the tile; key padding:
   // the tensors are [batch, H, q_len | kv_len, d] and total_* = batch · q_len | kv_len.

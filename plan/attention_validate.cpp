@@ -176,12 +176,7 @@ AttentionProblem validate_attention(const TensorRef& q, const TensorRef& k, cons
                                             ") has no FP8 tensor cores (sm_89 and newer); use Fp16 or Auto");
 
   AttentionProblem p;
-  p.batch = q.batch;
-  p.q_heads = q.heads;
-  p.kv_heads = k.heads;
-  p.q_len = q.seq;
-  p.kv_len = k.seq;
-  p.head_dim = static_cast<int>(q.dim);
+  static_cast<kernels::ProblemShape&>(p) = {q.batch, q.heads, k.heads, q.seq, k.seq, static_cast<int>(q.dim)};
   p.dtype = q.dtype;
   p.causal = params.causal;
   p.qk_bits = bits != 0 ? bits : kernels::default_qk_bits(arch);

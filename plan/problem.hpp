@@ -1,18 +1,20 @@
 // The problem one attention call describes, after validation and defaulting
 // (plan/attention_validate.hpp makes it); the planner, the direct-path rule, the tuning key and
-// the stages read it.
+// the stages read it. Its sizes are a kernels::ProblemShape, shared with every other problem
+// description.
 #pragma once
 
 #include <cstdint>
 
+#include "kernels/decode.hpp"
+#include "kernels/problem.hpp"
+#include "kernels/quant_buffers.hpp"
 #include "sage2/sage2.hpp"
 
 namespace sage2::plan {
 
 // The problem an attention call describes, after validation and defaulting.
-struct AttentionProblem {
-  std::int64_t batch = 0, q_heads = 0, kv_heads = 0, q_len = 0, kv_len = 0;
-  int head_dim = 0;
+struct AttentionProblem : kernels::ProblemShape {
   DType dtype = DType::F16;
   CausalMode causal = CausalMode::None;
   int qk_bits = 8;
@@ -31,6 +33,11 @@ struct AttentionProblem {
   // The direct (unquantized) small-Nq path computes the call (plan/direct_rule.hpp: the rule and
   // AttentionParams::small_q_path); the quantize options above then do not apply.
   bool direct = false;
+
+  // The same call as the quantize buffers and the direct path describe it (the one place these
+  // conversions live).
+  kernels::QuantProblem quant_problem() const;
+  kernels::DecodeProblem decode_problem() const;
 };
 
 }  // namespace sage2::plan

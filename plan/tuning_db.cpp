@@ -32,11 +32,7 @@
 
 namespace sage2::plan {
 namespace {
-using base::fs::errno_text;
-using base::fs::Fd;
-using base::fs::join;
-using base::fs::make_dirs;
-using base::fs::parent_dir;
+using namespace base::fs;  // the file utilities this file is built on
 
 using nlohmann::json;
 

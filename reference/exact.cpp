@@ -28,7 +28,7 @@ double dot4(const double* a, const double* b, int n) {
 ExactResult exact_attention(const TensorRef& q, const TensorRef& k, const TensorRef& v,
                             const AttentionOptions& opt) {
   const detail::Problem p = detail::check_qkv(q, k, v);
-  const double sm = opt.sm_scale.value_or(1.0 / std::sqrt(static_cast<double>(p.d)));
+  const double sm = opt.sm_scale.value_or(1.0 / std::sqrt(static_cast<double>(p.head_dim)));
   if (!std::isfinite(sm) || sm == 0.0) detail::bad_arg("sm_scale=" + std::to_string(sm) + " must be finite and non-zero");
   if (opt.causal != CausalMode::None && opt.causal != CausalMode::TopLeft && opt.causal != CausalMode::BottomRight)
     detail::bad_arg("causal=" + std::to_string(static_cast<int>(opt.causal)) + " is not a CausalMode");
@@ -43,14 +43,14 @@ ExactResult exact_attention(const TensorRef& q, const TensorRef& k, const Tensor
 
   // K and V of every (batch, kv head) in double, loaded once.
   const std::int64_t nk = p.kv_len;
-  std::vector<double> kd(static_cast<std::size_t>(p.batch * p.kv_heads * nk * p.d));
+  std::vector<double> kd(static_cast<std::size_t>(p.batch * p.kv_heads * nk * p.head_dim));
   std::vector<double> vd(static_cast<std::size_t>(p.batch * p.kv_heads * nk * p.dv));
   detail::parallel_for(p.batch * p.kv_heads, opt.threads, [&](std::int64_t bh) {
     const std::int64_t b = bh / p.kv_heads, h = bh % p.kv_heads;
-    double* kp = kd.data() + bh * nk * p.d;
+    double* kp = kd.data() + bh * nk * p.head_dim;
     double* vp = vd.data() + bh * nk * p.dv;
     for (std::int64_t n = 0; n < nk; ++n) {
-      for (int c = 0; c < p.d; ++c) kp[n * p.d + c] = load(k, b, h, n, c);
+      for (int c = 0; c < p.head_dim; ++c) kp[n * p.head_dim + c] = load(k, b, h, n, c);
       for (int c = 0; c < p.dv; ++c) vp[n * p.dv + c] = load(v, b, h, n, c);
     }
   });
@@ -61,14 +61,14 @@ ExactResult exact_attention(const TensorRef& q, const TensorRef& k, const Tensor
     const std::int64_t chunk = item % chunks;
     const std::int64_t bh = item / chunks;
     const std::int64_t b = bh / p.q_heads, h = bh % p.q_heads;
-    const std::int64_t hk = h / p.group;
-    const double* kp = kd.data() + (b * p.kv_heads + hk) * nk * p.d;
+    const std::int64_t hk = h / p.group();
+    const double* kp = kd.data() + (b * p.kv_heads + hk) * nk * p.head_dim;
     const double* vp = vd.data() + (b * p.kv_heads + hk) * nk * p.dv;
     // kRows query rows at a time, keys in the outer loop: each K/V row is read once per chunk.
     const std::int64_t i0 = chunk * kRows;
     const auto rows = static_cast<int>(std::min(p.q_len, i0 + kRows) - i0);
     auto S = [](std::int64_t x) { return static_cast<std::size_t>(x); };
-    std::vector<double> qrows(S(rows * p.d)), s(S(rows * nk)), acc(S(rows * p.dv), 0.0);
+    std::vector<double> qrows(S(rows * p.head_dim)), s(S(rows * nk)), acc(S(rows * p.dv), 0.0);
     std::vector<std::int64_t> j_end(S(rows));
     std::int64_t j_max = 0;
     for (int r = 0; r < rows; ++r) {
@@ -78,11 +78,11 @@ ExactResult exact_attention(const TensorRef& q, const TensorRef& k, const Tensor
       if (opt.causal == CausalMode::BottomRight) e = std::min(nk, i + nk - p.q_len + 1);
       j_end[S(r)] = e;
       j_max = std::max(j_max, e);
-      for (int c = 0; c < p.d; ++c) qrows[S(r * p.d + c)] = load(q, b, h, i, c);
+      for (int c = 0; c < p.head_dim; ++c) qrows[S(r * p.head_dim + c)] = load(q, b, h, i, c);
     }
     for (std::int64_t j = 0; j < j_max; ++j)
       for (int r = 0; r < rows; ++r)
-        if (j < j_end[S(r)]) s[S(r * nk + j)] = sm * dot4(qrows.data() + r * p.d, kp + j * p.d, p.d);
+        if (j < j_end[S(r)]) s[S(r * nk + j)] = sm * dot4(qrows.data() + r * p.head_dim, kp + j * p.head_dim, p.head_dim);
     std::vector<double> l(S(rows), 0.0), m(S(rows));
     for (int r = 0; r < rows; ++r) {
       double mr = -std::numeric_limits<double>::infinity();

@@ -65,14 +65,8 @@ Problem check_qkv(const TensorRef& q, const TensorRef& k, const TensorRef& v) {
     bad_arg("q.heads=" + s(q.heads) + " is not a multiple of k.heads=" + s(k.heads) + " (GQA/MQA)");
   if (q.dim > (1 << 20) || v.dim > (1 << 20)) bad_arg("head dim=" + s(q.dim) + " is too large");
   Problem p;
-  p.batch = q.batch;
-  p.q_heads = q.heads;
-  p.kv_heads = k.heads;
-  p.q_len = q.seq;
-  p.kv_len = k.seq;
-  p.d = static_cast<int>(q.dim);
+  static_cast<kernels::ProblemShape&>(p) = {q.batch, q.heads, k.heads, q.seq, k.seq, static_cast<int>(q.dim)};
   p.dv = static_cast<int>(v.dim);
-  p.group = q.heads / k.heads;
   return p;
 }
 

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/problem.hpp"
+#include "kernels/quant_buffers.hpp"
 #include "sage2/reference.hpp"
 
 namespace sage2::reference::detail {
@@ -18,11 +20,17 @@ namespace sage2::reference::detail {
 // Exceptions thrown by fn are rethrown (the first one) after all workers stopped.
 void parallel_for(std::int64_t n, int threads, const std::function<void(std::int64_t)>& fn);
 
-// Shapes shared by exact attention, the quantize stage and the emulation.
-struct Problem {
-  std::int64_t batch = 0, q_heads = 0, kv_heads = 0, q_len = 0, kv_len = 0;
-  int d = 0, dv = 0;
-  std::int64_t group = 1;   // q_heads / kv_heads
+// Shapes shared by exact attention, the quantize stage and the emulation: the sizes of q/k/v
+// (head_dim: q's and k's; dv: v's), a kernels::ProblemShape like every problem description of the
+// library.
+struct Problem : kernels::ProblemShape {
+  int dv = 0;
+  // The sizes as the kernels' buffer layout takes them (dense: no varlen, no mask).
+  kernels::QuantProblem quant_problem() const {
+    kernels::QuantProblem qp;
+    static_cast<kernels::ProblemShape&>(qp) = shape();
+    return qp;
+  }
 };
 // Validates q/k/v (names them in messages) and returns the shapes.
 Problem check_qkv(const TensorRef& q, const TensorRef& k, const TensorRef& v);

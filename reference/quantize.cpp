@@ -164,32 +164,23 @@ float QuantizedHost::v_value(std::int64_t b, std::int64_t h, std::int64_t n, int
   return layout.v_code_bytes == 2 ? half_to_float(v_code16(b, h, n, c)) : fp8_to_float(v_code(b, h, n, c), Fp8Format::E4M3);
 }
 
-QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const TensorRef& v,
-                             const KernelConfig& config, const QuantizeOptions& opt) {
-  const detail::Problem p = detail::check_qkv(q, k, v);
-  const kernels::KernelSpec spec = kernel_spec(config);
-  if (spec.head_dim != p.d)
-    detail::bad_arg("config.head_dim=" + std::to_string(spec.head_dim) + " != q.dim=" + std::to_string(p.d));
-  if (p.dv != p.d)
-    detail::bad_arg("v.dim=" + std::to_string(p.dv) + " != q.dim=" + std::to_string(p.d) + " (the kernels need equal head dims)");
-  {
-    kernels::KernelSpec check = spec;   // reuse the kernels' own validation (the tensors may be f32)
-    check.in_dtype = DType::F16;
-    check.validate();
-  }
+namespace {
 
-  QuantizedHost qs;
-  kernels::QuantProblem qp;
-  qp.batch = p.batch;
-  qp.q_heads = p.q_heads;
-  qp.kv_heads = p.kv_heads;
-  qp.q_len = p.q_len;
-  qp.kv_len = p.kv_len;
-  qp.head_dim = p.d;
-  const kernels::QuantBuffers L = kernels::quant_buffers(qp, spec);
-  const kernels::QuantLayout& ql = L.layout;
-  qs.layout = stage_layout(L, kernel_config(spec));
-  auto sz = [](std::int64_t n) { return static_cast<std::size_t>(n); };
+std::size_t sz(std::int64_t n) { return static_cast<std::size_t>(n); }
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// What every head's work reads: the problem, the buffers' layout, the code range and the sum order.
+struct Stage {
+  const detail::Problem& p;
+  const kernels::QuantBuffers& L;
+  const QuantizeOptions& opt;
+  int R = 127;               // the code range: 127 (int8) or 7 (int4)
+  int stats_T = 0, stats_P = 0;  // the statistics' sum order (kernels/quant_buffers.hpp)
+};
+
+// The stage's buffers, sized by the layout and zero (flags: none bad).
+void allocate(QuantizedHost& qs, const Stage& st) {
+  const kernels::QuantBuffers& L = st.L;
   qs.q_codes.assign(sz(L.q_codes()), 0);
   qs.q_scale.assign(sz(L.q_scale()), 0.f);
   qs.q_mean.assign(sz(L.q_mean()), 0.f);
@@ -205,180 +196,234 @@ QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const Tenso
   qs.q_bad.assign(sz(L.q_bad()), 0);
   qs.k_first_bad.assign(sz(L.k_first_bad()), detail::kNoBad);
   qs.v_first_bad.assign(sz(L.v_first_bad()), detail::kNoBad);
-  const float inf = std::numeric_limits<float>::infinity();
-  if (opt.margins) {
-    qs.q_margin.assign(sz(p.batch * p.q_heads * L.q_len_pad * L.d_qk), inf);
-    qs.k_margin.assign(sz(p.batch * p.kv_heads * L.kv_len_pad * L.d_qk), inf);
-    qs.v_margin.assign(sz(p.batch * p.kv_heads * L.d_v * L.kv_len_pad), inf);
+  if (st.opt.margins) {
+    const detail::Problem& p = st.p;
+    qs.q_margin.assign(sz(p.batch * p.q_heads * L.q_len_pad * L.d_qk), kInf);
+    qs.k_margin.assign(sz(p.batch * p.kv_heads * L.kv_len_pad * L.d_qk), kInf);
+    qs.v_margin.assign(sz(p.batch * p.kv_heads * L.d_v * L.kv_len_pad), kInf);
   }
-  const int R = L.qk_bits == 4 ? 7 : 127;
-  const int d = p.d;
-  if (opt.fused_stats_order && opt.cluster_stats_order)
-    detail::bad_arg("QuantizeOptions: fused_stats_order and cluster_stats_order are exclusive");
-  // Both one-launch stages sum chunks with the fused CTA's rows per pass; split walks one chunk.
-  const int stats_T = opt.fused_stats_order     ? kernels::quantize_stats_chunk(spec)
-                      : opt.cluster_stats_order ? static_cast<int>(kernels::quantize_cluster_plan(L).chunk)
-                                                : static_cast<int>(std::min<std::int64_t>(p.kv_len, 1 << 30));
-  const int stats_P = opt.fused_stats_order || opt.cluster_stats_order ? kernels::quantize_stats_rows_per_pass(spec)
-                                                                       : kernels::quantize_split_stats_rows_per_pass(spec);
+}
 
-  // ---- K and V: statistics, means, codes (one work item per batch × kv head) ----------------
-  detail::parallel_for(p.batch * p.kv_heads, opt.threads, [&](std::int64_t bh) {
-    const std::int64_t b = bh / p.kv_heads, h = bh % p.kv_heads;
-    std::vector<float> x;
-    std::vector<std::uint8_t> bad;
-    std::vector<float> sum(sz(d)), mn(sz(d)), mx(sz(d));
-    // K statistics and k̄ (non-finite elements read as 0; the first row holding one is recorded)
-    detail::load_head(k, b, h, x);
-    if (detail::sanitize(x, bad) > 0) {
-      for (std::int64_t n = 0; n < p.kv_len && qs.k_first_bad[sz(bh)] == detail::kNoBad; ++n)
-        for (int c = 0; c < d; ++c)
-          if (bad[sz(n * d + c)]) qs.k_first_bad[sz(bh)] = static_cast<std::int32_t>(n);
-    }
-    detail::channel_stats(x, p.kv_len, d, sum.data(), mn.data(), mx.data());
-    stage_sums(x, p.kv_len, d, stats_T, stats_P, sum.data());
-    float* ks = qs.k_stats.data() + bh * 3 * L.d_qk;
-    float* km = qs.k_mean.data() + bh * L.d_qk;
-    const auto kv_len_f = static_cast<float>(p.kv_len);
+// Per-channel statistics of one head (sum in the stage's order, min, max) into stats [3][width]
+// and the mean (when `smooth`) into mean.
+void head_stats(const Stage& st, const std::vector<float>& x, int width, bool smooth, float* stats, float* mean) {
+  const int d = st.p.head_dim;
+  std::vector<float> sum(sz(d)), mn(sz(d)), mx(sz(d));
+  detail::channel_stats(x, st.p.kv_len, d, sum.data(), mn.data(), mx.data());
+  stage_sums(x, st.p.kv_len, d, st.stats_T, st.stats_P, sum.data());
+  const auto kv_len_f = static_cast<float>(st.p.kv_len);
+  for (int c = 0; c < d; ++c) {
+    stats[c] = sum[sz(c)];
+    stats[width + c] = mn[sz(c)];
+    stats[2 * width + c] = mx[sz(c)];
+    mean[c] = smooth ? sum[sz(c)] / kv_len_f : 0.f;
+  }
+}
+
+// Codes of one block of `rows` rows: per-thread groups, non-finite inputs' codes 0, packed.
+void quantize_block(const Stage& st, const float* x, std::int64_t rows, const std::vector<int>& groups, int n_groups,
+                    const std::uint8_t* bad, float* scales, float* margins, std::int8_t* packed) {
+  const kernels::QuantBuffers& L = st.L;
+  const int d = st.p.head_dim;
+  std::vector<std::int8_t> codes(sz(rows * L.d_qk));
+  detail::quantize_grouped(x, rows, d, d, L.d_qk, groups.data(), n_groups, st.R, codes.data(), scales, margins);
+  for (std::int64_t r = 0; r < rows; ++r) {
     for (int c = 0; c < d; ++c) {
-      ks[c] = sum[sz(c)];
-      ks[L.d_qk + c] = mn[sz(c)];
-      ks[2 * L.d_qk + c] = mx[sz(c)];
-      km[c] = L.smooth_k ? sum[sz(c)] / kv_len_f : 0.f;
+      if (!bad[r * d + c]) continue;   // a non-finite input's code is 0
+      codes[sz(r * L.d_qk + c)] = 0;
+      if (margins) margins[r * L.d_qk + c] = kInf;
     }
-    // K codes: x = float(K) - k̄, per-thread groups of each bk block
-    detail::smoothed_k(k, qs, b, h, x);
-    std::vector<int> groups(sz(ql.bk));
-    for (int r = 0; r < ql.bk; ++r) groups[sz(r)] = ql.k_group(r);
-    std::vector<std::int8_t> codes(sz(ql.bk * L.d_qk));
-    for (std::int64_t blk = 0; blk < L.k_blocks; ++blk) {
-      const std::int64_t n0 = blk * ql.bk;
-      const std::int64_t rows = std::min<std::int64_t>(ql.bk, p.kv_len - n0);
-      float* margins = opt.margins ? qs.k_margin.data() + (bh * L.kv_len_pad + n0) * L.d_qk : nullptr;
-      detail::quantize_grouped(x.data() + n0 * d, rows, d, d, L.d_qk, groups.data(), ql.k_groups_per_block(), R,
-                               codes.data(), qs.k_scale.data() + (bh * L.k_blocks + blk) * ql.k_groups_per_block(),
-                               margins);
-      for (std::int64_t r = 0; r < rows; ++r) {
-        for (int c = 0; c < d; ++c) {
-          if (!bad[sz((n0 + r) * d + c)]) continue;   // a non-finite input's code is 0
-          codes[sz(r * L.d_qk + c)] = 0;
-          if (margins) margins[r * L.d_qk + c] = inf;
-        }
-        pack_row(codes.data() + r * L.d_qk, L.d_qk, L.qk_bits,
-                 qs.k_codes.data() + (bh * L.kv_len_pad + n0 + r) * L.row_bytes);
-      }
-    }
-    // V statistics, mean, per-channel E4M3 codes (transposed [c][n]); first non-finite key per
-    // channel
-    detail::load_head(v, b, h, x);
-    if (detail::sanitize(x, bad) > 0) {
+    pack_row(codes.data() + r * L.d_qk, L.d_qk, L.qk_bits, packed + r * L.row_bytes);
+  }
+}
+
+// K of one (batch, kv head): statistics and k̄ (non-finite elements read as 0; the first row
+// holding one is recorded), then the codes of x = float(K) − k̄ in per-thread groups of each block.
+void k_head(const Stage& st, const TensorRef& k, std::int64_t bh, QuantizedHost& qs) {
+  const detail::Problem& p = st.p;
+  const kernels::QuantBuffers& L = st.L;
+  const kernels::QuantLayout& ql = L.layout;
+  const int d = p.head_dim;
+  const std::int64_t b = bh / p.kv_heads, h = bh % p.kv_heads;
+  std::vector<float> x;
+  std::vector<std::uint8_t> bad;
+  detail::load_head(k, b, h, x);
+  if (detail::sanitize(x, bad) > 0) {
+    for (std::int64_t n = 0; n < p.kv_len && qs.k_first_bad[sz(bh)] == detail::kNoBad; ++n)
       for (int c = 0; c < d; ++c)
-        for (std::int64_t n = 0; n < p.kv_len; ++n)
-          if (bad[sz(n * d + c)]) {
-            qs.v_first_bad[sz(bh * L.d_v + c)] = static_cast<std::int32_t>(n);
-            break;
-          }
-    }
-    detail::channel_stats(x, p.kv_len, d, sum.data(), mn.data(), mx.data());
-    stage_sums(x, p.kv_len, d, stats_T, stats_P, sum.data());
-    float* vs = qs.v_stats.data() + bh * 3 * L.d_v;
-    float* vm = qs.v_mean.data() + bh * L.d_v;
-    for (int c = 0; c < d; ++c) {
-      vs[c] = sum[sz(c)];
-      vs[L.d_v + c] = mn[sz(c)];
-      vs[2 * L.d_v + c] = mx[sz(c)];
-      vm[c] = L.smooth_v ? sum[sz(c)] / kv_len_f : 0.f;
-    }
-    for (int c = 0; c < d; ++c) {
-      const float amax = detail::v_amax(qs, b, h, c);
-      if (ql.v_fp16) {  // FP16 V̂: a power-of-two scale (1 unless |V - μ| reaches 2^15), fp16 codes
-        const bool ok = amax > 0.f && std::isfinite(amax);
-        const float delta = ok ? detail::v16_scale(amax) : (amax == 0.f ? 1.f : amax);
-        qs.v_scale[sz(bh * L.d_v + c)] = delta;
-        const float inv = ok ? 1.f / delta : 0.f;
-        std::uint8_t* out = qs.v_codes.data() + 2 * (bh * L.d_v + c) * L.kv_len_pad;
-        float* mrow = opt.margins ? qs.v_margin.data() + (bh * L.d_v + c) * L.kv_len_pad : nullptr;
-        for (std::int64_t n = 0; n < p.kv_len; ++n) {
-          const std::int64_t slot = (n & ~std::int64_t(15)) + ql.v_slot(static_cast<int>(n & 15));
-          std::uint16_t code = 0;
-          if (!bad[sz(n * d + c)]) code = float_to_half((x[sz(n * d + c)] - vm[c]) * inv);
-          out[2 * slot] = static_cast<std::uint8_t>(code & 0xff);
-          out[2 * slot + 1] = static_cast<std::uint8_t>(code >> 8);
-          if (mrow) mrow[slot] = bad[sz(n * d + c)] ? inf : half_margin((x[sz(n * d + c)] - vm[c]) * inv);
-        }
-        continue;
-      }
-      qs.v_scale[sz(bh * L.d_v + c)] = amax / 448.f;
-      const float inv = (amax > 0.f && std::isfinite(amax)) ? 448.f / amax : 0.f;
-      std::uint8_t* out = qs.v_codes.data() + (bh * L.d_v + c) * L.kv_len_pad;
-      float* mrow = opt.margins ? qs.v_margin.data() + (bh * L.d_v + c) * L.kv_len_pad : nullptr;
-      for (std::int64_t n = 0; n < p.kv_len; ++n) {
-        const int slot = ql.v_slot(static_cast<int>(n));  // stored column (the kernels' order)
-        if (bad[sz(n * d + c)]) {   // non-finite input: code 0 (+0.0), no rounding boundary
-          out[slot] = 0;
-          if (mrow) mrow[slot] = inf;
-          continue;
-        }
-        const float t = (x[sz(n * d + c)] - vm[c]) * inv;
-        out[slot] = float_to_fp8(t, Fp8Format::E4M3);
-        if (mrow) mrow[slot] = fp8_margin(t, Fp8Format::E4M3);
-      }
-    }
-  });
+        if (bad[sz(n * d + c)]) qs.k_first_bad[sz(bh)] = static_cast<std::int32_t>(n);
+  }
+  head_stats(st, x, L.d_qk, L.smooth_k, qs.k_stats.data() + bh * 3 * L.d_qk, qs.k_mean.data() + bh * L.d_qk);
+  detail::smoothed_k(k, qs, b, h, x);
+  std::vector<int> groups(sz(ql.bk));
+  for (int r = 0; r < ql.bk; ++r) groups[sz(r)] = ql.k_group(r);
+  for (std::int64_t blk = 0; blk < L.k_blocks; ++blk) {
+    const std::int64_t n0 = blk * ql.bk;
+    const std::int64_t rows = std::min<std::int64_t>(ql.bk, p.kv_len - n0);
+    quantize_block(st, x.data() + n0 * d, rows, groups, ql.k_groups_per_block(), bad.data() + n0 * d,
+                   qs.k_scale.data() + (bh * L.k_blocks + blk) * ql.k_groups_per_block(),
+                   st.opt.margins ? qs.k_margin.data() + (bh * L.kv_len_pad + n0) * L.d_qk : nullptr,
+                   qs.k_codes.data() + (bh * L.kv_len_pad + n0) * L.row_bytes);
+  }
+}
 
-  // ---- Q: block means, codes, q·k̄ (one work item per batch × q head) ------------------------
-  detail::parallel_for(p.batch * p.q_heads, opt.threads, [&](std::int64_t bh) {
-    const std::int64_t b = bh / p.q_heads, h = bh % p.q_heads;
-    const std::int64_t hk = h / p.group;
-    std::vector<float> x;
-    std::vector<std::uint8_t> bad;
-    detail::load_head(q, b, h, x);
-    if (detail::sanitize(x, bad) > 0) {   // non-finite elements read as 0; rows flagged
-      for (std::int64_t i = 0; i < p.q_len; ++i)
-        for (int c = 0; c < d; ++c)
-          if (bad[sz(i * d + c)]) qs.q_bad[sz(bh * L.q_len_pad + i)] = 1;
+// V̂ of channel c in FP16: a power-of-two scale (1 unless |V − μ| reaches 2^15), fp16 codes in
+// the layout's slots.
+void v_channel_fp16(const Stage& st, const std::vector<float>& x, const std::vector<std::uint8_t>& bad,
+                    std::int64_t bh, int c, float amax, float mu, QuantizedHost& qs) {
+  const kernels::QuantBuffers& L = st.L;
+  const int d = st.p.head_dim;
+  const bool ok = amax > 0.f && std::isfinite(amax);
+  const float delta = ok ? detail::v16_scale(amax) : (amax == 0.f ? 1.f : amax);
+  qs.v_scale[sz(bh * L.d_v + c)] = delta;
+  const float inv = ok ? 1.f / delta : 0.f;
+  std::uint8_t* out = qs.v_codes.data() + 2 * (bh * L.d_v + c) * L.kv_len_pad;
+  float* mrow = st.opt.margins ? qs.v_margin.data() + (bh * L.d_v + c) * L.kv_len_pad : nullptr;
+  for (std::int64_t n = 0; n < st.p.kv_len; ++n) {
+    const std::int64_t slot = (n & ~std::int64_t(15)) + L.layout.v_slot(static_cast<int>(n & 15));
+    std::uint16_t code = 0;
+    if (!bad[sz(n * d + c)]) code = float_to_half((x[sz(n * d + c)] - mu) * inv);
+    out[2 * slot] = static_cast<std::uint8_t>(code & 0xff);
+    out[2 * slot + 1] = static_cast<std::uint8_t>(code >> 8);
+    if (mrow) mrow[slot] = bad[sz(n * d + c)] ? kInf : half_margin((x[sz(n * d + c)] - mu) * inv);
+  }
+}
+
+// V̂ of channel c in E4M3: scale amax/448, codes in the kernels' stored order.
+void v_channel_fp8(const Stage& st, const std::vector<float>& x, const std::vector<std::uint8_t>& bad,
+                   std::int64_t bh, int c, float amax, float mu, QuantizedHost& qs) {
+  const kernels::QuantBuffers& L = st.L;
+  const int d = st.p.head_dim;
+  qs.v_scale[sz(bh * L.d_v + c)] = amax / 448.f;
+  const float inv = (amax > 0.f && std::isfinite(amax)) ? 448.f / amax : 0.f;
+  std::uint8_t* out = qs.v_codes.data() + (bh * L.d_v + c) * L.kv_len_pad;
+  float* mrow = st.opt.margins ? qs.v_margin.data() + (bh * L.d_v + c) * L.kv_len_pad : nullptr;
+  for (std::int64_t n = 0; n < st.p.kv_len; ++n) {
+    const int slot = L.layout.v_slot(static_cast<int>(n));  // stored column (the kernels' order)
+    if (bad[sz(n * d + c)]) {   // non-finite input: code 0 (+0.0), no rounding boundary
+      out[slot] = 0;
+      if (mrow) mrow[slot] = kInf;
+      continue;
     }
-    const float* km = qs.k_mean.data() + (b * p.kv_heads + hk) * L.d_qk;
-    if (L.smooth_k) {
-      for (std::int64_t i = 0; i < p.q_len; ++i) {
-        double s = 0;
-        for (int c = 0; c < d; ++c) s += static_cast<double>(x[sz(i * d + c)]) * km[c];
-        qs.q_kbias[sz(bh * L.q_len_pad + i)] = static_cast<float>(s);
-      }
-    }
-    if (L.smooth_q) {
-      for (std::int64_t blk = 0; blk < L.q_blocks; ++blk) {
-        const std::int64_t i0 = blk * ql.bq;
-        const std::int64_t rows = std::min<std::int64_t>(ql.bq, p.q_len - i0);
-        float* qm = qs.q_mean.data() + (bh * L.q_blocks + blk) * L.d_qk;
-        for (int c = 0; c < d; ++c) {
-          double s = 0;
-          for (std::int64_t r = 0; r < rows; ++r) s += x[sz((i0 + r) * d + c)];
-          qm[c] = static_cast<float>(s) / static_cast<float>(rows);
+    const float t = (x[sz(n * d + c)] - mu) * inv;
+    out[slot] = float_to_fp8(t, Fp8Format::E4M3);
+    if (mrow) mrow[slot] = fp8_margin(t, Fp8Format::E4M3);
+  }
+}
+
+// V of one (batch, kv head): statistics, mean, per-channel codes (transposed [c][n]); the first
+// non-finite key per channel.
+void v_head(const Stage& st, const TensorRef& v, std::int64_t bh, QuantizedHost& qs) {
+  const detail::Problem& p = st.p;
+  const kernels::QuantBuffers& L = st.L;
+  const int d = p.head_dim;
+  const std::int64_t b = bh / p.kv_heads, h = bh % p.kv_heads;
+  std::vector<float> x;
+  std::vector<std::uint8_t> bad;
+  detail::load_head(v, b, h, x);
+  if (detail::sanitize(x, bad) > 0) {
+    for (int c = 0; c < d; ++c)
+      for (std::int64_t n = 0; n < p.kv_len; ++n)
+        if (bad[sz(n * d + c)]) {
+          qs.v_first_bad[sz(bh * L.d_v + c)] = static_cast<std::int32_t>(n);
+          break;
         }
-      }
+  }
+  float* vm = qs.v_mean.data() + bh * L.d_v;
+  head_stats(st, x, L.d_v, L.smooth_v, qs.v_stats.data() + bh * 3 * L.d_v, vm);
+  for (int c = 0; c < d; ++c) {
+    const float amax = detail::v_amax(qs, b, h, c);
+    if (L.layout.v_fp16)
+      v_channel_fp16(st, x, bad, bh, c, amax, vm[c], qs);
+    else
+      v_channel_fp8(st, x, bad, bh, c, amax, vm[c], qs);
+  }
+}
+
+// Q of one (batch, q head): non-finite rows flagged, q·k̄, block means (smooth-Q), codes.
+void q_head(const Stage& st, const TensorRef& q, std::int64_t bh, QuantizedHost& qs) {
+  const detail::Problem& p = st.p;
+  const kernels::QuantBuffers& L = st.L;
+  const kernels::QuantLayout& ql = L.layout;
+  const int d = p.head_dim;
+  const std::int64_t b = bh / p.q_heads, h = bh % p.q_heads;
+  const std::int64_t hk = h / p.group();
+  std::vector<float> x;
+  std::vector<std::uint8_t> bad;
+  detail::load_head(q, b, h, x);
+  if (detail::sanitize(x, bad) > 0) {   // non-finite elements read as 0; rows flagged
+    for (std::int64_t i = 0; i < p.q_len; ++i)
+      for (int c = 0; c < d; ++c)
+        if (bad[sz(i * d + c)]) qs.q_bad[sz(bh * L.q_len_pad + i)] = 1;
+  }
+  const float* km = qs.k_mean.data() + (b * p.kv_heads + hk) * L.d_qk;
+  if (L.smooth_k) {
+    for (std::int64_t i = 0; i < p.q_len; ++i) {
+      double s = 0;
+      for (int c = 0; c < d; ++c) s += static_cast<double>(x[sz(i * d + c)]) * km[c];
+      qs.q_kbias[sz(bh * L.q_len_pad + i)] = static_cast<float>(s);
     }
-    detail::smoothed_q(q, qs, b, h, x);
-    const std::vector<int> groups = kernels::q_group_table(ql);
-    std::vector<std::int8_t> codes(sz(ql.bq * L.d_qk));
+  }
+  if (L.smooth_q) {
     for (std::int64_t blk = 0; blk < L.q_blocks; ++blk) {
       const std::int64_t i0 = blk * ql.bq;
       const std::int64_t rows = std::min<std::int64_t>(ql.bq, p.q_len - i0);
-      float* margins = opt.margins ? qs.q_margin.data() + (bh * L.q_len_pad + i0) * L.d_qk : nullptr;
-      detail::quantize_grouped(x.data() + i0 * d, rows, d, d, L.d_qk, groups.data(), ql.q_groups_per_block(), R,
-                               codes.data(), qs.q_scale.data() + (bh * L.q_blocks + blk) * ql.q_groups_per_block(),
-                               margins);
-      for (std::int64_t r = 0; r < rows; ++r) {
-        for (int c = 0; c < d; ++c) {
-          if (!bad[sz((i0 + r) * d + c)]) continue;   // a non-finite input's code is 0
-          codes[sz(r * L.d_qk + c)] = 0;
-          if (margins) margins[r * L.d_qk + c] = inf;
-        }
-        pack_row(codes.data() + r * L.d_qk, L.d_qk, L.qk_bits,
-                 qs.q_codes.data() + (bh * L.q_len_pad + i0 + r) * L.row_bytes);
+      float* qm = qs.q_mean.data() + (bh * L.q_blocks + blk) * L.d_qk;
+      for (int c = 0; c < d; ++c) {
+        double s = 0;
+        for (std::int64_t r = 0; r < rows; ++r) s += x[sz((i0 + r) * d + c)];
+        qm[c] = static_cast<float>(s) / static_cast<float>(rows);
       }
     }
+  }
+  detail::smoothed_q(q, qs, b, h, x);
+  const std::vector<int> groups = kernels::q_group_table(ql);
+  for (std::int64_t blk = 0; blk < L.q_blocks; ++blk) {
+    const std::int64_t i0 = blk * ql.bq;
+    const std::int64_t rows = std::min<std::int64_t>(ql.bq, p.q_len - i0);
+    quantize_block(st, x.data() + i0 * d, rows, groups, ql.q_groups_per_block(), bad.data() + i0 * d,
+                   qs.q_scale.data() + (bh * L.q_blocks + blk) * ql.q_groups_per_block(),
+                   st.opt.margins ? qs.q_margin.data() + (bh * L.q_len_pad + i0) * L.d_qk : nullptr,
+                   qs.q_codes.data() + (bh * L.q_len_pad + i0) * L.row_bytes);
+  }
+}
+
+}  // namespace
+
+QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const TensorRef& v,
+                             const KernelConfig& config, const QuantizeOptions& opt) {
+  const detail::Problem p = detail::check_qkv(q, k, v);
+  const kernels::KernelSpec spec = kernel_spec(config);
+  if (spec.head_dim != p.head_dim)
+    detail::bad_arg("config.head_dim=" + std::to_string(spec.head_dim) + " != q.dim=" + std::to_string(p.head_dim));
+  if (p.dv != p.head_dim)
+    detail::bad_arg("v.dim=" + std::to_string(p.dv) + " != q.dim=" + std::to_string(p.head_dim) + " (the kernels need equal head dims)");
+  {
+    kernels::KernelSpec check = spec;   // reuse the kernels' own validation (the tensors may be f32)
+    check.in_dtype = DType::F16;
+    check.validate();
+  }
+  if (opt.fused_stats_order && opt.cluster_stats_order)
+    detail::bad_arg("QuantizeOptions: fused_stats_order and cluster_stats_order are exclusive");
+
+  const kernels::QuantBuffers L = kernels::quant_buffers(p.quant_problem(), spec);
+  Stage st{p, L, opt};
+  st.R = L.qk_bits == 4 ? 7 : 127;
+  // Both one-launch stages sum chunks with the fused CTA's rows per pass; split walks one chunk.
+  st.stats_T = opt.fused_stats_order     ? kernels::quantize_stats_chunk(spec)
+               : opt.cluster_stats_order ? static_cast<int>(kernels::quantize_cluster_plan(L).chunk)
+                                         : static_cast<int>(std::min<std::int64_t>(p.kv_len, 1 << 30));
+  st.stats_P = opt.fused_stats_order || opt.cluster_stats_order ? kernels::quantize_stats_rows_per_pass(spec)
+                                                                : kernels::quantize_split_stats_rows_per_pass(spec);
+  QuantizedHost qs;
+  qs.layout = stage_layout(L, kernel_config(spec));
+  allocate(qs, st);
+  // K then V per (batch, kv head); then Q per (batch, q head), which reads k̄.
+  detail::parallel_for(p.batch * p.kv_heads, opt.threads, [&](std::int64_t bh) {
+    k_head(st, k, bh, qs);
+    v_head(st, v, bh, qs);
   });
+  detail::parallel_for(p.batch * p.q_heads, opt.threads, [&](std::int64_t bh) { q_head(st, q, bh, qs); });
   return qs;
 }
 

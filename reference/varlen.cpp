@@ -184,8 +184,8 @@ EmulationResult emulate_attention_varlen(const TensorRef& q, const TensorRef& k,
   // Config and tensors are checked here too, not only by the dense calls (there may be none).
   const detail::Problem p = detail::check_qkv(q, k, v);
   const kernels::KernelSpec spec = kernel_spec(config);
-  if (spec.head_dim != p.d) bad_arg("config.head_dim=" + s(spec.head_dim) + " != q.dim=" + s(p.d));
-  if (p.dv != p.d) bad_arg("v.dim=" + s(p.dv) + " != q.dim=" + s(p.d) + " (the kernels need equal head dims)");
+  if (spec.head_dim != p.head_dim) bad_arg("config.head_dim=" + s(spec.head_dim) + " != q.dim=" + s(p.head_dim));
+  if (p.dv != p.head_dim) bad_arg("v.dim=" + s(p.dv) + " != q.dim=" + s(p.head_dim) + " (the kernels need equal head dims)");
   // The dense emulation per sequence: its quantize stage sees only that sequence's tokens, so the
   // Q blocks and per-thread groups start at the sequence's first token, the K mean (smooth-K), the
   // V channel scales and mean (and q̄ of smooth-Q) are that sequence's alone, and the causal mask is

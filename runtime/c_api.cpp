@@ -19,38 +19,24 @@ namespace sage2 {
 std::string build_commit() { return SAGE2_BUILD_COMMIT; }
 }  // namespace sage2
 
-struct sage2_context {
-  sage2::Context cpp;
-};
+namespace sage2::runtime::c_abi {
+std::string& last_error() {
+  thread_local std::string e;
+  return e;
+}
+
+void copy_out(const std::string& s, char* dst, size_t n) {
+  if (!dst || n == 0) return;
+  const size_t k = s.size() < n - 1 ? s.size() : n - 1;
+  std::memcpy(dst, s.data(), k);
+  dst[k] = '\0';
+}
+}  // namespace sage2::runtime::c_abi
 
 namespace {
-thread_local std::string g_last_error;
-
-template <class F>
-sage2_status guarded(F&& f) {
-  try {
-    f();
-    g_last_error.clear();
-    return SAGE2_OK;
-  } catch (const sage2::Error& e) {
-    g_last_error = e.what();
-    return static_cast<sage2_status>(e.code());
-  } catch (const std::bad_alloc&) {
-    g_last_error = "sage2 out_of_memory: host allocation failed";
-    return SAGE2_ERROR_OUT_OF_MEMORY;
-  } catch (const std::exception& e) {
-    g_last_error = std::string("sage2 internal: ") + e.what();
-    return SAGE2_ERROR_INTERNAL;
-  } catch (...) {
-    g_last_error = "sage2 internal: unknown exception";
-    return SAGE2_ERROR_INTERNAL;
-  }
-}
-
-void require(bool ok, const char* what) {
-  if (!ok) throw sage2::Error(sage2::ErrorCode::InvalidArgument, what);
-}
-
+using sage2::runtime::c_abi::copy_out;
+using sage2::runtime::c_abi::guarded;
+using sage2::runtime::c_abi::require;
 // Options in C: SAGE2_FROM_ENV (or a NULL cache_dir) leaves a field unset, so the environment
 // gives it; anything else outside the enum is the caller's mistake and is named.
 sage2::ContextOptions to_cpp(const sage2_context_options* o) {
@@ -81,17 +67,11 @@ void to_c(const sage2::ContextOptions& resolved, sage2_context_options* o) {
 
 thread_local sage2::ContextOptions g_resolved;  // what sage2_context_options_resolve's cache_dir points into
 
-void copy_out(const std::string& s, char* dst, size_t n) {
-  if (!dst || n == 0) return;
-  const size_t k = s.size() < n - 1 ? s.size() : n - 1;
-  std::memcpy(dst, s.data(), k);
-  dst[k] = '\0';
-}
 }  // namespace
 
 extern "C" {
 
-const char* sage2_last_error(void) { return g_last_error.c_str(); }
+const char* sage2_last_error(void) { return sage2::runtime::c_abi::last_error().c_str(); }
 
 const char* sage2_status_name(sage2_status s) {
   return sage2::error_code_name(static_cast<sage2::ErrorCode>(s));

@@ -17,21 +17,7 @@ std::size_t align256(std::size_t n) { return (n + 255) / 256 * 256; }
 void layout_call_plan(const plan::AttentionProblem& problem, const kernels::KernelSpec& spec, CallPlan& p) {
   p.problem = problem;
   p.spec = spec;
-  kernels::QuantProblem qp;
-  qp.batch = problem.batch;
-  qp.q_heads = problem.q_heads;
-  qp.kv_heads = problem.kv_heads;
-  qp.q_len = problem.q_len;
-  qp.kv_len = problem.kv_len;
-  qp.head_dim = problem.head_dim;
-  qp.varlen = problem.varlen;
-  qp.packed = problem.packed;
-  qp.total_q = problem.total_q;
-  qp.total_k = problem.total_k;
-  qp.mask = problem.mask;
-  qp.mask_batch = problem.mask_per_batch ? problem.batch : 1;
-  qp.mask_heads = problem.mask_per_head ? problem.q_heads : 1;
-  p.buffers = kernels::quant_buffers(qp, p.spec);
+  p.buffers = kernels::quant_buffers(problem.quant_problem(), p.spec);
   p.quant_bytes = align256(p.buffers.offsets().total);
   p.delta_s_bytes = align256(runtime::delta_s_workspace_bytes(p.buffers));
   layout_attention_stage(spec, p.buffers, p.delta_s_bytes, p.attention);

@@ -2,24 +2,9 @@
 
 namespace sage2::runtime {
 
-kernels::DecodeProblem decode_problem(const plan::AttentionProblem& p) {
-  kernels::DecodeProblem d;
-  d.batch = p.batch;
-  d.q_heads = p.q_heads;
-  d.kv_heads = p.kv_heads;
-  d.q_len = p.q_len;
-  d.kv_len = p.kv_len;
-  d.head_dim = p.head_dim;
-  d.dtype = p.dtype;
-  d.causal = p.causal;
-  d.return_lse = p.return_lse;
-  d.sm_scale = p.sm_scale;
-  return d;
-}
-
 void layout_decode_stage(const plan::AttentionProblem& problem, kernels::Arch arch, const kernels::DecodeDevice& device,
                          DecodeStagePlan& plan) {
-  plan.problem = decode_problem(problem);
+  plan.problem = problem.decode_problem();
   plan.layout = kernels::decode_layout(plan.problem, arch, device);
   plan.split = {};
   plan.merge = {};

@@ -16,9 +16,6 @@ struct DecodeStagePlan {
   KernelLaunch split, merge;  // merge.kernel stays null without a merge
 };
 
-// The direct path's view of a validated problem.
-kernels::DecodeProblem decode_problem(const plan::AttentionProblem& p);
-
 // The pure-host part: tile, splits, workspace, launch shapes for this device. Throws like
 // kernels::decode_layout.
 void layout_decode_stage(const plan::AttentionProblem& problem, kernels::Arch arch, const kernels::DecodeDevice& device,

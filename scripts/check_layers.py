@@ -64,9 +64,8 @@ def layer_of_include(target, layers):
     return layer_of_file(target, layers)
 
 
-def scan(root, layers):
-    edges = {}          # (src, dst) -> [file:line]
-    bad = []
+def includes(root, layers):
+    """Every #include "..." of the layers' files: (file relative to root, line number, target)."""
     for layer in layers:
         base = os.path.join(root, folder(layer))
         if not os.path.isdir(base):
@@ -76,35 +75,40 @@ def scan(root, layers):
                 if not name.endswith(EXTS):
                     continue
                 rel = os.path.relpath(os.path.join(dirpath, name), root)
-                src = layer_of_file(rel, layers)
                 with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as fh:
                     for lineno, line in enumerate(fh, 1):
                         m = INCLUDE.match(line)
-                        if not m:
-                            continue
-                        target = m.group(1)
-                        where = f"{rel}:{lineno}"
-                        if target.startswith("../") or "/../" in target:
-                            bad.append(f"{where}: includes \"{target}\": no '..' in an include "
-                                       "(name the folder: \"layer/file\")")
-                            continue
-                        if rel.startswith("include/") and not target.startswith("sage2/"):
-                            bad.append(f"{where}: public header includes internal \"{target}\": "
-                                       "a public header includes only \"sage2/...\"")
-                            continue
-                        if "/" not in target:
-                            continue  # same-folder include ("quantize_params.cuh" in templates/)
-                        dst = layer_of_include(target, layers)
-                        if dst is None:
-                            top = target.split("/")[0]
-                            if os.path.isdir(os.path.join(root, top)):
-                                bad.append(f"{where}: includes \"{target}\": folder '{top}' is "
-                                           "not a layer of cmake/layers.txt")
-                            continue
-                        edges.setdefault((src, dst), []).append(where)
-                        if dst != src and dst not in layers[src]:
-                            bad.append(f"{where}: {src} -> {dst} (\"{target}\") is not allowed; "
-                                       f"{src} may include: {', '.join(layers[src]) or 'nothing'}")
+                        if m:
+                            yield rel, lineno, m.group(1)
+
+
+def scan(root, layers):
+    edges = {}          # (src, dst) -> [file:line]
+    bad = []
+    for rel, lineno, target in includes(root, layers):
+        src = layer_of_file(rel, layers)
+        where = f"{rel}:{lineno}"
+        if target.startswith("../") or "/../" in target:
+            bad.append(f"{where}: includes \"{target}\": no '..' in an include "
+                       "(name the folder: \"layer/file\")")
+            continue
+        if rel.startswith("include/") and not target.startswith("sage2/"):
+            bad.append(f"{where}: public header includes internal \"{target}\": "
+                       "a public header includes only \"sage2/...\"")
+            continue
+        if "/" not in target:
+            continue  # same-folder include ("quantize_params.cuh" in templates/)
+        dst = layer_of_include(target, layers)
+        if dst is None:
+            top = target.split("/")[0]
+            if os.path.isdir(os.path.join(root, top)):
+                bad.append(f"{where}: includes \"{target}\": folder '{top}' is "
+                           "not a layer of cmake/layers.txt")
+            continue
+        edges.setdefault((src, dst), []).append(where)
+        if dst != src and dst not in layers[src]:
+            bad.append(f"{where}: {src} -> {dst} (\"{target}\") is not allowed; "
+                       f"{src} may include: {', '.join(layers[src]) or 'nothing'}")
     return edges, bad
 
 
@@ -116,31 +120,17 @@ def unit_of(rel):
 def scan_units(root, layers):
     """Include edges between units of the same folder: {(unit, unit): first file:line}."""
     edges = {}
-    for layer in layers:
-        base = os.path.join(root, folder(layer))
-        if not os.path.isdir(base):
+    for rel, lineno, target in includes(root, layers):
+        here = os.path.dirname(rel)
+        if "/" not in target:           # same-folder include ("x.cuh")
+            target = os.path.join(here, target)
+        elif target.startswith("sage2/"):
+            target = "include/" + target
+        if os.path.dirname(target) != here:
             continue
-        for dirpath, _, files in os.walk(base):
-            for name in sorted(files):
-                if not name.endswith(EXTS):
-                    continue
-                rel = os.path.relpath(os.path.join(dirpath, name), root)
-                here = os.path.dirname(rel)
-                with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as fh:
-                    for lineno, line in enumerate(fh, 1):
-                        m = INCLUDE.match(line)
-                        if not m:
-                            continue
-                        target = m.group(1)
-                        if "/" not in target:           # same-folder include ("x.cuh")
-                            target = os.path.join(here, target)
-                        elif target.startswith("sage2/"):
-                            target = "include/" + target
-                        if os.path.dirname(target) != here:
-                            continue
-                        a, b = unit_of(rel), unit_of(target)
-                        if a != b:
-                            edges.setdefault((a, b), f"{rel}:{lineno}")
+        a, b = unit_of(rel), unit_of(target)
+        if a != b:
+            edges.setdefault((a, b), f"{rel}:{lineno}")
     return edges
 
 

@@ -38,6 +38,7 @@
 #include "plan/candidates.hpp"
 #include "autotune/prepare.hpp"
 #include "autotune/timing.hpp"
+#include "autotune/tune.hpp"
 #include "plan/tuning_db.hpp"
 #include "cache/disk_cache.hpp"
 #include "kernels/attention_family.hpp"
@@ -352,39 +353,21 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
+// The selection options as the library's specialisation grid (autotune/tune.hpp).
 std::vector<plan::Specialisation> specialisations(const Options& o, kernels::Arch arch) {
-  std::vector<plan::Specialisation> v;
-  for (int hd : o.head_dims)
-    for (CausalMode c : o.causal)
-      for (DType dt : o.dtypes)
-        for (int bits : o.bits)
-          for (PvPrecision pv : o.pv)
-          for (const auto& fam : o.families) {
-            plan::Specialisation s = plan::Specialisation::defaults(arch, hd, c, dt);
-            if (bits) s.qk_bits = bits;
-            if (pv != PvPrecision::Auto) s.pv_fp16 = pv == PvPrecision::Fp16;
-            s.smooth_q = o.smooth_q == Toggle::Auto ? s.qk_bits == 4 : o.smooth_q == Toggle::On;
-            s.smooth_v = o.smooth_v;
-            s.family = fam.value_or(kernels::default_attention_family(arch, s.qk_bits, hd, s.pv_fp16));
-            if (!kernels::family_runs(kernels::attention_family(*s.family), arch, s.qk_bits, hd, s.pv_fp16))
-              continue;  // nothing runs it: a forced family without the kernel (wgmma: 8-bit FP8, sm_90a,
-                         // hd <= 256), INT4 on Blackwell, FP8 P̃V on Ampere
-            if (std::find(v.begin(), v.end(), s) != v.end()) continue;  // auto may equal an explicit family
-            v.push_back(s);
-            if (o.with_lse) {
-              s.return_lse = true;
-              v.push_back(s);
-            }
-          }
-  return v;
+  autotune::SpecialisationGrid g;
+  g.head_dims = o.head_dims;
+  g.dtypes = o.dtypes;
+  g.causal = o.causal;
+  g.bits = o.bits;
+  g.pv = o.pv;
+  g.families = o.families;
+  if (o.smooth_q != Toggle::Auto) g.smooth_q = o.smooth_q == Toggle::On;
+  g.smooth_v = o.smooth_v;
+  g.with_lse = o.with_lse;
+  return autotune::specialisations(g, arch);
 }
 
-std::int64_t batch_for(const Options& o, std::int64_t n) {
-  if (o.batch) return o.batch;
-  return std::clamp<std::int64_t>(16384 / std::max<std::int64_t>(n, 1), 1, 4);
-}
-
-// ---- progress --------------------------------------------------------------------------------
 std::string human_seconds(double s) {
   char b[32];
   if (!std::isfinite(s) || s < 0) return "?";
@@ -658,31 +641,17 @@ int compile_only_arch(const Options& o, kernels::Arch arch, Progress& progress, 
 }
 
 // ---- tuning on a GPU --------------------------------------------------------------------------
-struct Timed {
-  const autotune::Candidate* c = nullptr;
-  autotune::TimingResult r;
-};
-
-struct Outcome {
-  const autotune::SpecialisationPlan* plan = nullptr;
-  autotune::TimingProblem problem;
-  plan::TuningKey key;
-  std::vector<Timed> timed;
-  std::optional<std::size_t> best, heuristic;  // indices into timed
-  bool complete = false, written = false;
-  std::string problem_text;                    // why there is no result
-};
-
-json timing_json(const Timed& t) {
-  json j = {{"tile", plan::tile_str(t.c->tile)}, {"ok", t.r.ok}, {"ms", t.r.ms}, {"tops", t.r.tops},
-            {"reps", t.r.reps}, {"stopped_early", t.r.stopped_early}, {"heuristic", t.c->heuristic},
-            {"eligible", t.c->state == autotune::CandidateState::Ok}};
+json timing_json(const autotune::Timed& t) {
+  json j = {{"tile", plan::tile_str(t.c.tile)}, {"ok", t.r.ok}, {"ms", t.r.ms}, {"tops", t.r.tops},
+            {"reps", t.r.reps}, {"stopped_early", t.r.stopped_early}, {"heuristic", t.c.heuristic},
+            {"eligible", t.c.state == autotune::CandidateState::Ok}};
   if (!std::isnan(t.r.agreement)) j["agreement"] = t.r.agreement;
   if (!t.r.problem.empty()) j["problem"] = t.r.problem;
   return j;
 }
 
-int run_tune(const Options& o, Progress& progress) {
+// The device checks with the tool's exit codes; nullopt when tuning can go on.
+std::optional<int> check_device(const Options& o, runtime::DeviceFacts& facts) {
   if (!base::driver::available()) {
     std::fprintf(stderr, "sage2-autotune: %s\n(--arch ARCH --compile-only fills the cache without a GPU)\n",
                  base::driver::unavailable_reason().c_str());
@@ -693,185 +662,76 @@ int run_tune(const Options& o, Progress& progress) {
     std::fprintf(stderr, "sage2-autotune: --device %d but %d CUDA device(s) are visible\n", o.device, count);
     return kExitNoGpu;
   }
-  const runtime::DeviceFacts facts = runtime::device_facts(o.device);
+  facts = runtime::device_facts(o.device);
   if (!facts.arch) {
     std::fprintf(stderr, "sage2-autotune: device %d (%s, %s) is not supported: %s\n", o.device, facts.name.c_str(),
                  facts.cc_string().c_str(), facts.target_note.c_str());
     return kExitNoGpu;
   }
-  const kernels::Arch arch = *facts.arch;
-  if (o.arch && *o.arch != arch) {
+  if (o.arch && *o.arch != *facts.arch) {
     std::fprintf(stderr, "sage2-autotune: --arch %s but device %d is %s (use --compile-only to compile for another arch)\n",
-                 kernels::arch_name(*o.arch), o.device, kernels::arch_name(arch));
+                 kernels::arch_name(*o.arch), o.device, kernels::arch_name(*facts.arch));
     return kExitUsage;
   }
+  return std::nullopt;
+}
+
+autotune::TuneRequest tune_request(const Options& o, kernels::Arch arch, Progress& progress) {
+  autotune::TuneRequest rq;
+  rq.specialisations = specialisations(o, arch);
+  rq.seq_lens = o.seq_lens;
+  rq.batch = o.batch;
+  rq.heads = o.heads;
+  rq.kv_heads = o.kv_heads;
+  rq.tiles = o.tiles;
+  rq.timing.warmup = o.warmup;
+  rq.timing.max_reps = std::max(o.reps, 1);
+  rq.timing.min_reps = std::min(5, rq.timing.max_reps);
+  rq.timing.budget_seconds = o.budget;
+  rq.min_gain = o.min_gain;
+  rq.write_db = !o.no_db;
+  rq.jobs = o.jobs;
+  rq.stop = &g_stop;
+  // The compile phase reports through the same printer as --compile-only.
+  rq.prepare_progress = prepare_options(o, arch, 0, progress).progress;
+  rq.progress = [&progress, timing = false](const autotune::TuneProgress& t) mutable {
+    if (!timing) {  // the first report of the timing phase ends the compile phase's bar
+      progress.end();
+      progress.phase("tune");
+      timing = true;
+    }
+    note_interrupt_once();
+    progress.update(t.done, t.total, t.done_ops, t.total_ops, t.label);
+  };
+  return rq;
+}
+
+int run_tune(const Options& o, Progress& progress) {
+  runtime::DeviceFacts facts;
+  if (const auto rc = check_device(o, facts)) return *rc;
+  const kernels::Arch arch = *facts.arch;
   ContextOptions copt;
   copt.cache_dir = o.cache_dir;
   Context ctx(o.device, copt);
-  Context::Impl& impl = runtime::context_impl(ctx);
-  const std::string dir = impl.config().cache_dir;
-  const bool disk = !ctx.cache_dir().empty();
-  const cache::DiskCache cache(dir, !disk);
-  const bool write_db = disk && !o.no_db;
-  const std::string db_file = plan::db_path(dir, facts.name, arch);
-  if (!disk)
+  if (ctx.cache_dir().empty())
     progress.message("sage2-autotune: the disk cache is disabled (SAGE2_DISABLE_DISK_CACHE): kernels stay in memory "
                      "and no tuning database is written");
-  VersionInfo versions = version_info();
-
-  // 1. compile (parallel, no GPU).
-  const auto specs = specialisations(o, arch);
+  const VersionInfo versions = version_info();
+  const autotune::TuneRequest rq = tune_request(o, arch, progress);
   progress.phase("compile");
-  autotune::PrepareStats stats;
-  const auto plans =
-      autotune::prepare_kernels(specs, cache, prepare_options(o, arch, facts.max_shared_per_block_optin, progress, facts.ptx),
-                                stats);
-  progress.end();
-
-  // 2. time, per specialisation (without LSE) and sequence length.
-  autotune::TimingOptions topt;
-  topt.warmup = o.warmup;
-  topt.max_reps = std::max(o.reps, 1);
-  topt.min_reps = std::min(5, topt.max_reps);
-  topt.budget_seconds = o.budget;
-  std::vector<Outcome> outcomes;
-  double total_w = 0;
-  std::size_t total_steps = 0;
-  for (const auto& p : plans) {
-    if (p.spec.return_lse) continue;
-    std::size_t n = 0;
-    for (const auto& c : p.candidates) n += c.compiled && (c.state == autotune::CandidateState::Ok || c.heuristic);
-    for (std::int64_t len : o.seq_lens) {
-      Outcome out;
-      out.plan = &p;
-      out.problem = autotune::TimingProblem{batch_for(o, len), o.heads, o.kv_heads, len, len};
-      out.key = p.spec.key(arch, len, len, o.heads, o.kv_heads);
-      outcomes.push_back(out);
-      total_steps += n;
-      total_w += static_cast<double>(n) * autotune::attention_ops(out.problem, p.spec.head_dim, false);
-    }
-  }
-  plan::DbInfo info;
-  info.device_name = facts.name;
-  info.arch = arch;
-  info.sm_count = facts.sm_count;
-  info.driver_version = versions.driver_version;
-  info.nvrtc_version = nvrtc_string();
-  info.library_version = plan::library_version();
-  std::vector<std::string> db_errors;
-  std::size_t written = 0, failures = 0;
-  bool gpu_failed = false;
-  std::string gpu_error;
-  progress.phase("tune");
-  std::size_t step = 0;
-  double done_w = 0;
-  for (auto& out : outcomes) {
-    note_interrupt_once();
-    if (g_stop.load() || gpu_failed) break;
-    const auto& p = *out.plan;
-    std::vector<const autotune::Candidate*> list;
-    if (const auto* h = p.heuristic_candidate(); h && h->compiled) list.push_back(h);
-    for (const auto& c : p.candidates)
-      if (c.compiled && c.state == autotune::CandidateState::Ok && !c.heuristic) list.push_back(&c);
-    const double w = autotune::attention_ops(out.problem, p.spec.head_dim, false);
-    if (list.empty() || list.front()->heuristic == false) {
-      out.problem_text = list.empty() ? "no candidate could be prepared" : "the heuristic default could not be prepared";
-      if (list.empty()) {
-        ++failures;
-        out.complete = true;
-        continue;
-      }
-    }
-    std::vector<kernels::KernelSpec> specs_of;
-    for (const auto* c : list) specs_of.push_back(c->spec);
-    try {
-      autotune::TimingBench bench(impl, p.spec, out.problem, specs_of, topt);
-      double best_ms = 0;
-      for (const auto* c : list) {
-        note_interrupt_once();
-        if (g_stop.load()) break;
-        progress.update(step, total_steps, done_w, total_w,
-                        p.spec.str() + " N=" + std::to_string(out.problem.q_len) + " " + plan::tile_str(c->tile));
-        Timed t{c, bench.time(c->spec, best_ms, c->heuristic)};
-        ++step;
-        done_w += w;
-        if (t.r.ok && c->state == autotune::CandidateState::Ok && (best_ms <= 0 || t.r.ms < best_ms)) best_ms = t.r.ms;
-        out.timed.push_back(t);
-      }
-      out.complete = out.timed.size() == list.size();
-    } catch (const Error& e) {
-      if (e.code() == ErrorCode::DriverError) {
-        gpu_failed = true;
-        gpu_error = e.what();
-      }
-      out.problem_text = e.what();
-      out.complete = true;
-      ++failures;
-      continue;
-    }
-    if (!out.complete) break;  // interrupted in the middle: this problem is not recorded
-    for (std::size_t i = 0; i < out.timed.size(); ++i) {
-      const Timed& t = out.timed[i];
-      if (t.c->heuristic && t.r.ok) out.heuristic = i;
-      if (!t.r.ok || t.c->state != autotune::CandidateState::Ok) continue;
-      if (!out.best || t.r.ms < out.timed[*out.best].r.ms) out.best = i;
-    }
-    // Hysteresis: the heuristic default stays unless a candidate is clearly faster.
-    if (out.best && out.heuristic && out.timed[*out.heuristic].c->state == autotune::CandidateState::Ok &&
-        out.timed[*out.best].r.ms * (1 + o.min_gain) > out.timed[*out.heuristic].r.ms)
-      out.best = out.heuristic;
-    if (!out.best) {
-      out.problem_text = "no candidate passed (see the candidate list)";
-      ++failures;
-      continue;
-    }
-    if (!write_db) continue;
-    plan::TuningEntry e;
-    const Timed& b = out.timed[*out.best];
-    e.key = out.key;
-    e.tile = b.c->tile;
-    e.ms = b.r.ms;
-    e.tops = b.r.tops;
-    e.heuristic_tile = p.has_heuristic ? p.heuristic : b.c->tile;
-    if (out.heuristic) {
-      e.heuristic_ms = out.timed[*out.heuristic].r.ms;
-      e.heuristic_tops = out.timed[*out.heuristic].r.tops;
-    }
-    e.batch = out.problem.batch;
-    e.q_heads = out.problem.q_heads;
-    e.kv_heads = out.problem.kv_heads;
-    e.q_len = out.problem.q_len;
-    e.kv_len = out.problem.kv_len;
-    e.timed = static_cast<int>(out.timed.size());
-    e.rejected = static_cast<int>(p.candidates.size()) - static_cast<int>(list.size());
-    e.code_version = plan::current_code_version();
-    e.driver_version = versions.driver_version;
-    e.nvrtc_version = info.nvrtc_version;
-    e.tuned_unix = std::chrono::duration_cast<std::chrono::seconds>(
-                       std::chrono::system_clock::now().time_since_epoch()).count();
-    info.updated_unix = e.tuned_unix;
-    const plan::DbWriteResult wr = plan::merge_into_db(db_file, info, {e});
-    if (wr.ok) {
-      out.written = true;
-      ++written;
-    } else {
-      db_errors.push_back(wr.problem);
-      ++failures;
-    }
-  }
+  const autotune::TuneResult res = autotune::tune(runtime::context_impl(ctx), rq);
   note_interrupt_once();
-  if (!g_stop.load() && !gpu_failed) progress.update(total_steps, total_steps, total_w, total_w, "done");
   progress.end();
-  const bool interrupted = g_stop.load();
-
-  int rc = kExitOk;
-  if (failures || stats.compile_errors || gpu_failed || (disk && stats.store_failed)) rc = kExitFailed;
+  const auto& plans = res.plans;
+  const auto& stats = res.stats;
+  const auto& info = res.info;
+  const bool interrupted = res.interrupted;
+  const bool write_db = res.write_db, disk = res.disk;
+  const std::string& dir = res.cache_dir;
+  const std::string& db_file = res.db_file;
+  int rc = res.failed() ? kExitFailed : kExitOk;
   if (interrupted) rc = interrupted_exit_code();
 
-  auto gain_of = [](const Outcome& out) -> std::optional<double> {
-    if (!out.best || !out.heuristic) return std::nullopt;
-    return out.timed[*out.best].r.tops / out.timed[*out.heuristic].r.tops - 1;
-  };
   if (o.json || !o.report.empty()) {
     json j = {{"mode", "tune"},
               {"arch", kernels::arch_name(arch)},
@@ -881,20 +741,20 @@ int run_tune(const Options& o, Progress& progress) {
               {"versions", {{"library", plan::library_version()}, {"nvrtc", info.nvrtc_version},
                             {"driver", versions.driver_version}, {"code", plan::current_code_version()}}},
               {"cache_dir", disk ? json(dir) : json(nullptr)},
-              {"database", {{"path", write_db ? json(db_file) : json(nullptr)}, {"written", written},
-                            {"errors", db_errors}}},
-              {"timing", {{"warmup", topt.warmup}, {"min_reps", topt.min_reps}, {"max_reps", topt.max_reps},
-                          {"budget_seconds", topt.budget_seconds}, {"min_gain", o.min_gain}}},
+              {"database", {{"path", write_db ? json(db_file) : json(nullptr)}, {"written", res.written},
+                            {"errors", res.db_errors}}},
+              {"timing", {{"warmup", rq.timing.warmup}, {"min_reps", rq.timing.min_reps}, {"max_reps", rq.timing.max_reps},
+                          {"budget_seconds", rq.timing.budget_seconds}, {"min_gain", rq.min_gain}}},
               {"specialisations", json::array()},
               {"kernels", stats_json(stats)},
               {"results", json::array()},
               {"interrupted", interrupted},
               {"exit_code", rc}};
-    if (gpu_failed) j["gpu_error"] = gpu_error;
+    if (res.gpu_failed) j["gpu_error"] = res.gpu_error;
     for (const auto& p : plans) j["specialisations"].push_back(plan_json(p));
-    for (const auto& out : outcomes) {
-      if (out.timed.empty() && out.problem_text.empty()) continue;  // never reached
-      json r = {{"specialisation", out.plan->spec.str()},
+    for (const auto& out : res.outcomes) {
+      if (!out.reached()) continue;
+      json r = {{"specialisation", plans[out.plan].spec.str()},
                 {"key", out.key.str()},
                 {"batch", out.problem.batch},
                 {"heads", out.problem.q_heads},
@@ -906,7 +766,7 @@ int run_tune(const Options& o, Progress& progress) {
       for (const auto& t : out.timed) r["timings"].push_back(timing_json(t));
       if (out.best) r["best"] = timing_json(out.timed[*out.best]);
       if (out.heuristic) r["heuristic"] = timing_json(out.timed[*out.heuristic]);
-      if (auto g = gain_of(out)) r["gain"] = *g;
+      if (auto g = out.gain()) r["gain"] = *g;
       if (!out.problem_text.empty()) r["problem"] = out.problem_text;
       j["results"].push_back(r);
     }
@@ -921,38 +781,38 @@ int run_tune(const Options& o, Progress& progress) {
   print_stats(stats);
   std::printf("\n%-28s %6s %8s  %-16s %7s  %-16s %7s %7s %6s\n", "specialisation", "N", "BxH", "best tile", "TOPS",
               "heuristic", "TOPS", "gain", "timed");
-  for (const auto& out : outcomes) {
-    if (out.timed.empty() && out.problem_text.empty()) continue;
+  for (const auto& out : res.outcomes) {
+    if (!out.reached()) continue;
     char bxh[32];
     std::snprintf(bxh, sizeof bxh, "%lldx%lld", static_cast<long long>(out.problem.batch),
                   static_cast<long long>(out.problem.q_heads));
     std::string best = "-", best_tops = "-", heur = "-", heur_tops = "-", gain = "-";
     char b[32];
     if (out.best) {
-      best = plan::tile_str(out.timed[*out.best].c->tile);
+      best = plan::tile_str(out.timed[*out.best].c.tile);
       std::snprintf(b, sizeof b, "%.1f", out.timed[*out.best].r.tops);
       best_tops = b;
     }
     if (out.heuristic) {
-      heur = plan::tile_str(out.timed[*out.heuristic].c->tile);
+      heur = plan::tile_str(out.timed[*out.heuristic].c.tile);
       std::snprintf(b, sizeof b, "%.1f", out.timed[*out.heuristic].r.tops);
       heur_tops = b;
-    } else if (out.plan->has_heuristic) {
-      heur = plan::tile_str(out.plan->heuristic);
+    } else if (plans[out.plan].has_heuristic) {
+      heur = plan::tile_str(plans[out.plan].heuristic);
     }
-    if (auto g = gain_of(out)) {
+    if (auto g = out.gain()) {
       std::snprintf(b, sizeof b, "%+.1f%%", *g * 100);
       gain = b;
     }
-    std::printf("%-28s %6lld %8s  %-16s %7s  %-16s %7s %7s %6zu%s\n", out.plan->spec.str().c_str(),
+    std::printf("%-28s %6lld %8s  %-16s %7s  %-16s %7s %7s %6zu%s\n", plans[out.plan].spec.str().c_str(),
                 static_cast<long long>(out.problem.q_len), bxh, best.c_str(), best_tops.c_str(), heur.c_str(),
                 heur_tops.c_str(), gain.c_str(), out.timed.size(),
                 out.problem_text.empty() ? "" : ("  " + out.problem_text).c_str());
   }
-  if (write_db) std::printf("\ndatabase: %s (%zu entries written)\n", db_file.c_str(), written);
+  if (write_db) std::printf("\ndatabase: %s (%zu entries written)\n", db_file.c_str(), res.written);
   else std::printf("\ndatabase: not written%s\n", o.no_db ? " (--no-db)" : "");
-  for (const auto& e : db_errors) std::printf("database error: %s\n", e.c_str());
-  if (gpu_failed) std::printf("GPU error: %s\n", gpu_error.c_str());
+  for (const auto& e : res.db_errors) std::printf("database error: %s\n", e.c_str());
+  if (res.gpu_failed) std::printf("GPU error: %s\n", res.gpu_error.c_str());
   if (interrupted) std::printf("interrupted: the results above are saved; the problem in progress was not recorded\n");
   return rc;
 }

@@ -241,6 +241,40 @@ sage2_status sage2_attention_masked(sage2_context* ctx, const sage2_tensor* q, c
 sage2_status sage2_workspace_size_masked(sage2_context* ctx, const sage2_tensor* q, const sage2_tensor* k,
                                          const sage2_tensor* v, const sage2_tensor* out, const sage2_mask* mask,
                                          const sage2_attention_params* params, size_t* bytes);
+
+/* ---- tuning (added in 0.1: additive) ----------------------------------------------------- */
+/* sage2::tune in sage2.hpp: times the candidate tiles of the selected specialisations on the
+ * context's device and records the fastest in the tuning database beside the kernel cache.
+ * Blocks until done (minutes for the default selection). */
+typedef struct sage2_tune_options {
+  const int32_t* head_dims;  /* NULL or n_head_dims 0: 64, 96, 128 */
+  int32_t n_head_dims;
+  int32_t dtype;             /* -1: f16 and bf16; else a sage2_dtype */
+  int32_t causal;            /* -1: none and top-left; else a sage2_causal */
+  int32_t qk_bits;           /* 0 auto (8), 4 or 8 */
+  int32_t pv_precision;      /* sage2_pv_precision */
+  const int64_t* seq_lens;   /* NULL or n_seq_lens 0: 1024, 4096, 16384 */
+  int32_t n_seq_lens;
+  int64_t batch;             /* 0: 16K tokens, 1 to 4 sequences */
+  int64_t heads, kv_heads;   /* 32, 0 (= heads) */
+  int32_t reps, warmup;      /* 20, 2 */
+  double budget_seconds;     /* 1.0: measured time per candidate at most */
+  double min_gain;           /* 0.02: a candidate replaces the heuristic tile when this much faster */
+  int32_t write_db;          /* 1: write the tuning database */
+  int32_t jobs;              /* 0: CPU count, at most 16 */
+} sage2_tune_options;
+typedef struct sage2_tune_summary {
+  int32_t problems, written, failures, improved;
+  double best_gain;
+  int64_t kernels_compiled, kernels_from_cache, compile_errors;
+} sage2_tune_summary;
+/* The defaults documented above. */
+void sage2_tune_options_init(sage2_tune_options* options);
+/* options may be NULL (defaults); summary may be NULL; database (may be NULL) receives the
+ * database file ("" when nothing was written), truncated to database_size. */
+sage2_status sage2_tune(sage2_context* ctx, const sage2_tune_options* options, sage2_tune_summary* summary,
+                        char* database, size_t database_size);
+
 #ifdef __cplusplus
 }
 #endif

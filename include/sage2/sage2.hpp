@@ -7,6 +7,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 // CUstream and cudaStream_t are both pointers to this opaque type, so a stream from
 // either API (or torch.cuda.current_stream().cuda_stream) can be passed directly.
@@ -284,6 +285,44 @@ class Context {
 
 // Number of CUDA devices visible (0 without a driver; never throws).
 int device_count() noexcept;
+
+// ---------------------------------------------------------------------------------------------
+// Tuning (what sage2-autotune does, as a call): for each selected specialisation (head dim ×
+// dtype × causal mode, with the code width and P̃V precision given) compiles the candidate tiles
+// of its family, times them on the Context's device at each sequence length (square problems,
+// fresh inputs, the heuristic default first) and records the fastest in the tuning database
+// beside the kernel cache, which Contexts on this device then read (ContextOptions::tuning). The
+// heuristic default stays unless a candidate is more than min_gain faster. Blocks until done;
+// minutes for the default selection. Needs a disk cache to write anything.
+struct TuneOptions {
+  std::vector<int> head_dims = {64, 96, 128};
+  std::vector<DType> dtypes = {DType::F16, DType::BF16};
+  std::vector<CausalMode> causal = {CausalMode::None, CausalMode::TopLeft};
+  int qk_bits = 0;                           // 0: the arch's default (8)
+  PvPrecision pv_precision = PvPrecision::Auto;
+  std::vector<std::int64_t> seq_lens = {1024, 4096, 16384};
+  std::int64_t batch = 0;                    // 0: 16K tokens, 1 to 4 sequences
+  std::int64_t heads = 32, kv_heads = 0;     // kv_heads 0: heads
+  int reps = 20, warmup = 2;                 // timed calls per candidate at most; untimed first
+  double budget_seconds = 1.0;               // measured time per candidate at most
+  double min_gain = 0.02;
+  bool write_db = true;
+  int jobs = 0;                              // parallel compiles (0: CPU count, at most 16)
+};
+struct TuneSummary {
+  int problems = 0;          // (specialisation, sequence length) pairs measured
+  int written = 0;           // database entries written
+  int failures = 0;          // problems without a result, failed database writes
+  int improved = 0;          // problems where a candidate beat the heuristic default
+  double best_gain = 0;      // the largest of those gains (0.1 = 10 % more TOPS)
+  std::size_t kernels_compiled = 0, kernels_from_cache = 0, compile_errors = 0;
+  std::string database;      // the database file ("" when nothing was written)
+  // One line per problem: specialisation, sequence length, best and heuristic tile, their TOPS.
+  std::vector<std::string> lines;
+};
+// Throws what creating the timing buffers throws (OutOfMemory), DriverError when the GPU fails;
+// a candidate that fails to compile or run is recorded (failures, compile_errors), not thrown.
+TuneSummary tune(Context& ctx, const TuneOptions& options = {});
 
 // ---------------------------------------------------------------------------------------------
 // Library-wide facts.

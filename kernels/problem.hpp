@@ -1,0 +1,18 @@
+// The sizes of one attention call: the part every problem description shares. The validated call
+// (plan::AttentionProblem), the quantize buffers' problem (QuantProblem), the direct path's
+// (DecodeProblem), the tuner's timing problem and the reference's each extend it, so a conversion
+// between them copies this part whole, here in one definition, instead of field by field.
+#pragma once
+
+#include <cstdint>
+
+namespace sage2::kernels {
+
+struct ProblemShape {
+  std::int64_t batch = 1, q_heads = 1, kv_heads = 1, q_len = 1, kv_len = 1;
+  int head_dim = 128;
+  std::int64_t group() const { return q_heads / kv_heads; }  // query heads per kv head (GQA)
+  const ProblemShape& shape() const { return *this; }
+};
+
+}  // namespace sage2::kernels

@@ -1,0 +1,78 @@
+// Specification of tuning as a library call (autotune/tune.hpp) and of its public entry points
+// (sage2::tune, sage2_tune) as far as they run without a GPU: the specialisation grid, the C
+// options' defaults (those of sage2::TuneOptions) and the C boundary's refusals. Timing itself
+// runs in the GPU suite and through sage2-autotune (tests/cpu/test_autotune_fake_driver.cpp).
+#include <doctest/doctest.h>
+
+#include <cstring>
+
+#include "autotune/tune.hpp"
+#include "sage2/sage2.h"
+#include "sage2/sage2.hpp"
+
+using namespace sage2;
+
+TEST_CASE("tune: the specialisation grid leaves out what no family runs, and duplicates") {
+  autotune::SpecialisationGrid g;
+  g.head_dims = {64, 128};
+  g.causal = {CausalMode::None};
+  g.dtypes = {DType::F16};
+  g.pv = {PvPrecision::Auto, PvPrecision::Fp8};
+  // Ampere has no FP8 P̃V: only the Auto (FP16) ones remain.
+  const auto ampere = autotune::specialisations(g, kernels::Arch::Sm80);
+  CHECK(ampere.size() == 2);
+  for (const auto& s : ampere) CHECK(s.pv_fp16);
+  // Ada: Auto is FP8 there, so Auto and Fp8 are the same specialisation, listed once.
+  CHECK(autotune::specialisations(g, kernels::Arch::Sm89).size() == 2);
+  g.with_lse = true;
+  const auto lse = autotune::specialisations(g, kernels::Arch::Sm89);
+  REQUIRE(lse.size() == 4);
+  CHECK(!lse[0].return_lse);
+  CHECK(lse[1].return_lse);
+  // 4-bit turns smooth-Q on unless told
+  g.with_lse = false;
+  g.bits = {4};
+  for (const auto& s : autotune::specialisations(g, kernels::Arch::Sm89)) CHECK(s.smooth_q);
+  g.smooth_q = false;
+  for (const auto& s : autotune::specialisations(g, kernels::Arch::Sm89)) CHECK(!s.smooth_q);
+}
+
+TEST_CASE("tune: the default batch is 16K tokens, 1 to 4 sequences") {
+  CHECK(autotune::default_batch(1024) == 4);
+  CHECK(autotune::default_batch(8192) == 2);
+  CHECK(autotune::default_batch(16384) == 1);
+  CHECK(autotune::default_batch(65536) == 1);
+}
+
+TEST_CASE("tune: sage2_tune_options_init gives sage2::TuneOptions' defaults") {
+  sage2_tune_options o;
+  std::memset(&o, 0x5a, sizeof o);
+  sage2_tune_options_init(&o);
+  const TuneOptions d;
+  CHECK(o.head_dims == nullptr);
+  CHECK(o.n_head_dims == 0);
+  CHECK(o.seq_lens == nullptr);
+  CHECK(o.n_seq_lens == 0);
+  CHECK(o.dtype == -1);
+  CHECK(o.causal == -1);
+  CHECK(o.qk_bits == d.qk_bits);
+  CHECK(o.pv_precision == SAGE2_PV_AUTO);
+  CHECK(o.heads == d.heads);
+  CHECK(o.kv_heads == d.kv_heads);
+  CHECK(o.batch == d.batch);
+  CHECK(o.reps == d.reps);
+  CHECK(o.warmup == d.warmup);
+  CHECK(o.budget_seconds == d.budget_seconds);
+  CHECK(o.min_gain == d.min_gain);
+  CHECK(o.write_db == 1);
+  CHECK(o.jobs == 0);
+  sage2_tune_options_init(nullptr);  // no crash
+}
+
+TEST_CASE("tune: sage2_tune refuses a NULL context with a status and a message") {
+  sage2_tune_summary s{};
+  char db[16] = "untouched";
+  CHECK(sage2_tune(nullptr, nullptr, &s, db, sizeof db) == SAGE2_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(sage2_last_error()).find("ctx is NULL") != std::string::npos);
+  CHECK(std::string(db) == "untouched");
+}
