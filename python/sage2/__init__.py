@@ -61,7 +61,7 @@ else:
         _TORCH_PROBLEM = "torch %s is too old: sage2 needs torch >= 2.4 (torch.library.custom_op)" % _torch.__version__
         _torch = None
 
-from ._logging import set_log_level  # noqa: F401,E402  (notices: the logging logger "sage2")
+from ._lib import set_log_level  # noqa: F401,E402  (notices: the logging logger "sage2", see _logging.py)
 from ._warmup import warmup  # noqa: F401,E402  (needs torch when called)
 
 if _torch is not None:

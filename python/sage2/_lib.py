@@ -9,11 +9,14 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import importlib.util
+import logging
 import os
 import re
 import sys
 import threading
 from typing import List, Optional, Tuple
+
+from . import _logging
 
 __all__ = [
     "Sage2Error",
@@ -36,6 +39,7 @@ __all__ = [
     "package_version",
     "build_commit",
     "check",
+    "set_log_level",
     "STATUS_NAMES",
 ]
 
@@ -417,8 +421,6 @@ def _load() -> ctypes.CDLL:
             continue
         _declare(L)
         _add_nvrtc_candidates(L)
-        from . import _logging
-
         _logging.install(L)  # notices to the "sage2" logger (an older library keeps stderr)
         global _lib_path
         _lib_path = os.path.abspath(path) if os.path.sep in path else path
@@ -627,3 +629,19 @@ def context_device_props(ctx) -> Tuple[int, int, int]:
     check(L.sage2_context_device_props(ctx, ctypes.byref(o), ctypes.byref(s), ctypes.byref(m)),
           "sage2_context_device_props")
     return o.value, s.value, m.value
+
+
+def set_log_level(level) -> None:
+    """Sets the level of sage2's notices, in the library (what it emits) and on the ``sage2`` logger
+    (what logging passes on): "error", "warning" / "warn", "info", "debug", a logging level
+    (logging.DEBUG ...), or None to follow SAGE2_LOG_LEVEL again (logger back to NOTSET).
+    A bad level raises ValueError/TypeError; then it loads the library (raises
+    LibraryNotFoundError without one)."""
+    code = None if level is None else _logging._level_code(level)
+    L = lib()
+    if code is None:
+        check(L.sage2_set_log_level(-1), "sage2_set_log_level")  # SAGE2_FROM_ENV
+        _logging.logger.setLevel(logging.NOTSET)
+        return
+    check(L.sage2_set_log_level(code), "sage2_set_log_level")
+    _logging.logger.setLevel(_logging._TO_LOGGING[code])
