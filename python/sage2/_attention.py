@@ -5,16 +5,15 @@ Eager calls go straight to the C library. Under torch.compile (and for any traci
 functional tensors, or when autograd would record the call) the same work runs behind the opaque
 custom op ``torch.ops.sage2.sageattn``, whose fake implementation gives the output shapes.
 A call with kv_lens (key padding) goes to _varlen.py (sage2_attention_varlen), which has its own
-signature cache for the same fast path (_FastCall, below).
+signature cache for the same fast path (_core._FastCall); attn_mask goes to _mask.py. The pieces
+the three share live in _core.py, which imports none of them.
 """
 import ctypes
-import functools
-import math
-import threading
 
 import torch
 
 from . import _lib
+from . import _core as _C  # what the three entry modules share: argument checks, workspaces, the fast path
 from . import _op_util
 from . import _varlen  # sageattn(kv_lens=...) runs there; it registers torch.ops.sage2.sageattn_varlen
 from . import _mask  # sageattn(attn_mask=...) runs there; it registers torch.ops.sage2.sageattn_masked
@@ -22,289 +21,39 @@ from . import _compat  # the reference's / FlashAttention's keywords (mapped or 
 
 __all__ = ["sageattn", "OPTIONS"]
 
-_DTYPES = {torch.float16: _lib.SAGE2_DTYPE_F16, torch.bfloat16: _lib.SAGE2_DTYPE_BF16}
-_LAYOUTS = ("HND", "NHD")
-_ALIGNMENTS = {"top_left": _lib.SAGE2_CAUSAL_TOP_LEFT, "bottom_right": _lib.SAGE2_CAUSAL_BOTTOM_RIGHT}
-_PV_PRECISIONS = {None: _lib.SAGE2_PV_AUTO, "auto": _lib.SAGE2_PV_AUTO, "fp8": _lib.SAGE2_PV_FP8,
-                  "fp16": _lib.SAGE2_PV_FP16}
-# Options accepted through **options, with their defaults.
-OPTIONS = {
-    "causal_alignment": "top_left",  # torch SDPA's is_causal; "bottom_right" = FlashAttention's
-    "qk_bits": None,                 # None: auto (8), or 4 / 8 (4: not on Blackwell)
-    "pv_precision": None,            # None / "auto" (fp16 on Ampere, else fp8), "fp8" or "fp16"
-    "smooth_q": None,                # None: auto (on with 4-bit), True, False
-    "smooth_k": True,
-    "smooth_v": False,
-    "small_q_path": "auto",          # "auto", "quantized" or "direct" (dense calls; see sageattn)
-}
-# sage2_small_q_path codes.
-_SMALL_Q = {"auto": 0, "quantized": 1, "direct": 2}
-_OPTION_KEYS = frozenset(OPTIONS)
-
-
-# ---- argument checks (pure Python on tensor metadata: traceable by dynamo) -------------------
-def _dims(t, layout):
-    """(batch, heads, seq, dim) of a 4-D tensor in the given layout."""
-    s = t.shape
-    if layout == "HND":
-        return s[0], s[1], s[2], s[3]
-    return s[0], s[2], s[1], s[3]
-
-
-_RANK4 = "4-D ([B, H, N, D] for 'HND', [B, N, H, D] for 'NHD')"
-
-
-def _check_tensors(q, k, v, where="sage2.sageattn", rank=4, rank_text=_RANK4):
-    """Types, then ranks, then dtypes, then devices: the first problem found is named."""
-    qkv = ((q, "q"), (k, "k"), (v, "v"))
-    for t, name in qkv:
-        if not isinstance(t, torch.Tensor):
-            raise TypeError("%s: %s must be a torch.Tensor, got %s" % (where, name, type(t).__name__))
-    for t, name in qkv:
-        if t.dim() != rank:
-            raise ValueError("%s: %s must be %s, got %d-D with shape %s" % (where, name, rank_text, t.dim(),
-                                                                           tuple(t.shape)))
-    for t, name in qkv:
-        if t.dtype not in _DTYPES:
-            raise TypeError("%s: %s has dtype %s; sage2 takes torch.float16 or torch.bfloat16" % (where, name, t.dtype))
-    for t, name in qkv[1:]:
-        if t.dtype != q.dtype:
-            raise TypeError("%s: %s has dtype %s but q has %s; q, k and v must share one dtype"
-                            % (where, name, t.dtype, q.dtype))
-    for t, name in qkv:
-        if t.device.type != "cuda":
-            raise ValueError("%s: %s is on device '%s'; sage2 needs CUDA tensors" % (where, name, t.device))
-    for t, name in qkv[1:]:
-        if t.device != q.device:
-            raise ValueError("%s: %s is on %s but q is on %s; all tensors must be on one device"
-                             % (where, name, t.device, q.device))
-
-
-def _check_strides(t, name, where="sage2.sageattn"):
-    """A contiguous last dim, and no stride 0 (broadcast) on another dim of size > 1."""
-    st = t.stride()
-    sz = t.shape
-    last = len(sz) - 1
-    if sz[last] > 1 and st[last] != 1:
-        raise ValueError("%s: %s must have a contiguous last dim (stride 1), got strides %s; "
-                         "call .contiguous() first" % (where, name, tuple(st)))
-    for i in range(last):
-        if sz[i] > 1 and st[i] == 0:
-            raise ValueError("%s: %s has stride 0 on dim %d of size %d (an expanded/broadcast view); "
-                             "sage2 needs distinct memory per element: use .contiguous()" % (where, name, i, sz[i]))
-
-
-def _normalize(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, options):
-    """Checks every argument and returns the scalar arguments of the C call."""
-    _check_tensors(q, k, v)
-    if not isinstance(tensor_layout, str):
-        raise TypeError("sage2.sageattn: tensor_layout must be a str ('HND' or 'NHD'), got %s"
-                        % type(tensor_layout).__name__)
-    if tensor_layout not in _LAYOUTS:
-        raise ValueError("sage2.sageattn: tensor_layout=%r; expected 'HND' ([B, H, N, D]) or 'NHD' ([B, N, H, D])"
-                         % (tensor_layout,))
-    bq, hq, nq, dq = _dims(q, tensor_layout)
-    bk, hk, nk, dk = _dims(k, tensor_layout)
-    bv, hv, nv, dv = _dims(v, tensor_layout)
-    lay = tensor_layout
-    if bk != bq or bv != bq:
-        n, b = ("k", bk) if bk != bq else ("v", bv)
-        raise ValueError("sage2.sageattn: %s has batch %d but q has %d (layout %s)" % (n, b, bq, lay))
-    if dk != dq:
-        raise ValueError("sage2.sageattn: k has head dim %d but q has %d" % (dk, dq))
-    if dv != dq:
-        raise ValueError("sage2.sageattn: v has head dim %d but q has %d (sage2 needs equal q/k/v head dims)"
-                         % (dv, dq))
-    if hv != hk or nv != nk:
-        raise ValueError("sage2.sageattn: v has %d heads x %d tokens but k has %d x %d (layout %s); "
-                         "k and v must match" % (hv, nv, hk, nk, lay))
-    if hk == 0 or hq % hk != 0:
-        raise ValueError("sage2.sageattn: q has %d heads, not a multiple of k/v's %d heads (GQA/MQA needs "
-                         "q heads = g x kv heads; check tensor_layout=%r)" % (hq, hk, lay))
-    if dq < 1:
-        raise ValueError("sage2.sageattn: head dim must be at least 1, got %d" % dq)
-    for t, n in ((q, "q"), (k, "k"), (v, "v")):
-        _check_strides(t, n)
-    return (tensor_layout,) + _normalize_scalars(is_causal, sm_scale, return_lse, options)
-
-
-def _normalize_scalars(is_causal, sm_scale, return_lse, options, where="sage2.sageattn"):
-    """(causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v) of the C call from the
-    scalar arguments and **options; raises TypeError/ValueError naming the first bad one. qk_bits is
-    the code _lib.attention_params takes: the bits, and the P~V precision (pv_precision) << 8."""
-    if not isinstance(is_causal, (bool, int)) or isinstance(is_causal, int) and is_causal not in (0, 1):
-        raise TypeError("%s: is_causal must be a bool, got %r" % (where, is_causal))
-    if sm_scale is None:
-        scale = 0.0  # the C default: 1/sqrt(head dim)
-    else:
-        if isinstance(sm_scale, bool) or not isinstance(sm_scale, (int, float)):
-            raise TypeError("%s: sm_scale must be a float or None, got %s" % (where, type(sm_scale).__name__))
-        scale = float(sm_scale)
-        if not (math.isfinite(scale) and scale > 0.0):
-            raise ValueError("%s: sm_scale=%r must be finite and > 0" % (where, sm_scale))
-    if not isinstance(return_lse, (bool, int)):
-        raise TypeError("%s: return_lse must be a bool, got %r" % (where, return_lse))
-
-    for key in options:
-        if key not in OPTIONS:
-            raise TypeError("%s: unexpected option %r (known: %s; the reference's keywords are mapped by "
-                            "sage2.sageattn)" % (where, key, ", ".join(sorted(OPTIONS))))
-    align = options.get("causal_alignment", "top_left")
-    if align not in _ALIGNMENTS:
-        raise ValueError("%s: causal_alignment=%r; expected 'top_left' (torch SDPA) or "
-                         "'bottom_right' (FlashAttention)" % (where, align))
-    causal = _ALIGNMENTS[align] if is_causal else _lib.SAGE2_CAUSAL_NONE
-    qk_bits = options.get("qk_bits", None)
-    if qk_bits is None:
-        bits = 0
-    elif not isinstance(qk_bits, bool) and isinstance(qk_bits, int) and qk_bits in (4, 8):
-        bits = int(qk_bits)
-    else:
-        raise ValueError("%s: qk_bits=%r; expected None (auto), 4 or 8" % (where, qk_bits))
-    pv = options.get("pv_precision", None)
-    if pv not in _PV_PRECISIONS:
-        raise ValueError("%s: pv_precision=%r; expected None or 'auto', 'fp8' or 'fp16'" % (where, pv))
-    bits |= _PV_PRECISIONS[pv] << 8
-    sq = options.get("smooth_q", None)
-    if sq is None:
-        smooth_q = 0
-    elif isinstance(sq, bool):
-        smooth_q = 1 if sq else 2
-    else:
-        raise TypeError("%s: smooth_q=%r; expected None (auto), True or False" % (where, sq))
-    flags = []
-    for name in ("smooth_k", "smooth_v"):
-        val = options.get(name, OPTIONS[name])
-        if not isinstance(val, bool):
-            raise TypeError("%s: %s=%r; expected True or False" % (where, name, val))
-        flags.append(val)
-    if _small_q_code(options, where) == _SMALL_Q["direct"] and where != "sage2.sageattn":
-        raise ValueError("%s: small_q_path='direct' is for dense sage2.sageattn calls only (no varlen, no "
-                         "attn_mask)" % where)
-    return causal, scale, bool(return_lse), bits, smooth_q, flags[0], flags[1]
-
-
-def _small_q_code(options, where="sage2.sageattn"):
-    """The sage2_small_q_path code of options["small_q_path"] (default "auto")."""
-    val = options.get("small_q_path", "auto")
-    if val is None:
-        return 0
-    if not isinstance(val, str) or val not in _SMALL_Q:
-        raise ValueError("%s: small_q_path=%r; expected 'auto', 'quantized' or 'direct'" % (where, val))
-    return _SMALL_Q[val]
+OPTIONS = _C.OPTIONS  # options accepted through **options, with their defaults
+_Tensor = torch.Tensor
 
 
 # ---- the C call ---------------------------------------------------------------------------
-def _desc(t, layout, dtype_code):
-    s, st = t.shape, t.stride()
-    if layout == "HND":
-        b, h, n, d = s
-        sb, sh, sn = st[0], st[1], st[2]
-    else:
-        b, n, h, d = s
-        sb, sn, sh = st[0], st[1], st[2]
-    return _lib.Tensor(t.data_ptr(), dtype_code, b, h, n, d, sb, sh, sn, 1)
-
-
-def _raw_stream_slow(index):
-    return torch.cuda.current_stream(index).cuda_stream
-
-
-# torch's current stream of a device as an int, without building a torch.cuda.Stream object
-# (what torch.compile's generated code uses); the public API where this torch lacks it.
-_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or _raw_stream_slow
-
-
-_ws_lock = threading.Lock()
-_ws_cache = {}  # problem key -> workspace bytes
-_WS_CACHE_MAX = 4096
-
-
-def _device_index(dev):
-    return dev.index if dev.index is not None else torch.cuda.current_device()
-
-
-def _workspace_bytes(key, query, function):
-    """Bytes of workspace of a problem: cached by `key`, else query(c_size_t byref) -> status."""
-    n = _ws_cache.get(key)
-    if n is not None:
-        return n
-    out = ctypes.c_size_t(0)
-    _lib.check(query(ctypes.byref(out)), function)
-    n = out.value
-    with _ws_lock:
-        if len(_ws_cache) >= _WS_CACHE_MAX:
-            _ws_cache.clear()
-        _ws_cache[key] = n
-    return n
-
-
-def _attach_workspace(params, nbytes, dev):
-    """A workspace of `nbytes` from torch's caching allocator, 256-byte aligned, set into params;
-    returns the tensor, which the caller keeps alive until the C call is enqueued. torch's caching
-    allocator owns it: stream-ordered reuse, and inside CUDA graph capture it comes from the graph's
-    private pool, so replays see valid memory."""
-    if not nbytes:
-        return None
-    ws = torch.empty((nbytes + 256,), dtype=torch.uint8, device=dev)
-    params.workspace = (ws.data_ptr() + 255) // 256 * 256
-    params.workspace_bytes = nbytes
-    return ws
-
-
-def _ws_key(q, k, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v, v=None, small_q=0):
-    """The workspace-size cache key of a normalized call (v's strides and small_q given by keyword)."""
-    b, hq, nq, d = _dims(q, layout)
-    _, hk, nk, _ = _dims(k, layout)
-    index = _device_index(q.device)
-    key = (index, layout, q.dtype, b, hq, hk, nq, nk, d, q.stride(), k.stride(), v.stride(), causal, qk_bits,
-           smooth_q, smooth_k, smooth_v, return_lse)
-    return key + (small_q,) if small_q else key
-
-
-def _outputs(q, lse_shape, return_lse):
-    """A new output like q and the LSE (lse_shape when return_lse, else empty), fp32."""
-    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    lse = torch.empty(lse_shape if return_lse else (0,), dtype=torch.float32, device=q.device)
-    return out, lse
-
-
-def _no_keys(out, lse):
-    """No key anywhere: every row sees nothing (sage2's convention: O = 0, LSE = -inf). The library
-    takes no empty tensor, so the bindings answer this themselves."""
-    out.zero_()
-    lse.fill_(-math.inf)
-    return out, lse
-
-
 def _run(q, k, v, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v, small_q=0):
     """Allocates the outputs and runs sage2_attention. Arguments are already normalized; small_q is
     the sage2_small_q_path code."""
-    b, hq, nq, d = _dims(q, layout)
-    _, hk, nk, _ = _dims(k, layout)
+    b, hq, nq, d = _C._dims(q, layout)
+    _, hk, nk, _ = _C._dims(k, layout)
     dev = q.device
-    out, lse = _outputs(q, (b, hq, nq), return_lse)
+    out, lse = _C._outputs(q, (b, hq, nq), return_lse)
     if out.numel() == 0:
         return out, lse
     if nk == 0:
-        return _no_keys(out, lse)
-    index = _device_index(dev)
+        return _C._no_keys(out, lse)
+    index = _C._device_index(dev)
     L = _lib.lib()
     ctx = _lib.context(index)
-    code = _DTYPES[q.dtype]
-    tq, tk, tv, to = _desc(q, layout, code), _desc(k, layout, code), _desc(v, layout, code), _desc(out, layout, code)
+    code = _C._DTYPES[q.dtype]
+    tq, tk, tv, to = (_C._desc(t, layout, code) for t in (q, k, v, out))
     params = _lib.attention_params(causal, sm_scale, qk_bits, smooth_q, int(smooth_k), int(smooth_v),
                                   lse.data_ptr() if return_lse else None, None, 0, small_q)
-    key = _ws_key(q, k, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v, v=v,
+    key = _C._ws_key(q, k, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v, v=v,
                   small_q=small_q)
     br = ctypes.byref
 
     def query(n):
         return L.sage2_workspace_size(ctx, br(tq), br(tk), br(tv), br(to), br(params), n)
 
-    ws_bytes = _workspace_bytes(key, query, "sage2_workspace_size")
-    ws = _attach_workspace(params, ws_bytes, dev)
-    stream = _raw_stream(index)
+    ws_bytes = _C._workspace_bytes(key, query, "sage2_workspace_size")
+    ws = _C._attach_workspace(params, ws_bytes, dev)
+    stream = _C._raw_stream(index)
     _lib.check(L.sage2_attention(ctx, ctypes.byref(tq), ctypes.byref(tk), ctypes.byref(tv), ctypes.byref(to),
                                  ctypes.byref(params), ctypes.c_void_p(stream)),
                "sage2_attention")
@@ -312,216 +61,19 @@ def _run(q, k, v, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smoot
     return out, lse
 
 
-# ---- the eager fast path: per-signature cached call (issue 15 item 2; varlen: issue 17) ---------
-# A call whose tensors' metadata (shapes, strides, dtypes, devices) and scalar arguments equal
-# those of an earlier successful call needs none of _normalize's checks again (they read only
-# that metadata) nor the workspace size query: _FastCall keeps the normalized arguments, the
-# library handles, the descriptors' shapes and strides and, per thread, the ctypes structures
-# with their byref()s, so a call only allocates its outputs and workspace, patches the pointers
-# of its tensors (q, k, v, out, LSE, workspace) and makes the C call. Scalars are keyed with their
-# types (True == 1 == 1.0 for dict keys, but sm_scale=True is refused where 1.0 is not).
-# The variable-length forms (_varlen.py: sageattn_varlen and sageattn(kv_lens=...)) use the same
-# _FastCall with a prebuilt sage2_seqlens whose device pointers are patched too, and their own
-# signature cache (_varlen._fast), keyed also by the length tensors' metadata and max_seqlen_q/k.
-_FAST_MAX = 1024
-_fast_lock = threading.Lock()
-_fast = {}  # signature -> _FastCall (dense calls)
-_Tensor = torch.Tensor
-_F32 = torch.float32
-_U8 = torch.uint8
-_WS_KEEP_MAX = 16 << 20  # a workspace up to this size is kept per thread for its next call
-_PACKED = _varlen._PACKED  # the layout name of packed [total, H, D] tensors (sageattn_varlen)
-
-
-class _KeptWorkspace(threading.local):
-    ws, where, bytes = None, None, 0  # where: (device index, raw stream); 0 is every device's default stream
-
-
-_kept_ws = _KeptWorkspace()
-_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None) or torch.cuda.is_current_stream_capturing
-
-
-def _fast_key(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, options):
-    """The signature of a call (raises TypeError for unhashable arguments: no fast path)."""
-    opts = tuple(sorted((n, type(x), x) for n, x in options.items())) if options else ()
-    return (q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype, k.dtype, v.dtype,
-            q.device, k.device, v.device, tensor_layout, type(is_causal), is_causal, type(sm_scale), sm_scale,
-            type(return_lse), return_lse, opts)
-
-
-def _tensor_fields(shape, strides, layout, code):
-    """(dtype, batch, heads, seq, dim, stride_batch, stride_head, stride_seq, stride_dim) of a
-    sage2_tensor for a 4-D torch shape/stride in the given layout (the fields after `data`)."""
-    if layout == "HND":
-        b, h, n, d = shape
-        sb, sh, sn = strides[0], strides[1], strides[2]
-    else:
-        b, n, h, d = shape
-        sb, sn, sh = strides[0], strides[1], strides[2]
-    return (code, b, h, n, d, sb, sh, sn, 1)
-
-
-def _packed_fields(shape, strides, code):
-    """The sage2_tensor fields after `data` of a packed [total, H, D] tensor: its NHD view with
-    batch 1 (the form sage2_attention_varlen takes for cu_seqlens)."""
-    total, h, d = shape
-    return (code, 1, h, total, d, total * strides[0], strides[1], strides[0], 1)
-
-
-def _contiguous_strides(shape):
-    st, acc = [], 1
-    for n in reversed(tuple(shape)):
-        st.append(acc)
-        acc *= n
-    return tuple(reversed(st))
-
-
-class _Structs:
-    """One thread's ctypes arguments of a _FastCall: built once, pointers patched per call."""
-
-    __slots__ = ("q", "k", "v", "o", "p", "lens", "mask", "call")
-
-    def __init__(self, fc):
-        T = _lib.Tensor
-        self.q, self.k, self.v, self.o = T(None, *fc.fq), T(None, *fc.fk), T(None, *fc.fv), T(None, *fc.fo)
-        self.p = _lib.attention_params(fc.causal, fc.sm_scale, fc.qk_bits, fc.smooth_q, int(fc.smooth_k),
-                                      int(fc.smooth_v), None, None, 0, fc.small_q)
-        br = ctypes.byref
-        self.lens = self.mask = None
-        if fc.mask is not None:  # sage2_attention_masked(ctx, q, k, v, out, mask, params, stream)
-            self.mask = _lib.Mask(*fc.mask)
-            args = (br(self.q), br(self.k), br(self.v), br(self.o), br(self.mask), br(self.p))
-        elif fc.lens is None:  # sage2_attention(ctx, q, k, v, out, params, stream)
-            args = (br(self.q), br(self.k), br(self.v), br(self.o), br(self.p))
-        else:  # sage2_attention_varlen(ctx, q, k, v, out, lens, params, stream)
-            self.lens = _lib.SeqLens(*fc.lens)
-            args = (br(self.q), br(self.k), br(self.v), br(self.o), br(self.lens), br(self.p))
-        self.call = functools.partial(fc.fn, fc.ctx, *args)  # call(stream) -> status
-
-
-class _FastCall:
-    """Everything of one call signature that does not depend on the tensors' memory: a dense
-    sage2_attention call, or (lens given) a sage2_attention_varlen call."""
-
-    def __init__(self, q, k, v, layout, params, ws_bytes, lens=None, mask=None, small_q=0):
-        """q, k, v: the tensors of a call that just succeeded (only their metadata is kept);
-        layout: "HND", "NHD" or _PACKED ([total, H, D] tensors, LSE [H, total]); params: the
-        normalized (causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v); ws_bytes:
-        the workspace size; lens: None for sage2_attention, else the sage2_seqlens fields with NULL
-        pointers (batch, None, None, None, max_seqlen_q, max_seqlen_k) for sage2_attention_varlen;
-        mask: None, else the sage2_mask fields with a NULL pointer (None, type, strides...) for
-        sage2_attention_masked; small_q: the sage2_small_q_path code (dense calls)."""
-        self.small_q = small_q
-        self.causal, self.sm_scale, self.return_lse, self.qk_bits, self.smooth_q, self.smooth_k, \
-            self.smooth_v = params
-        dev = q.device
-        self.device = dev
-        self.index = dev.index if dev.index is not None else torch.cuda.current_device()
-        self.shape = q.shape
-        self.dtype = q.dtype
-        code = _DTYPES[q.dtype]
-        out_strides = _contiguous_strides(q.shape)
-        if layout == _PACKED:
-            total, hq, _ = q.shape
-            self.lse_shape = (hq, total)
-            self.fq, self.fk, self.fv, self.fo = (_packed_fields(q.shape, q.stride(), code),
-                                                  _packed_fields(k.shape, k.stride(), code),
-                                                  _packed_fields(v.shape, v.stride(), code),
-                                                  _packed_fields(q.shape, out_strides, code))
-        else:
-            b, hq, nq, _ = _dims(q, layout)
-            self.lse_shape = (b, hq, nq)
-            self.fq, self.fk, self.fv, self.fo = (_tensor_fields(q.shape, q.stride(), layout, code),
-                                                  _tensor_fields(k.shape, k.stride(), layout, code),
-                                                  _tensor_fields(v.shape, v.stride(), layout, code),
-                                                  _tensor_fields(q.shape, out_strides, layout, code))
-        self.lens = lens
-        self.mask = mask
-        self.ws_bytes = ws_bytes
-        self.lib = _lib.lib()
-        self.function = ("sage2_attention_masked" if mask is not None else
-                         "sage2_attention" if lens is None else "sage2_attention_varlen")
-        self.fn = getattr(self.lib, self.function)
-        self.ctx = _lib.context(self.index)
-        self.tls = threading.local()
-
-    def structs(self):
-        try:
-            return self.tls.s
-        except AttributeError:
-            s = self.tls.s = _Structs(self)
-            return s
-
-    def __call__(self, q, k, v, lens_a=None, lens_b=None, mask=None):
-        """A call of this signature. lens_a, lens_b: the length tensors of a varlen call
-        (cu_seqlens_q, cu_seqlens_k for the packed form; kv_lens, None for key padding): only
-        their device pointers are taken, never their values. mask: a masked call's attn_mask."""
-        dev = self.device
-        out = torch.empty(self.shape, dtype=self.dtype, device=dev)
-        s = self.structs()
-        s.q.data = q.data_ptr()
-        s.k.data = k.data_ptr()
-        s.v.data = v.data_ptr()
-        s.o.data = out.data_ptr()
-        if mask is not None:
-            s.mask.data = mask.data_ptr()
-        if lens_a is not None:
-            ln = s.lens
-            if lens_b is None:
-                ln.kv_lens = lens_a.data_ptr()
-            else:
-                ln.cu_seqlens_q = lens_a.data_ptr()
-                ln.cu_seqlens_k = lens_b.data_ptr()
-        p = s.p
-        lse = None
-        if self.return_lse:
-            lse = torch.empty(self.lse_shape, dtype=_F32, device=dev)
-            p.lse = lse.data_ptr()
-        ws = None
-        n = self.ws_bytes
-        stream = _raw_stream(self.index)
-        if n:
-            # torch's caching allocator owns the workspace (stream-ordered reuse; the graph's
-            # private pool under CUDA graph capture), as in _run. One small workspace per thread is
-            # kept for the thread's next call on the same device and stream, whatever its signature
-            # (that call is ordered after this one's kernels): an allocation less where the host
-            # time per call matters, at most _WS_KEEP_MAX bytes held per thread; never while
-            # capturing.
-            capturing = _capturing()
-            kept = _kept_ws
-            where = (self.index, stream)
-            if not capturing and kept.where == where and kept.bytes >= n:
-                ws = kept.ws
-            else:
-                ws = torch.empty((n + 256,), dtype=_U8, device=dev)
-                if not capturing and n <= _WS_KEEP_MAX:
-                    kept.ws, kept.where, kept.bytes = ws, where, n
-            p.workspace = (ws.data_ptr() + 255) // 256 * 256
-            p.workspace_bytes = n
-        status = s.call(stream)
-        if status:
-            _lib.check(status, self.function)
-        del ws
-        return (out, lse) if self.return_lse else out
-
-
-def _fast_store(cache, key, fc):
-    """Puts a _FastCall into a signature cache (emptied when it reaches _FAST_MAX entries)."""
-    with _fast_lock:
-        if len(cache) >= _FAST_MAX:
-            cache.clear()
-        cache[key] = fc
+# ---- the eager fast path of dense calls: _core._FastCall in a signature cache --------------------
+_fast = {}  # signature -> _core._FastCall (dense calls)
 
 
 def _fast_insert(key, q, k, v, args, small_q=0):
     """Caches the signature of a call that just succeeded eagerly (not the empty-output and
     no-key cases, which _run handles without the library)."""
-    if q.numel() == 0 or _dims(k, args[0])[2] == 0:
+    if q.numel() == 0 or _C._dims(k, args[0])[2] == 0:
         return
-    ws_bytes = _ws_cache.get(_ws_key(q, k, *args, v=v, small_q=small_q))
+    ws_bytes = _C._ws_cache.get(_C._ws_key(q, k, *args, v=v, small_q=small_q))
     if ws_bytes is None:
         return
-    _fast_store(_fast, key, _FastCall(q, k, v, args[0], args[1:], ws_bytes, small_q=small_q))
+    _C._fast_store(_fast, key, _C._FastCall(q, k, v, args[0], args[1:], ws_bytes, small_q=small_q))
 
 
 # ---- the custom op (torch.compile, tracing, autograd guard) -------------------------------------
@@ -539,7 +91,7 @@ def _sageattn_op(q, k, v, tensor_layout, causal, sm_scale, return_lse, qk_bits, 
 @_sageattn_op.register_fake
 def _sageattn_fake(q, k, v, tensor_layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v,
                    small_q_path=0):
-    b, hq, nq, _ = _dims(q, tensor_layout)
+    b, hq, nq, _ = _C._dims(q, tensor_layout)
     out = q.new_empty(q.shape)
     if return_lse:
         lse = q.new_empty((b, hq, nq), dtype=torch.float32)
@@ -549,18 +101,6 @@ def _sageattn_fake(q, k, v, tensor_layout, causal, sm_scale, return_lse, qk_bits
 
 
 _op_util.inference_only(_sageattn_op, "sage2.sageattn")
-
-
-def _use_op(*tensors):
-    """Whether a call on these tensors (None ignored) goes through its custom op rather than
-    straight to the C library: under torch.compile, for fake / functional / subclass tensors, and
-    when autograd would record it."""
-    if torch.compiler.is_compiling():
-        return True
-    ts = [t for t in tensors if t is not None]
-    if any(type(t) is not torch.Tensor for t in ts):
-        return True  # fake / functional / subclass tensors: let the dispatcher handle them
-    return torch.is_grad_enabled() and any(t.requires_grad for t in ts)
 
 
 # ---- public entry point -------------------------------------------------------------------
@@ -605,10 +145,10 @@ def sageattn(q, k, v, tensor_layout="HND", is_causal=False, sm_scale=None, retur
 
     Bad input raises TypeError/ValueError naming the argument before anything runs on the GPU;
     errors from the library raise sage2.Sage2Error subclasses carrying sage2_last_error()."""
-    if options and not _OPTION_KEYS.issuperset(options):
-        is_causal, sm_scale, options = _compat.translate(is_causal, sm_scale, options, _OPTION_KEYS)
-    small_q = _small_q_code(options) if options else 0
-    if small_q == _SMALL_Q["direct"] and (attn_mask is not None or kv_lens is not None):
+    if options and not _C._OPTION_KEYS.issuperset(options):
+        is_causal, sm_scale, options = _compat.translate(is_causal, sm_scale, options, _C._OPTION_KEYS)
+    small_q = _C._small_q_code(options) if options else 0
+    if small_q == _C._SMALL_Q["direct"] and (attn_mask is not None or kv_lens is not None):
         raise ValueError("sage2.sageattn: small_q_path='direct' takes dense calls only (no attn_mask, no kv_lens)")
     if attn_mask is not None:
         if kv_lens is not None:
@@ -619,15 +159,15 @@ def sageattn(q, k, v, tensor_layout="HND", is_causal=False, sm_scale=None, retur
     key = None
     if not torch.compiler.is_compiling() and type(q) is _Tensor and type(k) is _Tensor and type(v) is _Tensor:
         try:
-            key = _fast_key(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, options)
+            key = _C._fast_key(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, options)
             fc = _fast.get(key)
         except TypeError:  # an unhashable argument: the checks below name it
             key = fc = None
         if fc is not None and not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or
                                                                 v.requires_grad)):
             return fc(q, k, v)
-    args = _normalize(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, options)
-    if _use_op(q, k, v):
+    args = _C._normalize(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, options)
+    if _C._use_op(q, k, v):
         out, lse = torch.ops.sage2.sageattn(q, k, v, *args, small_q)
     else:
         out, lse = _run(q, k, v, *args, small_q=small_q)

@@ -9,11 +9,14 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import importlib.util
+import logging
 import os
 import re
 import sys
 import threading
 from typing import List, Optional, Tuple
+
+from . import _logging
 
 __all__ = [
     "Sage2Error",
@@ -25,10 +28,13 @@ __all__ = [
     "AttentionParams",
     "SeqLens",
     "Mask",
+    "TuneOptions",
+    "TuneSummary",
     "lib",
     "has_varlen",
     "require_varlen",
     "require_masked",
+    "require_tune",
     "library_path",
     "search_locations",
     "nvrtc_wheel_candidates",
@@ -36,6 +42,7 @@ __all__ = [
     "package_version",
     "build_commit",
     "check",
+    "set_log_level",
     "STATUS_NAMES",
 ]
 
@@ -192,6 +199,48 @@ class SeqLens(ctypes.Structure):
         ("kv_lens", ctypes.c_void_p),
         ("max_seqlen_q", ctypes.c_int64),
         ("max_seqlen_k", ctypes.c_int64),
+    ]
+
+
+class TuneOptions(ctypes.Structure):
+    """sage2_tune_options (added in 0.1): what sage2_tune times. sage2_tune_options_init writes the
+    defaults (NULL lists: head dims 64, 96, 128 and sequence lengths 1024, 4096, 16384; dtype and
+    causal -1: both f16 and bf16, none and top-left; heads 32; reps 20, warmup 2, budget 1 s, min
+    gain 0.02, write_db 1, jobs 0). sage2.tune (_tune.py) fills it."""
+
+    _fields_ = [
+        ("head_dims", ctypes.POINTER(ctypes.c_int32)),
+        ("n_head_dims", ctypes.c_int32),
+        ("dtype", ctypes.c_int32),          # -1: f16 and bf16; else a sage2_dtype
+        ("causal", ctypes.c_int32),         # -1: none and top-left; else a sage2_causal
+        ("qk_bits", ctypes.c_int32),        # 0 auto (8), 4 or 8
+        ("pv_precision", ctypes.c_int32),   # sage2_pv_precision
+        ("seq_lens", ctypes.POINTER(ctypes.c_int64)),
+        ("n_seq_lens", ctypes.c_int32),
+        ("batch", ctypes.c_int64),          # 0: 16K tokens, 1 to 4 sequences
+        ("heads", ctypes.c_int64),
+        ("kv_heads", ctypes.c_int64),       # 0: heads
+        ("reps", ctypes.c_int32),
+        ("warmup", ctypes.c_int32),
+        ("budget_seconds", ctypes.c_double),
+        ("min_gain", ctypes.c_double),
+        ("write_db", ctypes.c_int32),
+        ("jobs", ctypes.c_int32),           # 0: CPU count, at most 16
+    ]
+
+
+class TuneSummary(ctypes.Structure):
+    """sage2_tune_summary: what a sage2_tune call measured and wrote."""
+
+    _fields_ = [
+        ("problems", ctypes.c_int32),
+        ("written", ctypes.c_int32),
+        ("failures", ctypes.c_int32),
+        ("improved", ctypes.c_int32),
+        ("best_gain", ctypes.c_double),
+        ("kernels_compiled", ctypes.c_int64),
+        ("kernels_from_cache", ctypes.c_int64),
+        ("compile_errors", ctypes.c_int64),
     ]
 
 
@@ -391,6 +440,13 @@ def _declare(L: ctypes.CDLL) -> None:
         L.sage2_workspace_size_masked.restype = c_int
         L.sage2_workspace_size_masked.argtypes = [c_void_p, P(Tensor), P(Tensor), P(Tensor), P(Tensor), P(Mask),
                                                   P(AttentionParams), P(c_size_t)]
+    # Tuning (issue 26); a library built before it lacks both (require_tune()).
+    if hasattr(L, "sage2_tune_options_init"):
+        L.sage2_tune_options_init.restype = None
+        L.sage2_tune_options_init.argtypes = [P(TuneOptions)]
+    if hasattr(L, "sage2_tune"):
+        L.sage2_tune.restype = c_int
+        L.sage2_tune.argtypes = [c_void_p, P(TuneOptions), P(TuneSummary), ctypes.c_char_p, c_size_t]
 
 
 def _load() -> ctypes.CDLL:
@@ -417,8 +473,6 @@ def _load() -> ctypes.CDLL:
             continue
         _declare(L)
         _add_nvrtc_candidates(L)
-        from . import _logging
-
         _logging.install(L)  # notices to the "sage2" logger (an older library keeps stderr)
         global _lib_path
         _lib_path = os.path.abspath(path) if os.path.sep in path else path
@@ -534,6 +588,22 @@ def require_masked():
     return L
 
 
+_TUNE_SYMBOLS = ("sage2_tune_options_init", "sage2_tune")
+
+
+def require_tune():
+    """The loaded library, which must have sage2_tune_options_init and sage2_tune; an older one
+    raises UnsupportedError saying so."""
+    L = lib()
+    missing = [n for n in _TUNE_SYMBOLS if not hasattr(L, n)]
+    if missing:
+        raise UnsupportedError(
+            "this libsage2 (%s) predates tuning from the API: it lacks %s. Use a libsage2 built from a source with "
+            "sage2_tune (issue 26), or the sage2-autotune tool" % (_lib_path or "unknown path", ", ".join(missing)),
+            SAGE2_ERROR_UNSUPPORTED, "sage2_tune")
+    return L
+
+
 def _string_out(fn, *args, size: int = 4096) -> str:
     buf = ctypes.create_string_buffer(size)
     check(fn(*args, buf, size), fn.__name__)
@@ -627,3 +697,19 @@ def context_device_props(ctx) -> Tuple[int, int, int]:
     check(L.sage2_context_device_props(ctx, ctypes.byref(o), ctypes.byref(s), ctypes.byref(m)),
           "sage2_context_device_props")
     return o.value, s.value, m.value
+
+
+def set_log_level(level) -> None:
+    """Sets the level of sage2's notices, in the library (what it emits) and on the ``sage2`` logger
+    (what logging passes on): "error", "warning" / "warn", "info", "debug", a logging level
+    (logging.DEBUG ...), or None to follow SAGE2_LOG_LEVEL again (logger back to NOTSET).
+    A bad level raises ValueError/TypeError; then it loads the library (raises
+    LibraryNotFoundError without one)."""
+    code = None if level is None else _logging._level_code(level)
+    L = lib()
+    if code is None:
+        check(L.sage2_set_log_level(-1), "sage2_set_log_level")  # SAGE2_FROM_ENV
+        _logging.logger.setLevel(logging.NOTSET)
+        return
+    check(L.sage2_set_log_level(code), "sage2_set_log_level")
+    _logging.logger.setLevel(_logging._TO_LOGGING[code])

@@ -13,7 +13,10 @@ import atexit
 import ctypes
 import logging
 
-__all__ = ["logger", "set_log_level", "install", "LEVELS"]
+# sage2.set_log_level lives in _lib.py (it needs the loaded library); this module imports nothing of
+# the package, so _lib can import it (issue 26: the package's imports go one way only).
+
+__all__ = ["logger", "install", "LEVELS"]
 
 logger = logging.getLogger("sage2")
 
@@ -79,19 +82,3 @@ def _level_code(level):
             return code
     return 0
 
-
-def set_log_level(level):
-    """Sets the level of sage2's notices, in the library (what it emits) and on the ``sage2`` logger
-    (what logging passes on): "error", "warning" / "warn", "info", "debug", a logging level
-    (logging.DEBUG ...), or None to follow SAGE2_LOG_LEVEL again (logger back to NOTSET).
-    Loads the library (raises LibraryNotFoundError without one)."""
-    from . import _lib
-
-    L = _lib.lib()
-    if level is None:
-        _lib.check(L.sage2_set_log_level(-1), "sage2_set_log_level")  # SAGE2_FROM_ENV
-        logger.setLevel(logging.NOTSET)
-        return
-    code = _level_code(level)
-    _lib.check(L.sage2_set_log_level(code), "sage2_set_log_level")
-    logger.setLevel(_TO_LOGGING[code])

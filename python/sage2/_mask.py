@@ -15,9 +15,7 @@ import torch
 from . import _lib
 from . import _op_util
 
-# _attention imports this module at its top; its helpers are used through the module object, at
-# call time only.
-from . import _attention as _A
+from . import _core as _C  # the helpers sageattn shares (never _attention: it imports this module)
 
 _MASK_TYPE_NAMES = (("bool", 1), ("float16", 2), ("bfloat16", 3), ("float32", 4))  # sage2_mask_type
 
@@ -44,8 +42,8 @@ def mask_view(attn_mask, q, k, layout, where="sage2.sageattn"):
     if attn_mask.device != q.device:
         raise ValueError("%s: attn_mask is on %s but q is on %s; it must be on q's device"
                          % (where, attn_mask.device, q.device))
-    b, hq, nq, _ = _A._dims(q, layout)
-    nk = _A._dims(k, layout)[2]
+    b, hq, nq, _ = _C._dims(q, layout)
+    nk = _C._dims(k, layout)[2]
     if not 2 <= attn_mask.dim() <= 4:
         raise ValueError("%s: attn_mask must be 2-D to 4-D, broadcastable to [B, Hq, Nq, Nk] = [%d, %d, %d, %d]; "
                          "got shape %s" % (where, b, hq, nq, nk, tuple(attn_mask.shape)))
@@ -62,32 +60,32 @@ def mask_view(attn_mask, q, k, layout, where="sage2.sageattn"):
 def _run(q, k, v, mask, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v):
     """Allocates the outputs and runs sage2_attention_masked; `mask` is mask_view()'s."""
     L = _lib.require_masked()
-    b, hq, nq, _ = _A._dims(q, layout)
-    nk = _A._dims(k, layout)[2]
+    b, hq, nq, _ = _C._dims(q, layout)
+    nk = _C._dims(k, layout)[2]
     dev = q.device
-    out, lse = _A._outputs(q, (b, hq, nq), return_lse)
+    out, lse = _C._outputs(q, (b, hq, nq), return_lse)
     if out.numel() == 0:
         return out, lse
     if nk == 0:
-        return _A._no_keys(out, lse)
-    index = _A._device_index(dev)
+        return _C._no_keys(out, lse)
+    index = _C._device_index(dev)
     ctx = _lib.context(index)
-    code = _A._DTYPES[q.dtype]
-    tq, tk, tv, to = (_A._desc(t, layout, code) for t in (q, k, v, out))
+    code = _C._DTYPES[q.dtype]
+    tq, tk, tv, to = (_C._desc(t, layout, code) for t in (q, k, v, out))
     st = mask.stride()
     m = _lib.Mask(mask.data_ptr(), _mask_types()[mask.dtype], st[0], st[1], st[2], st[3])
     params = _lib.attention_params(causal, sm_scale, qk_bits, smooth_q, int(smooth_k), int(smooth_v),
                                   lse.data_ptr() if return_lse else None, None, 0)
-    key = ("masked", mask.dtype, st) + _A._ws_key(q, k, layout, causal, sm_scale, return_lse, qk_bits, smooth_q,
+    key = ("masked", mask.dtype, st) + _C._ws_key(q, k, layout, causal, sm_scale, return_lse, qk_bits, smooth_q,
                                                   smooth_k, smooth_v, v=v)
     br = ctypes.byref
 
     def query(n):
         return L.sage2_workspace_size_masked(ctx, br(tq), br(tk), br(tv), br(to), br(m), br(params), n)
 
-    ws = _A._attach_workspace(params, _A._workspace_bytes(key, query, "sage2_workspace_size_masked"), dev)
+    ws = _C._attach_workspace(params, _C._workspace_bytes(key, query, "sage2_workspace_size_masked"), dev)
     _lib.check(L.sage2_attention_masked(ctx, br(tq), br(tk), br(tv), br(to), br(m), br(params),
-                                        ctypes.c_void_p(_A._raw_stream(index))),
+                                        ctypes.c_void_p(_C._raw_stream(index))),
                "sage2_attention_masked")
     del ws  # back to the caching allocator; later users on this stream are ordered after the call
     return out, lse
@@ -104,28 +102,28 @@ def _masked_op(q, k, v, mask, tensor_layout, causal, sm_scale, return_lse, qk_bi
 
 @_masked_op.register_fake
 def _masked_fake(q, k, v, mask, tensor_layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v):
-    b, hq, nq, _ = _A._dims(q, tensor_layout)
+    b, hq, nq, _ = _C._dims(q, tensor_layout)
     return q.new_empty(q.shape), q.new_empty((b, hq, nq) if return_lse else (0,), dtype=torch.float32)
 
 
 _op_util.inference_only(_masked_op, "sage2.sageattn")
 
 
-# The eager fast path of masked calls: _attention._FastCall with a prebuilt sage2_mask whose data
+# The eager fast path of masked calls: _core._FastCall with a prebuilt sage2_mask whose data
 # pointer is patched per call, keyed by the dense signature plus the mask's metadata (its expanded
 # view's strides follow from its shape and strides).
 _fast = {}
 
 
 def _fast_key(q, k, v, attn_mask, tensor_layout, is_causal, sm_scale, return_lse, options):
-    return (_A._fast_key(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, options), attn_mask.shape,
+    return (_C._fast_key(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, options), attn_mask.shape,
             attn_mask.stride(), attn_mask.dtype, attn_mask.device)
 
 
 def masked(q, k, v, attn_mask, tensor_layout, is_causal, sm_scale, return_lse, options):
     """sageattn(q, k, v, ..., attn_mask=attn_mask)."""
     key = None
-    T = _A._Tensor
+    T = _C._Tensor
     if (not torch.compiler.is_compiling() and type(q) is T and type(k) is T and type(v) is T and
             type(attn_mask) is T):
         try:
@@ -136,16 +134,16 @@ def masked(q, k, v, attn_mask, tensor_layout, is_causal, sm_scale, return_lse, o
         if fc is not None and not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or
                                                                 v.requires_grad)):
             return fc(q, k, v, mask=attn_mask)
-    args = _A._normalize(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, options)
+    args = _C._normalize(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, options)
     mask = mask_view(attn_mask, q, k, args[0])
-    if _A._use_op(q, k, v, attn_mask):
+    if _C._use_op(q, k, v, attn_mask):
         out, lse = torch.ops.sage2.sageattn_masked(q, k, v, mask, *args)
     else:
         out, lse = _run(q, k, v, mask, *args)
-        if key is not None and q.numel() and _A._dims(k, args[0])[2]:
+        if key is not None and q.numel() and _C._dims(k, args[0])[2]:
             st = mask.stride()
-            ws = _A._ws_cache.get(("masked", mask.dtype, st) + _A._ws_key(q, k, *args, v=v))
+            ws = _C._ws_cache.get(("masked", mask.dtype, st) + _C._ws_key(q, k, *args, v=v))
             if ws is not None:
                 fields = (None, _mask_types()[mask.dtype], st[0], st[1], st[2], st[3])
-                _A._fast_store(_fast, key, _A._FastCall(q, k, v, args[0], args[1:], ws, mask=fields))
+                _C._fast_store(_fast, key, _C._FastCall(q, k, v, args[0], args[1:], ws, mask=fields))
     return (out, lse) if args[3] else out

@@ -11,7 +11,7 @@ their dtype, rank, size, device and strides, never their values (no host synchro
 graph captured once replays with new lengths of the same totals). Values that break the rules of
 include/sage2/sage2.hpp (SeqLens) make every output element and LSE NaN.
 
-Eager calls take sageattn's fast path (_attention._FastCall) from the second call of a signature
+Eager calls take sageattn's fast path (_core._FastCall) from the second call of a signature
 on: no checks again, prebuilt ctypes structures (sage2_seqlens included) whose pointers are
 patched, the kept workspace; see "the eager fast path" below.
 """
@@ -22,19 +22,18 @@ import torch
 from . import _lib
 from . import _op_util
 
-# _attention imports this module at its top (sageattn(kv_lens=...) runs here), so its helpers are
-# used through the module object, at call time only.
-from . import _attention as _A
+from . import _compat
+from . import _core as _C  # the helpers sageattn shares (never _attention: it imports this module)
 
 __all__ = ["sageattn_varlen"]
 
 _WHERE = "sage2.sageattn_varlen"
-_PACKED = "packed"  # the custom op's tensor_layout for the packed form ([total, H, D] tensors)
+_PACKED = _C._PACKED  # the custom op's tensor_layout for the packed form ([total, H, D] tensors)
 _RANK3 = "3-D ([total tokens, heads, head dim]: the sequences packed one after another)"
 _SMOOTH_Q_OFF = 2  # sage2_attention_params.smooth_q: 0 auto, 1 on, 2 off
 _SymInt = getattr(torch, "SymInt", int)
 _Tensor = torch.Tensor
-_fast = {}  # signature -> _attention._FastCall of a varlen call (both forms; see _packed_key, _kv_key)
+_fast = {}  # signature -> _core._FastCall of a varlen call (both forms; see _packed_key, _kv_key)
 
 
 # ---- argument checks (metadata only: traceable by dynamo, no device synchronisation) ------------
@@ -82,7 +81,7 @@ def _normalize_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
     """Checks every argument of sageattn_varlen and returns the scalar arguments of the C call:
     (max_seqlen_q, max_seqlen_k, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v)."""
     W = _WHERE
-    _A._check_tensors(q, k, v, W, 3, _RANK3)
+    _C._check_tensors(q, k, v, W, 3, _RANK3)
     tq, hq, dq = q.shape
     tk, hk, dk = k.shape
     tv, hv, dv = v.shape
@@ -98,7 +97,7 @@ def _normalize_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
     if dq < 1:
         raise ValueError("%s: head dim must be at least 1, got %d" % (W, dq))
     for t, n in ((q, "q"), (k, "k"), (v, "v")):
-        _A._check_strides(t, n, W)
+        _C._check_strides(t, n, W)
     _check_lens(cu_seqlens_q, "cu_seqlens_q", W, q)
     _check_lens(cu_seqlens_k, "cu_seqlens_k", W, q)
     nq, nk = cu_seqlens_q.shape[0], cu_seqlens_k.shape[0]
@@ -109,34 +108,34 @@ def _normalize_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
         raise ValueError("%s: cu_seqlens_k has %d entries but cu_seqlens_q has %d; both need B + 1" % (W, nk, nq))
     mq = _max_len(max_seqlen_q, "max_seqlen_q")
     mk = _max_len(max_seqlen_k, "max_seqlen_k")
-    causal, scale, lse, bits, _, smooth_k, smooth_v = _A._normalize_scalars(is_causal, sm_scale, return_lse, options, W)
+    causal, scale, lse, bits, _, smooth_k, smooth_v = _C._normalize_scalars(is_causal, sm_scale, return_lse, options, W)
     return mq, mk, causal, scale, lse, bits, _smooth_q_off(options, W), smooth_k, smooth_v
 
 
 # ---- the C call ---------------------------------------------------------------------------------
 def _packed_desc(t, code):
     """sage2_tensor of a packed [total, H, D] tensor: the NHD view with batch 1."""
-    return _lib.Tensor(t.data_ptr(), *_A._packed_fields(t.shape, t.stride(), code))
+    return _lib.Tensor(t.data_ptr(), *_C._packed_fields(t.shape, t.stride(), code))
 
 
 def _packed_ws_key(q, k, v, batch, max_seqlen_q, max_seqlen_k, causal, return_lse, qk_bits, smooth_q, smooth_k,
                    smooth_v):
     """The workspace-size cache key of a normalized packed call: shapes, strides and options, never
     the lengths' values (the workspace does not depend on them)."""
-    return ("varlen-packed", _A._device_index(q.device), q.dtype, q.shape, k.shape, q.stride(), k.stride(), v.stride(),
+    return ("varlen-packed", _C._device_index(q.device), q.dtype, q.shape, k.shape, q.stride(), k.stride(), v.stride(),
             batch, max_seqlen_q, max_seqlen_k, causal, qk_bits, smooth_q, smooth_k, smooth_v, return_lse)
 
 
 def _kv_ws_key(q, k, v, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v):
     """The workspace-size cache key of a normalized key-padding call."""
-    return ("varlen-kv",) + _A._ws_key(q, k, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k,
+    return ("varlen-kv",) + _C._ws_key(q, k, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k,
                                        smooth_v, v=v)
 
 
 def _call(dev, tq, tk, tv, to, lens, params, key):
     """sage2_workspace_size_varlen (cached by key), then sage2_attention_varlen on torch's current
     stream with a workspace from torch's caching allocator."""
-    index = _A._device_index(dev)
+    index = _C._device_index(dev)
     L = _lib.require_varlen()
     ctx = _lib.context(index)
     br = ctypes.byref
@@ -144,9 +143,9 @@ def _call(dev, tq, tk, tv, to, lens, params, key):
     def query(n):
         return L.sage2_workspace_size_varlen(ctx, br(tq), br(tk), br(tv), br(to), br(lens), br(params), n)
 
-    nbytes = _A._workspace_bytes(key, query, "sage2_workspace_size_varlen")
-    ws = _A._attach_workspace(params, nbytes, dev)
-    stream = _A._raw_stream(index)
+    nbytes = _C._workspace_bytes(key, query, "sage2_workspace_size_varlen")
+    ws = _C._attach_workspace(params, nbytes, dev)
+    stream = _C._raw_stream(index)
     _lib.check(L.sage2_attention_varlen(ctx, br(tq), br(tk), br(tv), br(to), br(lens), br(params),
                                         ctypes.c_void_p(stream)),
                "sage2_attention_varlen")
@@ -159,12 +158,12 @@ def _run_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
     Arguments are already normalized."""
     _lib.require_varlen()  # an older library fails every call alike, empty ones included
     tq, hq, d = q.shape
-    out, lse = _A._outputs(q, (hq, tq), return_lse)
+    out, lse = _C._outputs(q, (hq, tq), return_lse)
     if out.numel() == 0:
         return out, lse
     if k.shape[0] == 0:
-        return _A._no_keys(out, lse)  # (invalid lengths are not looked at: nothing runs)
-    code = _A._DTYPES[q.dtype]
+        return _C._no_keys(out, lse)  # (invalid lengths are not looked at: nothing runs)
+    code = _C._DTYPES[q.dtype]
     batch = cu_seqlens_q.shape[0] - 1
     lens = _lib.SeqLens(batch, cu_seqlens_q.data_ptr(), cu_seqlens_k.data_ptr(), None, max_seqlen_q, max_seqlen_k)
     params = _lib.attention_params(causal, sm_scale, qk_bits, smooth_q, int(smooth_k), int(smooth_v),
@@ -180,23 +179,23 @@ def _run_kv_padded(q, k, v, kv_lens, layout, causal, sm_scale, return_lse, qk_bi
     """Allocates the outputs (like q, LSE [B, Hq, Nq]) and runs the key-padding form. Arguments are
     already normalized."""
     _lib.require_varlen()
-    b, hq, nq, _ = _A._dims(q, layout)
-    out, lse = _A._outputs(q, (b, hq, nq), return_lse)
+    b, hq, nq, _ = _C._dims(q, layout)
+    out, lse = _C._outputs(q, (b, hq, nq), return_lse)
     if out.numel() == 0:
         return out, lse
-    if _A._dims(k, layout)[2] == 0:
-        return _A._no_keys(out, lse)
-    code = _A._DTYPES[q.dtype]
+    if _C._dims(k, layout)[2] == 0:
+        return _C._no_keys(out, lse)
+    code = _C._DTYPES[q.dtype]
     lens = _lib.SeqLens(b, None, None, kv_lens.data_ptr(), 0, 0)
     params = _lib.attention_params(causal, sm_scale, qk_bits, smooth_q, int(smooth_k), int(smooth_v),
                                   lse.data_ptr() if return_lse else None, None, 0)
     key = _kv_ws_key(q, k, v, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v)
-    _call(q.device, _A._desc(q, layout, code), _A._desc(k, layout, code), _A._desc(v, layout, code),
-          _A._desc(out, layout, code), lens, params, key)
+    _call(q.device, _C._desc(q, layout, code), _C._desc(k, layout, code), _C._desc(v, layout, code),
+          _C._desc(out, layout, code), lens, params, key)
     return out, lse
 
 
-# ---- the eager fast path (as sageattn's: _attention._FastCall with a prebuilt sage2_seqlens) -----
+# ---- the eager fast path (as sageattn's: _core._FastCall with a prebuilt sage2_seqlens) -----
 # The second call of a signature skips the checks and the workspace query: the cached _FastCall
 # allocates the outputs, takes the kept workspace, patches the data pointers of q, k, v, out, LSE
 # and of the length arrays, and calls sage2_attention_varlen. A signature is everything the
@@ -208,14 +207,14 @@ def _packed_key(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                 options):
     """The signature of a packed call (TypeError for unhashable arguments: no fast path)."""
     cq, ck = cu_seqlens_q, cu_seqlens_k
-    return (_A._fast_key(q, k, v, _PACKED, is_causal, sm_scale, return_lse, options),
+    return (_C._fast_key(q, k, v, _PACKED, is_causal, sm_scale, return_lse, options),
             cq.shape, cq.stride(), cq.dtype, cq.device, ck.shape, ck.stride(), ck.dtype, ck.device,
             type(max_seqlen_q), max_seqlen_q, type(max_seqlen_k), max_seqlen_k)
 
 
 def _kv_key(q, k, v, kv_lens, tensor_layout, is_causal, sm_scale, return_lse, options):
     """The signature of a key-padding call (TypeError for unhashable arguments: no fast path)."""
-    return (_A._fast_key(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, options),
+    return (_C._fast_key(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, options),
             kv_lens.shape, kv_lens.stride(), kv_lens.dtype, kv_lens.device)
 
 
@@ -231,25 +230,25 @@ def _fast_insert_packed(key, q, k, v, cu_seqlens_q, args):
     if q.numel() == 0 or k.shape[0] == 0:
         return
     batch = cu_seqlens_q.shape[0] - 1
-    ws_bytes = _A._ws_cache.get(_packed_ws_key(q, k, v, batch, max_q, max_k, causal, lse_on, bits, smooth_q, smooth_k,
+    ws_bytes = _C._ws_cache.get(_packed_ws_key(q, k, v, batch, max_q, max_k, causal, lse_on, bits, smooth_q, smooth_k,
                                                smooth_v))
     if ws_bytes is None:
         return
-    fc = _A._FastCall(q, k, v, _PACKED, (causal, scale, lse_on, bits, smooth_q, smooth_k, smooth_v), ws_bytes,
+    fc = _C._FastCall(q, k, v, _PACKED, (causal, scale, lse_on, bits, smooth_q, smooth_k, smooth_v), ws_bytes,
                       lens=(batch, None, None, None, max_q, max_k))
-    _A._fast_store(_fast, key, fc)
+    _C._fast_store(_fast, key, fc)
 
 
 def _fast_insert_kv(key, q, k, v, layout, params):
     """Caches a key-padding call that just succeeded eagerly; params: (causal, sm_scale,
     return_lse, qk_bits, smooth_q, smooth_k, smooth_v) as passed to _run_kv_padded."""
-    if q.numel() == 0 or _A._dims(k, layout)[2] == 0:
+    if q.numel() == 0 or _C._dims(k, layout)[2] == 0:
         return
-    ws_bytes = _A._ws_cache.get(_kv_ws_key(q, k, v, layout, *params))
+    ws_bytes = _C._ws_cache.get(_kv_ws_key(q, k, v, layout, *params))
     if ws_bytes is None:
         return
-    fc = _A._FastCall(q, k, v, layout, params, ws_bytes, lens=(_A._dims(q, layout)[0], None, None, None, 0, 0))
-    _A._fast_store(_fast, key, fc)
+    fc = _C._FastCall(q, k, v, layout, params, ws_bytes, lens=(_C._dims(q, layout)[0], None, None, None, 0, 0))
+    _C._fast_store(_fast, key, fc)
 
 
 # ---- the custom op (torch.compile, tracing, autograd guard) -------------------------------------
@@ -279,7 +278,7 @@ def _varlen_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, kv_lens, tensor_layout, ma
     elif cu_seqlens_q is not None:
         lse_shape = (q.shape[1], q.shape[0])
     else:
-        lse_shape = _A._dims(q, tensor_layout)[:3]
+        lse_shape = _C._dims(q, tensor_layout)[:3]
     return out, q.new_empty(lse_shape, dtype=torch.float32)
 
 
@@ -300,15 +299,15 @@ def kv_padded(q, k, v, kv_lens, tensor_layout, is_causal, sm_scale, return_lse, 
         if fc is not None and not _may_record(q, k, v):
             return fc(q, k, v, kv_lens)
     W = "sage2.sageattn"
-    layout, causal, scale, lse_on, bits, _, smooth_k, smooth_v = _A._normalize(q, k, v, tensor_layout, is_causal,
+    layout, causal, scale, lse_on, bits, _, smooth_k, smooth_v = _C._normalize(q, k, v, tensor_layout, is_causal,
                                                                                  sm_scale, return_lse, options)
     _check_lens(kv_lens, "kv_lens", W, q)
-    b = _A._dims(q, layout)[0]
+    b = _C._dims(q, layout)[0]
     if kv_lens.shape[0] != b:
         raise ValueError("%s: kv_lens has %d entries but q has batch %d; it needs one key length per batch entry"
                          % (W, kv_lens.shape[0], b))
     smooth_q = _smooth_q_off(options, W)
-    if _A._use_op(q, k, v, kv_lens):
+    if _C._use_op(q, k, v, kv_lens):
         out, lse = torch.ops.sage2.sageattn_varlen(q, k, v, None, None, kv_lens, layout, 0, 0, causal, scale, lse_on,
                                                    bits, smooth_q, smooth_k, smooth_v)
     else:
@@ -349,8 +348,8 @@ def sageattn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_
     Bad input raises TypeError/ValueError naming the argument before anything runs on the GPU; a
     libsage2 without sage2_attention_varlen raises sage2.UnsupportedError. The reference's and
     FlashAttention's keywords are mapped or refused as in sageattn."""
-    if options and not _A._OPTION_KEYS.issuperset(options):
-        is_causal, sm_scale, options = _A._compat.translate(is_causal, sm_scale, options, _A._OPTION_KEYS,
+    if options and not _C._OPTION_KEYS.issuperset(options):
+        is_causal, sm_scale, options = _compat.translate(is_causal, sm_scale, options, _C._OPTION_KEYS,
                                                             where="sage2.sageattn_varlen")
     key = None
     if (not torch.compiler.is_compiling() and type(q) is _Tensor and type(k) is _Tensor and type(v) is _Tensor
@@ -365,7 +364,7 @@ def sageattn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_
             return fc(q, k, v, cu_seqlens_q, cu_seqlens_k)
     args = _normalize_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, is_causal, sm_scale,
                              return_lse, options)
-    if _A._use_op(q, k, v, cu_seqlens_q, cu_seqlens_k):
+    if _C._use_op(q, k, v, cu_seqlens_q, cu_seqlens_k):
         out, lse = torch.ops.sage2.sageattn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, None, _PACKED, *args)
     else:
         out, lse = _run_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, *args)

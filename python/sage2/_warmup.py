@@ -111,14 +111,14 @@ def warmup(head_dims=(64, 128), dtypes=("float16", "bfloat16"), causal=(False, T
     if not hasattr(torch, "library") or not hasattr(torch.library, "custom_op"):
         raise ImportError("sage2.warmup needs torch >= 2.4, got %s" % getattr(torch, "__version__", "?"))
 
-    from . import _attention
+    from . import _compat, _core
     from ._attention import sageattn
 
     # sageattn's own checks of the options, before any GPU work (names the bad one)
     opts = options
-    if opts and not _attention._OPTION_KEYS.issuperset(opts):
-        _, _, opts = _attention._compat.translate(False, None, opts, _attention._OPTION_KEYS, where="sage2.warmup")
-    _attention._normalize_scalars(False, None, False, opts, "sage2.warmup")
+    if opts and not _core._OPTION_KEYS.issuperset(opts):
+        _, _, opts = _compat.translate(False, None, opts, _core._OPTION_KEYS, where="sage2.warmup")
+    _core._normalize_scalars(False, None, False, opts, "sage2.warmup")
     if not torch.cuda.is_available():
         raise RuntimeError("sage2.warmup: torch sees no CUDA device (torch %s, CUDA %s)" % (torch.__version__,
                                                                                               torch.version.cuda))

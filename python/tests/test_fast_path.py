@@ -15,12 +15,13 @@ sys.path.insert(0, sys.argv[1])
 import torch
 import sage2
 from sage2 import _attention as A
+from sage2 import _core as C  # the shared helpers (_normalize, _raw_stream, ...)
 from fake_torch import FakeLib, T, counting, install
 
 fake = FakeLib(varlen=False, masked=False)
 install(fake)
 normalize_calls = [0]
-A._normalize = counting(A._normalize, normalize_calls)
+C._normalize = counting(C._normalize, normalize_calls)
 
 def call(q, k, v, **kw):
     n0, c0, w0 = normalize_calls[0], len(fake.calls), len(fake.ws_queries)
@@ -145,9 +146,9 @@ _, _, _, rec5 = call(q, k, v)  # after the capture: the kept one was not replace
 assert rec5["p"][7] == rec2["p"][7]
 raw = torch._C._cuda_getCurrentRawStream
 torch._C._cuda_getCurrentRawStream = staticmethod(lambda i: 0x6000 + i)
-A._raw_stream = torch._C._cuda_getCurrentRawStream
+C._raw_stream = torch._C._cuda_getCurrentRawStream
 _, _, _, rec6 = call(q, k, v)
-A._raw_stream = raw
+C._raw_stream = raw
 torch._C._cuda_getCurrentRawStream = raw
 assert rec6["stream"] == 0x6000 and rec6["p"][7] != rec2["p"][7], "another stream gets its own workspace"
 for n_ in (16, 200):  # first calls of these signatures (the checked path, its own workspace)
@@ -160,13 +161,13 @@ assert r_c["p"][7] != r_a["p"][7]
 
 # every device's default stream has the raw handle 0: a workspace kept on one device is never
 # handed to a call on another
-A._raw_stream = lambda i: 0
+C._raw_stream = lambda i: 0
 def T1(*shape): return torch.Tensor(shape, torch.float16, "cuda:1")
 call(T(1, 2, 32, 64), T(1, 2, 32, 64), T(1, 2, 32, 64))
 _, _, _, r_d0 = call(T(1, 2, 32, 64), T(1, 2, 32, 64), T(1, 2, 32, 64))
 call(T1(1, 2, 32, 64), T1(1, 2, 32, 64), T1(1, 2, 32, 64))
 _, _, _, r_d1 = call(T1(1, 2, 32, 64), T1(1, 2, 32, 64), T1(1, 2, 32, 64))
-A._raw_stream = raw
+C._raw_stream = raw
 assert r_d0["stream"] == r_d1["stream"] == 0 and r_d1["p"][7] != r_d0["p"][7], "a kept workspace crossed devices"
 
 # 7. another thread: its own structures, the same results

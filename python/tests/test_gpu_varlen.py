@@ -248,6 +248,7 @@ def test_fast_path_hits_and_gives_the_same_bits():
     the same bits and LSE as the first, for both forms; new lengths of the same signature are read
     on the device as by a checked call; another max_seqlen_q is another signature."""
     from sage2 import _attention as A, _varlen as VL
+    from sage2 import _core as C  # the shared helpers (_normalize, _raw_stream, ...)
 
     lens = [100, 1, 700, 37]
     q, k, v, cq, ck = packed_inputs(lens, lens, hq=8, hkv=2, seed=60)
@@ -258,9 +259,9 @@ def test_fast_path_hits_and_gives_the_same_bits():
     b, lb = sage2.sageattn(qh, kh, vh, kv_lens=kvl, return_lse=True)
     n = len(VL._fast)
     calls = []
-    orig_packed, orig_dense = VL._normalize_packed, A._normalize
+    orig_packed, orig_dense = VL._normalize_packed, C._normalize
     VL._normalize_packed = lambda *args: calls.append("packed") or orig_packed(*args)
-    A._normalize = lambda *args: calls.append("kv") or orig_dense(*args)
+    C._normalize = lambda *args: calls.append("kv") or orig_dense(*args)
     try:
         for _ in range(3):
             q2, k2, v2, qh2, kh2, vh2 = (torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
@@ -280,7 +281,7 @@ def test_fast_path_hits_and_gives_the_same_bits():
         sage2.sageattn_varlen(q, k, v, cq, ck, **dict(kw, max_seqlen_q=64))
         assert calls == ["packed", "packed"]
     finally:
-        VL._normalize_packed, A._normalize = orig_packed, orig_dense
+        VL._normalize_packed, C._normalize = orig_packed, orig_dense
 
 
 # ---- invalid lengths: found on the device, outputs NaN ----------------------------------------------

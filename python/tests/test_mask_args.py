@@ -60,6 +60,7 @@ import torch
 import torch.nn.functional as F
 import sage2
 from sage2 import _attention as A
+from sage2 import _core as C  # the shared helpers (_normalize, _raw_stream, ...)
 from fake_torch import FakeLib, T, expect_error, expect_unsupported, install
 
 CASES = @CASES@
@@ -109,7 +110,7 @@ expect_error(lambda: S(T(1, 2, 8, 16, dtype=F32), T(1, 2, 8, 16), T(1, 2, 8, 16)
 print("errors ok")
 
 # ---- 2. the sage2_mask of the C call ------------------------------------------------------------------
-code_of = A._tensor_fields
+code_of = C._tensor_fields
 for layout in ("HND", "NHD"):
     for name, shape, strides, dt, want in CASES:
         for kw in (dict(), dict(is_causal=True, return_lse=True, sm_scale=0.125, qk_bits=8, smooth_v=True)):
@@ -320,7 +321,7 @@ def test_run_passes_the_views_of_real_tensors(monkeypatch):
     """_mask._run with real (CPU) tensors and a recording library: the sage2_mask holds the mask's
     own pointer, its type code and the view's strides."""
     torch = _torch()
-    from sage2 import _attention as A
+    from sage2 import _core as C  # the shared helpers (_normalize, _raw_stream, ...)
     from sage2 import _mask
 
     calls = []
@@ -338,9 +339,9 @@ def test_run_passes_the_views_of_real_tensors(monkeypatch):
 
     monkeypatch.setattr(_lib, "lib", lambda: Lib())
     monkeypatch.setattr(_lib, "context", lambda i: ctypes.c_void_p(0x1000))
-    monkeypatch.setattr(A, "_raw_stream", lambda i: 0)
-    monkeypatch.setattr(A, "_device_index", lambda dev: 0)
-    monkeypatch.setattr(A, "_ws_cache", {})  # keep these fake sizes away from real calls
+    monkeypatch.setattr(C, "_raw_stream", lambda i: 0)
+    monkeypatch.setattr(C, "_device_index", lambda dev: 0)
+    monkeypatch.setattr(C, "_ws_cache", {})  # keep these fake sizes away from real calls
     for layout in ("HND", "NHD"):
         for name, shape, strides, dt, want in MASK_CASES:
             q, k, v = _cpu_qkv(torch, layout)

@@ -29,12 +29,13 @@ sys.path.insert(0, sys.argv[1])
 import torch
 import sage2
 from sage2 import _attention as A, _lib
+from sage2 import _core as C  # the shared helpers (_normalize, _raw_stream, ...)
 from fake_torch import FakeLib, T, counting, expect_error, expect_unsupported, install, lens, packed
 
 fake = FakeLib()
 install(fake)
 normalize_calls = [0]
-A._normalize = counting(A._normalize, normalize_calls)
+C._normalize = counting(C._normalize, normalize_calls)
 
 F16, BF16, I32 = torch.float16, torch.bfloat16, torch.int32
 
@@ -166,7 +167,7 @@ for layout, qs, ks in (("HND", (2, 8, 128, 64), (2, 2, 256, 64)), ("NHD", (2, 12
     assert normalize_calls[0] == n0 + 1
     rec = fake.calls[-1]
     assert rec["fn"] == "varlen" and out.shape == qs and lse.shape == (2, 8, 128)
-    code = A._tensor_fields
+    code = C._tensor_fields
     assert rec["q"][1:] == code(qs, qh.stride(), layout, 0) and rec["q"][0] == qh.data_ptr(), rec["q"]
     assert rec["k"][1:] == code(ks, kh.stride(), layout, 0) and rec["v"][0] == vh.data_ptr(), rec["k"]
     assert rec["o"][1:] == code(qs, out.stride(), layout, 0) and rec["o"][0] == out.data_ptr()

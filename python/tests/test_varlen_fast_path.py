@@ -20,13 +20,14 @@ sys.path.insert(0, sys.argv[1])
 import torch
 import sage2
 from sage2 import _attention as A, _varlen as VL
+from sage2 import _core as C  # the shared helpers (_normalize, _raw_stream, ...)
 from fake_torch import FakeLib, T, counting, expect_error, install, lens, packed
 
 fake = FakeLib()
 install(fake)
 checks = [0]
 VL._normalize_packed = counting(VL._normalize_packed, checks)  # the packed form's checks
-A._normalize = counting(A._normalize, checks)                  # sageattn's (the key-padding form's first step)
+C._normalize = counting(C._normalize, checks)                  # sageattn's (the key-padding form's first step)
 
 F16, BF16, I32 = torch.float16, torch.bfloat16, torch.int32
 def padded(layout="HND", b=2, hq=8, hk=2, nq=128, nk=256, d=64, dtype=F16, dev="cuda:0"):
@@ -98,10 +99,10 @@ for layout in ("HND", "NHD"):
         assert (n, w) == (0, 0), (layout, n, w)
         assert [t.data_ptr() for t in new] == [out.data_ptr(), lse.data_ptr()]
         assert out.shape == q.shape and lse.shape == (2, 8, 128)
-        assert rec["q"] == (q.data_ptr(),) + A._tensor_fields(q.shape, q.stride(), layout, 0), rec["q"]
-        assert rec["k"] == (k.data_ptr(),) + A._tensor_fields(k.shape, k.stride(), layout, 0), rec["k"]
+        assert rec["q"] == (q.data_ptr(),) + C._tensor_fields(q.shape, q.stride(), layout, 0), rec["q"]
+        assert rec["k"] == (k.data_ptr(),) + C._tensor_fields(k.shape, k.stride(), layout, 0), rec["k"]
         assert rec["v"][0] == v.data_ptr()
-        assert rec["o"] == (out.data_ptr(),) + A._tensor_fields(q.shape, out.stride(), layout, 0), rec["o"]
+        assert rec["o"] == (out.data_ptr(),) + C._tensor_fields(q.shape, out.stride(), layout, 0), rec["o"]
         assert rec["lens"] == (2, None, None, kvl.data_ptr(), 0, 0), rec["lens"]
         assert rec["p"][:7] == (1, 0.0, 8, 2, 1, 0, lse.data_ptr()), rec["p"]
         assert rec["p"][8] == 8192 + 2 and rec["stream"] == 0x5000
@@ -230,19 +231,19 @@ assert len(set(cap)) == 3 and ws_of(r4) not in cap
 _, _, _, r7, _ = vp(q, k, v, cq, ck, max_seqlen_q=60)
 assert ws_of(r7) == ws_of(r4), "the kept workspace survives a capture"
 # another stream: its own workspace
-raw = A._raw_stream
-A._raw_stream = lambda i: 0x6000 + i
+raw = C._raw_stream
+C._raw_stream = lambda i: 0x6000 + i
 _, _, _, r8, _ = vp(q, k, v, cq, ck, max_seqlen_q=60)
-A._raw_stream = raw
+C._raw_stream = raw
 assert r8["stream"] == 0x6000 and ws_of(r8) != ws_of(r4)
 # every device's default stream is 0: a kept workspace never crosses devices
-A._raw_stream = lambda i: 0
+C._raw_stream = lambda i: 0
 vp(q, k, v, cq, ck, max_seqlen_q=60)
 _, _, _, r9, _ = vp(q, k, v, cq, ck, max_seqlen_q=60)
 q1, k1, v1, cq1, ck1 = packed(tq=64, dev="cuda:1")
 vp(q1, k1, v1, cq1, ck1, max_seqlen_q=60)
 _, _, _, r10, _ = vp(q1, k1, v1, cq1, ck1, max_seqlen_q=60)
-A._raw_stream = raw
+C._raw_stream = raw
 assert r9["stream"] == r10["stream"] == 0 and ws_of(r10) != ws_of(r9), "a kept workspace crossed devices"
 # more than 16 MiB is never kept: each call takes its own, and the small kept one stays
 vp(q, k, v, cq, ck, max_seqlen_q=60)

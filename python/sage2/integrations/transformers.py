@@ -124,12 +124,12 @@ def register(name=NAME, **options):
                          "or '/' (transformers gives those their own meaning)" % (name,))
     opts = dict(options)
     if opts:  # checked now, not at the first model call
-        from .. import _attention
+        from .. import _compat, _core
 
-        if not _attention._OPTION_KEYS.issuperset(opts):
-            _, _, opts = _attention._compat.translate(False, None, opts, _attention._OPTION_KEYS,
-                                                      where="sage2.integrations.transformers.register")
-        _attention._normalize_scalars(False, None, False, opts, "sage2.integrations.transformers.register")
+        if not _core._OPTION_KEYS.issuperset(opts):
+            _, _, opts = _compat.translate(False, None, opts, _core._OPTION_KEYS,
+                                           where="sage2.integrations.transformers.register")
+        _core._normalize_scalars(False, None, False, opts, "sage2.integrations.transformers.register")
 
     def sage2_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None,
                         **kwargs):

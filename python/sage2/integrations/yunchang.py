@@ -48,10 +48,10 @@ def attn_forward(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, windo
 def _processor(options):
     if not options:
         return attn_forward
-    from .. import _attention
+    from .. import _core
 
     opts = dict(options)  # checked now, not at the first call
-    _attention._normalize_scalars(False, None, True, opts, "sage2.integrations.yunchang")
+    _core._normalize_scalars(False, None, True, opts, "sage2.integrations.yunchang")
     return functools.partial(attn_forward, **opts)
 
 
