@@ -153,10 +153,7 @@ TuningEntry parse_entry(const json& e, const std::string& where, kernels::Arch a
   // The tile must be one the family can run at all (shared memory is checked per device later).
   Specialisation s;
   s.head_dim = t.key.head_dim;
-  s.qk_bits = t.key.qk_bits;
-  s.smooth_q = t.key.smooth_q;
-  s.smooth_k = t.key.smooth_k;
-  s.smooth_v = t.key.smooth_v;
+  kernels::copy_quant_options(t.key, s);
   s.dtype = t.key.dtype;
   s.pv_fp16 = t.key.pv_fp16;
   s.family = t.key.family;
