@@ -179,7 +179,7 @@ dev::AttentionParams make_attention_params(const KernelSpec& spec, const QuantBu
   p.delta_s = spec.smooth_q ? static_cast<const float*>(args.delta_s) : nullptr;
   set_output(out, p);
   p.lse = spec.return_lse ? args.lse : nullptr;
-  copy_sizes(b.p, p);
+  b.p.copy_sizes_to(p);
   p.bh_offset = c.bh_offset;
   p.bh_count = c.bh_count;
   p.qb_offset = c.qb_offset;
@@ -250,7 +250,7 @@ dev::DeltaSParams make_delta_s_params(const QuantBuffers& b, const void* workspa
   p.k_mean = reinterpret_cast<const float*>(base + o.k_mean);
   p.delta_s = static_cast<float*>(delta_s);
   p.d_qk = b.d_qk;
-  copy_sizes(b.p, p);
+  b.p.copy_sizes_to(p);
   p.bh_offset = c.bh_offset;
   p.bh_count = c.bh_count;
   p.qb_offset = c.qb_offset;

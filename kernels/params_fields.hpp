@@ -1,24 +1,11 @@
 // Fields that several device parameter structs (templates/*_params.cuh, compiled by NVRTC, so
 // plain fields and no host types) name alike, filled from the host's descriptions in one place:
-// the problem's sizes, the output tensor and the tensor mask.
+// the output tensor and the tensor mask (the sizes: ProblemShape::copy_sizes_to).
 #pragma once
 
-#include "kernels/problem.hpp"
 #include "sage2/sage2.hpp"
 
 namespace sage2::kernels {
-
-// The five sizes of `from` onto a struct that names them alike but is no ProblemShape (the device
-// parameter structs; the reference's public StageLayout too). head_dim is left out: not every such
-// struct has it.
-template <class To>
-void copy_sizes(const ProblemShape& from, To& to) {
-  to.batch = from.batch;
-  to.q_heads = from.q_heads;
-  to.kv_heads = from.kv_heads;
-  to.q_len = from.q_len;
-  to.kv_len = from.kv_len;
-}
 
 // The output tensor's address and element strides (the dim stride is 1, checked by the caller).
 template <class Params>

@@ -312,7 +312,7 @@ sage2::dev::QuantizeParams make_quantize_params(const QuantBuffers& b, const Ten
   p.q_stride_batch = q.stride_batch; p.q_stride_head = q.stride_head; p.q_stride_seq = q.stride_seq;
   p.k_stride_batch = k.stride_batch; p.k_stride_head = k.stride_head; p.k_stride_seq = k.stride_seq;
   p.v_stride_batch = v.stride_batch; p.v_stride_head = v.stride_head; p.v_stride_seq = v.stride_seq;
-  copy_sizes(b.p, p);
+  b.p.copy_sizes_to(p);
   const QuantBuffers::Offsets o = b.offsets();
   auto* base = static_cast<char*>(workspace);
   auto at = [&](std::size_t off, std::int64_t count) -> void* {

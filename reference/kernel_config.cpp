@@ -4,7 +4,6 @@
 #include <string>
 
 #include "kernels/attention_family.hpp"
-#include "kernels/params_fields.hpp"
 #include "kernels/quant_layout.hpp"
 #include "reference/internal.hpp"
 
@@ -61,7 +60,7 @@ KernelConfig kernel_config(const kernels::KernelSpec& s) {
 StageLayout stage_layout(const kernels::QuantBuffers& b, const KernelConfig& config) {
   StageLayout l;
   l.config = config;
-  kernels::copy_sizes(b.p, l);
+  b.p.copy_sizes_to(l);
   l.head_dim = b.p.head_dim;
   l.q_blocks = b.q_blocks;
   l.k_blocks = b.k_blocks;
