@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "base/config.hpp"
+#include "base/enum_names.hpp"
 #include "base/log.hpp"
 
 namespace sage2::base::config {
@@ -38,21 +39,21 @@ std::string default_cache_dir() {
 
 AttentionFamily env_family() {
   const auto v = get("SAGE2_ATTENTION_FAMILY");
-  if (!v || *v == "auto") return AttentionFamily::Auto;
+  if (!v) return AttentionFamily::Auto;
+  if (auto f = value_named(*v, kAttentionFamilyNames)) return *f;
   // attn_mma / attn_wgmma: the family names of kernel keys, accepted since the variable exists.
-  if (*v == "mma" || *v == "attn_mma") return AttentionFamily::Mma;
-  if (*v == "wgmma" || *v == "attn_wgmma") return AttentionFamily::Wgmma;
-  throw Error(ErrorCode::InvalidArgument, "SAGE2_ATTENTION_FAMILY='" + *v + "' is not one of auto, mma, wgmma");
+  if (*v == "attn_mma") return AttentionFamily::Mma;
+  if (*v == "attn_wgmma") return AttentionFamily::Wgmma;
+  throw Error(ErrorCode::InvalidArgument,
+              "SAGE2_ATTENTION_FAMILY='" + *v + "' is not one of " + names_list(kAttentionFamilyNames));
 }
 
 QuantPath env_quant_path() {
   const auto v = get("SAGE2_QUANT_PATH");
-  if (!v || *v == "auto") return QuantPath::Auto;
-  if (*v == "split") return QuantPath::Split;
-  if (*v == "fused") return QuantPath::Fused;
-  if (*v == "cluster") return QuantPath::Cluster;
-  base::log::warn_once("SAGE2_QUANT_PATH=" + *v,
-                 "SAGE2_QUANT_PATH='" + *v + "' is not one of auto, split, fused, cluster; using auto");
+  if (!v) return QuantPath::Auto;
+  if (auto p = value_named(*v, kQuantPathNames)) return *p;
+  base::log::warn_once("SAGE2_QUANT_PATH=" + *v, "SAGE2_QUANT_PATH='" + *v + "' is not one of " +
+                                                     names_list(kQuantPathNames) + "; using auto");
   return QuantPath::Auto;
 }
 

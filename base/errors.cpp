@@ -1,34 +1,23 @@
+#include "base/enum_names.hpp"
 #include "sage2/sage2.hpp"
 
 namespace sage2 {
 
-const char* error_code_name(ErrorCode code) noexcept {
-  switch (code) {
-    case ErrorCode::Ok: return "ok";
-    case ErrorCode::InvalidArgument: return "invalid_argument";
-    case ErrorCode::Unsupported: return "unsupported";
-    case ErrorCode::NoDriver: return "no_driver";
-    case ErrorCode::DriverError: return "driver_error";
-    case ErrorCode::CompileError: return "compile_error";
-    case ErrorCode::NvrtcMissing: return "nvrtc_missing";
-    case ErrorCode::CacheError: return "cache_error";
-    case ErrorCode::OutOfMemory: return "out_of_memory";
-    case ErrorCode::Internal: return "internal";
-  }
-  return "unknown";
-}
+namespace {
+constexpr base::Named<ErrorCode> kErrorCodeNames[] = {
+    {ErrorCode::Ok, "ok"},                   {ErrorCode::InvalidArgument, "invalid_argument"},
+    {ErrorCode::Unsupported, "unsupported"}, {ErrorCode::NoDriver, "no_driver"},
+    {ErrorCode::DriverError, "driver_error"}, {ErrorCode::CompileError, "compile_error"},
+    {ErrorCode::NvrtcMissing, "nvrtc_missing"}, {ErrorCode::CacheError, "cache_error"},
+    {ErrorCode::OutOfMemory, "out_of_memory"}, {ErrorCode::Internal, "internal"}};
+}  // namespace
+
+const char* error_code_name(ErrorCode code) noexcept { return base::name_of(code, kErrorCodeNames, "unknown"); }
 
 Error::Error(ErrorCode code, const std::string& message)
     : std::runtime_error(std::string("sage2 ") + error_code_name(code) + ": " + message), code_(code) {}
 
-const char* dtype_name(DType t) noexcept {
-  switch (t) {
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    case DType::F32: return "f32";
-  }
-  return "?";
-}
+const char* dtype_name(DType t) noexcept { return base::name_of(t, base::kDTypeNames); }
 
 std::size_t dtype_size(DType t) noexcept {
   switch (t) {
@@ -39,62 +28,17 @@ std::size_t dtype_size(DType t) noexcept {
   return 0;
 }
 
-const char* causal_mode_name(CausalMode m) noexcept {
-  switch (m) {
-    case CausalMode::None: return "none";
-    case CausalMode::TopLeft: return "top_left";
-    case CausalMode::BottomRight: return "bottom_right";
-  }
-  return "?";
-}
+const char* causal_mode_name(CausalMode m) noexcept { return base::name_of(m, base::kCausalModeNames); }
 
-const char* mask_type_name(MaskType t) noexcept {
-  switch (t) {
-    case MaskType::None: return "none";
-    case MaskType::Bool: return "bool";
-    case MaskType::F16: return "f16";
-    case MaskType::BF16: return "bf16";
-    case MaskType::F32: return "f32";
-  }
-  return "?";
-}
+const char* mask_type_name(MaskType t) noexcept { return base::name_of(t, base::kMaskTypeNames); }
 
-const char* attention_family_name(AttentionFamily f) noexcept {
-  switch (f) {
-    case AttentionFamily::Auto: return "auto";
-    case AttentionFamily::Mma: return "mma";
-    case AttentionFamily::Wgmma: return "wgmma";
-  }
-  return "?";
-}
+const char* attention_family_name(AttentionFamily f) noexcept { return base::name_of(f, base::kAttentionFamilyNames); }
 
-const char* pv_precision_name(PvPrecision p) noexcept {
-  switch (p) {
-    case PvPrecision::Auto: return "auto";
-    case PvPrecision::Fp8: return "fp8";
-    case PvPrecision::Fp16: return "fp16";
-  }
-  return "?";
-}
+const char* pv_precision_name(PvPrecision p) noexcept { return base::name_of(p, base::kPvPrecisionNames); }
 
-const char* small_q_path_name(SmallQPath p) noexcept {
-  switch (p) {
-    case SmallQPath::Auto: return "auto";
-    case SmallQPath::Quantized: return "quantized";
-    case SmallQPath::Direct: return "direct";
-  }
-  return "?";
-}
+const char* small_q_path_name(SmallQPath p) noexcept { return base::name_of(p, base::kSmallQPathNames); }
 
-const char* quant_path_name(QuantPath p) noexcept {
-  switch (p) {
-    case QuantPath::Split: return "split";
-    case QuantPath::Fused: return "fused";
-    case QuantPath::Cluster: return "cluster";
-    case QuantPath::Auto: return "auto";
-  }
-  return "?";
-}
+const char* quant_path_name(QuantPath p) noexcept { return base::name_of(p, base::kQuantPathNames); }
 
 TensorRef TensorRef::hnd(const void* data, DType dtype, std::int64_t b, std::int64_t h,
                          std::int64_t n, std::int64_t d) {

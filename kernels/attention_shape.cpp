@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "kernels/params_fields.hpp"
 #include "kernels/quant_layout.hpp"
 
 namespace sage2::kernels {
@@ -176,16 +177,9 @@ dev::AttentionParams make_attention_params(const KernelSpec& spec, const QuantBu
   p.k_first_bad = reinterpret_cast<const dev::i32*>(base + o.k_first_bad);
   p.v_first_bad = reinterpret_cast<const dev::i32*>(base + o.v_first_bad);
   p.delta_s = spec.smooth_q ? static_cast<const float*>(args.delta_s) : nullptr;
-  p.out = const_cast<void*>(out.data);
-  p.o_stride_batch = out.stride_batch;
-  p.o_stride_head = out.stride_head;
-  p.o_stride_seq = out.stride_seq;
+  set_output(out, p);
   p.lse = spec.return_lse ? args.lse : nullptr;
-  p.batch = b.p.batch;
-  p.q_heads = b.p.q_heads;
-  p.kv_heads = b.p.kv_heads;
-  p.q_len = b.p.q_len;
-  p.kv_len = b.p.kv_len;
+  b.p.copy_sizes_to(p);
   p.bh_offset = c.bh_offset;
   p.bh_count = c.bh_count;
   p.qb_offset = c.qb_offset;
@@ -196,11 +190,7 @@ dev::AttentionParams make_attention_params(const KernelSpec& spec, const QuantBu
     bad("attention params: spec mask=" + s(spec.mask) + ", buffers' " + s(b.p.mask) + ", the call's mask type " +
         s(static_cast<int>(args.mask.type)) + (args.mask.data ? "" : " (null data)"));
   if (spec.mask) {
-    p.mask = args.mask.data;
-    p.mask_stride_batch = args.mask.stride_batch;
-    p.mask_stride_head = args.mask.stride_head;
-    p.mask_stride_q = args.mask.stride_q;
-    p.mask_stride_k = args.mask.stride_k;
+    set_mask(args.mask, p);
     p.mask_tiles = reinterpret_cast<const dev::u8*>(base + o.mask_tiles);
     p.mask_bias = b.mask_bias() ? reinterpret_cast<const float*>(base + o.mask_bias) : nullptr;
     const std::int64_t table = b.q_blocks * b.k_blocks;
@@ -260,11 +250,7 @@ dev::DeltaSParams make_delta_s_params(const QuantBuffers& b, const void* workspa
   p.k_mean = reinterpret_cast<const float*>(base + o.k_mean);
   p.delta_s = static_cast<float*>(delta_s);
   p.d_qk = b.d_qk;
-  p.batch = b.p.batch;
-  p.q_heads = b.p.q_heads;
-  p.kv_heads = b.p.kv_heads;
-  p.q_len = b.p.q_len;
-  p.kv_len = b.p.kv_len;
+  b.p.copy_sizes_to(p);
   p.bh_offset = c.bh_offset;
   p.bh_count = c.bh_count;
   p.qb_offset = c.qb_offset;

@@ -119,6 +119,17 @@ struct KernelSpec {
   bool operator==(const KernelSpec&) const = default;
 };
 
+// The quantization options (QK bits, the three smoothings), which every description of an
+// attention kernel carries under these names: KernelSpec, plan::Specialisation, plan::TuningKey,
+// the validated problem, the reference's KernelConfig. One list for every conversion between them.
+template <class From, class To>
+void copy_quant_options(const From& from, To& to) {
+  to.qk_bits = from.qk_bits;
+  to.smooth_q = from.smooth_q;
+  to.smooth_k = from.smooth_k;
+  to.smooth_v = from.smooth_v;
+}
+
 // Whether the spec's kernel writes or reads V̂ (attention, quantize_v, the fused and cluster
 // stages): the specs whose code depends on pv_fp16.
 bool uses_v_codes(const KernelSpec& spec) noexcept;

@@ -14,10 +14,7 @@ QuantBuffers quant_buffers(const QuantProblem& p, const KernelSpec& s) {
   QuantBuffers b;
   b.p = p;
   b.layout = quant_layout(s);
-  b.qk_bits = s.qk_bits;
-  b.smooth_q = s.smooth_q;
-  b.smooth_k = s.smooth_k;
-  b.smooth_v = s.smooth_v;
+  copy_quant_options(s, b);
   b.q_in_kernel = s.q_in_kernel;
   if (p.varlen) {
     b.q_blocks = (p.total_q + s.tile.bq - 1) / s.tile.bq + p.batch;

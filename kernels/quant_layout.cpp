@@ -1,16 +1,16 @@
 #include "kernels/quant_layout.hpp"
 
+#include "base/enum_names.hpp"
 
 namespace sage2::kernels {
 
-const char* mma_shape_name(MmaShape s) noexcept {
-  switch (s) {
-    case MmaShape::M16N8K64_S4: return "m16n8k64.s4";
-    case MmaShape::M16N8K32_S8: return "m16n8k32.s8";
-    case MmaShape::WGMMA_M64NK32_S8: return "wgmma.m64nNk32.s8";
-  }
-  return "?";
-}
+namespace {
+constexpr base::Named<MmaShape> kMmaShapeNames[] = {{MmaShape::M16N8K64_S4, "m16n8k64.s4"},
+                                                    {MmaShape::M16N8K32_S8, "m16n8k32.s8"},
+                                                    {MmaShape::WGMMA_M64NK32_S8, "wgmma.m64nNk32.s8"}};
+}  // namespace
+
+const char* mma_shape_name(MmaShape s) noexcept { return base::name_of(s, kMmaShapeNames); }
 
 int QuantLayout::q_groups_per_block() const { return warps * 8; }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "kernels/params_fields.hpp"
+
 namespace sage2::kernels {
 namespace {
 
@@ -310,11 +312,7 @@ sage2::dev::QuantizeParams make_quantize_params(const QuantBuffers& b, const Ten
   p.q_stride_batch = q.stride_batch; p.q_stride_head = q.stride_head; p.q_stride_seq = q.stride_seq;
   p.k_stride_batch = k.stride_batch; p.k_stride_head = k.stride_head; p.k_stride_seq = k.stride_seq;
   p.v_stride_batch = v.stride_batch; p.v_stride_head = v.stride_head; p.v_stride_seq = v.stride_seq;
-  p.batch = b.p.batch;
-  p.q_heads = b.p.q_heads;
-  p.kv_heads = b.p.kv_heads;
-  p.q_len = b.p.q_len;
-  p.kv_len = b.p.kv_len;
+  b.p.copy_sizes_to(p);
   const QuantBuffers::Offsets o = b.offsets();
   auto* base = static_cast<char*>(workspace);
   auto at = [&](std::size_t off, std::int64_t count) -> void* {
@@ -360,11 +358,7 @@ sage2::dev::QuantizeParams make_quantize_params(const QuantBuffers& b, const Ten
 void add_mask_quantize_params(const QuantBuffers& b, const MaskRef& mask, sage2::dev::QuantizeParams& p) {
   if (!b.p.mask || static_cast<int>(mask.type) != b.p.mask)
     throw Error(ErrorCode::InvalidArgument, "mask quantize params: the mask's type does not match the buffers'");
-  p.mask = mask.data;
-  p.mask_stride_batch = mask.stride_batch;
-  p.mask_stride_head = mask.stride_head;
-  p.mask_stride_q = mask.stride_q;
-  p.mask_stride_k = mask.stride_k;
+  set_mask(mask, p);
 }
 
 void add_varlen_quantize_params(const QuantBuffers& b, const SeqLens& lens, const TensorRef& out, float* lse,
@@ -373,12 +367,9 @@ void add_varlen_quantize_params(const QuantBuffers& b, const SeqLens& lens, cons
   p.cu_q = lens.cu_seqlens_q;
   p.cu_k = lens.cu_seqlens_k;
   p.kv_lens = lens.kv_lens;
-  p.out = const_cast<void*>(out.data);
+  set_output(out, p);
   p.out_batch = out.batch;
   p.out_seq = out.seq;
-  p.o_stride_batch = out.stride_batch;
-  p.o_stride_head = out.stride_head;
-  p.o_stride_seq = out.stride_seq;
   p.lse = lse;
   p.lse_count = lse ? out.batch * out.heads * out.seq : 0;
 }

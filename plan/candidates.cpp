@@ -84,10 +84,7 @@ kernels::KernelSpec Specialisation::attention_spec(kernels::Arch arch, const ker
   k.head_dim = head_dim;
   k.causal = causal;
   k.tile = tile;
-  k.qk_bits = qk_bits;
-  k.smooth_q = smooth_q;
-  k.smooth_k = smooth_k;
-  k.smooth_v = smooth_v;
+  kernels::copy_quant_options(*this, k);
   k.in_dtype = dtype;
   k.out_dtype = dtype;
   k.two_level_accum = true;
@@ -106,10 +103,7 @@ TuningKey Specialisation::key(kernels::Arch arch, std::int64_t q_len, std::int64
   p.head_dim = head_dim;
   p.dtype = dtype;
   p.causal = causal;
-  p.qk_bits = qk_bits;
-  p.smooth_q = smooth_q;
-  p.smooth_k = smooth_k;
-  p.smooth_v = smooth_v;
+  kernels::copy_quant_options(*this, p);
   p.pv_fp16 = pv_fp16;
   return tuning_key(p, attention_spec(arch, kernels::TileConfig{}).family);
 }

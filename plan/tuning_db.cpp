@@ -25,6 +25,7 @@
 #include "jit/kernel_build.hpp"
 #include "base/log.hpp"
 #include "base/hash.hpp"
+#include "base/enum_names.hpp"
 
 #ifndef SAGE2_VERSION
 #define SAGE2_VERSION "unknown"
@@ -141,9 +142,9 @@ TuningEntry parse_entry(const json& e, const std::string& where, kernels::Arch a
   t.key.smooth_v = get_bool(e, "smooth_v", where);
   t.key.pv_fp16 = e.contains("pv_fp16") && get_bool(e, "pv_fp16", where);  // absent: FP8 (older files)
   const std::string dt = get_str(e, "dtype", where);
-  if (dt == dtype_name(DType::F16)) t.key.dtype = DType::F16;
-  else if (dt == dtype_name(DType::BF16)) t.key.dtype = DType::BF16;
-  else throw Bad{where + ": dtype '" + dt + "' (f16 or bf16)"};
+  const std::optional<DType> d = base::value_named(dt, base::kDTypeNames);
+  if (!d || *d == DType::F32) throw Bad{where + ": dtype '" + dt + "' (f16 or bf16)"};
+  t.key.dtype = *d;
   t.key.q_bucket = static_cast<int>(get_int(e, "q_bucket", where, kMinSeqBucket, kMaxSeqBucket));
   t.key.kv_bucket = static_cast<int>(get_int(e, "kv_bucket", where, kMinSeqBucket, kMaxSeqBucket));
   t.key.gqa_bucket = static_cast<int>(get_int(e, "gqa_bucket", where, 1, kMaxGqaBucket));
@@ -153,10 +154,7 @@ TuningEntry parse_entry(const json& e, const std::string& where, kernels::Arch a
   // The tile must be one the family can run at all (shared memory is checked per device later).
   Specialisation s;
   s.head_dim = t.key.head_dim;
-  s.qk_bits = t.key.qk_bits;
-  s.smooth_q = t.key.smooth_q;
-  s.smooth_k = t.key.smooth_k;
-  s.smooth_v = t.key.smooth_v;
+  kernels::copy_quant_options(t.key, s);
   s.dtype = t.key.dtype;
   s.pv_fp16 = t.key.pv_fp16;
   s.family = t.key.family;

@@ -78,10 +78,7 @@ TuningKey tuning_key(const plan::AttentionProblem& p, kernels::KernelFamily fami
   k.family = family;
   k.head_dim = p.head_dim;
   k.causal = p.causal != CausalMode::None;
-  k.qk_bits = p.qk_bits;
-  k.smooth_q = p.smooth_q;
-  k.smooth_k = p.smooth_k;
-  k.smooth_v = p.smooth_v;
+  kernels::copy_quant_options(p, k);
   k.dtype = p.dtype;
   k.pv_fp16 = p.pv_fp16;
   k.q_bucket = seq_bucket(p.q_len);

@@ -3,33 +3,25 @@
 #include <cmath>
 #include <limits>
 
+#include "base/enum_names.hpp"
 #include "reference/internal.hpp"
 #include "reference/kernel_config.hpp"
 #include "sage2/reference.hpp"
 
 namespace sage2::reference {
 
-const char* granularity_name(Granularity g) noexcept {
-  switch (g) {
-    case Granularity::PerTensor: return "per-tensor";
-    case Granularity::PerBlock: return "per-block";
-    case Granularity::PerThread: return "per-thread";
-    case Granularity::PerToken: return "per-token";
-  }
-  return "?";
-}
+namespace {
+constexpr base::Named<Granularity> kGranularityNames[] = {
+    {Granularity::PerTensor, "per-tensor"}, {Granularity::PerBlock, "per-block"},
+    {Granularity::PerThread, "per-thread"}, {Granularity::PerToken, "per-token"}};
+constexpr base::Named<PvFormat> kPvFormatNames[] = {{PvFormat::E4M3, "e4m3"}, {PvFormat::E5M2, "e5m2"},
+                                                    {PvFormat::Int8, "int8"}, {PvFormat::FP16, "fp16"},
+                                                    {PvFormat::F32, "f32"},   {PvFormat::Kernel, "kernel"}};
+}  // namespace
 
-const char* pv_format_name(PvFormat f) noexcept {
-  switch (f) {
-    case PvFormat::E4M3: return "e4m3";
-    case PvFormat::E5M2: return "e5m2";
-    case PvFormat::Int8: return "int8";
-    case PvFormat::FP16: return "fp16";
-    case PvFormat::F32: return "f32";
-    case PvFormat::Kernel: return "kernel";
-  }
-  return "?";
-}
+const char* granularity_name(Granularity g) noexcept { return base::name_of(g, kGranularityNames); }
+
+const char* pv_format_name(PvFormat f) noexcept { return base::name_of(f, kPvFormatNames); }
 
 namespace {
 

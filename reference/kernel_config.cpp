@@ -8,6 +8,21 @@
 #include "reference/internal.hpp"
 
 namespace sage2::reference {
+namespace {
+
+// The fields KernelConfig and kernels::KernelSpec share by name and type, copied either way.
+template <class From, class To>
+void copy_shared_fields(const From& from, To& to) {
+  to.head_dim = from.head_dim;
+  to.causal = from.causal;
+  kernels::copy_quant_options(from, to);
+  to.in_dtype = from.in_dtype;
+  to.out_dtype = from.out_dtype;
+  to.two_level_accum = from.two_level_accum;
+  to.return_lse = from.return_lse;
+}
+
+}  // namespace
 
 kernels::KernelSpec kernel_spec(const KernelConfig& c) {
   kernels::KernelSpec s;
@@ -24,17 +39,8 @@ kernels::KernelSpec kernel_spec(const KernelConfig& c) {
     s.family = *f;
   }
   s.consumer = s.family;
-  s.head_dim = c.head_dim;
-  s.causal = c.causal;
+  copy_shared_fields(c, s);
   s.tile = kernels::TileConfig{c.tile.bq, c.tile.bk, c.tile.warps, c.tile.stages};
-  s.qk_bits = c.qk_bits;
-  s.smooth_q = c.smooth_q;
-  s.smooth_k = c.smooth_k;
-  s.smooth_v = c.smooth_v;
-  s.in_dtype = c.in_dtype;
-  s.out_dtype = c.out_dtype;
-  s.two_level_accum = c.two_level_accum;
-  s.return_lse = c.return_lse;
   return s;
 }
 
@@ -45,17 +51,8 @@ KernelConfig kernel_config(const kernels::KernelSpec& s) {
   for (AttentionFamily f : {AttentionFamily::Mma, AttentionFamily::Wgmma})
     if (kernels::parse_attention_family(attention_family_name(f)) == s.family) c.family = f;
   c.arch = kernels::arch_name(s.arch);
-  c.head_dim = s.head_dim;
-  c.causal = s.causal;
+  copy_shared_fields(s, c);
   c.tile = KernelTile{s.tile.bq, s.tile.bk, s.tile.warps, s.tile.stages};
-  c.qk_bits = s.qk_bits;
-  c.smooth_q = s.smooth_q;
-  c.smooth_k = s.smooth_k;
-  c.smooth_v = s.smooth_v;
-  c.in_dtype = s.in_dtype;
-  c.out_dtype = s.out_dtype;
-  c.two_level_accum = s.two_level_accum;
-  c.return_lse = s.return_lse;
   c.pv_precision = s.pv_fp16 ? PvPrecision::Fp16 : PvPrecision::Fp8;
   return c;
 }
@@ -63,11 +60,7 @@ KernelConfig kernel_config(const kernels::KernelSpec& s) {
 StageLayout stage_layout(const kernels::QuantBuffers& b, const KernelConfig& config) {
   StageLayout l;
   l.config = config;
-  l.batch = b.p.batch;
-  l.q_heads = b.p.q_heads;
-  l.kv_heads = b.p.kv_heads;
-  l.q_len = b.p.q_len;
-  l.kv_len = b.p.kv_len;
+  b.p.copy_sizes_to(l);
   l.head_dim = b.p.head_dim;
   l.q_blocks = b.q_blocks;
   l.k_blocks = b.k_blocks;

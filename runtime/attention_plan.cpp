@@ -39,10 +39,7 @@ kernels::KernelSpec attention_spec_for(const plan::AttentionProblem& p, kernels:
   s.arch = arch;
   s.head_dim = p.head_dim;
   s.causal = p.causal;
-  s.qk_bits = p.qk_bits;
-  s.smooth_q = p.smooth_q;
-  s.smooth_k = p.smooth_k;
-  s.smooth_v = p.smooth_v;
+  kernels::copy_quant_options(p, s);
   s.in_dtype = p.dtype;
   s.out_dtype = p.dtype;
   s.two_level_accum = true;
