@@ -42,6 +42,18 @@ def _skip_or_fail(skip_msg, fail_msg=None):
     pytest.skip(skip_msg)
 
 
+def import_or_skip(name):
+    """The package, or a skip naming why it cannot be imported (missing, or an ImportError inside it,
+    e.g. diffusers beside transformers 4.x's older huggingface_hub)."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        pytest.skip("%s cannot be imported (%s); the GPU machine gets it from .wheels-int/ "
+                    "(scripts/integration_wheels.sh, scripts/gpu_integrations.sh)" % (name, e))
+
+
 def require_gpu(symbols=()):
     """Skips (never passes) unless a CUDA torch, a GPU, and a usable libsage2 that exports every
     name in `symbols` (e.g. sage2._lib._MASK_SYMBOLS) are present. SAGE2_REQUIRE_GPU_TESTS=1 turns

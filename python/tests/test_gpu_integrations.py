@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from sage2_testutil import report, require_gpu, torch
+from sage2_testutil import import_or_skip as _import, report, require_gpu, torch
 
 import sage2
 
@@ -31,18 +31,6 @@ COS_LAYER = 0.999  # one attention layer's output
 @pytest.fixture(autouse=True)
 def _gpu():
     require_gpu(sage2._lib._MASK_SYMBOLS)
-
-
-def _import(name):
-    """The package, or a skip naming why it cannot be imported (missing, or an ImportError inside it,
-    e.g. diffusers beside transformers 4.x's older huggingface_hub)."""
-    import importlib
-
-    try:
-        return importlib.import_module(name)
-    except ImportError as e:
-        pytest.skip("%s cannot be imported (%s); the GPU machine gets it from .wheels-int/ "
-                    "(scripts/integration_wheels.sh, scripts/gpu_integrations.sh)" % (name, e))
 
 
 def cosine(a, b):

@@ -9,21 +9,10 @@ import os
 import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed")
+from sage2_testutil import import_or_skip as _import  # noqa: E402
 
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-
-def _import(name):
-    """The package, or a skip naming why it cannot be imported (missing, or an ImportError inside it,
-    e.g. diffusers beside transformers 4.x's older huggingface_hub)."""
-    import importlib
-
-    try:
-        return importlib.import_module(name)
-    except ImportError as e:
-        pytest.skip("%s cannot be imported (%s); the GPU machine gets it from .wheels-int/ "
-                    "(scripts/integration_wheels.sh, scripts/gpu_integrations.sh)" % (name, e))
 
 
 # ---- transformers --------------------------------------------------------------------------------
