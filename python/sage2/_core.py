@@ -192,14 +192,7 @@ def _small_q_code(options, where="sage2.sageattn"):
 
 # ---- the C call ---------------------------------------------------------------------------
 def _desc(t, layout, dtype_code):
-    s, st = t.shape, t.stride()
-    if layout == "HND":
-        b, h, n, d = s
-        sb, sh, sn = st[0], st[1], st[2]
-    else:
-        b, n, h, d = s
-        sb, sn, sh = st[0], st[1], st[2]
-    return _lib.Tensor(t.data_ptr(), dtype_code, b, h, n, d, sb, sh, sn, 1)
+    return _lib.Tensor(t.data_ptr(), *_tensor_fields(t.shape, t.stride(), layout, dtype_code))
 
 
 def _raw_stream_slow(index):
