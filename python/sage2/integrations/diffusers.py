@@ -18,9 +18,7 @@ autograd, a mask together with is_causal, a GPU older than Ampere) goes to the "
 unchanged, counted by reason; diffusers' context parallelism (``_parallel_config``) is refused
 with a ValueError (use sage2.integrations.yunchang for sequence parallelism).
 """
-import collections
 import inspect
-import threading
 
 import torch
 
@@ -31,33 +29,24 @@ from diffusers.models.attention_dispatch import AttentionBackendName, _Attention
 from .. import _lib
 from .._attention import sageattn
 from ..sdpa import _unsupported
+from ._counts import CallCounts
 
 __all__ = ["BACKEND", "stats", "reset_stats", "sage2_attention"]
 
-_lock = threading.Lock()
-_stats = {"sage2": 0, "fallback": collections.Counter()}
+_counts = CallCounts()
 
 
 def _count(why=None):
-    if torch.compiler.is_compiling():
-        return
-    with _lock:
-        if why is None:
-            _stats["sage2"] += 1
-        else:
-            _stats["fallback"][why] += 1
+    _counts.count(why)
 
 
 def stats():
     """{"sage2": calls served by sage2, "fallback": {reason: calls sent to the native backend}}."""
-    with _lock:
-        return {"sage2": _stats["sage2"], "fallback": dict(_stats["fallback"])}
+    return _counts.snapshot()
 
 
 def reset_stats():
-    with _lock:
-        _stats["sage2"] = 0
-        _stats["fallback"].clear()
+    _counts.reset()
 
 
 def _enum_member(cls, name, value):

@@ -22,7 +22,6 @@ What each call does (the rules of transformers' "sdpa" function, so outputs matc
 Counters: ``stats(name)`` -> {"sage2": n, "fallback": {reason: n}}; ``reset_stats(name)``.
 Works with transformers 4.5x (masking_utils) and 5.x.
 """
-import collections
 import threading
 
 import torch
@@ -39,6 +38,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward as _
 
 from .. import _lib
 from .._attention import sageattn
+from ._counts import CallCounts
 from ..sdpa import _unsupported
 
 __all__ = ["register", "stats", "reset_stats", "attention_forward", "MASKED_DECODE_ROWS", "NAME"]
@@ -47,30 +47,21 @@ NAME = "sage2"
 MASKED_DECODE_ROWS = 16
 
 _lock = threading.Lock()
-_stats = {}  # name -> {"sage2": int, "fallback": Counter}
+_stats = {}  # name -> CallCounts
 
 
 def _counter(name):
     with _lock:
-        return _stats.setdefault(name, {"sage2": 0, "fallback": collections.Counter()})
+        return _stats.setdefault(name, CallCounts())
 
 
 def _count(name, why=None):
-    if torch.compiler.is_compiling():
-        return
-    c = _counter(name)
-    with _lock:
-        if why is None:
-            c["sage2"] += 1
-        else:
-            c["fallback"][why] += 1
+    _counter(name).count(why)
 
 
 def stats(name=NAME):
     """{"sage2": calls served by sage2, "fallback": {reason: calls sent to torch}} of a registered name."""
-    c = _counter(name)
-    with _lock:
-        return {"sage2": c["sage2"], "fallback": dict(c["fallback"])}
+    return _counter(name).snapshot()
 
 
 def reset_stats(name=NAME):
