@@ -46,13 +46,6 @@ struct ProcessConfig {
   // SAGE2_DISABLE_LAUNCH_OVERLAP: a call's kernels after the first start only when the previous
   // one completed (no programmatic dependent launch; for measurements and bug hunts).
   bool overlap_launches = true;
-  // SAGE2_PIPELINE_CHUNKS: dense calls cut into this many chunks of batch entries or kv heads,
-  // the quantize stage of chunk i+1 running on a side stream beside the attention of chunk i
-  // (runtime/call_plan.hpp). 0 (unset): the plan's rule (plan/pipeline_rule.hpp); 1: never.
-  int pipeline_chunks = 0;
-  // SAGE2_PIPELINE_PRIORITY=same: the side stream gets the default priority instead of the
-  // highest (measurements).
-  bool pipeline_high_priority = true;
 };
 ProcessConfig process_config();
 

@@ -46,9 +46,6 @@ namespace sage2::base::driver {
   X(cuMemsetD8_v2)                \
   X(cuMemsetD8Async)              \
   X(cuStreamCreate)               \
-  X(cuStreamCreateWithPriority)   \
-  X(cuStreamWaitEvent)            \
-  X(cuCtxGetStreamPriorityRange)  \
   X(cuStreamDestroy_v2)           \
   X(cuStreamSynchronize)          \
   X(cuStreamIsCapturing)          \

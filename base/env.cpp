@@ -6,8 +6,7 @@
 //   SAGE2_QUANT_PATH         ContextOptions::quant_path
 //   SAGE2_DISABLE_TUNING     ContextOptions::tuning
 //   SAGE2_TARGET_ARCH        ContextOptions::target_arch
-//   SAGE2_LIBCUDA, SAGE2_LIBNVRTC, SAGE2_DUMP_DIR, SAGE2_LOG_LEVEL, SAGE2_DISABLE_LAUNCH_OVERLAP,
-//   SAGE2_PIPELINE_CHUNKS, SAGE2_PIPELINE_PRIORITY   ProcessConfig
+//   SAGE2_LIBCUDA, SAGE2_LIBNVRTC, SAGE2_DUMP_DIR, SAGE2_LOG_LEVEL, SAGE2_DISABLE_LAUNCH_OVERLAP   ProcessConfig
 #include <cstdlib>
 #include <optional>
 #include <utility>
@@ -113,16 +112,6 @@ ProcessConfig process_config() {
   p.dump_dir = get("SAGE2_DUMP_DIR").value_or("");
   p.log_level = env_log_level();
   p.overlap_launches = !flag("SAGE2_DISABLE_LAUNCH_OVERLAP");
-  if (auto v = get("SAGE2_PIPELINE_CHUNKS")) {
-    char* end = nullptr;
-    const long n = std::strtol(v->c_str(), &end, 10);
-    if (end && *end == '\0' && n >= 1 && n <= 8)
-      p.pipeline_chunks = static_cast<int>(n);
-    else
-      base::log::warn_once("SAGE2_PIPELINE_CHUNKS=" + *v,
-                           "SAGE2_PIPELINE_CHUNKS='" + *v + "' is not a chunk count in 1..8; using the plan's rule");
-  }
-  if (auto v = get("SAGE2_PIPELINE_PRIORITY")) p.pipeline_high_priority = *v != "same";
   return p;
 }
 

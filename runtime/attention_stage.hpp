@@ -48,7 +48,7 @@ class TmaMapCache {
     const void* workspace = nullptr;
     kernels::TmaMap maps[kernels::kMaxTmaMaps];
   };
-  static constexpr int kSlots = 16;  // a pipelined call uses one workspace slice per chunk (<= 8)
+  static constexpr int kSlots = 4;
   mutable std::mutex mu_;
   mutable Slot slots_[kSlots];
   mutable int used_ = 0, next_ = 0;

@@ -14,7 +14,6 @@
 #include "kernels/quantize_shape.hpp"
 #include "kernels/quant_buffers.hpp"
 #include "plan/attention_validate.hpp"
-#include "plan/pipeline_rule.hpp"
 #include "runtime/attention_stage.hpp"
 #include "runtime/call_cache.hpp"
 #include "runtime/context_impl.hpp"
@@ -32,18 +31,7 @@ struct CallPlan {
   // below — no quantize stage, no ΔS, its workspace the splits' partials (decode_bytes).
   std::size_t decode_bytes = 0;
   DecodeStagePlan decode;
-  std::size_t total() const {
-    return chunk ? static_cast<std::size_t>(pipeline.chunks) * chunk->total() : quant_bytes + delta_s_bytes + decode_bytes;
-  }
-
-  // A pipelined call (plan/pipeline_rule.hpp): the plan of one chunk, run pipeline.chunks times on
-  // slices of the tensors, chunk i in workspace bytes [i·chunk->total(), (i+1)·chunk->total()).
-  // Chunk i+1's quantize stage runs on a side stream (runtime/side_streams.hpp) while chunk i's
-  // attention runs on the caller's stream. Chunks are whole (batch, kv head) groups, which the
-  // quantize stage treats independently, so the outputs are bit-identical to the whole call's.
-  // The fields above still describe the whole call (stats, tools); run_call_plan uses the chunk.
-  plan::PipelineCut pipeline;
-  std::shared_ptr<const CallPlan> chunk;
+  std::size_t total() const { return quant_bytes + delta_s_bytes + decode_bytes; }
 
   using Launch = KernelLaunch;
   bool fused_quantize = false;

@@ -44,7 +44,6 @@ Context::Impl::Impl(int device, const ContextOptions& options)
   loader_ = std::make_unique<runtime::KernelLoader>(ctx_, arch_,
                                                     cache::DiskCache(config_.cache_dir, !config_.disk_cache), ptx_);
   workspace_ = std::make_unique<runtime::WorkspacePool>(ctx_);
-  side_streams_ = std::make_unique<runtime::SideStreams>(ctx_);
   // The tuning database lives beside the cubin cache; without a disk cache (or with tuning off)
   // every call uses the heuristic default.
   planner_ = plan::shared_planner(plan::context_db_path(config_, facts_.name, arch_), facts_.name, arch_,
@@ -60,11 +59,6 @@ Context::Impl::Impl(int device, const ContextOptions& options)
 }
 
 Context::Impl::~Impl() {
-  if (side_streams_ && base::driver::available()) {
-    // The side streams go with the context; pending work on them finishes first.
-    base::driver::ScopedContext scope(ctx_);
-    side_streams_.reset();
-  }
   workspace_.reset();  // frees device memory and unloads modules while the context is alive
   loader_.reset();
   if (owns_primary_ && base::driver::available()) base::driver::api().cuDevicePrimaryCtxRelease_v2(dev_);

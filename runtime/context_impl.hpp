@@ -8,7 +8,6 @@
 #include "runtime/call_cache.hpp"
 #include "runtime/device.hpp"
 #include "runtime/kernel_loader.hpp"
-#include "runtime/side_streams.hpp"
 #include "runtime/workspace_pool.hpp"
 #include "sage2/sage2.hpp"
 
@@ -33,7 +32,6 @@ class Context::Impl {
   bool ptx() const { return ptx_; }          // kernels are PTX, JIT-compiled by the driver
   runtime::KernelLoader& kernels() { return *loader_; }
   runtime::WorkspacePool& workspace() { return *workspace_; }
-  runtime::SideStreams& side_streams() { return *side_streams_; }  // pipelined calls' side streams
   plan::Planner& planner() const { return *planner_; }
   // The Context's settings, decided at construction (ContextOptions, else the environment).
   const base::config::ContextConfig& config() const { return config_; }
@@ -56,7 +54,6 @@ class Context::Impl {
   bool owns_primary_ = false;
   std::unique_ptr<runtime::KernelLoader> loader_;
   std::unique_ptr<runtime::WorkspacePool> workspace_;
-  std::unique_ptr<runtime::SideStreams> side_streams_;
   std::optional<kernels::KernelFamily> family_override_;
   std::shared_ptr<plan::Planner> planner_;  // shared by the Contexts of one device + cache dir
   runtime::CallCache<runtime::CallPlan> call_cache_;
