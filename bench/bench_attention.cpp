@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
           // Kernel alone: the same plan's attention stage over an already quantized workspace.
           const auto prob = plan::validate_attention(q, k, v, out, p, impl.arch());
           const auto spec = runtime::plan_attention(prob, impl.arch(), impl.facts());
-          kernels::QuantProblem qp{batch, heads, heads, n, n, static_cast<int>(d)};
+          kernels::QuantProblem qp{{batch, heads, heads, n, n, static_cast<int>(d)}};
           const auto qb = kernels::quant_buffers(qp, spec);
           const std::size_t qbytes = (qb.offsets().total + 255) / 256 * 256;
           const std::size_t dsb = runtime::delta_s_workspace_bytes(qb);

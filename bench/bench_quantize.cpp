@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
       runtime::apply_quant_path(spec, runtime::QuantPath::Auto);
       kernels::KernelSpec spec_q = spec;
       spec_q.q_in_kernel = false;
-      kernels::QuantProblem qp{batch, heads, heads, n, n, static_cast<int>(d)};
+      kernels::QuantProblem qp{{batch, heads, heads, n, n, static_cast<int>(d)}};
       const auto qb = kernels::quant_buffers(qp, spec), qb_q = kernels::quant_buffers(qp, spec_q);
       const auto off_q = qb_q.offsets();
       char* ws = static_cast<char*>(impl.workspace().get(stream, off_q.total));

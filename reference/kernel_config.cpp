@@ -82,7 +82,7 @@ StageLayout stage_layout(const kernels::QuantBuffers& b, const KernelConfig& con
 }
 
 kernels::QuantBuffers quant_buffers(const StageLayout& l) {
-  return kernels::quant_buffers(kernels::QuantProblem{l.batch, l.q_heads, l.kv_heads, l.q_len, l.kv_len, l.head_dim},
+  return kernels::quant_buffers(kernels::QuantProblem{{l.batch, l.q_heads, l.kv_heads, l.q_len, l.kv_len, l.head_dim}},
                             kernel_spec(l.config));
 }
 

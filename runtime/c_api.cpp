@@ -266,6 +266,37 @@ sage2_tensor make_tensor(const sage2::TensorRef& t) {
 sage2::DType cpp_dtype(sage2_dtype d) { return d == SAGE2_DTYPE_BF16 ? sage2::DType::BF16 : sage2::DType::F16; }
 }  // namespace
 
+// C++ helpers of the entry points below: outside extern "C", since they return C++ types.
+namespace {
+
+sage2::SeqLens to_cpp(const sage2_seqlens* l) {
+  require(l != nullptr, "lens is NULL");
+  sage2::SeqLens c;
+  c.batch = l->batch;
+  c.cu_seqlens_q = l->cu_seqlens_q;
+  c.cu_seqlens_k = l->cu_seqlens_k;
+  c.kv_lens = l->kv_lens;
+  c.max_seqlen_q = l->max_seqlen_q;
+  c.max_seqlen_k = l->max_seqlen_k;
+  return c;
+}
+
+
+sage2::AttentionParams with_mask(const sage2_attention_params* params, const sage2_mask* mask) {
+  sage2::AttentionParams p = to_cpp(params);
+  if (mask) {
+    p.mask.data = mask->data;
+    p.mask.type = static_cast<sage2::MaskType>(mask->type);
+    p.mask.stride_batch = mask->stride_batch;
+    p.mask.stride_head = mask->stride_head;
+    p.mask.stride_q = mask->stride_q;
+    p.mask.stride_k = mask->stride_k;
+  }
+  return p;
+}
+
+}  // namespace
+
 extern "C" {
 
 void sage2_attention_params_init(sage2_attention_params* p) {
@@ -300,39 +331,6 @@ sage2_status sage2_workspace_size(sage2_context* ctx, const sage2_tensor* q, con
                                      to_cpp(params));
   });
 }
-
-namespace {
-
-sage2::SeqLens to_cpp(const sage2_seqlens* l) {
-  require(l != nullptr, "lens is NULL");
-  sage2::SeqLens c;
-  c.batch = l->batch;
-  c.cu_seqlens_q = l->cu_seqlens_q;
-  c.cu_seqlens_k = l->cu_seqlens_k;
-  c.kv_lens = l->kv_lens;
-  c.max_seqlen_q = l->max_seqlen_q;
-  c.max_seqlen_k = l->max_seqlen_k;
-  return c;
-}
-
-}  // namespace
-
-namespace {
-
-sage2::AttentionParams with_mask(const sage2_attention_params* params, const sage2_mask* mask) {
-  sage2::AttentionParams p = to_cpp(params);
-  if (mask) {
-    p.mask.data = mask->data;
-    p.mask.type = static_cast<sage2::MaskType>(mask->type);
-    p.mask.stride_batch = mask->stride_batch;
-    p.mask.stride_head = mask->stride_head;
-    p.mask.stride_q = mask->stride_q;
-    p.mask.stride_k = mask->stride_k;
-  }
-  return p;
-}
-
-}  // namespace
 
 sage2_status sage2_attention_masked(sage2_context* ctx, const sage2_tensor* q, const sage2_tensor* k,
                                     const sage2_tensor* v, const sage2_tensor* out, const sage2_mask* mask,

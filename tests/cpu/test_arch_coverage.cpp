@@ -83,7 +83,7 @@ TEST_CASE("arch table: names, compute capabilities and what each arch offers") {
   CHECK(arch_path(Arch::Sm120).find("INT4") == std::string::npos);
   CHECK(arch_path(Arch::Sm120).find("mma family") != std::string::npos);
   MESSAGE("arch table:");
-  for (const ArchInfo& a : arch_table()) MESSAGE("  " << a.name << " (" << a.gpus << "): " << arch_path(a.arch));
+  for (const ArchInfo& a : arch_table()) MESSAGE("  " << std::string(a.name) << " (" << std::string(a.gpus) << "): " << arch_path(a.arch));
 }
 
 TEST_CASE("arch table: the families and the default family of each path") {
@@ -225,10 +225,10 @@ TEST_CASE("FP16 V̂: the slot order is the m16n8k16 fragment's, codes take two b
     CHECK(l.v_key_of_slot(l.v_slot(key)) == key);
     CHECK(l.v_slot(key) / 16 == key / 16);
   }
-  const QuantBuffers b16 = quant_buffers(QuantProblem{2, 4, 2, 100, 300, 128}, s);
+  const QuantBuffers b16 = quant_buffers(QuantProblem{{2, 4, 2, 100, 300, 128}}, s);
   s.pv_fp16 = false;
   s.arch = Arch::Sm89;
-  const QuantBuffers b8 = quant_buffers(QuantProblem{2, 4, 2, 100, 300, 128}, s);
+  const QuantBuffers b8 = quant_buffers(QuantProblem{{2, 4, 2, 100, 300, 128}}, s);
   CHECK(b16.v_codes() == 2 * b8.v_codes());  // bytes
   CHECK_FALSE(quant_layout(s).v_permuted());
   // the quantize_v tile keeps its codes within 48 KiB of static shared memory

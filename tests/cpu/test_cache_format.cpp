@@ -98,9 +98,15 @@ std::vector<char> craft(const std::string& key, const std::string& cubin, const 
   wr32(b, 28, static_cast<std::uint32_t>(key.size()));
   wr32(b, 32, static_cast<std::uint32_t>(meta.size()));
   wr64(b, 40, cubin.size());
-  b.insert(b.end(), key.begin(), key.end());
-  b.insert(b.end(), cubin.begin(), cubin.end());
-  b.insert(b.end(), meta.begin(), meta.end());
+  // Appended by size + memcpy: GCC 12's -Wstringop-overread misreads vector::insert of a string range here.
+  auto append = [&b](const std::string& s) {
+    const std::size_t at = b.size();
+    b.resize(at + s.size());
+    if (!s.empty()) std::memcpy(b.data() + at, s.data(), s.size());
+  };
+  append(key);
+  append(cubin);
+  append(meta);
   fix_checksum(b);
   return b;
 }

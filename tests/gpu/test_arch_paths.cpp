@@ -151,7 +151,7 @@ Outcome run_case(const Case& c, std::uint64_t seed) {
   std::optional<ref::QuantizedHost> q_part;
   if (r.spec.q_in_kernel) q_part = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(r.spec));
   const ref::QuantizedHost stage = test::download_stage(
-      ws, kernels::quant_buffers(kernels::QuantProblem{c.batch, c.q_heads, c.kv_heads, c.q_len, c.kv_len, c.head_dim}, r.spec),
+      ws, kernels::quant_buffers(kernels::QuantProblem{{c.batch, c.q_heads, c.kv_heads, c.q_len, c.kv_len, c.head_dim}}, r.spec),
       r.spec, q_part ? &*q_part : nullptr);
   ref::EmulationOptions mo;
   mo.round_output = true;

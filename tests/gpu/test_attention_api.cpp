@@ -146,7 +146,7 @@ Outcome run_case(const Case& c, std::uint64_t seed) {
   std::optional<ref::QuantizedHost> q_part;
   if (spec.q_in_kernel) q_part = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(spec));
   const ref::QuantizedHost stage = test::download_stage(
-      ws, kernels::quant_buffers(kernels::QuantProblem{batch, q_heads, kv_heads, c.q_len, c.kv_len, c.head_dim}, spec), spec,
+      ws, kernels::quant_buffers(kernels::QuantProblem{{batch, q_heads, kv_heads, c.q_len, c.kv_len, c.head_dim}}, spec), spec,
       q_part ? &*q_part : nullptr);
   mo.stage = &stage;
   const ref::EmulationResult emul = ref::emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(spec), mo);
