@@ -126,6 +126,12 @@ case $rc in 0|3|4) ;; *) fail "python -m sage2 info exited $rc" ;; esac
 grep -q "^sage2 $cmake_version (library: $site/sage2/libsage2.so)" "$work/info.txt" || fail "info: wrong library"
 grep -qE "^NVRTC: [0-9]+\.[0-9]+ from .*libnvrtc" "$work/info.txt" || fail "info: NVRTC not found or no file named"
 "$work/venv/bin/sage2-py-info" info >/dev/null || [ $? -ne 1 ] || fail "sage2-py-info did not find the library"
+set +e
+"$work/venv/bin/sage2-py-info" >"$work/py-info.txt" 2>&1  # bare: the info, under its own name
+rc=$?
+set -e
+case $rc in 0|3|4) ;; *) cat "$work/py-info.txt"; fail "sage2-py-info (no arguments) exited $rc" ;; esac
+grep -q "^sage2 $cmake_version" "$work/py-info.txt" || fail "sage2-py-info (no arguments) did not print the info"
 
 say "console scripts of the wheel: sage2-info, sage2-cache, sage2-autotune on the venv's PATH"
 for t in sage2-info sage2-cache sage2-autotune; do

@@ -3,7 +3,7 @@ checks, the sage2_tensor descriptors, the workspace-size cache and workspaces, t
 and the eager fast path (_FastCall and its signature caches' store).
 
 _attention.py (dense calls), _mask.py (attention masks) and _varlen.py (variable-length batches)
-import this module; it imports none of them (issue 26: the package's imports go one way only,
+import this module; it imports none of them (the package's imports go one way only,
 python/tests/test_import_graph.py checks it). Tests that patch a shared helper (_normalize,
 _raw_stream) patch it here: the three modules call them through this module.
 """

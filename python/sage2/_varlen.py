@@ -1,4 +1,4 @@
-"""Variable-length batches (issue 17) for torch tensors: sageattn_varlen() (the packed form of
+"""Variable-length batches for torch tensors: sageattn_varlen() (the packed form of
 FlashAttention's varlen API) and the key-padding form behind sageattn(kv_lens=...).
 
 Both make one sage2_attention_varlen call on torch's current stream with a workspace from torch's
