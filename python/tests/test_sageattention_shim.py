@@ -80,8 +80,12 @@ def shim(monkeypatch):
     monkeypatch.syspath_prepend(SHIM)
     for name in [m for m in sys.modules if m == "sageattention" or m.startswith("sageattention.")]:
         monkeypatch.delitem(sys.modules, name)
-    monkeypatch.delenv("SAGE2_SAGEATTENTION_OVERRIDE", raising=False)
-    mod = importlib.import_module("sageattention")
+    # where the reference is installed too (a GPU machine with it on the path), the source tree's
+    # drop-in is tested all the same; the refusal has its own test below
+    monkeypatch.setenv("SAGE2_SAGEATTENTION_OVERRIDE", "1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mod = importlib.import_module("sageattention")
     assert os.path.dirname(os.path.abspath(mod.__file__)) == os.path.join(SHIM, "sageattention")
     yield mod
     for name in [m for m in sys.modules if m == "sageattention" or m.startswith("sageattention.")]:
@@ -257,7 +261,10 @@ def _import_in(tmp_path, path_entries, env_extra=None):
 def test_never_shadows_another_sageattention_silently(tmp_path):
     _need_shim()
     out = _import_in(tmp_path, [SHIM])
-    assert "IMPORTED " + os.path.join(SHIM, "sageattention") in out and "WARNING" not in out, out
+    if "REFUSED" in out:  # this machine has a real sageattention installed: the refusal is right
+        assert "another sageattention is installed" in out and str(tmp_path) not in out, out
+    else:
+        assert "IMPORTED " + os.path.join(SHIM, "sageattention") in out and "WARNING" not in out, out
     # another distribution named sageattention (what pip leaves for the reference's package)
     site = tmp_path / "site"
     info = site / "sageattention-2.2.0.dist-info"
@@ -284,4 +291,35 @@ def test_never_shadows_another_sageattention_silently(tmp_path):
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sageattention\nVersion: 2.2.0+sage2.0.1.0\n")
     out = _import_in(tmp_path, [SHIM, copy])
-    assert "IMPORTED" in out and "REFUSED" not in out, out
+    assert str(copy) not in out, out
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_drop_in_gives_sage2s_results(shim):
+    """On a GPU: each function of the drop-in gives the bits of the sage2 call it maps to."""
+    from sage2_testutil import activation_like, require_gpu, torch
+
+    require_gpu()
+    q, k, v = activation_like(2, 8, 8, 512, 512, 128, dtype=torch.float16, layout="NHD", seed=3)
+    major = torch.cuda.get_device_capability()[0]
+    pairs = [
+        (lambda: shim.sageattn(q, k, v, tensor_layout="NHD", is_causal=True),
+         lambda: sage2.sageattn(q, k, v, tensor_layout="NHD", is_causal=True)),
+        (lambda: shim.sageattn_qk_int8_pv_fp16_cuda(q, k, v, "NHD", pv_accum_dtype="fp16+fp32"),
+         lambda: sage2.sageattn(q, k, v, "NHD", pv_precision="fp16")),
+        (lambda: shim.sageattn_qk_int8_pv_fp16_triton(q, k, v, "NHD"),
+         lambda: sage2.sageattn(q, k, v, "NHD", pv_precision="fp16")),
+    ]
+    if major >= 9 or torch.cuda.get_device_capability() == (8, 9):  # FP8 exists from sm_89 on
+        pairs += [
+            (lambda: shim.sageattn_qk_int8_pv_fp8_cuda(q, k, v, "NHD", qk_quant_gran="per_warp"),
+             lambda: sage2.sageattn(q, k, v, "NHD", pv_precision="fp8")),
+            (lambda: shim.sageattn_qk_int8_pv_fp8_cuda_sm90(q, k, v, "NHD", return_lse=True)[1],
+             lambda: sage2.sageattn(q, k, v, "NHD", pv_precision="fp8", return_lse=True)[1]),
+        ]
+    for a, b in pairs:
+        assert torch.equal(a(), b())
+    lens = torch.tensor([0, 100, 612, 1024], dtype=torch.int64, device="cuda")
+    qv, kv, vv = (t.reshape(1024, 8, 128) for t in (q, k, v))
+    got = shim.sageattn_varlen(qv, kv, vv, lens, lens, 512, 512, is_causal=True)
+    assert torch.equal(got, sage2.sageattn_varlen(qv, kv, vv, lens.int(), lens.int(), 512, 512, is_causal=True))
