@@ -2,7 +2,8 @@
 # The Python wheel as a user gets it: build it from this checkout (`pip wheel .`, scikit-build-core
 # runs CMake), retag it manylinux with auditwheel where that works, install it alone into a fresh
 # virtual environment (no torch, no build tree, no SAGE2_LIBRARY, run from outside the checkout),
-# then run `python -m sage2 info` and the Python tests that need no GPU against that install.
+# with the `sageattention` drop-in (python/sageattention_shim, a pure-Python wheel of its own), then run
+# `python -m sage2 info` and the Python tests that need no GPU against that install.
 # The wheel is left in wheelhouse/ (for scripts/gpu_wheel_check.sh). Called by .ci/run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -70,11 +71,24 @@ rm -f wheelhouse/sage2-*.whl
 cp "$wheel" wheelhouse/
 say "wheel: wheelhouse/$name, $(stat -c %s "$wheel") bytes"
 
+# The opt-in `sageattention` drop-in: a pure-Python wheel of its own (python/sageattention_shim).
+say "pip wheel python/sageattention_shim (the sageattention drop-in)"
+shim_src="$work/shim-src"  # a copy: the build writes nothing into the checkout
+cp -r "$repo/python/sageattention_shim" "$shim_src"
+"$work/tools/bin/python" -m pip wheel -q --no-deps -w "$work/shim" "$shim_src" || fail "pip wheel of the drop-in failed"
+shim="$(ls "$work"/shim/sageattention-*.whl)"
+shim_name="$(basename "$shim")"
+[[ "$shim_name" == "sageattention-2."*"+sage2.$cmake_version-py3-none-any.whl" ]] ||
+  fail "unexpected drop-in wheel name $shim_name (want sageattention-2.x.y+sage2.$cmake_version-py3-none-any.whl)"
+rm -f wheelhouse/sageattention-*.whl
+cp "$shim" wheelhouse/
+say "drop-in: wheelhouse/$shim_name"
+
 # ---- install alone and use it -------------------------------------------------------------------
-say "fresh venv: the wheel and pytest only"
+say "fresh venv: the wheel, the sageattention drop-in and pytest only"
 make_venv "$work/venv"
 py="$work/venv/bin/python"
-"$py" -m pip install -q "$wheel" pytest
+"$py" -m pip install -q "$wheel" "$shim" pytest
 unset SAGE2_LIBRARY SAGE2_LIBNVRTC PYTHONPATH
 cd "$work"  # nothing of the checkout on sys.path
 "$py" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("torch") is not None)' ||
@@ -91,6 +105,17 @@ assert sage2.__version__ == want == sage2.library_version(), (sage2.__version__,
 print("import sage2: %s from %s" % (sage2.__version__, pkg))
 EOF
 
+say "import sageattention (the drop-in), as diffusers finds it"
+"$py" - "$cmake_version" <<'EOF' || fail "the sageattention drop-in"
+import importlib.metadata as md, os, sys
+import sage2, sageattention
+v = md.version("sageattention")  # what diffusers reads (it needs >= 2.1.1)
+assert v == sageattention.__version__ and v.endswith("+sage2." + sys.argv[1]), v
+assert tuple(int(x) for x in v.split("+")[0].split(".")) >= (2, 1, 1), v
+assert sageattention.SAGE2_SHIM and sageattention.core.sage2 is sage2
+print("import sageattention: %s from %s" % (v, os.path.dirname(sageattention.__file__)))
+EOF
+
 say "python -m sage2 info"
 set +e
 "$py" -m sage2 info | tee "$work/info.txt"
@@ -101,6 +126,12 @@ case $rc in 0|3|4) ;; *) fail "python -m sage2 info exited $rc" ;; esac
 grep -q "^sage2 $cmake_version (library: $site/sage2/libsage2.so)" "$work/info.txt" || fail "info: wrong library"
 grep -qE "^NVRTC: [0-9]+\.[0-9]+ from .*libnvrtc" "$work/info.txt" || fail "info: NVRTC not found or no file named"
 "$work/venv/bin/sage2-py-info" info >/dev/null || [ $? -ne 1 ] || fail "sage2-py-info did not find the library"
+set +e
+"$work/venv/bin/sage2-py-info" >"$work/py-info.txt" 2>&1  # bare: the info, under its own name
+rc=$?
+set -e
+case $rc in 0|3|4) ;; *) cat "$work/py-info.txt"; fail "sage2-py-info (no arguments) exited $rc" ;; esac
+grep -q "^sage2 $cmake_version" "$work/py-info.txt" || fail "sage2-py-info (no arguments) did not print the info"
 
 say "console scripts of the wheel: sage2-info, sage2-cache, sage2-autotune on the venv's PATH"
 for t in sage2-info sage2-cache sage2-autotune; do

@@ -77,7 +77,7 @@ if _torch is not None:
         sageattn_qk_int8_pv_fp8_cuda_sm90,
     )
 else:
-    OPTIONS = {}
+    from ._options import OPTIONS  # noqa: F401  (the names and defaults; a call needs torch)
 
     def _needs_torch(name):
         def f(*args, **kwargs):

@@ -4,55 +4,88 @@ keywords, mapped onto sage2's own arguments — or refused with a message naming
 Code written for the reference passes keywords sage2.sageattn does not define (``qk_quant_gran``,
 ``pv_accum_dtype``, ``quantization_backend``), and wrappers written for FlashAttention pass
 ``softmax_scale``, ``causal``, ``dropout_p``, ``window_size`` ... . ``translate`` maps every such
-keyword (the table ``REFERENCE_KEYWORDS``, shown in the README) or raises: nothing is silently
-ignored. Pure Python over plain values: no torch needed (tests run it with the fake torch).
+keyword (``REFERENCE_KEYWORDS``) or raises: nothing is silently ignored. ``reference_pv_precision``
+is the ``pv_accum_dtype`` rule of each of the reference's entry points. The README's table
+("The reference's call form") states both, row by row; python/tests/test_reference_keywords_table.py
+parses it and checks every row against these functions. Each mapping that changes what the
+reference would have run is logged at debug level on the ``sage2`` logger, naming the path that runs.
+Pure Python over plain values: no torch needed (tests run it with the fake torch).
 """
+from ._logging import logger
 
-__all__ = ["REFERENCE_KEYWORDS", "translate", "reference_pv_precision"]
+__all__ = ["REFERENCE_KEYWORDS", "PV_ACCUM_DTYPES", "PV_PATHS", "translate", "reference_pv_precision"]
 
-# keyword -> what sage2 does with it (the README's table is this text).
-REFERENCE_KEYWORDS = {
-    "qk_quant_gran": "'per_thread': accepted (sage2 quantizes Q and K per thread, always); 'per_warp': ValueError "
-                     "(no per-warp granularity in sage2)",
-    "pv_accum_dtype": "'fp32+fp32' -> pv_precision='fp8' (FP8 P~V, two-level fp32 accumulation); 'fp32' -> "
-                      "pv_precision='fp16' (FP16 P~V, fp32 accumulation; in the fp8 aliases: 'fp8'); 'fp16', "
-                      "'fp16+fp32', 'fp32+fp16': ValueError (sage2 has no fp16 accumulation)",
-    "quantization_backend": "'cuda' or 'triton': accepted (which of the reference's quantization kernels ran; "
-                            "sage2 always quantizes in its own kernels)",
-    "softmax_scale": "-> sm_scale (ValueError when both are given and differ)",
-    "causal": "-> is_causal, with causal_alignment='bottom_right' (FlashAttention's mask) unless causal_alignment "
-              "is given (ValueError when is_causal says otherwise)",
-    "dropout_p": "0 / 0.0: accepted; > 0: ValueError (inference only)",
-    "window_size": "(-1, -1) or None: accepted; a window: ValueError (no sliding window)",
-    "softcap": "None or 0.0: accepted; > 0: ValueError (no score soft-capping)",
-    "alibi_slopes": "None: accepted; a tensor: ValueError (no ALiBi)",
-    "deterministic": "accepted (sage2's forward pass is deterministic)",
-    "return_attn_probs": "False: accepted; True: ValueError (the probabilities are never formed)",
+# The keywords of the reference and of FlashAttention that translate() maps or refuses.
+REFERENCE_KEYWORDS = ("qk_quant_gran", "pv_accum_dtype", "quantization_backend", "softmax_scale", "causal",
+                      "dropout_p", "window_size", "softcap", "alibi_slopes", "deterministic", "return_attn_probs")
+
+# Every value the reference gives pv_accum_dtype (its FP16 kernels: "fp32", "fp16", "fp16+fp32"; its
+# FP8 kernels: "fp32", "fp32+fp32", "fp32+fp16"). The first part is the accumulator of the P~V mma,
+# the second the buffer it is added to. sage2 accumulates P~V in fp32 only, so each value maps to a
+# path at least as accurate as the one it names.
+PV_ACCUM_DTYPES = ("fp32", "fp16", "fp16+fp32", "fp32+fp32", "fp32+fp16")
+
+# sage2's P~V paths (pv_precision) in words, for messages and the debug log.
+PV_PATHS = {"fp16": "FP16 P~V with fp32 accumulation",
+            "fp8": "FP8 P~V with two-level fp32 accumulation (the reference's 'fp32+fp32')"}
+
+# kind of entry point -> {pv_accum_dtype: sage2 pv_precision, or None: refused}.
+#   sageattn:    sage2.sageattn / sageattn_varlen (the reference's sageattn takes no such keyword):
+#                the value says which of the reference's kernels was meant.
+#   fp16_cuda:   sageattn_qk_int8_pv_fp16_cuda, FP16 P~V; the FP8 values are refused (as the reference does).
+#   fp16_triton: sageattn_qk_int8_pv_fp16_triton, FP16 P~V; the reference ignores the keyword there.
+#   fp8:         sageattn_qk_int8_pv_fp8_cuda and _sm90, FP8 P~V; the FP16-accumulator values are refused
+#                (the reference has no such kernel either).
+_PV_BY_KIND = {
+    "sageattn": {"fp32": "fp16", "fp16": "fp16", "fp16+fp32": "fp16", "fp32+fp32": "fp8", "fp32+fp16": "fp8"},
+    "fp16_cuda": {"fp32": "fp16", "fp16": "fp16", "fp16+fp32": "fp16", "fp32+fp32": None, "fp32+fp16": None},
+    "fp16_triton": {v: "fp16" for v in PV_ACCUM_DTYPES},
+    "fp8": {"fp32": "fp8", "fp16": None, "fp16+fp32": None, "fp32+fp32": "fp8", "fp32+fp16": "fp8"},
 }
+# What the reference would have run that sage2 replaces by a more accurate path (logged at debug).
+_UPGRADES = {"fp16": "fp16 accumulation", "fp16+fp32": "fp16 accumulation added to an fp32 buffer",
+             "fp32+fp16": "fp32 accumulation added to an fp16 buffer"}
 
-_PV_ACCUM = {"fp32+fp32": "fp8", "fp32": "fp16"}
-_PV_ACCUM_FP16 = ("fp16", "fp16+fp32", "fp32+fp16")
+QK_QUANT_GRANS = ("per_thread", "per_warp")
 
 
 def _is_zero(x):
     return x is None or (not isinstance(x, bool) and isinstance(x, (int, float)) and x == 0)
 
 
-def reference_pv_precision(pv_accum_dtype, where, fp8_function=False):
-    """sage2's pv_precision for a reference ``pv_accum_dtype`` (fp8_function: the value was given to
-    one of the reference's FP8 entry points, where 'fp32' still means FP8 P~V)."""
-    if pv_accum_dtype in _PV_ACCUM:
-        if fp8_function:
-            return "fp8"
-        return _PV_ACCUM[pv_accum_dtype]
-    if pv_accum_dtype in _PV_ACCUM_FP16:
-        raise ValueError("%s: pv_accum_dtype=%r is not supported: sage2 accumulates P~V in fp32 only (use 'fp32' "
-                         "for FP16 P~V or 'fp32+fp32' for FP8 P~V)" % (where, pv_accum_dtype))
-    raise ValueError("%s: pv_accum_dtype=%r; expected 'fp32' or 'fp32+fp32' (the reference's values sage2 maps)"
-                     % (where, pv_accum_dtype))
+def reference_pv_precision(pv_accum_dtype, where, kind="sageattn"):
+    """sage2's pv_precision ("fp16" or "fp8") for a reference ``pv_accum_dtype`` given to an entry
+    point of ``kind`` ("sageattn", "fp16_cuda", "fp16_triton", "fp8"; see _PV_BY_KIND). Raises
+    ValueError naming the value when that entry point has no such value. Logs the mapping at debug
+    level (the path that runs, and why when it is more accurate than the one asked for)."""
+    table = _PV_BY_KIND[kind]
+    if not isinstance(pv_accum_dtype, str) or pv_accum_dtype not in table:
+        raise ValueError("%s: pv_accum_dtype=%r; expected one of the reference's values %s"
+                         % (where, pv_accum_dtype, ", ".join(repr(v) for v in PV_ACCUM_DTYPES)))
+    pv = table[pv_accum_dtype]
+    if pv is None:
+        ok = ", ".join(repr(v) for v, p in table.items() if p is not None)
+        raise ValueError("%s: pv_accum_dtype=%r is not a value of this entry point (it runs %s; its values: %s)"
+                         % (where, pv_accum_dtype, PV_PATHS[next(p for p in table.values() if p)], ok))
+    if logger.isEnabledFor(10):  # logging.DEBUG
+        why = ""
+        if pv_accum_dtype in _UPGRADES:
+            why = "; sage2 has no kernel with %s, this path is at least as accurate" % _UPGRADES[pv_accum_dtype]
+        logger.debug("%s: pv_accum_dtype=%r -> pv_precision=%r: %s%s", where, pv_accum_dtype, pv, PV_PATHS[pv], why)
+    return pv
 
 
-def translate(is_causal, sm_scale, options, known, where="sage2.sageattn", fp8_function=False):
+def check_qk_quant_gran(g, where):
+    """The reference's qk_quant_gran: both values are accepted (sage2 quantizes Q and K per thread,
+    a finer granularity than per warp); anything else raises ValueError naming the value."""
+    if g not in QK_QUANT_GRANS:
+        raise ValueError("%s: qk_quant_gran=%r; expected 'per_thread' or 'per_warp' (sage2 quantizes Q and K per "
+                         "thread in either case)" % (where, g))
+    if g == "per_warp" and logger.isEnabledFor(10):
+        logger.debug("%s: qk_quant_gran='per_warp' -> per-thread quantization (finer than per warp)", where)
+
+
+def translate(is_causal, sm_scale, options, known, where="sage2.sageattn"):
     """(is_causal, sm_scale, options) with every reference / FlashAttention keyword of ``options``
     mapped onto sage2's own; ``known``: sage2's option names (kept as they are). Raises TypeError for
     a keyword neither knows and ValueError naming a value sage2 cannot honour."""
@@ -68,15 +101,9 @@ def translate(is_causal, sm_scale, options, known, where="sage2.sageattn", fp8_f
                             "keywords it maps: %s)" % (where, key, ", ".join(sorted(known)),
                                                        ", ".join(sorted(REFERENCE_KEYWORDS))))
     if "qk_quant_gran" in ref:
-        g = ref["qk_quant_gran"]
-        if g == "per_warp":
-            raise ValueError("%s: qk_quant_gran='per_warp' is not supported: sage2 quantizes Q and K per thread "
-                             "(pass 'per_thread' or leave it out)" % where)
-        if g != "per_thread":
-            raise ValueError("%s: qk_quant_gran=%r; expected 'per_thread' (or the reference's 'per_warp', which "
-                             "sage2 does not have)" % (where, g))
+        check_qk_quant_gran(ref["qk_quant_gran"], where)
     if "pv_accum_dtype" in ref:
-        pv = reference_pv_precision(ref["pv_accum_dtype"], where, fp8_function)
+        pv = reference_pv_precision(ref["pv_accum_dtype"], where)
         given = out.get("pv_precision")
         if given not in (None, "auto") and given != pv:
             raise ValueError("%s: pv_accum_dtype=%r means pv_precision=%r, but pv_precision=%r was given"

@@ -3,7 +3,7 @@ checks, the sage2_tensor descriptors, the workspace-size cache and workspaces, t
 and the eager fast path (_FastCall and its signature caches' store).
 
 _attention.py (dense calls), _mask.py (attention masks) and _varlen.py (variable-length batches)
-import this module; it imports none of them (issue 26: the package's imports go one way only,
+import this module; it imports none of them (the package's imports go one way only,
 python/tests/test_import_graph.py checks it). Tests that patch a shared helper (_normalize,
 _raw_stream) patch it here: the three modules call them through this module.
 """
@@ -15,6 +15,7 @@ import threading
 import torch
 
 from . import _lib
+from ._options import OPTIONS  # options accepted through **options, with their defaults
 
 __all__ = ["OPTIONS"]
 
@@ -23,16 +24,6 @@ _LAYOUTS = ("HND", "NHD")
 _ALIGNMENTS = {"top_left": _lib.SAGE2_CAUSAL_TOP_LEFT, "bottom_right": _lib.SAGE2_CAUSAL_BOTTOM_RIGHT}
 _PV_PRECISIONS = {None: _lib.SAGE2_PV_AUTO, "auto": _lib.SAGE2_PV_AUTO, "fp8": _lib.SAGE2_PV_FP8,
                   "fp16": _lib.SAGE2_PV_FP16}
-# Options accepted through **options, with their defaults.
-OPTIONS = {
-    "causal_alignment": "top_left",  # torch SDPA's is_causal; "bottom_right" = FlashAttention's
-    "qk_bits": None,                 # None: auto (8), or 4 / 8 (4: not on Blackwell)
-    "pv_precision": None,            # None / "auto" (fp16 on Ampere, else fp8), "fp8" or "fp16"
-    "smooth_q": None,                # None: auto (on with 4-bit), True, False
-    "smooth_k": True,
-    "smooth_v": False,
-    "small_q_path": "auto",          # "auto", "quantized" or "direct" (dense calls; see sageattn)
-}
 # sage2_small_q_path codes.
 _SMALL_Q = {"auto": 0, "quantized": 1, "direct": 2}
 _OPTION_KEYS = frozenset(OPTIONS)

@@ -59,6 +59,27 @@ def _tuning_entries(path):
     return None, [], "unrecognised format"
 
 
+_NO_DRIVER = "no CUDA driver found"
+_LIBCUDA_HINT = "SAGE2_LIBCUDA names the driver library to load (default libcuda.so.1)"
+
+
+def _no_driver():
+    """"no CUDA driver found" with the cause the library gives when it tries to load the driver
+    (the message sage2-info prints: the file it could not load and why, and the SAGE2_LIBCUDA
+    hint; the hint is added when the cause lacks it)."""
+    reason = ""
+    try:
+        _lib.context(0)
+    except _lib.Sage2Error as e:
+        reason = getattr(e, "reason", "") or str(e)
+    if reason.startswith(_NO_DRIVER):
+        reason = reason[len(_NO_DRIVER):].lstrip(":; ")
+    text = _NO_DRIVER + (": " + reason if reason else "")
+    if "SAGE2_LIBCUDA" not in text:
+        text += "; " + _LIBCUDA_HINT
+    return text
+
+
 def collect():
     """A dict of facts; values that could not be obtained hold the reason as a string."""
     r = {"library": None, "library_error": None, "search": [p for _, p in _lib.search_locations()]}
@@ -73,7 +94,7 @@ def collect():
     try:
         maj, mnr, drv = _lib.version_info()
         r["nvrtc"] = "%d.%d" % (maj, mnr) if maj else "not found (kernels only from the disk cache)"
-        r["driver"] = ("CUDA %d.%d (%d)" % (drv // 1000, (drv % 1000) // 10, drv)) if drv else "no CUDA driver found"
+        r["driver"] = ("CUDA %d.%d (%d)" % (drv // 1000, (drv % 1000) // 10, drv)) if drv else _no_driver()
     except _lib.Sage2Error as e:
         r["nvrtc"] = r["driver"] = str(e)
     # which NVRTC file and why: torch's wheel, a toolkit and $SAGE2_LIBNVRTC can each supply one

@@ -82,6 +82,7 @@ class Sage2Error(RuntimeError):
         self.status = status
         self.status_name = STATUS_NAMES.get(status, "status %d" % status)
         self.function = function
+        self.reason = message  # the cause alone (error_for_status: without the function and status)
 
 
 class InvalidArgumentError(Sage2Error, ValueError):
@@ -110,12 +111,24 @@ _STATUS_CLASSES = {
 }
 
 
+def library_text(message: str) -> str:
+    """sage2_last_error() without the library's own "sage2 <status>: " prefix (C++ sage2::Error's
+    what()): the Python message names the status once, at its end."""
+    for name in STATUS_NAMES.values():
+        prefix = "sage2 %s: " % name
+        if message.startswith(prefix):
+            return message[len(prefix):]
+    return message
+
+
 def error_for_status(status: int, message: str, function: str = "") -> Sage2Error:
     cls = _STATUS_CLASSES.get(status, Sage2Error)
     name = STATUS_NAMES.get(status, "status %d" % status)
-    text = message or "(no message)"
+    text = library_text(message or "") or "(no message)"
     where = "%s: " % function if function else ""
-    return cls("%s%s [%s]" % (where, text, name), status, function)
+    err = cls("%s%s [%s]" % (where, text, name), status, function)
+    err.reason = text
+    return err
 
 
 # ---- structs (must match sage2.h; python/tests/test_library.py checks offsets with a C compiler)
@@ -188,7 +201,7 @@ class Mask(ctypes.Structure):
 
 
 class SeqLens(ctypes.Structure):
-    """sage2_seqlens: the lengths of a variable-length batch (issue 17). Pointers are int32 device
+    """sage2_seqlens: the lengths of a variable-length batch. Pointers are int32 device
     arrays; the unused ones NULL. Packed form: cu_seqlens_q and cu_seqlens_k ([batch + 1] each);
     key padding: kv_lens ([batch]). max_seqlen_q/k: upper bounds of the lengths, 0 unknown."""
 
@@ -567,7 +580,7 @@ def require_varlen():
     if missing:
         raise UnsupportedError(
             "this libsage2 (%s) predates variable-length batches: it lacks %s. Use a libsage2 built from a "
-            "source with sage2_attention_varlen (issue 17)" % (_lib_path or "unknown path", ", ".join(missing)),
+            "source with sage2_attention_varlen (the sage2 wheel carries a matching one)" % (_lib_path or "unknown path", ", ".join(missing)),
             SAGE2_ERROR_UNSUPPORTED, "sage2_attention_varlen")
     return L
 
@@ -583,7 +596,7 @@ def require_masked():
     if missing:
         raise UnsupportedError(
             "this libsage2 (%s) predates attention masks: it lacks %s. Use a libsage2 built from a source with "
-            "sage2_attention_masked (issue 17)" % (_lib_path or "unknown path", ", ".join(missing)),
+            "sage2_attention_masked (the sage2 wheel carries a matching one)" % (_lib_path or "unknown path", ", ".join(missing)),
             SAGE2_ERROR_UNSUPPORTED, "sage2_attention_masked")
     return L
 
@@ -599,7 +612,7 @@ def require_tune():
     if missing:
         raise UnsupportedError(
             "this libsage2 (%s) predates tuning from the API: it lacks %s. Use a libsage2 built from a source with "
-            "sage2_tune (issue 26), or the sage2-autotune tool" % (_lib_path or "unknown path", ", ".join(missing)),
+            "sage2_tune (the sage2 wheel carries a matching one), or the sage2-autotune tool" % (_lib_path or "unknown path", ", ".join(missing)),
             SAGE2_ERROR_UNSUPPORTED, "sage2_tune")
     return L
 

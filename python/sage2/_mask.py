@@ -1,4 +1,4 @@
-"""Attention masks (issue 17) for torch tensors: sageattn(q, k, v, attn_mask=...) — one
+"""Attention masks for torch tensors: sageattn(q, k, v, attn_mask=...) — one
 sage2_attention_masked call on torch's current stream with a workspace from torch's caching
 allocator, as sageattn does. Under torch.compile (and for fake, functional or subclass tensors, or
 when autograd would record the call) the work runs behind the opaque custom op

@@ -1,4 +1,4 @@
-"""Variable-length batches (issue 17) for torch tensors: sageattn_varlen() (the packed form of
+"""Variable-length batches for torch tensors: sageattn_varlen() (the packed form of
 FlashAttention's varlen API) and the key-padding form behind sageattn(kv_lens=...).
 
 Both make one sage2_attention_varlen call on torch's current stream with a workspace from torch's
@@ -37,13 +37,15 @@ _fast = {}  # signature -> _core._FastCall of a varlen call (both forms; see _pa
 
 
 # ---- argument checks (metadata only: traceable by dynamo, no device synchronisation) ------------
-def _check_lens(t, name, where, q):
-    """An int32, 1-D, contiguous CUDA tensor on q's device."""
+def _check_lens(t, name, where, q, int64_too=False):
+    """An int32, 1-D, contiguous CUDA tensor on q's device (int64_too: the caller converts int64
+    ones first, so the message names both)."""
     if not isinstance(t, torch.Tensor):
         raise TypeError("%s: %s must be a torch.Tensor (int32, on q's device), got %s"
                         % (where, name, type(t).__name__))
     if t.dtype != torch.int32:
-        raise TypeError("%s: %s has dtype %s; it must be torch.int32" % (where, name, t.dtype))
+        raise TypeError("%s: %s has dtype %s; it must be torch.int32%s"
+                        % (where, name, t.dtype, " (or torch.int64, converted)" if int64_too else ""))
     if t.dim() != 1:
         raise ValueError("%s: %s must be 1-D, got %d-D with shape %s" % (where, name, t.dim(), tuple(t.shape)))
     if t.device.type != "cuda":
@@ -56,6 +58,27 @@ def _check_lens(t, name, where, q):
     if t.shape[0] > 1 and stride != 1:
         raise ValueError("%s: %s must be contiguous (stride 1), got stride %d; call .contiguous() first"
                          % (where, name, stride))
+
+
+_INT32_MAX = 2 ** 31 - 1
+
+
+def _int64_to_int32(t, name, where):
+    """An int64 length tensor as the int32 tensor the library reads (FlashAttention-style callers
+    and the reference accept int64 cu_seqlens). Eagerly the values are checked on the host first
+    (a host synchronisation, only for int64: pass int32 to avoid it) and a value outside int32 is a
+    ValueError naming it. Under torch.compile or CUDA graph capture, where the host cannot read them,
+    such values become -1 on the device instead, which makes the lengths invalid (NaN outputs, as
+    for any invalid lengths) rather than wrapping around into valid-looking ones."""
+    if torch.compiler.is_compiling() or type(t) is not _Tensor or _C._capturing():
+        return t.masked_fill((t < 0) | (t > _INT32_MAX), -1).to(torch.int32)
+    if t.numel() > 0:
+        lo, hi = int(t.min()), int(t.max())
+        if lo < 0 or hi > _INT32_MAX:
+            bad = lo if lo < 0 else hi
+            raise ValueError("%s: %s is int64 and holds %d, which int32 cannot hold (sage2 reads int32 lengths; "
+                             "valid cumulative lengths run from 0 to the tensor's token count)" % (where, name, bad))
+    return t.to(torch.int32)
 
 
 def _max_len(x, name):
@@ -98,8 +121,8 @@ def _normalize_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
         raise ValueError("%s: head dim must be at least 1, got %d" % (W, dq))
     for t, n in ((q, "q"), (k, "k"), (v, "v")):
         _C._check_strides(t, n, W)
-    _check_lens(cu_seqlens_q, "cu_seqlens_q", W, q)
-    _check_lens(cu_seqlens_k, "cu_seqlens_k", W, q)
+    _check_lens(cu_seqlens_q, "cu_seqlens_q", W, q, int64_too=True)
+    _check_lens(cu_seqlens_k, "cu_seqlens_k", W, q, int64_too=True)
     nq, nk = cu_seqlens_q.shape[0], cu_seqlens_k.shape[0]
     if nq < 2:
         raise ValueError("%s: cu_seqlens_q has %d entries; it needs B + 1 >= 2 (0, then the running total of the "
@@ -325,7 +348,8 @@ def sageattn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_
 
     q: [total_q, Hq, D]; k, v: [total_k, Hkv, D] with Hq a multiple of Hkv (GQA/MQA); any strides
     with a contiguous last dim (e.g. views of a packed qkv tensor). cu_seqlens_q / cu_seqlens_k:
-    int32 CUDA tensors [B + 1] on q's device: sequence b holds query tokens
+    int32 CUDA tensors [B + 1] on q's device (int64 ones are converted to int32 on each call, their
+    values checked to fit first: a host synchronisation); sequence b holds query tokens
     [cu_seqlens_q[b], cu_seqlens_q[b + 1]) and key tokens [cu_seqlens_k[b], cu_seqlens_k[b + 1]).
     Lengths 0 and 1 are valid. max_seqlen_q / max_seqlen_k: optional upper bounds of the lengths
     (help choose the tile; None or 0: unknown; a longer sequence is still computed correctly).
@@ -351,6 +375,10 @@ def sageattn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_
     if options and not _C._OPTION_KEYS.issuperset(options):
         is_causal, sm_scale, options = _compat.translate(is_causal, sm_scale, options, _C._OPTION_KEYS,
                                                             where="sage2.sageattn_varlen")
+    if isinstance(cu_seqlens_q, torch.Tensor) and cu_seqlens_q.dtype == torch.int64:
+        cu_seqlens_q = _int64_to_int32(cu_seqlens_q, "cu_seqlens_q", _WHERE)
+    if isinstance(cu_seqlens_k, torch.Tensor) and cu_seqlens_k.dtype == torch.int64:
+        cu_seqlens_k = _int64_to_int32(cu_seqlens_k, "cu_seqlens_k", _WHERE)
     key = None
     if (not torch.compiler.is_compiling() and type(q) is _Tensor and type(k) is _Tensor and type(v) is _Tensor
             and type(cu_seqlens_q) is _Tensor and type(cu_seqlens_k) is _Tensor):

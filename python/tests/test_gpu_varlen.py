@@ -1,4 +1,4 @@
-"""sage2.sageattn_varlen and sageattn(kv_lens=...) on the GPU (issue 17).
+"""sage2.sageattn_varlen and sageattn(kv_lens=...) on the GPU.
 
 The library's contract: each sequence of a variable-length batch is computed exactly as a dense
 call on that sequence alone would be (its own quantization groups, smoothing means and scales,
@@ -200,6 +200,20 @@ def test_max_seqlen_hints_do_not_change_the_result():
         out = sage2.sageattn_varlen(q, k, v, cq, ck, max_seqlen_q=mq, max_seqlen_k=mk)
         torch.testing.assert_close(out, base, rtol=1e-3, atol=1e-2)
         print("max_seqlen (%s, %s) == unknown bit for bit: %s" % (mq, mk, torch.equal(out, base)))
+
+
+def test_int64_cu_seqlens_give_the_int32_result():
+    """int64 lengths (the reference's and FlashAttention's callers pass them) are converted: the same
+    bits as int32; a value int32 cannot hold is a ValueError naming it."""
+    lens = [7, 300, 64]
+    q, k, v, cq, ck = packed_inputs(lens, lens, seed=5)
+    base = sage2.sageattn_varlen(q, k, v, cq, ck, is_causal=True)
+    out = sage2.sageattn_varlen(q, k, v, cq.long(), ck.long(), is_causal=True)
+    assert torch.equal(out, base)
+    big = ck.long().clone()
+    big[-1] += 2 ** 32
+    with pytest.raises(ValueError, match="cu_seqlens_k is int64 and holds %d" % int(big[-1])):
+        sage2.sageattn_varlen(q, k, v, cq, big)
 
 
 def test_packed_qkv_views_and_output():

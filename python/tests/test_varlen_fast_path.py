@@ -181,7 +181,7 @@ for fn, exc, text in [
     (lambda: V(q, k, v, cq, ck, max_seqlen_q=[1]), TypeError, W + "max_seqlen_q must be an int"),  # unhashable
     (lambda: V(q, k, v, cq, ck, qk_bits=[8]), ValueError, W + "qk_bits=[8]"),
     (lambda: V(q, k, v, lens(5, strides=(2,)), ck), ValueError, W + "cu_seqlens_q must be contiguous"),
-    (lambda: V(q, k, v, cq, lens(5, dtype=torch.int64)), TypeError, W + "cu_seqlens_k has dtype torch.int64"),
+    (lambda: V(q, k, v, cq, lens(5, dtype=torch.float16)), TypeError, W + "cu_seqlens_k has dtype torch.float16"),
     (lambda: V(q, k, v, lens(5, dev="cuda:1"), ck), ValueError, W + "cu_seqlens_q is on device(cuda:1) but q"),
     (lambda: V(q, k, v, cq, lens(4)), ValueError, W + "cu_seqlens_k has 4 entries but cu_seqlens_q has 5"),
     (lambda: V(q, k, v, cq, [0, 100]), TypeError, W + "cu_seqlens_k must be a torch.Tensor"),
