@@ -96,6 +96,9 @@ void check_stage(const QuantizedHost& s, const kernels::QuantBuffers& L, const k
       s.v_mean.size() != n(L.v_mean()) || s.q_bad.size() != n(L.q_bad()) ||
       s.k_first_bad.size() != n(L.k_first_bad()) || s.v_first_bad.size() != n(L.v_first_bad()))
     bad_arg("options.stage: its buffers do not have the layout of spec " + spec.key() + " for these tensors");
+  if (s.kv_tile_statistics &&
+      s.v_tile_scale.size() != n(s.layout.batch * s.layout.kv_heads * L.k_blocks * L.d_v))
+    bad_arg("options.stage: v_tile_scale has " + std::to_string(s.v_tile_scale.size()) + " entries, not B*Hkv*k_blocks*d_v");
 }
 
 // What the operand builders share: the tensors, the stage and its layout.
@@ -217,11 +220,18 @@ void qk_operands(const Inputs& in, QkOperand& Qo, QkOperand& Ko, std::vector<flo
   }
 }
 
-// V̂ [B*Hkv][nk][d] (token-major for the P̂V̂ loop), δV and μ per channel.
+// V̂ [B*Hkv][nk][d] (token-major for the P̂V̂ loop), δV per (scale range, channel) and μ per
+// channel. A scale range is all keys (today's contract: δV applied in the epilogue) or one KV
+// tile (kv_tile_statistics: δV[t] applied when tile t is flushed into the fp32 O).
 struct VOperand {
   PvRule pv;
   bool from_stage = false;  // the stage's own codes (the kernel's format)
-  std::vector<float> hat, scale, mean;
+  bool per_tile = false;
+  std::int64_t ranges = 1;  // scale ranges per kv head: 1 or k_blocks
+  std::vector<float> hat, scale, mean;   // scale [B*Hkv][ranges][d]
+  float scale_of(std::int64_t bhk, std::int64_t range, int c, int d) const {
+    return scale[sz((bhk * ranges + range) * d + c)];
+  }
 };
 
 // The kernel's format: E4M3, or FP16 with an FP16-P̃V config; read from the stage's buffers when
@@ -235,9 +245,11 @@ VOperand v_operand(const Inputs& in, const kernels::KernelSpec& spec) {
   const PvFormat fmt = in.opt.pv_format != PvFormat::Kernel ? in.opt.pv_format
                        : spec.pv_fp16                        ? PvFormat::FP16
                                                              : PvFormat::E4M3;
-  VOperand V{pv_rule(fmt), fmt == (spec.pv_fp16 ? PvFormat::FP16 : PvFormat::E4M3), {}, {}, {}};
+  VOperand V{pv_rule(fmt), fmt == (spec.pv_fp16 ? PvFormat::FP16 : PvFormat::E4M3), qs.kv_tile_statistics,
+             qs.kv_tile_statistics ? L.k_blocks : 1, {}, {}, {}};
+  const std::int64_t bk = L.layout.bk;
   V.hat.resize(sz(p.batch * p.kv_heads * nk * d));
-  V.scale.resize(sz(p.batch * p.kv_heads * d));
+  V.scale.resize(sz(p.batch * p.kv_heads * V.ranges * d));
   V.mean.resize(sz(p.batch * p.kv_heads * d));
   detail::parallel_for(p.batch * p.kv_heads, in.opt.threads, [&](std::int64_t bh) {
     const std::int64_t b = bh / p.kv_heads, h = bh % p.kv_heads;
@@ -245,7 +257,9 @@ VOperand v_operand(const Inputs& in, const kernels::KernelSpec& spec) {
     for (int c = 0; c < d; ++c) V.mean[sz(bh * d + c)] = qs.v_mean[sz(bh * L.d_v + c)];
     if (V.from_stage) {   // the kernel's buffers (e4m3, or fp16 with its power-of-two scale)
       for (int c = 0; c < d; ++c) {
-        V.scale[sz(bh * d + c)] = qs.v_scale[sz(bh * L.d_v + c)];
+        for (std::int64_t t = 0; t < V.ranges; ++t)
+          V.scale[sz((bh * V.ranges + t) * d + c)] =
+              V.per_tile ? qs.v_tile_scale[sz((bh * L.k_blocks + t) * L.d_v + c)] : qs.v_scale[sz(bh * L.d_v + c)];
         for (std::int64_t n = 0; n < nk; ++n) out[n * d + c] = qs.v_value(b, h, n, c);
       }
       return;
@@ -256,17 +270,22 @@ VOperand v_operand(const Inputs& in, const kernels::KernelSpec& spec) {
     detail::sanitize(x, bad);   // non-finite V: 0 here (its outputs are poisoned by the flags)
     for (int c = 0; c < d; ++c) {
       const float mu = V.mean[sz(bh * d + c)];
-      float inv = 1.f;
-      if (V.pv.v_max > 0.f) {   // per-channel scaled formats, same amax rule as the stage
-        const float amax = detail::v_amax(qs, b, h, c);
-        V.scale[sz(bh * d + c)] = amax / V.pv.v_max;
-        inv = (amax > 0.f && std::isfinite(amax)) ? V.pv.v_max / amax : 0.f;
-      } else {
-        V.scale[sz(bh * d + c)] = 1.f;
-      }
-      for (std::int64_t n = 0; n < nk; ++n) {
-        const float t = V.pv.v_max > 0.f ? (x[sz(n * d + c)] - mu) * inv : x[sz(n * d + c)] - mu;
-        out[n * d + c] = bad[sz(n * d + c)] ? 0.f : V.pv.round(t);
+      for (std::int64_t t = 0; t < V.ranges; ++t) {
+        const std::int64_t n0 = V.per_tile ? t * bk : 0, n1 = V.per_tile ? std::min(nk, n0 + bk) : nk;
+        float& scale = V.scale[sz((bh * V.ranges + t) * d + c)];
+        float inv = 1.f;
+        if (V.pv.v_max > 0.f) {   // scaled formats, same amax rule as the stage
+          const float amax = V.per_tile ? detail::v_amax_of_keys(x, d, n0, n1, c, mu, L.smooth_v)
+                                        : detail::v_amax(qs, b, h, c);
+          scale = amax / V.pv.v_max;
+          inv = (amax > 0.f && std::isfinite(amax)) ? V.pv.v_max / amax : 0.f;
+        } else {
+          scale = 1.f;
+        }
+        for (std::int64_t n = n0; n < n1; ++n) {
+          const float v = V.pv.v_max > 0.f ? (x[sz(n * d + c)] - mu) * inv : x[sz(n * d + c)] - mu;
+          out[n * d + c] = bad[sz(n * d + c)] ? 0.f : V.pv.round(v);
+        }
       }
     }
   });
@@ -429,7 +448,9 @@ void tile_step(const Attention& A, const Block& B, std::int64_t t, const std::ve
       for (int c = 0; c < d; ++c) acc[c] = acc[c] * a;
     }
     accumulate_pv(A, B, j0, nt, pt, acc, chunk);
-    if (two_level) {
+    if (two_level && A.V.per_tile) {   // the flush takes the tile's V scale
+      for (int c = 0; c < d; ++c) o[c] = o[c] * a + acc[c] * A.V.scale_of(B.bhk, t, c, d);
+    } else if (two_level) {
       for (int c = 0; c < d; ++c) o[c] = o[c] * a + acc[c];
     }
     m = m_new;
@@ -467,7 +488,7 @@ void write_rows(const Attention& A, const Block& B, const RowState& st, Emulatio
     const float rl = 1.f / l;   // one IEEE reciprocal per row (the kernels' rcp.rn)
     for (int c = 0; c < d; ++c) {
       float x = o[c] * rl;   // l carries p_scale
-      x = x * A.V.scale[sz(B.bhk * d + c)];
+      if (!A.V.per_tile) x = x * A.V.scale_of(B.bhk, 0, c, d);   // per tile: applied at each flush
       x = x + A.V.mean[sz(B.bhk * d + c)];
       if (vfb[c] < n_vis) x = qnan;
       out[c] = A.in.opt.round_output ? round_to_dtype(x, A.spec.out_dtype) : x;
@@ -506,14 +527,23 @@ EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const 
 
   // The quantize stage, exactly as the GPU runs it (validates spec vs tensors too), or the
   // caller's buffers of the same layout.
+  if (opt.kv_tile_statistics && !spec.two_level_accum)
+    bad_arg("kv_tile_statistics needs config.two_level_accum (per-tile V scales are applied at the per-tile flush)");
   QuantizedHost own;
   if (!opt.stage) {
     QuantizeOptions qopt;
     qopt.threads = opt.threads;
+    qopt.kv_tile_statistics = opt.kv_tile_statistics;
     own = quantize_stage(q, k, v, config, qopt);
   }
   const kernels::QuantBuffers L = kernels::quant_buffers(p.quant_problem(), spec);
-  if (opt.stage) check_stage(*opt.stage, L, spec);
+  if (opt.stage) {
+    if (opt.stage->kv_tile_statistics != opt.kv_tile_statistics)
+      bad_arg(std::string("options.stage was made with kv_tile_statistics=") +
+              (opt.stage->kv_tile_statistics ? "true" : "false") + " but options.kv_tile_statistics=" +
+              (opt.kv_tile_statistics ? "true" : "false"));
+    check_stage(*opt.stage, L, spec);
+  }
   const Inputs in{q, k, v, p, L, opt.stage ? *opt.stage : own, opt};
 
   QkOperand Qo, Ko;

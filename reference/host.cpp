@@ -254,9 +254,13 @@ void check_sizes(std::int64_t batch, std::int64_t q_heads, std::int64_t kv_heads
 
 }  // namespace
 
-AttentionInputs make_gaussian(std::uint64_t seed, DType dtype, std::int64_t batch, std::int64_t q_heads,
-                              std::int64_t kv_heads, std::int64_t q_len, std::int64_t kv_len,
-                              std::int64_t head_dim, bool nhd) {
+namespace {
+
+// Q, K and V with iid elements drawn by sample(rng), in the tensors' order (Q, K, V; b, h, n, c).
+template <class Sample>
+AttentionInputs make_iid(std::uint64_t seed, DType dtype, std::int64_t batch, std::int64_t q_heads,
+                         std::int64_t kv_heads, std::int64_t q_len, std::int64_t kv_len, std::int64_t head_dim,
+                         bool nhd, Sample sample) {
   check_sizes(batch, q_heads, kv_heads, q_len, kv_len, head_dim);
   AttentionInputs in{HostTensor(dtype, batch, q_heads, q_len, head_dim, nhd),
                      HostTensor(dtype, batch, kv_heads, kv_len, head_dim, nhd),
@@ -266,8 +270,33 @@ AttentionInputs make_gaussian(std::uint64_t seed, DType dtype, std::int64_t batc
     for (std::int64_t b = 0; b < t->batch(); ++b)
       for (std::int64_t h = 0; h < t->heads(); ++h)
         for (std::int64_t n = 0; n < t->seq(); ++n)
-          for (std::int64_t c = 0; c < t->dim(); ++c) t->set(b, h, n, c, static_cast<float>(rng.normal()));
+          for (std::int64_t c = 0; c < t->dim(); ++c) t->set(b, h, n, c, static_cast<float>(sample(rng)));
   return in;
+}
+
+}  // namespace
+
+AttentionInputs make_gaussian(std::uint64_t seed, DType dtype, std::int64_t batch, std::int64_t q_heads,
+                              std::int64_t kv_heads, std::int64_t q_len, std::int64_t kv_len,
+                              std::int64_t head_dim, bool nhd) {
+  return make_iid(seed, dtype, batch, q_heads, kv_heads, q_len, kv_len, head_dim, nhd,
+                  [](Rng& rng) { return rng.normal(); });
+}
+
+AttentionInputs make_student_t(std::uint64_t seed, DType dtype, std::int64_t batch, std::int64_t q_heads,
+                               std::int64_t kv_heads, std::int64_t q_len, std::int64_t kv_len,
+                               std::int64_t head_dim, int dof, bool nhd) {
+  if (dof < 1 || dof > 64) bad_arg("dof=" + std::to_string(dof) + " outside 1..64");
+  // t = Z / sqrt(χ²_dof / dof), χ²_dof a sum of dof squared normals.
+  return make_iid(seed, dtype, batch, q_heads, kv_heads, q_len, kv_len, head_dim, nhd, [dof](Rng& rng) {
+    const double z = rng.normal();
+    double chi2 = 0;
+    for (int i = 0; i < dof; ++i) {
+      const double g = rng.normal();
+      chi2 += g * g;
+    }
+    return z / std::sqrt(chi2 / dof);
+  });
 }
 
 AttentionInputs make_activation_like(std::uint64_t seed, DType dtype, std::int64_t batch,

@@ -76,8 +76,16 @@ void smoothed_q(const TensorRef& q, const QuantizedHost& qs, std::int64_t b, std
 // causal mode, dtypes, stages or LSE, which the quantize stage does not see.
 bool same_layout(const StageLayout& a, const StageLayout& b);
 
-// Absolute maximum of V channel c after the optional mean subtraction (the stage's formula).
+// Absolute maximum of V after the optional mean subtraction, from a channel's min and max (the
+// stage's formula, one source for the per-channel and the per-tile scales).
+inline float v_amax_of(float mn, float mx, float mu, bool smooth) {
+  return smooth ? nan_max(mx - mu, mu - mn) : nan_max(std::fabs(mx), std::fabs(mn));
+}
+// ... of channel c over all keys, from the stage's v_stats (today's contract) ...
 float v_amax(const QuantizedHost& qs, std::int64_t b, std::int64_t h, int c);
+// ... and of channel c over keys [n0, n1) of a sanitized head x [kv_len][d] (one KV tile:
+// QuantizeOptions::kv_tile_statistics).
+float v_amax_of_keys(const std::vector<float>& x, int d, std::int64_t n0, std::int64_t n1, int c, float mu, bool smooth);
 // FP16 V̂'s per-channel scale for a finite positive amax: 2^max(0, e - 15), amax = f·2^e, f in [0.5, 1).
 float v16_scale(float amax);
 

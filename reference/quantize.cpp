@@ -63,11 +63,17 @@ float v_amax(const QuantizedHost& qs, std::int64_t b, std::int64_t h, int c) {
   const std::int64_t bh = b * L.kv_heads + h;
   const float* st = qs.v_stats.data() + bh * 3 * L.d_v;
   const float mn = st[L.d_v + c], mx = st[2 * L.d_v + c];
-  if (L.config.smooth_v) {
-    const float mu = qs.v_mean[static_cast<std::size_t>(bh * L.d_v + c)];
-    return nan_max(mx - mu, mu - mn);
+  return v_amax_of(mn, mx, qs.v_mean[static_cast<std::size_t>(bh * L.d_v + c)], L.config.smooth_v);
+}
+
+float v_amax_of_keys(const std::vector<float>& x, int d, std::int64_t n0, std::int64_t n1, int c, float mu, bool smooth) {
+  float mn = std::numeric_limits<float>::infinity(), mx = -std::numeric_limits<float>::infinity();
+  for (std::int64_t n = n0; n < n1; ++n) {
+    const float v = x[static_cast<std::size_t>(n * d + c)];
+    mn = std::min(mn, v);
+    mx = std::max(mx, v);
   }
-  return nan_max(std::fabs(mx), std::fabs(mn));
+  return v_amax_of(mn, mx, mu, smooth);
 }
 
 float v16_scale(float amax) {
@@ -176,6 +182,9 @@ struct Stage {
   const QuantizeOptions& opt;
   int R = 127;               // the code range: 127 (int8) or 7 (int4)
   int stats_T = 0, stats_P = 0;  // the statistics' sum order (kernels/quant_buffers.hpp)
+  // Keys the statistics (k̄, μ, k_stats, v_stats) are taken over: kv_len, or the first KV tile's
+  // min(bk, kv_len) with QuantizeOptions::kv_tile_statistics.
+  std::int64_t stats_keys = 0;
 };
 
 // The stage's buffers, sized by the layout and zero (flags: none bad).
@@ -191,6 +200,7 @@ void allocate(QuantizedHost& qs, const Stage& st) {
   qs.k_stats.assign(sz(L.k_stats()), 0.f);
   qs.v_codes.assign(sz(L.v_codes()), 0);
   qs.v_scale.assign(sz(L.v_scale()), 0.f);
+  if (st.opt.kv_tile_statistics) qs.v_tile_scale.assign(sz(st.p.batch * st.p.kv_heads * L.k_blocks * L.d_v), 0.f);
   qs.v_mean.assign(sz(L.v_mean()), 0.f);
   qs.v_stats.assign(sz(L.v_stats()), 0.f);
   qs.q_bad.assign(sz(L.q_bad()), 0);
@@ -204,14 +214,14 @@ void allocate(QuantizedHost& qs, const Stage& st) {
   }
 }
 
-// Per-channel statistics of one head (sum in the stage's order, min, max) into stats [3][width]
-// and the mean (when `smooth`) into mean.
+// Per-channel statistics of one head's first st.stats_keys keys (sum in the stage's order, min,
+// max) into stats [3][width] and the mean (when `smooth`) into mean.
 void head_stats(const Stage& st, const std::vector<float>& x, int width, bool smooth, float* stats, float* mean) {
   const int d = st.p.head_dim;
   std::vector<float> sum(sz(d)), mn(sz(d)), mx(sz(d));
-  detail::channel_stats(x, st.p.kv_len, d, sum.data(), mn.data(), mx.data());
-  stage_sums(x, st.p.kv_len, d, st.stats_T, st.stats_P, sum.data());
-  const auto kv_len_f = static_cast<float>(st.p.kv_len);
+  detail::channel_stats(x, st.stats_keys, d, sum.data(), mn.data(), mx.data());
+  stage_sums(x, st.stats_keys, d, st.stats_T, st.stats_P, sum.data());
+  const auto kv_len_f = static_cast<float>(st.stats_keys);
   for (int c = 0; c < d; ++c) {
     stats[c] = sum[sz(c)];
     stats[width + c] = mn[sz(c)];
@@ -267,19 +277,28 @@ void k_head(const Stage& st, const TensorRef& k, std::int64_t bh, QuantizedHost&
   }
 }
 
+// The keys [n0, n1) of V channel c that share one scale (all keys, or one KV tile's), their amax
+// and where their scale goes.
+struct VRange {
+  std::int64_t n0 = 0, n1 = 0;
+  float amax = 0.f;
+  float* scale = nullptr;
+};
+
 // V̂ of channel c in FP16: a power-of-two scale (1 unless |V − μ| reaches 2^15), fp16 codes in
 // the layout's slots.
 void v_channel_fp16(const Stage& st, const std::vector<float>& x, const std::vector<std::uint8_t>& bad,
-                    std::int64_t bh, int c, float amax, float mu, QuantizedHost& qs) {
+                    std::int64_t bh, int c, const VRange& r, float mu, QuantizedHost& qs) {
   const kernels::QuantBuffers& L = st.L;
   const int d = st.p.head_dim;
+  const float amax = r.amax;
   const bool ok = amax > 0.f && std::isfinite(amax);
   const float delta = ok ? detail::v16_scale(amax) : (amax == 0.f ? 1.f : amax);
-  qs.v_scale[sz(bh * L.d_v + c)] = delta;
+  *r.scale = delta;
   const float inv = ok ? 1.f / delta : 0.f;
   std::uint8_t* out = qs.v_codes.data() + 2 * (bh * L.d_v + c) * L.kv_len_pad;
   float* mrow = st.opt.margins ? qs.v_margin.data() + (bh * L.d_v + c) * L.kv_len_pad : nullptr;
-  for (std::int64_t n = 0; n < st.p.kv_len; ++n) {
+  for (std::int64_t n = r.n0; n < r.n1; ++n) {
     const std::int64_t slot = (n & ~std::int64_t(15)) + L.layout.v_slot(static_cast<int>(n & 15));
     std::uint16_t code = 0;
     if (!bad[sz(n * d + c)]) code = float_to_half((x[sz(n * d + c)] - mu) * inv);
@@ -291,14 +310,15 @@ void v_channel_fp16(const Stage& st, const std::vector<float>& x, const std::vec
 
 // V̂ of channel c in E4M3: scale amax/448, codes in the kernels' stored order.
 void v_channel_fp8(const Stage& st, const std::vector<float>& x, const std::vector<std::uint8_t>& bad,
-                   std::int64_t bh, int c, float amax, float mu, QuantizedHost& qs) {
+                   std::int64_t bh, int c, const VRange& r, float mu, QuantizedHost& qs) {
   const kernels::QuantBuffers& L = st.L;
   const int d = st.p.head_dim;
-  qs.v_scale[sz(bh * L.d_v + c)] = amax / 448.f;
+  const float amax = r.amax;
+  *r.scale = amax / 448.f;
   const float inv = (amax > 0.f && std::isfinite(amax)) ? 448.f / amax : 0.f;
   std::uint8_t* out = qs.v_codes.data() + (bh * L.d_v + c) * L.kv_len_pad;
   float* mrow = st.opt.margins ? qs.v_margin.data() + (bh * L.d_v + c) * L.kv_len_pad : nullptr;
-  for (std::int64_t n = 0; n < st.p.kv_len; ++n) {
+  for (std::int64_t n = r.n0; n < r.n1; ++n) {
     const int slot = L.layout.v_slot(static_cast<int>(n));  // stored column (the kernels' order)
     if (bad[sz(n * d + c)]) {   // non-finite input: code 0 (+0.0), no rounding boundary
       out[slot] = 0;
@@ -311,8 +331,11 @@ void v_channel_fp8(const Stage& st, const std::vector<float>& x, const std::vect
   }
 }
 
-// V of one (batch, kv head): statistics, mean, per-channel codes (transposed [c][n]); the first
-// non-finite key per channel.
+// V of one (batch, kv head): statistics, mean, codes (transposed [c][n]) scaled per channel or,
+// with kv_tile_statistics, per (KV tile, channel); the first non-finite key per channel.
+// Non-finite elements read as 0 in a tile's amax as in every other statistic, so a bad V[j, c]
+// changes nothing but its own code (0) and the flag v_first_bad[c], which poisons exactly the
+// rows that see key j: the policy holds per tile as it does per channel.
 void v_head(const Stage& st, const TensorRef& v, std::int64_t bh, QuantizedHost& qs) {
   const detail::Problem& p = st.p;
   const kernels::QuantBuffers& L = st.L;
@@ -331,12 +354,26 @@ void v_head(const Stage& st, const TensorRef& v, std::int64_t bh, QuantizedHost&
   }
   float* vm = qs.v_mean.data() + bh * L.d_v;
   head_stats(st, x, L.d_v, L.smooth_v, qs.v_stats.data() + bh * 3 * L.d_v, vm);
+  const bool per_tile = st.opt.kv_tile_statistics;
+  const std::int64_t bk = L.layout.bk, scale_ranges = per_tile ? L.k_blocks : 1;
   for (int c = 0; c < d; ++c) {
-    const float amax = detail::v_amax(qs, b, h, c);
-    if (L.layout.v_fp16)
-      v_channel_fp16(st, x, bad, bh, c, amax, vm[c], qs);
-    else
-      v_channel_fp8(st, x, bad, bh, c, amax, vm[c], qs);
+    for (std::int64_t t = 0; t < scale_ranges; ++t) {
+      VRange r;
+      if (per_tile) {
+        r.n0 = t * bk;
+        r.n1 = std::min(p.kv_len, r.n0 + bk);
+        r.amax = detail::v_amax_of_keys(x, d, r.n0, r.n1, c, vm[c], L.smooth_v);
+        r.scale = qs.v_tile_scale.data() + (bh * L.k_blocks + t) * L.d_v + c;
+      } else {
+        r.n1 = p.kv_len;
+        r.amax = detail::v_amax(qs, b, h, c);
+        r.scale = qs.v_scale.data() + bh * L.d_v + c;
+      }
+      if (L.layout.v_fp16)
+        v_channel_fp16(st, x, bad, bh, c, r, vm[c], qs);
+      else
+        v_channel_fp8(st, x, bad, bh, c, r, vm[c], qs);
+    }
   }
 }
 
@@ -415,7 +452,11 @@ QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const Tenso
                                          : static_cast<int>(std::min<std::int64_t>(p.kv_len, 1 << 30));
   st.stats_P = opt.fused_stats_order || opt.cluster_stats_order ? kernels::quantize_stats_rows_per_pass(spec)
                                                                 : kernels::quantize_split_stats_rows_per_pass(spec);
+  // One pass over K and V knows the first tile before it writes any code: its means are the
+  // sample's (softmax and the LSE, corrected by q·k̄ of the same k̄, do not depend on the choice).
+  st.stats_keys = opt.kv_tile_statistics ? std::min<std::int64_t>(p.kv_len, L.layout.bk) : p.kv_len;
   QuantizedHost qs;
+  qs.kv_tile_statistics = opt.kv_tile_statistics;
   qs.layout = stage_layout(L, kernel_config(spec));
   allocate(qs, st);
   // K then V per (batch, kv head); then Q per (batch, q head), which reads k̄.

@@ -9,12 +9,13 @@
 //     --kv-len N          (default = q-len)
 //     --head-dim D        (default 128)
 //     --dtype f16|bf16    input dtype (default f16)
-//     --inputs activation|gaussian   activation-like (channel bias + outliers, default) or N(0,1)
+//     --inputs activation|gaussian|student-t   activation-like (channel bias + outliers, default),
+//                         N(0,1), or heavy-tailed Student-t with 3 degrees of freedom
 //     --causal none|top-left|bottom-right   (default none)
 //     --qk-bias X --outlier-channels N --outlier-factor X --qk-noise X --latent-scale X
 //     --v-bias X --v-outlier-bias X --v-latent-scale X --v-noise X   knobs of the activation-like input model
 //                         (reference::ActivationModel; defaults there)
-//     --only SECTION      smoothing | granularity | pv | accumulator | hopper | sanity
+//     --only SECTION      smoothing | granularity | pv | accumulator | hopper | onepass | sanity
 //     --threads T         worker threads (default: all cores)
 //     --json FILE         also write the results as JSON ("-" for stdout, then no text)
 //     --help
@@ -22,7 +23,10 @@
 // Every configuration is run by reference::emulate_attention and compared with
 // reference::exact_attention (double) using the paper's metrics (appendix A.7): cosine similarity,
 // relative L1 and RMSE on the flattened output of all heads; "worst" is the lowest per-head
-// cosine similarity. Sections mirror the paper's Tables 4, 6, 7, 10 and the 8-bit Hopper kernel.
+// cosine similarity. Sections mirror the paper's Tables 4, 6, 7, 10 and the 8-bit Hopper kernel;
+// "onepass" compares today's statistics with the one-pass ones (kv_tile_statistics: k̄, μ from the
+// first KV tile, V scaled per tile; DESIGN.md's amendment) for each attention family, with the
+// ratio of rel-L1s ("x today") that the amendment's bar (at most 1.02) is about.
 // Exit codes: 0 ok, 1 failure, 2 usage error.
 #include <algorithm>
 #include <cerrno>
@@ -32,6 +36,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -49,19 +54,25 @@ namespace {
 const char* kUsage =
     "usage: sage2-accuracy [--seed N] [--batch B] [--heads H] [--kv-heads H] [--q-len N]\n"
     "                      [--kv-len N] [--head-dim D] [--dtype f16|bf16]\n"
-    "                      [--inputs activation|gaussian] [--causal none|top-left|bottom-right]\n"
-    "                      [--only smoothing|granularity|pv|accumulator|hopper|sanity]\n"
+    "                      [--inputs activation|gaussian|student-t] [--causal none|top-left|bottom-right]\n"
+    "                      [--only smoothing|granularity|pv|accumulator|hopper|onepass|sanity]\n"
     "                      [--qk-bias X] [--outlier-channels N] [--outlier-factor X] [--qk-noise X]\n"
     "                      [--latent-scale X] [--v-bias X] [--v-outlier-bias X]\n"
     "                      [--v-latent-scale X] [--v-noise X]\n"
     "                      [--threads T] [--json FILE|-]\n";
+
+enum class InputKind { Activation, Gaussian, StudentT };
+
+const char* input_kind_name(InputKind k) {
+  return k == InputKind::Gaussian ? "gaussian" : k == InputKind::StudentT ? "student-t" : "activation";
+}
 
 struct Args {
   std::uint64_t seed = 1;
   std::int64_t batch = 1, heads = 4, kv_heads = -1, q_len = 1024, kv_len = -1;
   int head_dim = 128;
   DType dtype = DType::F16;
-  bool gaussian = false;
+  InputKind inputs = InputKind::Activation;
   CausalMode causal = CausalMode::None;
   std::string only;
   int threads = 0;
@@ -123,17 +134,19 @@ Args parse(int argc, char** argv) {
       else if (v == "bf16") a.dtype = DType::BF16;
       else throw UsageError{"--dtype expects f16 or bf16, got '" + v + "'"};
     } else if (opt == "--inputs") {
-      if (v == "activation") a.gaussian = false;
-      else if (v == "gaussian") a.gaussian = true;
-      else throw UsageError{"--inputs expects activation or gaussian, got '" + v + "'"};
+      if (v == "activation") a.inputs = InputKind::Activation;
+      else if (v == "gaussian") a.inputs = InputKind::Gaussian;
+      else if (v == "student-t") a.inputs = InputKind::StudentT;
+      else throw UsageError{"--inputs expects activation, gaussian or student-t, got '" + v + "'"};
     } else if (opt == "--causal") {
       if (v == "none") a.causal = CausalMode::None;
       else if (v == "top-left") a.causal = CausalMode::TopLeft;
       else if (v == "bottom-right") a.causal = CausalMode::BottomRight;
       else throw UsageError{"--causal expects none, top-left or bottom-right, got '" + v + "'"};
     } else if (opt == "--only") {
-      if (v != "smoothing" && v != "granularity" && v != "pv" && v != "accumulator" && v != "hopper" && v != "sanity")
-        throw UsageError{"--only expects smoothing, granularity, pv, accumulator, hopper or sanity, got '" + v + "'"};
+      if (v != "smoothing" && v != "granularity" && v != "pv" && v != "accumulator" && v != "hopper" && v != "onepass" &&
+          v != "sanity")
+        throw UsageError{"--only expects smoothing, granularity, pv, accumulator, hopper, onepass or sanity, got '" + v + "'"};
       a.only = v;
     } else {
       throw UsageError{"unknown option " + opt};
@@ -155,6 +168,7 @@ struct Config {
   ref::KernelConfig spec;
   ref::EmulationOptions opt;
   Paper paper;
+  std::string baseline;   // a config of the same run this row's rel-L1 is divided by (onepass)
 };
 
 ref::KernelConfig int4_spec(int d, CausalMode causal) {
@@ -264,6 +278,29 @@ std::vector<Config> configs(const Args& a) {
     m.spec.smooth_q = false;
     m.opt.accum_mantissa_bits = 23;
     cs.push_back(m);
+  }
+  {  // One pass over K and V (DESIGN.md's amendment): each family's configuration with today's
+     // statistics, then with the first tile's means and per-tile V scales; the hardware's 13-bit
+     // accumulator (Ada's FP22, the wgmma e4m3 probe).
+    ref::EmulationOptions hw = ada;
+    hw.accum_mantissa_bits = 13;
+    ref::KernelConfig mma8 = int4_spec(d, a.causal);   // mma.sync m16n8k32 INT8, bk 64
+    mma8.qk_bits = 8;
+    mma8.smooth_q = false;
+    ref::KernelConfig mma8v = mma8, wg = hopper_spec(d, a.causal), wgv = wg;
+    mma8v.smooth_v = wgv.smooth_v = true;
+    const std::pair<const char*, ref::KernelConfig> families[] = {{"mma int8 m16n8k32, smooth K", mma8},
+                                                                  {"mma int8 m16n8k32, smooth K+V", mma8v},
+                                                                  {"mma int4 m16n8k64, smooth Q+K", int4_spec(d, a.causal)},
+                                                                  {"wgmma int8, smooth K", wg},
+                                                                  {"wgmma int8, smooth K+V", wgv}};
+    for (const auto& [name, spec] : families) {
+      Config today{"onepass", std::string(name) + ", today", spec, hw, {}};
+      Config one{"onepass", std::string(name) + ", one-pass", spec, hw, {}, today.name};
+      one.opt.kv_tile_statistics = true;
+      cs.push_back(today);
+      cs.push_back(one);
+    }
   }
   {  // sanity: the emulation with every approximation switched off, and one at a time
     Config c{"sanity", "exact QK, f32 P/V, fp32 acc", int4_spec(d, a.causal), ada, {}};
@@ -379,9 +416,12 @@ int main(int argc, char** argv) {
   try {
     const auto t0 = std::chrono::steady_clock::now();
     const ref::AttentionInputs in =
-        a.gaussian ? ref::make_gaussian(a.seed, a.dtype, a.batch, a.heads, a.kv_heads, a.q_len, a.kv_len, a.head_dim)
-                   : ref::make_activation_like(a.seed, a.dtype, a.batch, a.heads, a.kv_heads, a.q_len, a.kv_len,
-                                               a.head_dim, a.model);
+        a.inputs == InputKind::Gaussian
+            ? ref::make_gaussian(a.seed, a.dtype, a.batch, a.heads, a.kv_heads, a.q_len, a.kv_len, a.head_dim)
+        : a.inputs == InputKind::StudentT
+            ? ref::make_student_t(a.seed, a.dtype, a.batch, a.heads, a.kv_heads, a.q_len, a.kv_len, a.head_dim)
+            : ref::make_activation_like(a.seed, a.dtype, a.batch, a.heads, a.kv_heads, a.q_len, a.kv_len, a.head_dim,
+                                        a.model);
     ref::AttentionOptions eo;
     eo.causal = a.causal;
     eo.threads = a.threads;
@@ -399,9 +439,9 @@ int main(int argc, char** argv) {
                    {"kv_len", a.kv_len},
                    {"head_dim", a.head_dim},
                    {"dtype", dtype_name(a.dtype)},
-                   {"inputs", a.gaussian ? "gaussian" : "activation"},
+                   {"inputs", input_kind_name(a.inputs)},
                    {"causal", causal_mode_name(a.causal)}};
-    if (!a.gaussian)
+    if (a.inputs == InputKind::Activation)
       j["inputs"]["model"] = {{"qk_bias", a.model.qk_bias},           {"outlier_channels", a.model.outlier_channels},
                               {"outlier_factor", a.model.outlier_factor}, {"qk_noise", a.model.qk_noise},
                               {"latent_rank", a.model.latent_rank},     {"latent_scale", a.model.latent_scale},
@@ -420,7 +460,10 @@ int main(int argc, char** argv) {
     j["results"] = nlohmann::json::array();
     if (text) {
       std::cout << "# " << command << "\n";
-      std::cout << "# inputs: " << (a.gaussian ? "N(0,1)" : "activation-like (channel bias + outlier channels, V channel bias)")
+      std::cout << "# inputs: "
+                << (a.inputs == InputKind::Gaussian   ? "N(0,1)"
+                    : a.inputs == InputKind::StudentT ? "Student-t, 3 degrees of freedom (heavy-tailed)"
+                                                      : "activation-like (channel bias + outlier channels, V channel bias)")
                 << ", " << dtype_name(a.dtype) << ", B=" << a.batch << " Hq=" << a.heads << " Hkv=" << a.kv_heads
                 << " Nq=" << a.q_len << " Nk=" << a.kv_len << " d=" << a.head_dim << " causal=" << causal_mode_name(a.causal)
                 << " seed=" << a.seed << "\n";
@@ -431,6 +474,7 @@ int main(int argc, char** argv) {
       std::cout << "# metrics vs exact attention (double); paper = CogVideoX averages from the paper's tables\n";
     }
     std::string section;
+    std::map<std::string, ref::Metrics> done;   // by config name: the baselines of later rows
     for (const Config& c : configs(a)) {
       const ref::EmulationResult r = ref::emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), c.spec, c.opt);
       const ref::Metrics m = ref::compare(exact.o, r.o);
@@ -448,6 +492,7 @@ int main(int argc, char** argv) {
                             {"pv_format", ref::pv_format_name(c.opt.pv_format)},
                             {"accum_mantissa_bits", c.opt.accum_mantissa_bits},
                             {"exact_qk", c.opt.exact_qk},
+                            {"kv_tile_statistics", c.opt.kv_tile_statistics},
                             {"cos_sim", m.cos_sim},
                             {"rel_l1", m.rel_l1},
                             {"rmse", m.rmse},
@@ -456,17 +501,32 @@ int main(int argc, char** argv) {
                             {"lse_max_abs", lse_err}};
       if (!std::isnan(c.paper.cos))
         row["paper"] = {{"cos_sim", c.paper.cos}, {"rel_l1", c.paper.l1}, {"rmse", c.paper.rmse}};
+      double vs_baseline = NAN;
+      if (const auto it = done.find(c.baseline); it != done.end()) {
+        vs_baseline = m.rel_l1 / it->second.rel_l1;
+        row["baseline"] = c.baseline;
+        row["rel_l1_vs_baseline"] = vs_baseline;
+      }
+      done[c.name] = m;
       j["results"].push_back(row);
       if (text) {
         if (c.section != section) {
           section = c.section;
           std::cout << "\n## " << section << "\n";
-          std::printf("%-46s %10s %10s %10s %10s %10s | %8s %7s %7s\n", "config", "CosSim", "RelL1", "RMSE", "worst cos",
-                      "LSE err", "paper cos", "L1", "RMSE");
+          if (section == "onepass")
+            std::printf("%-46s %10s %10s %10s %10s %10s | %8s\n", "config", "CosSim", "RelL1", "RMSE", "worst cos",
+                        "LSE err", "L1 x today");
+          else
+            std::printf("%-46s %10s %10s %10s %10s %10s | %8s %7s %7s\n", "config", "CosSim", "RelL1", "RMSE",
+                        "worst cos", "LSE err", "paper cos", "L1", "RMSE");
         }
         std::printf("%-46s %9.5f%% %10.5f %10.5f %9.4f%% %10.2e |", c.name.c_str(), 100 * m.cos_sim, m.rel_l1, m.rmse,
                     100 * worst, lse_err);
-        if (!std::isnan(c.paper.cos))
+        if (!std::isnan(vs_baseline))
+          std::printf(" %10.4f\n", vs_baseline);
+        else if (c.section == "onepass")
+          std::printf(" %10s\n", "-");
+        else if (!std::isnan(c.paper.cos))
           std::printf(" %7.2f%% %7.4f %7.4f\n", 100 * c.paper.cos, c.paper.l1, c.paper.rmse);
         else
           std::printf(" %8s %7s %7s\n", "-", "-", "-");

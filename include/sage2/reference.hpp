@@ -24,6 +24,11 @@
 //    INT4/INT8 symmetric per group g:  δ_g = amax_g / R,  inv_g = R / amax_g (0 if amax_g is 0 or
 //    not finite),  code = rint(clamp(nan→0(x·inv_g), -R, R))  (R = 7 or 127, ties to even)
 //    V: μ = smooth_v ? mean_n V : 0;  δV[c] = amax_c / 448;  V̂ = e4m3_rn_satfinite((V-μ)·448/amax_c)
+//    One-pass statistics (QuantizeOptions / EmulationOptions::kv_tile_statistics; DESIGN.md "the
+//      amendment that one pass over K and V may use"): k̄ and μ are the means over the first KV
+//      tile's keys [0, min(bk, kv_len)) (not all keys); V is scaled per (tile t, channel c):
+//      amax_tc over tile t's keys, δV[t][c] = amax_tc / 448, V̂ = e4m3((V-μ)·448/amax_tc) (FP16 P̃V:
+//      the power-of-two rule below, per tile)
 //    FP16 P̃V (KernelConfig::pv_precision Fp16): δV[c] = 2^max(0, e-15) with amax_c = f·2^e, f in
 //      [0.5, 1) (so δV = 1 unless |V-μ| reaches 2^15, which only bf16 inputs can), inv = 1/δV (0 if
 //      amax_c is 0 or not finite), V̂ = fp16_rn((V-μ)·inv): V itself for an unsmoothed fp16 input
@@ -56,6 +61,8 @@
 //                                                       23-M mantissa bits zeroed: truncation)
 //    two_level_accum = true : acc starts from 0 in every tile (R = acc after the tile), then
 //                             O_c = O_c·a + R_c  in true fp32
+//                             (kv_tile_statistics: O_c = O_c·a + R_c·δV[t][c], the tile's scale
+//                             taken at the flush, and no δV in the epilogue)
 //    two_level_accum = false: acc is carried across tiles and rescaled in fp32 before the tile's
 //                             first chunk: acc_c = acc_c·a (then truncated by the next chunk add);
 //                             O = acc at the end
@@ -67,6 +74,7 @@
 //    non-finite inputs: row / channel poison from the stage's flags (NaN / Inf policy below)
 //    O_ic = (O_c · r) · δV[c] + μ[c]      r = 1/l (IEEE reciprocal, one per row); evaluated left
 //                                         to right, fp32; l carries p_scale
+//    (kv_tile_statistics: O_ic = (O_c · r) + μ[c]; δV is already in O)
 //    LSE_i = (m + (log2(l) - L)) · ln2 + q_kbias_i · sm_scale   natural log; q_kbias_i = Q_i·k̄ makes the
 //            returned LSE the one of the UN-smoothed scores (smooth-Q's ΔS is already in S)
 //  Causal masks (CausalMode): TopLeft: key j visible to query i iff j <= i;
@@ -104,6 +112,9 @@
 //    Poison is always NaN (never ±Inf). Every other output is computed from finite values only
 //    and equals, bit for bit in the emulation, the output for the same inputs with the
 //    non-finite elements replaced by 0. Nothing loops on data: no hang.
+//    kv_tile_statistics keeps all of this: the first tile's means and each tile's V amax are
+//    statistics like the others (a bad element reads as 0 there), and the flags are still taken
+//    over all keys, so a bad V[j, c] only changes its own code and poisons the rows that see j.
 //  Difference from exact_attention (finite/non-finite pattern, element for element): identical,
 //    except for the -Inf case above — a visible key whose k_j holds ±Inf but no NaN and whose
 //    exact score against q_i is -Inf (each Inf element meets a non-zero q_i element, all products
@@ -290,6 +301,11 @@ AttentionInputs make_activation_like(std::uint64_t seed, DType dtype, std::int64
 AttentionInputs make_gaussian(std::uint64_t seed, DType dtype, std::int64_t batch, std::int64_t q_heads,
                               std::int64_t kv_heads, std::int64_t q_len, std::int64_t kv_len,
                               std::int64_t head_dim, bool nhd = false);
+// Heavy-tailed inputs: Student-t with `dof` degrees of freedom (3: finite variance 3, infinite
+// fourth moment; the rare large elements a per-channel scale over all tokens must absorb).
+AttentionInputs make_student_t(std::uint64_t seed, DType dtype, std::int64_t batch, std::int64_t q_heads,
+                               std::int64_t kv_heads, std::int64_t q_len, std::int64_t kv_len,
+                               std::int64_t head_dim, int dof = 3, bool nhd = false);
 
 // ---------------------------------------------------------------------------------------------
 // Accuracy metrics of the paper's appendix A.7, on the flattened output. Non-finite entries of
@@ -344,6 +360,14 @@ struct QuantizeOptions {
   // ... or in the order of the cluster stage (QuantPath::Cluster, the sm_90a default: chunks of
   // kernels::quantize_cluster_plan(...).chunk tokens, one per CTA of the group's cluster).
   bool cluster_stats_order = false;
+  // The statistics one pass over K and V can have (DESIGN.md, "the amendment that one pass over K
+  // and V may use"; project issue 30): k̄ and μ (smooth_v) are the means of the first KV tile,
+  // keys [0, min(bk, kv_len)) of each (batch, kv head), instead of all keys, and V is scaled per
+  // (KV tile, channel): δV[t][c] = amax over tile t's keys of |V − μ| / 448 (v_tile_scale), applied
+  // by the attention when tile t's accumulator is flushed into the fp32 O. k_stats / v_stats then
+  // hold the first tile's sum / min / max (sum in the split stage's order over those keys) and
+  // v_scale stays 0. Default off: today's contract, bit for bit.
+  bool kv_tile_statistics = false;
 };
 
 struct QuantizedHost {
@@ -358,7 +382,9 @@ struct QuantizedHost {
   std::vector<float> k_stats;               // [B][Hkv][3][d_qk]  sum, min, max
   std::vector<std::uint8_t> v_codes;        // [B][Hkv][d_v][kv_len_pad]  e4m3; FP16 P̃V: fp16 codes,
                                             // 2 bytes each (little-endian), so 2× the bytes
-  std::vector<float> v_scale;               // [B][Hkv][d_v]
+  std::vector<float> v_scale;               // [B][Hkv][d_v]   (0 with kv_tile_statistics)
+  std::vector<float> v_tile_scale;          // [B][Hkv][k_blocks][d_v]  kv_tile_statistics only, else empty
+  bool kv_tile_statistics = false;          // the QuantizeOptions field these buffers were made with
   std::vector<float> v_mean;                // [B][Hkv][d_v]
   std::vector<float> v_stats;               // [B][Hkv][3][d_v]
   std::vector<std::uint8_t> q_bad;          // [B][Hq][q_len_pad]   Q row has a NaN/Inf (padded 0)
@@ -421,6 +447,11 @@ struct EmulationOptions {
   // reduction-order differences of q̄, k̄, ...) does not show up as an attention error. Its layout
   // must be the one quantize_stage() would produce for these tensors and config (else InvalidArgument).
   const QuantizedHost* stage = nullptr;
+  // The one-pass statistics (QuantizeOptions::kv_tile_statistics; contract above): the stage is
+  // run with them (a caller's `stage` must have been made with the same setting) and the fp32 O
+  // takes each tile's V scale at the flush, O_c = O_c·a + R_c·δV[t][c], so the epilogue is
+  // O_ic = (O_c · r) + μ[c]. Needs two_level_accum (a carried accumulator has no flush per tile).
+  bool kv_tile_statistics = false;
 };
 
 struct EmulationResult {

@@ -8,7 +8,8 @@
 //    (a visible key with ±Inf whose IEEE score is -Inf: exact gives it weight 0, sage2 NaN);
 //    every finite output is bit-identical to the emulation of the zeroed inputs and close to
 //    exact attention;
-//  under all three causal modes, GQA, int4/int8, smoothing on and off, q_len != kv_len.
+//  under all three causal modes, GQA, int4/int8, smoothing on and off, q_len != kv_len, with
+//  today's statistics and the one-pass ones (kv_tile_statistics).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -268,8 +269,9 @@ TEST_CASE("nonfinite: emulation pattern == policy == exact_attention pattern; fi
   const CausalMode modes[] = {CausalMode::None, CausalMode::TopLeft, CausalMode::BottomRight};
   std::int64_t total_nan = 0, total_finite = 0, total_divergent = 0;
   for (const Case& cs : cases()) {
-    for (CausalMode mode : modes) {
-      const std::string name = std::string(cs.name) + " / " + causal_mode_name(mode);
+    for (CausalMode mode : modes)
+    for (bool tile_stats : {false, true}) {   // today's statistics and the one-pass ones
+      const std::string name = std::string(cs.name) + " / " + causal_mode_name(mode) + (tile_stats ? " / one-pass" : "");
       CAPTURE(name);
       const std::int64_t batch = 2;
       AttentionInputs bad = make_activation_like(29, cs.dt, batch, cs.hq, cs.hkv, cs.nq, cs.nk, cs.d);
@@ -280,6 +282,7 @@ TEST_CASE("nonfinite: emulation pattern == policy == exact_attention pattern; fi
       const double sm = 1.0 / std::sqrt(double(cs.d));
       EmulationOptions eo;
       eo.round_output = true;
+      eo.kv_tile_statistics = tile_stats;
       const EmulationResult e = emulate_attention(bad.q.ref(), bad.k.ref(), bad.v.ref(), spec, eo);
       const EmulationResult ez = emulate_attention(zero.q.ref(), zero.k.ref(), zero.v.ref(), spec, eo);
       AttentionOptions xo;

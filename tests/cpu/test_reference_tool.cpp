@@ -50,9 +50,27 @@ TEST_CASE("reference tool: sage2-accuracy --json - on a small GQA causal problem
 TEST_CASE("reference tool: text output has every section of the study") {
   const Run r = run_accuracy("--q-len 64 --heads 1 --head-dim 32 --threads 1", true);
   REQUIRE(r.code == 0);
-  for (const char* s : {"## smoothing", "## granularity", "## pv", "## accumulator", "## hopper", "## sanity", "Smooth Q+K",
-                        "per-thread", "E4M3", "fp22 acc, two-level", "wgmma int8"})
+  for (const char* s : {"## smoothing", "## granularity", "## pv", "## accumulator", "## hopper", "## onepass",
+                        "## sanity", "Smooth Q+K", "per-thread", "E4M3", "fp22 acc, two-level", "wgmma int8",
+                        "L1 x today"})
     CHECK(r.out.find(s) != std::string::npos);
+}
+
+TEST_CASE("reference tool: --only onepass pairs each family's today row with its one-pass row") {
+  const Run r = run_accuracy("--q-len 200 --heads 1 --head-dim 32 --inputs student-t --only onepass --threads 1 --json -", false);
+  REQUIRE(r.code == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j["inputs"]["inputs"] == "student-t");
+  REQUIRE(j["results"].size() == 10u);
+  for (std::size_t i = 0; i < 10; i += 2) {
+    const auto& today = j["results"][i];
+    const auto& one = j["results"][i + 1];
+    CHECK(today["kv_tile_statistics"] == false);
+    CHECK(one["kv_tile_statistics"] == true);
+    CHECK(one["baseline"] == today["name"]);
+    CHECK(one["rel_l1_vs_baseline"].get<double>() ==
+          doctest::Approx(one["rel_l1"].get<double>() / today["rel_l1"].get<double>()));
+  }
 }
 
 TEST_CASE("reference tool: usage errors exit 2 and name the option") {
@@ -62,6 +80,7 @@ TEST_CASE("reference tool: usage errors exit 2 and name the option") {
   } cases[] = {{"--head-dim 0", "--head-dim"},
                {"--heads 3 --kv-heads 2", "--kv-heads 2"},
                {"--causal sideways", "--causal"},
+               {"--inputs cauchy", "--inputs"},
                {"--only tables", "--only"},
                {"--frobnicate 1", "--frobnicate"},
                {"--seed", "--seed"}};
