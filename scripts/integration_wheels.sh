@@ -10,6 +10,11 @@
 # `pip install --no-index --no-deps --target` only where the import is missing
 # (scripts/gpu_integrations.sh). yunchang's optional flash-attn is not needed: sage2 is passed as its
 # attention (sage2/integrations/yunchang.py).
+# flit_core (the build backend of python/sageattention_shim) lets the GPU machine build and install the
+# sageattention drop-in offline the way a user does (pip install python/sageattention_shim with
+# --no-index --find-links DEST: pip's isolated build takes flit_core from DEST;
+# scripts/gpu_dropin_clients.sh). einops: ComfyUI's attention.py imports it (the GPU image has it;
+# carried in case an image does not).
 # Environment: PYTHON (default python3), SIZE_LIMIT_MB.
 set -euo pipefail
 dest=${1:-.wheels-int}
@@ -26,6 +31,8 @@ pins=(
   idna==3.10
   charset_normalizer==3.4.4
   certifi==2025.10.5
+  flit_core==3.12.0
+  einops==0.8.1
 )
 target=(--python-version 3.12 --implementation cp --abi cp312 --abi abi3 --abi none)
 for minor in $(seq 28 -1 17); do target+=(--platform "manylinux_2_${minor}_x86_64"); done
