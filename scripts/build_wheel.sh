@@ -24,9 +24,13 @@ tp="$work/tools/bin/python"
 
 # The compilers CMake sees: zig's clang for x86_64 Linux with glibc $glibc (its own headers and
 # symbol-versioned stubs: nothing newer than $glibc can be linked) and libc++ linked statically.
+# The zig binary itself, not `python -m ziglang`: pip's isolated build environment hides the tools
+# venv's site-packages from any Python it starts.
+zig="$("$tp" -c 'import os, ziglang; print(os.path.join(os.path.dirname(ziglang.__file__), "zig"))')"
+[ -x "$zig" ] || fail "no zig executable in the ziglang package ($zig)"
 mkdir -p "$work/zig"
 for tool in cc c++; do
-  printf '#!/bin/sh\nexec "%s" -m ziglang %s -target x86_64-linux-gnu.%s "$@"\n' "$tp" "$tool" "$glibc" >"$work/zig/$tool"
+  printf '#!/bin/sh\nexec "%s" %s -target x86_64-linux-gnu.%s "$@"\n' "$zig" "$tool" "$glibc" >"$work/zig/$tool"
   chmod +x "$work/zig/$tool"
 done
 export CC="$work/zig/cc" CXX="$work/zig/c++"
@@ -43,7 +47,9 @@ PATH="$work/tools/bin:$PATH" "$work/tools/bin/auditwheel" show "$raw" | tee "$wo
 PATH="$work/tools/bin:$PATH" "$work/tools/bin/auditwheel" repair --plat "$plat" -w "$work/repaired" "$raw" \
   >"$work/repair.log" 2>&1 || { cat "$work/repair.log"; fail "auditwheel repair --plat $plat"; }
 wheel="$(ls "$work"/repaired/sage2-*.whl)"
-[[ "$(basename "$wheel")" == *"-$plat.whl" ]] || fail "auditwheel gave $(basename "$wheel"), not $plat"
+# The tag set may name an older manylinux too (e.g. manylinux_2_24_x86_64.manylinux_2_28_x86_64).
+[[ "$(basename "$wheel")" =~ -py3-none-(manylinux_2_[0-9]+_x86_64\.)*$plat\.whl$ ]] ||
+  fail "auditwheel gave $(basename "$wheel"), not $plat"
 mkdir -p "$dest"
 rm -f "$dest"/sage2-*.whl
 cp "$wheel" "$dest/"
