@@ -6,12 +6,17 @@
 //
 //   sage2-autotune [--device N] [selection] [timing options] [--json] [--progress]
 //   sage2-autotune --arch ARCH[,ARCH...] --compile-only [selection] [--json]
+//   sage2-autotune --help | --version
+//
+// Options that do nothing in the chosen mode (the timing group under --compile-only, --max-smem
+// without it) are named in a warning on stderr; the exit status does not change.
 //
 // Exit codes (also in --help and README "Tools"):
 //   0   done
 //   1   failure: a kernel failed to compile, the cache or the database could not be written, a
 //       problem could not be measured, or the GPU failed
-//   2   usage error
+//   2   usage error (one line naming the option or value), including a selection that gives no
+//       specialisation on an arch (--arch sm_80 --pv fp8: nothing to compile; the reason is said)
 //   3   no CUDA driver (tuning needs one; --compile-only does not)
 //   4   no supported GPU at --device (older than sm_80, or no such device)
 //   130 interrupted by SIGINT (143: SIGTERM): the step in progress was finished and everything

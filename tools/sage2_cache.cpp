@@ -8,13 +8,15 @@
 //     clear                         delete every entry
 //     export BUNDLE                 write every valid entry into one bundle file
 //     import BUNDLE                 verify and store every entry of a bundle
-//     help                          this text
+//     help                          this text (also -h, --help; --version: library version, commit)
 //   --dir DIR overrides the cache directory ($SAGE2_CACHE_DIR, else $XDG_CACHE_HOME/sage2,
-//   else ~/.cache/sage2). Options may come before or after the command.
+//   else ~/.cache/sage2); it must exist, except for import, which creates it. Options may come
+//   before or after the command.
 //
 // Exit codes: 0 success; 1 bad entries found (verify, even with --remove), entries rejected or
-// not written (import), or the operation failed (unreadable directory, unwritable bundle, not a
-// bundle); 2 usage error.
+// not written (import), or the operation failed (the cache directory does not exist or is
+// unreadable, unwritable bundle, not a bundle); 2 usage error (one line naming the option,
+// command or value, then the synopsis).
 #include <sys/stat.h>
 
 #include <cctype>
