@@ -38,10 +38,9 @@
 namespace {
 
 constexpr int kExitOk = 0;
-constexpr int kExitBad = 1;
-constexpr int kExitUsage = 2;
+constexpr int kExitBad = 1;  // usage errors: sage2::tools::kExitUsage (2)
 
-// --help: the commands (CLI11 lists them, with the options each takes), the options, the codes.
+// --help: the options, the commands (CLI11 lists them; each says which options it takes), the codes.
 const char* const kUsageLines = "usage: sage2-cache [--dir DIR] <command> [options]\n";
 
 const char* const kFooter =
