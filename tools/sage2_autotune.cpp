@@ -8,8 +8,8 @@
 //   sage2-autotune --arch ARCH[,ARCH...] --compile-only [selection] [--json]
 //   sage2-autotune --help | --version
 //
-// Options that do nothing in the chosen mode (the timing group under --compile-only, --max-smem
-// without it) are named in a warning on stderr; the exit status does not change.
+// Options that do nothing in the chosen mode (the "tuning (GPU)" group under --compile-only,
+// --max-smem without it) are named in a warning on stderr; the exit status does not change.
 //
 // Exit codes (also in --help and README "Tools"):
 //   0   done
