@@ -187,7 +187,6 @@ void check_options(const Args& a, std::initializer_list<const char*> allowed, st
 // A missing cache directory is far more often a mistyped --dir or $SAGE2_CACHE_DIR than an empty
 // cache: the commands that read it say so (main: exit 1) instead of reporting 0 entries. `import`
 // creates it.
-
 void require_dir(const Args& a, const std::string& dir) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return;
