@@ -9,7 +9,8 @@
 
 namespace sage2::autotune {
 
-std::vector<plan::Specialisation> specialisations(const SpecialisationGrid& g, kernels::Arch arch) {
+std::vector<plan::Specialisation> specialisations(const SpecialisationGrid& g, kernels::Arch arch,
+                                                  std::vector<std::string>* left_out) {
   std::vector<plan::Specialisation> v;
   for (int hd : g.head_dims)
     for (CausalMode c : g.causal)
@@ -23,9 +24,14 @@ std::vector<plan::Specialisation> specialisations(const SpecialisationGrid& g, k
               s.smooth_q = g.smooth_q.value_or(s.qk_bits == 4);
               s.smooth_v = g.smooth_v;
               s.family = fam.value_or(kernels::default_attention_family(arch, s.qk_bits, hd, s.pv_fp16));
-              if (!kernels::family_runs(kernels::attention_family(*s.family), arch, s.qk_bits, hd, s.pv_fp16))
-                continue;  // nothing runs it: a forced family without the kernel (wgmma: 8-bit FP8,
-                           // sm_90a, hd <= 256), INT4 on Blackwell, FP8 P̃V on Ampere
+              // Nothing runs it: a forced family without the kernel (wgmma: 8-bit FP8, sm_90a,
+              // hd <= 256), INT4 on Blackwell, FP8 P̃V on Ampere.
+              if (auto why = kernels::family_runs_why_not(kernels::attention_family(*s.family), arch, s.qk_bits, hd,
+                                                          s.pv_fp16)) {
+                if (left_out && std::find(left_out->begin(), left_out->end(), *why) == left_out->end())
+                  left_out->push_back(*why);
+                continue;
+              }
               if (std::find(v.begin(), v.end(), s) != v.end()) continue;  // auto may equal an explicit family
               v.push_back(s);
               if (g.with_lse) {

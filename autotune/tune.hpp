@@ -36,7 +36,10 @@ struct SpecialisationGrid {
   bool smooth_v = false;
   bool with_lse = false;                                         // each also with LSE (compiled, not timed)
 };
-std::vector<plan::Specialisation> specialisations(const SpecialisationGrid& grid, kernels::Arch arch);
+// `left_out`, when given, receives why each combination left out was (kernels::family_runs_why_not),
+// each reason once: what to tell a user whose selection gives nothing on `arch`.
+std::vector<plan::Specialisation> specialisations(const SpecialisationGrid& grid, kernels::Arch arch,
+                                                  std::vector<std::string>* left_out = nullptr);
 
 // The batch a sequence length is timed with unless one is given: 16K tokens, 1 to 4 sequences.
 std::int64_t default_batch(std::int64_t seq_len);

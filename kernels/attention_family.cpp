@@ -51,9 +51,18 @@ const AttentionFamilyDesc& attention_family(KernelFamily family) {
 }
 
 bool family_runs(const AttentionFamilyDesc& d, Arch arch, int qk_bits, int head_dim, bool pv_fp16) {
+  return !family_runs_why_not(d, arch, qk_bits, head_dim, pv_fp16);
+}
+
+std::optional<std::string> family_runs_why_not(const AttentionFamilyDesc& d, Arch arch, int qk_bits, int head_dim,
+                                               bool pv_fp16) {
   const ArchInfo* i = find_arch_info(arch);
-  if (!i || (!pv_fp16 && !i->fp8_pv) || (pv_fp16 && !d.runs_pv_fp16())) return false;
-  return d.runs(arch, qk_bits, head_dim);
+  if (!i) return std::string("arch ") + arch_name(arch) + " is not in the arch table";
+  if (!pv_fp16 && !i->fp8_pv) return std::string(i->name) + " has no FP8 P̃V (no e4m3 tensor-core instructions)";
+  if (qk_bits == 4 && !i->int4) return std::string(i->name) + " has no INT4 QKᵀ (no 4-bit mma)";
+  if ((pv_fp16 && !d.runs_pv_fp16()) || !d.runs(arch, qk_bits, head_dim))
+    return std::string("the ") + d.option_name + " family " + d.requirement;
+  return std::nullopt;
 }
 
 KernelFamily default_attention_family(Arch arch, int qk_bits, int head_dim, bool pv_fp16) noexcept {

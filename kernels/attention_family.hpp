@@ -141,6 +141,11 @@ std::optional<KernelFamily> parse_attention_family(const std::string& s);
 KernelFamily default_attention_family(Arch arch, int qk_bits, int head_dim) noexcept;
 // Whether `d` runs the problem with this P̃V precision.
 bool family_runs(const AttentionFamilyDesc& d, Arch arch, int qk_bits, int head_dim, bool pv_fp16);
+// Why family_runs() is false, for a message ("sm_80 has no FP8 P̃V (no e4m3)", "the wgmma family
+// runs 8-bit QK ..."); nullopt when it is true. What the arch lacks is named before what the
+// family demands.
+std::optional<std::string> family_runs_why_not(const AttentionFamilyDesc& d, Arch arch, int qk_bits, int head_dim,
+                                               bool pv_fp16);
 // default_attention_family() for a P̃V precision: the preferred family that runs the problem with
 // it (FP16 P̃V: the mma.sync family on every arch).
 KernelFamily default_attention_family(Arch arch, int qk_bits, int head_dim, bool pv_fp16) noexcept;

@@ -128,6 +128,7 @@ rc=$?
 set -e
 case $rc in 0|3|4) ;; *) cat "$work/tool-info.txt"; fail "sage2-info exited $rc" ;; esac
 grep -q "^sage2 $cmake_version" "$work/tool-info.txt" || fail "sage2-info: wrong version"
+mkdir -p "$work/tool-cache"  # sage2-cache refuses a directory that does not exist
 PATH="$work/venv/bin:$PATH" SAGE2_CACHE_DIR="$work/tool-cache" sage2-cache list >/dev/null || fail "sage2-cache list"
 PATH="$work/venv/bin:$PATH" sage2-autotune --help >/dev/null 2>&1 || [ $? -eq 2 ] || fail "sage2-autotune --help"
 

@@ -6,12 +6,17 @@
 //
 //   sage2-autotune [--device N] [selection] [timing options] [--json] [--progress]
 //   sage2-autotune --arch ARCH[,ARCH...] --compile-only [selection] [--json]
+//   sage2-autotune --help | --version
+//
+// Options that do nothing in the chosen mode (the "tuning (GPU)" group under --compile-only,
+// --max-smem without it) are named in a warning on stderr; the exit status does not change.
 //
 // Exit codes (also in --help and README "Tools"):
 //   0   done
 //   1   failure: a kernel failed to compile, the cache or the database could not be written, a
 //       problem could not be measured, or the GPU failed
-//   2   usage error
+//   2   usage error (one line naming the option or value), including a selection that gives no
+//       specialisation on an arch (--arch sm_80 --pv fp8: nothing to compile; the reason is said)
 //   3   no CUDA driver (tuning needs one; --compile-only does not)
 //   4   no supported GPU at --device (older than sm_80, or no such device)
 //   130 interrupted by SIGINT (143: SIGTERM): the step in progress was finished and everything
@@ -27,6 +32,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -47,6 +53,7 @@
 #include "runtime/context_impl.hpp"
 #include "runtime/device.hpp"
 #include "base/log.hpp"
+#include "tool_cli.hpp"
 
 using namespace sage2;
 using nlohmann::json;
@@ -59,70 +66,27 @@ constexpr int kExitUsage = 2;
 constexpr int kExitNoDriver = 3;
 constexpr int kExitNoGpu = 4;
 
-const char* kUsage =
+// --help: the two forms, what tuning does, the options by group (add_options below), the exit codes.
+const char* const kUsageLines =
     "usage: sage2-autotune [--device N] [options]              tune on a GPU, write the tuning database\n"
     "       sage2-autotune --arch ARCH[,ARCH...] --compile-only [options]\n"
-    "                                                          fill the kernel cache, no GPU needed\n"
-    "\n"
+    "                                                          fill the kernel cache, no GPU needed\n";
+
+const char* const kDescription =
     "Tuning compiles every candidate tile configuration of each specialisation (head dim x causal x\n"
     "dtype x qk bits), drops the ones that exceed the device's shared memory or spill registers, times\n"
     "the rest on synthetic inputs (CUDA events, warm-up, median, inputs rotated past the L2), and\n"
     "records the fastest per sequence-length bucket in <cache dir>/tuning-v1-<device>-<arch>.json.\n"
     "Attention calls read that database once per Context; without an entry they use the heuristic\n"
-    "default at once (a call never waits for tuning).\n"
-    "\n"
-    "selection:\n"
-    "  --head-dims LIST     head dims (default 64,96,128)\n"
-    "  --dtypes LIST        f16, bf16 (default f16,bf16)\n"
-    "  --causal LIST        none, top-left, bottom-right; 0/1 (default none,top-left)\n"
-    "  --bits LIST          auto, 8, 4 (default auto: 8; 4 takes smooth Q; no 4 on Blackwell)\n"
-    "  --pv LIST            P~V precision: auto, fp8, fp16 (default auto: fp16 on sm_80/86/87,\n"
-    "                       fp8 elsewhere; fp16 runs on the mma family); combinations an arch\n"
-    "                       cannot run are skipped\n"
-    "  --smooth-q MODE      auto (on with 4-bit), on, off (default auto)\n"
-    "  --smooth-v           smooth V on (default off)\n"
-    "  --family LIST        auto, mma, wgmma (default auto: wgmma for 8-bit FP8 on sm_90a up to\n"
-    "                       head dim 256, mma otherwise); combinations a family cannot run are skipped\n"
-    "  --tiles LIST         only these candidates, BQxBKxWARPSxSTAGES (e.g. 64x64x4x2,128x64x8x2);\n"
-    "                       the heuristic default is always added\n"
-    "  --with-lse           also compile the LSE-returning attention kernels\n"
-    "\n"
-    "tuning (GPU):\n"
-    "  --device N           GPU ordinal (default 0)\n"
-    "  --seq-lens LIST      sequence lengths, q = kv (default 1024,4096,16384)\n"
-    "  --batch N            batch size (default: 4, fewer above 4096 tokens: 16384/N, at least 1)\n"
-    "  --heads N            query heads (default 32)\n"
-    "  --kv-heads N         key/value heads (default = --heads; fewer for GQA)\n"
-    "  --reps N             at most N timed calls per candidate (default 20; at least 5)\n"
-    "  --warmup N           untimed calls before timing (default 2)\n"
-    "  --budget SECONDS     stop repeating a candidate after this much measured time (default 1)\n"
-    "  --min-gain FRACTION  keep the heuristic default unless a candidate is this much faster\n"
-    "                       (default 0.02)\n"
-    "  --no-db              measure and report only; do not write the tuning database\n"
-    "\n"
-    "compile-only:\n"
-    "  --compile-only       compile every candidate's quantize/ΔS/attention kernels into the cache\n"
-    "  --arch LIST          archs of the table: sm_80, sm_86, sm_87, sm_89, sm_90a, sm_100, sm_103,\n"
-    "                       sm_120, sm_121 (required with --compile-only; several: one cache for a\n"
-    "                       fleet of mixed GPUs)\n"
-    "  --max-smem BYTES     opt-in shared memory per block to filter with (default: the arch's,\n"
-    "                       e.g. 99 KiB for sm_86/89/120, 163 KiB for sm_80, 227 KiB for sm_90a/100)\n"
-    "\n"
-    "common:\n"
-    "  --cache-dir DIR      kernel cache and tuning database directory (default $SAGE2_CACHE_DIR,\n"
-    "                       else $XDG_CACHE_HOME/sage2, else ~/.cache/sage2)\n"
-    "  --jobs N             parallel NVRTC compiles (default: CPU count, at most 16)\n"
-    "  --json               machine-readable report on stdout\n"
-    "  --report FILE        also write the JSON report to FILE (the table still goes to stdout)\n"
-    "  --progress           progress on stderr even when it is not a terminal\n"
-    "  --no-progress        no progress\n"
-    "  --verbose            list every candidate and why it was rejected\n"
-    "  -h, --help           this text\n"
-    "\n"
+    "default at once (a call never waits for tuning). Options of the tuning group do nothing with\n"
+    "--compile-only, --max-smem nothing without it: each such option given is named in a warning.\n";
+
+const char* const kFooter =
     "exit codes: 0 done; 1 failure (a kernel did not compile, the cache or the database could not\n"
-    "  be written, a problem could not be measured, the GPU failed); 2 usage error; 3 no CUDA\n"
-    "  driver; 4 no supported GPU at --device; 130 interrupted by Ctrl-C (143: SIGTERM) — the step\n"
-    "  in progress is finished and everything done so far is kept in the cache and the database.\n";
+    "  be written, a problem could not be measured, the GPU failed); 2 usage error (also: a selection\n"
+    "  that compiles nothing for the arch); 3 no CUDA driver; 4 no supported GPU at --device; 130\n"
+    "  interrupted by Ctrl-C (143: SIGTERM) — the step in progress is finished and everything done so\n"
+    "  far is kept in the cache and the database.";
 
 // ---- signals ---------------------------------------------------------------------------------
 std::atomic<bool> g_stop{false};
@@ -147,12 +111,9 @@ void install_signal_handlers() {
 int interrupted_exit_code() { return 128 + (g_signal ? static_cast<int>(g_signal) : SIGINT); }
 
 // ---- options ---------------------------------------------------------------------------------
-struct UsageError {
-  std::string message;
-};
+using tools::UsageError;
 
 struct Options {
-  bool help = false;
   int device = 0;
   std::optional<kernels::Arch> arch;  // the first of archs
   std::vector<kernels::Arch> archs;   // --arch LIST
@@ -231,119 +192,192 @@ std::vector<T> parse_list(const std::string& opt, const std::string& v, F&& one)
   return out;
 }
 
-Options parse(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string t = argv[i], name = t, value;
-    bool has_value = false;
-    if (const auto eq = t.find('='); t.rfind("--", 0) == 0 && eq != std::string::npos) {
-      name = t.substr(0, eq);
-      value = t.substr(eq + 1);
-      has_value = true;
-    }
-    auto val = [&]() -> std::string {
-      if (has_value) return value;
-      if (i + 1 >= argc) throw UsageError{name + " needs a value"};
-      return argv[++i];
-    };
-    auto flag = [&]() {
-      if (has_value) throw UsageError{name + " takes no value"};
-    };
-    if (name == "-h" || name == "--help") { flag(); o.help = true; }
-    else if (name == "--device") o.device = static_cast<int>(parse_int(name, val(), 0, 1 << 20));
-    else if (name == "--arch") {
-      o.archs = parse_list<kernels::Arch>(name, val(), [&](const std::string& a) {
-        try {
-          return kernels::parse_arch(a);
-        } catch (const Error& e) {
-          throw UsageError{"--arch: " + std::string(e.what())};
-        }
-      });
-      if (o.archs.empty()) throw UsageError{"--arch needs an arch"};
-      o.arch = o.archs.front();
-    }
-    else if (name == "--pv")
-      o.pv = parse_list<PvPrecision>(name, val(), [&](const std::string& s) {
-        if (s == "auto") return PvPrecision::Auto;
-        if (s == "fp8") return PvPrecision::Fp8;
-        if (s == "fp16") return PvPrecision::Fp16;
-        throw UsageError{name + ": '" + s + "' (auto, fp8 or fp16)"};
-      });
-    else if (name == "--compile-only") { flag(); o.compile_only = true; }
-    else if (name == "--head-dims")
-      o.head_dims = parse_list<int>(name, val(), [&](const std::string& s) { return static_cast<int>(parse_int(name, s, 1, 512)); });
-    else if (name == "--dtypes")
-      o.dtypes = parse_list<DType>(name, val(), [&](const std::string& s) {
-        if (s == "f16" || s == "fp16" || s == "float16" || s == "half") return DType::F16;
-        if (s == "bf16" || s == "bfloat16") return DType::BF16;
-        throw UsageError{name + ": '" + s + "' (f16 or bf16)"};
-      });
-    else if (name == "--causal")
-      o.causal = parse_list<CausalMode>(name, val(), [&](const std::string& s) {
-        if (s == "none" || s == "0" || s == "false" || s == "full") return CausalMode::None;
-        if (s == "top-left" || s == "top_left" || s == "1" || s == "true" || s == "causal") return CausalMode::TopLeft;
-        if (s == "bottom-right" || s == "bottom_right") return CausalMode::BottomRight;
-        throw UsageError{name + ": '" + s + "' (none, top-left, bottom-right)"};
-      });
-    else if (name == "--bits")
-      o.bits = parse_list<int>(name, val(), [&](const std::string& s) {
-        if (s == "auto") return 0;
-        if (s == "4") return 4;
-        if (s == "8") return 8;
-        throw UsageError{name + ": '" + s + "' (auto, 4 or 8)"};
-      });
-    else if (name == "--smooth-q") {
-      const std::string s = val();
-      if (s == "auto") o.smooth_q = Toggle::Auto;
-      else if (s == "on" || s == "1") o.smooth_q = Toggle::On;
-      else if (s == "off" || s == "0") o.smooth_q = Toggle::Off;
-      else throw UsageError{"--smooth-q: '" + s + "' (auto, on, off)"};
-    }
-    else if (name == "--smooth-v") { flag(); o.smooth_v = true; }
-    else if (name == "--tiles")
-      o.tiles = parse_list<kernels::TileConfig>(name, val(), [&](const std::string& s) {
-        auto t = plan::parse_tile(s);
-        if (!t) throw UsageError{name + ": '" + s + "' is not BQxBKxWARPSxSTAGES (e.g. 64x64x4x2)"};
-        return *t;
-      });
-    else if (name == "--with-lse") { flag(); o.with_lse = true; }
-    else if (name == "--seq-lens")
-      o.seq_lens = parse_list<std::int64_t>(name, val(), [&](const std::string& s) { return parse_int(name, s, 1, 1 << 22); });
-    else if (name == "--batch") o.batch = parse_int(name, val(), 1, 1 << 16);
-    else if (name == "--heads") o.heads = parse_int(name, val(), 1, 1 << 12);
-    else if (name == "--kv-heads") o.kv_heads = parse_int(name, val(), 1, 1 << 12);
-    else if (name == "--reps") o.reps = static_cast<int>(parse_int(name, val(), 1, 10000));
-    else if (name == "--warmup") o.warmup = static_cast<int>(parse_int(name, val(), 0, 1000));
-    else if (name == "--budget") o.budget = parse_double(name, val(), 0, 3600);
-    else if (name == "--min-gain") o.min_gain = parse_double(name, val(), 0, 10);
-    else if (name == "--no-db") { flag(); o.no_db = true; }
-    else if (name == "--max-smem") o.max_smem = static_cast<int>(parse_int(name, val(), 1024, 1 << 30));
-    else if (name == "--cache-dir") {
-      o.cache_dir = val();
-      if (o.cache_dir.empty()) throw UsageError{"--cache-dir needs a non-empty value"};
-    }
-    else if (name == "--jobs") o.jobs = static_cast<int>(parse_int(name, val(), 1, 256));
-    else if (name == "--json") { flag(); o.json = true; }
-    else if (name == "--report") {
-      o.report = val();
-      if (o.report.empty()) throw UsageError{"--report needs a file name"};
-    }
-    else if (name == "--family") {
-      o.families.clear();
-      for (const auto& f : split(val())) {
-        if (f == "auto") { o.families.push_back(std::nullopt); continue; }
-        const auto fam = kernels::parse_attention_family(f);
-        if (!fam) throw UsageError{"--family: '" + f + "' is not auto, mma or wgmma"};
-        o.families.push_back(fam);
-      }
-      if (o.families.empty()) throw UsageError{"--family needs a list"};
-    }
-    else if (name == "--progress") { flag(); o.progress = 1; }
-    else if (name == "--no-progress") { flag(); o.progress = 0; }
-    else if (name == "--verbose" || name == "-v") { flag(); o.verbose = true; }
-    else throw UsageError{"unknown argument '" + t + "'"};
+// Option groups of --help. The warnings for options that do nothing in the chosen mode read them,
+// so an option added to a group is covered at once.
+const char* const kGroupSelection = "selection";
+const char* const kGroupTuning = "tuning (GPU)";
+const char* const kGroupCompileOnly = "compile-only";
+const char* const kGroupCommon = "common";
+
+// The command line: CLI11 tokenises it and keeps each option's text; the values are converted
+// and checked after parsing (parse_int, parse_list, ...) so that each message names the option
+// and the value.
+struct CommandLine {
+  CLI::App app{"", "sage2-autotune"};
+  std::map<std::string, std::string> text;  // option name -> the value given
+  bool flag_compile_only = false, flag_smooth_v = false, flag_with_lse = false, flag_no_db = false, flag_json = false,
+       flag_progress = false, flag_no_progress = false, flag_verbose = false;
+
+  CLI::Option* value(const std::string& name, const char* type, const char* group, const std::string& help) {
+    return app.add_option(name, text[name], help)->type_name(type)->group(group);
   }
-  if (o.help) return o;
+  CLI::Option* flag(const std::string& names, bool& v, const char* group, const std::string& help) {
+    return app.add_flag(names, v, help)->group(group);
+  }
+  bool given(const std::string& name) const { return app.count(name) > 0; }
+  const std::string& operator[](const std::string& name) const { return text.at(name); }
+};
+
+void add_options(CommandLine& c) {
+  c.app.description(kDescription);
+  c.app.footer(kFooter);
+  c.app.allow_extras();  // unknown arguments: worded by the tool (unknown option '...')
+  c.value("--head-dims", "LIST", kGroupSelection, "head dims (default 64,96,128)");
+  c.value("--dtypes", "LIST", kGroupSelection, "f16, bf16 (default f16,bf16)");
+  c.value("--causal", "LIST", kGroupSelection, "none, top-left, bottom-right; 0/1 (default none,top-left)");
+  c.value("--bits", "LIST", kGroupSelection, "auto, 8, 4 (default auto: 8; 4 takes smooth Q; no 4 on Blackwell)");
+  c.value("--pv", "LIST", kGroupSelection,
+          "P~V precision: auto, fp8, fp16 (default auto: fp16 on sm_80/86/87,\nfp8 elsewhere; fp16 runs on the mma "
+          "family); combinations an arch\ncannot run are skipped; a selection an arch runs none of is refused");
+  c.value("--smooth-q", "MODE", kGroupSelection, "auto (on with 4-bit), on, off (default auto)");
+  c.flag("--smooth-v", c.flag_smooth_v, kGroupSelection, "smooth V on (default off)");
+  c.value("--family", "LIST", kGroupSelection,
+          "auto, mma, wgmma (default auto: wgmma for 8-bit FP8 on sm_90a up to\nhead dim 256, mma otherwise); "
+          "combinations a family cannot run are skipped");
+  c.value("--tiles", "LIST", kGroupSelection,
+          "only these candidates, BQxBKxWARPSxSTAGES (e.g. 64x64x4x2,128x64x8x2);\nthe heuristic default is always added");
+  c.flag("--with-lse", c.flag_with_lse, kGroupSelection, "also compile the LSE-returning attention kernels");
+
+  c.value("--device", "N", kGroupTuning, "GPU ordinal (default 0)");
+  c.value("--seq-lens", "LIST", kGroupTuning, "sequence lengths, q = kv (default 1024,4096,16384)");
+  c.value("--batch", "N", kGroupTuning, "batch size (default: 4, fewer above 4096 tokens: 16384/N, at least 1)");
+  c.value("--heads", "N", kGroupTuning, "query heads (default 32)");
+  c.value("--kv-heads", "N", kGroupTuning, "key/value heads (default = --heads; fewer for GQA)");
+  c.value("--reps", "N", kGroupTuning, "at most N timed calls per candidate (default 20; at least 5)");
+  c.value("--warmup", "N", kGroupTuning, "untimed calls before timing (default 2)");
+  c.value("--budget", "SECONDS", kGroupTuning, "stop repeating a candidate after this much measured time (default 1)");
+  c.value("--min-gain", "FRACTION", kGroupTuning,
+          "keep the heuristic default unless a candidate is this much faster\n(default 0.02)");
+  c.flag("--no-db", c.flag_no_db, kGroupTuning, "measure and report only; do not write the tuning database");
+
+  c.flag("--compile-only", c.flag_compile_only, kGroupCompileOnly,
+         "compile every candidate's quantize/ΔS/attention kernels into the cache");
+  c.value("--arch", "LIST", kGroupCompileOnly,
+          "archs of the table: sm_80, sm_86, sm_87, sm_89, sm_90a, sm_100, sm_103,\nsm_120, sm_121 (required with "
+          "--compile-only; several: one cache for a\nfleet of mixed GPUs); without --compile-only: the device's arch");
+  c.value("--max-smem", "BYTES", kGroupCompileOnly,
+          "opt-in shared memory per block to filter with (default: the arch's,\ne.g. 99 KiB for sm_86/89/120, 163 KiB "
+          "for sm_80, 227 KiB for sm_90a/100)");
+
+  c.value("--cache-dir", "DIR", kGroupCommon,
+          "kernel cache and tuning database directory (default $SAGE2_CACHE_DIR,\nelse $XDG_CACHE_HOME/sage2, else "
+          "~/.cache/sage2)");
+  c.value("--jobs", "N", kGroupCommon, "parallel NVRTC compiles (default: CPU count, at most 16)");
+  c.flag("--json", c.flag_json, kGroupCommon, "machine-readable report on stdout");
+  c.value("--report", "FILE", kGroupCommon, "also write the JSON report to FILE (the table still goes to stdout)");
+  c.flag("--progress", c.flag_progress, kGroupCommon, "progress on stderr even when it is not a terminal");
+  c.flag("--no-progress", c.flag_no_progress, kGroupCommon, "no progress");
+  c.flag("-v,--verbose", c.flag_verbose, kGroupCommon, "list every candidate and why it was rejected");
+  tools::setup(c.app, "sage2-autotune", kUsageLines);
+}
+
+kernels::Arch parse_arch_arg(const std::string& a) {
+  try {
+    return kernels::parse_arch(a);
+  } catch (const Error&) {
+    // The library's message carries its "sage2 invalid_argument:" prefix; say it for a user.
+    std::string known;
+    for (const auto& i : kernels::arch_table()) known += std::string(known.empty() ? "" : ", ") + i.name;
+    throw UsageError{"--arch " + a + ": not an arch sage2 generates code for (supported: " + known +
+                     "; older than sm_80: unsupported)"};
+  }
+}
+
+// The parsed command line as Options; UsageError names the option and the value.
+Options options_from(const CommandLine& c) {
+  Options o;
+  if (!c.app.remaining().empty()) throw UsageError{tools::unknown_argument(c.app.remaining().front())};
+  auto has = [&](const char* n) { return c.given(n); };
+  auto v = [&](const char* n) -> const std::string& { return c[n]; };
+  if (has("--device")) o.device = static_cast<int>(parse_int("--device", v("--device"), 0, 1 << 20));
+  if (has("--arch")) {
+    o.archs = parse_list<kernels::Arch>("--arch", v("--arch"), parse_arch_arg);
+    o.arch = o.archs.front();
+  }
+  if (has("--pv"))
+    o.pv = parse_list<PvPrecision>("--pv", v("--pv"), [&](const std::string& s) {
+      if (s == "auto") return PvPrecision::Auto;
+      if (s == "fp8") return PvPrecision::Fp8;
+      if (s == "fp16") return PvPrecision::Fp16;
+      throw UsageError{"--pv: '" + s + "' (auto, fp8 or fp16)"};
+    });
+  o.compile_only = c.flag_compile_only;
+  if (has("--head-dims"))
+    o.head_dims = parse_list<int>("--head-dims", v("--head-dims"),
+                                  [&](const std::string& s) { return static_cast<int>(parse_int("--head-dims", s, 1, 512)); });
+  if (has("--dtypes"))
+    o.dtypes = parse_list<DType>("--dtypes", v("--dtypes"), [&](const std::string& s) {
+      if (s == "f16" || s == "fp16" || s == "float16" || s == "half") return DType::F16;
+      if (s == "bf16" || s == "bfloat16") return DType::BF16;
+      throw UsageError{"--dtypes: '" + s + "' (f16 or bf16)"};
+    });
+  if (has("--causal"))
+    o.causal = parse_list<CausalMode>("--causal", v("--causal"), [&](const std::string& s) {
+      if (s == "none" || s == "0" || s == "false" || s == "full") return CausalMode::None;
+      if (s == "top-left" || s == "top_left" || s == "1" || s == "true" || s == "causal") return CausalMode::TopLeft;
+      if (s == "bottom-right" || s == "bottom_right") return CausalMode::BottomRight;
+      throw UsageError{"--causal: '" + s + "' (none, top-left, bottom-right)"};
+    });
+  if (has("--bits"))
+    o.bits = parse_list<int>("--bits", v("--bits"), [&](const std::string& s) {
+      if (s == "auto") return 0;
+      if (s == "4") return 4;
+      if (s == "8") return 8;
+      throw UsageError{"--bits: '" + s + "' (auto, 4 or 8)"};
+    });
+  if (has("--smooth-q")) {
+    const std::string& s = v("--smooth-q");
+    if (s == "auto") o.smooth_q = Toggle::Auto;
+    else if (s == "on" || s == "1") o.smooth_q = Toggle::On;
+    else if (s == "off" || s == "0") o.smooth_q = Toggle::Off;
+    else throw UsageError{"--smooth-q: '" + s + "' (auto, on, off)"};
+  }
+  o.smooth_v = c.flag_smooth_v;
+  if (has("--tiles"))
+    o.tiles = parse_list<kernels::TileConfig>("--tiles", v("--tiles"), [&](const std::string& s) {
+      auto t = plan::parse_tile(s);
+      if (!t) throw UsageError{"--tiles: '" + s + "' is not BQxBKxWARPSxSTAGES (e.g. 64x64x4x2)"};
+      return *t;
+    });
+  o.with_lse = c.flag_with_lse;
+  if (has("--seq-lens"))
+    o.seq_lens = parse_list<std::int64_t>("--seq-lens", v("--seq-lens"),
+                                          [&](const std::string& s) { return parse_int("--seq-lens", s, 1, 1 << 22); });
+  if (has("--batch")) o.batch = parse_int("--batch", v("--batch"), 1, 1 << 16);
+  if (has("--heads")) o.heads = parse_int("--heads", v("--heads"), 1, 1 << 12);
+  if (has("--kv-heads")) o.kv_heads = parse_int("--kv-heads", v("--kv-heads"), 1, 1 << 12);
+  if (has("--reps")) o.reps = static_cast<int>(parse_int("--reps", v("--reps"), 1, 10000));
+  if (has("--warmup")) o.warmup = static_cast<int>(parse_int("--warmup", v("--warmup"), 0, 1000));
+  if (has("--budget")) o.budget = parse_double("--budget", v("--budget"), 0, 3600);
+  if (has("--min-gain")) o.min_gain = parse_double("--min-gain", v("--min-gain"), 0, 10);
+  o.no_db = c.flag_no_db;
+  if (has("--max-smem")) o.max_smem = static_cast<int>(parse_int("--max-smem", v("--max-smem"), 1024, 1 << 30));
+  if (has("--cache-dir")) {
+    o.cache_dir = v("--cache-dir");
+    if (o.cache_dir.empty()) throw UsageError{"--cache-dir needs a non-empty value"};
+  }
+  if (has("--jobs")) o.jobs = static_cast<int>(parse_int("--jobs", v("--jobs"), 1, 256));
+  o.json = c.flag_json;
+  if (has("--report")) {
+    o.report = v("--report");
+    if (o.report.empty()) throw UsageError{"--report needs a file name"};
+  }
+  if (has("--family")) {
+    o.families.clear();
+    for (const auto& f : split(v("--family"))) {
+      if (f == "auto") { o.families.push_back(std::nullopt); continue; }
+      const auto fam = kernels::parse_attention_family(f);
+      if (!fam) throw UsageError{"--family: '" + f + "' is not auto, mma or wgmma"};
+      o.families.push_back(fam);
+    }
+    if (o.families.empty()) throw UsageError{"--family needs a list"};
+  }
+  // The later of --progress / --no-progress wins, as when the arguments were read one by one.
+  for (const CLI::Option* opt : c.app.parse_order()) {
+    if (opt->get_name() == "--progress") o.progress = 1;
+    if (opt->get_name() == "--no-progress") o.progress = 0;
+  }
+  o.verbose = c.flag_verbose;
   if (o.compile_only && !o.arch) throw UsageError{"--compile-only needs --arch (e.g. sm_89, sm_90a or a list)"};
   if (!o.compile_only && o.archs.size() > 1) throw UsageError{"several --arch values need --compile-only"};
   if (o.kv_heads == 0) o.kv_heads = o.heads;
@@ -353,8 +387,22 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
+// The options given that do nothing in the chosen mode: the tuning group's under --compile-only,
+// the compile-only group's (but --arch, which names the device's arch when tuning) without it.
+std::vector<std::string> idle_options(const CommandLine& c, bool compile_only) {
+  std::vector<std::string> v;
+  for (const CLI::Option* opt : c.app.get_options()) {
+    if (opt->count() == 0) continue;
+    const std::string& g = opt->get_group();
+    if (compile_only ? g == kGroupTuning : g == kGroupCompileOnly && opt->get_name() != "--arch")
+      v.push_back(opt->get_name());
+  }
+  return v;
+}
+
 // The selection options as the library's specialisation grid (autotune/tune.hpp).
-std::vector<plan::Specialisation> specialisations(const Options& o, kernels::Arch arch) {
+std::vector<plan::Specialisation> specialisations(const Options& o, kernels::Arch arch,
+                                                  std::vector<std::string>* left_out = nullptr) {
   autotune::SpecialisationGrid g;
   g.head_dims = o.head_dims;
   g.dtypes = o.dtypes;
@@ -365,7 +413,18 @@ std::vector<plan::Specialisation> specialisations(const Options& o, kernels::Arc
   if (o.smooth_q != Toggle::Auto) g.smooth_q = o.smooth_q == Toggle::On;
   g.smooth_v = o.smooth_v;
   g.with_lse = o.with_lse;
-  return autotune::specialisations(g, arch);
+  return autotune::specialisations(g, arch, left_out);
+}
+
+// A selection that gives no specialisation on `arch` would compile nothing, print an empty table
+// and look like success. The library's reasons for what it left out, joined; nullopt when the
+// selection gives something.
+std::optional<std::string> why_selection_is_empty(const Options& o, kernels::Arch arch) {
+  std::vector<std::string> why;
+  if (!specialisations(o, arch, &why).empty()) return std::nullopt;
+  std::string m;
+  for (const auto& w : why) m += (m.empty() ? "" : "; ") + w;
+  return m;
 }
 
 std::string human_seconds(double s) {
@@ -710,6 +769,9 @@ int run_tune(const Options& o, Progress& progress) {
   runtime::DeviceFacts facts;
   if (const auto rc = check_device(o, facts)) return *rc;
   const kernels::Arch arch = *facts.arch;
+  if (const auto why = why_selection_is_empty(o, arch))  // the device's arch is known only now
+    return tools::usage_error("sage2-autotune", "device " + std::to_string(o.device) + " is " +
+                                                    kernels::arch_name(arch) + ": the selection tunes nothing: " + *why);
   ContextOptions copt;
   copt.cache_dir = o.cache_dir;
   Context ctx(o.device, copt);
@@ -820,17 +882,22 @@ int run_tune(const Options& o, Progress& progress) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  CommandLine cl;
+  add_options(cl);
+  if (const auto rc = tools::parse(cl.app, "sage2-autotune", argc, argv)) return *rc;
   Options o;
   try {
-    o = parse(argc, argv);
+    o = options_from(cl);
+    if (o.compile_only)  // every arch before compiling anything
+      for (kernels::Arch arch : o.archs)
+        if (const auto why = why_selection_is_empty(o, arch))
+          throw UsageError{std::string("--arch ") + kernels::arch_name(arch) + ": the selection compiles nothing: " + *why};
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "sage2-autotune: %s\nrun 'sage2-autotune --help' for the options\n", e.message.c_str());
-    return kExitUsage;
+    return tools::usage_error("sage2-autotune", e.message);
   }
-  if (o.help) {
-    std::fputs(kUsage, stdout);
-    return kExitOk;
-  }
+  for (const std::string& name : idle_options(cl, o.compile_only))
+    std::fprintf(stderr, "sage2-autotune: warning: %s does nothing %s; ignored\n", name.c_str(),
+                 o.compile_only ? "with --compile-only (it is for tuning on a GPU)" : "without --compile-only");
   install_signal_handlers();
   g_verbose = o.verbose;
   Progress progress(progress_mode(o));

@@ -8,56 +8,48 @@
 //     clear                         delete every entry
 //     export BUNDLE                 write every valid entry into one bundle file
 //     import BUNDLE                 verify and store every entry of a bundle
-//     help                          this text
+//     help                          this text (also -h, --help; --version: library version, commit)
 //   --dir DIR overrides the cache directory ($SAGE2_CACHE_DIR, else $XDG_CACHE_HOME/sage2,
-//   else ~/.cache/sage2). Options may come before or after the command.
+//   else ~/.cache/sage2); it must exist, except for import, which creates it. Options may come
+//   before or after the command.
 //
 // Exit codes: 0 success; 1 bad entries found (verify, even with --remove), entries rejected or
-// not written (import), or the operation failed (unreadable directory, unwritable bundle, not a
-// bundle); 2 usage error.
+// not written (import), or the operation failed (the cache directory does not exist or is
+// unreadable, unwritable bundle, not a bundle); 2 usage error (one line naming the option,
+// command or value, then the synopsis).
+#include <sys/stat.h>
+
 #include <cctype>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <stdexcept>
 #include <vector>
 
 #include "cache/disk_cache.hpp"
 #include "base/config.hpp"
+#include "tool_cli.hpp"
 
 namespace {
 
 constexpr int kExitOk = 0;
-constexpr int kExitBad = 1;
-constexpr int kExitUsage = 2;
+constexpr int kExitBad = 1;  // usage errors: sage2::tools::kExitUsage (2)
 
-const char* kUsage =
-    "usage: sage2-cache [--dir DIR] <command> [options]\n"
-    "\n"
-    "commands:\n"
-    "  list [--json]               list entries (key, arch, size, age)\n"
-    "  verify [--remove] [--json]  check every entry; --remove deletes bad ones\n"
-    "  prune --max-size SIZE       delete least recently used entries until the total is <= SIZE\n"
-    "                              (bytes, or with suffix K, M, G, T = powers of 1024; e.g. 100M, 2G)\n"
-    "  clear                       delete every entry\n"
-    "  export BUNDLE               write all valid entries into the single file BUNDLE\n"
-    "  import BUNDLE               verify each entry of BUNDLE and add the valid ones\n"
-    "  help                        show this text\n"
-    "\n"
-    "options:\n"
-    "  --dir DIR   cache directory (default: $SAGE2_CACHE_DIR, else $XDG_CACHE_HOME/sage2,\n"
-    "              else ~/.cache/sage2)\n"
-    "  --json      machine-readable output (list, verify)\n"
-    "\n"
-    "exit codes: 0 ok; 1 bad entries found, entries rejected, or the operation failed;\n"
-    "            2 usage error\n";
+// --help: the options, the commands (CLI11 lists them; each says which options it takes), the codes.
+const char* const kUsageLines = "usage: sage2-cache [--dir DIR] <command> [options]\n";
 
-struct UsageError {
-  std::string message;
-};
+const char* const kFooter =
+    "SIZE: bytes, or with suffix K, M, G, T = powers of 1024 (e.g. 100M, 2G). --dir and the\n"
+    "options may come before or after the command.\n"
+    "exit codes: 0 ok; 1 bad entries found, entries rejected, the cache directory does not exist,\n"
+    "            or the operation failed; 2 usage error";
+
+using sage2::tools::UsageError;
 
 // "123", "100M", "2G", "64KiB", "1gb" → bytes (powers of 1024). nullopt when malformed/overflowing.
 std::optional<std::uint64_t> parse_size(const std::string& s) {
@@ -123,42 +115,61 @@ struct Args {
   std::vector<std::string> seen_options;  // for per-command validation
 };
 
-Args parse(int argc, char** argv) {
+// The command line: --dir and the commands' options belong to the program, so that they may come
+// before or after the command (each command falls through to them); check_options() then says
+// which ones a command takes. Leftovers are worded here (unknown command / option).
+struct CommandLine {
+  CLI::App app{"Inspect and maintain the on-disk kernel cache.", "sage2-cache"};
   Args a;
-  bool options_done = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string t = argv[i];
-    if (!options_done && t == "--") { options_done = true; continue; }
-    if (!options_done && t.size() > 1 && t[0] == '-') {
-      std::string name = t, value;
-      bool has_value = false;
-      if (const auto eq = t.find('='); t.rfind("--", 0) == 0 && eq != std::string::npos) {
-        name = t.substr(0, eq);
-        value = t.substr(eq + 1);
-        has_value = true;
-      }
-      auto take_value = [&]() -> std::string {
-        if (has_value) return value;
-        if (i + 1 >= argc) throw UsageError{name + " needs a value"};
-        return argv[++i];
-      };
-      if (name == "-h" || name == "--help") { a.command = "help"; return a; }
-      if (name == "--dir") {
-        a.dir = take_value();
-        if (a.dir.empty()) throw UsageError{"--dir needs a non-empty value"};
-        continue;
-      }
-      if (name == "--max-size") { a.max_size = take_value(); a.seen_options.push_back(name); continue; }
-      if (has_value) throw UsageError{name + " takes no value"};
-      if (name == "--json") { a.json = true; a.seen_options.push_back(name); continue; }
-      if (name == "--remove") { a.remove = true; a.seen_options.push_back(name); continue; }
-      throw UsageError{"unknown option '" + t + "'"};
-    }
-    if (a.command.empty()) a.command = t;
-    else a.positional.push_back(t);
+  std::string max_size;
+  std::vector<std::string> bundle;
+
+  CommandLine() {
+    app.footer(kFooter);
+    app.allow_extras();
+    app.require_subcommand(0, 1);
+    app.add_option("--dir", a.dir,
+                   "cache directory (default: $SAGE2_CACHE_DIR, else $XDG_CACHE_HOME/sage2,\nelse ~/.cache/sage2); "
+                   "must exist, but for import")
+        ->type_name("DIR");
+    app.add_flag("--json", a.json, "machine-readable output (list, verify)");
+    app.add_flag("--remove", a.remove, "verify: delete the bad entries");
+    app.add_option("--max-size", max_size, "prune: the size to prune to")->type_name("SIZE");
+    sage2::tools::setup(app, "sage2-cache", kUsageLines);
+    command("list", "[--json]  every entry: key, arch, size, age (bad ones flagged)");
+    command("verify", "[--remove] [--json]  check every entry; --remove deletes the bad ones");
+    command("prune", "--max-size SIZE  delete least recently used entries until the total is <= SIZE");
+    command("clear", "delete every entry");
+    command("export", "BUNDLE  write every valid entry into the single file BUNDLE", true);
+    command("import", "BUNDLE  verify each entry of BUNDLE and add the valid ones (creates the directory)", true);
+    command("help", "this text");
   }
-  return a;
-}
+
+  void command(const char* name, const char* help, bool takes_bundle = false) {
+    CLI::App* c = app.add_subcommand(name, help);
+    c->group("Commands");
+    c->fallthrough();
+    c->allow_extras();
+    if (takes_bundle) c->add_option("BUNDLE", bundle, "bundle file");
+  }
+
+  Args args() {
+    for (const CLI::App* c : app.get_subcommands()) a.command = c->get_name();
+    a.positional = bundle;
+    const auto extra = app.remaining();
+    if (!extra.empty()) {
+      const std::string& x = extra.front();
+      if (x.size() > 1 && x[0] == '-') throw UsageError{"unknown option '" + x + "'"};
+      if (a.command.empty()) throw UsageError{"unknown command '" + x + "'"};
+      a.positional.insert(a.positional.end(), extra.begin(), extra.end());
+    }
+    if (app.count("--dir") && a.dir.empty()) throw UsageError{"--dir needs a non-empty value"};
+    if (app.count("--max-size")) a.max_size = max_size;
+    for (const char* o : {"--json", "--remove", "--max-size"})
+      if (app.count(o)) a.seen_options.push_back(o);
+    return a;
+  }
+};
 
 void check_options(const Args& a, std::initializer_list<const char*> allowed, std::size_t positional) {
   for (const auto& o : a.seen_options) {
@@ -173,6 +184,20 @@ void check_options(const Args& a, std::initializer_list<const char*> allowed, st
   }
 }
 
+// A missing cache directory is far more often a mistyped --dir or $SAGE2_CACHE_DIR than an empty
+// cache: the commands that read it say so (main: exit 1) instead of reporting 0 entries. `import`
+// creates it.
+void require_dir(const Args& a, const std::string& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return;
+  const char* env = std::getenv("SAGE2_CACHE_DIR");
+  const std::string from = !a.dir.empty() ? "--dir"
+                           : env && *env  ? "$SAGE2_CACHE_DIR"
+                                          : "the default cache directory; nothing has been cached in it yet";
+  const bool exists = ::stat(dir.c_str(), &st) == 0;
+  throw std::runtime_error("cache directory " + dir + (exists ? " is not a directory" : " does not exist") + " (" + from + ")");
+}
+
 int run(const Args& a) {
   using sage2::cache::DiskCache;
   const std::string dir = a.dir.empty() ? sage2::base::config::cache_config().cache_dir : a.dir;
@@ -180,6 +205,7 @@ int run(const Args& a) {
 
   if (a.command == "list") {
     check_options(a, {"--json"}, 0);
+    require_dir(a, dir);
     const auto entries = cache.list();
     std::uint64_t total = 0;
     std::size_t bad = 0;
@@ -204,6 +230,7 @@ int run(const Args& a) {
   }
   if (a.command == "verify") {
     check_options(a, {"--json", "--remove"}, 0);
+    require_dir(a, dir);
     std::size_t checked = 0;
     const auto bad = cache.verify(a.remove, &checked);
     if (a.json) {
@@ -227,6 +254,7 @@ int run(const Args& a) {
     if (!a.max_size) throw UsageError{"prune needs --max-size SIZE (e.g. 100M, 2G or a byte count)"};
     const auto max = parse_size(*a.max_size);
     if (!max) throw UsageError{"invalid size '" + *a.max_size + "' (use bytes or a K/M/G/T suffix, e.g. 100M)"};
+    require_dir(a, dir);
     const std::uint64_t freed = cache.prune(*max);
     const std::uint64_t left = cache.total_bytes();
     std::cout << "freed " << human_size(freed) << " (" << freed << " bytes); " << human_size(left)
@@ -235,12 +263,14 @@ int run(const Args& a) {
   }
   if (a.command == "clear") {
     check_options(a, {}, 0);
+    require_dir(a, dir);
     const std::size_t removed = cache.clear();
     std::cout << "removed " << removed << " entries from " << dir << "\n";
     return cache.total_bytes() == 0 ? kExitOk : kExitBad;
   }
   if (a.command == "export") {
     check_options(a, {}, 1);
+    require_dir(a, dir);
     const std::size_t n = cache.export_bundle(a.positional[0]);
     std::cout << "exported " << n << " entries to " << a.positional[0] << "\n";
     return kExitOk;
@@ -259,19 +289,19 @@ int run(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const char* const usage = "usage: sage2-cache [--dir DIR] {list|verify|prune|clear|export|import|help} [options]";
+  CommandLine cl;
+  if (const auto rc = sage2::tools::parse(cl.app, "sage2-cache", argc, argv, usage)) return *rc;
   try {
-    const Args a = parse(argc, argv);
+    const Args a = cl.args();
     if (a.command == "help") {
-      std::cout << kUsage;
+      std::cout << sage2::tools::help_text(cl.app);
       return kExitOk;
     }
     if (a.command.empty()) throw UsageError{"no command given"};
     return run(a);
   } catch (const UsageError& e) {
-    std::cerr << "sage2-cache: " << e.message << "\n"
-              << "usage: sage2-cache [--dir DIR] {list|verify|prune|clear|export|import|help} [options]\n"
-              << "run 'sage2-cache --help' for details\n";
-    return kExitUsage;
+    return sage2::tools::usage_error("sage2-cache", e.message, usage);
   } catch (const std::exception& e) {
     std::cerr << "sage2-cache: " << e.what() << "\n";
     return kExitBad;

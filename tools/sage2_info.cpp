@@ -1,10 +1,10 @@
 // sage2-info: what sage2 sees on this machine — library version and build commit, NVRTC and driver
 // versions, devices, their code targets and the path each gets, the cache directory and its
 // entries. --archs: the arch table (every compute capability sage2 generates code for and its
-// path), no GPU needed.
-// Exit codes: 0 a supported GPU was found; 3 no driver; 4 driver present but no supported GPU.
+// path), no GPU needed. --version: the library version and the build commit. --help.
+// Exit codes: 0 a supported GPU was found (and --archs, --version, --help); 2 usage error;
+// 3 no driver; 4 driver present but no supported GPU.
 #include <cstdio>
-#include <cstring>
 #include <string>
 
 #include "cache/disk_cache.hpp"
@@ -12,25 +12,33 @@
 #include "jit/nvrtc_library.hpp"
 #include "runtime/device.hpp"
 #include "sage2/sage2.hpp"
+#include "tool_cli.hpp"
+
+namespace {
+
+void print_arch_table() {
+  for (const auto& a : sage2::kernels::arch_table())
+    std::printf("%-7s cc %-5s %-38s %s\n", a.name, (std::to_string(a.cc / 10) + "." + std::to_string(a.cc % 10)).c_str(),
+                a.gpus, sage2::kernels::arch_path(a.arch).c_str());
+  std::printf("newer compute capabilities: PTX of the newest arch above they run, JIT-compiled by the driver; "
+              "older than 8.0: unsupported\n");
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
-      std::printf("usage: sage2-info [--archs]\n  Prints versions, the build commit, devices (code target and path) and the kernel cache.\n"
-                  "  --archs: the arch table (compute capability -> path), then exit 0.\n"
-                  "  Exit: 0 supported GPU found, 3 no CUDA driver, 4 no supported GPU, 2 usage.\n");
-      return 0;
-    }
-    if (!std::strcmp(argv[i], "--archs")) {
-      for (const auto& a : sage2::kernels::arch_table())
-        std::printf("%-7s cc %-5s %-38s %s\n", a.name, (std::to_string(a.cc / 10) + "." + std::to_string(a.cc % 10)).c_str(),
-                    a.gpus, sage2::kernels::arch_path(a.arch).c_str());
-      std::printf("newer compute capabilities: PTX of the newest arch above they run, JIT-compiled by the driver; "
-                  "older than 8.0: unsupported\n");
-      return 0;
-    }
-    std::fprintf(stderr, "sage2-info: unknown argument '%s' (try --help)\n", argv[i]);
-    return 2;
+  CLI::App app{"Prints versions, the build commit, devices (code target and path) and the kernel cache.", "sage2-info"};
+  app.footer("exit codes: 0 supported GPU found, 3 no CUDA driver, 4 no supported GPU, 2 usage error");
+  app.allow_extras();
+  bool archs = false;
+  app.add_flag("--archs", archs, "the arch table (compute capability -> path), then exit 0; needs no GPU");
+  sage2::tools::setup(app, "sage2-info");
+  if (const auto rc = sage2::tools::parse(app, "sage2-info", argc, argv)) return *rc;
+  if (!app.remaining().empty())
+    return sage2::tools::usage_error("sage2-info", sage2::tools::unknown_argument(app.remaining().front()));
+  if (archs) {
+    print_arch_table();
+    return 0;
   }
   const sage2::VersionInfo v = sage2::version_info();
   std::printf("sage2 %s\n", v.library.c_str());

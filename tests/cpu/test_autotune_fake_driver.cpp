@@ -356,6 +356,23 @@ TEST_CASE("autotune: sage2-autotune tunes end to end on a fake driver and writes
   CHECK(run_tool("--device 3 --no-progress", "").code == 4);
 }
 
+TEST_CASE("autotune: a selection that tunes nothing on the device's arch is refused with exit 2 (issue 32)") {
+  REQUIRE_MESSAGE(!fake().lib.empty(), fake().problem);
+  FdDir cache;
+  // The fake device is sm_90a, where the wgmma family has no 4-bit kernel.
+  const auto why = kernels::family_runs_why_not(kernels::attention_family(kernels::KernelFamily::AttentionWgmma),
+                                                kernels::Arch::Sm90a, 4, 64, false);
+  REQUIRE(why);
+  const Out r = run_tool("--device 0 --family wgmma --bits 4 --head-dims 64 --dtypes f16 --causal none --seq-lens 256 "
+                         "--no-progress --cache-dir '" + cache.path + "'",
+                         "");
+  CHECK(r.code == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err.rfind("sage2-autotune: device 0 is sm_90a: the selection tunes nothing: " + *why + "\n", 0) == 0);
+  struct stat st {};
+  CHECK(::stat(plan::db_path(cache.path, kFakeName, kernels::Arch::Sm90a).c_str(), &st) != 0);  // no database
+}
+
 TEST_CASE("autotune: Ctrl-C while tuning keeps the finished problems in the database and exits 130") {
   REQUIRE_MESSAGE(!fake().lib.empty(), fake().problem);
   FdDir cache, io;

@@ -335,3 +335,75 @@ TEST_CASE("autotune: Ctrl-C during sage2-autotune --compile-only leaves a consis
                                           "--tiles 64x64x4x1 --cache-dir '" + cache.path + "' --json");
   CHECK(again.code == 0);
 }
+
+TEST_CASE("autotune: sage2-autotune says --arch outside the table plainly; usage errors are one line (issue 32)") {
+  for (const char* args : {"--arch sm_75 --compile-only", "--arch sm_75", "--arch sm_89,sm_75 --compile-only"}) {
+    CAPTURE(args);
+    const Ran r = run("sage2-autotune", args);
+    CHECK(r.code == 2);
+    CHECK(r.err.rfind("sage2-autotune: --arch sm_75: ", 0) == 0);
+    CHECK(r.err.find("invalid_argument") == std::string::npos);  // no internal error prefix
+    for (const auto& a : kernels::arch_table()) CHECK_MESSAGE(r.err.find(a.name) != std::string::npos, a.name);
+  }
+  // A usage error is one line naming the flag (then the pointer to --help).
+  const Ran flag = run("sage2-autotune", "--json=1");
+  CHECK(flag.code == 2);
+  CHECK(flag.err.substr(0, flag.err.find('\n')) == "sage2-autotune: --json takes no value");
+  const Ran unknown = run("sage2-autotune", "--bogus");
+  CHECK(unknown.err.substr(0, unknown.err.find('\n')) == "sage2-autotune: unknown option '--bogus'");
+}
+
+TEST_CASE("autotune: sage2-autotune --compile-only refuses a selection that compiles nothing for an arch (issue 32)") {
+  ToolDir cache;
+  const std::string common = " --compile-only --head-dims 64 --dtypes f16 --causal none --tiles 64x64x4x2 --no-progress "
+                             "--cache-dir '" + cache.path + "'";
+  // The reasons are the library's own (the rule autotune::specialisations applies).
+  const auto& mma = kernels::attention_family(kernels::KernelFamily::AttentionMma);
+  const auto no_fp8 = kernels::family_runs_why_not(mma, kernels::Arch::Sm80, 8, 64, /*pv_fp16=*/false);
+  const auto no_int4 = kernels::family_runs_why_not(mma, kernels::Arch::Sm100, 4, 64, /*pv_fp16=*/false);
+  REQUIRE(no_fp8);
+  REQUIRE(no_int4);
+  struct Case {
+    const char* args;
+    const char* arch;
+    std::string why;
+  };
+  for (const Case& c : {Case{"--arch sm_80 --pv fp8", "sm_80", *no_fp8}, Case{"--arch sm_100 --bits 4", "sm_100", *no_int4},
+                        // several archs: checked before anything is compiled for the first
+                        Case{"--arch sm_89,sm_80 --pv fp8", "sm_80", *no_fp8}}) {
+    CAPTURE(c.args);
+    const Ran r = run("sage2-autotune", c.args + common + " --json");
+    CHECK(r.code == 2);
+    CHECK(r.out.empty());  // no report, no table
+    CHECK(r.err.rfind(std::string("sage2-autotune: --arch ") + c.arch + ": the selection compiles nothing: " + c.why +
+                          "\n",
+                      0) == 0);
+    CHECK(count_entries(cache.path) == 0);
+  }
+  // What an arch half-runs is still compiled (the rest skipped), exit 0.
+  const Ran part = run("sage2-autotune", "--arch sm_80 --pv fp8,fp16" + common + " --json");
+  CHECK(part.code == 0);
+  CHECK(json::parse(part.out)["specialisations"].size() == 1);
+}
+
+TEST_CASE("autotune: sage2-autotune warns of options that do nothing in the chosen mode (issue 32)") {
+  ToolDir cache;
+  const Ran r = run("sage2-autotune", "--arch sm_89 --compile-only --head-dims 64 --dtypes f16 --causal none "
+                                      "--tiles 64x64x4x1 --seq-lens 1024 --device 1 --reps 7 --no-db --cache-dir '" +
+                                          cache.path + "' --json");
+  INFO(r.err);
+  CHECK(r.code == 0);  // unchanged: a warning only
+  CHECK(json::parse(r.out)["arch"] == "sm_89");
+  for (const char* o : {"--seq-lens", "--device", "--reps", "--no-db"})
+    CHECK_MESSAGE(r.err.find(std::string("sage2-autotune: warning: ") + o + " does nothing with --compile-only") !=
+                      std::string::npos,
+                  o);
+  for (const char* o : {"--head-dims", "--tiles", "--cache-dir", "--json", "--arch"})  // these do something
+    CHECK_MESSAGE(r.err.find(std::string("warning: ") + o + " ") == std::string::npos, o);
+  // The other way round: --max-smem filters --compile-only's candidates only. The tuning run
+  // stops at the missing driver (exit 3 as before), after the warning.
+  const Ran t = run("sage2-autotune", "--max-smem 65536 --no-progress --cache-dir '" + cache.path + "'",
+                    "SAGE2_LIBCUDA=/nonexistent/libcuda.so.1");
+  CHECK(t.code == 3);
+  CHECK(t.err.find("sage2-autotune: warning: --max-smem does nothing without --compile-only") != std::string::npos);
+}

@@ -93,6 +93,17 @@ TEST_CASE("build commit: sage2-info prints it") {
   CHECK(r.out.find("build commit: " + sage2::build_commit() + "\n") != std::string::npos);
 }
 
+TEST_CASE("build commit: every tool's --version prints the library version and it (issue 32)") {
+  for (const std::string tool : {"sage2-info", "sage2-cache", "sage2-autotune"}) {
+    CAPTURE(tool);
+    // No driver needed.
+    const auto r = run_command("SAGE2_LIBCUDA=/nonexistent/libcuda.so.1 " + q(std::string(SAGE2_TOOLS_DIR) + "/" + tool) +
+                               " --version 2>&1");
+    CHECK(r.code == 0);
+    CHECK(r.out == tool + " (sage2 " + sage2::version_info().library + ")\nbuild commit: " + sage2::build_commit() + "\n");
+  }
+}
+
 TEST_CASE("build commit: the build-time script on scratch repositories") {
   if (!have_git()) {
     MESSAGE("git is missing: the script's git cases are not run");

@@ -47,6 +47,20 @@ TEST_CASE("runtime: sage2-info says plainly that no driver was found and exits 3
   CHECK(run(SAGE2_TOOLS_DIR "/sage2-info --bogus").exit_code == 2);
 }
 
+TEST_CASE("runtime: sage2-info --help and usage errors (issue 32: CLI11)") {
+  const Run h = run(SAGE2_TOOLS_DIR "/sage2-info --help");
+  CHECK(h.exit_code == 0);
+  for (const char* s : {"--archs", "--version", "exit codes", "3 no CUDA driver"})
+    CHECK_MESSAGE(h.output.find(s) != std::string::npos, s);
+  // One line naming what was wrong, exit 2.
+  const Run bad = run(SAGE2_TOOLS_DIR "/sage2-info --archs=1");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.output.substr(0, bad.output.find('\n')) == "sage2-info: --archs takes no value");
+  const Run extra = run(SAGE2_TOOLS_DIR "/sage2-info archs");
+  CHECK(extra.exit_code == 2);
+  CHECK(extra.output.substr(0, extra.output.find('\n')) == "sage2-info: unexpected argument 'archs'");
+}
+
 TEST_CASE("C API: status codes and messages") {
   CHECK(std::string(sage2_status_name(SAGE2_ERROR_INVALID_ARGUMENT)) == "invalid_argument");
   CHECK(std::string(sage2_status_name(SAGE2_ERROR_NO_DRIVER)) == "no_driver");

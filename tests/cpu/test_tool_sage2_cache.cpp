@@ -169,10 +169,56 @@ TEST_CASE("sage2-cache tool: list, verify, export, import, prune, clear on a tem
   CHECK(r.out.find("removed 3 entries") != std::string::npos);
   CHECK(DiskCache(dir2).list().empty());
 
-  // A missing directory is an empty cache, not an error.
-  r = run_tool("--dir '" + (tmp / "nowhere") + "' list");
+  // An existing empty directory is an empty cache (a missing one: the next case).
+  r = run_tool("--dir '" + dir2 + "' list");
   CHECK(r.code == 0);
   CHECK(r.out.find("0 entries") != std::string::npos);
+}
+
+TEST_CASE("sage2-cache tool: a cache directory that does not exist is an error, not an empty cache (issue 32)") {
+  ToolTempDir tmp;
+  const std::string nowhere = tmp / "nowhere";
+  const std::string d = "--dir '" + nowhere + "' ";
+  // Every command that reads the directory: exit 1 (the operation failed), the directory named.
+  const std::vector<std::string> commands = {"list",  "list --json", "verify", "verify --remove", "prune --max-size 1M",
+                                             "clear", "export '" + (tmp / "b.s2b") + "'"};
+  for (const std::string& cmd : commands) {
+    CAPTURE(cmd);
+    const auto r = run_tool(d + cmd);
+    CHECK(r.code == 1);
+    CHECK(r.out == "sage2-cache: cache directory " + nowhere + " does not exist (--dir)\n");
+    CHECK_FALSE(file_exists(nowhere));  // nothing created
+  }
+  CHECK_FALSE(file_exists(tmp / "b.s2b"));
+  // Where the directory came from is said: $SAGE2_CACHE_DIR here.
+  auto r = run_tool("list", "SAGE2_CACHE_DIR='" + nowhere + "'");
+  CHECK(r.code == 1);
+  CHECK(r.out.find("does not exist ($SAGE2_CACHE_DIR)") != std::string::npos);
+  // A file where the directory should be.
+  { std::ofstream(tmp / "file") << "x"; }
+  r = run_tool("--dir '" + (tmp / "file") + "' list");
+  CHECK(r.code == 1);
+  CHECK(r.out.find("is not a directory") != std::string::npos);
+  // Usage errors still come first (exit 2).
+  CHECK(run_tool(d + "prune").code == 2);
+  // import creates the directory it fills: a bundle of a real cache into a new one.
+  const std::string src = tmp / "src";
+  REQUIRE(DiskCache(src).store(tool_kernel(kernels::Arch::Sm89, 64, 1000)));
+  REQUIRE(run_tool("--dir '" + src + "' export '" + (tmp / "one.s2b") + "'").code == 0);
+  r = run_tool(d + "import '" + (tmp / "one.s2b") + "'");
+  CHECK(r.code == 0);
+  CHECK(r.out.find("imported 1, rejected 0") != std::string::npos);
+  CHECK(run_tool(d + "list").code == 0);
+}
+
+TEST_CASE("sage2-cache tool: help for a command shows the whole program's options; a flag with a value (issue 32)") {
+  auto r = run_tool("prune --help");
+  CHECK(r.code == 0);
+  for (const char* s : {"--dir", "--max-size", "SIZE", "exit codes"}) CHECK_MESSAGE(r.out.find(s) != std::string::npos, s);
+  // A flag given a value: one line naming it.
+  r = run_tool("list --json=1");
+  CHECK(r.code == 2);
+  CHECK(r.out.substr(0, r.out.find('\n')) == "sage2-cache: --json takes no value");
 }
 
 TEST_CASE("sage2-cache tool: usage errors exit 2 with a message; --help exits 0") {

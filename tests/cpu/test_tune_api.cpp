@@ -5,8 +5,11 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "autotune/tune.hpp"
+#include "kernels/attention_family.hpp"
 #include "sage2/sage2.h"
 #include "sage2/sage2.hpp"
 
@@ -35,6 +38,42 @@ TEST_CASE("tune: the specialisation grid leaves out what no family runs, and dup
   for (const auto& s : autotune::specialisations(g, kernels::Arch::Sm89)) CHECK(s.smooth_q);
   g.smooth_q = false;
   for (const auto& s : autotune::specialisations(g, kernels::Arch::Sm89)) CHECK(!s.smooth_q);
+}
+
+TEST_CASE("tune: the grid says why it left combinations out (sage2-autotune's refusal, issue 32)") {
+  autotune::SpecialisationGrid g;
+  g.head_dims = {64, 512};
+  g.causal = {CausalMode::None};
+  g.dtypes = {DType::F16};
+  g.pv = {PvPrecision::Fp8};
+  std::vector<std::string> why;
+  CHECK(autotune::specialisations(g, kernels::Arch::Sm80, &why).empty());
+  // Once, though both head dims were left out for it; the arch's lack named, not a family's rule.
+  REQUIRE(why.size() == 1);
+  CHECK(why[0].find("sm_80 has no FP8") == 0);
+  why.clear();
+  g.bits = {4};
+  CHECK(autotune::specialisations(g, kernels::Arch::Sm100, &why).empty());
+  REQUIRE(why.size() == 1);
+  CHECK(why[0].find("sm_100 has no INT4") == 0);
+  // A forced family: its own requirement; the head dim it runs is kept.
+  why.clear();
+  g.bits = {8};
+  g.families = {kernels::KernelFamily::AttentionWgmma};
+  const auto wg = autotune::specialisations(g, kernels::Arch::Sm90a, &why);
+  REQUIRE(wg.size() == 1);
+  CHECK(wg[0].head_dim == 64);
+  REQUIRE(why.size() == 1);
+  CHECK(why[0] == std::string("the wgmma family ") +
+                      kernels::attention_family(kernels::KernelFamily::AttentionWgmma).requirement);
+  // The reason is given exactly when family_runs() says no, for every arch of the table.
+  for (const auto& a : kernels::arch_table())
+    for (const kernels::AttentionFamilyDesc* d : kernels::attention_families())
+      for (int bits : {4, 8})
+        for (int hd : {64, 512})
+          for (bool pv16 : {false, true})
+            CHECK(kernels::family_runs(*d, a.arch, bits, hd, pv16) ==
+                  !kernels::family_runs_why_not(*d, a.arch, bits, hd, pv16).has_value());
 }
 
 TEST_CASE("tune: the default batch is 16K tokens, 1 to 4 sequences") {
