@@ -240,9 +240,14 @@ def test_dry_run_records_are_scored_in_every_group(sb, tmp_path):
         pytest.skip("no %s to score the records" % SCOREBOARD)
     s = subprocess.run([sys.executable, SCOREBOARD, "--results", str(out)], capture_output=True, text=True,
                        timeout=120).stdout
-    for g in ("kernel", "e2e", "heads", "decode", "host"):
-        assert "== %s" % g in s and "(run None)" not in s.split("== %s" % g)[1].split("\n")[0], s
-    assert "no run" not in s, s
+    # Every group scoreboard_run.sh measures is scored from the dry run. The scoreboard's `ptx` group
+    # (the sm_80/sm_89 paths beside the reference's PTX kernels) is not measured by this driver yet
+    # (issue 31 item 3), so it is the one group allowed to have no run.
+    sections = {blk.split()[0]: blk for blk in s.split("== ")[1:] if blk.strip()}
+    for g in ("kernel", "e2e", "hidden", "small", "heads", "decode", "host"):
+        assert g in sections, s
+        assert "(run None)" not in sections[g].split("\n")[0] and "no run" not in sections[g], sections[g]
+    assert set(sections) <= {"kernel", "e2e", "hidden", "small", "heads", "decode", "host", "ptx"}, sorted(sections)
 
 
 def test_dry_run_recovers_from_a_crashed_group(sb, tmp_path):
