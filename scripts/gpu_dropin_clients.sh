@@ -111,32 +111,13 @@ export SAGE2_CACHE_DIR=${SAGE2_CACHE_DIR:-$scratch/kernel-cache}  # one kernel c
 trap 'rm -rf "$scratch"' EXIT
 
 # ---- install (offline)
-module_of() {
-  case ${1,,} in
-    pillow) echo PIL ;;
-    *) echo "${1//-/_}" ;;
-  esac
-}
+source "$(dirname "${BASH_SOURCE[0]}")/offline_wheels.sh"  # install_missing_wheels
 {
   echo "# $(date -u) python: $("$py" -c 'import sys; print(sys.version.split()[0])') pip: $("$py" -m pip --version)"
   echo "# sageattention before the install: $("$py" -c 'import importlib.util as u; s = u.find_spec("sageattention"); print(s.origin if s else None)' 2>&1)"
 } >"$out/install.log"
-todo=()
-for w in "$wheels"/*.whl; do
-  dist=$(basename "$w" | cut -d- -f1)
-  [ "$dist" = flit_core ] && continue  # a build requirement only (pip's isolated build takes it from $wheels)
-  mod=$(module_of "$dist")
-  if "$py" -c "import $mod" 2>/dev/null; then
-    echo "have $mod $("$py" -c "import $mod; print(getattr($mod, '__version__', '?'))" 2>/dev/null)" >>"$out/install.log"
-  else
-    todo+=("$w")
-  fi
-done
-if ((${#todo[@]})); then
-  echo "installing: ${todo[*]##*/}" >>"$out/install.log"
-  "$py" -m pip install -q --disable-pip-version-check --no-index --no-deps --no-compile --target "$site" "${todo[@]}" \
-    >>"$out/install.log" 2>&1 || { echo "install of the carried wheels failed" >&2; tail "$out/install.log"; exit 1; }
-fi
+# flit_core is a build requirement only (pip's isolated build of the drop-in takes it from $wheels)
+install_missing_wheels "$py" "$wheels" "$site" "$out/install.log" flit_core || exit $?
 # the drop-in, as a user installs it: a wheel built from python/sageattention_shim (pip's isolated build
 # gets flit_core from $wheels); then without build isolation, flit_core put on the path by hand
 echo "installing the drop-in: pip install --no-index --find-links $wheels --no-deps --target SITE python/sageattention_shim" \

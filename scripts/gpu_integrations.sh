@@ -36,12 +36,7 @@ site=$(mktemp -d /tmp/sage2-int-site.XXXXXX)
 summary=()
 
 # module name of a wheel's distribution (the import that tells whether the machine has it)
-module_of() {
-  case ${1,,} in
-    pillow) echo PIL ;;
-    *) echo "${1//-/_}" ;;
-  esac
-}
+source "$(dirname "${BASH_SOURCE[0]}")/offline_wheels.sh"  # install_missing_wheels
 
 if [ -n "$hf4" ]; then
   # transformers 4.x and its closure shadow the machine's 5.x for this run only
@@ -51,22 +46,7 @@ if [ -n "$hf4" ]; then
   kexpr=${only:-transformers or hf or padded or unpadded}
   log=pytest-hf4
 else
-  todo=()
-  for w in "$wheels"/*.whl; do
-    [ -e "$w" ] || { echo "no wheels in $wheels (bash scripts/integration_wheels.sh)" >&2; exit 2; }
-    dist=$(basename "$w" | cut -d- -f1)
-    mod=$(module_of "$dist")
-    if "$py" -c "import $mod" 2>/dev/null; then
-      echo "have $mod: $("$py" -c "import $mod; print(getattr($mod, '__version__', '?'))" 2>/dev/null)" >>"$out/install.log"
-    else
-      todo+=("$w")
-    fi
-  done
-  if ((${#todo[@]})); then
-    echo "installing: ${todo[*]##*/}" >>"$out/install.log"
-    "$py" -m pip install -q --disable-pip-version-check --no-index --no-deps --no-compile --target "$site" "${todo[@]}" \
-      >>"$out/install.log" 2>&1 || { echo "install failed" >&2; tail "$out/install.log"; exit 1; }
-  fi
+  install_missing_wheels "$py" "$wheels" "$site" "$out/install.log" || exit $?
   pyfiles=(python/tests)
   kexpr=$only
   log=pytest
