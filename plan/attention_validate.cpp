@@ -124,7 +124,7 @@ AttentionProblem validate_attention(const TensorRef& q, const TensorRef& k, cons
   const int pvp = static_cast<int>(params.pv_precision);
   if (pvp < 0 || pvp > 2) fail("params.pv_precision=" + std::to_string(pvp) + " is not a PvPrecision");
   const int pva = static_cast<int>(params.pv_accum);
-  if (pva < 0 || pva > 2) fail("params.pv_accum=" + std::to_string(pva) + " is not a PvAccum (0 auto, 1 fp32, 2 fp16)");
+  if (pva < 0 || pva > 3) fail("params.pv_accum=" + std::to_string(pva) + " is not a PvAccum (0 auto, 1 fp32, 2 fp16, 3 prefer fp16)");
   const int sqp = static_cast<int>(params.small_q_path);
   if (sqp < 0 || sqp > 2) fail("params.small_q_path=" + std::to_string(sqp) + " is not a SmallQPath (0 auto, 1 quantized, 2 direct)");
   if (params.sm_scale && !(std::isfinite(*params.sm_scale) && *params.sm_scale > 0))
@@ -190,8 +190,9 @@ AttentionProblem validate_attention(const TensorRef& q, const TensorRef& k, cons
   p.qk_bits = bits != 0 ? bits : kernels::default_qk_bits(arch);
   p.pv_fp16 = params.pv_precision == PvPrecision::Auto ? kernels::default_pv_fp16(arch)
                                                        : params.pv_precision == PvPrecision::Fp16;
-  p.pv_acc16 = params.pv_accum == PvAccum::Auto ? kernels::default_pv_acc16(arch, p.pv_fp16)
-                                                : params.pv_accum == PvAccum::Fp16;
+  p.pv_acc16 = params.pv_accum == PvAccum::Auto         ? kernels::default_pv_acc16(arch, p.pv_fp16)
+              : params.pv_accum == PvAccum::PreferFp16 ? ai.pv_acc16
+                                                       : params.pv_accum == PvAccum::Fp16;
   p.smooth_q = params.smooth_q == Toggle::Auto ? p.qk_bits == 4 : params.smooth_q == Toggle::On;
   p.smooth_k = params.smooth_k;
   p.smooth_v = params.smooth_v;

@@ -163,8 +163,9 @@ typedef enum sage2_pv_precision {
 typedef enum sage2_pv_accum {
   SAGE2_PV_ACCUM_AUTO = 0,  /* the arch's default (sage2::PvAccum in sage2.hpp) */
   SAGE2_PV_ACCUM_FP32 = 1,  /* tensor cores accumulate P~V in fp32 */
-  SAGE2_PV_ACCUM_FP16 = 2   /* fp16 inside a KV tile, added into the fp32 O between tiles (mma.sync
+  SAGE2_PV_ACCUM_FP16 = 2,  /* fp16 inside a KV tile, added into the fp32 O between tiles (mma.sync
                                family of sm_80/86/87 and sm_89/100/103/120/121; not sm_90a) */
+  SAGE2_PV_ACCUM_PREFER_FP16 = 3  /* FP16 where offered, else FP32 */
 } sage2_pv_accum;
 
 typedef struct sage2_attention_params {

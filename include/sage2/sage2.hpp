@@ -75,9 +75,10 @@ const char* pv_precision_name(PvPrecision p) noexcept;  // "auto", "fp8", "fp16"
 // less accurate (V̂ is scaled to |V̂| <= 2.25 so that a tile's fp16 sum cannot overflow: FP8 P̃V).
 // Offered on the mma.sync family of sm_80/86/87 (FP16 P̃V) and sm_89/100/103/120/121 (FP8 or FP16
 // P̃V); not on sm_90a (Unsupported: fp32 only there; SAGE2_TARGET_ARCH=sm_89 runs the Ada path).
-// Auto: the arch's default (README "GPU coverage"; kernels/arch.cpp).
-enum class PvAccum : int { Auto = 0, Fp32 = 1, Fp16 = 2 };
-const char* pv_accum_name(PvAccum a) noexcept;  // "auto", "fp32", "fp16"
+// Auto: the arch's default (README "GPU coverage"; kernels/arch.cpp). PreferFp16: Fp16 where it
+// is offered, Fp32 elsewhere (what the reference's fp16-accumulator values map to: portable code).
+enum class PvAccum : int { Auto = 0, Fp32 = 1, Fp16 = 2, PreferFp16 = 3 };
+const char* pv_accum_name(PvAccum a) noexcept;  // "auto", "fp32", "fp16", "prefer_fp16"
 
 // Which path computes a call with few query rows (AttentionParams::small_q_path).
 //  Quantized — the SageAttention2 path: quantize Q, K and V, then 8/4-bit attention.
