@@ -21,6 +21,7 @@ std::vector<plan::Specialisation> specialisations(const SpecialisationGrid& g, k
               plan::Specialisation s = plan::Specialisation::defaults(arch, hd, c, dt);
               if (bits) s.qk_bits = bits;
               if (pv != PvPrecision::Auto) s.pv_fp16 = pv == PvPrecision::Fp16;
+              s.pv_acc16 = kernels::default_pv_acc16(arch, s.pv_fp16);  // the accumulation a call gets
               s.smooth_q = g.smooth_q.value_or(s.qk_bits == 4);
               s.smooth_v = g.smooth_v;
               s.family = fam.value_or(kernels::default_attention_family(arch, s.qk_bits, hd, s.pv_fp16));

@@ -53,6 +53,8 @@ inline constexpr Named<AttentionFamily> kAttentionFamilyNames[] = {
     {AttentionFamily::Auto, "auto"}, {AttentionFamily::Mma, "mma"}, {AttentionFamily::Wgmma, "wgmma"}};
 inline constexpr Named<PvPrecision> kPvPrecisionNames[] = {
     {PvPrecision::Auto, "auto"}, {PvPrecision::Fp8, "fp8"}, {PvPrecision::Fp16, "fp16"}};
+inline constexpr Named<PvAccum> kPvAccumNames[] = {
+    {PvAccum::Auto, "auto"}, {PvAccum::Fp32, "fp32"}, {PvAccum::Fp16, "fp16"}, {PvAccum::PreferFp16, "prefer_fp16"}};
 inline constexpr Named<SmallQPath> kSmallQPathNames[] = {
     {SmallQPath::Auto, "auto"}, {SmallQPath::Quantized, "quantized"}, {SmallQPath::Direct, "direct"}};
 inline constexpr Named<QuantPath> kQuantPathNames[] = {{QuantPath::Auto, "auto"}, {QuantPath::Split, "split"},

@@ -36,6 +36,8 @@ const char* attention_family_name(AttentionFamily f) noexcept { return base::nam
 
 const char* pv_precision_name(PvPrecision p) noexcept { return base::name_of(p, base::kPvPrecisionNames); }
 
+const char* pv_accum_name(PvAccum a) noexcept { return base::name_of(a, base::kPvAccumNames); }
+
 const char* small_q_path_name(SmallQPath p) noexcept { return base::name_of(p, base::kSmallQPathNames); }
 
 const char* quant_path_name(QuantPath p) noexcept { return base::name_of(p, base::kQuantPathNames); }

@@ -97,6 +97,7 @@ std::string generate_source(const KernelSpec& spec) {
   define(o, "SAGE2_MASK", c.mask, "tensor mask: 0 none, 1 bool, 2 f16, 3 bf16, 4 f32 (templates/mask.cuh)");
   define(o, "SAGE2_Q_IN_KERNEL", c.q_in_kernel, "attention quantizes the caller's Q itself (no Q̂ buffers)");
   define(o, "SAGE2_PV_FP16", c.pv_fp16, "P̃V in FP16 (V̂ fp16, m16n8k16) instead of FP8 e4m3");
+  define(o, "SAGE2_PV_ACC16", c.pv_acc16, "P̃V accumulated in fp16 inside a KV tile (f16 mma accumulator)");
   o << "// per-thread quantization layout (kernels/quant_layout: " << mma_shape_name(layout.shape) << ")\n";
   define(o, "SAGE2_MMA_SHAPE", static_cast<int>(layout.shape), "0 m16n8k64.s4, 1 m16n8k32.s8, 2 wgmma.m64nNk32.s8");
   define(o, "SAGE2_Q_GROUPS", layout.q_groups_per_block(), "Q scale groups per BQ block");

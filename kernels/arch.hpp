@@ -49,6 +49,14 @@ struct ArchInfo {
   bool int4;                // INT4 QKᵀ (mma.sync m16n8k64 .s4) may be asked for
   bool fp8_pv;              // e4m3 conversions and mma.sync exist: FP8 P̃V (the default where true)
   bool arch_specific;       // its code runs on exactly this compute capability (sm_90a)
+  // P̃V may accumulate in fp16 inside a KV tile (KernelSpec::pv_acc16: mma.sync with an f16
+  // accumulator, e4m3 on the FP8 archs, f16 on the FP16 path), flushed into the fp32 O between
+  // tiles. Every mma.sync arch but sm_90a, whose default is the wgmma family (fp32 accumulation)
+  // and whose ptxas emulates e4m3 mma.sync.
+  bool pv_acc16;
+  // The accumulation a call gets unless it asks: fp16 where the reference (SageAttention2++)
+  // makes "fp32+fp16" its default, i.e. the GeForce-class FP8 archs.
+  bool pv_acc16_default;
   int max_smem_optin;       // opt-in shared memory per block (bytes): planning without a device
 };
 // In compute capability order.
@@ -59,6 +67,9 @@ const ArchInfo& arch_info(Arch arch);  // InvalidArgument for a value outside th
 // only when asked), FP16 P̃V where FP8 is unavailable.
 int default_qk_bits(Arch arch) noexcept;
 bool default_pv_fp16(Arch arch) noexcept;
+// The P̃V accumulation a call gets unless it asks (ArchInfo::pv_acc16_default): fp16 inside a tile
+// only on the FP8 path (the reference's "fp32+fp16"); the FP16 path's default stays fp32.
+bool default_pv_acc16(Arch arch, bool pv_fp16) noexcept;
 
 // Where a Context's kernels are generated for.
 struct CodeTarget {

@@ -48,6 +48,7 @@ class WgmmaFamily final : public AttentionFamilyDesc {
       bad(std::string("kernel spec: the wgmma family needs sm_90a, got ") + arch_name(spec.arch));
     if (spec.qk_bits != 8) bad("kernel spec: the wgmma family is 8-bit only, got qk_bits=4");
     if (spec.pv_fp16) bad("kernel spec: the wgmma family runs FP8 P̃V only (FP16 P̃V: the mma family)");
+    if (spec.pv_acc16) bad("kernel spec: the wgmma family accumulates P̃V in fp32 only (pv_acc16: the mma family off sm_90a)");
     if (t.warps % 4 != 0) bad("kernel spec: the wgmma family needs whole warpgroups, got warps=" + s(t.warps));
     if (t.bq % (64 * (t.warps / 4)) != 0)
       bad("kernel spec: wgmma bq=" + s(t.bq) + " must be a multiple of 64 per warpgroup");

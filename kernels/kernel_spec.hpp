@@ -93,6 +93,13 @@ struct KernelSpec {
   // P̃V in FP16 (mma.sync m16n8k16, fp32 accumulation; V̂ fp16, include/sage2/reference.hpp)
   // instead of FP8 e4m3: the mma family's attention and the quantize_v op feeding it.
   bool pv_fp16 = false;
+  // P̃V accumulated in fp16 inside a KV tile (SageAttention2++, the reference's "fp32+fp16" /
+  // "fp16+fp32"): mma.sync with an f16 accumulator over at most 64 keys (kPvAcc16Keys), each
+  // segment's sum converted and added into an fp32 tile sum, flushed into the fp32 O between tiles
+  // as with two_level_accum. V̂'s scale keeps a segment's sum below fp16's largest value
+  // (kernels/quant_buffers.hpp). The mma family on the archs whose table row says pv_acc16; the
+  // attention kernel and the quantize ops that write V̂.
+  bool pv_acc16 = false;
   // Emit PTX for the arch's virtual architecture (compute_NN) instead of a cubin: the driver
   // JIT-compiles it for the device (a GPU newer than the arch table, an NVRTC too old for the
   // device, or ContextOptions::target_arch below the device's). Every kernel of a Context.
@@ -138,6 +145,15 @@ bool uses_v_codes(const KernelSpec& spec) noexcept;
 // tile, code width, smoothing and input dtype, so the quantization layout of producer and
 // consumer is derived from the same values.
 KernelSpec quantize_spec_for(const KernelSpec& attention, QuantOp op);
+
+// Keys per fp16 accumulator segment of the P̃V product (pv_acc16): 64·448·2.25 = 64512 < 65504
+// (FP8: P̂ <= 448, |V̂| <= 2.25) and 64·1·2^9 = 32768 (FP16: P̂ <= 1, |V̂| < 2^9).
+constexpr int kPvAcc16Keys = 64;
+// V̂'s bound with fp16 accumulation: the e4m3 scale is amax / kV8Acc16Max (the reference's
+// quant_v_scale_max for "fp32+fp16"); FP16 V̂'s power-of-two scale keeps |V̂| < 2^kV16Acc16Exp.
+constexpr float kV8Acc16Max = 2.25f;
+constexpr int kV16Acc16Exp = 9;
+constexpr int kV16Exp = 15;  // FP16 V̂ with fp32 accumulation: |V̂| < 2^15
 
 // Padded head dims (the quantize kernel pads, no extra launches).
 int qk_dim_padded(int head_dim, int qk_bits);   // multiple of the mma k: 32 (int8) / 64 (int4)

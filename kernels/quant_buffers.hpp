@@ -37,6 +37,10 @@
 //     FP16 P̃V (KernelSpec::pv_fp16): scale = δ = 2^max(0, e - 15) where amax = f·2^e, f in
 //     [0.5, 1) (δ = 1 unless |V - μ| reaches 2^15; amax 0: 1; not finite: amax), inv = (amax > 0 &&
 //     finite) ? 1/δ : 0, code = fp16_rn((float(V[n,c]) - μ) * inv) (exact for an unsmoothed fp16 V)
+//     fp16 accumulation (KernelSpec::pv_acc16; an fp16 accumulator holds at most kPvAcc16Keys = 64
+//     keys' products): e4m3: 2.25 (kV8Acc16Max, the reference's bound for "fp32+fp16") in place of
+//     448, so 64·448·2.25 = 64512 < 65504; FP16: 2^max(0, e - 9) (kV16Acc16Exp) in place of
+//     2^max(0, e - 15), so |V̂| < 2^9 and 64·2^9 = 32768.
 //  Flags (padded entries: q_bad 0, first-bad INT32_MAX):
 //     q_bad[i]        = 1 if Q row i has a non-finite element (real channels), else 0
 //     k_first_bad     = smallest key j whose K row has a non-finite element; INT32_MAX if none

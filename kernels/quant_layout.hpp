@@ -60,6 +60,9 @@ struct QuantLayout {
   // 4t + e and in slot 8 + 2t + e the key 4t + 2 + e (e = 0, 1): the keys a thread's P fragment
   // holds in the mma family's S accumulator order.
   bool v_fp16 = false;
+  // V̂ feeds an fp16 accumulator (KernelSpec::pv_acc16): its scale bound is smaller
+  // (kernels/quant_buffers.hpp); the slot order does not change.
+  bool v_acc16 = false;
   bool v_permuted() const { return shape == MmaShape::WGMMA_M64NK32_S8 || v_fp16; }
   int v_slot(int key) const;         // stored column of `key` (padded length is a multiple of 16)
   int v_key_of_slot(int slot) const; // its inverse

@@ -51,6 +51,7 @@ KernelSpec KernelSpec::canonical() const {
     d.mask = 0;
     d.q_in_kernel = false;
     d.pv_fp16 = false;
+    d.pv_acc16 = false;
     d.out_dtype = in_dtype;
     if (family == KernelFamily::DecodeMerge) d.tile = TileConfig{};
     return d;
@@ -67,7 +68,7 @@ KernelSpec KernelSpec::canonical() const {
   }
   if (family == KernelFamily::DeltaS) c.varlen = false;  // smooth-Q only: never varlen
   // Only the attention kernels and the quantize ops that write V̂ read the P̃V precision.
-  if (!uses_v_codes(c)) c.pv_fp16 = false;
+  if (!uses_v_codes(c)) c.pv_fp16 = c.pv_acc16 = false;
   // Only the attention kernels and the tile classification read the mask.
   if (family == KernelFamily::DeltaS || (family == KernelFamily::Quantize && op != QuantOp::MaskTiles)) c.mask = 0;
   if (family == KernelFamily::Quantize && op == QuantOp::MaskTiles) {
@@ -133,6 +134,12 @@ void KernelSpec::validate() const {
   if (uses_v_codes(*this) && !pv_fp16 && !ai->fp8_pv)
     bad(std::string("FP8 P̃V needs e4m3 conversions and mma (sm_89 and newer); ") + ai->name +
         " runs P̃V in FP16 (pv_fp16)");
+  if (uses_v_codes(*this) && pv_acc16 && !ai->pv_acc16)
+    bad(std::string("pv_acc16: fp16 accumulation of P̃V (mma.sync with an f16 accumulator) is not offered on ") +
+        ai->name + " (it runs on the mma.sync family of sm_80/86/87 with FP16 P̃V and of sm_89/100/103/120/121 "
+        "with FP8 or FP16 P̃V; sm_90a accumulates in fp32)");
+  if (uses_v_codes(*this) && pv_acc16 && find_attention_family(family) && !two_level_accum)
+    bad("pv_acc16 needs two_level_accum (the fp16 accumulator is flushed into the fp32 O between tiles)");
   if (is_decode_family(family)) return validate_decode_spec(*this);
   // The attention family whose layout the kernel writes or reads sets the rules of the tile.
   const AttentionFamilyDesc* f = find_attention_family(family);
@@ -156,6 +163,7 @@ std::string KernelSpec::key() const {
   if (c.mask != 0) k << "|mask:" << mask_type_name(static_cast<MaskType>(c.mask));
   if (c.q_in_kernel) k << "|qin";
   if (c.pv_fp16) k << "|pv16";
+  if (c.pv_acc16) k << "|acc16";
   if (c.ptx) k << "|ptx";
   return k.str();
 }
@@ -188,6 +196,7 @@ QuantLayout quant_layout(const KernelSpec& spec) {
   l.bk = spec.tile.bk;
   l.warps = spec.tile.warps;
   l.v_fp16 = spec.pv_fp16;
+  l.v_acc16 = spec.pv_acc16;
   return l;
 }
 

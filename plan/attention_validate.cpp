@@ -123,6 +123,8 @@ AttentionProblem validate_attention(const TensorRef& q, const TensorRef& k, cons
   if (sq < 0 || sq > 2) fail("params.smooth_q=" + std::to_string(sq) + " is not a Toggle");
   const int pvp = static_cast<int>(params.pv_precision);
   if (pvp < 0 || pvp > 2) fail("params.pv_precision=" + std::to_string(pvp) + " is not a PvPrecision");
+  const int pva = static_cast<int>(params.pv_accum);
+  if (pva < 0 || pva > 3) fail("params.pv_accum=" + std::to_string(pva) + " is not a PvAccum (0 auto, 1 fp32, 2 fp16, 3 prefer fp16)");
   const int sqp = static_cast<int>(params.small_q_path);
   if (sqp < 0 || sqp > 2) fail("params.small_q_path=" + std::to_string(sqp) + " is not a SmallQPath (0 auto, 1 quantized, 2 direct)");
   if (params.sm_scale && !(std::isfinite(*params.sm_scale) && *params.sm_scale > 0))
@@ -174,6 +176,12 @@ AttentionProblem validate_attention(const TensorRef& q, const TensorRef& k, cons
   if (params.pv_precision == PvPrecision::Fp8 && !ai.fp8_pv)
     throw Error(ErrorCode::Unsupported, std::string("params.pv_precision=fp8: ") + ai.name + " (" + ai.gpus +
                                             ") has no FP8 tensor cores (sm_89 and newer); use Fp16 or Auto");
+  if (params.pv_accum == PvAccum::Fp16 && !ai.pv_acc16)
+    throw Error(ErrorCode::Unsupported,
+                std::string("params.pv_accum=fp16: ") + ai.name + " (" + ai.gpus +
+                    ") accumulates P̃V in fp32 only; fp16 accumulation runs on the mma.sync paths of sm_80/86/87 "
+                    "(FP16 P̃V) and sm_89/100/103/120/121 (FP8 or FP16 P̃V) — use Fp32 or Auto, or "
+                    "SAGE2_TARGET_ARCH=sm_89 to run the Ada path as PTX");
 
   AttentionProblem p;
   static_cast<kernels::ProblemShape&>(p) = {q.batch, q.heads, k.heads, q.seq, k.seq, static_cast<int>(q.dim)};
@@ -182,6 +190,9 @@ AttentionProblem validate_attention(const TensorRef& q, const TensorRef& k, cons
   p.qk_bits = bits != 0 ? bits : kernels::default_qk_bits(arch);
   p.pv_fp16 = params.pv_precision == PvPrecision::Auto ? kernels::default_pv_fp16(arch)
                                                        : params.pv_precision == PvPrecision::Fp16;
+  p.pv_acc16 = params.pv_accum == PvAccum::Auto         ? kernels::default_pv_acc16(arch, p.pv_fp16)
+              : params.pv_accum == PvAccum::PreferFp16 ? ai.pv_acc16
+                                                       : params.pv_accum == PvAccum::Fp16;
   p.smooth_q = params.smooth_q == Toggle::Auto ? p.qk_bits == 4 : params.smooth_q == Toggle::On;
   p.smooth_k = params.smooth_k;
   p.smooth_v = params.smooth_v;

@@ -72,6 +72,7 @@ Specialisation Specialisation::defaults(kernels::Arch arch, int head_dim, Causal
   s.qk_bits = kernels::default_qk_bits(arch);
   s.smooth_q = s.qk_bits == 4;
   s.pv_fp16 = kernels::default_pv_fp16(arch);
+  s.pv_acc16 = kernels::default_pv_acc16(arch, s.pv_fp16);
   s.smooth_k = true;
   s.smooth_v = false;
   return s;
@@ -90,6 +91,7 @@ kernels::KernelSpec Specialisation::attention_spec(kernels::Arch arch, const ker
   k.two_level_accum = true;
   k.return_lse = return_lse;
   k.pv_fp16 = pv_fp16;
+  k.pv_acc16 = pv_acc16;
   return k;
 }
 
@@ -105,6 +107,7 @@ TuningKey Specialisation::key(kernels::Arch arch, std::int64_t q_len, std::int64
   p.causal = causal;
   kernels::copy_quant_options(*this, p);
   p.pv_fp16 = pv_fp16;
+  p.pv_acc16 = pv_acc16;
   return tuning_key(p, attention_spec(arch, kernels::TileConfig{}).family);
 }
 
@@ -126,6 +129,7 @@ std::string Specialisation::str() const {
   }
   if (return_lse) s += " lse";
   if (pv_fp16) s += " pv16";
+  if (pv_acc16) s += " acc16";
   if (family) {
     s += " ";
     s += kernels::family_name(*family);

@@ -55,6 +55,7 @@ struct Specialisation {
   bool smooth_q = false, smooth_k = true, smooth_v = false;
   bool return_lse = false;
   bool pv_fp16 = false;  // FP16 P̃V
+  bool pv_acc16 = false; // fp16 accumulation of P̃V inside a tile
   // nullopt: the family a Context uses by default (kernels::default_attention_family).
   std::optional<kernels::KernelFamily> family;
 

@@ -20,6 +20,7 @@ struct AttentionProblem : kernels::ProblemShape {
   int qk_bits = 8;
   bool smooth_q = false, smooth_k = true, smooth_v = false;
   bool pv_fp16 = false;  // P̃V in FP16 (params.pv_precision, Auto: the arch's default)
+  bool pv_acc16 = false; // P̃V accumulated in fp16 inside a tile (params.pv_accum, Auto: the arch's default)
   float sm_scale = 0;
   bool return_lse = false;
   // Varlen calls (sage2::SeqLens): batch = sequences; q_len / kv_len plan the tile (the bounds

@@ -141,6 +141,7 @@ TuningEntry parse_entry(const json& e, const std::string& where, kernels::Arch a
   t.key.smooth_k = get_bool(e, "smooth_k", where);
   t.key.smooth_v = get_bool(e, "smooth_v", where);
   t.key.pv_fp16 = e.contains("pv_fp16") && get_bool(e, "pv_fp16", where);  // absent: FP8 (older files)
+  t.key.pv_acc16 = e.contains("pv_acc16") && get_bool(e, "pv_acc16", where);  // absent: fp32 (older files)
   const std::string dt = get_str(e, "dtype", where);
   const std::optional<DType> d = base::value_named(dt, base::kDTypeNames);
   if (!d || *d == DType::F32) throw Bad{where + ": dtype '" + dt + "' (f16 or bf16)"};
@@ -157,6 +158,7 @@ TuningEntry parse_entry(const json& e, const std::string& where, kernels::Arch a
   kernels::copy_quant_options(t.key, s);
   s.dtype = t.key.dtype;
   s.pv_fp16 = t.key.pv_fp16;
+  s.pv_acc16 = t.key.pv_acc16;
   s.family = t.key.family;
   if (auto why = static_reject_reason(s.attention_spec(arch, t.tile), INT_MAX))
     throw Bad{where + ": tile " + tile_str(t.tile) + " is not valid: " + *why};
@@ -194,6 +196,7 @@ ojson entry_json(const TuningEntry& t) {
       {"smooth_v", t.key.smooth_v},
       {"dtype", dtype_name(t.key.dtype)},
       {"pv_fp16", t.key.pv_fp16},
+      {"pv_acc16", t.key.pv_acc16},
       {"q_bucket", t.key.q_bucket},
       {"kv_bucket", t.key.kv_bucket},
       {"gqa_bucket", t.key.gqa_bucket},

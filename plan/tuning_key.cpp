@@ -41,7 +41,8 @@ bool is_gqa_bucket(int b) { return is_pow2(b) && b >= 1 && b <= kMaxGqaBucket; }
 std::string TuningKey::specialisation_str() const {
   return std::string(kernels::family_name(family)) + "|d" + std::to_string(head_dim) + "|" +
          (causal ? "causal" : "full") + "|int" + std::to_string(qk_bits) + "|sq" + (smooth_q ? "1" : "0") + ".sk" +
-         (smooth_k ? "1" : "0") + ".sv" + (smooth_v ? "1" : "0") + "|" + dtype_name(dtype) + (pv_fp16 ? "|pv16" : "");
+         (smooth_k ? "1" : "0") + ".sv" + (smooth_v ? "1" : "0") + "|" + dtype_name(dtype) + (pv_fp16 ? "|pv16" : "") +
+         (pv_acc16 ? "|acc16" : "");
 }
 
 std::string TuningKey::str() const {
@@ -52,7 +53,7 @@ std::string TuningKey::str() const {
 bool TuningKey::same_specialisation(const TuningKey& o) const {
   return family == o.family && head_dim == o.head_dim && causal == o.causal && qk_bits == o.qk_bits &&
          smooth_q == o.smooth_q && smooth_k == o.smooth_k && smooth_v == o.smooth_v && dtype == o.dtype &&
-         pv_fp16 == o.pv_fp16;
+         pv_fp16 == o.pv_fp16 && pv_acc16 == o.pv_acc16;
 }
 
 std::size_t TuningKeyHash::operator()(const TuningKey& k) const noexcept {
@@ -64,6 +65,7 @@ std::size_t TuningKeyHash::operator()(const TuningKey& k) const noexcept {
   h = h * 8 + (k.smooth_q ? 4 : 0) + (k.smooth_k ? 2 : 0) + (k.smooth_v ? 1 : 0);
   h = h * 4 + static_cast<std::uint64_t>(k.dtype);
   h = h * 2 + (k.pv_fp16 ? 1 : 0);
+  h = h * 2 + (k.pv_acc16 ? 1 : 0);
   h = h * 32 + static_cast<std::uint64_t>(log2_exact(k.q_bucket));
   h = h * 32 + static_cast<std::uint64_t>(log2_exact(k.kv_bucket));
   h = h * 8 + static_cast<std::uint64_t>(log2_exact(k.gqa_bucket));
@@ -81,6 +83,7 @@ TuningKey tuning_key(const plan::AttentionProblem& p, kernels::KernelFamily fami
   kernels::copy_quant_options(p, k);
   k.dtype = p.dtype;
   k.pv_fp16 = p.pv_fp16;
+  k.pv_acc16 = p.pv_acc16;
   k.q_bucket = seq_bucket(p.q_len);
   k.kv_bucket = seq_bucket(p.kv_len);
   k.gqa_bucket = gqa_bucket(p.q_heads, p.kv_heads);

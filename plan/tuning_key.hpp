@@ -39,6 +39,7 @@ struct TuningKey {
   bool smooth_q = false, smooth_k = true, smooth_v = false;
   DType dtype = DType::F16;
   bool pv_fp16 = false;  // FP16 P̃V: the strings end their specialisation part in "|pv16"
+  bool pv_acc16 = false; // fp16 P̃V accumulation: then "|acc16"
   int q_bucket = 4096, kv_bucket = 4096, gqa_bucket = 1;
 
   // "attn_mma|d128|causal|int8|sq0.sk1.sv0|f16|q4096.kv4096.g1"

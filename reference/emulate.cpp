@@ -247,6 +247,7 @@ VOperand v_operand(const Inputs& in, const kernels::KernelSpec& spec) {
                                                              : PvFormat::E4M3;
   VOperand V{pv_rule(fmt), fmt == (spec.pv_fp16 ? PvFormat::FP16 : PvFormat::E4M3), qs.kv_tile_statistics,
              qs.kv_tile_statistics ? L.k_blocks : 1, {}, {}, {}};
+  if (spec.pv_acc16 && fmt == PvFormat::E4M3) V.pv.v_max = kernels::kV8Acc16Max;  // the stage's bound
   const std::int64_t bk = L.layout.bk;
   V.hat.resize(sz(p.batch * p.kv_heads * nk * d));
   V.scale.resize(sz(p.batch * p.kv_heads * V.ranges * d));
@@ -301,6 +302,7 @@ struct Attention {
   const VOperand& V;
   float sm_f = 0, c2 = 0, log2_ps = 0;
   int kchunk = 32;
+  bool acc16 = false;   // fp16 accumulator inside a tile (spec.pv_acc16), k-steps of kchunk keys
 };
 
 // One query block's position: its (batch, head), kv head and rows.
@@ -392,6 +394,43 @@ float scores(const Attention& A, const Block& B, std::int64_t i, std::int64_t j0
   return tile_max;
 }
 
+// x rounded to fp16 (nearest, ties to even; overflow to ±inf) in one step from double: the f16
+// accumulator of an mma rounds the exact sum once (going through float would round twice).
+double round_half(double x) {
+  if (x == 0.0 || !std::isfinite(x)) return x;
+  int e;
+  std::frexp(x, &e);                          // |x| = f·2^e, f in [0.5, 1)
+  const int q = std::max(e - 11, -24);        // ulp: 11 significant bits; subnormals 2^-24
+  const double r = std::nearbyint(std::ldexp(x, -q));
+  const double y = std::ldexp(r, q);
+  return std::fabs(y) > 65504.0 ? std::copysign(INFINITY, y) : y;
+}
+
+// The tile's P̂·V̂ sum in acc (fp32) through fp16 accumulators: per segment of kPvAcc16Keys keys,
+// h = 0, then one fp16 rounding per k-step of A.kchunk keys; the segment's h is added into acc.
+void accumulate_pv16(const Attention& A, const Block& B, std::int64_t j0, int nt, const std::vector<float>& pt,
+                     float* acc, std::vector<double>& chunk, std::vector<double>& h) {
+  const int d = A.in.p.head_dim;
+  const float* vh = A.V.hat.data() + B.bhk * A.in.p.kv_len * d;
+  for (int s0 = 0; s0 < nt; s0 += kernels::kPvAcc16Keys) {
+    const int s1 = std::min(nt, s0 + kernels::kPvAcc16Keys);
+    std::fill(h.begin(), h.end(), 0.0);
+    for (int c0 = s0; c0 < s1; c0 += A.kchunk) {
+      std::fill(chunk.begin(), chunk.end(), 0.0);
+      const int c1 = std::min(s1, c0 + A.kchunk);
+      for (int jj = c0; jj < c1; ++jj) {
+        const float phat = A.V.pv.round(pt[sz(jj)]);
+        if (phat == 0.f) continue;
+        const double pd = phat;
+        const float* vr = vh + (j0 + jj) * d;
+        for (int c = 0; c < d; ++c) chunk[sz(c)] += pd * static_cast<double>(vr[c]);
+      }
+      for (int c = 0; c < d; ++c) h[sz(c)] = round_half(h[sz(c)] + chunk[sz(c)]);
+    }
+    for (int c = 0; c < d; ++c) acc[c] = s0 == 0 ? static_cast<float>(h[sz(c)]) : acc[c] + static_cast<float>(h[sz(c)]);
+  }
+}
+
 // acc += P̂·V̂ over keys [j0, j0 + nt), chunk by chunk through the modelled tensor-core
 // accumulator (mantissa truncated to accum_mantissa_bits after each chunk).
 void accumulate_pv(const Attention& A, const Block& B, std::int64_t j0, int nt, const std::vector<float>& pt,
@@ -423,7 +462,7 @@ void tile_step(const Attention& A, const Block& B, std::int64_t t, const std::ve
   const std::int64_t j0 = t * bk;
   const int nt = static_cast<int>(std::min<std::int64_t>(bk, A.in.p.kv_len - j0));   // real keys in the tile
   std::vector<float> s(sz(bk)), pt(sz(bk));
-  std::vector<double> chunk(sz(d));
+  std::vector<double> chunk(sz(d)), h(A.acc16 ? sz(d) : 0);
   for (int r = 0; r < B.rows; ++r) {
     if (t >= st.tiles[sz(r)]) continue;
     float& m = st.m[sz(r)];
@@ -447,7 +486,10 @@ void tile_step(const Attention& A, const Block& B, std::int64_t t, const std::ve
     } else {
       for (int c = 0; c < d; ++c) acc[c] = acc[c] * a;
     }
-    accumulate_pv(A, B, j0, nt, pt, acc, chunk);
+    if (A.acc16)
+      accumulate_pv16(A, B, j0, nt, pt, acc, chunk, h);
+    else
+      accumulate_pv(A, B, j0, nt, pt, acc, chunk);
     if (two_level && A.V.per_tile) {   // the flush takes the tile's V scale
       for (int c = 0; c < d; ++c) o[c] = o[c] * a + acc[c] * A.V.scale_of(B.bhk, t, c, d);
     } else if (two_level) {
@@ -527,6 +569,10 @@ EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const 
 
   // The quantize stage, exactly as the GPU runs it (validates spec vs tensors too), or the
   // caller's buffers of the same layout.
+  if (opt.pv_acc16_step != 0 && opt.pv_acc16_step != 16 && opt.pv_acc16_step != 32)
+    bad_arg("pv_acc16_step=" + std::to_string(opt.pv_acc16_step) + " (0, 16 or 32)");
+  if (spec.pv_acc16 && !spec.two_level_accum)
+    bad_arg("config.pv_accum=fp16 needs config.two_level_accum (the fp16 accumulator is flushed into fp32 between tiles)");
   if (opt.kv_tile_statistics && !spec.two_level_accum)
     bad_arg("kv_tile_statistics needs config.two_level_accum (per-tile V scales are applied at the per-tile flush)");
   QuantizedHost own;
@@ -556,6 +602,8 @@ EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const 
   A.c2 = A.sm_f * 1.44269504088896340736f;   // fp32(sm_scale) · fp32(log2 e)
   A.log2_ps = static_cast<float>(std::log2(static_cast<double>(V.pv.p_scale)));   // fp32(log2 p_scale)
   A.kchunk = (L.layout.bk % 32 == 0 && !(V.from_stage && spec.pv_fp16)) ? 32 : 16;  // FP16 P̃V: m16n8k16
+  A.acc16 = spec.pv_acc16;
+  if (A.acc16 && opt.pv_acc16_step != 0) A.kchunk = opt.pv_acc16_step;
 
   EmulationResult res;
   res.batch = p.batch;

@@ -86,7 +86,8 @@ float v_amax(const QuantizedHost& qs, std::int64_t b, std::int64_t h, int c);
 // ... and of channel c over keys [n0, n1) of a sanitized head x [kv_len][d] (one KV tile:
 // QuantizeOptions::kv_tile_statistics).
 float v_amax_of_keys(const std::vector<float>& x, int d, std::int64_t n0, std::int64_t n1, int c, float mu, bool smooth);
-// FP16 V̂'s per-channel scale for a finite positive amax: 2^max(0, e - 15), amax = f·2^e, f in [0.5, 1).
-float v16_scale(float amax);
+// FP16 V̂'s per-channel scale for a finite positive amax: 2^max(0, e - max_exp), amax = f·2^e, f in
+// [0.5, 1): max_exp 15 (kernels::kV16Exp), 9 with fp16 accumulation (kV16Acc16Exp).
+float v16_scale(float amax, int max_exp);
 
 }  // namespace sage2::reference::detail

@@ -30,6 +30,11 @@ kernels::KernelSpec kernel_spec(const KernelConfig& c) {
   const int pvp = static_cast<int>(c.pv_precision);
   if (pvp < 0 || pvp > 2) detail::bad_arg("config.pv_precision=" + std::to_string(pvp) + " is not a PvPrecision");
   s.pv_fp16 = c.pv_precision == PvPrecision::Auto ? kernels::default_pv_fp16(s.arch) : c.pv_precision == PvPrecision::Fp16;
+  const int pva = static_cast<int>(c.pv_accum);
+  if (pva < 0 || pva > 3) detail::bad_arg("config.pv_accum=" + std::to_string(pva) + " is not a PvAccum");
+  s.pv_acc16 = c.pv_accum == PvAccum::Auto         ? kernels::default_pv_acc16(s.arch, s.pv_fp16)
+               : c.pv_accum == PvAccum::PreferFp16 ? kernels::arch_info(s.arch).pv_acc16
+                                                   : c.pv_accum == PvAccum::Fp16;
   if (c.family == AttentionFamily::Auto) {
     s.family = kernels::default_attention_family(s.arch, c.qk_bits, c.head_dim, s.pv_fp16);
   } else {
@@ -54,6 +59,7 @@ KernelConfig kernel_config(const kernels::KernelSpec& s) {
   copy_shared_fields(s, c);
   c.tile = KernelTile{s.tile.bq, s.tile.bk, s.tile.warps, s.tile.stages};
   c.pv_precision = s.pv_fp16 ? PvPrecision::Fp16 : PvPrecision::Fp8;
+  c.pv_accum = s.pv_acc16 ? PvAccum::Fp16 : PvAccum::Fp32;
   return c;
 }
 

@@ -76,11 +76,11 @@ float v_amax_of_keys(const std::vector<float>& x, int d, std::int64_t n0, std::i
   return v_amax_of(mn, mx, mu, smooth);
 }
 
-float v16_scale(float amax) {
+float v16_scale(float amax, int max_exp) {
   std::uint32_t bits;
   std::memcpy(&bits, &amax, sizeof bits);
   const int e = static_cast<int>((bits >> 23) & 0xffu) - 126;  // amax < 2^e
-  const int k = std::max(0, e - 15);
+  const int k = std::max(0, e - max_exp);
   const std::uint32_t out = static_cast<std::uint32_t>(127 + k) << 23;
   float r;
   std::memcpy(&r, &out, sizeof r);
@@ -285,15 +285,16 @@ struct VRange {
   float* scale = nullptr;
 };
 
-// V̂ of channel c in FP16: a power-of-two scale (1 unless |V − μ| reaches 2^15), fp16 codes in
-// the layout's slots.
+// V̂ of channel c in FP16: a power-of-two scale (1 unless |V − μ| reaches 2^15, or 2^9 when V̂
+// feeds an fp16 accumulator), fp16 codes in the layout's slots.
 void v_channel_fp16(const Stage& st, const std::vector<float>& x, const std::vector<std::uint8_t>& bad,
                     std::int64_t bh, int c, const VRange& r, float mu, QuantizedHost& qs) {
   const kernels::QuantBuffers& L = st.L;
   const int d = st.p.head_dim;
   const float amax = r.amax;
   const bool ok = amax > 0.f && std::isfinite(amax);
-  const float delta = ok ? detail::v16_scale(amax) : (amax == 0.f ? 1.f : amax);
+  const int max_exp = L.layout.v_acc16 ? kernels::kV16Acc16Exp : kernels::kV16Exp;
+  const float delta = ok ? detail::v16_scale(amax, max_exp) : (amax == 0.f ? 1.f : amax);
   *r.scale = delta;
   const float inv = ok ? 1.f / delta : 0.f;
   std::uint8_t* out = qs.v_codes.data() + 2 * (bh * L.d_v + c) * L.kv_len_pad;
@@ -308,14 +309,16 @@ void v_channel_fp16(const Stage& st, const std::vector<float>& x, const std::vec
   }
 }
 
-// V̂ of channel c in E4M3: scale amax/448, codes in the kernels' stored order.
+// V̂ of channel c in E4M3: scale amax/448 (amax/2.25 when V̂ feeds an fp16 accumulator), codes
+// in the kernels' stored order.
 void v_channel_fp8(const Stage& st, const std::vector<float>& x, const std::vector<std::uint8_t>& bad,
                    std::int64_t bh, int c, const VRange& r, float mu, QuantizedHost& qs) {
   const kernels::QuantBuffers& L = st.L;
   const int d = st.p.head_dim;
   const float amax = r.amax;
-  *r.scale = amax / 448.f;
-  const float inv = (amax > 0.f && std::isfinite(amax)) ? 448.f / amax : 0.f;
+  const float vmax = L.layout.v_acc16 ? kernels::kV8Acc16Max : 448.f;
+  *r.scale = amax / vmax;
+  const float inv = (amax > 0.f && std::isfinite(amax)) ? vmax / amax : 0.f;
   std::uint8_t* out = qs.v_codes.data() + (bh * L.d_v + c) * L.kv_len_pad;
   float* mrow = st.opt.margins ? qs.v_margin.data() + (bh * L.d_v + c) * L.kv_len_pad : nullptr;
   for (std::int64_t n = r.n0; n < r.n1; ++n) {

@@ -47,6 +47,7 @@ kernels::KernelSpec attention_spec_for(const plan::AttentionProblem& p, kernels:
   s.varlen = p.varlen;
   s.mask = p.mask;
   s.pv_fp16 = p.pv_fp16;
+  s.pv_acc16 = p.pv_acc16;
   return s;
 }
 

@@ -251,6 +251,7 @@ sage2::AttentionParams to_cpp(const sage2_attention_params* p) {
   r.workspace = p->workspace;
   r.workspace_bytes = p->workspace_bytes;
   r.small_q_path = static_cast<sage2::SmallQPath>(p->small_q_path);
+  r.pv_accum = static_cast<sage2::PvAccum>(p->pv_accum);
   return r;
 }
 

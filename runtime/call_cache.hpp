@@ -25,7 +25,7 @@ struct CallSignature {
   // 4 tensors × (dtype, 4 sizes, 4 strides) + causal, qk_bits, smooth_q, smooth_k, smooth_v,
   // sm_scale given, sm_scale bits, lse given; varlen form (0 dense, 1 packed, 2 key padding),
   // sequences, length bounds.
-  static constexpr int kWords = 4 * 9 + 8 + 4 + 5 + 2;  // + mask type and strides, P̃V precision, small_q_path
+  static constexpr int kWords = 4 * 9 + 8 + 4 + 5 + 3;  // + mask type and strides, P̃V precision, small_q_path, P̃V accumulation
   std::array<std::int64_t, kWords> w{};
   bool operator==(const CallSignature& o) const { return w == o.w; }
   bool operator!=(const CallSignature& o) const { return !(*this == o); }
@@ -63,6 +63,7 @@ inline CallSignature call_signature(const TensorRef& q, const TensorRef& k, cons
   s.w[i++] = p.mask.stride_k;
   s.w[i++] = static_cast<std::int64_t>(p.pv_precision);
   s.w[i++] = static_cast<std::int64_t>(p.small_q_path);
+  s.w[i++] = static_cast<std::int64_t>(p.pv_accum);
   if (lens) {
     s.w[i++] = lens->cu_seqlens_q ? 1 : 2;
     s.w[i++] = lens->batch;

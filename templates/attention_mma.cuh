@@ -2,7 +2,9 @@
 // (m16n8k32) or INT4 (m16n8k64) QKᵀ with per-thread dequantisation, optional ΔS (smooth-Q), online
 // softmax in fp32 (exp2), P̃ → FP8 E4M3 (·448, folded into the exponent), FP8 P̂·V̂ (m16n8k32 e4m3,
 // f32 accumulate), two-level accumulation — or with SAGE2_PV_FP16 (the Ampere path, an option
-// everywhere): P̃ → fp16, fp16 V̂, P̂·V̂ in m16n8k16 f16 mma with f32 accumulation.
+// everywhere): P̃ → fp16, fp16 V̂, P̂·V̂ in m16n8k16 f16 mma with f32 accumulation. With
+// SAGE2_PV_ACC16 (SageAttention2++) either product accumulates in fp16 (f16-accumulator mma) over
+// segments of 64 keys, each segment's sum added into the fp32 tile sum that is flushed into O.
 // The float-op contract is the one at the top of include/sage2/reference.hpp.
 //
 // CTA = one block of BQ query rows of one (batch, q head) pair; WARPS warps, each owning
@@ -32,6 +34,11 @@
 //    warp·8 + g (rows g, g+8, g+16, g+24 of its warp share it).
 //  - P̂·V̂ accumulates per KV tile from zero (TWO_LEVEL) and is added into the fp32 O as
 //    O = O·a + R; without TWO_LEVEL the accumulator is O itself, rescaled by a before the tile.
+//  - fp16 accumulation (PV_ACC16): per segment of ACC16_KEYS = 64 keys (two k32 chunks), f16
+//    accumulators h start at 0, every mma rounds its sum to fp16 (e4m3 m16n8k32.f16: one rounding
+//    per 32 keys; FP16 m16n8k16.f16: per 16), and the segment's h is converted and added into the
+//    fp32 tile sum r (the first segment's h is r): V̂'s scale keeps |h| < 65504 (kernels/
+//    quant_buffers.hpp). Needs TWO_LEVEL. The emulation (reference/emulate.cpp) does the same.
 //  - FP16 P̃V (PV_FP16): V̂ has two bytes a code (its smem rows 2·BK + 16 bytes) and is stored
 //    with the keys of each 16-key group permuted (kernels::QuantLayout::v_fp16: slot 2t + e holds key
 //    4t + e, slot 8 + 2t + e key 4t + 2 + e), so that the P fragment of a k16 step is the thread's
@@ -90,6 +97,8 @@ static_assert(RB % 32 == 0 && D_V % 32 == 0 && DVS % 16 == 0 && DVS * NSL >= D_V
 static_assert(MT * NV * 4 <= 128, "fp32 O must fit the register budget");
 static_assert(SAGE2_MMA_SHAPE == (INT4 ? 0 : 1), "the preamble's quant layout must be the mma.sync one");
 static_assert(SAGE2_K_GROUPS == 4, "per-thread K group count");
+static_assert(!PV_ACC16 || TWO_LEVEL, "fp16 accumulation is flushed into fp32 per tile");
+static_assert(ACC16_KEYS % 32 == 0, "fp16 accumulator segments are whole k32 chunks");
 
 // The per-thread quantisation layout the quantize kernels used (preamble tables, derived by
 // kernels::quant_layout) is the one this kernel reads: checked at compile time.
@@ -160,6 +169,27 @@ __device__ __forceinline__ void mma_pv(float (&acc)[4], const u32* a, u32 b0, u3
 #endif
 }
 
+// mma_pv with an f16 accumulator (PV_ACC16): the native e4m3 mma with .f16 accumulation; on sm_90
+// (not offered there: kept equivalent) the widened operands go through two f16-accumulator k16 mmas.
+__device__ __forceinline__ void mma_pv_h(u32 (&acc)[2], const u32* a, u32 b0, u32 b1) {
+#if SAGE2_ARCH == 90
+  const u32 a_lo[4] = {ptx::e4m3x2_to_f16x2(static_cast<u16>(a[0])), ptx::e4m3x2_to_f16x2(static_cast<u16>(a[1])),
+                       ptx::e4m3x2_to_f16x2(static_cast<u16>(a[0] >> 16)),
+                       ptx::e4m3x2_to_f16x2(static_cast<u16>(a[1] >> 16))};
+  const u32 b_lo[2] = {ptx::e4m3x2_to_f16x2(static_cast<u16>(b0)), ptx::e4m3x2_to_f16x2(static_cast<u16>(b0 >> 16))};
+  ptx::mma_f16_m16n8k16_f16acc(acc, a_lo, b_lo);
+  const u32 a_hi[4] = {ptx::e4m3x2_to_f16x2(static_cast<u16>(a[2])), ptx::e4m3x2_to_f16x2(static_cast<u16>(a[3])),
+                       ptx::e4m3x2_to_f16x2(static_cast<u16>(a[2] >> 16)),
+                       ptx::e4m3x2_to_f16x2(static_cast<u16>(a[3] >> 16))};
+  const u32 b_hi[2] = {ptx::e4m3x2_to_f16x2(static_cast<u16>(b1)), ptx::e4m3x2_to_f16x2(static_cast<u16>(b1 >> 16))};
+  ptx::mma_f16_m16n8k16_f16acc(acc, a_hi, b_hi);
+#else
+  const u32 b[2] = {b0, b1};
+  const u32 a4[4] = {a[0], a[1], a[2], a[3]};
+  ptx::mma_e4m3_m16n8k32_f16acc(acc, a4, b);
+#endif
+}
+
 // FP16 P̃V: k16 step s (0, 1) of a k32 chunk, P̂ fragment registers 4s..4s+3 of the chunk's 8
 // (attention_softmax.cuh pack_p), V̂ fragments b0, b1. (The FP8 build type-checks the call with 4
 // registers a chunk and never runs it: nothing is read then.)
@@ -169,6 +199,16 @@ __device__ __forceinline__ void pv_step16(float (&acc)[4], const u32 (&p)[N], in
     const u32 a[4] = {p[4 * s], p[4 * s + 1], p[4 * s + 2], p[4 * s + 3]};
     const u32 b[2] = {b0, b1};
     ptx::mma_f16_m16n8k16(acc, a, b);
+  }
+}
+
+// pv_step16 with an f16 accumulator (PV_ACC16).
+template <int N>
+__device__ __forceinline__ void pv_step16_h(u32 (&acc)[2], const u32 (&p)[N], int s, u32 b0, u32 b1) {
+  if constexpr (N == 8) {
+    const u32 a[4] = {p[4 * s], p[4 * s + 1], p[4 * s + 2], p[4 * s + 3]};
+    const u32 b[2] = {b0, b1};
+    ptx::mma_f16_m16n8k16_f16acc(acc, a, b);
   }
 }
 
@@ -468,6 +508,58 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
           for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
             for (int e = 0; e < 4; ++e) r[mi][hh][e] = 0.f;
+        if constexpr (PV_ACC16) {
+          // segments of ACC16_KEYS keys through f16 accumulators (header comment)
+          constexpr int SEGC = ACC16_KEYS / 32;  // k32 chunks per segment
+#pragma unroll
+          for (int kc0 = 0; kc0 < KC; kc0 += SEGC) {
+            u32 h[MG][2][2];
+#pragma unroll
+            for (int mi = 0; mi < MG; ++mi)
+#pragma unroll
+              for (int hh = 0; hh < 2; ++hh) h[mi][hh][0] = h[mi][hh][1] = 0u;  // +0.0 in f16x2
+#pragma unroll
+            for (int kc = kc0; kc < (kc0 + SEGC < KC ? kc0 + SEGC : KC); ++kc) {
+              if constexpr (PV_FP16) {
+#pragma unroll
+                for (int s = 0; s < 2; ++s) {
+                  u32 vf[4];
+                  ptx::ldmatrix_x4(vf, st + v_lane + np * 16 * VP + kc * 64 + s * 32);
+#pragma unroll
+                  for (int mi = 0; mi < MG; ++mi) {
+                    pv_step16_h(h[mi][0], pf[mi][kc], s, vf[0], vf[1]);
+                    pv_step16_h(h[mi][1], pf[mi][kc], s, vf[2], vf[3]);
+                  }
+                }
+              } else {
+                u32 vf[4];
+                ptx::ldmatrix_x4(vf, st + v_lane + np * 16 * VP + kc * 32);
+#pragma unroll
+                for (int mi = 0; mi < MG; ++mi) {
+                  mma_pv_h(h[mi][0], pf[mi][kc], vf[0], vf[1]);
+                  mma_pv_h(h[mi][1], pf[mi][kc], vf[2], vf[3]);
+                }
+              }
+            }
+#pragma unroll
+            for (int mi = 0; mi < MG; ++mi)
+#pragma unroll
+              for (int hh = 0; hh < 2; ++hh) {
+                const float2 lo = ptx::f16x2_to_f32x2(h[mi][hh][0]), hi = ptx::f16x2_to_f32x2(h[mi][hh][1]);
+                if (kc0 == 0) {
+                  r[mi][hh][0] = lo.x;
+                  r[mi][hh][1] = lo.y;
+                  r[mi][hh][2] = hi.x;
+                  r[mi][hh][3] = hi.y;
+                } else {
+                  r[mi][hh][0] += lo.x;
+                  r[mi][hh][1] += lo.y;
+                  r[mi][hh][2] += hi.x;
+                  r[mi][hh][3] += hi.y;
+                }
+              }
+          }
+        } else {
 #pragma unroll
         for (int kc = 0; kc < KC; ++kc) {
           if (PV_FP16) {
@@ -497,6 +589,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
             }
           }
         }
+        }  // PV_ACC16
         if (TWO_LEVEL) {
 #pragma unroll
           for (int mi = 0; mi < MG; ++mi)

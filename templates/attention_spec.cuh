@@ -36,6 +36,10 @@ constexpr bool OUT_BF16 = SAGE2_OUT_BF16 != 0;
 constexpr bool OUT_F32 = SAGE2_OUT_F32 != 0;
 // P̃V in FP16 (P̂ = fp16(P̃), V̂ fp16, m16n8k16 with fp32 accumulation) instead of FP8 e4m3.
 constexpr bool PV_FP16 = SAGE2_PV_FP16 != 0;
+// P̃V accumulated in fp16 inside a KV tile (KernelSpec::pv_acc16): f16-accumulator mma over
+// segments of ACC16_KEYS keys, each converted and added into the fp32 tile sum.
+constexpr bool PV_ACC16 = SAGE2_PV_ACC16 != 0;
+constexpr int ACC16_KEYS = 64;  // kernels::kPvAcc16Keys
 // log2 of P̃'s static scale p_scale: log2(448) for E4M3 (448·P̃ = exp2(s - (m - log2 448)), the scale
 // folded into the exponent), 0 for FP16 (P̃ <= 1 is in fp16's range as it is)
 constexpr float LOG2_P_SCALE = PV_FP16 ? 0.f : 8.80735492205760410744f;

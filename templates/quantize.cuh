@@ -744,17 +744,21 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, i
 //  SAGE2_PV_FP16 (FP16 P̃V): scale = δ = 2^max(0, e − 15) for amax = f·2^e, f ∈ [0.5, 1) (1 unless
 //  |V − μ| reaches 2^15), inv = finite positive amax ? 1/δ : 0 (both exact), code =
 //  fp16_rn((float(V) − μ) · inv), two bytes per code, same transposed layout and slot order.
+//  SAGE2_PV_ACC16 (V̂ feeds an fp16 accumulator of 64 keys): 2.25 in place of 448 (64·448·2.25 =
+//  64512 < 65504), and 2^max(0, e − 9) in place of 2^max(0, e − 15) (|V̂| < 2^9).
 
 #if SAGE2_QUANT_OP == 4 || (SAGE2_QUANT_OP == 5 || SAGE2_QUANT_OP == 6)
 constexpr bool V_FP16 = SAGE2_PV_FP16 != 0;
 constexpr int V_BYTES = V_FP16 ? 2 : 1;  // bytes of one V̂ code
+constexpr float V8_MAX = SAGE2_PV_ACC16 ? 2.25f : 448.f;  // e4m3 V̂ bound (kernels::kV8Acc16Max)
+constexpr int V16_EXP = SAGE2_PV_ACC16 ? 9 : 15;          // FP16 V̂ < 2^V16_EXP (kV16Acc16Exp, kV16Exp)
 template <class M>
 constexpr int v_smem_bytes() { return 8 * D_V + M::ROWS * D_V * V_BYTES; }
 
 // FP16 V̂'s per-channel power-of-two scale δ for a finite positive amax (see above).
 __device__ __forceinline__ float v16_scale(float amax) {
   const int e = static_cast<int>((ptx::f32_bits(amax) >> 23) & 0xffu) - 126;  // amax < 2^e
-  const int k = e - 15 > 0 ? e - 15 : 0;
+  const int k = e - V16_EXP > 0 ? e - V16_EXP : 0;
   return ptx::bits_f32(static_cast<u32>(127 + k) << 23);
 }
 
@@ -799,8 +803,8 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, i6
         scale = finite_positive(amax) ? v16_scale(amax) : (amax == 0.f ? 1.f : amax);
         inv = finite_positive(amax) ? ptx::div_rn(1.f, scale) : 0.f;
       } else {
-        scale = ptx::div_rn(amax, 448.f);
-        inv = finite_positive(amax) ? ptx::div_rn(448.f, amax) : 0.f;
+        scale = ptx::div_rn(amax, V8_MAX);
+        inv = finite_positive(amax) ? ptx::div_rn(V8_MAX, amax) : 0.f;
       }
     }
     s_mu[c] = mu;

@@ -63,6 +63,13 @@
 //                             O_c = O_c·a + R_c  in true fp32
 //                             (kv_tile_statistics: O_c = O_c·a + R_c·δV[t][c], the tile's scale
 //                             taken at the flush, and no δV in the epilogue)
+//    fp16 accumulation (KernelConfig::pv_accum Fp16; needs two_level_accum): the tile's keys are
+//      cut into segments of 64 (kernels::kPvAcc16Keys) and each segment into k-steps of 32 keys
+//      (e4m3 mma m16n8k32.f16) or 16 (FP16 P̃V: m16n8k16.f16; EmulationOptions::pv_acc16_step
+//      overrides). Per segment:  h_c = 0;  per step: h_c = fp16_rn(h_c + chunk_c)  (chunk_c exact,
+//      one RN rounding to fp16 per mma); then R_c = h_c (first segment) or fp32(R_c + h_c);
+//      O_c = O_c·a + R_c as above. V̂'s bound keeps every |h_c| < 65504 (64·448·2.25 for e4m3,
+//      δV[c] = amax_c / 2.25; 64·2^9 for FP16, δV[c] = 2^max(0, e-9)).
 //    two_level_accum = false: acc is carried across tiles and rescaled in fp32 before the tile's
 //                             first chunk: acc_c = acc_c·a (then truncated by the next chunk add);
 //                             O = acc at the end
@@ -163,6 +170,9 @@ struct KernelConfig {
   // P̃V in FP8 e4m3 or FP16 (contract above); Auto: the arch's default (FP16 on sm_80/86/87, where
   // FP8 does not exist; FP8 elsewhere). kernel_config() of a spec writes Fp8 or Fp16.
   PvPrecision pv_precision = PvPrecision::Auto;
+  // P̃V accumulated in fp32, or in fp16 inside a tile (contract above); Auto: the arch's default
+  // for the resolved precision. kernel_config() of a spec writes Fp32 or Fp16.
+  PvAccum pv_accum = PvAccum::Auto;
   bool operator==(const KernelConfig&) const = default;
 };
 
@@ -452,6 +462,10 @@ struct EmulationOptions {
   // takes each tile's V scale at the flush, O_c = O_c·a + R_c·δV[t][c], so the epilogue is
   // O_ic = (O_c · r) + μ[c]. Needs two_level_accum (a carried accumulator has no flush per tile).
   bool kv_tile_statistics = false;
+  // fp16 accumulation (config.pv_accum Fp16): keys per fp16 rounding of the accumulator; 0: the
+  // instruction's k (32 for e4m3 m16n8k32, 16 for FP16 m16n8k16). 16 with FP8 models an e4m3
+  // mma lowered into two f16 k16 HMMAs (Hopper's ptxas running compute_89 PTX). 16 or 32.
+  int pv_acc16_step = 0;
 };
 
 struct EmulationResult {

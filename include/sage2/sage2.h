@@ -160,6 +160,14 @@ typedef enum sage2_pv_precision {
   SAGE2_PV_FP16 = 2   /* P~V in FP16 with fp32 accumulation (every arch; the mma.sync family) */
 } sage2_pv_precision;
 
+typedef enum sage2_pv_accum {
+  SAGE2_PV_ACCUM_AUTO = 0,  /* the arch's default (sage2::PvAccum in sage2.hpp) */
+  SAGE2_PV_ACCUM_FP32 = 1,  /* tensor cores accumulate P~V in fp32 */
+  SAGE2_PV_ACCUM_FP16 = 2,  /* fp16 inside a KV tile, added into the fp32 O between tiles (mma.sync
+                               family of sm_80/86/87 and sm_89/100/103/120/121; not sm_90a) */
+  SAGE2_PV_ACCUM_PREFER_FP16 = 3  /* FP16 where offered, else FP32 */
+} sage2_pv_accum;
+
 typedef struct sage2_attention_params {
   int32_t causal;     /* sage2_causal */
   float sm_scale;     /* 0: 1/sqrt(head dim) */
@@ -173,6 +181,7 @@ typedef struct sage2_attention_params {
   int32_t pv_precision; /* sage2_pv_precision, 0 auto (appended in 0.1: the struct grew by this
                            field; code built against an older sage2.h must be rebuilt) */
   int32_t small_q_path; /* sage2_small_q_path (added in 0.1, appended): 0 auto (default) */
+  int32_t pv_accum;     /* sage2_pv_accum (appended): 0 auto (default) */
 } sage2_attention_params;
 
 /* Which path computes a call with few query rows (sage2::SmallQPath in sage2.hpp): AUTO takes

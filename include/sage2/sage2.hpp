@@ -68,6 +68,17 @@ enum class Toggle : int { Auto = 0, On = 1, Off = 2 };
 // Auto: Fp16 where FP8 is unavailable (Ampere, sm_80/86/87), else Fp8.
 enum class PvPrecision : int { Auto = 0, Fp8 = 1, Fp16 = 2 };
 const char* pv_precision_name(PvPrecision p) noexcept;  // "auto", "fp8", "fp16"
+// Accumulation of the P̃V product (SageAttention2++). Fp32: the tensor cores accumulate in fp32.
+// Fp16: they accumulate in fp16 inside a KV tile (at most 64 keys), and each tile's sum is added
+// into the fp32 O between tiles (the reference's "fp32+fp16" with FP8 P̃V, "fp16+fp32" with FP16
+// P̃V): twice the tensor rate where fp32 accumulation runs at half rate (GeForce cards), a little
+// less accurate (V̂ is scaled to |V̂| <= 2.25 so that a tile's fp16 sum cannot overflow: FP8 P̃V).
+// Offered on the mma.sync family of sm_80/86/87 (FP16 P̃V) and sm_89/100/103/120/121 (FP8 or FP16
+// P̃V); not on sm_90a (Unsupported: fp32 only there; SAGE2_TARGET_ARCH=sm_89 runs the Ada path).
+// Auto: the arch's default (README "GPU coverage"; kernels/arch.cpp). PreferFp16: Fp16 where it
+// is offered, Fp32 elsewhere (what the reference's fp16-accumulator values map to: portable code).
+enum class PvAccum : int { Auto = 0, Fp32 = 1, Fp16 = 2, PreferFp16 = 3 };
+const char* pv_accum_name(PvAccum a) noexcept;  // "auto", "fp32", "fp16", "prefer_fp16"
 
 // Which path computes a call with few query rows (AttentionParams::small_q_path).
 //  Quantized — the SageAttention2 path: quantize Q, K and V, then 8/4-bit attention.
@@ -131,6 +142,7 @@ struct AttentionParams {
                                    // (Ampere, Ada; emulated on Hopper; not on Blackwell)
   Toggle smooth_q = Toggle::Auto;  // Auto: on with 4-bit, off with 8-bit
   PvPrecision pv_precision = PvPrecision::Auto;  // P̃V in FP8 or FP16 (PvPrecision above)
+  PvAccum pv_accum = PvAccum::Auto;  // P̃V accumulated in fp32, or fp16 inside a tile (PvAccum above)
   bool smooth_k = true;
   bool smooth_v = false;
   // Optional: the log-sum-exp of the (un-smoothed) scaled scores, natural log, fp32,

@@ -24,6 +24,8 @@ _LAYOUTS = ("HND", "NHD")
 _ALIGNMENTS = {"top_left": _lib.SAGE2_CAUSAL_TOP_LEFT, "bottom_right": _lib.SAGE2_CAUSAL_BOTTOM_RIGHT}
 _PV_PRECISIONS = {None: _lib.SAGE2_PV_AUTO, "auto": _lib.SAGE2_PV_AUTO, "fp8": _lib.SAGE2_PV_FP8,
                   "fp16": _lib.SAGE2_PV_FP16}
+# sage2_pv_accum codes.
+_PV_ACCUMS = {None: 0, "auto": 0, "fp32": 1, "fp16": 2, "prefer_fp16": 3}
 # sage2_small_q_path codes.
 _SMALL_Q = {"auto": 0, "quantized": 1, "direct": 2}
 _OPTION_KEYS = frozenset(OPTIONS)
@@ -118,7 +120,8 @@ def _normalize(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, options)
 def _normalize_scalars(is_causal, sm_scale, return_lse, options, where="sage2.sageattn"):
     """(causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v) of the C call from the
     scalar arguments and **options; raises TypeError/ValueError naming the first bad one. qk_bits is
-    the code _lib.attention_params takes: the bits, and the P~V precision (pv_precision) << 8."""
+    the code _lib.attention_params takes: the bits, the P~V precision (pv_precision) << 8 and its
+    accumulation (pv_accum) << 10."""
     if not isinstance(is_causal, (bool, int)) or isinstance(is_causal, int) and is_causal not in (0, 1):
         raise TypeError("%s: is_causal must be a bool, got %r" % (where, is_causal))
     if sm_scale is None:
@@ -152,6 +155,10 @@ def _normalize_scalars(is_causal, sm_scale, return_lse, options, where="sage2.sa
     if pv not in _PV_PRECISIONS:
         raise ValueError("%s: pv_precision=%r; expected None or 'auto', 'fp8' or 'fp16'" % (where, pv))
     bits |= _PV_PRECISIONS[pv] << 8
+    acc = options.get("pv_accum", None)
+    if acc not in _PV_ACCUMS:
+        raise ValueError("%s: pv_accum=%r; expected None or 'auto', 'fp32', 'fp16' or 'prefer_fp16'" % (where, acc))
+    bits |= _PV_ACCUMS[acc] << 10
     sq = options.get("smooth_q", None)
     if sq is None:
         smooth_q = 0

@@ -174,16 +174,18 @@ class AttentionParams(ctypes.Structure):
         ("workspace_bytes", ctypes.c_size_t),
         ("pv_precision", ctypes.c_int32),
         ("small_q_path", ctypes.c_int32),  # 0 auto, 1 quantized, 2 direct (appended in 0.1)
+        ("pv_accum", ctypes.c_int32),      # sage2_pv_accum: 0 auto, 1 fp32, 2 fp16, 3 prefer fp16 (appended)
     ]
 
 
 def attention_params(causal, sm_scale, qk_code, smooth_q, smooth_k, smooth_v, lse, workspace, workspace_bytes,
                      small_q=0):
     """sage2_attention_params from the bindings' normalized scalars, where ``qk_code`` carries the C
-    qk_bits in bits 0..7 and the P~V precision (SAGE2_PV_*) in bits 8..9 (one int through the
+    qk_bits in bits 0..7, the P~V precision (SAGE2_PV_*) in bits 8..9 and its accumulation
+    (SAGE2_PV_ACCUM_*) in bits 10..11 (one int through the
     custom ops' schemas and the workspace keys); ``small_q``: the sage2_small_q_path code."""
     return AttentionParams(causal, sm_scale, qk_code & 0xFF, smooth_q, smooth_k, smooth_v, lse, workspace,
-                           workspace_bytes, (qk_code >> 8) & 0x3, small_q)
+                           workspace_bytes, (qk_code >> 8) & 0x3, small_q, (qk_code >> 10) & 0x3)
 
 
 class Mask(ctypes.Structure):

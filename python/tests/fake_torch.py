@@ -201,7 +201,7 @@ def run_driver(tmp_path, driver, torch_source=FAKE_TORCH_VARLEN, functional=SDPA
 # sage2_seqlens, sage2_mask.
 TF = ("data", "dtype", "batch", "heads", "seq", "dim", "stride_batch", "stride_head", "stride_seq", "stride_dim")
 PF = ("causal", "sm_scale", "qk_bits", "smooth_q", "smooth_k", "smooth_v", "lse", "workspace", "workspace_bytes",
-      "pv_precision", "small_q_path")
+      "pv_precision", "small_q_path", "pv_accum")
 LF = ("batch", "cu_seqlens_q", "cu_seqlens_k", "kv_lens", "max_seqlen_q", "max_seqlen_k")
 MF = ("data", "type", "stride_batch", "stride_head", "stride_q", "stride_k")
 

@@ -1,6 +1,6 @@
 """The README's table of the reference's keywords ("The reference's call form") against the code:
 every row is parsed and each value in it run through sage2's own mapping (_compat.translate for
-the keywords every function takes, _compat.reference_pv_precision with the rule of the named entry
+the keywords every function takes, _compat.reference_pv_options with the rule of the named entry
 point for pv_accum_dtype), which must give what the row says; and every keyword and every
 (entry point, pv_accum_dtype) pair the code maps must have a row. So the table and the code cannot
 drift apart. Needs neither torch nor the library (the entry points' own use of these rules is
@@ -86,7 +86,7 @@ def test_every_row_is_what_the_code_does():
             for val in values(row["value"]):
                 where = "row %r, %s" % (row, fn)
                 if kw == "pv_accum_dtype" and fn != "all":
-                    run = lambda: (False, None, {"pv_precision": _compat.reference_pv_precision(val, fn, KIND[fn])})
+                    run = lambda: (False, None, _compat.reference_pv_options(val, fn, KIND[fn]))
                 else:
                     assert fn == "all" or KIND[fn] == "sageattn", where
                     run = lambda: _compat.translate(False, None, {kw: val}, known)
@@ -155,12 +155,12 @@ def test_defaults_in_the_table_are_the_functions_defaults():
 
 
 def test_entry_points_use_their_rule():
-    """Each of sage2's reference entry points passes its own rule (KIND) to reference_pv_precision."""
+    """Each of sage2's reference entry points passes its own rule (KIND) to reference_pv_options."""
     tree = ast.parse(open(os.path.join(PKG, "_reference_api.py"), encoding="utf-8").read())
     seen = {}
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name in KIND:
             for call in ast.walk(node):
-                if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "reference_pv_precision":
+                if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "reference_pv_options":
                     seen[node.name] = ast.literal_eval(call.args[2])
     assert seen == {n: k for n, k in KIND.items() if n.startswith("sageattn_qk")}, seen

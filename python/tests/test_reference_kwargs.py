@@ -163,7 +163,7 @@ def test_every_keyword_of_the_table_is_handled():
     known = frozenset(("pv_precision", "smooth_k"))
     c, s, out = _compat.translate(False, None, dict(neutral, smooth_k=False), known)
     assert (c, s) == (False, None)
-    assert out == {"pv_precision": "fp8", "smooth_k": False}
+    assert out == {"pv_precision": "fp8", "pv_accum": "fp32", "smooth_k": False}
 
 
 @pytest.mark.parametrize("value,want", [("fp32+fp32", "fp8"), ("fp32+fp16", "fp8"), ("fp32", "fp16"),
@@ -195,10 +195,10 @@ def test_pv_accum_dtype_mapping_is_logged_at_debug(caplog):
         _compat.reference_pv_precision("fp32+fp16", "sage2.sageattn_qk_int8_pv_fp8_cuda", "fp8")
         _compat.translate(False, None, {"qk_quant_gran": "per_warp", "pv_accum_dtype": "fp16"}, frozenset())
     msgs = [r.getMessage() for r in caplog.records if r.name == "sage2" and r.levelno == logging.DEBUG]
-    assert any("pv_accum_dtype='fp32+fp16' -> pv_precision='fp8'" in m and "two-level fp32" in m
+    assert any("pv_accum_dtype='fp32+fp16' -> pv_precision='fp8', pv_accum='prefer_fp16'" in m
+               and "accumulated in fp16 inside a KV tile" in m and "fp32 accumulation on sm_90a" in m for m in msgs), msgs
+    assert any("pv_accum_dtype='fp16' -> pv_precision='fp16', pv_accum='prefer_fp16'" in m
                and "at least as accurate" in m for m in msgs), msgs
-    assert any("pv_accum_dtype='fp16' -> pv_precision='fp16'" in m and "FP16 P~V with fp32 accumulation" in m
-               for m in msgs), msgs
     assert any("qk_quant_gran='per_warp' -> per-thread" in m for m in msgs), msgs
 
 

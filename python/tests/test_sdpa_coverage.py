@@ -72,6 +72,20 @@ try:
     raise AssertionError("pv_precision='bf16' accepted")
 except ValueError as e:
     assert "pv_precision='bf16'" in str(e)
+# pv_accum reaches the library (sage2_attention_params.pv_accum), beside pv_precision
+sage2.sageattn(*qkv("cuda:0"), pv_precision="fp8", pv_accum="fp16")
+assert fake.calls[-1]["p"][11] == 2 and fake.calls[-1]["p"][9] == _lib.SAGE2_PV_FP8, fake.calls[-1]["p"]
+sage2.sageattn(*qkv("cuda:0"))
+assert fake.calls[-1]["p"][11] == 0
+sage2.sageattn_qk_int8_pv_fp8_cuda(*qkv("cuda:0"))  # the reference's default "fp32+fp16"
+assert fake.calls[-1]["p"][11] == 3 and fake.calls[-1]["p"][9] == _lib.SAGE2_PV_FP8, fake.calls[-1]["p"]
+sage2.sageattn_qk_int8_pv_fp8_cuda(*qkv("cuda:0"), pv_accum_dtype="fp32+fp32")
+assert fake.calls[-1]["p"][11] == 1
+try:
+    sage2.sageattn(*qkv("cuda:0"), pv_accum="bf16")
+    raise AssertionError("pv_accum='bf16' accepted")
+except ValueError as e:
+    assert "pv_accum='bf16'" in str(e)
 print("SDPA COVERAGE OK")
 '''
 
@@ -83,10 +97,14 @@ def test_patch_sdpa_falls_back_on_unsupported_gpus(tmp_path):
 
 def test_attention_params_layout_and_pv_constants_match_the_header(tmp_path):
     fields = [f for f, _ in _lib.AttentionParams._fields_]
-    assert fields[-2:] == ["pv_precision", "small_q_path"]  # appended, in this order
+    assert fields[-3:] == ["pv_precision", "small_q_path", "pv_accum"]  # appended, in this order
     got = c_layout(tmp_path, "sage2_attention_params", fields,
-                   constants=(("auto", "SAGE2_PV_AUTO"), ("fp8", "SAGE2_PV_FP8"), ("fp16", "SAGE2_PV_FP16")))
+                   constants=(("auto", "SAGE2_PV_AUTO"), ("fp8", "SAGE2_PV_FP8"), ("fp16", "SAGE2_PV_FP16"),
+                              ("acc_auto", "SAGE2_PV_ACCUM_AUTO"), ("acc_fp32", "SAGE2_PV_ACCUM_FP32"),
+                              ("acc_fp16", "SAGE2_PV_ACCUM_FP16"), ("acc_prefer", "SAGE2_PV_ACCUM_PREFER_FP16")))
     assert got["size"] == ctypes.sizeof(_lib.AttentionParams)
     for f in fields:
         assert got[f] == getattr(_lib.AttentionParams, f).offset, f
     assert (got["auto"], got["fp8"], got["fp16"]) == (_lib.SAGE2_PV_AUTO, _lib.SAGE2_PV_FP8, _lib.SAGE2_PV_FP16)
+    # the Python option's codes (sage2._core._PV_ACCUMS, no torch needed here) are the header's
+    assert (got["acc_auto"], got["acc_fp32"], got["acc_fp16"], got["acc_prefer"]) == (0, 1, 2, 3)

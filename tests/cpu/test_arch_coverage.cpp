@@ -8,7 +8,10 @@
 //  - every kernel family NVRTC-compiles for sm_80, sm_86, sm_89, sm_90a, sm_100 and sm_120 (quantize
 //    ops incl. FP16 V̂, ΔS, mma attention with FP8 and FP16 P̃V and INT4 where the arch has it,
 //    wgmma where it applies) and the default tiles do not spill; the PTX form compiles too;
-//  - the FP16 V̂ layout (slot order, code bytes, buffer sizes, the quantize tile at wide heads).
+//  - the FP16 V̂ layout (slot order, code bytes, buffer sizes, the quantize tile at wide heads);
+//  - fp16 accumulation of P̃V (pv_acc16, issue 31) compiles for every arch that offers it (FP16
+//    P̃V on sm_80/86/87, FP8 and FP16 on sm_89/100/103/120/121), cubin and PTX, with the
+//    f16-accumulator mma in its code and no fp32-accumulating P̃V mma.
 #include <doctest/doctest.h>
 
 #include "jit_test_support.hpp"
@@ -339,6 +342,74 @@ TEST_CASE("every family compiles for sm_80, 86, 89, 90a, 100 and 120; the defaul
         if (!arch_info(r.spec.arch).fp8_pv) CHECK_FALSE(contains(r.k.log, "e4m3"));
       });
   CHECK(archs_done.size() == std::size(kCiArchs));
+}
+
+TEST_CASE("pv_acc16: fp16 P̃V accumulation compiles on every arch that offers it; default tiles do not spill") {
+  // the archs NVRTC knows (sm_103 / sm_121 need CUDA 12.9; reported when skipped)
+  const std::vector<int> known = jit::nvrtc_supported_archs();
+  auto knows = [&](Arch a) { return known.empty() || std::find(known.begin(), known.end(), arch_cc(a)) != known.end(); };
+  sage2::test::SpecList list;
+  const TileConfig def{64, 64, 4, 2};
+  std::set<Arch> expected;
+  for (const ArchInfo& ai : arch_table()) {
+    if (!ai.pv_acc16) continue;
+    if (!knows(ai.arch)) {
+      MESSAGE("NVRTC does not know " << ai.name << ": its pv_acc16 kernels are not compiled here");
+      continue;
+    }
+    expected.insert(ai.arch);
+    for (bool pv16 : {false, true}) {
+      if (!pv16 && !ai.fp8_pv) continue;
+      KernelSpec a = attention(ai.arch, 128, 8, pv16, CausalMode::None, DType::F16, def);
+      a.pv_acc16 = true;
+      list.add(a, true);
+      list.add(quantize_spec_for(a, QuantOp::QuantizeV), true);
+      list.add(quantize_spec_for(a, QuantOp::Fused), true);
+      KernelSpec b = attention(ai.arch, 64, 8, pv16, CausalMode::TopLeft, DType::BF16, def);
+      b.pv_acc16 = true;
+      list.add(b, true);
+      // bk 128: two 64-key segments per tile (not a default tile)
+      KernelSpec c = attention(ai.arch, 128, 8, pv16, CausalMode::BottomRight, DType::F16, TileConfig{64, 128, 4, 1});
+      c.pv_acc16 = true;
+      list.add(c, false);
+    }
+  }
+  std::set<Arch> archs_done;
+  sage2::test::compile_and_check(
+      list, "pv-acc16", [](const KernelSpec&) { return false; },
+      [&](const sage2::test::Outcome& r) {
+        CHECK(r.spec.pv_acc16);
+        archs_done.insert(r.spec.arch);
+        if (!arch_info(r.spec.arch).fp8_pv) CHECK_FALSE(contains(r.k.log, "e4m3"));
+      });
+  CHECK(archs_done == expected);
+  CHECK(expected.count(Arch::Sm80));
+  CHECK(expected.count(Arch::Sm89));
+  CHECK(expected.count(Arch::Sm120));
+  // PTX of compute_80 (FP16) and compute_89 (FP8, FP16): the f16-accumulator mma, and no P̃V mma
+  // accumulating in fp32
+  std::vector<KernelSpec> ptx;
+  for (Arch arch : {Arch::Sm80, Arch::Sm89})
+    for (bool pv16 : {false, true}) {
+      if (!pv16 && !arch_info(arch).fp8_pv) continue;
+      KernelSpec a = attention(arch, 128, 8, pv16, CausalMode::TopLeft, DType::F16);
+      a.pv_acc16 = true;
+      a.ptx = true;
+      ptx.push_back(a);
+    }
+  for (const auto& r : sage2::test::compile_all(ptx)) {
+    INFO(r.spec.key());
+    REQUIRE_MESSAGE(r.ok, r.error);
+    const std::string text(r.k.cubin.data());
+    CHECK(contains(text, ".target sm_" + std::to_string(arch_cc(r.spec.arch))));
+    if (r.spec.pv_fp16) {
+      CHECK(contains(text, "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16"));
+      CHECK_FALSE(contains(text, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"));
+    } else {
+      CHECK(contains(text, "mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16"));
+      CHECK_FALSE(contains(text, "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32"));
+    }
+  }
 }
 
 TEST_CASE("PTX: the mma family and its quantize ops compile to PTX of compute_80 and compute_89") {

@@ -83,8 +83,9 @@ TEST_CASE("quantize stage: buffer sizes are QuantBuffers' counts and padded entr
     CAPTURE(c.bits);
     // The public layout is the kernels' layout: sizes, padding, groups, V order.
     const StageLayout& G = qs.layout;
-    KernelConfig resolved = spec;  // the layout's config has the P̃V precision resolved
+    KernelConfig resolved = spec;  // the layout's config has the P̃V precision and accumulation resolved
     resolved.pv_precision = PvPrecision::Fp8;
+    resolved.pv_accum = PvAccum::Fp32;
     CHECK(G.config == resolved);
     CHECK(G.q_blocks == L.q_blocks);
     CHECK(G.k_blocks == L.k_blocks);

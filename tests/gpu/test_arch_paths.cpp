@@ -14,6 +14,11 @@
 //  - FP16 P̃V is more accurate than FP8 P̃V on the same channel-biased inputs (printed: rel-L1 of
 //    each path, the numbers of README's coverage table);
 //  - the FP16 P̃V option runs on the device's own target too (the mma family on sm_90a);
+//  - fp16 accumulation of P̃V (SageAttention2++, PvAccum::Fp16, issue 31) on the sm_89 path (FP8
+//    and FP16 P̃V) and the sm_80 path (FP16) equals the emulation with the fp16 accumulator
+//    (printed: the share of bit-equal outputs for the emulation's k-steps of 16 and 32 keys — the
+//    H100's ptxas may lower the e4m3 k32 mma into two k16 HMMAs — and rel-L1 against fp64 next to
+//    the fp32-accumulation variant on the same inputs); sm_90a refuses it;
 //  - the driver's JIT reports the PTX kernels' registers (printed) and no local memory (warned);
 //  - a target the device cannot run (a newer arch) is refused when the Context is created, and
 //    SAGE2_TARGET_ARCH sets the target like the option.
@@ -83,15 +88,17 @@ struct Case {
   PvPrecision pv = PvPrecision::Auto;
   bool smooth_v = false;
   int model = 0;  // accuracy_targets.hpp: 0 diffuse, 1 sharp
+  PvAccum acc = PvAccum::Auto;
+  int acc16_step = 0;  // EmulationOptions::pv_acc16_step of the emulation compared against
 };
 
 std::string describe(const Case& c) {
   char b[260];
-  std::snprintf(b, sizeof b, "target %s: %s %s d=%d B%lld Hq%lld Hkv%lld Nq=%lld Nk=%lld %s qk%d pv:%s sv%d %s",
+  std::snprintf(b, sizeof b, "target %s: %s %s d=%d B%lld Hq%lld Hkv%lld Nq=%lld Nk=%lld %s qk%d pv:%s acc:%s sv%d %s",
                 c.target.empty() ? "native" : c.target.c_str(), dtype_name(c.dtype), c.nhd ? "NHD" : "HND",
                 c.head_dim, (long long)c.batch, (long long)c.q_heads, (long long)c.kv_heads, (long long)c.q_len,
                 (long long)c.kv_len, causal_mode_name(c.causal), static_cast<int>(c.bits), pv_precision_name(c.pv),
-                c.smooth_v, test::model_name(c.model));
+                pv_accum_name(c.acc), c.smooth_v, test::model_name(c.model));
   return b;
 }
 
@@ -102,6 +109,7 @@ struct Outcome {
   ref::Metrics vs_exact, vs_emul, emul_vs_exact;
   double max_abs_emul = 0, ref_max = 0;
   double lse_err_emul = 0;
+  double equal_fraction = 0;  // outputs bit-equal to the emulation's (rounded to the dtype)
   std::int64_t unwritten = 0;
   int registers = -1, local_bytes = 0;
 };
@@ -122,6 +130,7 @@ Outcome run_case(const Case& c, std::uint64_t seed) {
   p.causal = c.causal;
   p.qk_bits = c.bits;
   p.pv_precision = c.pv;
+  p.pv_accum = c.acc;
   p.smooth_v = c.smooth_v;
   p.small_q_path = SmallQPath::Quantized;  // the quantized paths are what this file compares
   p.lse = static_cast<float*>(lse.get());
@@ -159,6 +168,7 @@ Outcome run_case(const Case& c, std::uint64_t seed) {
   // the wgmma FP8 accumulator keeps 13 mantissa bits (tests/gpu/test_probe_wgmma.cpp); mma.sync's
   // f32 accumulation (FP16 P̃V, and FP8 run as f16 HMMA on Hopper) is modelled as fp32
   mo.accum_mantissa_bits = r.spec.family == kernels::KernelFamily::AttentionWgmma ? 13 : 23;
+  mo.pv_acc16_step = c.acc16_step;
   const ref::EmulationResult emul = ref::emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(r.spec), mo);
   ref::AttentionOptions xo;
   xo.causal = c.causal;
@@ -168,6 +178,9 @@ Outcome run_case(const Case& c, std::uint64_t seed) {
   std::vector<double> emul_d(emul.o.begin(), emul.o.end());
   r.vs_emul = ref::compare(emul_d, got);
   r.emul_vs_exact = ref::compare(exact.o, emul_d);
+  std::size_t equal = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) equal += got[i] == emul.o[i];
+  r.equal_fraction = got.empty() ? 1.0 : static_cast<double>(equal) / static_cast<double>(got.size());
   for (std::size_t i = 0; i < got.size(); ++i) {
     if (!std::isfinite(got[i])) continue;
     r.max_abs_emul = std::max(r.max_abs_emul, std::fabs(static_cast<double>(got[i]) - emul.o[i]));
@@ -354,6 +367,96 @@ TEST_CASE("gpu arch paths: FP16 P̃V is more accurate than FP8 on channel-biased
       if (got.count("sm_80 FP16") && got.count("sm_89 FP16 option"))
         CHECK(std::fabs(got["sm_80 FP16"].vs_exact.rel_l1 - got["sm_89 FP16 option"].vs_exact.rel_l1) <=
               0.1 * got["sm_89 FP16 option"].vs_exact.rel_l1 + 1e-5);
+    }
+  }
+}
+
+TEST_CASE("gpu arch paths: fp16 P̃V accumulation (SageAttention2++) on the sm_89 and sm_80 paths equals the emulation") {
+  // Each case runs with fp32 accumulation and with fp16 accumulation on the same inputs; the fp16
+  // run is compared with the emulation at k-steps of 16 and of 32 keys (the closer one is checked
+  // as every case is; both printed), and against fp64 next to the fp32 run.
+  struct Path {
+    const char* target;
+    PvPrecision pv;
+  };
+  const Path paths[] = {{"sm_89", PvPrecision::Fp8}, {"sm_89", PvPrecision::Fp16}, {"sm_80", PvPrecision::Auto}};
+  const std::uint64_t seed = test::base_seed() + 2000;
+  int n = 0;
+  for (const Path& path : paths) {
+    std::string why;
+    if (!target_context(path.target, &why)) {
+      MESSAGE("skipped: target " << path.target << " refused on this device: " << why);
+      continue;
+    }
+    for (int d : {64, 128}) {
+      for (int model : {0, 1}) {
+        for (CausalMode causal : {CausalMode::None, CausalMode::TopLeft}) {
+          Case c;
+          c.target = path.target;
+          c.pv = path.pv;
+          c.dtype = DType::F16;
+          c.head_dim = d;
+          c.q_heads = 2;
+          c.kv_heads = 1;
+          c.q_len = c.kv_len = test::reduced() ? 200 : 2048;
+          c.causal = causal;
+          c.model = model;
+          const std::uint64_t s = seed + static_cast<std::uint64_t>(++n);
+          c.acc = PvAccum::Fp32;
+          const std::string name32 = describe(c);
+          CAPTURE(name32);
+          const Outcome r32 = run_case(c, s);
+          REQUIRE(r32.ran);
+          print(c, r32);
+          CHECK_FALSE(r32.spec.pv_acc16);
+          check_case(c, r32);
+          c.acc = PvAccum::Fp16;
+          Outcome best;
+          double best_err = INFINITY;
+          for (int step : {16, 32}) {
+            c.acc16_step = step;
+            const std::string name = describe(c) + " emulation k-step " + std::to_string(step);
+            CAPTURE(name);
+            const Outcome r = run_case(c, s);
+            REQUIRE(r.ran);
+            CHECK(r.spec.pv_acc16);
+            CHECK(r.spec.family == kernels::KernelFamily::AttentionMma);
+            std::printf("arch path acc16 %-100s | emulation k-step %d: bit-equal %.4f, relL1 %.2e maxabs %.2e\n",
+                        describe(c).c_str(), step, r.equal_fraction, r.vs_emul.rel_l1, r.max_abs_emul);
+            if (r.vs_emul.rel_l1 < best_err) {
+              best_err = r.vs_emul.rel_l1;
+              best = r;
+            }
+          }
+          c.acc16_step = 0;
+          print(c, best);
+          check_case(c, best);
+          // fp16 accumulation costs little accuracy: within 10 % of the fp32 run's rel-L1
+          CHECK_MESSAGE(best.vs_exact.rel_l1 <= 1.10 * r32.vs_exact.rel_l1 + 1e-4,
+                        "rel-L1 vs fp64: fp16-acc " << best.vs_exact.rel_l1 << ", fp32-acc " << r32.vs_exact.rel_l1);
+          std::printf("arch path acc16 accuracy (%s %s, hd %d, %s, %s, N %lld): rel-L1 vs fp64 fp32-acc %.5f, fp16-acc %.5f\n",
+                      path.target, pv_precision_name(path.pv), d, test::model_name(model), causal_mode_name(causal),
+                      (long long)c.q_len, r32.vs_exact.rel_l1, best.vs_exact.rel_l1);
+          std::fflush(stdout);
+        }
+      }
+    }
+  }
+  // the device's own target (sm_90a on an H100): no fp16 accumulation there
+  Context& native = test::gpu_context();
+  if (native.device().arch == std::string("sm_90a")) {
+    const ref::AttentionInputs in = test::make_inputs(0, seed, DType::F16, 1, 1, 1, 64, 64, 64, false);
+    DeviceTensor q(in.q), k(in.k), v(in.v);
+    DeviceTensor out(ref::HostTensor(DType::F16, 1, 1, 64, 64, false));
+    AttentionParams p;
+    p.pv_accum = PvAccum::Fp16;
+    p.small_q_path = SmallQPath::Quantized;
+    try {
+      native.attention(q.ref(), k.ref(), v.ref(), out.ref(), p);
+      FAIL("pv_accum=fp16 ran on sm_90a");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::Unsupported);
+      CHECK(std::string(e.what()).find("pv_accum") != std::string::npos);
     }
   }
 }

@@ -8,8 +8,10 @@ Differences from the reference, all in the direction of doing what the caller as
 - keywords the reference's ``**kwargs`` would swallow unread and sage2 does not know are dropped
   with one warning per function and keyword (the reference ignores them silently);
 - ``attn_mask`` given to ``sageattn`` is applied (the reference's ``sageattn`` ignores it);
-- every ``pv_accum_dtype`` runs with fp32 accumulation and Q/K are quantized per thread, at
-  least as accurate as the kernel the value names (logged at debug level on the "sage2" logger);
+- a ``pv_accum_dtype`` naming an fp16 accumulator runs sage2's fp16 accumulation inside a KV tile
+  (flushed into fp32) where the arch offers it and fp32 accumulation elsewhere (sm_90a), and Q/K
+  are quantized per thread: at least as accurate as the kernel the value names (logged at debug
+  level on the "sage2" logger);
 - FP8 entry points need an FP8 GPU (not Ampere), as the reference's FP8 kernels do.
 """
 import warnings
