@@ -37,19 +37,25 @@ PV_PATHS = {"fp16": "FP16 P~V with fp32 accumulation",
                                      "tiles (fp32 accumulation on sm_90a)",
             ("fp8", "prefer_fp16"): "FP8 P~V accumulated in fp16 inside a KV tile, flushed into fp32 between tiles "
                                     "(the reference's 'fp32+fp16'; fp32 accumulation on sm_90a)"}
+PV_PATHS["auto"] = "the arch's P~V precision (FP8 with two-level fp32 accumulation; FP16 on Ampere)"
+PV_PATHS[("auto", "prefer_fp16")] = ("the arch's P~V precision (FP8; FP16 on Ampere) accumulated in fp16 inside a KV "
+                                     "tile, flushed into fp32 between tiles (fp32 accumulation on sm_90a)")
+PV_PATHS[("auto", "fp32")] = PV_PATHS["auto"]
 PV_PATHS[("fp16", "fp32")] = PV_PATHS["fp16"]
 PV_PATHS[("fp8", "fp32")] = PV_PATHS["fp8"]
 
 # kind of entry point -> {pv_accum_dtype: sage2 pv_precision, or None: refused}; the accumulation
 # is _ACCUM_BY_VALUE's (not for fp16_triton, which ignores the keyword as the reference does).
 #   sageattn:    sage2.sageattn / sageattn_varlen (the reference's sageattn takes no such keyword):
-#                the value says which of the reference's kernels was meant.
+#                the value says which of the reference's kernels was meant; an FP8 value gives
+#                pv_precision="auto" (FP8 where the arch has it, FP16 P~V on Ampere: more accurate), so
+#                every value runs on every arch, as the reference's sageattn does.
 #   fp16_cuda:   sageattn_qk_int8_pv_fp16_cuda, FP16 P~V; the FP8 values are refused (as the reference does).
 #   fp16_triton: sageattn_qk_int8_pv_fp16_triton, FP16 P~V; the reference ignores the keyword there.
 #   fp8:         sageattn_qk_int8_pv_fp8_cuda and _sm90, FP8 P~V; the FP16-accumulator values are refused
 #                (the reference has no such kernel either).
 _PV_BY_KIND = {
-    "sageattn": {"fp32": "fp16", "fp16": "fp16", "fp16+fp32": "fp16", "fp32+fp32": "fp8", "fp32+fp16": "fp8"},
+    "sageattn": {"fp32": "fp16", "fp16": "fp16", "fp16+fp32": "fp16", "fp32+fp32": "auto", "fp32+fp16": "auto"},
     "fp16_cuda": {"fp32": "fp16", "fp16": "fp16", "fp16+fp32": "fp16", "fp32+fp32": None, "fp32+fp16": None},
     "fp16_triton": {v: "fp16" for v in PV_ACCUM_DTYPES},
     "fp8": {"fp32": "fp8", "fp16": None, "fp16+fp32": None, "fp32+fp32": "fp8", "fp32+fp16": "fp8"},
@@ -130,6 +136,8 @@ def translate(is_causal, sm_scale, options, known, where="sage2.sageattn"):
     if "pv_accum_dtype" in ref:
         for name, val in reference_pv_options(ref["pv_accum_dtype"], where).items():
             given = out.get(name)
+            if val == "auto" and given is not None:
+                continue  # an FP8 value leaves the precision to the arch: an explicit one wins
             if given not in (None, "auto") and given != val:
                 raise ValueError("%s: pv_accum_dtype=%r means %s=%r, but %s=%r was given"
                                  % (where, ref["pv_accum_dtype"], name, val, name, given))

@@ -56,7 +56,7 @@ def test_cpu_tensors_are_rejected(which):
 
 def test_custom_op_is_registered():
     assert hasattr(torch.ops.sage2, "sageattn")
-    assert sorted(sage2.OPTIONS) == ["causal_alignment", "pv_precision", "qk_bits", "small_q_path", "smooth_k",
+    assert sorted(sage2.OPTIONS) == ["causal_alignment", "pv_accum", "pv_precision", "qk_bits", "small_q_path", "smooth_k",
                                      "smooth_q", "smooth_v"]
 
 

@@ -43,10 +43,11 @@ assert base == (NONE, 0.0, 1, 0, PV_AUTO), base
 cases = [
     (dict(qk_quant_gran="per_thread"), (NONE, 0.0, 1, 0, PV_AUTO)),
     (dict(qk_quant_gran="per_warp"), (NONE, 0.0, 1, 0, PV_AUTO)),
-    (dict(pv_accum_dtype="fp32+fp16"), (NONE, 0.0, 1, 0, PV_FP8)),
+    (dict(pv_accum_dtype="fp32+fp16"), (NONE, 0.0, 1, 0, PV_AUTO)),
     (dict(pv_accum_dtype="fp16"), (NONE, 0.0, 1, 0, PV_FP16)),
     (dict(pv_accum_dtype="fp16+fp32"), (NONE, 0.0, 1, 0, PV_FP16)),
-    (dict(pv_accum_dtype="fp32+fp32"), (NONE, 0.0, 1, 0, PV_FP8)),
+    (dict(pv_accum_dtype="fp32+fp32"), (NONE, 0.0, 1, 0, PV_AUTO)),
+    (dict(pv_accum_dtype="fp32+fp32", pv_precision="fp16"), (NONE, 0.0, 1, 0, PV_FP16)),
     (dict(pv_accum_dtype="fp32"), (NONE, 0.0, 1, 0, PV_FP16)),
     (dict(pv_accum_dtype="fp32", pv_precision="fp16"), (NONE, 0.0, 1, 0, PV_FP16)),
     (dict(quantization_backend="cuda"), (NONE, 0.0, 1, 0, PV_AUTO)),
@@ -137,11 +138,11 @@ n = len(fake.calls)
 sage2.sageattn_varlen(qv, kv_, vv, cq, ck, 64, 64, causal=True, softmax_scale=0.5, pv_accum_dtype="fp32+fp32")
 p = fake.calls[-1]["p"]
 assert len(fake.calls) == n + 1 and fake.calls[-1]["fn"] == "varlen"
-assert (p[0], round(p[1], 6), p[9]) == (BOTTOM, 0.5, PV_FP8), p
+assert (p[0], round(p[1], 6), p[9]) == (BOTTOM, 0.5, PV_AUTO), p
 expect_error(lambda: sage2.sageattn_varlen(*packed(), 64, 64, qk_quant_gran="per_block"), ValueError,
              "sage2.sageattn_varlen: qk_quant_gran='per_block'")
 sage2.sageattn_varlen(*packed(), 64, 64, qk_quant_gran="per_warp", pv_accum_dtype="fp32+fp16")
-assert fake.calls[-1]["p"][9] == PV_FP8
+assert fake.calls[-1]["p"][9] == PV_AUTO
 print("VARLEN OK")
 '''
 
@@ -163,13 +164,14 @@ def test_every_keyword_of_the_table_is_handled():
     known = frozenset(("pv_precision", "smooth_k"))
     c, s, out = _compat.translate(False, None, dict(neutral, smooth_k=False), known)
     assert (c, s) == (False, None)
-    assert out == {"pv_precision": "fp8", "pv_accum": "fp32", "smooth_k": False}
+    assert out == {"pv_precision": "auto", "pv_accum": "fp32", "smooth_k": False}
 
 
-@pytest.mark.parametrize("value,want", [("fp32+fp32", "fp8"), ("fp32+fp16", "fp8"), ("fp32", "fp16"),
+@pytest.mark.parametrize("value,want", [("fp32+fp32", "auto"), ("fp32+fp16", "auto"), ("fp32", "fp16"),
                                         ("fp16", "fp16"), ("fp16+fp32", "fp16")])
 def test_pv_accum_dtype_mapping(value, want):
-    """Every value of the reference is accepted by sageattn; the FP8 entry points run FP8 P~V for
+    """Every value of the reference is accepted by sageattn on every arch (an FP8 value: the arch's
+    precision, FP8 where it exists, FP16 on Ampere); the FP8 entry points run FP8 P~V for
     the values of the reference's FP8 kernels, the FP16 ones FP16 P~V for those of its FP16 kernels."""
     assert _compat.reference_pv_precision(value, "w") == want
     fp8_values = ("fp32", "fp32+fp32", "fp32+fp16")
