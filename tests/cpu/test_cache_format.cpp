@@ -70,11 +70,12 @@ std::uint64_t rd64(const std::vector<char>& b, std::size_t at) {
   for (int i = 0; i < 8; ++i) v |= std::uint64_t(static_cast<unsigned char>(b[at + i])) << (8 * i);
   return v;
 }
+// .at(): bounds-checked, and GCC 12 then sees the size it otherwise misjudged (-Wstringop-overflow).
 void wr32(std::vector<char>& b, std::size_t at, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) b[at + i] = static_cast<char>(v >> (8 * i));
+  for (int i = 0; i < 4; ++i) b.at(at + i) = static_cast<char>(v >> (8 * i));
 }
 void wr64(std::vector<char>& b, std::size_t at, std::uint64_t v) {
-  for (int i = 0; i < 8; ++i) b[at + i] = static_cast<char>(v >> (8 * i));
+  for (int i = 0; i < 8; ++i) b.at(at + i) = static_cast<char>(v >> (8 * i));
 }
 
 // Recomputes the checksum as documented: FNV-1a 64 over header [0,56) then everything after 64.
