@@ -150,18 +150,27 @@ __device__ __forceinline__ void mma_qk(i32 (&acc)[4], const u32 (&a)[4], u32 b0,
 // step: +16) — the order the FP16 P̃V path stores V̂ in. (PTX for compute_89 run on a Hopper GPU
 // takes the native branch; the driver's ptxas lowers it there.)
 // (`a` by pointer: the PV_FP16 build type-checks this call with 8-register fragments too.)
+#if SAGE2_ARCH == 90
+// The widened f16 operands of k16 step `hi` (0, 1) of a k32 chunk, in the relabelled key order above.
+__device__ __forceinline__ void widen_pv_step(const u32* a, u32 b0, u32 b1, int hi, u32 (&af)[4], u32 (&bf)[2]) {
+  const u32 x = hi ? a[2] : a[0], y = hi ? a[3] : a[1], b = hi ? b1 : b0;
+  af[0] = ptx::e4m3x2_to_f16x2(static_cast<u16>(x));
+  af[1] = ptx::e4m3x2_to_f16x2(static_cast<u16>(y));
+  af[2] = ptx::e4m3x2_to_f16x2(static_cast<u16>(x >> 16));
+  af[3] = ptx::e4m3x2_to_f16x2(static_cast<u16>(y >> 16));
+  bf[0] = ptx::e4m3x2_to_f16x2(static_cast<u16>(b));
+  bf[1] = ptx::e4m3x2_to_f16x2(static_cast<u16>(b >> 16));
+}
+#endif
+
 __device__ __forceinline__ void mma_pv(float (&acc)[4], const u32* a, u32 b0, u32 b1) {
 #if SAGE2_ARCH == 90
-  const u32 a_lo[4] = {ptx::e4m3x2_to_f16x2(static_cast<u16>(a[0])), ptx::e4m3x2_to_f16x2(static_cast<u16>(a[1])),
-                       ptx::e4m3x2_to_f16x2(static_cast<u16>(a[0] >> 16)),
-                       ptx::e4m3x2_to_f16x2(static_cast<u16>(a[1] >> 16))};
-  const u32 b_lo[2] = {ptx::e4m3x2_to_f16x2(static_cast<u16>(b0)), ptx::e4m3x2_to_f16x2(static_cast<u16>(b0 >> 16))};
-  ptx::mma_f16_m16n8k16(acc, a_lo, b_lo);
-  const u32 a_hi[4] = {ptx::e4m3x2_to_f16x2(static_cast<u16>(a[2])), ptx::e4m3x2_to_f16x2(static_cast<u16>(a[3])),
-                       ptx::e4m3x2_to_f16x2(static_cast<u16>(a[2] >> 16)),
-                       ptx::e4m3x2_to_f16x2(static_cast<u16>(a[3] >> 16))};
-  const u32 b_hi[2] = {ptx::e4m3x2_to_f16x2(static_cast<u16>(b1)), ptx::e4m3x2_to_f16x2(static_cast<u16>(b1 >> 16))};
-  ptx::mma_f16_m16n8k16(acc, a_hi, b_hi);
+#pragma unroll
+  for (int hi = 0; hi < 2; ++hi) {
+    u32 af[4], bf[2];
+    widen_pv_step(a, b0, b1, hi, af, bf);
+    ptx::mma_f16_m16n8k16(acc, af, bf);
+  }
 #else
   const u32 b[2] = {b0, b1};
   const u32 a4[4] = {a[0], a[1], a[2], a[3]};
@@ -173,16 +182,12 @@ __device__ __forceinline__ void mma_pv(float (&acc)[4], const u32* a, u32 b0, u3
 // (not offered there: kept equivalent) the widened operands go through two f16-accumulator k16 mmas.
 __device__ __forceinline__ void mma_pv_h(u32 (&acc)[2], const u32* a, u32 b0, u32 b1) {
 #if SAGE2_ARCH == 90
-  const u32 a_lo[4] = {ptx::e4m3x2_to_f16x2(static_cast<u16>(a[0])), ptx::e4m3x2_to_f16x2(static_cast<u16>(a[1])),
-                       ptx::e4m3x2_to_f16x2(static_cast<u16>(a[0] >> 16)),
-                       ptx::e4m3x2_to_f16x2(static_cast<u16>(a[1] >> 16))};
-  const u32 b_lo[2] = {ptx::e4m3x2_to_f16x2(static_cast<u16>(b0)), ptx::e4m3x2_to_f16x2(static_cast<u16>(b0 >> 16))};
-  ptx::mma_f16_m16n8k16_f16acc(acc, a_lo, b_lo);
-  const u32 a_hi[4] = {ptx::e4m3x2_to_f16x2(static_cast<u16>(a[2])), ptx::e4m3x2_to_f16x2(static_cast<u16>(a[3])),
-                       ptx::e4m3x2_to_f16x2(static_cast<u16>(a[2] >> 16)),
-                       ptx::e4m3x2_to_f16x2(static_cast<u16>(a[3] >> 16))};
-  const u32 b_hi[2] = {ptx::e4m3x2_to_f16x2(static_cast<u16>(b1)), ptx::e4m3x2_to_f16x2(static_cast<u16>(b1 >> 16))};
-  ptx::mma_f16_m16n8k16_f16acc(acc, a_hi, b_hi);
+#pragma unroll
+  for (int hi = 0; hi < 2; ++hi) {
+    u32 af[4], bf[2];
+    widen_pv_step(a, b0, b1, hi, af, bf);
+    ptx::mma_f16_m16n8k16_f16acc(acc, af, bf);
+  }
 #else
   const u32 b[2] = {b0, b1};
   const u32 a4[4] = {a[0], a[1], a[2], a[3]};
