@@ -197,8 +197,11 @@ TEST_CASE("code target: a requested target arch is PTX, refused when the device 
   CHECK(t.note.empty());
   t = code_target(120, {}, Arch::Sm89);
   CHECK(t.ptx);
-  for (auto [cc, want] : {std::pair{90, Arch::Sm100}, std::pair{90, Arch::Sm120}, std::pair{89, Arch::Sm90a},
-                          std::pair{100, Arch::Sm90a}, std::pair{86, Arch::Sm89}}) {
+  for (const auto& pair : {std::pair{90, Arch::Sm100}, std::pair{90, Arch::Sm120}, std::pair{89, Arch::Sm90a},
+                           std::pair{100, Arch::Sm90a}, std::pair{86, Arch::Sm89}}) {
+    // Plain locals: clang before 16 cannot capture structured bindings in CAPTURE's lambda.
+    const int cc = pair.first;
+    const Arch want = pair.second;
     CAPTURE(cc);
     CAPTURE(arch_name(want));
     try {
