@@ -176,7 +176,9 @@ TEST_CASE("cache processes: 6 processes compiling shared and own keys into one d
     CHECK(n.substr(16) == ".s2c");
   }
   CHECK(files == reference.size());
-  for (const auto& [key, h] : reference) {
+  for (const auto& entry : reference) {
+    const auto& key = entry.first;  // a plain local: clang before 16 cannot capture a binding in CAPTURE
+    const auto& h = entry.second;
     CAPTURE(key);
     const auto k = cache.load(key);
     REQUIRE(k.has_value());

@@ -193,7 +193,10 @@ TEST_CASE("faults: a damaged entry is recompiled and replaced, never loaded (jit
       {"zeroed block in the middle", [&] { auto x = good; std::fill(x.begin() + 100, x.begin() + 612, 0); return x; }},
   };
   int n = 0;
-  for (const auto& [name, damaged] : damages) {
+  for (const auto& item : damages) {
+    // plain locals: clang before 16 cannot capture a structured binding in CAPTURE's lambda
+    const auto& name = item.first;
+    const auto& damaged = item.second;
     CAPTURE(name);
     // A fresh cache holding the three good entries (warnings are once per file and process).
     const DiskCache cache(tmp / ("c" + std::to_string(n++)));

@@ -240,7 +240,10 @@ TEST_CASE("sage2-cache tool: usage errors exit 2 with a message; --help exits 0"
       {d + "clear --json", "does not apply"},
       {"list --dir", "--dir needs a value"},
   };
-  for (const auto& [args, says] : bad) {
+  for (const auto& item : bad) {
+    // plain locals: clang before 16 cannot capture a structured binding in CAPTURE's lambda
+    const auto& args = item.first;
+    const auto& says = item.second;
     CAPTURE(args);
     const auto r = run_tool(args);
     CHECK(r.code == 2);
