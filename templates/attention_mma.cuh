@@ -80,9 +80,11 @@ constexpr int KC = BK / 32;       // k32 chunks of the P̂·V̂ product
 constexpr int NSL = sage2::dev::attn_v_slices(D_V, MT);
 constexpr int DVS = sage2::dev::attn_v_slice(D_V, MT);
 constexpr int NV = DVS / 8;
-// m tiles whose P̂·V̂ shares one pass over the V fragments: 1, each m tile finishes its P̂·V̂
-// before the next one's QKᵀ (a group of MT read V once per tile but kept more registers live).
-constexpr int MG = 1;
+// m tiles of a warp that share every K and V fragment read from shared memory: all of them (a
+// warp of MT = 2 row tiles issues half the ldmatrix per mma of MT = 1, as the reference's 32-row
+// warps do; the price is MT tiles' scores and P̂ fragments live at once, which the tile candidates
+// and ptxas's spill check weigh).
+constexpr int MG = MT;
 constexpr int QKP = sage2::dev::attn_qk_pitch(RB);
 constexpr int VB = PV_FP16 ? 2 : 1;  // bytes of one V̂ code
 constexpr int VP = sage2::dev::attn_v_pitch(BK, VB);
@@ -217,8 +219,9 @@ __device__ __forceinline__ void pv_step16_h(u32 (&acc)[2], const u32 (&p)[N], in
   }
 }
 
-// Global sources of the KV loads, recomputed per tile from the block coordinates (cheaper than
-// keeping five 64-bit values alive across the loop).
+// Global sources of the KV loads of the CTA, computed once before the main loop: recomputing them
+// per tile from the block coordinates costs three integer divisions and the 64-bit address chains,
+// about a tenth of the loop's instructions on sm_80 (scripts/sass_census.py), for ~10 registers.
 __device__ __forceinline__ Ctx make_ctx(const AttentionParams& p) {
   const BlockCoords k = block_coords(p);
   Ctx c;
@@ -231,8 +234,7 @@ __device__ __forceinline__ Ctx make_ctx(const AttentionParams& p) {
 }
 
 // Issue the cp.async copies of KV tile `tile` (V channels of pass `slice`) into stage `st`.
-__device__ __forceinline__ void load_stage(const AttentionParams& p, int tile, int slice, u32 st) {
-  const Ctx c = make_ctx(p);
+__device__ __forceinline__ void load_stage(const Ctx& c, int tile, int slice, u32 st) {
   const int tid = static_cast<int>(tid_x());
   // K: BK rows of RB bytes, contiguous in global memory; row `key` goes to slot k_slot(key).
   constexpr int CPR = RB / 16;          // 16-byte chunks per K row
@@ -316,6 +318,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
   const float c2 = p.c2;
 
 
+  const Ctx kv = make_ctx(p);
   const u32 sbase = ptx::smem_addr(smem);
   const u32 stages0 = sbase + SM.stages_off;
 
@@ -358,7 +361,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
     if (STAGES > 1) {
 #pragma unroll
       for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < n_tiles) load_stage(p, t0 + s, slice, stages0 + s * SM.stage_bytes);
+        if (s < n_tiles) load_stage(kv, t0 + s, slice, stages0 + s * SM.stage_bytes);
         ptx::cp_async_commit();
       }
     }
@@ -366,7 +369,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
 #pragma unroll 1
     for (int tile = 0; tile < n_tiles; ++tile) {
       if (STAGES == 1) {
-        load_stage(p, t0 + tile, slice, stages0);
+        load_stage(kv, t0 + tile, slice, stages0);
         ptx::cp_async_commit();
         ptx::cp_async_wait<0>();
         __syncthreads();
@@ -374,7 +377,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
         ptx::cp_async_wait<(STAGES > 1 ? STAGES - 2 : 0)>();
         __syncthreads();  // tile's data visible to all; everyone is done with tile-1's buffer
         const int nt = tile + STAGES - 1;
-        if (nt < n_tiles) load_stage(p, t0 + nt, slice, stages0 + (nt % STAGES) * SM.stage_bytes);
+        if (nt < n_tiles) load_stage(kv, t0 + nt, slice, stages0 + (nt % STAGES) * SM.stage_bytes);
         ptx::cp_async_commit();
       }
       const u32 st = stages0 + (STAGES == 1 ? 0 : (tile % STAGES)) * SM.stage_bytes;
@@ -391,27 +394,34 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
       for (int mg = 0; mg < MT / MG; ++mg) {
       u32 pf[MG][KC][PFR];
       float alpha[MG][2];
+      // ---- S = Q̂ K̂ᵀ (int32) of the group's m tiles, each K fragment read once for all of them
+      i32 acc_g[MG][NT][4];
 #pragma unroll
-      for (int mi = 0; mi < MG; ++mi) {
-        const int mt = mg * MG + mi;
-        // ---- S = Q̂ K̂ᵀ (int32)
-        i32 acc[NT][4];
+      for (int mi = 0; mi < MG; ++mi)
 #pragma unroll
         for (int j = 0; j < NT; ++j)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) acc[j][e] = 0;
+          for (int e = 0; e < 4; ++e) acc_g[mi][j][e] = 0;
 #pragma unroll
-        for (int ks_ = 0; ks_ < KSTEPS; ++ks_) {
-          u32 af[4];
-          ptx::ldmatrix_x4(af, q_lane + mt * 16 * QKP + ks_ * 32);
+      for (int ks_ = 0; ks_ < KSTEPS; ++ks_) {
+        u32 af[MG][4];
 #pragma unroll
-          for (int jp = 0; jp < NT / 2; ++jp) {
-            u32 bf[4];
-            ptx::ldmatrix_x4(bf, st + k_lane + jp * 16 * QKP + ks_ * 32);
-            mma_qk(acc[2 * jp], af, bf[0], bf[1]);
-            mma_qk(acc[2 * jp + 1], af, bf[2], bf[3]);
+        for (int mi = 0; mi < MG; ++mi) ptx::ldmatrix_x4(af[mi], q_lane + (mg * MG + mi) * 16 * QKP + ks_ * 32);
+#pragma unroll
+        for (int jp = 0; jp < NT / 2; ++jp) {
+          u32 bf[4];
+          ptx::ldmatrix_x4(bf, st + k_lane + jp * 16 * QKP + ks_ * 32);
+#pragma unroll
+          for (int mi = 0; mi < MG; ++mi) {
+            mma_qk(acc_g[mi][2 * jp], af[mi], bf[0], bf[1]);
+            mma_qk(acc_g[mi][2 * jp + 1], af[mi], bf[2], bf[3]);
           }
         }
+      }
+#pragma unroll
+      for (int mi = 0; mi < MG; ++mi) {
+        const int mt = mg * MG + mi;
+        const i32 (&acc)[NT][4] = acc_g[mi];
         // ---- dequantise, + ΔS, log2 domain, mask
         float sc[NT][4];
 #pragma unroll
