@@ -3,6 +3,10 @@
 //   sage2-bench-jit --cache-dir DIR [--device N]
 // Run it twice on an empty DIR: the first process compiles with NVRTC (cold), the second finds
 // the cubin on disk (warm). Prints one JSON object per line.
+//   sage2-bench-jit --cache-dir DIR --first-call D [--device N]
+// instead times the process's first attention() call at head dim D (B 1, H 4, N 1000, fp16, not
+// causal; the Context made before the clock starts) up to its completion, and lists every kernel
+// that call loaded with its source (nvrtc / disk) and load time (compile or read + module load).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -16,16 +20,61 @@
 using clk = std::chrono::steady_clock;
 static double ms_since(clk::time_point t) { return std::chrono::duration<double, std::milli>(clk::now() - t).count(); }
 
+// The --first-call mode (header comment).
+static int first_call(const std::string& dir, int device, int hd) {
+  try {
+    sage2::ContextOptions o;
+    o.cache_dir = dir;
+    const auto t0 = clk::now();
+    sage2::Context ctx(device, o);
+    const double context_ms = ms_since(t0);
+    auto& impl = sage2::runtime::context_impl(ctx);
+    const auto& a = sage2::base::driver::api();
+    sage2::base::driver::ScopedContext scope(impl.cu_context());
+    const std::int64_t b = 1, h = 4, n = 1000, bytes = b * h * n * hd * 2;
+    CUdeviceptr buf;
+    sage2::base::driver::check(a.cuMemAlloc_v2(&buf, 4 * bytes), "cuMemAlloc");
+    sage2::base::driver::check(a.cuMemsetD8_v2(buf, 0x3c, 4 * bytes), "cuMemset");  // 1.05 in f16
+    sage2::base::driver::check(a.cuCtxSynchronize(), "sync");
+    auto view = [&](int i) {
+      return sage2::TensorRef::hnd(reinterpret_cast<void*>(buf + i * bytes), sage2::DType::F16, b, h, n, hd);
+    };
+    const auto t1 = clk::now();
+    ctx.attention(view(0), view(1), view(2), view(3));
+    sage2::base::driver::check(a.cuCtxSynchronize(), "sync");
+    const double first_ms = ms_since(t1);
+    const auto t2 = clk::now();
+    ctx.attention(view(0), view(1), view(2), view(3));
+    sage2::base::driver::check(a.cuCtxSynchronize(), "sync");
+    const double second_ms = ms_since(t2);
+    a.cuMemFree_v2(buf);
+    std::string kernels;
+    for (const auto& k : impl.kernels().loaded())
+      kernels += std::string(kernels.empty() ? "" : ", ") + "{\"key\": \"" + k.key + "\", \"source\": \"" +
+                 (k.source == sage2::runtime::KernelSource::DiskCache ? "disk" : "nvrtc") +
+                 "\", \"load_ms\": " + std::to_string(k.load_seconds * 1e3) + "}";
+    std::printf("{\"what\": \"first_call\", \"device\": \"%s\", \"head_dim\": %d, \"context_ms\": %.3f, "
+                "\"first_call_ms\": %.3f, \"second_call_ms\": %.3f, \"kernels\": [%s]}\n",
+                ctx.device().name.c_str(), hd, context_ms, first_ms, second_ms, kernels.c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const auto t_start = clk::now();
   std::string dir;
-  int device = 0;
+  int device = 0, first_call_hd = 0;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--cache-dir") && i + 1 < argc) dir = argv[++i];
     else if (!std::strcmp(argv[i], "--device") && i + 1 < argc) device = std::atoi(argv[++i]);
-    else { std::fprintf(stderr, "usage: sage2-bench-jit --cache-dir DIR [--device N]\n"); return 2; }
+    else if (!std::strcmp(argv[i], "--first-call") && i + 1 < argc) first_call_hd = std::atoi(argv[++i]);
+    else { std::fprintf(stderr, "usage: sage2-bench-jit --cache-dir DIR [--first-call D] [--device N]\n"); return 2; }
   }
   if (dir.empty()) { std::fprintf(stderr, "--cache-dir is required\n"); return 2; }
+  if (first_call_hd > 0) return first_call(dir, device, first_call_hd);
   try {
     sage2::ContextOptions o;
     o.cache_dir = dir;

@@ -66,10 +66,15 @@ std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const plan::
     p->sync_offset = o.sync;
     p->sync_bytes = o.sync_bytes;
   }
-  for (kernels::QuantOp op : ops) {
-    const kernels::KernelSpec s = kernels::quantize_spec_for(p->spec, op);
-    p->quantize.push_back({&ctx.kernels().get(s), kernels::quantize_launch_shape(s, b)});
-  }
+  // Every kernel of the call compiled at once (a cold call waits for the slowest, not the sum).
+  std::vector<kernels::KernelSpec> specs;
+  for (kernels::QuantOp op : ops) specs.push_back(kernels::quantize_spec_for(p->spec, op));
+  const kernels::KernelSpec& attention = p->attention.spec;
+  specs.push_back(attention);
+  if (attention.smooth_q) specs.push_back(kernels::delta_s_spec_for(attention));
+  ctx.kernels().load_all(specs);
+  for (std::size_t i = 0; i < ops.size(); ++i)
+    p->quantize.push_back({&ctx.kernels().get(specs[i]), kernels::quantize_launch_shape(specs[i], b)});
 
   // Attention stage (runtime/attention_stage.cpp).
   load_attention_stage(ctx, b, p->attention);

@@ -21,6 +21,7 @@ kernels::DecodeDevice decode_device(const Context::Impl& ctx) {
 
 void load_decode_stage(Context::Impl& ctx, DecodeStagePlan& plan) {
   const kernels::DecodeLayout& l = plan.layout;
+  if (l.merge()) ctx.kernels().load_all({l.split_spec, l.merge_spec});  // compiled at once when cold
   plan.split = {&ctx.kernels().get(l.split_spec), l.split_shape};
   if (l.merge()) plan.merge = {&ctx.kernels().get(l.merge_spec), l.merge_shape};
 }

@@ -1,6 +1,8 @@
 #include "runtime/kernel_loader.hpp"
 
 #include <chrono>
+#include <exception>
+#include <thread>
 
 #include "base/log.hpp"
 
@@ -31,6 +33,14 @@ std::size_t KernelLoader::loaded_count() const {
   return n;
 }
 
+std::vector<KernelLoader::LoadedInfo> KernelLoader::loaded() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<LoadedInfo> out;
+  for (const auto& [k, s] : slots_)
+    if (s->kernel) out.push_back({s->kernel->key, s->kernel->source, s->kernel->load_seconds});
+  return out;
+}
+
 LoadedKernel& KernelLoader::get(kernels::KernelSpec spec) {
   spec.arch = arch_;
   spec.ptx = ptx_;
@@ -45,6 +55,38 @@ LoadedKernel& KernelLoader::get(kernels::KernelSpec spec) {
   // call_once rethrows and lets a later caller retry when loading failed.
   std::call_once(slot->once, [&] { slot->kernel = load(spec); });
   return *slot->kernel;
+}
+
+void KernelLoader::load_all(const std::vector<kernels::KernelSpec>& specs) {
+  std::vector<const kernels::KernelSpec*> missing;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const kernels::KernelSpec& s : specs) {
+      kernels::KernelSpec k = s;
+      k.arch = arch_;
+      k.ptx = ptx_;
+      const auto it = slots_.find(k.key());
+      if (it == slots_.end() || !it->second->kernel) missing.push_back(&s);
+    }
+  }
+  if (missing.size() < 2) {  // nothing to overlap
+    for (const kernels::KernelSpec* s : missing) get(*s);
+    return;
+  }
+  std::vector<std::exception_ptr> errors(missing.size());
+  std::vector<std::thread> threads;
+  threads.reserve(missing.size());
+  for (std::size_t i = 0; i < missing.size(); ++i)
+    threads.emplace_back([&, i] {
+      try {
+        get(*missing[i]);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
 }
 
 std::unique_ptr<LoadedKernel> KernelLoader::load(const kernels::KernelSpec& spec) {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "cache/disk_cache.hpp"
 #include "jit/compiler.hpp"
@@ -40,8 +41,19 @@ class KernelLoader {
 
   // The spec's arch and ptx are overridden by the loader's (a context has one code target).
   LoadedKernel& get(kernels::KernelSpec spec);
+  // get() for every spec, the ones not yet loaded compiled concurrently (one thread each): a
+  // call's kernels are independent, and NVRTC + ptxas (0.2–0.7 s a kernel on the host CPU) is
+  // what a cold call waits for. Rethrows the first failure in the given order once all finished.
+  void load_all(const std::vector<kernels::KernelSpec>& specs);
   const cache::DiskCache& disk() const { return disk_; }
   std::size_t loaded_count() const;
+  // What is loaded (for benchmarks and diagnostics): each kernel's key, source and load time.
+  struct LoadedInfo {
+    std::string key;
+    KernelSource source;
+    double load_seconds;
+  };
+  std::vector<LoadedInfo> loaded() const;
 
  private:
   struct Slot {

@@ -80,11 +80,8 @@ constexpr int KC = BK / 32;       // k32 chunks of the P̂·V̂ product
 constexpr int NSL = sage2::dev::attn_v_slices(D_V, MT);
 constexpr int DVS = sage2::dev::attn_v_slice(D_V, MT);
 constexpr int NV = DVS / 8;
-// m tiles of a warp that share every K and V fragment read from shared memory: all of them (a
-// warp of MT = 2 row tiles issues half the ldmatrix per mma of MT = 1, as the reference's 32-row
-// warps do; the price is MT tiles' scores and P̂ fragments live at once, which the tile candidates
-// and ptxas's spill check weigh).
-constexpr int MG = MT;
+// m tiles of a warp that share every K and V fragment read from shared memory (attention_params.cuh).
+constexpr int MG = sage2::dev::attn_m_group(MT, DVS, BK);
 constexpr int QKP = sage2::dev::attn_qk_pitch(RB);
 constexpr int VB = PV_FP16 ? 2 : 1;  // bytes of one V̂ code
 constexpr int VP = sage2::dev::attn_v_pitch(BK, VB);
@@ -128,12 +125,11 @@ __device__ __forceinline__ float2 lds_f32x2(u32 addr) {
   return v;
 }
 
+// (Few live registers: K codes and K scales both follow from the kv head's first block index.)
 struct Ctx {
-  const i8* k_head;        // K codes of the kv head, row 0
+  i64 k_blk;               // index of the kv head's first BK-key block (K codes and K scales)
   const u8* v_head;        // V codes of the kv head, channel 0
-  const float* ks_head;    // K scales of the kv head, block 0
-  const float* ds_row;     // ΔS row of this (pair, q block), key 0
-  i64 kv_len_pad;  // row pitch of V̂ᵀ (bytes)
+  const float* ds_row;     // ΔS row of this (pair, q block), key 0 (SMOOTH_Q)
 };
 
 __device__ __forceinline__ void mma_qk(i32 (&acc)[4], const u32 (&a)[4], u32 b0, u32 b1) {
@@ -225,21 +221,19 @@ __device__ __forceinline__ void pv_step16_h(u32 (&acc)[2], const u32 (&p)[N], in
 __device__ __forceinline__ Ctx make_ctx(const AttentionParams& p) {
   const BlockCoords k = block_coords(p);
   Ctx c;
-  c.k_head = p.k_codes + k.k_blk_base * BK * RB;
+  c.k_blk = k.k_blk_base;
   c.v_head = p.v_codes + (k.v_row0 * k.v_pitch + k.v_col0) * VB;
-  c.ks_head = k_scales<4>(p, k);
   c.ds_row = SMOOTH_Q ? delta_s_row(p, k) : nullptr;
-  c.kv_len_pad = k.v_pitch * VB;
   return c;
 }
 
 // Issue the cp.async copies of KV tile `tile` (V channels of pass `slice`) into stage `st`.
-__device__ __forceinline__ void load_stage(const Ctx& c, int tile, int slice, u32 st) {
+__device__ __forceinline__ void load_stage(const AttentionParams& p, const Ctx& c, int tile, int slice, u32 st) {
   const int tid = static_cast<int>(tid_x());
   // K: BK rows of RB bytes, contiguous in global memory; row `key` goes to slot k_slot(key).
   constexpr int CPR = RB / 16;          // 16-byte chunks per K row
   constexpr int KCH = BK * CPR;
-  const i8* ksrc = c.k_head + static_cast<i64>(tile) * BK * RB;
+  const i8* ksrc = p.k_codes + (c.k_blk + tile) * BK * RB;
   if (THREADS % CPR == 0 && (THREADS / CPR) % 16 == 0) {
     // Each thread keeps one chunk column; its rows step by a multiple of 16, which k_slot
     // preserves: one invariant destination plus compile-time offsets.
@@ -263,8 +257,9 @@ __device__ __forceinline__ void load_stage(const Ctx& c, int tile, int slice, u3
   static_assert(THREADS % VCPR == 0, "V chunk mapping");
   {
     const int r0 = tid / VCPR, part = tid % VCPR;
-    const u8* src = c.v_head + static_cast<i64>(slice * DVS + r0) * c.kv_len_pad + static_cast<i64>(tile) * BK * VB + part * 16;
-    const i64 step = static_cast<i64>(VRPP) * c.kv_len_pad;
+    const i64 pitch = v_row_pitch(p) * VB;  // bytes
+    const u8* src = c.v_head + static_cast<i64>(slice * DVS + r0) * pitch + static_cast<i64>(tile) * BK * VB + part * 16;
+    const i64 step = static_cast<i64>(VRPP) * pitch;
     const u32 dst = st + SM.v_off + r0 * VP + part * 16;
 #pragma unroll
     for (int i = 0; i < (DVS + VRPP - 1) / VRPP; ++i) {
@@ -278,7 +273,7 @@ __device__ __forceinline__ void load_stage(const Ctx& c, int tile, int slice, u3
       src += step;
     }
   }
-  if (tid == 0) ptx::cp_async_16(st + SM.ks_off, c.ks_head + static_cast<i64>(tile) * 4);
+  if (tid == 0) ptx::cp_async_16(st + SM.ks_off, p.k_scale + (c.k_blk + tile) * 4);
   if (SMOOTH_Q) {
     constexpr int DCH = BK / 4;
     const float* dsrc = c.ds_row + static_cast<i64>(tile) * BK;
@@ -361,7 +356,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
     if (STAGES > 1) {
 #pragma unroll
       for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < n_tiles) load_stage(kv, t0 + s, slice, stages0 + s * SM.stage_bytes);
+        if (s < n_tiles) load_stage(p, kv, t0 + s, slice, stages0 + s * SM.stage_bytes);
         ptx::cp_async_commit();
       }
     }
@@ -369,7 +364,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
 #pragma unroll 1
     for (int tile = 0; tile < n_tiles; ++tile) {
       if (STAGES == 1) {
-        load_stage(kv, t0 + tile, slice, stages0);
+        load_stage(p, kv, t0 + tile, slice, stages0);
         ptx::cp_async_commit();
         ptx::cp_async_wait<0>();
         __syncthreads();
@@ -377,7 +372,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
         ptx::cp_async_wait<(STAGES > 1 ? STAGES - 2 : 0)>();
         __syncthreads();  // tile's data visible to all; everyone is done with tile-1's buffer
         const int nt = tile + STAGES - 1;
-        if (nt < n_tiles) load_stage(kv, t0 + nt, slice, stages0 + (nt % STAGES) * SM.stage_bytes);
+        if (nt < n_tiles) load_stage(p, kv, t0 + nt, slice, stages0 + (nt % STAGES) * SM.stage_bytes);
         ptx::cp_async_commit();
       }
       const u32 st = stages0 + (STAGES == 1 ? 0 : (tile % STAGES)) * SM.stage_bytes;

@@ -42,6 +42,13 @@ constexpr int attn_v_slices(int d_v, int m_tiles) {
 constexpr int attn_v_slice(int d_v, int m_tiles) {
   return ((d_v + attn_v_slices(d_v, m_tiles) - 1) / attn_v_slices(d_v, m_tiles) + 15) / 16 * 16;
 }
+// m tiles of a warp that share each K and V fragment read from shared memory: all of them when
+// their fp32 O and int32 S accumulators fit 128 registers (half the ldmatrix per mma of one tile,
+// as the reference's 32-row warps), else 1: two tiles at head dim 128 and bk 64 spill on
+// sm_80/sm_89 (ptxas, 255 registers; scripts/sass_census.py).
+constexpr int attn_m_group(int m_tiles, int v_slice, int bk) {
+  return m_tiles * (v_slice / 8 + bk / 8) * 4 <= 128 ? m_tiles : 1;
+}
 constexpr int attn_qk_pitch(int row_bytes) { return row_bytes + 16; }
 // V̂ rows of bk codes of v_bytes each (1: FP8 e4m3, 2: FP16 P̃V), padded by 16 bytes.
 constexpr int attn_v_pitch(int bk, int v_bytes = 1) { return bk * v_bytes + 16; }
