@@ -9,7 +9,8 @@
 # git-ignored, carried). The reference's sm80/sm89 extensions are built there when absent
 # (TORCH_CUDA_ARCH_LIST="8.0+PTX;8.9+PTX": real sm_80 / sm_89 code, for the SASS census, plus PTX,
 # which this GPU's driver JIT-compiles; about 4.5 minutes on 16 cores). Writes OUT/ptx.jsonl, the
-# logs, and the reference's resource usage and sm_80 / sm_89 SASS (OUT/ref_sass_sm*.txt.xz).
+# logs, and after a build the reference's resource usage and sm_80 / sm_89 SASS
+# (OUT/ref_res_sm*.txt, OUT/ref_sass_sm*.txt.xz: scripts/sass_census.py reads them).
 set -euo pipefail
 OUT=${1:?usage: gpu_ptx_bench.sh OUT [RUN_ID] [ptx_bench options]}
 RUN=${2:-$(date -u +%Y-%m-%dT%H:%MZ)-ptx}
@@ -19,13 +20,21 @@ mkdir -p "$OUT"
 [ -e .dev/libsage2.so ] || { echo "gpu_ptx_bench: no .dev/libsage2.so (scripts/dev_bundle.sh build .dev)" >&2; exit 2; }
 [ -e "$REF/setup.py" ] || { echo "gpu_ptx_bench: no reference sources in $REF" >&2; exit 2; }
 
-if ! ls "$REF"/sageattention/_qattn_sm80*.so "$REF"/sageattention/_qattn_sm89*.so >/dev/null 2>&1; then
+# A tarball of the two extensions from an earlier build (ref_mma_so.tar.xz, which this script's
+# first run can write: see below) saves the build; _fused (the quantize kernels) may be the sm_90a
+# anchor's (../shared/anchors/sageattention-ref/sageattention/), native on this GPU.
+if [ -e "$REF/ref_mma_so.tar.xz" ] && ! ls "$REF"/sageattention/_qattn_sm80*.so >/dev/null 2>&1; then
+  (cd "$REF" && tar xJf ref_mma_so.tar.xz)
+fi
+if ! ls "$REF"/sageattention/_qattn_sm80*.so "$REF"/sageattention/_qattn_sm89*.so "$REF"/sageattention/_fused*.so \
+    >/dev/null 2>&1; then
   start=$(date +%s)
   (cd "$REF" && SAGE_REF_MMA=1 TORCH_CUDA_ARCH_LIST="8.0+PTX;8.9+PTX" MAX_JOBS=16 \
       python3 setup.py build_ext --inplace) > "$OUT/ref_build.log" 2>&1
   echo "reference sm80/sm89 build: $(( $(date +%s) - start )) s"
+  dump_sass=1
 fi
-if command -v cuobjdump >/dev/null && [ ! -e "$OUT/ref_sass_sm80.txt.xz" ]; then
+if [ "${dump_sass:-0}" = 1 ] && command -v cuobjdump >/dev/null; then  # after a build only
   for a in 80 89; do
     so=$(ls "$REF"/sageattention/_qattn_sm${a}*.so | head -1)
     cuobjdump -res-usage -arch sm_$a "$so" > "$OUT/ref_res_sm$a.txt" 2>&1 || true
