@@ -86,11 +86,13 @@ __device__ __forceinline__ bool block_exists(const AttentionParams& p) {
   return !VARLEN || p.q_map[packed_qblock(p)] != sage2::dev::kNoSeq;
 }
 
-// Row pitch (elements) of V̂ᵀ, from the launch's parameters alone (no division by a run-time
-// value): the padded kv length of a dense call, the key map's length of a varlen one.
-__device__ __forceinline__ i64 v_row_pitch(const AttentionParams& p) {
-  return VARLEN ? static_cast<i64>(p.k_map_len) * BK : (p.kv_len + BK - 1) / BK * BK;
+// KV blocks per kv-head row of K̂ (and BK times that: V̂ᵀ's row pitch in elements), from the
+// launch's parameters alone (no division by a run-time value): a dense call's padded kv length, a
+// varlen call's key map length.
+__device__ __forceinline__ i64 kv_blocks_per_row(const AttentionParams& p) {
+  return VARLEN ? static_cast<i64>(p.k_map_len) : (p.kv_len + BK - 1) / BK;
 }
+__device__ __forceinline__ i64 v_row_pitch(const AttentionParams& p) { return kv_blocks_per_row(p) * BK; }
 
 __device__ __forceinline__ BlockCoords block_coords(const AttentionParams& p) {
   BlockCoords k;

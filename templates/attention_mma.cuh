@@ -125,10 +125,12 @@ __device__ __forceinline__ float2 lds_f32x2(u32 addr) {
   return v;
 }
 
-// (Few live registers: K codes and K scales both follow from the kv head's first block index.)
+// Two 32-bit values locate the kv head's K̂ rows, K scales and V̂ᵀ columns (few live registers:
+// ptxas for sm_100/sm_12x aims at 96 and spills beyond): its row r (dense: batch·kv head; varlen:
+// kv head) and first block c (varlen: the sequence's; dense 0). K block = r·kv_blocks_per_row + c,
+// V̂ᵀ channel 0 at row r·D_V, key column c·BK.
 struct Ctx {
-  i64 k_blk;               // index of the kv head's first BK-key block (K codes and K scales)
-  const u8* v_head;        // V codes of the kv head, channel 0
+  i32 row, blk;
   const float* ds_row;     // ΔS row of this (pair, q block), key 0 (SMOOTH_Q)
 };
 
@@ -221,8 +223,8 @@ __device__ __forceinline__ void pv_step16_h(u32 (&acc)[2], const u32 (&p)[N], in
 __device__ __forceinline__ Ctx make_ctx(const AttentionParams& p) {
   const BlockCoords k = block_coords(p);
   Ctx c;
-  c.k_blk = k.k_blk_base;
-  c.v_head = p.v_codes + (k.v_row0 * k.v_pitch + k.v_col0) * VB;
+  c.row = static_cast<i32>(k.v_row0 / D_V);
+  c.blk = static_cast<i32>(k.v_col0 / BK);
   c.ds_row = SMOOTH_Q ? delta_s_row(p, k) : nullptr;
   return c;
 }
@@ -233,7 +235,8 @@ __device__ __forceinline__ void load_stage(const AttentionParams& p, const Ctx& 
   // K: BK rows of RB bytes, contiguous in global memory; row `key` goes to slot k_slot(key).
   constexpr int CPR = RB / 16;          // 16-byte chunks per K row
   constexpr int KCH = BK * CPR;
-  const i8* ksrc = p.k_codes + (c.k_blk + tile) * BK * RB;
+  const i64 k_blk = static_cast<i64>(c.row) * kv_blocks_per_row(p) + c.blk + tile;
+  const i8* ksrc = p.k_codes + k_blk * BK * RB;
   if (THREADS % CPR == 0 && (THREADS / CPR) % 16 == 0) {
     // Each thread keeps one chunk column; its rows step by a multiple of 16, which k_slot
     // preserves: one invariant destination plus compile-time offsets.
@@ -258,7 +261,8 @@ __device__ __forceinline__ void load_stage(const AttentionParams& p, const Ctx& 
   {
     const int r0 = tid / VCPR, part = tid % VCPR;
     const i64 pitch = v_row_pitch(p) * VB;  // bytes
-    const u8* src = c.v_head + static_cast<i64>(slice * DVS + r0) * pitch + static_cast<i64>(tile) * BK * VB + part * 16;
+    const u8* src = p.v_codes + (static_cast<i64>(c.row) * D_V + slice * DVS + r0) * pitch +
+                    static_cast<i64>(c.blk + tile) * BK * VB + part * 16;
     const i64 step = static_cast<i64>(VRPP) * pitch;
     const u32 dst = st + SM.v_off + r0 * VP + part * 16;
 #pragma unroll
@@ -268,12 +272,12 @@ __device__ __forceinline__ void load_stage(const AttentionParams& p, const Ctx& 
         if (NSL * DVS == D_V || slice * DVS + r < D_V)
           ptx::cp_async_16(dst + i * VRPP * VP, src);
         else
-          ptx::cp_async_16_zfill(dst + i * VRPP * VP, c.v_head, 0u);
+          ptx::cp_async_16_zfill(dst + i * VRPP * VP, p.v_codes, 0u);
       }
       src += step;
     }
   }
-  if (tid == 0) ptx::cp_async_16(st + SM.ks_off, p.k_scale + (c.k_blk + tile) * 4);
+  if (tid == 0) ptx::cp_async_16(st + SM.ks_off, p.k_scale + k_blk * 4);
   if (SMOOTH_Q) {
     constexpr int DCH = BK / 4;
     const float* dsrc = c.ds_row + static_cast<i64>(tile) * BK;
