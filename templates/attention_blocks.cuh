@@ -86,14 +86,6 @@ __device__ __forceinline__ bool block_exists(const AttentionParams& p) {
   return !VARLEN || p.q_map[packed_qblock(p)] != sage2::dev::kNoSeq;
 }
 
-// KV blocks per kv-head row of K̂ (and BK times that: V̂ᵀ's row pitch in elements), from the
-// launch's parameters alone (no division by a run-time value): a dense call's padded kv length, a
-// varlen call's key map length.
-__device__ __forceinline__ i64 kv_blocks_per_row(const AttentionParams& p) {
-  return VARLEN ? static_cast<i64>(p.k_map_len) : (p.kv_len + BK - 1) / BK;
-}
-__device__ __forceinline__ i64 v_row_pitch(const AttentionParams& p) { return kv_blocks_per_row(p) * BK; }
-
 __device__ __forceinline__ BlockCoords block_coords(const AttentionParams& p) {
   BlockCoords k;
   const u32 Hq = static_cast<u32>(p.q_heads);
@@ -129,7 +121,7 @@ __device__ __forceinline__ BlockCoords block_coords(const AttentionParams& p) {
     k.q_blk_base = k.h * p.q_map_len + e.q_blk;
     k.q_row_base = k.q_blk_base * BQ;
     k.k_blk_base = hk * p.k_map_len + e.k_blk;
-    k.v_pitch = v_row_pitch(p);
+    k.v_pitch = p.k_map_len * BK;
     k.v_row0 = hk * D_V;
     k.v_col0 = static_cast<i64>(e.k_blk) * BK;
     return k;
@@ -155,7 +147,7 @@ __device__ __forceinline__ BlockCoords block_coords(const AttentionParams& p) {
   k.q_row_base = k.bh * k.q_len_pad;
   k.q_blk_base = k.bh * k.q_blocks;
   k.k_blk_base = k.bhk * k.k_blocks;
-  k.v_pitch = v_row_pitch(p);
+  k.v_pitch = k.kv_len_pad;
   k.v_row0 = k.bhk * D_V;
   k.v_col0 = 0;
   return k;

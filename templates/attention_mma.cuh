@@ -125,13 +125,12 @@ __device__ __forceinline__ float2 lds_f32x2(u32 addr) {
   return v;
 }
 
-// Two 32-bit values locate the kv head's K̂ rows, K scales and V̂ᵀ columns (few live registers:
-// ptxas for sm_100/sm_12x aims at 96 and spills beyond): its row r (dense: batch·kv head; varlen:
-// kv head) and first block c (varlen: the sequence's; dense 0). K block = r·kv_blocks_per_row + c,
-// V̂ᵀ channel 0 at row r·D_V, key column c·BK.
 struct Ctx {
-  i32 row, blk;
-  const float* ds_row;     // ΔS row of this (pair, q block), key 0 (SMOOTH_Q)
+  const i8* k_head;        // K codes of the kv head, row 0
+  const u8* v_head;        // V codes of the kv head, channel 0
+  const float* ks_head;    // K scales of the kv head, block 0
+  const float* ds_row;     // ΔS row of this (pair, q block), key 0
+  i64 kv_len_pad;  // row pitch of V̂ᵀ (bytes)
 };
 
 __device__ __forceinline__ void mma_qk(i32 (&acc)[4], const u32 (&a)[4], u32 b0, u32 b1) {
@@ -217,26 +216,30 @@ __device__ __forceinline__ void pv_step16_h(u32 (&acc)[2], const u32 (&p)[N], in
   }
 }
 
-// Global sources of the KV loads of the CTA, computed once before the main loop: recomputing them
-// per tile from the block coordinates costs three integer divisions and the 64-bit address chains,
-// about a tenth of the loop's instructions on sm_80 (scripts/sass_census.py), for ~10 registers.
+// Global sources of the KV loads, recomputed per tile from the block coordinates. Computing them
+// once per CTA cuts the loop by ~10 % on sm_80 (three integer divisions and the 64-bit address
+// chains: scripts/sass_census.py), but every form tried (four pointers or two 32-bit indices in
+// registers, the context in shared memory) made ptxas spill on some arch (sm_89 varlen, sm_100,
+// sm_103, which aim at 128 / 96 registers for 128-thread CTAs): bench/NOTES.md, session 10.
 __device__ __forceinline__ Ctx make_ctx(const AttentionParams& p) {
   const BlockCoords k = block_coords(p);
   Ctx c;
-  c.row = static_cast<i32>(k.v_row0 / D_V);
-  c.blk = static_cast<i32>(k.v_col0 / BK);
+  c.k_head = p.k_codes + k.k_blk_base * BK * RB;
+  c.v_head = p.v_codes + (k.v_row0 * k.v_pitch + k.v_col0) * VB;
+  c.ks_head = k_scales<4>(p, k);
   c.ds_row = SMOOTH_Q ? delta_s_row(p, k) : nullptr;
+  c.kv_len_pad = k.v_pitch * VB;
   return c;
 }
 
 // Issue the cp.async copies of KV tile `tile` (V channels of pass `slice`) into stage `st`.
-__device__ __forceinline__ void load_stage(const AttentionParams& p, const Ctx& c, int tile, int slice, u32 st) {
+__device__ __forceinline__ void load_stage(const AttentionParams& p, int tile, int slice, u32 st) {
+  const Ctx c = make_ctx(p);
   const int tid = static_cast<int>(tid_x());
   // K: BK rows of RB bytes, contiguous in global memory; row `key` goes to slot k_slot(key).
   constexpr int CPR = RB / 16;          // 16-byte chunks per K row
   constexpr int KCH = BK * CPR;
-  const i64 k_blk = static_cast<i64>(c.row) * kv_blocks_per_row(p) + c.blk + tile;
-  const i8* ksrc = p.k_codes + k_blk * BK * RB;
+  const i8* ksrc = c.k_head + static_cast<i64>(tile) * BK * RB;
   if (THREADS % CPR == 0 && (THREADS / CPR) % 16 == 0) {
     // Each thread keeps one chunk column; its rows step by a multiple of 16, which k_slot
     // preserves: one invariant destination plus compile-time offsets.
@@ -260,10 +263,8 @@ __device__ __forceinline__ void load_stage(const AttentionParams& p, const Ctx& 
   static_assert(THREADS % VCPR == 0, "V chunk mapping");
   {
     const int r0 = tid / VCPR, part = tid % VCPR;
-    const i64 pitch = v_row_pitch(p) * VB;  // bytes
-    const u8* src = p.v_codes + (static_cast<i64>(c.row) * D_V + slice * DVS + r0) * pitch +
-                    static_cast<i64>(c.blk + tile) * BK * VB + part * 16;
-    const i64 step = static_cast<i64>(VRPP) * pitch;
+    const u8* src = c.v_head + static_cast<i64>(slice * DVS + r0) * c.kv_len_pad + static_cast<i64>(tile) * BK * VB + part * 16;
+    const i64 step = static_cast<i64>(VRPP) * c.kv_len_pad;
     const u32 dst = st + SM.v_off + r0 * VP + part * 16;
 #pragma unroll
     for (int i = 0; i < (DVS + VRPP - 1) / VRPP; ++i) {
@@ -272,12 +273,12 @@ __device__ __forceinline__ void load_stage(const AttentionParams& p, const Ctx& 
         if (NSL * DVS == D_V || slice * DVS + r < D_V)
           ptx::cp_async_16(dst + i * VRPP * VP, src);
         else
-          ptx::cp_async_16_zfill(dst + i * VRPP * VP, p.v_codes, 0u);
+          ptx::cp_async_16_zfill(dst + i * VRPP * VP, c.v_head, 0u);
       }
       src += step;
     }
   }
-  if (tid == 0) ptx::cp_async_16(st + SM.ks_off, p.k_scale + k_blk * 4);
+  if (tid == 0) ptx::cp_async_16(st + SM.ks_off, c.ks_head + static_cast<i64>(tile) * 4);
   if (SMOOTH_Q) {
     constexpr int DCH = BK / 4;
     const float* dsrc = c.ds_row + static_cast<i64>(tile) * BK;
@@ -317,7 +318,6 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
   const float c2 = p.c2;
 
 
-  const Ctx kv = make_ctx(p);
   const u32 sbase = ptx::smem_addr(smem);
   const u32 stages0 = sbase + SM.stages_off;
 
@@ -360,7 +360,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
     if (STAGES > 1) {
 #pragma unroll
       for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < n_tiles) load_stage(p, kv, t0 + s, slice, stages0 + s * SM.stage_bytes);
+        if (s < n_tiles) load_stage(p, t0 + s, slice, stages0 + s * SM.stage_bytes);
         ptx::cp_async_commit();
       }
     }
@@ -368,7 +368,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
 #pragma unroll 1
     for (int tile = 0; tile < n_tiles; ++tile) {
       if (STAGES == 1) {
-        load_stage(p, kv, t0 + tile, slice, stages0);
+        load_stage(p, t0 + tile, slice, stages0);
         ptx::cp_async_commit();
         ptx::cp_async_wait<0>();
         __syncthreads();
@@ -376,7 +376,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
         ptx::cp_async_wait<(STAGES > 1 ? STAGES - 2 : 0)>();
         __syncthreads();  // tile's data visible to all; everyone is done with tile-1's buffer
         const int nt = tile + STAGES - 1;
-        if (nt < n_tiles) load_stage(p, kv, t0 + nt, slice, stages0 + (nt % STAGES) * SM.stage_bytes);
+        if (nt < n_tiles) load_stage(p, t0 + nt, slice, stages0 + (nt % STAGES) * SM.stage_bytes);
         ptx::cp_async_commit();
       }
       const u32 st = stages0 + (STAGES == 1 ? 0 : (tile % STAGES)) * SM.stage_bytes;
