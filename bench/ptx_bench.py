@@ -22,7 +22,6 @@ carry mode "accuracy", data, rel_l1, cos.
       python3 bench/ptx_bench.py --out FILE --run RUN_ID
 """
 import argparse
-import datetime
 import json
 import os
 import statistics
@@ -30,7 +29,7 @@ import sys
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from scoreboard_bench import event_times_ms, ints  # noqa: E402
+from scoreboard_bench import add_shape_args, event_times_ms, ints  # noqa: E402
 
 # target arch -> [(reference pv_accum_dtype, sage2 pv_accum)]
 ACCUMULATORS = {"sm_80": [("fp32", "fp32"), ("fp16", "fp16")],
@@ -53,13 +52,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--run", required=True, help="run id shared by both arch processes")
-    ap.add_argument("--head-dims", default="64,128")
-    ap.add_argument("--seq-lens", default="2048,8192")
-    ap.add_argument("--causal", default="0,1")
-    ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--heads", type=int, default=32)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--reps", type=int, default=10)
+    add_shape_args(ap)
     ap.add_argument("--accuracy-batch", type=int, default=1, help="batch of the accuracy inputs")
     a = ap.parse_args()
     arch = os.environ.get("SAGE2_TARGET_ARCH", "")

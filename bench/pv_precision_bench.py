@@ -23,19 +23,13 @@ import sys
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from scoreboard_bench import event_times_ms, ints  # noqa: E402
+from scoreboard_bench import add_shape_args, event_times_ms, ints  # noqa: E402
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--head-dims", default="64,128")
-    ap.add_argument("--seq-lens", default="2048,8192")
-    ap.add_argument("--causal", default="0,1")
-    ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--heads", type=int, default=32)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--reps", type=int, default=10)
+    add_shape_args(ap)
     ap.add_argument("--run", default="")
     a = ap.parse_args()
     import torch

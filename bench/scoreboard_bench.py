@@ -100,6 +100,18 @@ def ints(s):
     return [int(x) for x in s.split(",") if x.strip()]
 
 
+def add_shape_args(ap, head_dims="64,128", seq_lens="2048,8192"):
+    """The shape and repetition options the per-cell benchmark scripts share (pv_precision_bench,
+    ptx_bench): head dims, lengths, causal 0/1, batch, heads, rounds, reps per round."""
+    ap.add_argument("--head-dims", default=head_dims)
+    ap.add_argument("--seq-lens", default=seq_lens)
+    ap.add_argument("--causal", default="0,1")
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=10)
+
+
 def names(s, allowed, what):
     out = [x.strip() for x in s.split(",") if x.strip()]
     bad = [x for x in out if x not in allowed]

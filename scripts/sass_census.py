@@ -95,57 +95,35 @@ def base_op(op):
     return op.split(".")[0]
 
 
+# Opcodes (without modifiers) of one class each; the sets above and the special cases in
+# classify() cover the rest.
+BY_OPCODE = {
+    "LDSM": "ldsm", "LDS": "lds", "STS": "sts",
+    "ATOMS": "sts",  # a shared-memory write; rare in the loops measured here
+    "LDGSTS": "ldgsts", "LDG": "ldg", "LD": "ldg", "LDGMC": "ldg",
+    "STG": "stg", "ST": "stg", "RED": "stg", "ATOMG": "stg", "ATOM": "stg",
+    "FFMA": "ffma", "FMUL": "fmul", "FADD": "fadd", "FMNMX": "fmnmx",
+    "MOV": "mov", "MOV32I": "mov", "MUFU": "mufu", "SHFL": "shfl",
+    "BAR": "bar", "BARRIER": "bar", "SYNCS": "bar", "DEPBAR": "depbar", "LDGDEPBAR": "depbar",
+    "BRA": "bra", "NOP": "nop",
+}
+BY_SET = (("float_other", OTHER_FLOAT), ("int", INT_ALU), ("conv", CONV), ("half", HALF))
+
+
 def classify(op, operands=""):
     """The class key of one instruction (opcode with modifiers, operand text)."""
     b = base_op(op)
     if b in TENSOR:
         return "tensor"
-    if b == "LDSM":
-        return "ldsm"
-    if b == "LDS":
-        return "lds"
-    if b == "STS":
-        return "sts"
-    if b == "ATOMS":
-        return "sts"  # a shared-memory write; rare in the loops measured here
-    if b == "LDGSTS":
-        return "ldgsts"
-    if b in ("LDG", "LD", "LDGMC"):
-        return "ldg"
-    if b in ("STG", "ST", "RED", "ATOMG", "ATOM"):
-        return "stg"
-    if b == "FFMA":
-        return "ffma"
-    if b == "FMUL":
-        return "fmul"
-    if b == "FADD":
-        return "fadd"
-    if b == "FMNMX":
-        return "fmnmx"
-    if b in OTHER_FLOAT:
-        return "float_other"
-    if b == "MOV" or b == "MOV32I" or op.startswith("IMAD.MOV"):
+    if op.startswith("IMAD.MOV"):
         return "mov"
     if b == "HFMA2" and ".MMA" in op and re.match(r"\s*\S+,\s*-RZ,\s*RZ\b", operands):
         return "mov"  # `HFMA2.MMA Rd, -RZ, RZ, imm, imm`: a constant materialised on the FMA pipe
-    if b in INT_ALU:
-        return "int"
-    if b in CONV:
-        return "conv"
-    if b in HALF:
-        return "half"
-    if b == "MUFU":
-        return "mufu"
-    if b == "SHFL":
-        return "shfl"
-    if b in ("BAR", "BARRIER", "SYNCS"):
-        return "bar"
-    if b in ("DEPBAR", "LDGDEPBAR"):
-        return "depbar"
-    if b == "BRA":
-        return "bra"
-    if b == "NOP":
-        return "nop"
+    if b in BY_OPCODE:
+        return BY_OPCODE[b]
+    for cls, members in BY_SET:
+        if b in members:
+            return cls
     if b.startswith("U"):
         return "uniform"
     return "other"

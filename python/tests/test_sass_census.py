@@ -1,26 +1,16 @@
 """scripts/sass_census.py on synthetic SASS: main-loop detection (nested loops, a persistent outer
 loop, an out-of-line slow path that branches back into the loop), the instruction classes, the
 per-unit normalisation, -res-usage registers/spills, nvdisasm syntax and .xz input."""
-import importlib.util
 import json
 import lzma
-import os
 
+import checkout_script
 import pytest
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.environ.get("SAGE2_SOURCE_DIR") or os.path.dirname(os.path.dirname(HERE))
-TOOL = os.path.join(REPO, "scripts", "sass_census.py")
 
 
 @pytest.fixture(scope="module")
 def sc():
-    if not os.path.exists(TOOL):
-        pytest.skip("no scripts/sass_census.py (an installed package without the checkout)")
-    spec = importlib.util.spec_from_file_location("sass_census", TOOL)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return checkout_script.load("scripts/sass_census.py")
 
 
 def line(addr, text):

@@ -1,12 +1,12 @@
 """bench/scoreboard_bench.py without a GPU: the alternating rounds and the medians (a scripted
 backend), the kernel-name filters, failure handling, and the whole --dry-run through
 bench/scoreboard_run.sh, whose records ../shared/tools/scoreboard.py must score in every group."""
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 
+import checkout_script
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -18,12 +18,7 @@ SCOREBOARD = os.path.join(os.path.dirname(REPO), "shared", "tools", "scoreboard.
 
 @pytest.fixture(scope="module")
 def sb():
-    if not os.path.exists(BENCH):
-        pytest.skip("no bench/scoreboard_bench.py (an installed package without the checkout)")
-    spec = importlib.util.spec_from_file_location("scoreboard_bench", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return checkout_script.load("bench/scoreboard_bench.py")
 
 
 class Scripted:
