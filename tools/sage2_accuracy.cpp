@@ -402,6 +402,53 @@ std::string fmt(const char* f, double x) {
 
 }  // namespace
 
+// The report's header: the inputs and the exact attention's statistics, into `j` (and on stdout
+// as comment lines when `text`).
+void describe_run(const Args& a, const AttnStats& st, const std::string& command, bool text, nlohmann::json& j) {
+  j["inputs"] = {{"seed", a.seed},
+                 {"batch", a.batch},
+                 {"heads", a.heads},
+                 {"kv_heads", a.kv_heads},
+                 {"q_len", a.q_len},
+                 {"kv_len", a.kv_len},
+                 {"head_dim", a.head_dim},
+                 {"dtype", dtype_name(a.dtype)},
+                 {"inputs", input_kind_name(a.inputs)},
+                 {"causal", causal_mode_name(a.causal)}};
+  if (a.inputs == InputKind::Activation)
+    j["inputs"]["model"] = {{"qk_bias", a.model.qk_bias},           {"outlier_channels", a.model.outlier_channels},
+                            {"outlier_factor", a.model.outlier_factor}, {"qk_noise", a.model.qk_noise},
+                            {"latent_rank", a.model.latent_rank},     {"latent_scale", a.model.latent_scale},
+                            {"v_bias", a.model.v_bias},               {"v_outlier_channels", a.model.v_outlier_channels},
+                            {"v_outlier_bias", a.model.v_outlier_bias}, {"v_latent_scale", a.model.v_latent_scale},
+                            {"v_noise", a.model.v_noise}};
+  j["attention_stats"] = {{"rows_sampled", st.rows},
+                          {"mean_effective_keys", st.eff_keys},
+                          {"mean_max_prob", st.max_p},
+                          {"mean_logit_std", st.logit_std},
+                          {"q_abs_max", st.q_absmax},
+                          {"k_abs_max", st.k_absmax},
+                          {"v_abs_max", st.v_absmax}};
+  j["metrics"] = "vs exact attention in double, on the flattened output of all heads (paper A.7); "
+                 "worst_head_cos = lowest per-head cosine similarity; lse_max_abs = max |LSE - exact LSE|";
+  j["results"] = nlohmann::json::array();
+  if (text) {
+    std::cout << "# " << command << "\n";
+    std::cout << "# inputs: "
+              << (a.inputs == InputKind::Gaussian   ? "N(0,1)"
+                  : a.inputs == InputKind::StudentT ? "Student-t, 3 degrees of freedom (heavy-tailed)"
+                                                    : "activation-like (channel bias + outlier channels, V channel bias)")
+              << ", " << dtype_name(a.dtype) << ", B=" << a.batch << " Hq=" << a.heads << " Hkv=" << a.kv_heads
+              << " Nq=" << a.q_len << " Nk=" << a.kv_len << " d=" << a.head_dim << " causal=" << causal_mode_name(a.causal)
+              << " seed=" << a.seed << "\n";
+    std::cout << "# attention (exact, " << st.rows << " sampled rows): mean effective keys 1/sum(p^2) = "
+              << fmt("%.1f", st.eff_keys) << ", mean max p = " << fmt("%.4f", st.max_p)
+              << ", mean std of logits = " << fmt("%.2f", st.logit_std) << "; max |Q| = " << fmt("%.2f", st.q_absmax)
+              << ", max |K| = " << fmt("%.2f", st.k_absmax) << ", max |V| = " << fmt("%.2f", st.v_absmax) << "\n";
+    std::cout << "# metrics vs exact attention (double); paper = CogVideoX averages from the paper's tables\n";
+  }
+}
+
 int main(int argc, char** argv) {
   Args a;
   try {
@@ -431,48 +478,7 @@ int main(int argc, char** argv) {
 
     nlohmann::json j;
     j["command"] = command;
-    j["inputs"] = {{"seed", a.seed},
-                   {"batch", a.batch},
-                   {"heads", a.heads},
-                   {"kv_heads", a.kv_heads},
-                   {"q_len", a.q_len},
-                   {"kv_len", a.kv_len},
-                   {"head_dim", a.head_dim},
-                   {"dtype", dtype_name(a.dtype)},
-                   {"inputs", input_kind_name(a.inputs)},
-                   {"causal", causal_mode_name(a.causal)}};
-    if (a.inputs == InputKind::Activation)
-      j["inputs"]["model"] = {{"qk_bias", a.model.qk_bias},           {"outlier_channels", a.model.outlier_channels},
-                              {"outlier_factor", a.model.outlier_factor}, {"qk_noise", a.model.qk_noise},
-                              {"latent_rank", a.model.latent_rank},     {"latent_scale", a.model.latent_scale},
-                              {"v_bias", a.model.v_bias},               {"v_outlier_channels", a.model.v_outlier_channels},
-                              {"v_outlier_bias", a.model.v_outlier_bias}, {"v_latent_scale", a.model.v_latent_scale},
-                              {"v_noise", a.model.v_noise}};
-    j["attention_stats"] = {{"rows_sampled", st.rows},
-                            {"mean_effective_keys", st.eff_keys},
-                            {"mean_max_prob", st.max_p},
-                            {"mean_logit_std", st.logit_std},
-                            {"q_abs_max", st.q_absmax},
-                            {"k_abs_max", st.k_absmax},
-                            {"v_abs_max", st.v_absmax}};
-    j["metrics"] = "vs exact attention in double, on the flattened output of all heads (paper A.7); "
-                   "worst_head_cos = lowest per-head cosine similarity; lse_max_abs = max |LSE - exact LSE|";
-    j["results"] = nlohmann::json::array();
-    if (text) {
-      std::cout << "# " << command << "\n";
-      std::cout << "# inputs: "
-                << (a.inputs == InputKind::Gaussian   ? "N(0,1)"
-                    : a.inputs == InputKind::StudentT ? "Student-t, 3 degrees of freedom (heavy-tailed)"
-                                                      : "activation-like (channel bias + outlier channels, V channel bias)")
-                << ", " << dtype_name(a.dtype) << ", B=" << a.batch << " Hq=" << a.heads << " Hkv=" << a.kv_heads
-                << " Nq=" << a.q_len << " Nk=" << a.kv_len << " d=" << a.head_dim << " causal=" << causal_mode_name(a.causal)
-                << " seed=" << a.seed << "\n";
-      std::cout << "# attention (exact, " << st.rows << " sampled rows): mean effective keys 1/sum(p^2) = "
-                << fmt("%.1f", st.eff_keys) << ", mean max p = " << fmt("%.4f", st.max_p)
-                << ", mean std of logits = " << fmt("%.2f", st.logit_std) << "; max |Q| = " << fmt("%.2f", st.q_absmax)
-                << ", max |K| = " << fmt("%.2f", st.k_absmax) << ", max |V| = " << fmt("%.2f", st.v_absmax) << "\n";
-      std::cout << "# metrics vs exact attention (double); paper = CogVideoX averages from the paper's tables\n";
-    }
+    describe_run(a, st, command, text, j);
     std::string section;
     std::map<std::string, ref::Metrics> done;   // by config name: the baselines of later rows
     for (const Config& c : configs(a)) {
