@@ -1,6 +1,6 @@
 // The cases of the GPU wgmma suite (tests/gpu/test_wgmma.cpp), shared with the CPU suite so that
 // `SAGE2_WGMMA_PREFILL=<dir> sage2_cpu_tests -tc="*prefill*"` can compile every kernel the GPU run
-// needs into a disk cache on a machine without a GPU (tests/cpu/test_jit_wgmma.cpp).
+// needs into a disk cache on a machine without a GPU (tests/cpu/jit/test_wgmma_kernels.cpp).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // Specification (issue #8, "many processes sharing one cache directory while compiling the same
-// and different keys; results identical to single-threaded runs"). test_cache_disk.cpp covers
+// and different keys; results identical to single-threaded runs"). tests/cpu/cache/test_disk_cache.cpp covers
 // concurrent writer processes storing ready-made (synthetic) entries; this covers processes that
 // COMPILE with NVRTC on a miss, the way a Context's kernel loader does (load → miss → compile →
 // store), racing on two shared keys while each also compiles a key of its own:

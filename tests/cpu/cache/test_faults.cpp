@@ -3,7 +3,7 @@
 // before it hands a cubin to the driver — returns exactly the kernel of the requested key, never
 // another one, never crashes, and repairs the cache when it can. The format-level damage cases
 // (truncation, flipped bytes, one entry renamed, another arch's entry) are specified in
-// test_cache_disk.cpp; this file adds the real-compile recompile-and-replace flow, entries
+// tests/cpu/cache/test_disk_cache.cpp; this file adds the real-compile recompile-and-replace flow, entries
 // swapped between two keys, a read-only directory as an unprivileged user (CI runs as root, where
 // chmod does not stop writes), a full disk while replacing an entry, and a directory deleted
 // under a running process.
@@ -510,5 +510,5 @@ TEST_CASE("faults: a directory deleted over and over under a running storer neve
   MESSAGE("directory deleted " << deletions.load() << " times during 300 stores (" << stores_ok << " ok, "
                                << stores_failed << " failed) and 600 loads (" << hits << " hits, " << misses
                                << " misses, " << wrong << " wrong); " << warns.count() << " warnings");
-  MESSAGE("cache fault injections in test_faults_cache.cpp so far: " << g_faults);
+  MESSAGE("cache fault injections in tests/cpu/cache/test_faults.cpp so far: " << g_faults);
 }

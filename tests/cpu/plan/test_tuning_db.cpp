@@ -643,7 +643,7 @@ TEST_CASE("autotune: Contexts of one device and cache directory share one planne
   CHECK(a->choose(base_spec(p), p).tuned);
   CHECK(b->memoised() == 1);
   // The path a Context uses: beside its cache; none when the disk cache or tuning is off (where
-  // SAGE2_DISABLE_TUNING comes in: tests/cpu/test_config.cpp).
+  // SAGE2_DISABLE_TUNING comes in: tests/cpu/base/test_config.cpp).
   base::config::ContextConfig c;
   c.cache_dir = tmp.path;
   CHECK(plan::context_db_path(c, kDevice, kArch) == path);

@@ -404,7 +404,7 @@ TEST_CASE("validation: total (argument × bad value) cases tried, C++ and C API"
   const int cpp_total = cpp_tensor + cpp_mismatch + cpp_dim + cpp_overlap + cpp_param;
   const int c_total = c_tensor + c_param;
   std::ostringstream s;
-  s << "attention argument validation: (argument x bad value) cases tried by tests/cpu/test_attention_validation.cpp\n"
+  s << "attention argument validation: (argument x bad value) cases tried by tests/cpu/plan/test_attention_validate.cpp\n"
     << "each case must be refused with InvalidArgument and a message naming the argument (and the value)\n"
     << "written by: SAGE2_VALIDATION_CASES_FILE=bench/results/validation_cases.txt build/tests/sage2_cpu_tests -tc='validation*'\n"
     << "C++ API (plan::validate_attention):\n"

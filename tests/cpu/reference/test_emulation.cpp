@@ -358,7 +358,7 @@ TEST_CASE("emulation: 23-bit two-level and one-level accumulation agree; output 
 }
 
 TEST_CASE("emulation: NaN policy — poison reaches exactly the rows / channels that read it") {
-  // (tests/cpu/test_reference_nonfinite.cpp specifies the policy in full.)
+  // (tests/cpu/reference/test_nonfinite.cpp specifies the policy in full.)
   auto in = make_gaussian(13, DType::F32, 1, 1, 1, 128, 128, 32);
   const auto spec = make_spec(AttentionFamily::Mma, 8, 32, 64, 64, 4, false, false, false, CausalMode::TopLeft);
   {

@@ -1,7 +1,7 @@
 // Specification of tuning as a library call (autotune/tune.hpp) and of its public entry points
 // (sage2::tune, sage2_tune) as far as they run without a GPU: the specialisation grid, the C
 // options' defaults (those of sage2::TuneOptions) and the C boundary's refusals. Timing itself
-// runs in the GPU suite and through sage2-autotune (tests/cpu/test_autotune_fake_driver.cpp).
+// runs in the GPU suite and through sage2-autotune (tests/cpu/autotune/test_fake_driver.cpp).
 #include <doctest/doctest.h>
 
 #include <cstring>
