@@ -478,8 +478,14 @@ void tile_step(const Attention& A, const Block& B, std::int64_t t, const std::ve
     float rowsum = 0.f;
     for (int jj = 0; jj < nt; ++jj) {
       pt[sz(jj)] = std::exp2(s[sz(jj)] - m_sh);
-      rowsum += pt[sz(jj)];
+      if (!A.in.opt.rowsum_of_phat) rowsum += pt[sz(jj)];
     }
+    if (A.in.opt.rowsum_of_phat)   // EmulationOptions::rowsum_of_phat: 16-key steps of P̂
+      for (int c0 = 0; c0 < nt; c0 += 16) {
+        double step = 0;
+        for (int jj = c0; jj < std::min(nt, c0 + 16); ++jj) step += A.V.pv.round(pt[sz(jj)]);
+        rowsum = static_cast<float>(static_cast<double>(rowsum) + step);
+      }
     l = l * a + rowsum;
     if (two_level) {
       std::fill(acc, acc + d, 0.f);

@@ -15,7 +15,7 @@
 //     --qk-bias X --outlier-channels N --outlier-factor X --qk-noise X --latent-scale X
 //     --v-bias X --v-outlier-bias X --v-latent-scale X --v-noise X   knobs of the activation-like input model
 //                         (reference::ActivationModel; defaults there)
-//     --only SECTION      smoothing | granularity | pv | accumulator | hopper | onepass | sanity
+//     --only SECTION      smoothing | granularity | pv | accumulator | hopper | onepass | rowsum | sanity
 //     --threads T         worker threads (default: all cores)
 //     --json FILE         also write the results as JSON ("-" for stdout, then no text)
 //     --help
@@ -41,6 +41,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "reference/kernel_config.hpp"
@@ -55,7 +56,7 @@ const char* kUsage =
     "usage: sage2-accuracy [--seed N] [--batch B] [--heads H] [--kv-heads H] [--q-len N]\n"
     "                      [--kv-len N] [--head-dim D] [--dtype f16|bf16]\n"
     "                      [--inputs activation|gaussian|student-t] [--causal none|top-left|bottom-right]\n"
-    "                      [--only smoothing|granularity|pv|accumulator|hopper|onepass|sanity]\n"
+    "                      [--only smoothing|granularity|pv|accumulator|hopper|onepass|rowsum|sanity]\n"
     "                      [--qk-bias X] [--outlier-channels N] [--outlier-factor X] [--qk-noise X]\n"
     "                      [--latent-scale X] [--v-bias X] [--v-outlier-bias X]\n"
     "                      [--v-latent-scale X] [--v-noise X]\n"
@@ -145,8 +146,9 @@ Args parse(int argc, char** argv) {
       else throw UsageError{"--causal expects none, top-left or bottom-right, got '" + v + "'"};
     } else if (opt == "--only") {
       if (v != "smoothing" && v != "granularity" && v != "pv" && v != "accumulator" && v != "hopper" && v != "onepass" &&
+          v != "rowsum" &&
           v != "sanity")
-        throw UsageError{"--only expects smoothing, granularity, pv, accumulator, hopper, onepass or sanity, got '" + v + "'"};
+        throw UsageError{"--only expects smoothing, granularity, pv, accumulator, hopper, onepass, rowsum or sanity, got '" + v + "'"};
       a.only = v;
     } else {
       throw UsageError{"unknown option " + opt};
@@ -300,6 +302,27 @@ std::vector<Config> configs(const Args& a) {
       one.opt.kv_tile_statistics = true;
       cs.push_back(today);
       cs.push_back(one);
+    }
+  }
+  {  // The row sum of P̂ instead of P̃ (EmulationOptions::rowsum_of_phat; issue 31): each family's
+     // configuration with the contract's fp32 row sum, then with the sum of the P̂ the product reads.
+    ref::EmulationOptions hw = ada;
+    hw.accum_mantissa_bits = 13;
+    ref::KernelConfig mma8 = int4_spec(d, a.causal), mma16, wg = hopper_spec(d, a.causal);
+    mma8.qk_bits = 8;
+    mma8.smooth_q = false;
+    mma16 = mma8;
+    mma16.arch = "sm_80";   // FP16 P̃V, the Ampere path
+    ref::EmulationOptions hw16 = hw;
+    hw16.accum_mantissa_bits = 23;
+    const std::tuple<const char*, ref::KernelConfig, ref::EmulationOptions> families[] = {
+        {"mma int8, FP16 P~V (sm_80)", mma16, hw16}, {"mma int8, FP8 P~V (sm_89)", mma8, hw}, {"wgmma int8, FP8 P~V", wg, hw}};
+    for (const auto& [name, spec, o] : families) {
+      Config today{"rowsum", std::string(name) + ", sum of P~", spec, o, {}};
+      Config hat{"rowsum", std::string(name) + ", sum of P^", spec, o, {}, today.name};
+      hat.opt.rowsum_of_phat = true;
+      cs.push_back(today);
+      cs.push_back(hat);
     }
   }
   {  // sanity: the emulation with every approximation switched off, and one at a time
@@ -519,7 +542,7 @@ int main(int argc, char** argv) {
         if (c.section != section) {
           section = c.section;
           std::cout << "\n## " << section << "\n";
-          if (section == "onepass")
+          if (section == "onepass" || section == "rowsum")
             std::printf("%-46s %10s %10s %10s %10s %10s | %8s\n", "config", "CosSim", "RelL1", "RMSE", "worst cos",
                         "LSE err", "L1 x today");
           else
@@ -530,7 +553,7 @@ int main(int argc, char** argv) {
                     100 * worst, lse_err);
         if (!std::isnan(vs_baseline))
           std::printf(" %10.4f\n", vs_baseline);
-        else if (c.section == "onepass")
+        else if (c.section == "onepass" || c.section == "rowsum")
           std::printf(" %10s\n", "-");
         else if (!std::isnan(c.paper.cos))
           std::printf(" %7.2f%% %7.4f %7.4f\n", 100 * c.paper.cos, c.paper.l1, c.paper.rmse);

@@ -462,6 +462,11 @@ struct EmulationOptions {
   // takes each tile's V scale at the flush, O_c = O_c·a + R_c·δV[t][c], so the epilogue is
   // O_ic = (O_c · r) + μ[c]. Needs two_level_accum (a carried accumulator has no flush per tile).
   bool kv_tile_statistics = false;
+  // A contract amendment under study (issue 31, bench/NOTES.md session 10): the row sum l adds the
+  // P̂ the P̂·V̂ product reads (as a tensor-core row sum of P̂ against ones would, the reference's
+  // sm80 kernel: 16 keys a step, each step's exact sum rounded once into the fp32 tile sum that
+  // starts from 0 per tile) instead of the fp32 P̃. Off: the contract above.
+  bool rowsum_of_phat = false;
   // fp16 accumulation (config.pv_accum Fp16): keys per fp16 rounding of the accumulator; 0: the
   // instruction's k (32 for e4m3 m16n8k32, 16 for FP16 m16n8k16). 16 with FP8 models an e4m3
   // mma lowered into two f16 k16 HMMAs (Hopper's ptxas running compute_89 PTX). 16 or 32.
