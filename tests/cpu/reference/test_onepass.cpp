@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "amendment_data.hpp"
 #include "sage2/reference.hpp"
 
 using namespace sage2;
@@ -200,13 +201,7 @@ TEST_CASE("onepass: the amendment's bar — rel-L1 at most 2 % above today's on 
   // `sage2-accuracy --only onepass` (bench/results/2026-11-28-session9/onepass_accuracy.md).
   const std::int64_t n = 512;
   const int d = 64;
-  struct Kind {
-    const char* name;
-    AttentionInputs in;
-  };
-  const Kind kinds[] = {{"gaussian", make_gaussian(21, DType::F16, 1, 2, 2, n, n, d)},
-                        {"activation-like", make_activation_like(21, DType::F16, 1, 2, 2, n, n, d)},
-                        {"student-t 3", make_student_t(21, DType::F16, 1, 2, 2, n, n, d)}};
+  const auto kinds = sage2::test::data_kinds(21, n, d);
   struct Family {
     const char* name;
     KernelConfig spec;
@@ -215,7 +210,7 @@ TEST_CASE("onepass: the amendment's bar — rel-L1 at most 2 % above today's on 
                              {"mma int4 m16n8k64", onepass_spec(AttentionFamily::Mma, 4, d, true, false)},
                              {"wgmma int8", onepass_spec(AttentionFamily::Wgmma, 8, d, false, false)},
                              {"wgmma int8 smooth V", onepass_spec(AttentionFamily::Wgmma, 8, d, false, true)}};
-  for (const Kind& k : kinds)
+  for (const sage2::test::DataKind& k : kinds)
     for (CausalMode cm : {CausalMode::None, CausalMode::TopLeft}) {
       AttentionOptions ao;
       ao.causal = cm;

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <string>
 
+#include "amendment_data.hpp"
 #include "sage2/reference.hpp"
 
 using namespace sage2;
@@ -58,14 +59,8 @@ TEST_CASE("rowsum: off changes nothing; with unrounded P it only reorders the su
 TEST_CASE("rowsum: the sum of P^ keeps rel-L1 within 2 % of the contract's on three data kinds, FP16 and FP8 P~V") {
   const std::int64_t n = 512;
   const int d = 64;
-  struct Kind {
-    const char* name;
-    AttentionInputs in;
-  };
-  const Kind kinds[] = {{"gaussian", make_gaussian(31, DType::F16, 1, 2, 2, n, n, d)},
-                        {"activation-like", make_activation_like(31, DType::F16, 1, 2, 2, n, n, d)},
-                        {"student-t 3", make_student_t(31, DType::F16, 1, 2, 2, n, n, d)}};
-  for (const Kind& k : kinds)
+  const auto kinds = sage2::test::data_kinds(31, n, d);
+  for (const sage2::test::DataKind& k : kinds)
     for (CausalMode cm : {CausalMode::None, CausalMode::TopLeft}) {
       AttentionOptions ao;
       ao.causal = cm;
