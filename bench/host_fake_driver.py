@@ -65,7 +65,7 @@ print("python sageattn: %.2f us per call (%d calls x 3, median; the fake torch.e
 
 
 def fake_driver_source():
-    src = open(os.path.join(ROOT, "tests", "cpu", "tests/cpu/autotune/test_fake_driver.cpp"), encoding="utf-8").read()
+    src = open(os.path.join(ROOT, "tests", "cpu", "autotune", "test_fake_driver.cpp"), encoding="utf-8").read()
     fake = src.split('const char* kFakeSource = R"FAKE(')[1].split(')FAKE";')[0]
     fake = fake.replace("static double g_clock_ms = 0;",
                         "static double g_clock_ms = 0;\nstatic long g_launches = 0, g_tma = 0, g_ptr = 0;", 1)
@@ -73,7 +73,7 @@ def fake_driver_source():
     fake = fake.replace("  (void)p;\n  for (unsigned i = 0; i < n; ++i)", "  (void)p; g_ptr++;\n  for (unsigned i = 0; i < n; ++i)", 1)
     fake += EXTRA_C
     have = set(re.findall(r"CUresult (cu\w+)\(", fake))
-    header = open(os.path.join(ROOT, "runtime", "driver.hpp"), encoding="utf-8").read()
+    header = open(os.path.join(ROOT, "base", "driver.hpp"), encoding="utf-8").read()
     for name in re.findall(r"X\((cu\w+)\)", header):
         if name not in have:
             fake += "CUresult %s() { return 801; }\n" % name

@@ -63,7 +63,7 @@ constexpr bool wg_pipelined(int d_v, int stages, int warps, bool smooth_q) {
 // registers serial at d_v <= 128 (3 CTAs; 2 with smooth-Q, whose ΔS loads spilled at 168),
 // 230 pipelined or at d_v 256 (2 CTAs); d_v <= 64 leaves room for 4.
 // Tensor masks (mask) keep these budgets although their tiles spill a little there (tests/cpu/
-// tests/cpu/plan/test_mask.cpp): one CTA fewer per SM without spills measured slower (bench/NOTES.md,
+// plan/test_mask.cpp): one CTA fewer per SM without spills measured slower (bench/NOTES.md,
 // "Tensor masks": key padding at 2K, 503 µs at 2 CTAs vs 429 µs at 3 with spills); only the
 // 4 CTAs of d_v <= 64 (128 registers) become 3, like smooth-Q's.
 constexpr int wg_min_ctas(int warps, int d_v, int stages, bool smooth_q, bool mask = false) {
