@@ -46,6 +46,19 @@ bool default_pv_acc16(Arch arch, bool pv_fp16) noexcept {
   return i && !pv_fp16 && i->pv_acc16 && i->pv_acc16_default;
 }
 
+bool resolve_pv_fp16(Arch arch, PvPrecision p) noexcept {
+  return p == PvPrecision::Auto ? default_pv_fp16(arch) : p == PvPrecision::Fp16;
+}
+
+bool resolve_pv_acc16(Arch arch, bool pv_fp16, PvAccum a) noexcept {
+  if (a == PvAccum::Auto) return default_pv_acc16(arch, pv_fp16);
+  if (a == PvAccum::PreferFp16) {
+    const ArchInfo* i = find_arch_info(arch);
+    return i && i->pv_acc16;
+  }
+  return a == PvAccum::Fp16;
+}
+
 const char* arch_name(Arch a) noexcept {
   const ArchInfo* i = find_arch_info(a);
   return i ? i->name : "?";

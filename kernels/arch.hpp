@@ -70,6 +70,10 @@ bool default_pv_fp16(Arch arch) noexcept;
 // The P̃V accumulation a call gets unless it asks (ArchInfo::pv_acc16_default): fp16 inside a tile
 // only on the FP8 path (the reference's "fp32+fp16"); the FP16 path's default stays fp32.
 bool default_pv_acc16(Arch arch, bool pv_fp16) noexcept;
+// A request resolved on `arch` (the one rule for the API's params and the emulation's config):
+// Auto the arch's default; PreferFp16 fp16 where the arch offers it; otherwise what was asked.
+bool resolve_pv_fp16(Arch arch, PvPrecision p) noexcept;
+bool resolve_pv_acc16(Arch arch, bool pv_fp16, PvAccum a) noexcept;
 
 // Where a Context's kernels are generated for.
 struct CodeTarget {

@@ -188,11 +188,8 @@ AttentionProblem validate_attention(const TensorRef& q, const TensorRef& k, cons
   p.dtype = q.dtype;
   p.causal = params.causal;
   p.qk_bits = bits != 0 ? bits : kernels::default_qk_bits(arch);
-  p.pv_fp16 = params.pv_precision == PvPrecision::Auto ? kernels::default_pv_fp16(arch)
-                                                       : params.pv_precision == PvPrecision::Fp16;
-  p.pv_acc16 = params.pv_accum == PvAccum::Auto         ? kernels::default_pv_acc16(arch, p.pv_fp16)
-              : params.pv_accum == PvAccum::PreferFp16 ? ai.pv_acc16
-                                                       : params.pv_accum == PvAccum::Fp16;
+  p.pv_fp16 = kernels::resolve_pv_fp16(arch, params.pv_precision);
+  p.pv_acc16 = kernels::resolve_pv_acc16(arch, p.pv_fp16, params.pv_accum);
   p.smooth_q = params.smooth_q == Toggle::Auto ? p.qk_bits == 4 : params.smooth_q == Toggle::On;
   p.smooth_k = params.smooth_k;
   p.smooth_v = params.smooth_v;

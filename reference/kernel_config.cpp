@@ -29,12 +29,10 @@ kernels::KernelSpec kernel_spec(const KernelConfig& c) {
   s.arch = kernels::parse_arch(c.arch);
   const int pvp = static_cast<int>(c.pv_precision);
   if (pvp < 0 || pvp > 2) detail::bad_arg("config.pv_precision=" + std::to_string(pvp) + " is not a PvPrecision");
-  s.pv_fp16 = c.pv_precision == PvPrecision::Auto ? kernels::default_pv_fp16(s.arch) : c.pv_precision == PvPrecision::Fp16;
+  s.pv_fp16 = kernels::resolve_pv_fp16(s.arch, c.pv_precision);
   const int pva = static_cast<int>(c.pv_accum);
   if (pva < 0 || pva > 3) detail::bad_arg("config.pv_accum=" + std::to_string(pva) + " is not a PvAccum");
-  s.pv_acc16 = c.pv_accum == PvAccum::Auto         ? kernels::default_pv_acc16(s.arch, s.pv_fp16)
-               : c.pv_accum == PvAccum::PreferFp16 ? kernels::arch_info(s.arch).pv_acc16
-                                                   : c.pv_accum == PvAccum::Fp16;
+  s.pv_acc16 = kernels::resolve_pv_acc16(s.arch, s.pv_fp16, c.pv_accum);
   if (c.family == AttentionFamily::Auto) {
     s.family = kernels::default_attention_family(s.arch, c.qk_bits, c.head_dim, s.pv_fp16);
   } else {
