@@ -394,6 +394,24 @@ float scores(const Attention& A, const Block& B, std::int64_t i, std::int64_t j0
   return tile_max;
 }
 
+// One k-step of the tile's P̂·V̂: chunk_c = Σ_{jj in [c0, c1)} P̂_jj·V̂_(j0+jj),c, exact (products
+// summed in double); false when every P̂ of the step is 0.
+bool pv_chunk(const Attention& A, const float* vh, std::int64_t j0, int c0, int c1, const std::vector<float>& pt,
+              std::vector<double>& chunk) {
+  const int d = A.in.p.head_dim;
+  std::fill(chunk.begin(), chunk.end(), 0.0);
+  bool any = false;
+  for (int jj = c0; jj < c1; ++jj) {
+    const float phat = A.V.pv.round(pt[sz(jj)]);
+    if (phat == 0.f) continue;
+    any = true;
+    const double pd = phat;
+    const float* vr = vh + (j0 + jj) * d;
+    for (int c = 0; c < d; ++c) chunk[sz(c)] += pd * static_cast<double>(vr[c]);
+  }
+  return any;
+}
+
 // x rounded to fp16 (nearest, ties to even; overflow to ±inf) in one step from double: the f16
 // accumulator of an mma rounds the exact sum once (going through float would round twice).
 double round_half(double x) {
@@ -416,15 +434,7 @@ void accumulate_pv16(const Attention& A, const Block& B, std::int64_t j0, int nt
     const int s1 = std::min(nt, s0 + kernels::kPvAcc16Keys);
     std::fill(h.begin(), h.end(), 0.0);
     for (int c0 = s0; c0 < s1; c0 += A.kchunk) {
-      std::fill(chunk.begin(), chunk.end(), 0.0);
-      const int c1 = std::min(s1, c0 + A.kchunk);
-      for (int jj = c0; jj < c1; ++jj) {
-        const float phat = A.V.pv.round(pt[sz(jj)]);
-        if (phat == 0.f) continue;
-        const double pd = phat;
-        const float* vr = vh + (j0 + jj) * d;
-        for (int c = 0; c < d; ++c) chunk[sz(c)] += pd * static_cast<double>(vr[c]);
-      }
+      pv_chunk(A, vh, j0, c0, std::min(s1, c0 + A.kchunk), pt, chunk);
       for (int c = 0; c < d; ++c) h[sz(c)] = round_half(h[sz(c)] + chunk[sz(c)]);
     }
     for (int c = 0; c < d; ++c) acc[c] = s0 == 0 ? static_cast<float>(h[sz(c)]) : acc[c] + static_cast<float>(h[sz(c)]);
@@ -438,17 +448,7 @@ void accumulate_pv(const Attention& A, const Block& B, std::int64_t j0, int nt, 
   const int d = A.in.p.head_dim, M = A.in.opt.accum_mantissa_bits;
   const float* vh = A.V.hat.data() + B.bhk * A.in.p.kv_len * d;
   for (int c0 = 0; c0 < nt; c0 += A.kchunk) {
-    std::fill(chunk.begin(), chunk.end(), 0.0);
-    const int c1 = std::min(nt, c0 + A.kchunk);
-    bool any = false;
-    for (int jj = c0; jj < c1; ++jj) {
-      const float phat = A.V.pv.round(pt[sz(jj)]);
-      if (phat == 0.f) continue;
-      any = true;
-      const double pd = phat;
-      const float* vr = vh + (j0 + jj) * d;
-      for (int c = 0; c < d; ++c) chunk[sz(c)] += pd * static_cast<double>(vr[c]);
-    }
+    const bool any = pv_chunk(A, vh, j0, c0, std::min(nt, c0 + A.kchunk), pt, chunk);
     if (!any && M == 23) continue;   // acc + 0 == acc exactly (and truncation is idempotent)
     for (int c = 0; c < d; ++c)
       acc[c] = truncate_mantissa(static_cast<float>(static_cast<double>(acc[c]) + chunk[sz(c)]), M);
