@@ -97,15 +97,21 @@ class WgmmaFamily final : public AttentionFamilyDesc {
     return v;
   }
 
-  // One warpgroup per CTA (several CTAs per SM), serial loop with 2 stages; bk 128 up to head dim
-  // 128, 64 above (the stages of two CTAs per SM fit). Then the stages, then bk, lowered until the
-  // shared memory fits `max_smem_optin`.
+  // Up to head dim 128: one warpgroup per CTA (three CTAs per SM hide each other's softmax),
+  // serial loop, bk 128, 2 stages. Wider: the producer design (two consumer warpgroups with 240
+  // registers each, bk 128, 2 stages), where one warpgroup per CTA gets only two CTAs per SM and
+  // bk 64 (measured on the H200, hd 136–256: +9–19 % at 4K, +19–43 % at 16K; bench/NOTES.md,
+  // session 11). Then the stages, then bk, lowered until the shared memory fits `max_smem_optin`.
   TileConfig default_tile(const KernelSpec& attention_spec, int max_smem_optin) const override {
     if (attention_spec.head_dim > kMaxHeadDim)
       throw Error(ErrorCode::Unsupported,
                   kWho + std::string("head_dim=") + s(attention_spec.head_dim) + " > 256; use the mma family");
     KernelSpec k = attention_spec;
     k.family = family;
+    if (attention_spec.head_dim > 128) {
+      k.tile = TileConfig{128, 128, 8, 2};
+      if (wgmma_kernel_config(k).smem <= static_cast<std::size_t>(max_smem_optin)) return k.tile;
+    }
     const int bk0 = attention_spec.head_dim <= 128 ? 128 : 64;
     for (int bk : {bk0, 64}) {
       for (int stages = 2; stages >= 1; --stages) {
@@ -177,8 +183,8 @@ WgmmaKernelConfig wgmma_kernel_config(const KernelSpec& spec) {
   k.min_ctas = dev::wg_min_ctas(t.warps, dv, t.stages, spec.smooth_q, spec.mask != 0);
   k.pipelined = dev::wg_pipelined(dv, t.stages, t.warps, spec.smooth_q);
   k.panel = dev::wg_panel(rb);
-  k.pv_chunks = dev::wg_pv_chunks(dv);
-  k.pv_n = dev::wg_pv_n(dv);
+  k.pv_chunks = dev::wg_pv_chunks(dv, t.warps);
+  k.pv_n = dev::wg_pv_n(dv, t.warps);
   k.smem = static_cast<std::size_t>(dev::wg_smem_layout(t.bq, t.bk, rb, dv, t.stages, spec.smooth_q, t.warps).total);
   k.q_in_smem = dev::wg_q_in_smem(rb, dv, t.stages, t.warps, spec.smooth_q);
   return k;

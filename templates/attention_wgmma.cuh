@@ -50,8 +50,9 @@ constexpr int CTHREADS = WARPS * 32;   // consumer threads
 constexpr int KSTEPS = RB / 32;        // k32 steps of QKᵀ
 constexpr int PANEL = sage2::dev::wg_panel(RB);
 constexpr int NPANEL = RB / PANEL;
-constexpr int NCH = sage2::dev::wg_pv_chunks(D_V);
-constexpr int PVN = sage2::dev::wg_pv_n(D_V);
+constexpr int NCH = sage2::dev::wg_pv_chunks(D_V, WARPS);
+constexpr int PVN = sage2::dev::wg_pv_n(D_V, WARPS);
+constexpr bool PV_RING = sage2::dev::wg_pv_ring(D_V, WARPS);  // wgmma_params.cuh
 constexpr int KC = BK / 32;            // k32 chunks of P̂·V̂
 constexpr int NS = BK / 2;             // S accumulator registers per thread
 constexpr int NT = BK / 8;             // its n8 tiles (4 registers each)
@@ -870,18 +871,36 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const Blo
       softmax_any(s, dk, tile, rc, m, l, alpha, pa, p);
 
       if (!TWO_LEVEL) rescale(o, alpha);
+      if (TWO_LEVEL && PV_RING) {
+        // Chunk ch+1's batch is on the tensor cores while chunk ch's R is added (two R buffers:
+        // S is dead by now, so they take its registers). Same ops, same order: same results.
+        float r[2][PVN / 2];
+        issue_pv(r[0], pa, pv_descs(st, 0), true);
 #pragma unroll
-      for (int ch = 0; ch < NCH; ++ch) {
-        if (TWO_LEVEL) {
-          float r[PVN / 2];
-          issue_pv(r, pa, pv_descs(st, ch), true);
-          ptx::wgmma_wait<0>();
-          add_tile(o[ch], r, alpha);
-        } else {
-          issue_pv(o[ch], pa, pv_descs(st, ch), false);
-          ptx::wgmma_wait<0>();
+        for (int ch = 0; ch < NCH; ++ch) {
+          if (ch + 1 < NCH) {
+            issue_pv(r[(ch + 1) & 1], pa, pv_descs(st, ch + 1), true);
+            ptx::wgmma_wait<1>();
+          } else {
+            ptx::wgmma_wait<0>();
+            keep_live(pa, zero_base, sbase);
+          }
+          add_tile(o[ch], r[ch & 1], alpha);
+        }
+      } else {
 #pragma unroll
-          for (int i = 0; i < PVN / 2; ++i) ptx::fence_operand(o[ch][i]);
+        for (int ch = 0; ch < NCH; ++ch) {
+          if (TWO_LEVEL) {
+            float r[PVN / 2];
+            issue_pv(r, pa, pv_descs(st, ch), true);
+            ptx::wgmma_wait<0>();
+            add_tile(o[ch], r, alpha);
+          } else {
+            issue_pv(o[ch], pa, pv_descs(st, ch), false);
+            ptx::wgmma_wait<0>();
+#pragma unroll
+            for (int i = 0; i < PVN / 2; ++i) ptx::fence_operand(o[ch][i]);
+          }
         }
       }
       release_stage(P, rows, sbase, tile, n_tiles, lane, tid);

@@ -46,8 +46,16 @@ constexpr int wg_threads(int warps) { return warps * 32 + (wg_producer_wg(warps)
 constexpr int wg_panel(int row_bytes) { return row_bytes % 128 == 0 ? 128 : (row_bytes % 64 == 0 ? 64 : 32); }
 // P̂·V̂ is issued in chunks of PVN channels (one wgmma width); with two-level accumulation the
 // per-tile accumulator holds one chunk (PVN/2 registers), so wide heads use more chunks.
-constexpr int wg_pv_chunks(int d_v) { return d_v <= 128 ? 1 : (d_v <= 192 ? 2 : 4); }
-constexpr int wg_pv_n(int d_v) { return d_v / wg_pv_chunks(d_v); }
+// The producer design's consumers (240 registers, O at d_v 256 taking 128 of them) use chunks of
+// 32 channels above d_v 192, where 64-channel chunks spilled.
+constexpr int wg_pv_chunks(int d_v, int warps) {
+  return d_v <= 128 ? 1 : (d_v <= 192 ? 2 : (wg_producer_wg(warps) ? d_v / 32 : 4));
+}
+constexpr int wg_pv_n(int d_v, int warps) { return d_v / wg_pv_chunks(d_v, warps); }
+// Wide heads (several chunks) in the serial loop: chunk c+1's P̂·V̂ is issued before chunk c's
+// two-level accumulator is added into O, so the tensor cores are not drained once per chunk. Its
+// second accumulator takes the registers of the S tile, dead once P̂ is packed.
+constexpr bool wg_pv_ring(int d_v, int warps) { return wg_pv_chunks(d_v, warps) > 1 && !(wg_producer_wg(warps) && d_v > 192); }
 // Software pipelining inside a consumer warpgroup: the softmax of KV tile j runs while the P̂·V̂
 // of tile j−1 is on the tensor cores. Needs one P̂·V̂ chunk (d_v <= 128; the per-tile accumulator
 // and the next S tile must fit beside O) and >= 3 stages: tiles j−1 and j are held at once, so
@@ -56,7 +64,7 @@ constexpr int wg_pv_n(int d_v) { return d_v / wg_pv_chunks(d_v); }
 // count selects the loop: >= 3 pipelined, <= 2 serial. The producer design's consumers have 240
 // registers: with smooth-Q (the ΔS loads) the pipelined loop spilled there, so it runs serial.
 constexpr bool wg_pipelined(int d_v, int stages, int warps, bool smooth_q) {
-  return wg_pv_chunks(d_v) == 1 && stages >= 3 && !(smooth_q && wg_producer_wg(warps));
+  return wg_pv_chunks(d_v, warps) == 1 && stages >= 3 && !(smooth_q && wg_producer_wg(warps));
 }
 // CTAs per SM the registers are planned for (__launch_bounds__ minimum): the producer design
 // takes the SM; one warpgroup keeps S, O, the tile's P̂·V̂ accumulator and P̂ — about 170

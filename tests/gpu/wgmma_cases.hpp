@@ -93,6 +93,10 @@ inline std::vector<WgCase> wgmma_case_list() {
   add(F16, false, 1, NONE, 96, 300, 300, false, false, true, true, S3);       // 32-byte K panels
   add(F16, false, 1, BR, 192, 150, 600, true, true, true, true, K64);
   add(BF16, false, 1, NONE, 224, 100, 257, false, false, true, true, S1);
+  // the wide-head default (producer design, bk 128; 32-channel P̂·V̂ chunks above d_v 192), at a
+  // head dim whose kernel spills and one whose does not
+  add(F16, true, 2, NONE, 256, 300, 700, false, true, true, true, W2, 1);
+  add(BF16, false, 1, BR, 200, 333, 333, false, false, true, false, W2);
   add(F16, false, 1, TL, 128, 1024, 1024, false, false, false, true, S3, 1, true, true);
   return v;
 }

@@ -5,9 +5,10 @@
 //  - what is refused, naming the argument: bad types, null data, negative strides, overlap with
 //    the output, combination with varlen;
 //  - every masked kernel (both families, every mask type, causal or not, and mask_tiles) compiles
-//    for the archs it runs on, spilling at most 128 bytes: the wgmma kernels keep the unmasked
-//    kernel's CTAs per SM, where the mask's extra registers spill a little (measured faster than
-//    one CTA fewer without spills: bench/NOTES.md "Tensor masks").
+//    for the archs it runs on, spilling at most 128 bytes (256 for the wide-head default above
+//    head dim 192): the wgmma kernels keep the unmasked kernel's CTAs per SM, where the mask's
+//    extra registers spill a little (measured faster than one CTA fewer without spills:
+//    bench/NOTES.md "Tensor masks").
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -131,7 +132,7 @@ TEST_CASE("mask validation: type, data, strides, overlap, varlen") {
   CHECK_THROWS_WITH_AS(s.validate(), doctest::Contains("mask"), Error);
 }
 
-TEST_CASE("masked kernels compile for their archs, spilling at most 128 bytes") {
+TEST_CASE("masked kernels compile for their archs, spilling at most 128 bytes (256 above head dim 192)") {
   REQUIRE_MESSAGE(nvrtc_version().first >= 12, "NVRTC must be loadable for the CPU suite");
   std::vector<KernelSpec> specs;
   for (int mask = 1; mask <= 4; ++mask) {
@@ -149,7 +150,9 @@ TEST_CASE("masked kernels compile for their archs, spilling at most 128 bytes") 
   for (const test::Outcome& r : test::compile_all(specs)) {
     INFO(r.spec.key());
     REQUIRE_MESSAGE(r.ok, r.error);
-    const int allowed = r.spec.family == KernelFamily::Quantize ? 0 : 128;  // r12: at most 116 bytes
+    // r12: at most 116 bytes; the wide-head default (two consumer warpgroups at 240 registers,
+    // O at d_v 256 taking 128 of them) 160 with a mask (tests/cpu/jit/test_wgmma_kernels.cpp)
+    const int allowed = r.spec.family == KernelFamily::Quantize ? 0 : (r.spec.head_dim > 192 ? 256 : 128);
     CHECK(r.k.facts.spill_store_bytes <= allowed);
     CHECK(r.k.facts.spill_load_bytes <= allowed);
   }
