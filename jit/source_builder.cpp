@@ -26,8 +26,8 @@ const char* family_template(KernelFamily f) {
     case KernelFamily::Quantize: return "quantize.cuh";
     case KernelFamily::DeltaS: return "delta_s.cuh";
     case KernelFamily::Probe: return "probe.cuh";
-    case KernelFamily::DecodeSplit:
-    case KernelFamily::DecodeMerge: return "attention_decode.cuh";
+    case KernelFamily::DirectSplit:
+    case KernelFamily::DirectMerge: return "attention_direct.cuh";
     default: return "?";
   }
 }
@@ -70,7 +70,7 @@ std::string generate_source(const KernelSpec& spec) {
     << "#define SAGE2_GENERATED 1\n";
   define(o, "SAGE2_ARCH", arch_cc(c.arch), c.ptx ? (std::string("compute_") + std::to_string(arch_cc(c.arch)) + " PTX").c_str()
                                                    : arch_name(c.arch));
-  define(o, "SAGE2_FAMILY", static_cast<int>(c.family), "0 quantize, 1 delta_s, 2 attn_mma, 3 attn_wgmma, 5 decode_split, 6 decode_merge");
+  define(o, "SAGE2_FAMILY", static_cast<int>(c.family), "0 quantize, 1 delta_s, 2 attn_mma, 3 attn_wgmma, 5 direct_split, 6 direct_merge");
   define(o, "SAGE2_CONSUMER", static_cast<int>(c.consumer), "attention family that reads the quantized data");
   define(o, "SAGE2_CONSUMER_WGMMA", layout.shape == MmaShape::WGMMA_M64NK32_S8);
   define(o, "SAGE2_QUANT_OP", static_cast<int>(c.op),

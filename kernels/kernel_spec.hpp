@@ -21,12 +21,12 @@ enum class KernelFamily : int {
   AttentionMma = 2,    // mma.sync family (sm_89 and sm_90)
   AttentionWgmma = 3,  // wgmma + TMA family (sm_90a)
   Probe = 4,           // hardware probes (tensor-core accumulator width), not used by attention
-  DecodeSplit = 5,     // direct small-Nq path: split-KV attention from fp16/bf16 Q/K/V (kernels/decode.hpp)
-  DecodeMerge = 6,     // direct small-Nq path: merge of the splits' partials
+  DirectSplit = 5,     // direct small-Nq path: split-KV attention from fp16/bf16 Q/K/V (kernels/direct.hpp)
+  DirectMerge = 6,     // direct small-Nq path: merge of the splits' partials
 };
-// The two kernels of the direct small-Nq path (templates/attention_decode.cuh).
-constexpr bool is_decode_family(KernelFamily f) noexcept {
-  return f == KernelFamily::DecodeSplit || f == KernelFamily::DecodeMerge;
+// The two kernels of the direct small-Nq path (templates/attention_direct.cuh).
+constexpr bool is_direct_family(KernelFamily f) noexcept {
+  return f == KernelFamily::DirectSplit || f == KernelFamily::DirectMerge;
 }
 // Defined in kernels/spec_rules.cpp (the names of the attention families are their descriptors').
 const char* family_name(KernelFamily f) noexcept;

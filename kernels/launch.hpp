@@ -1,5 +1,5 @@
 // The launch shape of one generated kernel: grid, block, shared memory and launch attributes. Every
-// kernel's host half (quantize, attention, ΔS, decode) computes one; runtime::launch reads it.
+// kernel's host half (quantize, attention, ΔS, direct) computes one; runtime::launch reads it.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,6 @@
 // The sizes of one attention call: the part every problem description shares. The validated call
 // (plan::AttentionProblem), the quantize buffers' problem (QuantProblem), the direct path's
-// (DecodeProblem), the tuner's timing problem and the reference's each extend it, so a conversion
+// (DirectProblem), the tuner's timing problem and the reference's each extend it, so a conversion
 // between them copies this part whole, here in one definition, instead of field by field.
 #pragma once
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "kernels/attention_family.hpp"
-#include "kernels/decode.hpp"
+#include "kernels/direct.hpp"
 #include "kernels/kernel_spec.hpp"
 #include "kernels/quant_layout.hpp"
 
@@ -19,8 +19,8 @@ const char* family_name(KernelFamily f) noexcept {
     case KernelFamily::Quantize: return "quantize";
     case KernelFamily::DeltaS: return "delta_s";
     case KernelFamily::Probe: return "probe";
-    case KernelFamily::DecodeSplit: return "decode_split";
-    case KernelFamily::DecodeMerge: return "decode_merge";
+    case KernelFamily::DirectSplit: return "direct_split";
+    case KernelFamily::DirectMerge: return "direct_merge";
     default: return "?";
   }
 }
@@ -40,7 +40,7 @@ KernelSpec KernelSpec::canonical() const {
     p.ptx = ptx;
     return p;
   }
-  if (is_decode_family(family)) {  // the direct path: no quantization options
+  if (is_direct_family(family)) {  // the direct path: no quantization options
     KernelSpec d = *this;
     d.op = QuantOp::None;
     d.consumer = family;
@@ -53,7 +53,7 @@ KernelSpec KernelSpec::canonical() const {
     d.pv_fp16 = false;
     d.pv_acc16 = false;
     d.out_dtype = in_dtype;
-    if (family == KernelFamily::DecodeMerge) d.tile = TileConfig{};
+    if (family == KernelFamily::DirectMerge) d.tile = TileConfig{};
     return d;
   }
   KernelSpec c = *this;
@@ -140,7 +140,7 @@ void KernelSpec::validate() const {
         "with FP8 or FP16 P̃V; sm_90a accumulates in fp32)");
   if (uses_v_codes(*this) && pv_acc16 && find_attention_family(family) && !two_level_accum)
     bad("pv_acc16 needs two_level_accum (the fp16 accumulator is flushed into the fp32 O between tiles)");
-  if (is_decode_family(family)) return validate_decode_spec(*this);
+  if (is_direct_family(family)) return validate_direct_spec(*this);
   // The attention family whose layout the kernel writes or reads sets the rules of the tile.
   const AttentionFamilyDesc* f = find_attention_family(family);
   if (!f) f = find_attention_family(consumer);
@@ -173,8 +173,8 @@ std::string KernelSpec::entry_name() const {
     case KernelFamily::Quantize: return std::string("sage2_") + quant_op_name(op);
     case KernelFamily::DeltaS: return "sage2_delta_s";
     case KernelFamily::Probe: return "sage2_probe_mma_e4m3";
-    case KernelFamily::DecodeSplit: return "sage2_decode_split";
-    case KernelFamily::DecodeMerge: return "sage2_decode_merge";
+    case KernelFamily::DirectSplit: return "sage2_direct_split";
+    case KernelFamily::DirectMerge: return "sage2_direct_merge";
     default: break;
   }
   if (const AttentionFamilyDesc* d = find_attention_family(family)) return d->entry;

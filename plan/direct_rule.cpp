@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "kernels/decode.hpp"
+#include "kernels/direct.hpp"
 #include "plan/problem.hpp"
 
 namespace sage2::plan {
@@ -18,13 +18,13 @@ bool choose_direct_path(const AttentionProblem& p, SmallQPath path, kernels::Arc
     if (p.mask != 0)
       throw Error(ErrorCode::InvalidArgument,
                   "params.small_q_path=direct cannot be combined with params.mask (the direct path has no masks)");
-    if (p.head_dim > kernels::kDecodeMaxHeadDim)
+    if (p.head_dim > kernels::kDirectMaxHeadDim)
       throw Error(ErrorCode::Unsupported, "params.small_q_path=direct runs head dims up to " +
-                                              std::to_string(kernels::kDecodeMaxHeadDim) + ", got " +
+                                              std::to_string(kernels::kDirectMaxHeadDim) + ", got " +
                                               std::to_string(p.head_dim));
     return true;
   }
-  return p.mask == 0 && !p.varlen && p.head_dim <= kernels::kDecodeMaxHeadDim && rows <= direct_max_rows(arch);
+  return p.mask == 0 && !p.varlen && p.head_dim <= kernels::kDirectMaxHeadDim && rows <= direct_max_rows(arch);
 }
 
 }  // namespace sage2::plan

@@ -1,5 +1,5 @@
 // Which path computes an attention call: the quantized SageAttention2 path or the direct
-// (unquantized, split-KV) path for few query rows (kernels/decode.hpp). Pure host logic: the CPU suite
+// (unquantized, split-KV) path for few query rows (kernels/direct.hpp). Pure host logic: the CPU suite
 // specifies it.
 #pragma once
 

@@ -15,8 +15,8 @@ kernels::QuantProblem AttentionProblem::quant_problem() const {
   return qp;
 }
 
-kernels::DecodeProblem AttentionProblem::decode_problem() const {
-  kernels::DecodeProblem d;
+kernels::DirectProblem AttentionProblem::direct_problem() const {
+  kernels::DirectProblem d;
   static_cast<kernels::ProblemShape&>(d) = shape();
   d.dtype = dtype;
   d.causal = causal;

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "kernels/decode.hpp"
+#include "kernels/direct.hpp"
 #include "kernels/problem.hpp"
 #include "kernels/quant_buffers.hpp"
 #include "sage2/sage2.hpp"
@@ -38,7 +38,7 @@ struct AttentionProblem : kernels::ProblemShape {
   // The same call as the quantize buffers and the direct path describe it (the one place these
   // conversions live).
   kernels::QuantProblem quant_problem() const;
-  kernels::DecodeProblem decode_problem() const;
+  kernels::DirectProblem direct_problem() const;
 };
 
 }  // namespace sage2::plan

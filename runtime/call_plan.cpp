@@ -23,7 +23,7 @@ void layout_call_plan(const plan::AttentionProblem& problem, const kernels::Kern
   layout_attention_stage(spec, p.buffers, p.delta_s_bytes, p.attention);
 }
 
-void layout_direct_call_plan(const plan::AttentionProblem& problem, kernels::Arch arch, const kernels::DecodeDevice& device,
+void layout_direct_call_plan(const plan::AttentionProblem& problem, kernels::Arch arch, const kernels::DirectDevice& device,
                              CallPlan& p) {
   p.problem = problem;
   p.spec = kernels::KernelSpec{};
@@ -31,16 +31,16 @@ void layout_direct_call_plan(const plan::AttentionProblem& problem, kernels::Arc
   p.quant_bytes = p.delta_s_bytes = 0;
   p.quantize.clear();
   p.fused_quantize = false;
-  layout_decode_stage(problem, arch, device, p.decode);
-  p.spec = p.decode.layout.split_spec;
-  p.decode_bytes = p.decode.layout.workspace_bytes;
+  layout_direct_stage(problem, arch, device, p.direct_stage);
+  p.spec = p.direct_stage.layout.split_spec;
+  p.direct_bytes = p.direct_stage.layout.workspace_bytes;
 }
 
 namespace {
 
 // The plan's layout part for a Context (no kernel loaded).
 void layout_plan(Context::Impl& ctx, const plan::AttentionProblem& problem, CallPlan* p) {
-  if (problem.direct) return layout_direct_call_plan(problem, ctx.arch(), decode_device(ctx), *p);
+  if (problem.direct) return layout_direct_call_plan(problem, ctx.arch(), direct_device(ctx), *p);
   layout_call_plan(problem, plan_attention(problem, ctx), *p);
 }
 
@@ -50,7 +50,7 @@ std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const plan::
   auto p = std::make_shared<CallPlan>();
   layout_plan(ctx, problem, p.get());
   if (problem.direct) {  // the direct path: its two kernels, nothing else
-    load_decode_stage(ctx, p->decode);
+    load_direct_stage(ctx, p->direct_stage);
     return p;
   }
   const kernels::QuantBuffers& b = p->buffers;
@@ -132,7 +132,7 @@ void build_call_params(const CallPlan& plan, const TensorRef& q, const TensorRef
   if (plan.problem.direct) {
     if (lens || (mask && mask->type != MaskType::None))
       throw Error(ErrorCode::InvalidArgument, "call plan: a direct-path plan run with sequence lengths or a mask");
-    cp.decode = build_decode_params(plan.decode, q, k, v, out, lse, workspace);
+    cp.direct = build_direct_params(plan.direct_stage, q, k, v, out, lse, workspace);
     return;
   }
   const kernels::QuantBuffers& b = plan.buffers;
@@ -157,7 +157,7 @@ void run_call_plan(Context::Impl& ctx, const CallPlan& plan, const TensorRef& q,
   thread_local CallParams cp;
   build_call_params(plan, q, k, v, out, lse, workspace, cp, lens, mask);
   base::driver::ScopedContext scope(ctx.cu_context());
-  if (plan.problem.direct) return enqueue_decode_stage(plan.decode, cp.decode, stream);
+  if (plan.problem.direct) return enqueue_direct_stage(plan.direct_stage, cp.direct, stream);
   add_tensor_maps(plan.attention, plan.buffers, workspace, cp.attention);
   // Quantize stage.
   if (plan.fused_quantize) {

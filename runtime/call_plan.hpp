@@ -17,7 +17,7 @@
 #include "runtime/attention_stage.hpp"
 #include "runtime/call_cache.hpp"
 #include "runtime/context_impl.hpp"
-#include "runtime/decode_stage.hpp"
+#include "runtime/direct_stage.hpp"
 #include "runtime/kernel_loader.hpp"
 
 namespace sage2::runtime {
@@ -27,11 +27,11 @@ struct CallPlan {
   kernels::KernelSpec spec;  // the attention spec (arch = the Context's)
   kernels::QuantBuffers buffers;
   std::size_t quant_bytes = 0, delta_s_bytes = 0;
-  // problem.direct: the direct small-Nq path (runtime/decode_stage.hpp) instead of everything
-  // below — no quantize stage, no ΔS, its workspace the splits' partials (decode_bytes).
-  std::size_t decode_bytes = 0;
-  DecodeStagePlan decode;
-  std::size_t total() const { return quant_bytes + delta_s_bytes + decode_bytes; }
+  // problem.direct: the direct small-Nq path (runtime/direct_stage.hpp) instead of everything
+  // below — no quantize stage, no ΔS, its workspace the splits' partials (direct_bytes).
+  std::size_t direct_bytes = 0;
+  DirectStagePlan direct_stage;
+  std::size_t total() const { return quant_bytes + delta_s_bytes + direct_bytes; }
 
   using Launch = KernelLaunch;
   bool fused_quantize = false;
@@ -46,9 +46,9 @@ struct CallPlan {
 // The layout part of a plan for a planned spec (arch set): problem, spec, buffers, workspace
 // sizes, family, kernel config, chunks. Pure host (no driver); kernels and shapes are left empty.
 void layout_call_plan(const plan::AttentionProblem& problem, const kernels::KernelSpec& spec, CallPlan& plan);
-// The same for a problem on the direct path (problem.direct): the decode stage's layout for this
+// The same for a problem on the direct path (problem.direct): the direct stage's layout for this
 // device; no quantize or attention stage.
-void layout_direct_call_plan(const plan::AttentionProblem& problem, kernels::Arch arch, const kernels::DecodeDevice& device,
+void layout_direct_call_plan(const plan::AttentionProblem& problem, kernels::Arch arch, const kernels::DirectDevice& device,
                              CallPlan& plan);
 
 // Sets LaunchShape::overlap_previous on every launch of the plan after the first whose kernel
@@ -75,7 +75,7 @@ std::size_t call_workspace_bytes(Context::Impl& ctx, const TensorRef& q, const T
 struct CallParams {
   dev::QuantizeParams quantize{};
   AttentionStageParams attention;  // per chunk: the family's struct, and ΔS's with smooth-Q
-  dev::DecodeParams decode{};      // the direct path's (quantize and attention stay empty then)
+  dev::DirectParams direct{};      // the direct path's (quantize and attention stay empty then)
 };
 // Pure host (no driver): the same structs the stages build for these pointers. Reuses `cp`'s
 // capacity. Throws InvalidArgument like the stages.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The quick GPU tier (issue 34: <= 3 minutes on an H100, beside the ~9.5-minute full suite): one or
 # two test cases per area of the GPU suite — arch paths, both attention families against the
-# emulation, the public API's matrix against fp64, graphs, bad input, decode, masks, non-finite
+# emulation, the public API's matrix against fp64, graphs, bad input, the direct path, masks, non-finite
 # inputs, varlen, threads (the quantize stage runs inside every attention case; its exhaustive
 # variant test, 116 s of compiles on a cold cache, stays in the full suite) — with
 # SAGE2_GPU_TESTS_REDUCED=1 (small shapes, no
@@ -18,7 +18,7 @@ cases=(
   "gpu attention: CUDA graph capture*"
   "gpu attention: bad input*"
   "gpu concurrency*"
-  "gpu decode: direct path*"
+  "gpu direct path: vs fp64*"
   "gpu mask: bool masks*"
   "gpu mask: bad masks*"
   "gpu nonfinite: Context::attention*"

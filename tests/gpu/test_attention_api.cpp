@@ -113,7 +113,7 @@ Outcome run_case(const Case& c, std::uint64_t seed) {
   AttentionParams p;
   p.causal = c.causal;
   p.qk_bits = static_cast<QkBits>(c.bits);
-  p.small_q_path = SmallQPath::Quantized;  // this suite specifies the quantized path (few rows: test_decode.cpp)
+  p.small_q_path = SmallQPath::Quantized;  // this suite specifies the quantized path (few rows: test_direct.cpp)
   p.lse = static_cast<float*>(lse.get());
   // A caller workspace, so that the quantize stage's buffers (at its start) can be read back.
   const std::size_t ws_bytes = ctx.workspace_size(q.ref(), k.ref(), v.ref(), out.ref(), p);
@@ -230,7 +230,7 @@ TEST_CASE("gpu attention: 32K tokens, causal, checked on the last query rows") {
   out.dev->poison(0xFF);
   AttentionParams p;
   p.causal = CausalMode::TopLeft;
-  p.small_q_path = SmallQPath::Quantized;  // this suite specifies the quantized path (few rows: test_decode.cpp)
+  p.small_q_path = SmallQPath::Quantized;  // this suite specifies the quantized path (few rows: test_direct.cpp)
   ctx.attention(q.ref(), k.ref(), v.ref(), out.ref(), p);
   test::synchronize();
   const std::vector<float> got = download_out(out);
@@ -273,7 +273,7 @@ TEST_CASE("gpu attention: CUDA graph capture, then replay with new input values"
   DeviceTensor out(ref::HostTensor(DType::F16, 2, 4, n, d));
   AttentionParams p;
   p.causal = CausalMode::BottomRight;
-  p.small_q_path = SmallQPath::Quantized;  // this suite specifies the quantized path (few rows: test_decode.cpp)
+  p.small_q_path = SmallQPath::Quantized;  // this suite specifies the quantized path (few rows: test_direct.cpp)
   // Warm-up outside capture: compiles kernels and sizes this stream's workspace.
   ctx.attention(q.ref(), k.ref(), v.ref(), out.ref(), p, stream);
   base::driver::check(a.cuStreamSynchronize(stream), "sync");
@@ -328,7 +328,7 @@ TEST_CASE("gpu attention: a cached call plan with other pointers gives the same 
     AttentionParams p;
     p.causal = CausalMode::TopLeft;
     p.smooth_q = sq;
-    p.small_q_path = SmallQPath::Quantized;  // this suite specifies the quantized path (few rows: test_decode.cpp)
+    p.small_q_path = SmallQPath::Quantized;  // this suite specifies the quantized path (few rows: test_direct.cpp)
     DeviceTensor out0(ref::HostTensor(DType::F16, 1, 4, n, d));
     ctx.attention(q.ref(), k.ref(), v.ref(), out0.ref(), p);
     const std::vector<float> want = download_out(out0);

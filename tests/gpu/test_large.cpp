@@ -213,7 +213,7 @@ void run_shape(const Shape& s) {
     AttentionParams p;
     p.causal = s.causal;
     p.smooth_q = s.smooth_q;
-    p.small_q_path = SmallQPath::Quantized;  // this suite specifies the quantized path (few rows: test_decode.cpp)
+    p.small_q_path = SmallQPath::Quantized;  // this suite specifies the quantized path (few rows: test_direct.cpp)
     p.smooth_v = s.smooth_v;
     p.lse = static_cast<float*>(dlse.get());
     const plan::AttentionProblem prob = plan::validate_attention(Q, K, V, O, p, runtime::context_impl(ctx).arch());

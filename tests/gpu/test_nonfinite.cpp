@@ -153,7 +153,7 @@ Run run_api(const ref::AttentionInputs& in, const AttentionParams& p0, bool nhd)
   lse.poison(0x5A);
   AttentionParams p = p0;
   p.lse = static_cast<float*>(lse.get());
-  // This suite specifies the quantized path's policy (the direct path's: test_decode.cpp).
+  // This suite specifies the quantized path's policy (the direct path's: test_direct.cpp).
   if (p.small_q_path == SmallQPath::Auto) p.small_q_path = SmallQPath::Quantized;
   const auto t0 = std::chrono::steady_clock::now();
   ctx.attention(q.ref(), k.ref(), v.ref(), out.ref(), p);

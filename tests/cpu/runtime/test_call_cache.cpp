@@ -41,7 +41,7 @@ Call make_call(std::uintptr_t base, std::int64_t b = 1, std::int64_t hq = 2, std
   c.v = TensorRef::hnd(ptr(2), DType::F16, b, hk, nk, d);
   c.out = TensorRef::hnd(ptr(3), DType::F16, b, hq, nq, d);
   // These cases specify the quantized path's plan (few rows would take the direct one on Auto:
-  // tests/cpu/kernels/test_decode.cpp).
+  // tests/cpu/kernels/test_direct.cpp).
   c.params.small_q_path = SmallQPath::Quantized;
   return c;
 }

@@ -1,5 +1,5 @@
-// Specification (CPU / CI) of the direct small-Nq path (kernels/decode.hpp, plan/direct_rule.hpp,
-// runtime/decode_stage.hpp, templates/attention_decode.cuh):
+// Specification (CPU / CI) of the direct small-Nq path (kernels/direct.hpp, plan/direct_rule.hpp,
+// runtime/direct_stage.hpp, templates/attention_direct.cuh):
 //  - its split and merge kernels NVRTC-compile for sm_90a and sm_89 (and sm_80: the template is
 //    arch-neutral, mma.sync f16/bf16 + cp.async + ldmatrix) over a covering set of head dims,
 //    row counts (tiles), causal modes, dtypes and LSE; the default tiles never spill and the CTA
@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "jit/compiler.hpp"
-#include "kernels/decode.hpp"
+#include "kernels/direct.hpp"
 #include "plan/attention_validate.hpp"
 #include "plan/direct_rule.hpp"
 #include "runtime/c_api_internal.hpp"
@@ -34,12 +34,12 @@ using namespace sage2::kernels;
 
 namespace {
 
-const DecodeDevice kH100{132, 232448, 233472};  // sm_90: 227 KB per block, 228 KB per SM
-const DecodeDevice kAda{128, 101376, 102400};   // sm_89 (RTX 4090): 99 KB per block, 100 KB per SM
+const DirectDevice kH100{132, 232448, 233472};  // sm_90: 227 KB per block, 228 KB per SM
+const DirectDevice kAda{128, 101376, 102400};   // sm_89 (RTX 4090): 99 KB per block, 100 KB per SM
 
-DecodeProblem problem(std::int64_t b, std::int64_t hq, std::int64_t hkv, std::int64_t nq, std::int64_t nk, int d,
+DirectProblem problem(std::int64_t b, std::int64_t hq, std::int64_t hkv, std::int64_t nq, std::int64_t nk, int d,
                       CausalMode causal = CausalMode::None, DType dt = DType::F16, bool lse = false) {
-  DecodeProblem p;
+  DirectProblem p;
   p.batch = b;
   p.q_heads = hq;
   p.kv_heads = hkv;
@@ -72,22 +72,22 @@ bool direct(const Call& c, Arch arch = Arch::Sm90a) {
 }
 
 // Every kernel the layout of `p` launches (split, and merge when it merges).
-void add_kernels(sage2::test::SpecList& list, const DecodeProblem& p, Arch arch, const DecodeDevice& dev) {
-  const DecodeLayout l = decode_layout(p, arch, dev);
+void add_kernels(sage2::test::SpecList& list, const DirectProblem& p, Arch arch, const DirectDevice& dev) {
+  const DirectLayout l = direct_layout(p, arch, dev);
   list.add(l.split_spec, true);
   list.add(l.merge_spec, true);
 }
 
 }  // namespace
 
-TEST_CASE("decode: split and merge kernels compile for sm_90a and sm_89; default tiles do not spill") {
+TEST_CASE("direct path: split and merge kernels compile for sm_90a and sm_89; default tiles do not spill") {
   sage2::test::SpecList list;
   const int dims[] = {1, 16, 40, 64, 80, 96, 128, 160, 200, 256};
   const std::int64_t rows[] = {1, 4, 24, 64, 512};  // tiles bq 16 / 16 / 32 / 64 / 128
   const CausalMode modes[] = {CausalMode::None, CausalMode::TopLeft, CausalMode::BottomRight};
   for (int ai = 0; ai < 2; ++ai) {
     const Arch arch = ai ? Arch::Sm89 : Arch::Sm90a;
-    const DecodeDevice& dev = ai ? kAda : kH100;
+    const DirectDevice& dev = ai ? kAda : kH100;
     for (int di = 0; di < 10; ++di) {
       const std::int64_t r = rows[(di + ai) % 5];
       const DType dt = ((di % 2) ^ ai) ? DType::BF16 : DType::F16;
@@ -111,34 +111,34 @@ TEST_CASE("decode: split and merge kernels compile for sm_90a and sm_89; default
   }
   std::vector<std::string> tiles;
   for (const KernelSpec& s : unique.specs)
-    if (s.family == KernelFamily::DecodeSplit) {
+    if (s.family == KernelFamily::DirectSplit) {
       const std::string t = std::to_string(s.tile.bq) + "." + std::to_string(s.tile.bk) + "." +
                             std::to_string(s.tile.warps) + "." + std::to_string(s.tile.stages);
       if (std::find(tiles.begin(), tiles.end(), t) == tiles.end()) tiles.push_back(t);
     }
   CHECK(tiles.size() >= 5);  // several tile shapes (row warps × key warps, smaller-smem fallbacks)
   sage2::test::compile_and_check(
-      unique, "decode split/merge", [](const KernelSpec&) { return false; },
+      unique, "direct split/merge", [](const KernelSpec&) { return false; },
       [](const sage2::test::Outcome& r) {
-        if (r.spec.family == KernelFamily::DecodeSplit) {
+        if (r.spec.family == KernelFamily::DirectSplit) {
           const int threads = dev::dec_threads(r.spec.tile.warps);
           // The layout assumes 2 CTAs per SM for CTAs of <= 128 threads (__launch_bounds__ min 2).
           const int ctas = threads <= 128 ? 2 : 1;
           CHECK(r.k.facts.registers * threads * ctas <= 65536);
-          CHECK(decode_smem_bytes(r.spec) <= std::size_t(232448));
-          if (r.spec.arch == Arch::Sm89) CHECK(decode_smem_bytes(r.spec) <= std::size_t(101376));
+          CHECK(direct_smem_bytes(r.spec) <= std::size_t(232448));
+          if (r.spec.arch == Arch::Sm89) CHECK(direct_smem_bytes(r.spec) <= std::size_t(101376));
         } else {
           CHECK(r.k.facts.registers <= 128);  // 8 (4) partials in flight per round
         }
       });
 }
 
-TEST_CASE("decode: the template is arch-neutral — it compiles for sm_80 (Ampere) too") {
+TEST_CASE("direct path: the template is arch-neutral — it compiles for sm_80 (Ampere) too") {
   REQUIRE_MESSAGE(nvrtc_version().first >= 12, "NVRTC must be loadable for the CPU suite");
   std::vector<KernelSpec> specs;
   for (int d : {64, 128, 256}) {
-    const DecodeLayout l = decode_layout(problem(1, 8, 2, 1, 4096, d, CausalMode::BottomRight, DType::BF16, true),
-                                         Arch::Sm89, DecodeDevice{108, 166912, 167936});  // A100 shared memory
+    const DirectLayout l = direct_layout(problem(1, 8, 2, 1, 4096, d, CausalMode::BottomRight, DType::BF16, true),
+                                         Arch::Sm89, DirectDevice{108, 166912, 167936});  // A100 shared memory
     specs.push_back(l.split_spec);
     if (d == 128) specs.push_back(l.merge_spec);
   }
@@ -155,13 +155,13 @@ TEST_CASE("decode: the template is arch-neutral — it compiles for sm_80 (Amper
   }
 }
 
-TEST_CASE("decode: spec keys name what the code depends on and ignore the quantization options") {
-  const DecodeProblem p = problem(1, 8, 2, 1, 1000, 128);
+TEST_CASE("direct path: spec keys name what the code depends on and ignore the quantization options") {
+  const DirectProblem p = problem(1, 8, 2, 1, 1000, 128);
   const TileConfig t{16, 64, 4, 3};
-  const KernelSpec a = decode_split_spec(p, Arch::Sm90a, t);
-  CHECK(a.key().rfind("decode_split|sm_90a|d128|", 0) == 0);
-  CHECK(a.entry_name() == "sage2_decode_split");
-  CHECK(decode_merge_spec(p, Arch::Sm90a).entry_name() == "sage2_decode_merge");
+  const KernelSpec a = direct_split_spec(p, Arch::Sm90a, t);
+  CHECK(a.key().rfind("direct_split|sm_90a|d128|", 0) == 0);
+  CHECK(a.entry_name() == "sage2_direct_split");
+  CHECK(direct_merge_spec(p, Arch::Sm90a).entry_name() == "sage2_direct_merge");
   KernelSpec b = a;
   b.qk_bits = 4;
   b.smooth_q = true;
@@ -182,7 +182,7 @@ TEST_CASE("decode: spec keys name what the code depends on and ignore the quanti
   { KernelSpec s = a; s.tile.stages = 2; differs(s); }
   { KernelSpec s = a; s.arch = Arch::Sm89; differs(s); }
   // the merge kernel has no tile
-  KernelSpec m = decode_merge_spec(p, Arch::Sm90a), m2 = m;
+  KernelSpec m = direct_merge_spec(p, Arch::Sm90a), m2 = m;
   m2.tile = TileConfig{64, 32, 2, 2};
   CHECK(m2.canonical().key() == m.key());
   // validation names the field
@@ -202,7 +202,7 @@ TEST_CASE("decode: spec keys name what the code depends on and ignore the quanti
   { KernelSpec s = a; s.tile.stages = 1; refused(s, "stages=1"); }
 }
 
-TEST_CASE("decode: which calls take the direct path (Auto), and the overrides") {
+TEST_CASE("direct path: which calls take the direct path (Auto), and the overrides") {
   using plan::validate_attention;
   // Decode and small-Nq shapes on sm_90a: R = Nq · Hq / Hkv <= 512.
   CHECK(direct(call(4, 32, 8, 1, 4096, 128)));
@@ -280,7 +280,7 @@ TEST_CASE("decode: which calls take the direct path (Auto), and the overrides") 
   CHECK(std::string(small_q_path_name(SmallQPath::Direct)) == "direct");
 }
 
-TEST_CASE("decode: the C ABI passes small_q_path through; sage2_attention_params_init sets auto") {
+TEST_CASE("direct path: the C ABI passes small_q_path through; sage2_attention_params_init sets auto") {
   sage2_attention_params p;
   p.small_q_path = 7;
   sage2_attention_params_init(&p);
@@ -302,7 +302,7 @@ TEST_CASE("decode: the C ABI passes small_q_path through; sage2_attention_params
   }
 }
 
-TEST_CASE("decode: tile, splits, workspace and launch shapes of the scoreboard cells on the H100") {
+TEST_CASE("direct path: tile, splits, workspace and launch shapes of the scoreboard cells on the H100") {
   struct Cell {
     std::int64_t nq, nk;
     int bq, key_warps, splits, partials;
@@ -314,8 +314,8 @@ TEST_CASE("decode: tile, splits, workspace and launch shapes of the scoreboard c
   for (const Cell& c : cells) {
     CAPTURE(c.nq);
     CAPTURE(c.nk);
-    const DecodeProblem p = problem(4, 32, 8, c.nq, c.nk, 128, CausalMode::None, DType::F16, true);
-    const DecodeLayout l = decode_layout(p, Arch::Sm90a, kH100);
+    const DirectProblem p = problem(4, 32, 8, c.nq, c.nk, 128, CausalMode::None, DType::F16, true);
+    const DirectLayout l = direct_layout(p, Arch::Sm90a, kH100);
     CHECK(l.split_spec.tile.bq == c.bq);
     CHECK(l.key_warps == c.key_warps);
     CHECK(l.splits == c.splits);
@@ -347,31 +347,31 @@ TEST_CASE("decode: tile, splits, workspace and launch shapes of the scoreboard c
                   << " CTAs/SM, " << l.splits << " splits x " << l.tiles_per_split << " tiles, " << l.partials
                   << " partials, workspace " << l.workspace_bytes << " B, smem " << l.smem << " B");
   }
-  // Short keys: few splits (at least kDecodeMinTilesPerSplit tiles each), none at all below that.
-  CHECK(decode_layout(problem(4, 32, 8, 1, 200, 128), Arch::Sm90a, kH100).splits == 1);
-  CHECK(decode_layout(problem(4, 32, 8, 1, 1, 128), Arch::Sm90a, kH100).splits == 1);
+  // Short keys: few splits (at least kDirectMinTilesPerSplit tiles each), none at all below that.
+  CHECK(direct_layout(problem(4, 32, 8, 1, 200, 128), Arch::Sm90a, kH100).splits == 1);
+  CHECK(direct_layout(problem(4, 32, 8, 1, 1, 128), Arch::Sm90a, kH100).splits == 1);
   // Many (batch, kv head) pairs fill the device alone: no split.
-  CHECK(decode_layout(problem(64, 32, 8, 1, 65536, 128), Arch::Sm90a, kH100).splits == 1);
+  CHECK(direct_layout(problem(64, 32, 8, 1, 65536, 128), Arch::Sm90a, kH100).splits == 1);
   // Causal top-left with Nq << Nk: only min(Nq, Nk) keys are visible to anyone.
   {
-    const DecodeLayout l = decode_layout(problem(1, 8, 8, 3, 100000, 64, CausalMode::TopLeft), Arch::Sm90a, kH100);
+    const DirectLayout l = direct_layout(problem(1, 8, 8, 3, 100000, 64, CausalMode::TopLeft), Arch::Sm90a, kH100);
     CHECK(l.kv_limit == 3);
     CHECK(l.causal_offset == 0);
     CHECK(l.splits == 1);
   }
   {
-    const DecodeLayout l = decode_layout(problem(1, 8, 8, 3, 1000, 64, CausalMode::BottomRight), Arch::Sm90a, kH100);
+    const DirectLayout l = direct_layout(problem(1, 8, 8, 3, 1000, 64, CausalMode::BottomRight), Arch::Sm90a, kH100);
     CHECK(l.kv_limit == 1000);
     CHECK(l.causal_offset == 997);
   }
   {  // q_len > kv_len, bottom-right: the first rows see nothing, the limit is still kv_len
-    const DecodeLayout l = decode_layout(problem(1, 8, 8, 50, 17, 64, CausalMode::BottomRight), Arch::Sm90a, kH100);
+    const DirectLayout l = direct_layout(problem(1, 8, 8, 50, 17, 64, CausalMode::BottomRight), Arch::Sm90a, kH100);
     CHECK(l.kv_limit == 17);
     CHECK(l.causal_offset == -33);
   }
   // Large forced problems: one split, one key warp → no workspace, no merge.
   {
-    const DecodeLayout l = decode_layout(problem(2, 16, 4, 8192, 8192, 128), Arch::Sm90a, kH100);
+    const DirectLayout l = direct_layout(problem(2, 16, 4, 8192, 8192, 128), Arch::Sm90a, kH100);
     CHECK(l.partials == 1);
     CHECK(l.workspace_bytes == 0);
     CHECK_FALSE(l.merge());
@@ -379,18 +379,18 @@ TEST_CASE("decode: tile, splits, workspace and launch shapes of the scoreboard c
   // Smaller shared memory (sm_89): the tile shrinks to fit; hd 256 at 128 rows falls back to 64.
   for (int d : {64, 128, 256})
     for (std::int64_t nq : {1, 8, 16, 128}) {
-      const DecodeLayout l = decode_layout(problem(1, 32, 8, nq, 4096, d), Arch::Sm89, kAda);
+      const DirectLayout l = direct_layout(problem(1, 32, 8, nq, 4096, d), Arch::Sm89, kAda);
       CAPTURE(d);
       CAPTURE(nq);
       CHECK(l.smem <= std::size_t(kAda.max_smem_optin));
     }
-  CHECK(decode_layout(problem(1, 32, 8, 128, 4096, 256), Arch::Sm89, kAda).split_spec.tile.bq == 64);
+  CHECK(direct_layout(problem(1, 32, 8, 128, 4096, 256), Arch::Sm89, kAda).split_spec.tile.bq == 64);
   // Limits.
-  CHECK_THROWS_AS(decode_default_tile(257, 4, 232448), Error);
-  CHECK_THROWS_AS(decode_default_tile(128, 4, 20000), Error);
+  CHECK_THROWS_AS(direct_default_tile(257, 4, 232448), Error);
+  CHECK_THROWS_AS(direct_default_tile(128, 4, 20000), Error);
 }
 
-TEST_CASE("decode: a direct call plan skips the quantize stage; its parameters carry the call's pointers") {
+TEST_CASE("direct path: a direct call plan skips the quantize stage; its parameters carry the call's pointers") {
   Call c = call(2, 8, 2, 3, 5000, 96);
   c.p.causal = CausalMode::BottomRight;
   c.p.lse = reinterpret_cast<float*>(0x700000000);
@@ -401,21 +401,21 @@ TEST_CASE("decode: a direct call plan skips the quantize stage; its parameters c
   CHECK(plan.quantize.empty());
   CHECK(plan.quant_bytes == 0);
   CHECK(plan.delta_s_bytes == 0);
-  CHECK(plan.total() == plan.decode.layout.workspace_bytes);
+  CHECK(plan.total() == plan.direct_stage.layout.workspace_bytes);
   CHECK(plan.total() > 0);  // 12 rows per kv head: 4 key warps, so partials are merged
-  CHECK(plan.spec.family == KernelFamily::DecodeSplit);
+  CHECK(plan.spec.family == KernelFamily::DirectSplit);
 
   char* ws = reinterpret_cast<char*>(0x800000000);
   runtime::CallParams cp;
   runtime::build_call_params(plan, c.q, c.k, c.v, c.out, c.p.lse, ws, cp);
-  const dev::DecodeParams& d = cp.decode;
+  const dev::DirectParams& d = cp.direct;
   CHECK(d.q == c.q.data);
   CHECK(d.k == c.k.data);
   CHECK(d.v == c.v.data);
   CHECK(d.out == c.out.data);
   CHECK(d.lse == c.p.lse);
   CHECK(reinterpret_cast<char*>(d.part_o) == ws);
-  CHECK(reinterpret_cast<char*>(d.part_ml) == ws + plan.decode.layout.ml_offset);
+  CHECK(reinterpret_cast<char*>(d.part_ml) == ws + plan.direct_stage.layout.ml_offset);
   CHECK(d.q_sn == 96);
   CHECK(d.k_sh == 5000 * 96);
   CHECK(d.o_sb == 8 * 3 * 96);
@@ -433,10 +433,10 @@ TEST_CASE("decode: a direct call plan skips the quantize stage; its parameters c
   u.k.stride_seq = 2 * 96 + 4;  // padded token stride, not a multiple of 8 elements
   u.v = TensorRef::hnd(addr(0x300000008), DType::F16, 2, 2, 5000, 96);  // base 8-byte aligned
   runtime::build_call_params(plan, u.q, u.k, u.v, u.out, u.p.lse, ws, cp);
-  CHECK(cp.decode.vec_mask == 1u);
-  CHECK(decode_rows_16b_aligned(u.q));
-  CHECK_FALSE(decode_rows_16b_aligned(u.k));
-  CHECK_FALSE(decode_rows_16b_aligned(u.v));
+  CHECK(cp.direct.vec_mask == 1u);
+  CHECK(direct_rows_16b_aligned(u.q));
+  CHECK_FALSE(direct_rows_16b_aligned(u.k));
+  CHECK_FALSE(direct_rows_16b_aligned(u.v));
 
   // Errors: a merging plan without workspace, a mask or lengths on a direct plan.
   CHECK_THROWS_AS(runtime::build_call_params(plan, c.q, c.k, c.v, c.out, c.p.lse, nullptr, cp), Error);

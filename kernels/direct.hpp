@@ -1,10 +1,10 @@
-// The direct small-Nq path (decode): the host half of templates/attention_decode.cuh.
+// The direct small-Nq path (for decode-shaped calls): the host half of templates/attention_direct.cuh.
 //
 // A call with few query rows per kv head (plan/attention_validate.hpp: AttentionProblem::direct)
 // is computed without quantization, straight from the caller's fp16/bf16 Q, K and V, by two
-// kernels of one template: a split-KV kernel (KernelFamily::DecodeSplit) that writes partial
+// kernels of one template: a split-KV kernel (KernelFamily::DirectSplit) that writes partial
 // (max, sum, O) per (key split, key warp) into the workspace, and a merge kernel
-// (KernelFamily::DecodeMerge) that combines them and writes O and the LSE. With one split and one
+// (KernelFamily::DirectMerge) that combines them and writes O and the LSE. With one split and one
 // key warp the split kernel writes O itself and there is no merge and no workspace.
 //
 // Why not an attention family descriptor (kernels/attention_family.hpp): a descriptor describes a
@@ -12,7 +12,7 @@
 // quantize specs feed it, its tiles are tuned); this path reads the caller's tensors, has two
 // kernels and a workspace of its own, and none of the quantization rules apply. So it is a small
 // dedicated stage: this file (tile and split choice, specs, launch shapes, parameter struct, all
-// pure host) and runtime/decode_stage.* (loading and launching).
+// pure host) and runtime/direct_stage.* (loading and launching).
 #pragma once
 
 #include <cstddef>
@@ -21,15 +21,15 @@
 #include "kernels/kernel_spec.hpp"
 #include "kernels/problem.hpp"
 #include "kernels/launch.hpp"
-#include "templates/decode_params.cuh"
+#include "templates/direct_params.cuh"
 
 namespace sage2::kernels {
 
 // Head dims the direct path runs (its fp32 O accumulator lives in registers).
-constexpr int kDecodeMaxHeadDim = 256;
+constexpr int kDirectMaxHeadDim = 256;
 
 // The problem, as the direct path sees it (plan's AttentionProblem, without the quantize options).
-struct DecodeProblem : ProblemShape {
+struct DirectProblem : ProblemShape {
   DType dtype = DType::F16;
   CausalMode causal = CausalMode::None;
   bool return_lse = false;
@@ -38,14 +38,14 @@ struct DecodeProblem : ProblemShape {
 };
 
 // The device facts the layout depends on.
-struct DecodeDevice {
+struct DirectDevice {
   int sm_count = 132;
   int max_smem_optin = 232448;   // per block (227 KB on sm_90)
   int max_smem_per_sm = 233472;  // per SM (228 KB on sm_90)
 };
 
 // Everything derived once per call plan.
-struct DecodeLayout {
+struct DirectLayout {
   KernelSpec split_spec, merge_spec;  // merge_spec is unused when partials == 1
   int group = 1;
   std::int64_t rows = 0;              // R
@@ -58,38 +58,38 @@ struct DecodeLayout {
   bool merge() const { return partials > 1; }
 };
 
-// Throws InvalidArgument "kernel spec: ..." when a DecodeSplit / DecodeMerge spec cannot be
+// Throws InvalidArgument "kernel spec: ..." when a DirectSplit / DirectMerge spec cannot be
 // generated (head dim, tile shape); called by KernelSpec::validate.
-void validate_decode_spec(const KernelSpec& spec);
+void validate_direct_spec(const KernelSpec& spec);
 
 // Shared memory of a split spec.
-std::size_t decode_smem_bytes(const KernelSpec& split_spec);
+std::size_t direct_smem_bytes(const KernelSpec& split_spec);
 
 // The tile of the split kernel for R query rows per kv head: 16 rows per row warp (16, 32, 64 or
 // 128 rows per CTA), the remaining warps of 4 (8 for 128 rows) split each KV tile's keys; then the
 // largest of a fixed list of (keys per tile, stages) that fits `max_smem_optin`. Unsupported when
-// none fits or the head dim exceeds kDecodeMaxHeadDim.
-TileConfig decode_default_tile(int head_dim, std::int64_t rows, int max_smem_optin);
+// none fits or the head dim exceeds kDirectMaxHeadDim.
+TileConfig direct_default_tile(int head_dim, std::int64_t rows, int max_smem_optin);
 
 // The specs of the two kernels for a problem and tile.
-KernelSpec decode_split_spec(const DecodeProblem& p, Arch arch, const TileConfig& tile);
-KernelSpec decode_merge_spec(const DecodeProblem& p, Arch arch);
+KernelSpec direct_split_spec(const DirectProblem& p, Arch arch, const TileConfig& tile);
+KernelSpec direct_merge_spec(const DirectProblem& p, Arch arch);
 
 // The whole layout: tile, key splits (enough CTAs to fill the device once: sm_count × CTAs per SM
-// over B · Hkv · row blocks, never fewer than kDecodeMinTilesPerSplit tiles per split), workspace
+// over B · Hkv · row blocks, never fewer than kDirectMinTilesPerSplit tiles per split), workspace
 // and launch shapes. Throws InvalidArgument / Unsupported naming the reason.
-constexpr int kDecodeMinTilesPerSplit = 4;
-DecodeLayout decode_layout(const DecodeProblem& p, Arch arch, const DecodeDevice& device);
+constexpr int kDirectMinTilesPerSplit = 4;
+DirectLayout direct_layout(const DirectProblem& p, Arch arch, const DirectDevice& device);
 
 // The parameter struct of one call. `workspace` holds layout.workspace_bytes (256-byte aligned;
 // may be null when that is 0); `lse` [B][Hq][Nq] fp32 when the problem returns it. Throws
 // InvalidArgument for a workspace the merge needs but is missing.
-dev::DecodeParams make_decode_params(const DecodeProblem& p, const DecodeLayout& l, const TensorRef& q,
+dev::DirectParams make_direct_params(const DirectProblem& p, const DirectLayout& l, const TensorRef& q,
                                      const TensorRef& k, const TensorRef& v, const TensorRef& out, float* lse,
                                      void* workspace);
 
 // Whether a tensor's rows can be copied with 16-byte cp.async: base 16-byte aligned, every stride
 // a multiple of 8 elements.
-bool decode_rows_16b_aligned(const TensorRef& t);
+bool direct_rows_16b_aligned(const TensorRef& t);
 
 }  // namespace sage2::kernels

@@ -1,6 +1,6 @@
 // Kernel parameters and shared-memory plan of the direct (unquantized) small-Nq attention path
-// (templates/attention_decode.cuh: the split kernel and the merge kernel). Plain C++: included by
-// the NVRTC-compiled device code AND by the host (kernels/decode.cpp), so the launch code and the
+// (templates/attention_direct.cuh: the split kernel and the merge kernel). Plain C++: included by
+// the NVRTC-compiled device code AND by the host (kernels/direct.cpp), so the launch code and the
 // kernel derive the CTA size, the warp roles and the shared-memory layout from the same constexpr
 // functions and cannot disagree.
 //
@@ -25,7 +25,7 @@
 namespace sage2 {
 namespace dev {
 
-struct DecodeParams {
+struct DirectParams {
   const void* q;
   const void* k;
   const void* v;
@@ -59,7 +59,7 @@ constexpr int dec_row_warps(int bq) { return bq / 16; }
 constexpr int dec_key_warps(int bq, int warps) { return warps / dec_row_warps(bq); }
 constexpr int dec_threads(int warps) { return warps * 32; }
 
-struct DecodeSmem {
+struct DirectSmem {
   int q_off;        // Q tile: bq rows
   int stages_off;   // stage s at stages_off + s · stage_bytes
   int stage_bytes;  // K tile (bk rows) then V tile (bk rows)
@@ -67,8 +67,8 @@ struct DecodeSmem {
   int bad_off;      // d_pad int32: smallest key of the tile with a non-finite V[., c] (causal diagonal tiles)
   int total;
 };
-constexpr DecodeSmem dec_smem(int bq, int bk, int head_dim, int stages) {
-  DecodeSmem s{};
+constexpr DirectSmem dec_smem(int bq, int bk, int head_dim, int stages) {
+  DirectSmem s{};
   const int pitch = dec_pitch(dec_d_pad(head_dim));
   s.q_off = 0;
   s.stages_off = bq * pitch;

@@ -1,4 +1,4 @@
-#include "kernels/decode.hpp"
+#include "kernels/direct.hpp"
 
 #include <algorithm>
 #include <string>
@@ -21,35 +21,35 @@ struct TileChoice {
 
 }  // namespace
 
-void validate_decode_spec(const KernelSpec& s) {
-  if (s.head_dim < 1 || s.head_dim > kDecodeMaxHeadDim)
-    bad_spec("the direct path runs head dims 1.." + std::to_string(kDecodeMaxHeadDim) + ", got head_dim=" +
+void validate_direct_spec(const KernelSpec& s) {
+  if (s.head_dim < 1 || s.head_dim > kDirectMaxHeadDim)
+    bad_spec("the direct path runs head dims 1.." + std::to_string(kDirectMaxHeadDim) + ", got head_dim=" +
              std::to_string(s.head_dim));
   if (s.varlen || s.mask != 0) bad_spec("the direct path takes no varlen or mask specs");
   if (s.in_dtype != s.out_dtype) bad_spec("the direct path writes its input dtype");
-  if (s.family != KernelFamily::DecodeSplit) return;
+  if (s.family != KernelFamily::DirectSplit) return;
   const TileConfig& t = s.tile;
   if (t.bq != 16 && t.bq != 32 && t.bq != 64 && t.bq != 128)
-    bad_spec("decode bq=" + std::to_string(t.bq) + " (16, 32, 64 or 128 rows: whole 16-row warps)");
+    bad_spec("direct path bq=" + std::to_string(t.bq) + " (16, 32, 64 or 128 rows: whole 16-row warps)");
   const int wr = dev::dec_row_warps(t.bq);
   if (t.warps < wr || t.warps % wr != 0 || t.warps > 8)
-    bad_spec("decode warps=" + std::to_string(t.warps) + " must be a multiple of bq/16=" + std::to_string(wr) +
+    bad_spec("direct path warps=" + std::to_string(t.warps) + " must be a multiple of bq/16=" + std::to_string(wr) +
              ", at most 8");
   const int wk = dev::dec_key_warps(t.bq, t.warps);
   if (t.bk % (16 * wk) != 0)
-    bad_spec("decode bk=" + std::to_string(t.bk) + " must be a multiple of 16 keys per key warp (" +
+    bad_spec("direct path bk=" + std::to_string(t.bk) + " must be a multiple of 16 keys per key warp (" +
              std::to_string(wk) + " key warps)");
-  if (t.stages < 2) bad_spec("decode stages=" + std::to_string(t.stages) + " (at least 2)");
+  if (t.stages < 2) bad_spec("direct path stages=" + std::to_string(t.stages) + " (at least 2)");
 }
 
-std::size_t decode_smem_bytes(const KernelSpec& s) {
+std::size_t direct_smem_bytes(const KernelSpec& s) {
   return static_cast<std::size_t>(dev::dec_smem(s.tile.bq, s.tile.bk, s.head_dim, s.tile.stages).total);
 }
 
-TileConfig decode_default_tile(int head_dim, std::int64_t rows, int max_smem_optin) {
-  if (head_dim < 1 || head_dim > kDecodeMaxHeadDim)
+TileConfig direct_default_tile(int head_dim, std::int64_t rows, int max_smem_optin) {
+  if (head_dim < 1 || head_dim > kDirectMaxHeadDim)
     throw Error(ErrorCode::Unsupported, "the direct (unquantized) path runs head dims up to " +
-                                            std::to_string(kDecodeMaxHeadDim) + ", got " + std::to_string(head_dim));
+                                            std::to_string(kDirectMaxHeadDim) + ", got " + std::to_string(head_dim));
   // Preferred first: 16 rows per row warp, 4 warps (8 for 128 rows), 64 keys per tile, 3 stages in
   // flight; devices with less shared memory drop a stage, then keys (and key warps, which need 16
   // keys each), then rows per CTA.
@@ -77,7 +77,7 @@ namespace {
 
 // The spec of one of the direct path's two kernels: the problem's fields that reach the code
 // (canonical() drops what does not, e.g. the merge kernel's tile).
-KernelSpec decode_spec(KernelFamily family, const DecodeProblem& p, Arch arch, const TileConfig& tile) {
+KernelSpec direct_spec(KernelFamily family, const DirectProblem& p, Arch arch, const TileConfig& tile) {
   KernelSpec s;
   s.family = family;
   s.consumer = family;
@@ -92,34 +92,34 @@ KernelSpec decode_spec(KernelFamily family, const DecodeProblem& p, Arch arch, c
 
 }  // namespace
 
-KernelSpec decode_split_spec(const DecodeProblem& p, Arch arch, const TileConfig& tile) {
-  return decode_spec(KernelFamily::DecodeSplit, p, arch, tile);
+KernelSpec direct_split_spec(const DirectProblem& p, Arch arch, const TileConfig& tile) {
+  return direct_spec(KernelFamily::DirectSplit, p, arch, tile);
 }
 
-KernelSpec decode_merge_spec(const DecodeProblem& p, Arch arch) {
-  return decode_spec(KernelFamily::DecodeMerge, p, arch, TileConfig{});
+KernelSpec direct_merge_spec(const DirectProblem& p, Arch arch) {
+  return direct_spec(KernelFamily::DirectMerge, p, arch, TileConfig{});
 }
 
-DecodeLayout decode_layout(const DecodeProblem& p, Arch arch, const DecodeDevice& device) {
+DirectLayout direct_layout(const DirectProblem& p, Arch arch, const DirectDevice& device) {
   auto fail = [](ErrorCode c, const std::string& what) { throw Error(c, "direct path: " + what); };
   if (p.batch < 1 || p.kv_heads < 1 || p.q_heads % p.kv_heads != 0 || p.q_len < 1 || p.kv_len < 1)
     fail(ErrorCode::InvalidArgument, "bad problem shape");
-  DecodeLayout l;
+  DirectLayout l;
   const std::int64_t rows = p.rows();
   const std::int64_t out_rows = p.batch * p.q_heads * p.q_len;
   if (rows > kMaxInt32 || p.kv_len > kMaxInt32 || p.q_len > kMaxInt32 || out_rows > kMaxInt32)
     fail(ErrorCode::Unsupported, "q_len · group = " + std::to_string(rows) + ", kv_len = " + std::to_string(p.kv_len) +
                                      ", batch · q heads · q_len = " + std::to_string(out_rows) +
                                      ": each must stay below 2^31 (32-bit row and key indices)");
-  const TileConfig tile = decode_default_tile(p.head_dim, rows, device.max_smem_optin);
-  l.split_spec = decode_split_spec(p, arch, tile);
-  l.merge_spec = decode_merge_spec(p, arch);
+  const TileConfig tile = direct_default_tile(p.head_dim, rows, device.max_smem_optin);
+  l.split_spec = direct_split_spec(p, arch, tile);
+  l.merge_spec = direct_merge_spec(p, arch);
   l.group = static_cast<int>(p.group());
   l.rows = rows;
   l.row_blocks = static_cast<int>((rows + tile.bq - 1) / tile.bq);
   l.key_warps = dev::dec_key_warps(tile.bq, tile.warps);
   l.threads = dev::dec_threads(tile.warps);
-  l.smem = decode_smem_bytes(l.split_spec);
+  l.smem = direct_smem_bytes(l.split_spec);
   // CTAs per SM: shared memory (1 KB reserved per CTA), and the register bound the kernel's
   // __launch_bounds__ guarantees (2 CTAs of <= 128 threads, else 1).
   const int by_smem = std::max(1, device.max_smem_per_sm / static_cast<int>(l.smem + 1024));
@@ -132,11 +132,11 @@ DecodeLayout decode_layout(const DecodeProblem& p, Arch arch, const DecodeDevice
   l.kv_limit = p.causal == CausalMode::None ? static_cast<int>(p.kv_len)
                                             : static_cast<int>(std::clamp<std::int64_t>(p.q_len + off, 1, p.kv_len));
   const std::int64_t tiles = (l.kv_limit + tile.bk - 1) / tile.bk;
-  // Splits: fill the device once (one wave), at least kDecodeMinTilesPerSplit tiles per split.
+  // Splits: fill the device once (one wave), at least kDirectMinTilesPerSplit tiles per split.
   const std::int64_t base = p.batch * p.kv_heads * l.row_blocks;
   const std::int64_t slots = static_cast<std::int64_t>(std::max(1, device.sm_count)) * l.ctas_per_sm;
   std::int64_t splits = 1;
-  if (base < slots) splits = std::min<std::int64_t>(slots / base, std::max<std::int64_t>(1, tiles / kDecodeMinTilesPerSplit));
+  if (base < slots) splits = std::min<std::int64_t>(slots / base, std::max<std::int64_t>(1, tiles / kDirectMinTilesPerSplit));
   const std::int64_t tps = (tiles + splits - 1) / splits;
   splits = (tiles + tps - 1) / tps;
   l.splits = static_cast<int>(splits);
@@ -165,12 +165,12 @@ DecodeLayout decode_layout(const DecodeProblem& p, Arch arch, const DecodeDevice
   return l;
 }
 
-bool decode_rows_16b_aligned(const TensorRef& t) {
+bool direct_rows_16b_aligned(const TensorRef& t) {
   return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0 && t.stride_batch % 8 == 0 && t.stride_head % 8 == 0 &&
          t.stride_seq % 8 == 0;
 }
 
-dev::DecodeParams make_decode_params(const DecodeProblem& p, const DecodeLayout& l, const TensorRef& q,
+dev::DirectParams make_direct_params(const DirectProblem& p, const DirectLayout& l, const TensorRef& q,
                                      const TensorRef& k, const TensorRef& v, const TensorRef& out, float* lse,
                                      void* workspace) {
   if (l.merge() && !workspace)
@@ -178,7 +178,7 @@ dev::DecodeParams make_decode_params(const DecodeProblem& p, const DecodeLayout&
                                                 " partials needs a workspace of " +
                                                 std::to_string(l.workspace_bytes) + " bytes");
   if (p.return_lse && !lse) throw Error(ErrorCode::InvalidArgument, "direct path: a plan with LSE run without params.lse");
-  dev::DecodeParams d{};
+  dev::DirectParams d{};
   d.q = q.data;
   d.k = k.data;
   d.v = v.data;
@@ -213,8 +213,8 @@ dev::DecodeParams make_decode_params(const DecodeProblem& p, const DecodeLayout&
   d.kv_limit = l.kv_limit;
   d.causal_offset = l.causal_offset;
   d.partials = l.partials;
-  d.vec_mask = (decode_rows_16b_aligned(q) ? 1u : 0u) | (decode_rows_16b_aligned(k) ? 2u : 0u) |
-               (decode_rows_16b_aligned(v) ? 4u : 0u);
+  d.vec_mask = (direct_rows_16b_aligned(q) ? 1u : 0u) | (direct_rows_16b_aligned(k) ? 2u : 0u) |
+               (direct_rows_16b_aligned(v) ? 4u : 0u);
   d.scale_log2 = p.sm_scale * 1.4426950408889634f;
   return d;
 }

@@ -1,17 +1,17 @@
-#include "runtime/decode_stage.hpp"
+#include "runtime/direct_stage.hpp"
 
 namespace sage2::runtime {
 
-void layout_decode_stage(const plan::AttentionProblem& problem, kernels::Arch arch, const kernels::DecodeDevice& device,
-                         DecodeStagePlan& plan) {
-  plan.problem = problem.decode_problem();
-  plan.layout = kernels::decode_layout(plan.problem, arch, device);
+void layout_direct_stage(const plan::AttentionProblem& problem, kernels::Arch arch, const kernels::DirectDevice& device,
+                         DirectStagePlan& plan) {
+  plan.problem = problem.direct_problem();
+  plan.layout = kernels::direct_layout(plan.problem, arch, device);
   plan.split = {};
   plan.merge = {};
 }
 
-kernels::DecodeDevice decode_device(const Context::Impl& ctx) {
-  kernels::DecodeDevice d;
+kernels::DirectDevice direct_device(const Context::Impl& ctx) {
+  kernels::DirectDevice d;
   const DeviceFacts& f = ctx.facts();
   if (f.sm_count > 0) d.sm_count = f.sm_count;
   if (f.max_shared_per_block_optin > 0) d.max_smem_optin = f.max_shared_per_block_optin;
@@ -19,19 +19,19 @@ kernels::DecodeDevice decode_device(const Context::Impl& ctx) {
   return d;
 }
 
-void load_decode_stage(Context::Impl& ctx, DecodeStagePlan& plan) {
-  const kernels::DecodeLayout& l = plan.layout;
+void load_direct_stage(Context::Impl& ctx, DirectStagePlan& plan) {
+  const kernels::DirectLayout& l = plan.layout;
   if (l.merge()) ctx.kernels().load_all({l.split_spec, l.merge_spec});  // compiled at once when cold
   plan.split = {&ctx.kernels().get(l.split_spec), l.split_shape};
   if (l.merge()) plan.merge = {&ctx.kernels().get(l.merge_spec), l.merge_shape};
 }
 
-dev::DecodeParams build_decode_params(const DecodeStagePlan& plan, const TensorRef& q, const TensorRef& k,
+dev::DirectParams build_direct_params(const DirectStagePlan& plan, const TensorRef& q, const TensorRef& k,
                                       const TensorRef& v, const TensorRef& out, float* lse, void* workspace) {
-  return kernels::make_decode_params(plan.problem, plan.layout, q, k, v, out, lse, workspace);
+  return kernels::make_direct_params(plan.problem, plan.layout, q, k, v, out, lse, workspace);
 }
 
-void enqueue_decode_stage(const DecodeStagePlan& plan, dev::DecodeParams& params, CUstream stream) {
+void enqueue_direct_stage(const DirectStagePlan& plan, dev::DirectParams& params, CUstream stream) {
   launch(*plan.split.kernel, plan.split.shape, &params, stream);
   if (plan.merge.kernel) launch(*plan.merge.kernel, plan.merge.shape, &params, stream);
 }

@@ -1,7 +1,7 @@
-// Direct small-Nq attention (decode): split-KV attention computed from the caller's fp16/bf16
+// Direct small-Nq attention (the direct path, for decode-shaped calls): split-KV attention computed from the caller's fp16/bf16
 // Q, K and V without any quantization. Two kernels from one template (SAGE2_FAMILY selects):
-//  - sage2_decode_split (family 5): a CTA per (row block, key split, kv head, batch). Its rows
-//    are query rows sharing one kv head (templates/decode_params.cuh: row r = i · group + g), so
+//  - sage2_direct_split (family 5): a CTA per (row block, key split, kv head, batch). Its rows
+//    are query rows sharing one kv head (templates/direct_params.cuh: row r = i · group + g), so
 //    K and V are read once per kv head, not once per q head. K/V tiles of BK keys stream
 //    global → shared through cp.async in a ring of STAGES buffers (16-byte copies; element loads
 //    where a tensor's rows are not 16-byte aligned); S = Q·Kᵀ and O += P·V run on
@@ -10,7 +10,7 @@
 //    P is rounded to the input dtype for the P·V product, the row sum l uses the fp32 values.
 //    Each warp owns 16 rows and a slice of every tile's keys; it writes its partial (m, l, O)
 //    to the workspace, or — one split and one key warp — the final O and LSE.
-//  - sage2_decode_merge (family 6): one warp per output row combines the partials by their
+//  - sage2_direct_merge (family 6): one warp per output row combines the partials by their
 //    maxima (log-sum-exp), divides, writes O in the input dtype and the natural-log LSE.
 //
 // Non-finite inputs (plain IEEE arithmetic of the textbook formula, as exact attention): a NaN or
@@ -25,17 +25,17 @@
 // gets O = 0 and LSE = -inf.
 #pragma once
 
-#include "decode_params.cuh"
+#include "direct_params.cuh"
 #include "ptx.cuh"
 #include "types.cuh"
 
 #if !defined(SAGE2_FAMILY) || (SAGE2_FAMILY != 5 && SAGE2_FAMILY != 6)
-#error "attention_decode.cuh is specialised by the preamble jit::generate_source() writes (decode families)"
+#error "attention_direct.cuh is specialised by the preamble jit::generate_source() writes (direct families)"
 #endif
 
 namespace dec {
 
-using sage2::dev::DecodeParams;
+using sage2::dev::DirectParams;
 
 constexpr int D = SAGE2_HEAD_DIM;
 constexpr int DP = sage2::dev::dec_d_pad(D);
@@ -126,7 +126,7 @@ __device__ __forceinline__ void load_chunk(u32 dst, const u16* src, int c, bool 
 }
 
 // The number of keys query i sees: [0, visible_keys(i)).
-__device__ __forceinline__ int visible_keys(int i, const DecodeParams& p) {
+__device__ __forceinline__ int visible_keys(int i, const DirectParams& p) {
   if (CAUSAL == 0) return p.kv_len;
   const long long e = static_cast<long long>(i) + p.causal_offset + 1;
   return e <= 0 ? 0 : (e >= p.kv_len ? p.kv_len : static_cast<int>(e));
@@ -171,7 +171,7 @@ constexpr int KV = BKW / 16;     // k16 steps of P·V
 constexpr int NO = DP / 8;       // n8 output tiles
 constexpr bool Q_REGS = DP <= 128;  // Q fragments kept in registers (wider heads: ldmatrix per use)
 constexpr int MIN_CTAS = THREADS <= 128 ? 2 : 1;
-constexpr sage2::dev::DecodeSmem SM = sage2::dev::dec_smem(BR, BK, D, STAGES);
+constexpr sage2::dev::DirectSmem SM = sage2::dev::dec_smem(BR, BK, D, STAGES);
 
 static_assert(BR % 16 == 0 && WR >= 1 && WARPS % WR == 0, "whole 16-row warps");
 static_assert(BK % (16 * WK) == 0, "each key warp takes a multiple of 16 keys per tile");
@@ -179,7 +179,7 @@ static_assert(STAGES >= 2, "the ring needs two buffers at least");
 
 // Issues the copies of the KV tile of keys [key0, key0 + BK) into the ring buffer at `stage`; keys
 // at or past `load_end` are zero-filled, never read.
-__device__ __forceinline__ void load_kv_tile(const DecodeParams& p, int b, int h, int key0, int load_end, u32 stage) {
+__device__ __forceinline__ void load_kv_tile(const DirectParams& p, int b, int h, int key0, int load_end, u32 stage) {
   const u16* kb = static_cast<const u16*>(p.k) + b * p.k_sb + h * p.k_sh;
   const u16* vb = static_cast<const u16*>(p.v) + b * p.v_sb + h * p.v_sh;
   const bool kvec = (p.vec_mask & 2u) != 0, vvec = (p.vec_mask & 4u) != 0;
@@ -193,7 +193,7 @@ __device__ __forceinline__ void load_kv_tile(const DecodeParams& p, int b, int h
   }
 }
 
-__device__ __forceinline__ void load_q_tile(const DecodeParams& p, int b, int h, int rb, u32 base) {
+__device__ __forceinline__ void load_q_tile(const DirectParams& p, int b, int h, int rb, u32 base) {
   const u16* qb = static_cast<const u16*>(p.q) + b * p.q_sb;
   const bool qvec = (p.vec_mask & 1u) != 0;
   for (int idx = threadIdx.x; idx < BR * CHUNKS; idx += THREADS) {
@@ -232,7 +232,7 @@ __device__ __forceinline__ void sanitize_v(u32 stage, u32 bad) {
   __syncthreads();
 }
 
-__device__ __forceinline__ void split_kernel(const DecodeParams& p) {
+__device__ __forceinline__ void split_kernel(const DirectParams& p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const u32 smem = ptx::smem_addr(smem_raw);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -456,7 +456,7 @@ __device__ __forceinline__ void split_kernel(const DecodeParams& p) {
 
 }  // namespace dec
 
-extern "C" __global__ void __launch_bounds__(dec::THREADS, dec::MIN_CTAS) sage2_decode_split(const sage2::dev::DecodeParams p) {
+extern "C" __global__ void __launch_bounds__(dec::THREADS, dec::MIN_CTAS) sage2_direct_split(const sage2::dev::DirectParams p) {
   dec::split_kernel(p);
 }
 #endif  // SAGE2_FAMILY == 5
@@ -470,7 +470,7 @@ constexpr int MW = sage2::dev::dec_merge_warps();
 constexpr int CPL = (D + 31) / 32;  // channels per lane
 constexpr int MB = CPL <= 4 ? 8 : 4;  // partials loaded per round
 
-__device__ __forceinline__ void merge_kernel(const DecodeParams& p) {
+__device__ __forceinline__ void merge_kernel(const DirectParams& p) {
   const int lane = threadIdx.x & 31;
   const long long row = static_cast<long long>(blockIdx.x) * MW + (threadIdx.x >> 5);
   const long long rows = static_cast<long long>(p.batch) * p.q_heads * p.q_len;
@@ -542,7 +542,7 @@ __device__ __forceinline__ void merge_kernel(const DecodeParams& p) {
 
 }  // namespace dec
 
-extern "C" __global__ void __launch_bounds__(dec::MW * 32) sage2_decode_merge(const sage2::dev::DecodeParams p) {
+extern "C" __global__ void __launch_bounds__(dec::MW * 32) sage2_direct_merge(const sage2::dev::DirectParams p) {
   dec::merge_kernel(p);
 }
 #endif  // SAGE2_FAMILY == 6

@@ -1,4 +1,4 @@
-// Specification of the direct small-Nq path on the GPU (kernels/decode.hpp, templates/attention_decode.cuh;
+// Specification of the direct small-Nq path on the GPU (kernels/direct.hpp, templates/attention_direct.cuh;
 // issue 22 item 4), through the public Context::attention:
 //  - a deterministic sample of {Nq 1, 3, 16, 64} × {Nk 1, 17, 1000, 4096, 33000} × GQA {1, 4, 8} ×
 //    head dims {64, 80, 128, 256} × {f16, bf16} × causal {none, top-left, bottom-right} × LSE ×
@@ -224,8 +224,8 @@ Outcome run_case(const Case& c, std::uint64_t seed) {
     const auto plan = runtime::call_plan(runtime::context_impl(ctx), q.dev_ref(), k.dev_ref(), v.dev_ref(),
                                          out.dev_ref(), p);
     r.direct = plan->problem.direct;
-    r.splits = plan->decode.layout.splits;
-    r.partials = plan->decode.layout.partials;
+    r.splits = plan->direct_stage.layout.splits;
+    r.partials = plan->direct_stage.layout.partials;
   }
   ctx.attention(q.dev_ref(), k.dev_ref(), v.dev_ref(), out.dev_ref(), p);
   test::synchronize();
@@ -292,7 +292,7 @@ Outcome run_case(const Case& c, std::uint64_t seed) {
 
 }  // namespace
 
-TEST_CASE("gpu decode: direct path vs fp64 attention over the case matrix; every element written") {
+TEST_CASE("gpu direct path: vs fp64 attention over the case matrix; every element written") {
   const std::uint64_t seed = test::base_seed();
   MESSAGE("base seed " << seed << " (SAGE2_TEST_SEED=" << seed << " replays it)");
   const kernels::Arch arch = runtime::context_impl(test::gpu_context()).arch();
@@ -332,7 +332,7 @@ struct Plant {
 
 }  // namespace
 
-TEST_CASE("gpu decode: NaN/Inf inputs poison exactly the outputs exact attention makes non-finite, as NaN") {
+TEST_CASE("gpu direct path: NaN/Inf inputs poison exactly the outputs exact attention makes non-finite, as NaN") {
   const std::uint64_t seed = test::base_seed();
   MESSAGE("base seed " << seed);
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
@@ -456,7 +456,7 @@ TEST_CASE("gpu decode: NaN/Inf inputs poison exactly the outputs exact attention
   }
 }
 
-TEST_CASE("gpu decode: a captured decode call replays on new K/V values like an eager call") {
+TEST_CASE("gpu direct path: a captured decode call replays on new K/V values like an eager call") {
   Context& ctx = test::gpu_context();
   const auto& a = base::driver::api();
   base::driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
@@ -524,7 +524,7 @@ TEST_CASE("gpu decode: a captured decode call replays on new K/V values like an 
   a.cuStreamDestroy_v2(stream);
 }
 
-TEST_CASE("gpu decode: perf of the scoreboard's decode cells, direct vs quantized (SAGE2_PERF=1)") {
+TEST_CASE("gpu direct path: perf of the scoreboard's decode cells, direct vs quantized (SAGE2_PERF=1)") {
   if (!std::getenv("SAGE2_PERF") || test::reduced()) return;
   Context& ctx = test::gpu_context();
   base::driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
@@ -556,7 +556,7 @@ TEST_CASE("gpu decode: perf of the scoreboard's decode cells, direct vs quantize
     const auto plan = runtime::call_plan(runtime::context_impl(ctx), tq, tk, tv, to, AttentionParams{});
     std::printf("decode perf Nq=%-4lld Nk=%-6lld GQA 32/8 hd 128 B 4: direct %8.1f us (%6.0f GB/s K+V, %d splits, "
                 "%d partials) | quantized %8.1f us | auto takes %s\n",
-                (long long)cell.nq, (long long)cell.nk, us[0], gbps, plan->decode.layout.splits,
-                plan->decode.layout.partials, us[1], plan->problem.direct ? "direct" : "quantized");
+                (long long)cell.nq, (long long)cell.nk, us[0], gbps, plan->direct_stage.layout.splits,
+                plan->direct_stage.layout.partials, us[1], plan->problem.direct ? "direct" : "quantized");
   }
 }
