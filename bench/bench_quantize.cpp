@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
       // What a default Context runs (quant path auto: Q quantized by the attention kernel where the
       // family can), and the same spec with quantize_q (the split / fused / cluster stages).
       kernels::KernelSpec spec = runtime::plan_attention(prob, impl.arch(), impl.facts());
-      runtime::apply_quant_path(spec, runtime::QuantPath::Auto);
+      plan::apply_quant_path(spec, QuantPath::Auto);
       kernels::KernelSpec spec_q = spec;
       spec_q.q_in_kernel = false;
       kernels::QuantProblem qp{{batch, heads, heads, n, n, static_cast<int>(d)}};

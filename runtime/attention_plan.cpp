@@ -1,6 +1,6 @@
 #include "runtime/attention_plan.hpp"
 
-#include "plan/candidates.hpp"
+#include "plan/attention_spec.hpp"
 #include "plan/planner.hpp"
 #include "runtime/context_impl.hpp"
 #include "base/config.hpp"
@@ -24,60 +24,20 @@ std::optional<kernels::KernelFamily> attention_family_override(AttentionFamily f
   return *f;
 }
 
-kernels::KernelSpec attention_spec_for(const plan::AttentionProblem& p, kernels::Arch arch, std::optional<kernels::KernelFamily> family) {
-  kernels::KernelSpec s;
-  const int head_dim = static_cast<int>(p.head_dim);
-  s.family = family.value_or(kernels::default_attention_family(arch, p.qk_bits, head_dim, p.pv_fp16));
-  const kernels::AttentionFamilyDesc& d = kernels::attention_family(s.family);
-  if (!kernels::family_runs(d, arch, p.qk_bits, head_dim, p.pv_fp16))
-    throw Error(ErrorCode::Unsupported,
-                std::string("the ") + d.option_name + " attention family" +
-                    (family ? " (ContextOptions::family or SAGE2_ATTENTION_FAMILY) " : " ") + d.requirement +
-                    "; this call has qk_bits=" + std::to_string(p.qk_bits) + ", head_dim=" +
-                    std::to_string(p.head_dim) + ", P̃V " + (p.pv_fp16 ? "fp16" : "fp8") + ", arch " +
-                    kernels::arch_name(arch));
-  s.arch = arch;
-  s.head_dim = p.head_dim;
-  s.causal = p.causal;
-  kernels::copy_quant_options(p, s);
-  s.in_dtype = p.dtype;
-  s.out_dtype = p.dtype;
-  s.two_level_accum = true;
-  s.return_lse = p.return_lse;
-  s.varlen = p.varlen;
-  s.mask = p.mask;
-  s.pv_fp16 = p.pv_fp16;
-  s.pv_acc16 = p.pv_acc16;
-  return s;
-}
-
-void apply_quant_path(kernels::KernelSpec& s, QuantPath path) {
-  // Auto: Q quantized by the attention kernel wherever its family can (one trip of Q through
-  // memory, one launch less); the explicit paths keep their quantize_q (Split: the baseline).
-  s.q_in_kernel = path == QuantPath::Auto && kernels::attention_family(s.family).q_in_kernel_ok(s);
-}
-
 kernels::KernelSpec plan_attention(const plan::AttentionProblem& p, const Context::Impl& ctx) {
-  kernels::KernelSpec s = attention_spec_for(p, ctx.arch(), ctx.family_override());
+  kernels::KernelSpec s = plan::attention_spec_for(p, ctx.arch(), ctx.family_override());
   s.tile = ctx.planner().choose(s, p).tile;
-  apply_quant_path(s, ctx.config().quant_path);
+  plan::apply_quant_path(s, ctx.config().quant_path);
   return s;
 }
 
 kernels::KernelSpec plan_attention(const plan::AttentionProblem& p, kernels::Arch arch, const DeviceFacts& facts) {
   const base::config::ContextConfig defaults = base::config::context_config();
-  kernels::KernelSpec s = attention_spec_for(p, arch, attention_family_override(defaults.family, facts, arch));
+  kernels::KernelSpec s = plan::attention_spec_for(p, arch, attention_family_override(defaults.family, facts, arch));
   const auto planner = plan::shared_planner(plan::context_db_path(defaults, facts.name, arch), facts.name,
                                                 arch, facts.max_shared_per_block_optin);
   s.tile = planner->choose(s, p).tile;
-  apply_quant_path(s, defaults.quant_path);
-  return s;
-}
-
-kernels::KernelSpec plan_attention_heuristic(const plan::AttentionProblem& p, kernels::Arch arch, int max_smem_optin) {
-  kernels::KernelSpec s = attention_spec_for(p, arch);
-  s.tile = plan::heuristic_tile(s, max_smem_optin);
-  apply_quant_path(s, base::config::context_config().quant_path);
+  plan::apply_quant_path(s, defaults.quant_path);
   return s;
 }
 

@@ -1,13 +1,13 @@
-// Planning one attention call: which kernel family and tile configuration run it. The tile comes
-// from the Context's tuning database (plan/planner.hpp: memoised per problem signature) and,
-// without an entry, from the heuristic default (plan/candidates.hpp) — chosen at once, never
-// blocking on tuning.
+// Planning one attention call with a Context: the family its options force, and the tile from its
+// tuning database (plan/planner.hpp: memoised per problem signature) or, without an entry, the
+// heuristic default — chosen at once, never blocking on tuning. The spec itself and the heuristic
+// alone need no Context: plan/attention_spec.hpp.
 #pragma once
 
 #include <optional>
 
 #include "kernels/kernel_spec.hpp"
-#include "plan/attention_validate.hpp"
+#include "plan/attention_spec.hpp"
 #include "runtime/device.hpp"
 #include "sage2/sage2.hpp"
 
@@ -18,16 +18,6 @@ namespace sage2::runtime {
 // (wgmma off sm_90a).
 std::optional<kernels::KernelFamily> attention_family_override(AttentionFamily family, const DeviceFacts& facts,
                                                            kernels::Arch arch);
-
-// The attention KernelSpec of a validated problem with every field set except the tile. The
-// family is `family` when given (Unsupported when its descriptor does not run the problem: wgmma
-// needs 8-bit and head dim <= 256), else kernels::default_attention_family().
-kernels::KernelSpec attention_spec_for(const plan::AttentionProblem& p, kernels::Arch arch,
-                                   std::optional<kernels::KernelFamily> family = std::nullopt);
-
-// Sets s.q_in_kernel for a Context's quantize path: on for Auto where the family's kernel can
-// quantize Q itself, off otherwise (kernels::AttentionFamilyDesc::q_in_kernel_ok).
-void apply_quant_path(kernels::KernelSpec& s, QuantPath path);
 
 // The spec Context::attention runs: the tuned tile of the Context's database when it has one
 // for this problem (and the tile fits the device), else the heuristic default. Thread-safe;
@@ -40,10 +30,6 @@ kernels::KernelSpec plan_attention(const plan::AttentionProblem& p, const Contex
 // the same process-wide planner (plan::shared_planner), so tests and benchmarks that rebuild
 // "the spec the API ran" from the device facts get the tuned tile when the API used one.
 kernels::KernelSpec plan_attention(const plan::AttentionProblem& p, kernels::Arch arch, const DeviceFacts& facts);
-
-// The heuristic default alone (no database): the first tile of the heuristic preference list that
-// fits `max_smem_optin`. Throws Unsupported when none does.
-kernels::KernelSpec plan_attention_heuristic(const plan::AttentionProblem& p, kernels::Arch arch, int max_smem_optin);
 
 // Throws InvalidArgument when a tensor's memory is not device memory of the context's device
 // (host pointers, another GPU's memory), naming the tensor and the device it is on.

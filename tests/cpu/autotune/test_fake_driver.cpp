@@ -325,7 +325,7 @@ TEST_CASE("autotune: sage2-autotune tunes end to end on a fake driver and writes
   p.qk_bits = 8;
   p.smooth_k = true;
   const plan::Planner planner(path, kFakeName, kernels::Arch::Sm90a, 232448);
-  const plan::TileChoice choice = planner.choose(runtime::attention_spec_for(p, kernels::Arch::Sm90a, kernels::KernelFamily::AttentionMma), p);
+  const plan::TileChoice choice = planner.choose(plan::attention_spec_for(p, kernels::Arch::Sm90a, kernels::KernelFamily::AttentionMma), p);
   CHECK(choice.tuned);
   CHECK(plan::tile_str(choice.tile) == best_tile);
 

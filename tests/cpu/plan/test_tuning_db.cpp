@@ -197,7 +197,7 @@ plan::AttentionProblem problem(int head_dim, std::int64_t q_len, std::int64_t kv
 
 // The planner tests use the portable family's tiles (the sm_90a default would be wgmma).
 kernels::KernelSpec base_spec(const plan::AttentionProblem& p) {
-  return runtime::attention_spec_for(p, kArch, kernels::KernelFamily::AttentionMma);
+  return plan::attention_spec_for(p, kArch, kernels::KernelFamily::AttentionMma);
 }
 
 }  // namespace
@@ -548,7 +548,7 @@ TEST_CASE("autotune: the planner returns tuned tiles, memoises per signature and
     CHECK_FALSE(h.tuned);
     CHECK(h.tile == kernels::TileConfig{64, 64, 4, 2});
     // The default family on sm_90a: wgmma for 8-bit up to head dim 256, with its own default tile.
-    const kernels::KernelSpec d = runtime::plan_attention_heuristic(p, kArch, kSmem);
+    const kernels::KernelSpec d = plan::plan_attention_heuristic(p, kArch, kSmem);
     CHECK(d.family == (p.head_dim <= 256 ? kernels::KernelFamily::AttentionWgmma : kernels::KernelFamily::AttentionMma));
     CHECK(d.tile == (p.head_dim <= 256 ? kernels::attention_family(kernels::KernelFamily::AttentionWgmma).default_tile(d, kSmem) : h.tile));
     CHECK(d.tile == none.choose(d, p).tile);

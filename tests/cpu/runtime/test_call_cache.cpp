@@ -148,7 +148,7 @@ namespace {
 // A plan as build_call_plan lays it out, for a given arch (no Context, no kernels).
 std::unique_ptr<runtime::CallPlan> layout(const Call& c, kernels::Arch arch) {
   const plan::AttentionProblem p = plan::validate_attention(c.q, c.k, c.v, c.out, c.params, arch);
-  kernels::KernelSpec spec = runtime::plan_attention_heuristic(p, arch, 232448);
+  kernels::KernelSpec spec = plan::plan_attention_heuristic(p, arch, 232448);
   auto plan = std::make_unique<runtime::CallPlan>();
   runtime::layout_call_plan(p, spec, *plan);
   return plan;
@@ -279,10 +279,10 @@ TEST_CASE("quantize paths: with auto, a wgmma plan quantizes Q in the attention 
   using kernels::QuantOp;
   const Call c = make_call(0x10000000, 2, 4, 2, 200, 333, 128);
   const plan::AttentionProblem p = plan::validate_attention(c.q, c.k, c.v, c.out, c.params, kernels::Arch::Sm90a);
-  kernels::KernelSpec s = runtime::attention_spec_for(p, kernels::Arch::Sm90a);
+  kernels::KernelSpec s = plan::attention_spec_for(p, kernels::Arch::Sm90a);
   s.tile = plan::heuristic_tile(s, 232448);
   REQUIRE(s.family == kernels::KernelFamily::AttentionWgmma);
-  runtime::apply_quant_path(s, QuantPath::Auto);
+  plan::apply_quant_path(s, QuantPath::Auto);
   CHECK(s.q_in_kernel);
   const std::vector<QuantOp> ops = runtime::quantize_ops(QuantPath::Auto, s);
   CHECK(std::find(ops.begin(), ops.end(), QuantOp::QuantizeQ) == ops.end());
@@ -299,7 +299,7 @@ TEST_CASE("quantize paths: with auto, a wgmma plan quantizes Q in the attention 
   CHECK(with.q_kbias() == 0);
   CHECK(with.q_bad() == 0);
   kernels::KernelSpec split = s;
-  runtime::apply_quant_path(split, QuantPath::Split);  // the explicit path keeps its quantize_q
+  plan::apply_quant_path(split, QuantPath::Split);  // the explicit path keeps its quantize_q
   CHECK_FALSE(split.q_in_kernel);
   CHECK(runtime::quantize_ops(QuantPath::Split, split).back() == QuantOp::QuantizeQ);
   const kernels::QuantBuffers without = kernels::quant_buffers(qp, split);
@@ -319,7 +319,7 @@ TEST_CASE("quantize paths: with auto, a wgmma plan quantizes Q in the attention 
   // smooth-Q keeps Q̂ from the quantize stage (its block mean)
   kernels::KernelSpec sq = s;
   sq.smooth_q = true;
-  runtime::apply_quant_path(sq, QuantPath::Auto);
+  plan::apply_quant_path(sq, QuantPath::Auto);
   CHECK_FALSE(sq.q_in_kernel);
 }
 
