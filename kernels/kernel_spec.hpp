@@ -63,7 +63,39 @@ struct TileConfig {
   bool operator==(const TileConfig&) const = default;
 };
 
-struct KernelSpec {
+// The quantization options (include/sage2/sage2.hpp AttentionParams): QK code width and the three
+// smoothings. Every internal description of an attention call inherits this one value type —
+// KernelSpec, QuantBuffers, plan::AttentionProblem / Specialisation / TuningKey — so a conversion
+// copies it whole (`to.quant() = from.quant()`) instead of field by field.
+struct QuantOptions {
+  int qk_bits = 8;  // 4 or 8
+  bool smooth_q = false;
+  bool smooth_k = true;
+  bool smooth_v = false;
+  QuantOptions& quant() { return *this; }
+  const QuantOptions& quant() const { return *this; }
+  bool operator==(const QuantOptions&) const = default;
+};
+
+// The P̃V options, carried the same way (KernelSpec, plan::AttentionProblem / Specialisation /
+// TuningKey): `to.pv() = from.pv()`.
+struct PvOptions {
+  // P̃V in FP16 (mma.sync m16n8k16, fp32 accumulation; V̂ fp16, include/sage2/reference.hpp)
+  // instead of FP8 e4m3: the mma family's attention and the quantize_v op feeding it.
+  bool pv_fp16 = false;
+  // P̃V accumulated in fp16 inside a KV tile (SageAttention2++, the reference's "fp32+fp16" /
+  // "fp16+fp32"): mma.sync with an f16 accumulator over at most 64 keys (kPvAcc16Keys), each
+  // segment's sum converted and added into an fp32 tile sum, flushed into the fp32 O between tiles
+  // as with two_level_accum. V̂'s scale keeps a segment's sum below fp16's largest value
+  // (kernels/quant_buffers.hpp). The mma family on the archs whose table row says pv_acc16; the
+  // attention kernel and the quantize ops that write V̂.
+  bool pv_acc16 = false;
+  PvOptions& pv() { return *this; }
+  const PvOptions& pv() const { return *this; }
+  bool operator==(const PvOptions&) const = default;
+};
+
+struct KernelSpec : QuantOptions, PvOptions {
   KernelFamily family = KernelFamily::Quantize;
   Arch arch = Arch::Sm90a;
   QuantOp op = QuantOp::None;               // Quantize family only
@@ -71,10 +103,6 @@ struct KernelSpec {
   int head_dim = 128;                       // original head dim (1..512)
   CausalMode causal = CausalMode::None;     // attention only
   TileConfig tile{};
-  int qk_bits = 8;                          // 4 or 8
-  bool smooth_q = false;
-  bool smooth_k = true;
-  bool smooth_v = false;
   DType in_dtype = DType::F16;
   DType out_dtype = DType::F16;
   bool two_level_accum = true;              // attention only
@@ -90,16 +118,7 @@ struct KernelSpec {
   // so the call has no quantize_q launch and no Q̂ buffers. The family decides where it can
   // (AttentionFamilyDesc::q_in_kernel_ok); not with smooth-Q (q̄ is a mean over a whole block).
   bool q_in_kernel = false;
-  // P̃V in FP16 (mma.sync m16n8k16, fp32 accumulation; V̂ fp16, include/sage2/reference.hpp)
-  // instead of FP8 e4m3: the mma family's attention and the quantize_v op feeding it.
-  bool pv_fp16 = false;
-  // P̃V accumulated in fp16 inside a KV tile (SageAttention2++, the reference's "fp32+fp16" /
-  // "fp16+fp32"): mma.sync with an f16 accumulator over at most 64 keys (kPvAcc16Keys), each
-  // segment's sum converted and added into an fp32 tile sum, flushed into the fp32 O between tiles
-  // as with two_level_accum. V̂'s scale keeps a segment's sum below fp16's largest value
-  // (kernels/quant_buffers.hpp). The mma family on the archs whose table row says pv_acc16; the
-  // attention kernel and the quantize ops that write V̂.
-  bool pv_acc16 = false;
+  // (QuantOptions: qk_bits, smooth_q/k/v; PvOptions: pv_fp16, pv_acc16)
   // Emit PTX for the arch's virtual architecture (compute_NN) instead of a cubin: the driver
   // JIT-compiles it for the device (a GPU newer than the arch table, an NVRTC too old for the
   // device, or ContextOptions::target_arch below the device's). Every kernel of a Context.
@@ -125,17 +144,6 @@ struct KernelSpec {
 
   bool operator==(const KernelSpec&) const = default;
 };
-
-// The quantization options (QK bits, the three smoothings), which every description of an
-// attention kernel carries under these names: KernelSpec, plan::Specialisation, plan::TuningKey,
-// the validated problem, the reference's KernelConfig. One list for every conversion between them.
-template <class From, class To>
-void copy_quant_options(const From& from, To& to) {
-  to.qk_bits = from.qk_bits;
-  to.smooth_q = from.smooth_q;
-  to.smooth_k = from.smooth_k;
-  to.smooth_v = from.smooth_v;
-}
 
 // Whether the spec's kernel writes or reads V̂ (attention, quantize_v, the fused and cluster
 // stages): the specs whose code depends on pv_fp16.

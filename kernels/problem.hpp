@@ -26,4 +26,17 @@ struct ProblemShape {
   }
 };
 
+// How a call's sequences lie in its tensors (sage2::SeqLens), carried by the validated call and the
+// quantize buffers' problem alike (`to.seq_layout() = from.seq_layout()`). Varlen: batch = the
+// number of sequences. Packed: the tensors are views with batch 1 of total_q / total_k tokens and
+// q_len / kv_len only plan the tile; key padding: the tensors are [batch, H, q_len | kv_len, d] and
+// total_* = batch · q_len | kv_len.
+struct SeqLayout {
+  bool varlen = false, packed = false;
+  std::int64_t total_q = 0, total_k = 0;
+  SeqLayout& seq_layout() { return *this; }
+  const SeqLayout& seq_layout() const { return *this; }
+  bool operator==(const SeqLayout&) const = default;
+};
+
 }  // namespace sage2::kernels

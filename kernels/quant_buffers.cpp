@@ -14,7 +14,7 @@ QuantBuffers quant_buffers(const QuantProblem& p, const KernelSpec& s) {
   QuantBuffers b;
   b.p = p;
   b.layout = quant_layout(s);
-  copy_quant_options(s, b);
+  b.quant() = s.quant();
   b.q_in_kernel = s.q_in_kernel;
   if (p.varlen) {
     b.q_blocks = (p.total_q + s.tile.bq - 1) / s.tile.bq + p.batch;

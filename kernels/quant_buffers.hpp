@@ -61,23 +61,16 @@ namespace sage2::kernels {
 // spec or any quantize spec derived from it.
 int quantize_stats_chunk(const KernelSpec& spec);
 
-struct QuantProblem : ProblemShape {
-  // Varlen calls (sage2::SeqLens): batch = the number of sequences. Packed: the tensors are views
-  // with batch 1 of total_q / total_k tokens and q_len / kv_len only plan the tile; key padding:
-  // the tensors are [batch, H, q_len | kv_len, d] and total_* = batch · q_len | kv_len.
-  bool varlen = false, packed = false;
-  std::int64_t total_q = 0, total_k = 0;
+struct QuantProblem : ProblemShape, SeqLayout {
   // Tensor masks: the kind (KernelSpec::mask) and the mask's own batch / head extents (1 where it
   // broadcasts, else batch / q_heads): the class table has one [q_blocks][k_blocks] per pair.
   int mask = 0;
   std::int64_t mask_batch = 1, mask_heads = 1;
 };
 
-struct QuantBuffers {
+struct QuantBuffers : QuantOptions {
   QuantProblem p;
   QuantLayout layout;
-  int qk_bits = 8;
-  bool smooth_q = false, smooth_k = true, smooth_v = false;
   // The attention kernel quantizes Q itself (KernelSpec::q_in_kernel): no Q̂ buffers (q_codes,
   // q_scale, q_kbias, q_bad have count 0).
   bool q_in_kernel = false;

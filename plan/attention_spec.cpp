@@ -21,15 +21,14 @@ kernels::KernelSpec attention_spec_for(const AttentionProblem& p, kernels::Arch 
   s.arch = arch;
   s.head_dim = p.head_dim;
   s.causal = p.causal;
-  kernels::copy_quant_options(p, s);
+  s.quant() = p.quant();
   s.in_dtype = p.dtype;
   s.out_dtype = p.dtype;
   s.two_level_accum = true;
   s.return_lse = p.return_lse;
   s.varlen = p.varlen;
   s.mask = p.mask;
-  s.pv_fp16 = p.pv_fp16;
-  s.pv_acc16 = p.pv_acc16;
+  s.pv() = p.pv();
   return s;
 }
 

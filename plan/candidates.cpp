@@ -85,13 +85,12 @@ kernels::KernelSpec Specialisation::attention_spec(kernels::Arch arch, const ker
   k.head_dim = head_dim;
   k.causal = causal;
   k.tile = tile;
-  kernels::copy_quant_options(*this, k);
+  k.quant() = quant();
   k.in_dtype = dtype;
   k.out_dtype = dtype;
   k.two_level_accum = true;
   k.return_lse = return_lse;
-  k.pv_fp16 = pv_fp16;
-  k.pv_acc16 = pv_acc16;
+  k.pv() = pv();
   return k;
 }
 
@@ -105,9 +104,8 @@ TuningKey Specialisation::key(kernels::Arch arch, std::int64_t q_len, std::int64
   p.head_dim = head_dim;
   p.dtype = dtype;
   p.causal = causal;
-  kernels::copy_quant_options(*this, p);
-  p.pv_fp16 = pv_fp16;
-  p.pv_acc16 = pv_acc16;
+  p.quant() = quant();
+  p.pv() = pv();
   return tuning_key(p, attention_spec(arch, kernels::TileConfig{}).family);
 }
 

@@ -47,15 +47,11 @@ std::optional<kernels::TileConfig> parse_tile(const std::string& s);
 
 // One specialisation the tool compiles and tunes: everything that selects kernel code except the
 // tile. Size buckets are added per measured problem (key()).
-struct Specialisation {
+struct Specialisation : kernels::QuantOptions, kernels::PvOptions {
   int head_dim = 128;
   CausalMode causal = CausalMode::None;
   DType dtype = DType::F16;
-  int qk_bits = 8;
-  bool smooth_q = false, smooth_k = true, smooth_v = false;
   bool return_lse = false;
-  bool pv_fp16 = false;  // FP16 P̃V
-  bool pv_acc16 = false; // fp16 accumulation of P̃V inside a tile
   // nullopt: the family a Context uses by default (kernels::default_attention_family).
   std::optional<kernels::KernelFamily> family;
 

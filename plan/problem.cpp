@@ -5,10 +5,7 @@ namespace sage2::plan {
 kernels::QuantProblem AttentionProblem::quant_problem() const {
   kernels::QuantProblem qp;
   static_cast<kernels::ProblemShape&>(qp) = shape();
-  qp.varlen = varlen;
-  qp.packed = packed;
-  qp.total_q = total_q;
-  qp.total_k = total_k;
+  qp.seq_layout() = seq_layout();
   qp.mask = mask;
   qp.mask_batch = mask_per_batch ? batch : 1;  // the class table's extents: 1 where the mask broadcasts
   qp.mask_heads = mask_per_head ? q_heads : 1;

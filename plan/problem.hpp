@@ -14,19 +14,14 @@
 namespace sage2::plan {
 
 // The problem an attention call describes, after validation and defaulting.
-struct AttentionProblem : kernels::ProblemShape {
+struct AttentionProblem : kernels::ProblemShape, kernels::SeqLayout, kernels::QuantOptions, kernels::PvOptions {
   DType dtype = DType::F16;
   CausalMode causal = CausalMode::None;
-  int qk_bits = 8;
-  bool smooth_q = false, smooth_k = true, smooth_v = false;
-  bool pv_fp16 = false;  // P̃V in FP16 (params.pv_precision, Auto: the arch's default)
-  bool pv_acc16 = false; // P̃V accumulated in fp16 inside a tile (params.pv_accum, Auto: the arch's default)
+  // (QuantOptions; PvOptions from params.pv_precision / pv_accum, Auto: the arch's defaults)
   float sm_scale = 0;
   bool return_lse = false;
-  // Varlen calls (sage2::SeqLens): batch = sequences; q_len / kv_len plan the tile (the bounds
-  // given, else the tensors' rows); kernels::QuantProblem documents packed and total_*.
-  bool varlen = false, packed = false;
-  std::int64_t total_q = 0, total_k = 0;
+  // (SeqLayout: varlen calls plan the tile from q_len / kv_len, the bounds given, else the
+  // tensors' rows)
   // Tensor mask (params.mask): its type as KernelSpec::mask, and whether it varies over batch /
   // heads (a nonzero stride) — the class table's extents.
   int mask = 0;

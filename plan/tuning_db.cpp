@@ -155,10 +155,9 @@ TuningEntry parse_entry(const json& e, const std::string& where, kernels::Arch a
   // The tile must be one the family can run at all (shared memory is checked per device later).
   Specialisation s;
   s.head_dim = t.key.head_dim;
-  kernels::copy_quant_options(t.key, s);
+  s.quant() = t.key.quant();
   s.dtype = t.key.dtype;
-  s.pv_fp16 = t.key.pv_fp16;
-  s.pv_acc16 = t.key.pv_acc16;
+  s.pv() = t.key.pv();
   s.family = t.key.family;
   if (auto why = static_reject_reason(s.attention_spec(arch, t.tile), INT_MAX))
     throw Bad{where + ": tile " + tile_str(t.tile) + " is not valid: " + *why};

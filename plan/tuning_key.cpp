@@ -80,10 +80,9 @@ TuningKey tuning_key(const plan::AttentionProblem& p, kernels::KernelFamily fami
   k.family = family;
   k.head_dim = p.head_dim;
   k.causal = p.causal != CausalMode::None;
-  kernels::copy_quant_options(p, k);
+  k.quant() = p.quant();
   k.dtype = p.dtype;
-  k.pv_fp16 = p.pv_fp16;
-  k.pv_acc16 = p.pv_acc16;
+  k.pv() = p.pv();
   k.q_bucket = seq_bucket(p.q_len);
   k.kv_bucket = seq_bucket(p.kv_len);
   k.gqa_bucket = gqa_bucket(p.q_heads, p.kv_heads);

@@ -31,15 +31,12 @@ int gqa_bucket(std::int64_t q_heads, std::int64_t kv_heads);    // q_heads % kv_
 bool is_seq_bucket(int b);                                      // a value seq_bucket() can return
 bool is_gqa_bucket(int b);
 
-struct TuningKey {
+struct TuningKey : kernels::QuantOptions, kernels::PvOptions {
   kernels::KernelFamily family = kernels::KernelFamily::AttentionMma;
   int head_dim = 128;
   bool causal = false;
-  int qk_bits = 8;
-  bool smooth_q = false, smooth_k = true, smooth_v = false;
   DType dtype = DType::F16;
-  bool pv_fp16 = false;  // FP16 P̃V: the strings end their specialisation part in "|pv16"
-  bool pv_acc16 = false; // fp16 P̃V accumulation: then "|acc16"
+  // (PvOptions: pv_fp16 ends the specialisation part of the strings in "|pv16", pv_acc16 then "|acc16")
   int q_bucket = 4096, kv_bucket = 4096, gqa_bucket = 1;
 
   // "attn_mma|d128|causal|int8|sq0.sk1.sv0|f16|q4096.kv4096.g1"

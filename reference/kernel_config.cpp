@@ -15,7 +15,10 @@ template <class From, class To>
 void copy_shared_fields(const From& from, To& to) {
   to.head_dim = from.head_dim;
   to.causal = from.causal;
-  kernels::copy_quant_options(from, to);
+  to.qk_bits = from.qk_bits;  // KernelConfig is public: its fields are named like QuantOptions'
+  to.smooth_q = from.smooth_q;
+  to.smooth_k = from.smooth_k;
+  to.smooth_v = from.smooth_v;
   to.in_dtype = from.in_dtype;
   to.out_dtype = from.out_dtype;
   to.two_level_accum = from.two_level_accum;
