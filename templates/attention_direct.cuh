@@ -1,5 +1,6 @@
-// Direct small-Nq attention (the direct path, for decode-shaped calls): split-KV attention computed from the caller's fp16/bf16
-// Q, K and V without any quantization. Two kernels from one template (SAGE2_FAMILY selects):
+// The direct path (small Nq, e.g. decode): split-KV attention computed from the caller's
+// fp16/bf16 Q, K and V without any quantization. Two kernels from one template (SAGE2_FAMILY
+// selects):
 //  - sage2_direct_split (family 5): a CTA per (row block, key split, kv head, batch). Its rows
 //    are query rows sharing one kv head (templates/direct_params.cuh: row r = i · group + g), so
 //    K and V are read once per kv head, not once per q head. K/V tiles of BK keys stream
@@ -33,7 +34,7 @@
 #error "attention_direct.cuh is specialised by the preamble jit::generate_source() writes (direct families)"
 #endif
 
-namespace dec {
+namespace dpath {
 
 using sage2::dev::DirectParams;
 
@@ -150,12 +151,12 @@ __device__ __forceinline__ float final_o(float o, float inv_l, bool poisoned, in
   return (poisoned || !is_finite(r)) ? qnan() : r;
 }
 
-}  // namespace dec
+}  // namespace dpath
 
 #if SAGE2_FAMILY == 5
 // ================================================================================================
 // The split kernel.
-namespace dec {
+namespace dpath {
 
 constexpr int BR = SAGE2_BQ;      // rows per CTA (16 per row warp)
 constexpr int BK = SAGE2_BK;      // keys per KV tile
@@ -454,17 +455,17 @@ __device__ __forceinline__ void split_kernel(const DirectParams& p) {
   }
 }
 
-}  // namespace dec
+}  // namespace dpath
 
-extern "C" __global__ void __launch_bounds__(dec::THREADS, dec::MIN_CTAS) sage2_direct_split(const sage2::dev::DirectParams p) {
-  dec::split_kernel(p);
+extern "C" __global__ void __launch_bounds__(dpath::THREADS, dpath::MIN_CTAS) sage2_direct_split(const sage2::dev::DirectParams p) {
+  dpath::split_kernel(p);
 }
 #endif  // SAGE2_FAMILY == 5
 
 #if SAGE2_FAMILY == 6
 // ================================================================================================
 // The merge kernel: one warp per output row (b, q head, i), rows in LSE order.
-namespace dec {
+namespace dpath {
 
 constexpr int MW = sage2::dev::dec_merge_warps();
 constexpr int CPL = (D + 31) / 32;  // channels per lane
@@ -540,9 +541,9 @@ __device__ __forceinline__ void merge_kernel(const DirectParams& p) {
   if (LSE && lane == 0) ptx::st_f32(p.lse + row, row_lse(mx, l, n_vis));
 }
 
-}  // namespace dec
+}  // namespace dpath
 
-extern "C" __global__ void __launch_bounds__(dec::MW * 32) sage2_direct_merge(const sage2::dev::DirectParams p) {
-  dec::merge_kernel(p);
+extern "C" __global__ void __launch_bounds__(dpath::MW * 32) sage2_direct_merge(const sage2::dev::DirectParams p) {
+  dpath::merge_kernel(p);
 }
 #endif  // SAGE2_FAMILY == 6

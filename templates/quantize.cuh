@@ -177,7 +177,7 @@ __device__ __forceinline__ void red_min_shared_s32(u32 smem, i32 v) {
 // bh = blockIdx.z * gridDim.y + blockIdx.y (folded into z when there are more than 65535), and
 // surplus CTAs exit. bh < 2^32 by construction, so (b, h) come from 32-bit divisions (64-bit
 // ones would be subroutine calls).
-__device__ __forceinline__ bool direct_bh(i64 batch, i64 heads, i64& b, i64& h, i64& bh) {
+__device__ __forceinline__ bool block_bh(i64 batch, i64 heads, i64& b, i64& h, i64& bh) {
   const u32 id = blockIdx.z * gridDim.y + blockIdx.y;
   if (static_cast<i64>(id) >= batch * heads) return false;
   const u32 H = static_cast<u32>(heads);
@@ -444,7 +444,7 @@ __device__ __forceinline__ void varlen_table(const QuantizeParams& p) {
 // min over K's real channels.
 __device__ __forceinline__ void channel_stats(const QuantizeParams p, u8* smem) {
   i64 b, h, bh;
-  if (!direct_bh(p.batch, p.kv_heads, b, h, bh)) return;
+  if (!block_bh(p.batch, p.kv_heads, b, h, bh)) return;
   i64 n0 = 0, len = p.kv_len;
 #if SAGE2_VARLEN
   if (bh == 0 && blockIdx.x == 0) varlen_table(p);
@@ -1343,7 +1343,7 @@ sage2_quantize_k(sage2::dev::QuantizeParams p) {
   }
   i64 b, h, bh;
   const i64 len = IS_Q ? p.q_len : p.kv_len;
-  if (!qz::direct_bh(p.batch, IS_Q ? p.q_heads : p.kv_heads, b, h, bh) || blockIdx.x >= (len + rows - 1) / rows) return;
+  if (!qz::block_bh(p.batch, IS_Q ? p.q_heads : p.kv_heads, b, h, bh) || blockIdx.x >= (len + rows - 1) / rows) return;
   qz::quantize_qk<IS_Q, qz::MapS>(p, s_raw, b, h, blockIdx.x, qz::dense_qk_item<IS_Q, rows>(p, b, h, blockIdx.x));
 }
 #elif SAGE2_QUANT_OP == 4
@@ -1369,7 +1369,7 @@ extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, SAGE2_QZ_MIN_CTAS
   }
   i64 b, h, bh;
   const i64 len_pad = (p.kv_len + SAGE2_BK - 1) / SAGE2_BK * SAGE2_BK;
-  if (!qz::direct_bh(p.batch, p.kv_heads, b, h, bh) || blockIdx.x >= len_pad / ROWS) return;
+  if (!qz::block_bh(p.batch, p.kv_heads, b, h, bh) || blockIdx.x >= len_pad / ROWS) return;
   qz::quantize_v<qz::MapS>(p, s_raw, b, h, blockIdx.x, qz::dense_v_item<ROWS>(p, b, h, blockIdx.x));
 }
 #elif SAGE2_QUANT_OP == 5
