@@ -54,8 +54,12 @@ constexpr int wg_pv_chunks(int d_v, int warps) {
 constexpr int wg_pv_n(int d_v, int warps) { return d_v / wg_pv_chunks(d_v, warps); }
 // Wide heads (several chunks) in the serial loop: chunk c+1's P̂·V̂ is issued before chunk c's
 // two-level accumulator is added into O, so the tensor cores are not drained once per chunk. Its
-// second accumulator takes the registers of the S tile, dead once P̂ is packed.
-constexpr bool wg_pv_ring(int d_v, int warps) { return wg_pv_chunks(d_v, warps) > 1 && !(wg_producer_wg(warps) && d_v > 192); }
+// second accumulator takes the registers of the S tile, dead once P̂ is packed. Off for the
+// producer design's 32-channel chunks above d_v 192: the configuration measured there (session 11
+// r3, r4); with it ptxas spilled 8 instead of 12 bytes at hd 256, not timed.
+constexpr bool wg_pv_ring(int d_v, int warps) {
+  return wg_pv_chunks(d_v, warps) > 1 && !(wg_producer_wg(warps) && d_v > 192);
+}
 // Software pipelining inside a consumer warpgroup: the softmax of KV tile j runs while the P̂·V̂
 // of tile j−1 is on the tensor cores. Needs one P̂·V̂ chunk (d_v <= 128; the per-tile accumulator
 // and the next S tile must fit beside O) and >= 3 stages: tiles j−1 and j are held at once, so
