@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "autotune/tune.hpp"
+#include "autotune/warmup.hpp"
 #include "runtime/c_api_internal.hpp"
 #include "sage2/sage2.h"
 #include "sage2/sage2.hpp"
@@ -77,11 +78,64 @@ TuneSummary summary_of(const autotune::TuneResult& r) {
   return s;
 }
 
+plan::WarmupSelection selection_of(const WarmupOptions& o) {
+  auto check = [](bool ok, const std::string& what) {
+    if (!ok) throw Error(ErrorCode::InvalidArgument, "warmup options: " + what);
+  };
+  check(!o.head_dims.empty() && !o.dtypes.empty() && !o.causal.empty() && !o.qk_bits.empty() &&
+            !o.pv_precision.empty() && !o.return_lse.empty() && !o.masks.empty(),
+        "head_dims, dtypes, causal, qk_bits, pv_precision, return_lse and masks must not be empty");
+  for (int hd : o.head_dims) check(hd >= 1 && hd <= 512, "head_dims: " + std::to_string(hd) + " outside 1..512");
+  for (DType t : o.dtypes) check(t == DType::F16 || t == DType::BF16, std::string("dtypes: ") + dtype_name(t));
+  for (CausalMode c : o.causal)
+    check(static_cast<int>(c) >= 0 && static_cast<int>(c) <= 2, "causal: " + std::to_string(static_cast<int>(c)));
+  for (QkBits b : o.qk_bits)
+    check(b == QkBits::Auto || b == QkBits::Int4 || b == QkBits::Int8, "qk_bits: " + std::to_string(static_cast<int>(b)));
+  for (PvPrecision p : o.pv_precision)
+    check(static_cast<int>(p) >= 0 && static_cast<int>(p) <= 2, "pv_precision: " + std::to_string(static_cast<int>(p)));
+  for (MaskType m : o.masks)
+    check(static_cast<int>(m) >= 0 && static_cast<int>(m) <= 4, "masks: " + std::to_string(static_cast<int>(m)));
+  check(static_cast<int>(o.small_q_path) >= 0 && static_cast<int>(o.small_q_path) <= 2,
+        "small_q_path: " + std::to_string(static_cast<int>(o.small_q_path)));
+  check(o.jobs >= 0, "jobs=" + std::to_string(o.jobs) + " (>= 0; 0 = CPU count)");
+  plan::WarmupSelection w;
+  w.head_dims = o.head_dims;
+  w.dtypes = o.dtypes;
+  w.causal = o.causal;
+  w.qk_bits = o.qk_bits;
+  w.pv = o.pv_precision;
+  w.lse = o.return_lse;
+  w.masks = o.masks;
+  w.varlen = o.varlen;
+  w.smooth_k = o.smooth_k;
+  w.smooth_v = {o.smooth_v};
+  w.small_q = {o.small_q_path};
+  return w;
+}
+
 }  // namespace
 
 TuneSummary tune(Context& ctx, const TuneOptions& options) {
   Context::Impl& impl = runtime::context_impl(ctx);
   return summary_of(autotune::tune(impl, request_of(options, impl.arch())));
+}
+
+WarmupSummary warmup(Context& ctx, const WarmupOptions& options) {
+  autotune::WarmupRequest rq;
+  rq.selection = selection_of(options);
+  rq.jobs = options.jobs;
+  const autotune::WarmupResult r = autotune::warm_up(runtime::context_impl(ctx), rq);
+  if (!r.stats.errors.empty())
+    throw Error(ErrorCode::CompileError, "warmup: " + std::to_string(r.stats.compile_errors) +
+                                             " kernel(s) failed to compile; the first: " + r.stats.errors.front());
+  WarmupSummary s;
+  s.kernels = r.set.specs.size();
+  s.compiled = r.stats.compiled;
+  s.from_cache = r.stats.from_cache;
+  s.seconds = r.stats.seconds;
+  s.selection = rq.selection.describe();
+  s.left_out = r.set.left_out;
+  return s;
 }
 
 }  // namespace sage2
@@ -153,6 +207,58 @@ sage2_status sage2_tune(sage2_context* ctx, const sage2_tune_options* options, s
       summary->compile_errors = static_cast<int64_t>(s.compile_errors);
     }
     sage2::runtime::c_abi::copy_out(s.database, database, database_size);
+  });
+}
+
+void sage2_warmup_options_init(sage2_warmup_options* o) {
+  if (!o) return;
+  const sage2::WarmupOptions d;
+  *o = sage2_warmup_options{};
+  o->dtype = -1;
+  o->causal = -1;
+  o->return_lse = 0;
+  o->masks = 1u << SAGE2_MASK_NONE;
+  o->smooth_k = d.smooth_k ? 1 : 0;
+  o->smooth_v = d.smooth_v ? 1 : 0;
+}
+
+sage2_status sage2_warmup(sage2_context* ctx, const sage2_warmup_options* options, sage2_warmup_summary* summary) {
+  return guarded([&] {
+    require(ctx != nullptr, "ctx is NULL");
+    sage2::WarmupOptions o;
+    if (options) {
+      require(options->n_head_dims >= 0, "warmup options: n_head_dims must be >= 0");
+      if (options->head_dims && options->n_head_dims > 0)
+        o.head_dims.assign(options->head_dims, options->head_dims + options->n_head_dims);
+      require(options->dtype >= -1 && options->dtype <= 1, "warmup options: dtype (-1 both, 0 f16, 1 bf16)");
+      if (options->dtype >= 0) o.dtypes = {static_cast<sage2::DType>(options->dtype)};
+      require(options->causal >= -1 && options->causal <= 2, "warmup options: causal (-1 none and top-left, else a sage2_causal)");
+      if (options->causal >= 0) o.causal = {static_cast<sage2::CausalMode>(options->causal)};
+      require(options->qk_bits == 0 || options->qk_bits == 4 || options->qk_bits == 8, "warmup options: qk_bits (0, 4 or 8)");
+      o.qk_bits = {static_cast<sage2::QkBits>(options->qk_bits)};
+      require(options->pv_precision >= 0 && options->pv_precision <= 2, "warmup options: pv_precision (a sage2_pv_precision)");
+      o.pv_precision = {static_cast<sage2::PvPrecision>(options->pv_precision)};
+      require(options->return_lse >= -1 && options->return_lse <= 1, "warmup options: return_lse (-1 both, 0, 1)");
+      o.return_lse = options->return_lse < 0 ? std::vector<bool>{false, true} : std::vector<bool>{options->return_lse == 1};
+      require((options->masks >> 5) == 0, "warmup options: masks has bits above sage2_mask_type's values");
+      o.masks.clear();
+      for (int t = 0; t <= 4; ++t)
+        if (options->masks & (1u << t)) o.masks.push_back(static_cast<sage2::MaskType>(t));
+      if (o.masks.empty()) o.masks = {sage2::MaskType::None};
+      o.varlen = options->varlen != 0;
+      o.smooth_k = options->smooth_k != 0;
+      o.smooth_v = options->smooth_v != 0;
+      require(options->small_q_path >= 0 && options->small_q_path <= 2, "warmup options: small_q_path (a sage2_small_q_path)");
+      o.small_q_path = static_cast<sage2::SmallQPath>(options->small_q_path);
+      o.jobs = options->jobs;
+    }
+    const sage2::WarmupSummary s = sage2::warmup(ctx->cpp, o);
+    if (summary) {
+      summary->kernels = static_cast<int64_t>(s.kernels);
+      summary->compiled = static_cast<int64_t>(s.compiled);
+      summary->from_cache = static_cast<int64_t>(s.from_cache);
+      summary->seconds = s.seconds;
+    }
   });
 }
 

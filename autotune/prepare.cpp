@@ -125,18 +125,51 @@ const Candidate* SpecialisationPlan::heuristic_candidate() const {
   return nullptr;
 }
 
-std::vector<SpecialisationPlan> prepare_kernels(const std::vector<plan::Specialisation>& specs,
-                                                const cache::DiskCache& cache, const PrepareOptions& o,
-                                                PrepareStats& st) {
-  const auto t0 = std::chrono::steady_clock::now();
-  st = PrepareStats{};
-  const int smem = o.max_smem_optin > 0 ? o.max_smem_optin : plan::default_max_smem_optin(o.arch);
+plan::CallSettings call_settings(const PrepareOptions& o, const plan::Specialisation& s) {
+  plan::CallSettings c;
+  c.arch = o.arch;
+  c.ptx = o.ptx;
+  c.device.max_smem_optin = o.max_smem_optin > 0 ? o.max_smem_optin : plan::default_max_smem_optin(o.arch);
+  c.quant_path = o.quant_path;
+  c.family = s.family;
+  return c;
+}
 
-  // 1. candidates and the static filter.
+void prepare_specs(const std::vector<kernels::KernelSpec>& specs, const cache::DiskCache& cache,
+                   const PrepareOptions& o, PrepareStats& st) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::set<std::string> keys(st.keys.begin(), st.keys.end());
+  std::vector<Job> jobs;
+  std::set<std::string> seen;
+  for (const kernels::KernelSpec& s : specs) {
+    const std::string key = s.key();
+    if (!seen.insert(key).second) continue;
+    try {
+      if (keys.count(jit::make_build(s).key)) continue;  // prepared already (a candidate's kernel)
+    } catch (const std::exception&) {
+      // the job reports it
+    }
+    jobs.push_back(Job{s, key});
+  }
+  std::size_t done = 0, total = jobs.size();
+  Runner(cache, o).run(jobs, "warm-up", done, total);
+  for (const auto& j : jobs) account(j, st, keys);
+  st.kernels = keys.size();
+  st.keys.assign(keys.begin(), keys.end());
+  st.interrupted = st.interrupted || st.skipped > 0 || (o.stop && o.stop->load());
+  st.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::vector<SpecialisationPlan> plan_candidates(const std::vector<plan::Specialisation>& specs,
+                                                const PrepareOptions& o) {
+  const int smem = o.max_smem_optin > 0 ? o.max_smem_optin : plan::default_max_smem_optin(o.arch);
   std::vector<SpecialisationPlan> plans;
   for (const plan::Specialisation& s : specs) {
     SpecialisationPlan p;
     p.spec = s;
+    plan::CallSettings settings = call_settings(o, s);
+    settings.device.max_smem_optin = smem;
+    const plan::AttentionProblem problem = s.problem();
     try {
       p.heuristic = plan::heuristic_tile(s.attention_spec(o.arch, kernels::TileConfig{}), smem);
       p.has_heuristic = true;
@@ -152,8 +185,7 @@ std::vector<SpecialisationPlan> prepare_kernels(const std::vector<plan::Speciali
     for (const auto& t : list) {
       Candidate c;
       c.tile = t;
-      c.spec = s.attention_spec(o.arch, t);
-      c.spec.ptx = o.ptx;  // companions follow the spec
+      c.spec = plan::attention_call_spec(problem, settings, t);  // what a call with tile t runs
       c.heuristic = p.has_heuristic && t == p.heuristic;
       if (auto why = plan::static_reject_reason(c.spec, smem)) {
         c.state = CandidateState::Rejected;
@@ -164,6 +196,18 @@ std::vector<SpecialisationPlan> prepare_kernels(const std::vector<plan::Speciali
     plans.push_back(std::move(p));
   }
 
+  return plans;
+}
+
+std::vector<SpecialisationPlan> prepare_kernels(const std::vector<plan::Specialisation>& specs,
+                                                const cache::DiskCache& cache, const PrepareOptions& o,
+                                                PrepareStats& st) {
+  const auto t0 = std::chrono::steady_clock::now();
+  st = PrepareStats{};
+
+  // 1. candidates and the static filter.
+  std::vector<SpecialisationPlan> plans = plan_candidates(specs, o);
+
   // 2. attention kernels (one job per unique key).
   std::map<std::string, std::size_t> attn_index;
   std::vector<Job> attn_jobs;
@@ -173,7 +217,7 @@ std::vector<SpecialisationPlan> prepare_kernels(const std::vector<plan::Speciali
       if (c.state != CandidateState::Pending) continue;
       const std::string key = c.spec.key();
       if (attn_index.emplace(key, attn_jobs.size()).second) attn_jobs.push_back(Job{c.spec, key});
-      for (const auto& cs : plan::companion_specs(c.spec)) companion_upper.insert(cs.key());
+      for (const auto& cs : plan::companion_specs(c.spec, o.quant_path)) companion_upper.insert(cs.key());
     }
   std::size_t done = 0, total = attn_jobs.size() + companion_upper.size();
   Runner runner(cache, o);
@@ -216,7 +260,7 @@ std::vector<SpecialisationPlan> prepare_kernels(const std::vector<plan::Speciali
   for (auto& p : plans)
     for (auto& c : p.candidates) {
       if (!wants_companions(c)) continue;
-      for (const auto& cs : plan::companion_specs(c.spec)) {
+      for (const auto& cs : plan::companion_specs(c.spec, o.quant_path)) {
         const std::string key = cs.key();
         if (comp_index.emplace(key, comp_jobs.size()).second) comp_jobs.push_back(Job{cs, key});
       }
@@ -228,7 +272,7 @@ std::vector<SpecialisationPlan> prepare_kernels(const std::vector<plan::Speciali
     for (auto& c : p.candidates) {
       if (!wants_companions(c)) continue;
       bool all = true;
-      for (const auto& cs : plan::companion_specs(c.spec)) {
+      for (const auto& cs : plan::companion_specs(c.spec, o.quant_path)) {
         const Job& j = comp_jobs[comp_index.at(cs.key())];
         if (j.skipped) {
           all = false;

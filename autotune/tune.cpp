@@ -239,6 +239,7 @@ TuneResult tune(Context::Impl& ctx, const TuneRequest& rq) {
   po.arch = res.arch;
   po.ptx = ctx.ptx();
   po.max_smem_optin = ctx.facts().max_shared_per_block_optin;
+  po.quant_path = ctx.config().quant_path;  // time the kernels calls of this Context run
   po.jobs = rq.jobs ? rq.jobs : static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 16u));
   po.tiles = rq.tiles;
   po.stop = rq.stop;

@@ -1,9 +1,13 @@
 #include "plan/candidates.hpp"
 
+#include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 
 #include "kernels/attention_family.hpp"
+#include "plan/attention_spec.hpp"
+#include "plan/call_kernels.hpp"
 
 namespace sage2::plan {
 
@@ -78,25 +82,9 @@ Specialisation Specialisation::defaults(kernels::Arch arch, int head_dim, Causal
   return s;
 }
 
-kernels::KernelSpec Specialisation::attention_spec(kernels::Arch arch, const kernels::TileConfig& tile) const {
-  kernels::KernelSpec k;
-  k.family = family.value_or(kernels::default_attention_family(arch, qk_bits, head_dim, pv_fp16));
-  k.arch = arch;
-  k.head_dim = head_dim;
-  k.causal = causal;
-  k.tile = tile;
-  k.quant() = quant();
-  k.in_dtype = dtype;
-  k.out_dtype = dtype;
-  k.two_level_accum = true;
-  k.return_lse = return_lse;
-  k.pv() = pv();
-  return k;
-}
-
-TuningKey Specialisation::key(kernels::Arch arch, std::int64_t q_len, std::int64_t kv_len, std::int64_t q_heads,
-                              std::int64_t kv_heads) const {
-  plan::AttentionProblem p;
+AttentionProblem Specialisation::problem(std::int64_t q_len, std::int64_t kv_len, std::int64_t q_heads,
+                                         std::int64_t kv_heads) const {
+  AttentionProblem p;
   p.q_heads = q_heads;
   p.kv_heads = kv_heads;
   p.q_len = q_len;
@@ -106,7 +94,20 @@ TuningKey Specialisation::key(kernels::Arch arch, std::int64_t q_len, std::int64
   p.causal = causal;
   p.quant() = quant();
   p.pv() = pv();
-  return tuning_key(p, attention_spec(arch, kernels::TileConfig{}).family);
+  p.return_lse = return_lse;
+  p.sm_scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  return p;
+}
+
+kernels::KernelSpec Specialisation::attention_spec(kernels::Arch arch, const kernels::TileConfig& tile) const {
+  kernels::KernelSpec k = attention_spec_for(problem(), arch, family);
+  k.tile = tile;
+  return k;
+}
+
+TuningKey Specialisation::key(kernels::Arch arch, std::int64_t q_len, std::int64_t kv_len, std::int64_t q_heads,
+                              std::int64_t kv_heads) const {
+  return tuning_key(problem(q_len, kv_len, q_heads, kv_heads), attention_spec(arch, kernels::TileConfig{}).family);
 }
 
 std::string Specialisation::str() const {
@@ -135,12 +136,9 @@ std::string Specialisation::str() const {
   return s;
 }
 
-std::vector<kernels::KernelSpec> companion_specs(const kernels::KernelSpec& attention_spec) {
-  std::vector<kernels::KernelSpec> v;
-  for (kernels::QuantOp op : {kernels::QuantOp::ChannelStats, kernels::QuantOp::QuantizeK, kernels::QuantOp::QuantizeV,
-                          kernels::QuantOp::QuantizeQ})
-    v.push_back(kernels::quantize_spec_for(attention_spec, op));
-  if (attention_spec.smooth_q) v.push_back(kernels::delta_s_spec_for(attention_spec));
+std::vector<kernels::KernelSpec> companion_specs(const kernels::KernelSpec& attention_spec, QuantPath path) {
+  std::vector<kernels::KernelSpec> v = quantized_call_kernels(attention_spec, path).all();
+  v.erase(std::remove(v.begin(), v.end(), attention_spec), v.end());
   return v;
 }
 

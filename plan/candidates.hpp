@@ -58,6 +58,11 @@ struct Specialisation : kernels::QuantOptions, kernels::PvOptions {
   // The library's defaults for `arch` (what AttentionParams{} resolves to): 8-bit QK, smooth K on,
   // smooth Q and V off, the arch's P̃V precision (FP16 on Ampere, FP8 elsewhere).
   static Specialisation defaults(kernels::Arch arch, int head_dim, CausalMode causal, DType dtype);
+  // The validated problem of a call of this specialisation at these sizes (dense, unmasked).
+  AttentionProblem problem(std::int64_t q_len = 4096, std::int64_t kv_len = 4096, std::int64_t q_heads = 1,
+                           std::int64_t kv_heads = 1) const;
+  // The attention spec with `tile` (plan::attention_spec_for of problem()); without the quantize
+  // path's q_in_kernel, which a call's settings add (plan::attention_call_spec).
   kernels::KernelSpec attention_spec(kernels::Arch arch, const kernels::TileConfig& tile) const;
   TuningKey key(kernels::Arch arch, std::int64_t q_len, std::int64_t kv_len, std::int64_t q_heads,
                 std::int64_t kv_heads) const;  // the family is attention_spec(arch, ...)'s
@@ -65,8 +70,10 @@ struct Specialisation : kernels::QuantOptions, kernels::PvOptions {
   bool operator==(const Specialisation&) const = default;
 };
 
-// The kernels one attention call with `attention_spec` launches besides the attention kernel
-// itself: the four quantize kernels, and ΔS with smooth Q (canonical specs, same arch).
-std::vector<kernels::KernelSpec> companion_specs(const kernels::KernelSpec& attention_spec);
+// The kernels one attention call with `attention_spec` (tile and q_in_kernel set) launches
+// besides the attention kernel itself under quantize path `path`: the quantize kernels, and ΔS
+// with smooth Q (plan::quantized_call_kernels).
+std::vector<kernels::KernelSpec> companion_specs(const kernels::KernelSpec& attention_spec,
+                                                 QuantPath path = QuantPath::Auto);
 
 }  // namespace sage2::plan

@@ -1,5 +1,6 @@
 #include "plan/planner.hpp"
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -72,6 +73,20 @@ TileChoice Planner::choose(const kernels::KernelSpec& attention_spec, const plan
              (c.tuned ? " (tuned, measured as " + c.measured_key.str() + ")" : " (heuristic default)"));
   std::unique_lock<std::shared_mutex> lock(mu_);
   return memo_.emplace(key, c).first->second;
+}
+
+std::vector<kernels::TileConfig> Planner::tuned_tiles(const kernels::KernelSpec& attention_spec,
+                                                     const plan::AttentionProblem& p) const {
+  const TuningKey key = tuning_key(p, attention_spec.family);
+  std::vector<kernels::TileConfig> tiles;
+  for (const TuningEntry& e : db().entries()) {
+    if (!e.key.same_specialisation(key) || !code_.matches(e)) continue;
+    if (std::find(tiles.begin(), tiles.end(), e.tile) != tiles.end()) continue;
+    kernels::KernelSpec s = attention_spec;
+    s.tile = e.tile;
+    if (!static_reject_reason(s, max_smem_)) tiles.push_back(e.tile);
+  }
+  return tiles;
 }
 
 std::shared_ptr<Planner> shared_planner(const std::string& db_path, const std::string& device_name, kernels::Arch arch,

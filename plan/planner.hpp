@@ -16,6 +16,7 @@
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "plan/tuning_db.hpp"
 #include "plan/tuning_key.hpp"
@@ -41,6 +42,12 @@ class Planner {
   // The tile for `attention_spec` (every field but the tile set, as plan_attention builds it)
   // solving `p`. Throws Unsupported when not even the heuristic has a tile that fits.
   TileChoice choose(const kernels::KernelSpec& attention_spec, const plan::AttentionProblem& p) const;
+
+  // Every tile choose() can give `attention_spec`'s specialisation at some size from the database
+  // (entries of the same specialisation, measured on this code, that fit the device); the
+  // heuristic default not included. What a warm-up compiles besides it (plan/warmup.hpp).
+  std::vector<kernels::TileConfig> tuned_tiles(const kernels::KernelSpec& attention_spec,
+                                               const plan::AttentionProblem& p) const;
 
   const std::string& db_path() const { return db_path_; }
   std::size_t memoised() const;

@@ -1,6 +1,8 @@
 #include "runtime/attention_plan.hpp"
 
 #include "plan/attention_spec.hpp"
+#include "plan/call_kernels.hpp"
+#include "runtime/direct_stage.hpp"
 #include "plan/planner.hpp"
 #include "runtime/context_impl.hpp"
 #include "base/config.hpp"
@@ -25,20 +27,22 @@ std::optional<kernels::KernelFamily> attention_family_override(AttentionFamily f
 }
 
 kernels::KernelSpec plan_attention(const plan::AttentionProblem& p, const Context::Impl& ctx) {
-  kernels::KernelSpec s = plan::attention_spec_for(p, ctx.arch(), ctx.family_override());
-  s.tile = ctx.planner().choose(s, p).tile;
-  plan::apply_quant_path(s, ctx.config().quant_path);
-  return s;
+  return plan::planned_attention_spec(p, ctx.call_settings());
 }
 
 kernels::KernelSpec plan_attention(const plan::AttentionProblem& p, kernels::Arch arch, const DeviceFacts& facts) {
   const base::config::ContextConfig defaults = base::config::context_config();
-  kernels::KernelSpec s = plan::attention_spec_for(p, arch, attention_family_override(defaults.family, facts, arch));
   const auto planner = plan::shared_planner(plan::context_db_path(defaults, facts.name, arch), facts.name,
                                                 arch, facts.max_shared_per_block_optin);
-  s.tile = planner->choose(s, p).tile;
-  plan::apply_quant_path(s, defaults.quant_path);
-  return s;
+  plan::CallSettings s;
+  s.arch = arch;
+  s.device = direct_device(facts);
+  s.quant_path = defaults.quant_path;
+  s.family = attention_family_override(defaults.family, facts, arch);
+  s.planner = planner.get();
+  kernels::KernelSpec spec = plan::planned_attention_spec(p, s);
+  spec.ptx = false;  // as before: the caller's loader sets its code form
+  return spec;
 }
 
 void check_pointers_on_device(Context::Impl& ctx, const TensorRef& q, const TensorRef& k, const TensorRef& v,

@@ -57,24 +57,19 @@ std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const plan::
   // The attention config first: a problem it refuses loads and launches nothing.
   check_attention_stage(ctx, p->attention);
 
-  // Quantize stage (runtime/quantize_stage.cpp).
-  const std::vector<kernels::QuantOp> ops = quantize_ops(ctx.config().quant_path, p->spec);
-  p->quantize_ops = ops;
-  p->fused_quantize = ops.front() == kernels::QuantOp::Fused;
+  // Every kernel of the call (plan/call_kernels.hpp: the list warm-ups compile), compiled at
+  // once (a cold call waits for the slowest, not the sum).
+  const plan::QuantizedCallKernels call = plan::quantized_call_kernels(p->spec, ctx.config().quant_path);
+  ctx.kernels().load_all(call.all());
+  p->quantize_ops = call.ops;
+  p->fused_quantize = call.ops.front() == kernels::QuantOp::Fused;
   if (p->fused_quantize) {
     const kernels::QuantBuffers::Offsets o = b.offsets();
     p->sync_offset = o.sync;
     p->sync_bytes = o.sync_bytes;
   }
-  // Every kernel of the call compiled at once (a cold call waits for the slowest, not the sum).
-  std::vector<kernels::KernelSpec> specs;
-  for (kernels::QuantOp op : ops) specs.push_back(kernels::quantize_spec_for(p->spec, op));
-  const kernels::KernelSpec& attention = p->attention.spec;
-  specs.push_back(attention);
-  if (attention.smooth_q) specs.push_back(kernels::delta_s_spec_for(attention));
-  ctx.kernels().load_all(specs);
-  for (std::size_t i = 0; i < ops.size(); ++i)
-    p->quantize.push_back({&ctx.kernels().get(specs[i]), kernels::quantize_launch_shape(specs[i], b)});
+  for (const kernels::KernelSpec& q : call.quantize)
+    p->quantize.push_back({&ctx.kernels().get(q), kernels::quantize_launch_shape(q, b)});
 
   // Attention stage (runtime/attention_stage.cpp).
   load_attention_stage(ctx, b, p->attention);

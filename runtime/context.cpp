@@ -3,6 +3,7 @@
 #include "plan/planner.hpp"
 #include "runtime/attention_plan.hpp"
 #include "runtime/context_impl.hpp"
+#include "runtime/direct_stage.hpp"
 #include "base/log.hpp"
 
 namespace sage2 {
@@ -56,6 +57,17 @@ Context::Impl::Impl(int device, const ContextOptions& options)
   info.target_note = target.note;
   info.sm_count = facts_.sm_count;
   info.total_memory = facts_.total_memory;
+}
+
+plan::CallSettings Context::Impl::call_settings() const {
+  plan::CallSettings s;
+  s.arch = arch_;
+  s.ptx = ptx_;
+  s.device = runtime::direct_device(facts_);
+  s.quant_path = config_.quant_path;
+  s.family = family_override_;
+  s.planner = planner_.get();
+  return s;
 }
 
 Context::Impl::~Impl() {

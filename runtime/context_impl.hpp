@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "base/config.hpp"
+#include "plan/call_kernels.hpp"
 #include "runtime/call_cache.hpp"
 #include "runtime/device.hpp"
 #include "runtime/kernel_loader.hpp"
@@ -41,6 +42,9 @@ class Context::Impl {
   std::optional<kernels::KernelFamily> family_override() const { return family_override_; }
   // Attention call plans by shape signature (runtime/call_plan.hpp).
   runtime::CallCache<runtime::CallPlan>& call_cache() { return call_cache_; }
+  // What this Context contributes to the kernels of its calls (plan/call_kernels.hpp): the one
+  // input, besides a call's problem, of its plans and of its warm-ups.
+  plan::CallSettings call_settings() const;
   DeviceInfo info;
 
  private:

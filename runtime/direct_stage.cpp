@@ -1,5 +1,7 @@
 #include "runtime/direct_stage.hpp"
 
+#include "plan/call_kernels.hpp"
+
 namespace sage2::runtime {
 
 void layout_direct_stage(const plan::AttentionProblem& problem, kernels::Arch arch, const kernels::DirectDevice& device,
@@ -10,9 +12,10 @@ void layout_direct_stage(const plan::AttentionProblem& problem, kernels::Arch ar
   plan.merge = {};
 }
 
-kernels::DirectDevice direct_device(const Context::Impl& ctx) {
+kernels::DirectDevice direct_device(const Context::Impl& ctx) { return direct_device(ctx.facts()); }
+
+kernels::DirectDevice direct_device(const DeviceFacts& f) {
   kernels::DirectDevice d;
-  const DeviceFacts& f = ctx.facts();
   if (f.sm_count > 0) d.sm_count = f.sm_count;
   if (f.max_shared_per_block_optin > 0) d.max_smem_optin = f.max_shared_per_block_optin;
   if (f.max_shared_per_sm > 0) d.max_smem_per_sm = f.max_shared_per_sm;
@@ -21,7 +24,7 @@ kernels::DirectDevice direct_device(const Context::Impl& ctx) {
 
 void load_direct_stage(Context::Impl& ctx, DirectStagePlan& plan) {
   const kernels::DirectLayout& l = plan.layout;
-  if (l.merge()) ctx.kernels().load_all({l.split_spec, l.merge_spec});  // compiled at once when cold
+  ctx.kernels().load_all(plan::direct_call_kernels(l));  // compiled at once when cold
   plan.split = {&ctx.kernels().get(l.split_spec), l.split_shape};
   if (l.merge()) plan.merge = {&ctx.kernels().get(l.merge_spec), l.merge_shape};
 }

@@ -20,7 +20,8 @@ struct DirectStagePlan {
 // kernels::direct_layout.
 void layout_direct_stage(const plan::AttentionProblem& problem, kernels::Arch arch, const kernels::DirectDevice& device,
                          DirectStagePlan& plan);
-// The device facts of a Context the layout depends on.
+// The device facts a layout depends on (of a Context's device, or of given facts).
+kernels::DirectDevice direct_device(const DeviceFacts& facts);
 kernels::DirectDevice direct_device(const Context::Impl& ctx);
 
 // Loads (or compiles) the kernels of a laid-out plan.

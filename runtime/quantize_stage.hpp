@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/quant_buffers.hpp"
+#include "plan/call_kernels.hpp"
 #include "runtime/context_impl.hpp"
 
 namespace sage2::runtime {
@@ -22,9 +23,8 @@ namespace sage2::runtime {
 // which the CPU reference follows), everything else follows from them.
 using QuantPath = sage2::QuantPath;  // public: a Context option
 
-// The quantize kernels `path` launches for `attention_spec`, in order (Auto resolved here). Throws
-// Unsupported for Cluster where it cannot run (sm_89, head dims above kernels::kClusterMaxHeadDim).
-std::vector<kernels::QuantOp> quantize_ops(QuantPath path, const kernels::KernelSpec& attention_spec);
+// The quantize kernels `path` launches for `attention_spec`, in order: plan/call_kernels.hpp.
+using plan::quantize_ops;
 
 // `workspace` is a device pointer with at least b.offsets().total bytes, 256-byte aligned. Inputs
 // are device tensors matching b.p. No host synchronisation.

@@ -45,6 +45,7 @@
 #include "autotune/prepare.hpp"
 #include "autotune/timing.hpp"
 #include "autotune/tune.hpp"
+#include "autotune/warmup.hpp"
 #include "plan/tuning_db.hpp"
 #include "cache/disk_cache.hpp"
 #include "kernels/attention_family.hpp"
@@ -128,6 +129,8 @@ struct Options {
   bool smooth_v = false;
   std::vector<kernels::TileConfig> tiles;
   bool with_lse = false;
+  std::vector<MaskType> masks = {MaskType::None};
+  bool varlen = false;
   std::vector<std::int64_t> seq_lens = {1024, 4096, 16384};
   std::int64_t batch = 0;  // 0: by length
   std::int64_t heads = 32, kv_heads = 0;
@@ -205,7 +208,7 @@ const char* const kGroupCommon = "common";
 struct CommandLine {
   CLI::App app{"", "sage2-autotune"};
   std::map<std::string, std::string> text;  // option name -> the value given
-  bool flag_compile_only = false, flag_smooth_v = false, flag_with_lse = false, flag_no_db = false, flag_json = false,
+  bool flag_compile_only = false, flag_smooth_v = false, flag_with_lse = false, flag_varlen = false, flag_no_db = false, flag_json = false,
        flag_progress = false, flag_no_progress = false, flag_verbose = false;
 
   CLI::Option* value(const std::string& name, const char* type, const char* group, const std::string& help) {
@@ -237,6 +240,9 @@ void add_options(CommandLine& c) {
   c.value("--tiles", "LIST", kGroupSelection,
           "only these candidates, BQxBKxWARPSxSTAGES (e.g. 64x64x4x2,128x64x8x2);\nthe heuristic default is always added");
   c.flag("--with-lse", c.flag_with_lse, kGroupSelection, "also compile the LSE-returning attention kernels");
+  c.value("--masks", "LIST", kGroupSelection,
+          "tensor masks the warm-up covers: none, bool, f16, bf16, f32 (default none)");
+  c.flag("--varlen", c.flag_varlen, kGroupSelection, "the warm-up also covers variable-length calls");
 
   c.value("--device", "N", kGroupTuning, "GPU ordinal (default 0)");
   c.value("--seq-lens", "LIST", kGroupTuning, "sequence lengths, q = kv (default 1024,4096,16384)");
@@ -340,6 +346,13 @@ Options options_from(const CommandLine& c) {
       return *t;
     });
   o.with_lse = c.flag_with_lse;
+  o.varlen = c.flag_varlen;
+  if (has("--masks"))
+    o.masks = parse_list<MaskType>("--masks", v("--masks"), [&](const std::string& s) {
+      for (MaskType t : {MaskType::None, MaskType::Bool, MaskType::F16, MaskType::BF16, MaskType::F32})
+        if (s == mask_type_name(t)) return t;
+      throw UsageError{"--masks: '" + s + "' (none, bool, f16, bf16, f32)"};
+    });
   if (has("--seq-lens"))
     o.seq_lens = parse_list<std::int64_t>("--seq-lens", v("--seq-lens"),
                                           [&](const std::string& s) { return parse_int("--seq-lens", s, 1, 1 << 22); });
@@ -414,6 +427,42 @@ std::vector<plan::Specialisation> specialisations(const Options& o, kernels::Arc
   g.smooth_v = o.smooth_v;
   g.with_lse = o.with_lse;
   return autotune::specialisations(g, arch, left_out);
+}
+
+// The calls the warm-up covers (plan/warmup.hpp): the selection options as a user's call options.
+plan::WarmupSelection warmup_selection(const Options& o) {
+  plan::WarmupSelection w;
+  w.head_dims = o.head_dims;
+  w.dtypes = o.dtypes;
+  w.causal = o.causal;
+  w.qk_bits.clear();
+  for (int b : o.bits) w.qk_bits.push_back(b == 4 ? QkBits::Int4 : b == 8 ? QkBits::Int8 : QkBits::Auto);
+  w.pv = o.pv;
+  w.smooth_q = {o.smooth_q};
+  w.smooth_v = {o.smooth_v};
+  w.lse = o.with_lse ? std::vector<bool>{false, true} : std::vector<bool>{false};
+  w.masks = o.masks;
+  w.varlen = o.varlen;
+  w.families = o.families;
+  return w;
+}
+
+// What the warm-up covers, for the report and the table: the selection, the archs, the kernels.
+json warmup_json(const plan::WarmupSelection& w, const autotune::WarmupResult& r, kernels::Arch arch) {
+  return json{{"selection", w.describe()},
+              {"arch", kernels::arch_name(arch)},
+              {"combinations", r.set.combinations},
+              {"kernels", r.set.specs.size()},
+              {"left_out", r.set.left_out},
+              {"compiled", r.stats.compiled},
+              {"from_cache", r.stats.from_cache},
+              {"compile_errors", r.stats.compile_errors}};
+}
+
+void print_warmup(const plan::WarmupSelection& w, const autotune::WarmupResult& r, kernels::Arch arch) {
+  std::printf("warm-up for %s: %zu kernels cover every call with %s\n", kernels::arch_name(arch), r.set.specs.size(),
+              w.describe().c_str());
+  for (const auto& why : r.set.left_out) std::printf("  not covered (nothing runs it on %s): %s\n", kernels::arch_name(arch), why.c_str());
 }
 
 // A selection that gives no specialisation on `arch` would compile nothing, print an empty table
@@ -665,7 +714,30 @@ int compile_only_arch(const Options& o, kernels::Arch arch, Progress& progress, 
   const auto specs = specialisations(o, arch);
   progress.phase("compile");
   autotune::PrepareStats stats;
-  const auto plans = autotune::prepare_kernels(specs, cache, prepare_options(o, arch, smem, progress), stats);
+  autotune::PrepareOptions po = prepare_options(o, arch, smem, progress);
+  const auto plans = autotune::prepare_kernels(specs, cache, po, stats);
+  // Then everything a call inside the selection can load, with the settings a Context on such a
+  // device will have (SAGE2_QUANT_PATH, SAGE2_ATTENTION_FAMILY): the fleet's warm-up.
+  const plan::WarmupSelection selection = warmup_selection(o);
+  plan::CallSettings settings;
+  settings.arch = arch;
+  settings.device.max_smem_optin = smem;
+  const base::config::ContextConfig defaults = base::config::context_config();
+  settings.quant_path = defaults.quant_path;
+  if (defaults.family != AttentionFamily::Auto)
+    settings.family = kernels::parse_attention_family(attention_family_name(defaults.family));
+  autotune::WarmupRequest wr;
+  wr.selection = selection;
+  wr.jobs = o.jobs;
+  wr.stop = &g_stop;
+  wr.progress = po.progress;
+  wr.prepared = stats;
+  progress.phase("warm-up");
+  autotune::WarmupResult warm;
+  if (!g_stop.load()) {
+    warm = autotune::warm_up_offline(settings, cache, wr);
+    stats = warm.stats;
+  }
   note_interrupt_once();
   progress.end();
   const bool interrupted = g_stop.load();
@@ -681,6 +753,7 @@ int compile_only_arch(const Options& o, kernels::Arch arch, Progress& progress, 
                             {"code", plan::current_code_version()}}},
               {"specialisations", json::array()},
               {"kernels", stats_json(stats)},
+              {"warmup", warmup_json(selection, warm, arch)},
               {"interrupted", interrupted},
               {"exit_code", rc}};
     for (const auto& p : plans) j["specialisations"].push_back(plan_json(p));
@@ -694,6 +767,7 @@ int compile_only_arch(const Options& o, kernels::Arch arch, Progress& progress, 
                 smem, dir.c_str());
     print_plans(plans, o.verbose);
     print_stats(stats);
+    print_warmup(selection, warm, arch);
     if (interrupted) std::printf("interrupted: the kernels compiled so far are in the cache\n");
   }
   return rc;
@@ -781,7 +855,23 @@ int run_tune(const Options& o, Progress& progress) {
   const VersionInfo versions = version_info();
   const autotune::TuneRequest rq = tune_request(o, arch, progress);
   progress.phase("compile");
-  const autotune::TuneResult res = autotune::tune(runtime::context_impl(ctx), rq);
+  autotune::TuneResult res = autotune::tune(runtime::context_impl(ctx), rq);
+  // Then everything a call inside the selection can load (the tiles just tuned included).
+  const plan::WarmupSelection selection = warmup_selection(o);
+  autotune::WarmupResult warm;
+  if (!res.interrupted && !res.gpu_failed) {
+    progress.end();
+    progress.phase("warm-up");
+    autotune::WarmupRequest wr;
+    wr.selection = selection;
+    wr.jobs = o.jobs;
+    wr.stop = &g_stop;
+    wr.progress = rq.prepare_progress;
+    wr.prepared = res.stats;
+    warm = autotune::warm_up(runtime::context_impl(ctx), wr);
+    res.stats = warm.stats;
+    res.interrupted = g_stop.load();
+  }
   note_interrupt_once();
   progress.end();
   const auto& plans = res.plans;
@@ -809,6 +899,7 @@ int run_tune(const Options& o, Progress& progress) {
                           {"budget_seconds", rq.timing.budget_seconds}, {"min_gain", rq.min_gain}}},
               {"specialisations", json::array()},
               {"kernels", stats_json(stats)},
+              {"warmup", warmup_json(selection, warm, arch)},
               {"results", json::array()},
               {"interrupted", interrupted},
               {"exit_code", rc}};
@@ -841,6 +932,7 @@ int run_tune(const Options& o, Progress& progress) {
               info.nvrtc_version.c_str(), info.library_version.c_str());
   if (o.verbose) print_plans(plans, true);
   print_stats(stats);
+  print_warmup(selection, warm, arch);
   std::printf("\n%-28s %6s %8s  %-16s %7s  %-16s %7s %7s %6s\n", "specialisation", "N", "BxH", "best tile", "TOPS",
               "heuristic", "TOPS", "gain", "timed");
   for (const auto& out : res.outcomes) {

@@ -284,6 +284,32 @@ void sage2_tune_options_init(sage2_tune_options* options);
 sage2_status sage2_tune(sage2_context* ctx, const sage2_tune_options* options, sage2_tune_summary* summary,
                         char* database, size_t database_size);
 
+/* Warm-up (sage2::warmup): compiles or loads every kernel that calls with these options can load
+ * on the context's device, at any sizes; afterwards such calls compile nothing (here, and from the
+ * disk cache in later processes). Blocks until done. */
+typedef struct sage2_warmup_options {
+  const int32_t* head_dims;  /* NULL or n_head_dims 0: 64, 96, 128 */
+  int32_t n_head_dims;
+  int32_t dtype;             /* -1: f16 and bf16; else a sage2_dtype */
+  int32_t causal;            /* -1: none and top-left; else a sage2_causal */
+  int32_t qk_bits;           /* 0 auto (8), 4 or 8 */
+  int32_t pv_precision;      /* sage2_pv_precision */
+  int32_t return_lse;        /* -1: calls with and without LSE; 0 without; 1 with */
+  uint32_t masks;            /* bit t set: calls with mask type t (sage2_mask_type); 0 or 1: unmasked only */
+  int32_t varlen;            /* 1: also variable-length calls */
+  int32_t smooth_k, smooth_v;  /* 1, 0 */
+  int32_t small_q_path;      /* a sage2_small_q_path (0 auto) */
+  int32_t jobs;              /* 0: CPU count, at most 16 */
+} sage2_warmup_options;
+typedef struct sage2_warmup_summary {
+  int64_t kernels, compiled, from_cache;
+  double seconds;
+} sage2_warmup_summary;
+/* The defaults documented above. */
+void sage2_warmup_options_init(sage2_warmup_options* options);
+/* options may be NULL (defaults); summary may be NULL. */
+sage2_status sage2_warmup(sage2_context* ctx, const sage2_warmup_options* options, sage2_warmup_summary* summary);
+
 #ifdef __cplusplus
 }
 #endif

@@ -337,6 +337,37 @@ struct TuneSummary {
 TuneSummary tune(Context& ctx, const TuneOptions& options = {});
 
 // ---------------------------------------------------------------------------------------------
+// Warm-up: compiles (or loads from the disk cache) every kernel that attention calls with these
+// options can load on the Context's device — at any batch, head count, GQA group and sequence
+// lengths, dense, masked or varlen as selected, decode-sized calls (the direct path) included, with
+// the Context's settings and tuning database — and loads them into the Context. Afterwards such
+// calls compile nothing, in this process and, from the disk cache, in later ones (and on machines
+// that import the cache: sage2-cache export / import). sage2-autotune and Python's sage2.warmup
+// compile the same set for the same selection. Blocks until done.
+struct WarmupOptions {
+  std::vector<int> head_dims = {64, 96, 128};
+  std::vector<DType> dtypes = {DType::F16, DType::BF16};
+  std::vector<CausalMode> causal = {CausalMode::None, CausalMode::TopLeft};
+  std::vector<QkBits> qk_bits = {QkBits::Auto};
+  std::vector<PvPrecision> pv_precision = {PvPrecision::Auto};
+  std::vector<bool> return_lse = {false};          // calls without / with an LSE output
+  std::vector<MaskType> masks = {MaskType::None};  // None: unmasked calls
+  bool varlen = false;                             // also variable-length calls (sage2::SeqLens)
+  bool smooth_k = true, smooth_v = false;          // as AttentionParams
+  SmallQPath small_q_path = SmallQPath::Auto;
+  int jobs = 0;                                    // parallel compiles (0: CPU count, at most 16)
+};
+struct WarmupSummary {
+  std::size_t kernels = 0;                   // the kernels the selection needs here (all loaded)
+  std::size_t compiled = 0, from_cache = 0;  // how they were found
+  double seconds = 0;
+  std::string selection;                     // the selection, in words
+  std::vector<std::string> left_out;         // why combinations of the lists run nowhere here
+};
+// Throws InvalidArgument for empty lists or values out of range, CompileError when a kernel fails.
+WarmupSummary warmup(Context& ctx, const WarmupOptions& options = {});
+
+// ---------------------------------------------------------------------------------------------
 // Library-wide facts.
 struct VersionInfo {
   std::string library;      // e.g. "0.1.0"

@@ -115,3 +115,34 @@ TEST_CASE("tune: sage2_tune refuses a NULL context with a status and a message")
   CHECK(std::string(sage2_last_error()).find("ctx is NULL") != std::string::npos);
   CHECK(std::string(db) == "untouched");
 }
+
+TEST_CASE("warmup: sage2_warmup_options_init gives sage2::WarmupOptions' defaults; a NULL context is refused") {
+  sage2_warmup_options o;
+  std::memset(&o, 0x5a, sizeof o);
+  sage2_warmup_options_init(&o);
+  const WarmupOptions d;
+  CHECK(o.head_dims == nullptr);
+  CHECK(o.n_head_dims == 0);  // the default list
+  CHECK(d.head_dims == std::vector<int>{64, 96, 128});
+  CHECK(o.dtype == -1);       // f16 and bf16, as d.dtypes
+  CHECK(d.dtypes.size() == 2);
+  CHECK(o.causal == -1);      // none and top-left
+  CHECK(d.causal == std::vector<CausalMode>{CausalMode::None, CausalMode::TopLeft});
+  CHECK(o.qk_bits == 0);
+  CHECK(o.pv_precision == 0);
+  CHECK(o.return_lse == 0);
+  CHECK(d.return_lse == std::vector<bool>{false});
+  CHECK(o.masks == 1u);       // unmasked calls only
+  CHECK(o.varlen == 0);
+  CHECK(o.smooth_k == 1);
+  CHECK(o.smooth_v == 0);
+  CHECK(o.small_q_path == 0);
+  CHECK(o.jobs == 0);
+  sage2_warmup_options_init(nullptr);  // no crash
+
+  sage2_warmup_summary s{};
+  s.kernels = 7;
+  CHECK(sage2_warmup(nullptr, &o, &s) == SAGE2_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(sage2_last_error()).find("ctx is NULL") != std::string::npos);
+  CHECK(s.kernels == 7);  // untouched
+}

@@ -30,6 +30,9 @@
 
 #include <doctest/doctest.h>
 
+#include "autotune/prepare.hpp"
+#include "plan/warmup.hpp"
+
 #include "kernels/attention_family.hpp"
 #include "plan/candidates.hpp"
 #include "plan/tuning_db.hpp"
@@ -95,8 +98,9 @@ std::size_t count_entries(const std::string& dir) {
 
 // The kernels --compile-only must produce for one specialisation and a list of tiles (plus the
 // heuristic default), given which attention kernels pass the filters (computed here from the
-// tool's own JSON report of the ptxas facts, checked against the filter separately).
-std::set<std::string> expected_keys(const json& report) {
+// tool's own JSON report of the ptxas facts, checked against the filter separately), and then the
+// warm-up set of the selection (`warm`: plan/warmup.hpp, on sm_90a's settings).
+std::set<std::string> expected_keys(const json& report, const plan::WarmupSelection& warm) {
   std::set<std::string> keys;
   for (const auto& sp : report["specialisations"]) {
     plan::Specialisation s;
@@ -114,12 +118,17 @@ std::set<std::string> expected_keys(const json& report) {
     for (const auto& c : sp["candidates"]) {
       const auto tile = plan::parse_tile(c["tile"].get<std::string>());
       REQUIRE(tile);
-      const kernels::KernelSpec spec = s.attention_spec(kernels::Arch::Sm90a, *tile);
+      autotune::PrepareOptions o;  // sm_90a, the default quantize path: what calls run
+      const kernels::KernelSpec spec = plan::attention_call_spec(s.problem(), autotune::call_settings(o, s), *tile);
       if (c.contains("ptxas")) keys.insert(jit::make_build(spec).key);  // compiled (accepted or not)
       if (c["state"] == "ok" || (c["heuristic"] == true && c.contains("ptxas")))
         for (const auto& k : plan::companion_specs(spec)) keys.insert(jit::make_build(k).key);
     }
   }
+  plan::CallSettings settings;
+  settings.arch = kernels::Arch::Sm90a;
+  settings.device.max_smem_optin = plan::default_max_smem_optin(settings.arch);
+  for (const auto& k : plan::warmup_kernel_specs(warm, settings).specs) keys.insert(jit::make_build(k).key);
   return keys;
 }
 
@@ -148,7 +157,7 @@ TEST_CASE("autotune: sage2-autotune --help, usage errors, and no driver") {
   CHECK(nd.err.find("--compile-only") != std::string::npos);
 }
 
-TEST_CASE("autotune: sage2-autotune --compile-only fills the cache with exactly the candidates' kernels") {
+TEST_CASE("autotune: sage2-autotune --compile-only fills the cache with exactly the candidates' and the warm-up's kernels") {
   ToolDir cache;
   const std::string args = "--arch sm_90a --compile-only --family mma --head-dims 64 --dtypes f16 --tiles 64x64x4x1,128x64x8x1 "
                            "--cache-dir '" + cache.path + "' --json --no-progress";
@@ -184,8 +193,14 @@ TEST_CASE("autotune: sage2-autotune --compile-only fills the cache with exactly 
       CHECK((c["state"] == "ok") == !plan::ptxas_reject_reason(spec, f).has_value());
     }
   }
-  const std::set<std::string> expected = expected_keys(j);
+  plan::WarmupSelection warm;  // the selection's calls: head dim 64, f16, both causal modes, mma
+  warm.head_dims = {64};
+  warm.dtypes = {DType::F16};
+  warm.families = {kernels::KernelFamily::AttentionMma};
+  const std::set<std::string> expected = expected_keys(j, warm);
   CHECK(expected.size() >= 6 + 4);  // 6 attention kernels, quantize kernels shared between them
+  CHECK(j["warmup"]["kernels"].get<std::size_t>() >= 2 * 3 + 4 + 1);  // 2 quantized calls, direct tiles, merge
+  CHECK(j["warmup"]["left_out"].empty());
   const auto& reported = j["kernels"]["keys"];
   CHECK(std::set<std::string>(reported.begin(), reported.end()) == expected);
   CHECK(j["kernels"]["compiled"] == expected.size());

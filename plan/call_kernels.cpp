@@ -1,0 +1,111 @@
+#include "plan/call_kernels.hpp"
+
+#include "kernels/attention_family.hpp"
+#include "kernels/attention_shape.hpp"
+#include "kernels/quantize_shape.hpp"
+#include "plan/attention_spec.hpp"
+#include "plan/candidates.hpp"
+#include "plan/planner.hpp"
+
+namespace sage2::plan {
+
+std::vector<kernels::QuantOp> quantize_ops(QuantPath path, const kernels::KernelSpec& attention_spec) {
+  using kernels::QuantOp;
+  const bool cluster_ok = kernels::cluster_quantize_supported(attention_spec);
+  // Auto is split everywhere for now: on the H100 the cluster stage measured 2.0x (1K) to 1.9x
+  // (32K) the split stage's time (bench/NOTES.md, "Cluster quantize stage").
+  if (path == QuantPath::Auto) path = QuantPath::Split;
+  if (attention_spec.q_in_kernel) {
+    // The attention kernel quantizes Q: the split path without quantize_q (the one-launch stages
+    // write Q̂ buffers such a plan does not have).
+    if (path != QuantPath::Split)
+      throw Error(ErrorCode::InvalidArgument, std::string("quantize path ") + quant_path_name(path) +
+                                                  " with an attention spec that quantizes Q itself (" +
+                                                  attention_spec.key() + ")");
+    std::vector<QuantOp> ops{QuantOp::ChannelStats, QuantOp::QuantizeK, QuantOp::QuantizeV};
+    if (attention_spec.mask) ops.insert(ops.begin(), QuantOp::MaskTiles);
+    return ops;
+  }
+  if (attention_spec.varlen) {
+    // Varlen: the split kernels over packed blocks, channel_stats's first CTA building the table of
+    // the caller's lengths (the one-launch stages schedule uniform (batch, kv head) groups).
+    if (path != QuantPath::Split)
+      throw Error(ErrorCode::Unsupported, std::string("quantize path ") + quant_path_name(path) +
+                                              " (ContextOptions::quant_path or SAGE2_QUANT_PATH) does not run varlen "
+                                              "calls; use auto or split");
+    return {QuantOp::ChannelStats, QuantOp::QuantizeK, QuantOp::QuantizeV, QuantOp::QuantizeQ};
+  }
+  if (path == QuantPath::Cluster && !cluster_ok)
+    throw Error(ErrorCode::Unsupported,
+                "quantize path cluster (ContextOptions::quant_path or SAGE2_QUANT_PATH) runs on sm_90a up to head dim " +
+                    std::to_string(kernels::kClusterMaxHeadDim) + "; this call has head_dim=" +
+                    std::to_string(attention_spec.head_dim) + " on " + kernels::arch_name(attention_spec.arch) +
+                    " (use auto or split)");
+  if (attention_spec.mask) {
+    // The mask's tile classes first (read by the attention kernel only), then the path's kernels.
+    kernels::KernelSpec unmasked = attention_spec;
+    unmasked.mask = 0;
+    std::vector<QuantOp> ops = quantize_ops(path, unmasked);
+    ops.insert(ops.begin(), QuantOp::MaskTiles);
+    return ops;
+  }
+  switch (path) {
+    case QuantPath::Split:
+      return {QuantOp::ChannelStats, QuantOp::QuantizeK, QuantOp::QuantizeV, QuantOp::QuantizeQ};
+    case QuantPath::Fused: return {QuantOp::Fused};
+    case QuantPath::Cluster: return {QuantOp::Cluster};
+    case QuantPath::Auto: break;
+  }
+  throw Error(ErrorCode::Internal, std::string("quantize stage: path ") + quant_path_name(path));
+}
+
+kernels::KernelSpec attention_call_spec(const AttentionProblem& p, const CallSettings& s,
+                                        const kernels::TileConfig& tile) {
+  kernels::KernelSpec a = attention_spec_for(p, s.arch, s.family);
+  a.tile = tile;
+  a.ptx = s.ptx;
+  apply_quant_path(a, s.quant_path);
+  return a;
+}
+
+kernels::KernelSpec planned_attention_spec(const AttentionProblem& p, const CallSettings& s) {
+  kernels::KernelSpec a = attention_spec_for(p, s.arch, s.family);
+  const kernels::TileConfig tile =
+      s.planner ? s.planner->choose(a, p).tile : heuristic_tile(a, s.device.max_smem_optin);
+  return attention_call_spec(p, s, tile);
+}
+
+std::vector<kernels::KernelSpec> QuantizedCallKernels::all() const {
+  std::vector<kernels::KernelSpec> v = quantize;
+  v.push_back(attention);
+  if (delta_s) v.push_back(*delta_s);
+  return v;
+}
+
+QuantizedCallKernels quantized_call_kernels(const kernels::KernelSpec& a, QuantPath path) {
+  QuantizedCallKernels k;
+  k.ops = quantize_ops(path, a);
+  for (kernels::QuantOp op : k.ops) k.quantize.push_back(kernels::quantize_spec_for(a, op));
+  k.attention = a;
+  if (a.smooth_q) k.delta_s = kernels::delta_s_spec_for(a);
+  return k;
+}
+
+std::vector<kernels::KernelSpec> direct_call_kernels(const kernels::DirectLayout& l) {
+  std::vector<kernels::KernelSpec> v{l.split_spec};
+  if (l.merge()) v.push_back(l.merge_spec);
+  return v;
+}
+
+std::vector<kernels::KernelSpec> call_kernel_specs(const AttentionProblem& p, const CallSettings& s) {
+  std::vector<kernels::KernelSpec> v;
+  if (p.direct) {
+    v = direct_call_kernels(kernels::direct_layout(p.direct_problem(), s.arch, s.device));
+  } else {
+    v = quantized_call_kernels(planned_attention_spec(p, s), s.quant_path).all();
+  }
+  for (auto& k : v) k.ptx = s.ptx;  // the loader's code form (KernelLoader::get overrides it too)
+  return v;
+}
+
+}  // namespace sage2::plan
