@@ -259,6 +259,40 @@ class TuneSummary(ctypes.Structure):
     ]
 
 
+class WarmupOptions(ctypes.Structure):
+    """sage2_warmup_options: the calls sage2_warmup covers. sage2_warmup_options_init writes the
+    defaults (head dims 64, 96, 128; dtype and causal -1: both; masks 1: unmasked; smooth_k 1)."""
+
+    _fields_ = [
+        ("head_dims", ctypes.POINTER(ctypes.c_int32)),
+        ("n_head_dims", ctypes.c_int32),
+        ("dtype", ctypes.c_int32),          # -1: f16 and bf16; else a sage2_dtype
+        ("causal", ctypes.c_int32),         # -1: none and top-left; else a sage2_causal
+        ("qk_bits", ctypes.c_int32),        # 0 auto (8), 4 or 8
+        ("pv_precision", ctypes.c_int32),   # sage2_pv_precision
+        ("return_lse", ctypes.c_int32),     # -1 both, 0 without, 1 with
+        ("masks", ctypes.c_uint32),         # bit t: calls with sage2_mask_type t
+        ("varlen", ctypes.c_int32),
+        ("pv_accum", ctypes.c_int32),
+        ("smooth_q", ctypes.c_int32),       # 0 auto, 1 on, 2 off
+        ("smooth_k", ctypes.c_int32),
+        ("smooth_v", ctypes.c_int32),
+        ("small_q_path", ctypes.c_int32),
+        ("jobs", ctypes.c_int32),
+    ]
+
+
+class WarmupSummary(ctypes.Structure):
+    """sage2_warmup_summary: the kernels the selection needs and how they were found."""
+
+    _fields_ = [
+        ("kernels", ctypes.c_int64),
+        ("compiled", ctypes.c_int64),
+        ("from_cache", ctypes.c_int64),
+        ("seconds", ctypes.c_double),
+    ]
+
+
 # ---- discovery ----------------------------------------------------------------------------
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _LIB_NAMES = ("libsage2.so", "libsage2.so.0")
@@ -462,6 +496,13 @@ def _declare(L: ctypes.CDLL) -> None:
     if hasattr(L, "sage2_tune"):
         L.sage2_tune.restype = c_int
         L.sage2_tune.argtypes = [c_void_p, P(TuneOptions), P(TuneSummary), ctypes.c_char_p, c_size_t]
+    # Warm-ups covering every size (issue 43); sage2.warmup runs its calls without them.
+    if hasattr(L, "sage2_warmup_options_init"):
+        L.sage2_warmup_options_init.restype = None
+        L.sage2_warmup_options_init.argtypes = [P(WarmupOptions)]
+    if hasattr(L, "sage2_warmup"):
+        L.sage2_warmup.restype = c_int
+        L.sage2_warmup.argtypes = [c_void_p, P(WarmupOptions), P(WarmupSummary)]
 
 
 def _load() -> ctypes.CDLL:

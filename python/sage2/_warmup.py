@@ -2,12 +2,14 @@
 dtypes and causal modes use, before the first real call pays for it (0.16 s per kernel on the
 mma.sync family, up to 2 s on wgmma).
 
-It runs one small call of each combination on the device: that compiles exactly what such a call
-uses — the quantize and attention kernels of the planner's tile for that sequence-length bucket
-(the tuning database's entry where there is one, else the heuristic default), with or without LSE
-— and leaves them in the process's module cache and in the disk cache (unless disabled), so later
+It asks the library (sage2_warmup, the same function sage2-autotune warms with) for every kernel a
+call with these options can load at any batch, head count, GQA group and sequence length — the
+quantized path's kernels with the planner's tiles (the tuning database's too), the direct path's
+for decode-sized calls — compiled in parallel, then runs one small call of each combination as a
+check. They stay in the process's module cache and in the disk cache (unless disabled), so later
 processes load them in milliseconds. The argument checks need no GPU.
 """
+import ctypes
 import sys
 import time
 
@@ -62,6 +64,40 @@ def check_warmup_args(head_dims, dtypes, causal, seq_lens, return_lse, options):
     if "attn_mask" in options or "kv_lens" in options:
         raise ValueError("sage2.warmup: attn_mask / kv_lens are not warm-up options (dense calls only)")
     return [(d, t, c, n, x) for d in hds for t in dts for c in cs for n in ns for x in lses]
+
+
+def _library_warmup(dev, combos, opts):
+    """sage2_warmup for the combinations' head dims, dtypes, causal modes and LSE settings with the
+    call options `opts`; nothing with a library that predates it (the calls then compile)."""
+    from . import _core, _lib
+    L = _lib.lib()
+    if not hasattr(L, "sage2_warmup") or not hasattr(L, "sage2_warmup_options_init"):
+        return
+    _, _, _, bits, smooth_q, smooth_k, smooth_v = _core._normalize_scalars(False, None, False, opts, "sage2.warmup")
+    align = _core._ALIGNMENTS[opts.get("causal_alignment", "top_left")]
+    causal_codes = sorted({align if c else _lib.SAGE2_CAUSAL_NONE for (_, _, c, _, _) in combos})
+    lses = {x for (_, _, _, _, x) in combos}
+    dtypes = {t for (_, t, _, _, _) in combos}
+    dims = sorted({d for (d, _, _, _, _) in combos})
+    ctx = _lib.context(dev.index)
+    for causal in causal_codes:  # one call per causal mode: the C options name one or none+top-left
+        o = _lib.WarmupOptions()
+        L.sage2_warmup_options_init(ctypes.byref(o))
+        arr = (ctypes.c_int32 * len(dims))(*dims)
+        o.head_dims = ctypes.cast(arr, ctypes.POINTER(ctypes.c_int32))
+        o.n_head_dims = len(dims)
+        o.dtype = -1 if len(dtypes) > 1 else (_lib.SAGE2_DTYPE_F16 if "float16" in dtypes else _lib.SAGE2_DTYPE_BF16)
+        o.causal = causal
+        o.qk_bits = bits & 0xFF
+        o.pv_precision = (bits >> 8) & 0x3
+        o.pv_accum = (bits >> 10) & 0x3
+        o.return_lse = -1 if len(lses) > 1 else int(next(iter(lses)))
+        o.smooth_q = smooth_q
+        o.smooth_k = int(smooth_k)
+        o.smooth_v = int(smooth_v)
+        o.small_q_path = _core._small_q_code(opts, "sage2.warmup")
+        summary = _lib.WarmupSummary()
+        _lib.check(L.sage2_warmup(ctx, ctypes.byref(o), ctypes.byref(summary)), "sage2_warmup")
 
 
 class _Progress:
@@ -127,6 +163,10 @@ def warmup(head_dims=(64, 128), dtypes=("float16", "bfloat16"), causal=(False, T
         raise ValueError("sage2.warmup: device=%r is not a CUDA device" % (device,))
     bar = _Progress(len(combos), sys.stderr.isatty() if progress is None else bool(progress))
     out = []
+    bar.show(0, "compiling for every size")
+    # The library's warm-up first (sage2_warmup: every kernel these options need at any batch,
+    # heads and sequence lengths, compiled in parallel); the calls below then load and check them.
+    _library_warmup(dev, combos, opts)
     bar.show(0, "")
     with torch.no_grad(), torch.cuda.device(dev):
         for i, (d, dt, c, n, lse) in enumerate(combos):
