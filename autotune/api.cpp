@@ -98,6 +98,10 @@ plan::WarmupSelection selection_of(const WarmupOptions& o) {
   check(static_cast<int>(o.small_q_path) >= 0 && static_cast<int>(o.small_q_path) <= 2,
         "small_q_path: " + std::to_string(static_cast<int>(o.small_q_path)));
   check(o.jobs >= 0, "jobs=" + std::to_string(o.jobs) + " (>= 0; 0 = CPU count)");
+  check(static_cast<int>(o.pv_accum) >= 0 && static_cast<int>(o.pv_accum) <= 3,
+        "pv_accum: " + std::to_string(static_cast<int>(o.pv_accum)));
+  check(static_cast<int>(o.smooth_q) >= 0 && static_cast<int>(o.smooth_q) <= 2,
+        "smooth_q: " + std::to_string(static_cast<int>(o.smooth_q)));
   plan::WarmupSelection w;
   w.head_dims = o.head_dims;
   w.dtypes = o.dtypes;
@@ -107,6 +111,8 @@ plan::WarmupSelection selection_of(const WarmupOptions& o) {
   w.lse = o.return_lse;
   w.masks = o.masks;
   w.varlen = o.varlen;
+  w.pv_accum = {o.pv_accum};
+  w.smooth_q = {o.smooth_q};
   w.smooth_k = o.smooth_k;
   w.smooth_v = {o.smooth_v};
   w.small_q = {o.small_q_path};
@@ -246,6 +252,10 @@ sage2_status sage2_warmup(sage2_context* ctx, const sage2_warmup_options* option
         if (options->masks & (1u << t)) o.masks.push_back(static_cast<sage2::MaskType>(t));
       if (o.masks.empty()) o.masks = {sage2::MaskType::None};
       o.varlen = options->varlen != 0;
+      require(options->pv_accum >= 0 && options->pv_accum <= 3, "warmup options: pv_accum (a sage2_pv_accum)");
+      o.pv_accum = static_cast<sage2::PvAccum>(options->pv_accum);
+      require(options->smooth_q >= 0 && options->smooth_q <= 2, "warmup options: smooth_q (0 auto, 1 on, 2 off)");
+      o.smooth_q = static_cast<sage2::Toggle>(options->smooth_q);
       o.smooth_k = options->smooth_k != 0;
       o.smooth_v = options->smooth_v != 0;
       require(options->small_q_path >= 0 && options->small_q_path <= 2, "warmup options: small_q_path (a sage2_small_q_path)");

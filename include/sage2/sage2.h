@@ -297,6 +297,8 @@ typedef struct sage2_warmup_options {
   int32_t return_lse;        /* -1: calls with and without LSE; 0 without; 1 with */
   uint32_t masks;            /* bit t set: calls with mask type t (sage2_mask_type); 0 or 1: unmasked only */
   int32_t varlen;            /* 1: also variable-length calls */
+  int32_t pv_accum;          /* a sage2_pv_accum (0 auto) */
+  int32_t smooth_q;          /* 0 auto, 1 on, 2 off (sage2_attention_params' convention) */
   int32_t smooth_k, smooth_v;  /* 1, 0 */
   int32_t small_q_path;      /* a sage2_small_q_path (0 auto) */
   int32_t jobs;              /* 0: CPU count, at most 16 */

@@ -353,7 +353,9 @@ struct WarmupOptions {
   std::vector<bool> return_lse = {false};          // calls without / with an LSE output
   std::vector<MaskType> masks = {MaskType::None};  // None: unmasked calls
   bool varlen = false;                             // also variable-length calls (sage2::SeqLens)
-  bool smooth_k = true, smooth_v = false;          // as AttentionParams
+  PvAccum pv_accum = PvAccum::Auto;                // as AttentionParams
+  Toggle smooth_q = Toggle::Auto;
+  bool smooth_k = true, smooth_v = false;
   SmallQPath small_q_path = SmallQPath::Auto;
   int jobs = 0;                                    // parallel compiles (0: CPU count, at most 16)
 };

@@ -137,6 +137,8 @@ TEST_CASE("warmup: sage2_warmup_options_init gives sage2::WarmupOptions' default
   CHECK(o.smooth_k == 1);
   CHECK(o.smooth_v == 0);
   CHECK(o.small_q_path == 0);
+  CHECK(o.pv_accum == 0);
+  CHECK(o.smooth_q == 0);
   CHECK(o.jobs == 0);
   sage2_warmup_options_init(nullptr);  // no crash
 
