@@ -72,12 +72,13 @@ std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const plan::
   const kernels::KernelSpec& attention = p->attention.spec;
   specs.push_back(attention);
   if (attention.smooth_q) specs.push_back(kernels::delta_s_spec_for(attention));
-  ctx.kernels().load_all(specs);
+  const std::vector<LoadedKernel*> loaded = ctx.kernels().load_all(specs);
   for (std::size_t i = 0; i < ops.size(); ++i)
-    p->quantize.push_back({&ctx.kernels().get(specs[i]), kernels::quantize_launch_shape(specs[i], b)});
+    p->quantize.push_back({loaded[i], kernels::quantize_launch_shape(specs[i], b)});
 
   // Attention stage (runtime/attention_stage.cpp).
-  load_attention_stage(ctx, b, p->attention);
+  load_attention_stage(ctx, b, p->attention, loaded[ops.size()],
+                       attention.smooth_q ? loaded[ops.size() + 1] : nullptr);
   mark_overlapping_launches(*p, base::config::process_config().overlap_launches);
   return p;
 }

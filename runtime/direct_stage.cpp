@@ -21,9 +21,12 @@ kernels::DirectDevice direct_device(const Context::Impl& ctx) {
 
 void load_direct_stage(Context::Impl& ctx, DirectStagePlan& plan) {
   const kernels::DirectLayout& l = plan.layout;
-  if (l.merge()) ctx.kernels().load_all({l.split_spec, l.merge_spec});  // compiled at once when cold
-  plan.split = {&ctx.kernels().get(l.split_spec), l.split_shape};
-  if (l.merge()) plan.merge = {&ctx.kernels().get(l.merge_spec), l.merge_shape};
+  // Both compiled at once when cold.
+  const std::vector<LoadedKernel*> k =
+      ctx.kernels().load_all(l.merge() ? std::vector<kernels::KernelSpec>{l.split_spec, l.merge_spec}
+                                       : std::vector<kernels::KernelSpec>{l.split_spec});
+  plan.split = {k[0], l.split_shape};
+  if (l.merge()) plan.merge = {k[1], l.merge_shape};
 }
 
 dev::DirectParams build_direct_params(const DirectStagePlan& plan, const TensorRef& q, const TensorRef& k,
