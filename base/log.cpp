@@ -54,13 +54,19 @@ void write(Level level, const std::string& message) {
   std::fprintf(stderr, "sage2 %s: %s\n", level_tag(level), message.c_str());
 }
 
+namespace {
+bool first_time(const std::string& topic) {
+  std::lock_guard<std::mutex> lock(g_once_mu);
+  return once_topics().insert(topic).second;
+}
+}  // namespace
+
 void warn_once(const std::string& topic, const std::string& message) {
-  bool first;
-  {
-    std::lock_guard<std::mutex> lock(g_once_mu);
-    first = once_topics().insert(topic).second;
-  }
-  write(first ? Level::Warn : Level::Debug, message);
+  write(first_time(topic) ? Level::Warn : Level::Debug, message);
+}
+
+void info_once(const std::string& topic, const std::string& message) {
+  write(first_time(topic) ? Level::Info : Level::Debug, message);
 }
 
 void set_sink(Sink sink) { g_sink.store(sink); }

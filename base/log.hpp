@@ -18,6 +18,8 @@ inline void info(const std::string& m) { write(Level::Info, m); }
 inline void debug(const std::string& m) { write(Level::Debug, m); }
 // Warns once per process for a given topic (e.g. "cache-readonly:/path"); later calls are debug.
 void warn_once(const std::string& topic, const std::string& message);
+// The same at info level (topics are shared with warn_once): e.g. one line per kernel compiled.
+void info_once(const std::string& topic, const std::string& message);
 // Tests capture what would be written. Pass nullptr to restore stderr.
 using Sink = void (*)(Level, const std::string&);
 void set_sink(Sink sink);

@@ -224,20 +224,26 @@ DiskCache DiskCache::from_env() {
 
 std::string DiskCache::entry_path(const std::string& key) const { return join(dir_, entry_file_name(key)); }
 
-std::optional<jit::CompiledKernel> DiskCache::load(const std::string& key) const {
+std::optional<jit::CompiledKernel> DiskCache::load(const std::string& key, std::string* rejected) const {
   if (disabled_) return std::nullopt;
   const std::string path = entry_path(key);
   try {
     Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));  // never block on a FIFO
     if (fd.fd < 0) {
       const int e = errno;
-      if (e != ENOENT && e != ENOTDIR)
+      if (e != ENOENT && e != ENOTDIR) {
+        if (rejected) *rejected = "cannot read " + path + ": " + errno_text(e);
         base::log::warn_once("cache-unreadable:" + path,
                        "cannot read kernel cache entry " + path + ": " + errno_text(e) + "; recompiling");
+      }
       return std::nullopt;
     }
     struct stat st {};
-    if (::fstat(fd.fd, &st) != 0) return std::nullopt;
+    if (::fstat(fd.fd, &st) != 0) {
+      const int e = errno;
+      if (rejected) *rejected = "cannot stat " + path + ": " + errno_text(e);
+      return std::nullopt;
+    }
 
     std::string why;
     std::vector<char> bytes;
@@ -261,18 +267,20 @@ std::optional<jit::CompiledKernel> DiskCache::load(const std::string& key) const
     } else {
       outcome = "left it in place; the kernel will be compiled in memory";
     }
+    if (rejected) *rejected = "bad entry " + path + ": " + why;
     base::log::warn_once("cache-bad-entry:" + path, "bad kernel cache entry " + path + " for key '" +
                                                   printable(key) + "': " + why + "; " + outcome);
     return std::nullopt;
   } catch (const std::exception& e) {
+    if (rejected) *rejected = "cannot load " + path + ": " + e.what();
     base::log::warn_once("cache-bad-entry:" + path,
                    "cannot load kernel cache entry " + path + ": " + e.what() + "; recompiling");
     return std::nullopt;
   }
 }
 
-std::optional<jit::CompiledKernel> DiskCache::load_build(const jit::KernelBuild& b) const {
-  if (b.toolchain.has_nvrtc()) return load(b.key);
+std::optional<jit::CompiledKernel> DiskCache::load_build(const jit::KernelBuild& b, std::string* rejected) const {
+  if (b.toolchain.has_nvrtc()) return load(b.key, rejected);
   if (disabled_) return std::nullopt;
   // Candidates by the key in each header (the full check is load()'s); the newest NVRTC first.
   const std::string prefix = b.stem + jit::kNvrtcKeyTag;
@@ -291,7 +299,7 @@ std::optional<jit::CompiledKernel> DiskCache::load_build(const jit::KernelBuild&
   }
   std::sort(found.begin(), found.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
   for (const auto& f : found)
-    if (auto k = load(f.second)) {
+    if (auto k = load(f.second, rejected)) {
       base::log::debug("no NVRTC: using " + k->key + ", built by NVRTC " + std::to_string(k->nvrtc_major) + "." +
                  std::to_string(k->nvrtc_minor));
       return k;

@@ -82,11 +82,13 @@ class DiskCache {
   // Never throw. A missing entry is a silent miss; a bad one is warned about once, removed, and
   // reported as a miss. store() returns false (one warning per directory) when it cannot write.
   // A successful load refreshes the entry's mtime, so prune() evicts the least recently used.
-  std::optional<jit::CompiledKernel> load(const std::string& key) const;
+  // *rejected, when given, receives why an entry that was there could not be used (unreadable,
+  // bad: the warning's reason); left empty by a plain miss.
+  std::optional<jit::CompiledKernel> load(const std::string& key, std::string* rejected = nullptr) const;
   // The entry of a build: load(b.key). When b's toolchain has no NVRTC (none could be loaded, so
   // nothing can be recompiled), the entry of the same code (b.stem) built by any NVRTC — the
   // newest when there are several. Never throws.
-  std::optional<jit::CompiledKernel> load_build(const jit::KernelBuild& b) const;
+  std::optional<jit::CompiledKernel> load_build(const jit::KernelBuild& b, std::string* rejected = nullptr) const;
   bool store(const jit::CompiledKernel& k) const;
   std::string entry_path(const std::string& key) const;  // dir() + "/" + entry_file_name(key)
 

@@ -69,15 +69,16 @@ void check_attention_stage(Context::Impl& ctx, const AttentionStagePlan& plan) {
   plan.family->check(plan.spec, ctx.facts().max_shared_per_block_optin);
 }
 
-void load_attention_stage(Context::Impl& ctx, const kernels::QuantBuffers& b, AttentionStagePlan& plan) {
+void load_attention_stage(Context::Impl& ctx, const kernels::QuantBuffers& b, AttentionStagePlan& plan,
+                          LoadedKernel* attention, LoadedKernel* delta_s) {
   check_attention_stage(ctx, plan);
   const kernels::KernelSpec& spec = plan.spec;
-  LoadedKernel& attn = ctx.kernels().get(spec);
+  LoadedKernel& attn = attention ? *attention : ctx.kernels().get(spec);
   LoadedKernel* ds = nullptr;
   kernels::KernelSpec ds_spec;
   if (spec.smooth_q) {
     ds_spec = kernels::delta_s_spec_for(spec);
-    ds = &ctx.kernels().get(ds_spec);
+    ds = delta_s ? delta_s : &ctx.kernels().get(ds_spec);
   }
   plan.attention.clear();
   plan.delta_s.clear();

@@ -73,7 +73,10 @@ void layout_attention_stage(const kernels::KernelSpec& spec, const kernels::Quan
 // Checks the spec against this device (the family's rules and shared memory: InvalidArgument /
 // Unsupported), then loads (or compiles) the attention and ΔS kernels and computes the launch
 // shapes. `plan` must have been laid out for `b`; the spec's arch must be the Context's.
-void load_attention_stage(Context::Impl& ctx, const kernels::QuantBuffers& b, AttentionStagePlan& plan);
+// `attention` / `delta_s`: those kernels when the caller has loaded them already (KernelLoader::
+// load_all), so that they are not asked for twice.
+void load_attention_stage(Context::Impl& ctx, const kernels::QuantBuffers& b, AttentionStagePlan& plan,
+                          LoadedKernel* attention = nullptr, LoadedKernel* delta_s = nullptr);
 // The checks of load_attention_stage alone (nothing is loaded).
 void check_attention_stage(Context::Impl& ctx, const AttentionStagePlan& plan);
 

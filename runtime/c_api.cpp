@@ -65,6 +65,14 @@ void to_c(const sage2::ContextOptions& resolved, sage2_context_options* o) {
   o->tuning = resolved.tuning.value() ? 1 : 0;
 }
 
+void to_c(const sage2::KernelStats& k, sage2_kernel_stats* out) {
+  out->compiled = k.compiled;
+  out->disk_loads = k.disk_loads;
+  out->memory_hits = k.memory_hits;
+  out->loaded = k.loaded;
+  out->compile_seconds = k.compile_seconds;
+}
+
 thread_local sage2::ContextOptions g_resolved;  // what sage2_context_options_resolve's cache_dir points into
 
 }  // namespace
@@ -183,6 +191,21 @@ sage2_status sage2_default_cache_dir(char* buf, size_t size) {
   return guarded([&] {
     const sage2::base::config::CacheConfig c = sage2::base::config::cache_config();
     copy_out(c.disk_cache ? c.cache_dir : std::string(), buf, size);
+  });
+}
+
+sage2_status sage2_context_kernel_stats(const sage2_context* ctx, sage2_kernel_stats* out) {
+  return guarded([&] {
+    require(ctx != nullptr, "ctx is NULL");
+    require(out != nullptr, "out is NULL");
+    to_c(ctx->cpp.kernel_stats(), out);
+  });
+}
+
+sage2_status sage2_process_kernel_stats(sage2_kernel_stats* out) {
+  return guarded([&] {
+    require(out != nullptr, "out is NULL");
+    to_c(sage2::process_kernel_stats(), out);
   });
 }
 

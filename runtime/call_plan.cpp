@@ -60,7 +60,7 @@ std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const plan::
   // Every kernel of the call (plan/call_kernels.hpp: the list warm-ups compile), compiled at
   // once (a cold call waits for the slowest, not the sum).
   const plan::QuantizedCallKernels call = plan::quantized_call_kernels(p->spec, ctx.config().quant_path);
-  ctx.kernels().load_all(call.all());
+  const std::vector<LoadedKernel*> loaded = ctx.kernels().load_all(call.all());
   p->quantize_ops = call.ops;
   p->fused_quantize = call.ops.front() == kernels::QuantOp::Fused;
   if (p->fused_quantize) {
@@ -68,11 +68,12 @@ std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const plan::
     p->sync_offset = o.sync;
     p->sync_bytes = o.sync_bytes;
   }
-  for (const kernels::KernelSpec& q : call.quantize)
-    p->quantize.push_back({&ctx.kernels().get(q), kernels::quantize_launch_shape(q, b)});
+  for (std::size_t i = 0; i < call.quantize.size(); ++i)
+    p->quantize.push_back({loaded[i], kernels::quantize_launch_shape(call.quantize[i], b)});
 
   // Attention stage (runtime/attention_stage.cpp).
-  load_attention_stage(ctx, b, p->attention);
+  load_attention_stage(ctx, b, p->attention, loaded[call.quantize.size()],
+                       call.delta_s ? loaded[call.quantize.size() + 1] : nullptr);
   mark_overlapping_launches(*p, base::config::process_config().overlap_launches);
   return p;
 }

@@ -88,6 +88,7 @@ Context& Context::operator=(Context&& o) noexcept {
 }
 const DeviceInfo& Context::device() const { return impl_->info; }
 const ContextOptions& Context::options() const { return impl_->options(); }
+KernelStats Context::kernel_stats() const noexcept { return impl_->kernels().stats(); }
 const std::string& Context::cache_dir() const {
   static const std::string none;
   const auto& d = impl_->kernels().disk();

@@ -24,9 +24,9 @@ kernels::DirectDevice direct_device(const DeviceFacts& f) {
 
 void load_direct_stage(Context::Impl& ctx, DirectStagePlan& plan) {
   const kernels::DirectLayout& l = plan.layout;
-  ctx.kernels().load_all(plan::direct_call_kernels(l));  // compiled at once when cold
-  plan.split = {&ctx.kernels().get(l.split_spec), l.split_shape};
-  if (l.merge()) plan.merge = {&ctx.kernels().get(l.merge_spec), l.merge_shape};
+  const std::vector<LoadedKernel*> k = ctx.kernels().load_all(plan::direct_call_kernels(l));  // at once when cold
+  plan.split = {k[0], l.split_shape};
+  if (l.merge()) plan.merge = {k[1], l.merge_shape};
 }
 
 dev::DirectParams build_direct_params(const DirectStagePlan& plan, const TensorRef& q, const TensorRef& k,

@@ -53,40 +53,49 @@ LoadedKernel& KernelLoader::get(kernels::KernelSpec spec) {
     slot = s;
   }
   // call_once rethrows and lets a later caller retry when loading failed.
-  std::call_once(slot->once, [&] { slot->kernel = load(spec); });
+  bool loaded_here = false;
+  std::call_once(slot->once, [&] {
+    slot->kernel = load(spec);
+    loaded_here = true;
+  });
+  if (!loaded_here) counters_.memory_hit();  // also a caller that waited for another's load
   return *slot->kernel;
 }
 
-void KernelLoader::load_all(const std::vector<kernels::KernelSpec>& specs) {
-  std::vector<const kernels::KernelSpec*> missing;
+std::vector<LoadedKernel*> KernelLoader::load_all(const std::vector<kernels::KernelSpec>& specs) {
+  std::vector<LoadedKernel*> out(specs.size(), nullptr);
+  std::vector<std::size_t> missing;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const kernels::KernelSpec& s : specs) {
-      kernels::KernelSpec k = s;
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      kernels::KernelSpec k = specs[i];
       k.arch = arch_;
       k.ptx = ptx_;
       const auto it = slots_.find(k.key());
-      if (it == slots_.end() || !it->second->kernel) missing.push_back(&s);
+      if (it == slots_.end() || !it->second->kernel) missing.push_back(i);
     }
   }
   if (missing.size() < 2) {  // nothing to overlap
-    for (const kernels::KernelSpec* s : missing) get(*s);
-    return;
+    for (std::size_t i = 0; i < specs.size(); ++i) out[i] = &get(specs[i]);
+    return out;
   }
   std::vector<std::exception_ptr> errors(missing.size());
   std::vector<std::thread> threads;
   threads.reserve(missing.size());
-  for (std::size_t i = 0; i < missing.size(); ++i)
-    threads.emplace_back([&, i] {
+  for (std::size_t m = 0; m < missing.size(); ++m)
+    threads.emplace_back([&, m] {
       try {
-        get(*missing[i]);
+        out[missing[m]] = &get(specs[missing[m]]);
       } catch (...) {
-        errors[i] = std::current_exception();
+        errors[m] = std::current_exception();
       }
     });
   for (std::thread& t : threads) t.join();
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);
+  for (std::size_t i = 0; i < specs.size(); ++i)
+    if (!out[i]) out[i] = &get(specs[i]);  // held before the call: memory hits
+  return out;
 }
 
 std::unique_ptr<LoadedKernel> KernelLoader::load(const kernels::KernelSpec& spec) {
@@ -94,11 +103,22 @@ std::unique_ptr<LoadedKernel> KernelLoader::load(const kernels::KernelSpec& spec
   auto k = std::make_unique<LoadedKernel>();
   // The source is generated here, once per kernel and context: the disk key hashes it.
   const jit::KernelBuild build = jit::make_build(spec);
-  std::optional<jit::CompiledKernel> compiled = disk_.load_build(build);
+  std::string rejected;
+  std::optional<jit::CompiledKernel> compiled = disk_.load_build(build, &rejected);
   k->source = compiled ? KernelSource::DiskCache : KernelSource::Compiled;
-  if (!compiled) {
+  // A compile costs the caller 0.2–2 s: say which kernel and why, once per kernel and process
+  // (warm-ups compile many; the default level, warn, shows none of them).
+  auto compile = [&](const std::string& why) {
+    base::log::info_once("compile:" + build.key, "compiling kernel " + spec.key() + " (" + why + ")");
+    const auto c0 = std::chrono::steady_clock::now();
     compiled = jit::compile(build);
+    counters_.compiled(std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count());
     disk_.store(*compiled);
+  };
+  if (!compiled) {
+    if (disk_.disabled()) compile("disk cache disabled");
+    else if (!rejected.empty()) compile("entry rejected: " + rejected);
+    else compile("not in the disk cache " + disk_.dir());
   }
   k->key = compiled->key;
   k->facts = compiled->facts;
@@ -110,8 +130,7 @@ std::unique_ptr<LoadedKernel> KernelLoader::load(const kernels::KernelSpec& spec
     // driver accepts): recompile here and replace it.
     base::log::warn_once("cache-driver-refused:" + k->key, "the driver refused the cached cubin of " + k->key + " (" +
                                                          base::driver::error_text(r) + "); recompiling");
-    compiled = jit::compile(build);
-    disk_.store(*compiled);
+    compile("the driver refused the cached cubin");
     k->key = compiled->key;
     k->source = KernelSource::Compiled;
     k->facts = compiled->facts;
@@ -139,6 +158,8 @@ std::unique_ptr<LoadedKernel> KernelLoader::load(const kernels::KernelSpec& spec
     if (a.cuFuncGetAttribute(&shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k->function) == CUDA_SUCCESS)
       k->facts.static_shared_bytes = shared;
   }
+  if (k->source == KernelSource::DiskCache) counters_.disk_load();
+  counters_.loaded();
   k->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   base::log::debug(std::string(k->source == KernelSource::DiskCache ? "loaded from disk cache " : "compiled ") +
              k->key + " in " + std::to_string(k->load_seconds * 1e3) + " ms");

@@ -1,7 +1,9 @@
 // KernelSpec → CUfunction for one CUDA context: in-memory cache, then the disk cache, then NVRTC.
 // Thread-safe; concurrent requests for one key compile it once. The in-memory cache is keyed by
 // spec.key() (within one process the source, options and NVRTC of a spec never change); the
-// disk cache by the build's key, computed once per kernel when it is first loaded.
+// disk cache by the build's key, computed once per kernel when it is first loaded. Each outcome
+// is counted (stats(), sage2::KernelStats), and each compile logged at info level, once per key
+// and process, with the reason the disk cache did not have it.
 #pragma once
 
 #include <atomic>
@@ -15,6 +17,7 @@
 #include "jit/compiler.hpp"
 #include "kernels/quantize_shape.hpp"
 #include "base/driver.hpp"
+#include "runtime/kernel_stats.hpp"
 
 namespace sage2::runtime {
 
@@ -44,9 +47,12 @@ class KernelLoader {
   // get() for every spec, the ones not yet loaded compiled concurrently (one thread each): a
   // call's kernels are independent, and NVRTC + ptxas (0.2–0.7 s a kernel on the host CPU) is
   // what a cold call waits for. Rethrows the first failure in the given order once all finished.
-  void load_all(const std::vector<kernels::KernelSpec>& specs);
+  // Returns the kernels in the order of `specs`, so that callers need not ask get() again (each
+  // such request would count as a memory hit).
+  std::vector<LoadedKernel*> load_all(const std::vector<kernels::KernelSpec>& specs);
   const cache::DiskCache& disk() const { return disk_; }
   std::size_t loaded_count() const;
+  KernelStats stats() const { return counters_.snapshot(); }
   // What is loaded (for benchmarks and diagnostics): each kernel's key, source and load time.
   struct LoadedInfo {
     std::string key;
@@ -68,6 +74,7 @@ class KernelLoader {
   cache::DiskCache disk_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<Slot>> slots_;
+  KernelCounters counters_{KernelCounters::process()};
 };
 
 // Launches on `stream` with `params` (a pointer to the kernel's single by-value parameter

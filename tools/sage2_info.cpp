@@ -1,7 +1,9 @@
 // sage2-info: what sage2 sees on this machine — library version and build commit, NVRTC and driver
 // versions, devices, their code targets and the path each gets, the cache directory and its
 // entries. --archs: the arch table (every compute capability sage2 generates code for and its
-// path), no GPU needed. --version: the library version and the build commit. --help.
+// path), no GPU needed. --version: the library version and the build commit. --help. Last, the
+// process's kernel counts (sage2::process_kernel_stats): sage2-info itself creates no Context, so
+// they read 0 today; the line is there for when it does (issue 43).
 // Exit codes: 0 a supported GPU was found (and --archs, --version, --help); 2 usage error;
 // 3 no driver; 4 driver present but no supported GPU.
 #include <cstdio>
@@ -22,6 +24,14 @@ void print_arch_table() {
                 a.gpus, sage2::kernels::arch_path(a.arch).c_str());
   std::printf("newer compute capabilities: PTX of the newest arch above they run, JIT-compiled by the driver; "
               "older than 8.0: unsupported\n");
+}
+
+// On every path past the versions (the no-driver one too), so the line is always there.
+void print_kernel_counts() {
+  const sage2::KernelStats k = sage2::process_kernel_stats();
+  std::printf("kernels: %lld compiled, %lld from the disk cache, %lld memory hits (this process)\n",
+              static_cast<long long>(k.compiled), static_cast<long long>(k.disk_loads),
+              static_cast<long long>(k.memory_hits));
 }
 
 }  // namespace
@@ -64,6 +74,7 @@ int main(int argc, char** argv) {
   }
   if (!sage2::base::driver::available()) {
     std::printf("driver: %s\n", sage2::base::driver::unavailable_reason().c_str());
+    print_kernel_counts();
     return 3;
   }
   std::printf("driver: CUDA %d.%d\n", v.driver_version / 1000, (v.driver_version % 1000) / 10);
@@ -79,5 +90,6 @@ int main(int argc, char** argv) {
     supported += f.arch ? 1 : 0;
   }
   if (n == 0) std::printf("no CUDA device visible\n");
+  print_kernel_counts();
   return supported ? 0 : 4;
 }

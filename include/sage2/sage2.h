@@ -122,6 +122,23 @@ sage2_status sage2_default_cache_dir(char* buf, size_t size);
 sage2_status sage2_context_device_props(const sage2_context* ctx, int* ordinal, int* sm_count,
                                         uint64_t* total_memory);
 
+/* ---- kernel counts (added in 0.1: additive) ----------------------------------------------- */
+/* Where kernels came from (sage2::KernelStats in sage2.hpp): compiled by NVRTC, loaded from the
+ * disk cache, requests served by a kernel already held, kernels held now, and the compiles' wall
+ * time. Per context, or for the whole process (every context, destroyed ones included; held now:
+ * by the live ones). A call whose plan is cached asks for no kernel and counts nothing. */
+typedef struct sage2_kernel_stats {
+  int64_t compiled;
+  int64_t disk_loads;
+  int64_t memory_hits;
+  int64_t loaded;
+  double compile_seconds;
+} sage2_kernel_stats;
+/* ctx and out must not be NULL (SAGE2_ERROR_INVALID_ARGUMENT). */
+sage2_status sage2_context_kernel_stats(const sage2_context* ctx, sage2_kernel_stats* out);
+/* out must not be NULL; needs no driver. */
+sage2_status sage2_process_kernel_stats(sage2_kernel_stats* out);
+
 /* ---- NVRTC search (added in 0.1: additive) ------------------------------------------------ */
 /* Adds a libnvrtc to try after $SAGE2_LIBNVRTC (and after those added before it), ahead of the
  * system's names; `rule` (may be NULL) is the reason shown by the info tools and in the

@@ -255,6 +255,18 @@ struct DeviceInfo {
   std::size_t total_memory = 0;
 };
 
+// Where the kernels came from (issue 43): counts of one Context (Context::kernel_stats) or of the
+// whole process (process_kernel_stats: every Context, destroyed ones included; sage2::tune's
+// compile phase, which builds kernels straight into the disk cache, is not counted — TuneSummary
+// reports it). A call whose plan is cached asks for no kernel and counts nothing.
+struct KernelStats {
+  std::int64_t compiled = 0;     // kernels compiled by NVRTC (neither in memory nor in the disk cache)
+  std::int64_t disk_loads = 0;   // kernels loaded from the disk cache
+  std::int64_t memory_hits = 0;  // kernel requests served by a kernel the Context already held
+  std::int64_t loaded = 0;       // kernels held now: by this Context / by the live Contexts
+  double compile_seconds = 0;    // wall time of those compiles (NVRTC + ptxas)
+};
+
 class Context {
  public:
   // Throws NoDriver (no libcuda), InvalidArgument (bad ordinal), Unsupported (arch).
@@ -287,6 +299,8 @@ class Context {
   const std::string& cache_dir() const;  // empty when the disk cache is disabled
   // The options in effect (resolve_context_options() of those given, at construction).
   const ContextOptions& options() const;
+  // This Context's kernel counts (KernelStats above); never throws.
+  KernelStats kernel_stats() const noexcept;
 
   class Impl;  // internal: runtime/context_impl.hpp
 
@@ -297,6 +311,8 @@ class Context {
 
 // Number of CUDA devices visible (0 without a driver; never throws).
 int device_count() noexcept;
+// The kernel counts of the whole process (KernelStats above); needs no driver.
+KernelStats process_kernel_stats() noexcept;
 
 // ---------------------------------------------------------------------------------------------
 // Tuning (what sage2-autotune does, as a call): for each selected specialisation (head dim ×

@@ -7,6 +7,7 @@ Thin Python binding over the C ABI of libsage2 (ctypes; nothing is compiled at i
     out = sage2.sageattn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k)   # packed variable-length batch
     sage2.warmup(head_dims=(128,))                                       # compile before the first call
     sage2.tune(head_dims=128, seq_lens=[4096])                           # time tiles into the tuning database
+    sage2.stats()                                                        # kernels compiled / loaded from the disk cache
 
 Integrations (imported on demand): sage2.integrations.transformers ("sage2" attn_implementation),
 sage2.integrations.diffusers ("sage2" attention backend), sage2.integrations.yunchang (USP).
@@ -65,6 +66,7 @@ else:
 from ._lib import set_log_level  # noqa: F401,E402  (notices: the logging logger "sage2", see _logging.py)
 from ._warmup import warmup  # noqa: F401,E402  (needs torch when called)
 from ._tune import tune  # noqa: F401,E402  (sage2_tune: the tuning database; no torch needed)
+from ._stats import stats  # noqa: F401,E402  (kernel counts: compiled / from the disk cache; no torch needed)
 
 if _torch is not None:
     from ._attention import OPTIONS, sageattn  # noqa: F401  (registers torch.ops.sage2.sageattn)
@@ -138,6 +140,7 @@ __all__ = [
     "sageattn_qk_int8_pv_fp8_cuda_sm90",
     "warmup",
     "tune",
+    "stats",
     "set_log_level",
     "scaled_dot_product_attention",
     "patch_sdpa",

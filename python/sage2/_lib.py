@@ -30,11 +30,14 @@ __all__ = [
     "Mask",
     "TuneOptions",
     "TuneSummary",
+    "KernelStats",
     "lib",
     "has_varlen",
     "require_varlen",
     "require_masked",
     "require_tune",
+    "require_kernel_stats",
+    "kernel_stats",
     "library_path",
     "search_locations",
     "nvrtc_wheel_candidates",
@@ -293,6 +296,18 @@ class WarmupSummary(ctypes.Structure):
     ]
 
 
+class KernelStats(ctypes.Structure):
+    """sage2_kernel_stats (added in 0.1): where kernels came from, per context or per process."""
+
+    _fields_ = [
+        ("compiled", ctypes.c_int64),         # compiled by NVRTC
+        ("disk_loads", ctypes.c_int64),       # loaded from the disk cache
+        ("memory_hits", ctypes.c_int64),      # requests served by a kernel already held
+        ("loaded", ctypes.c_int64),           # held now (process: by the live contexts)
+        ("compile_seconds", ctypes.c_double),
+    ]
+
+
 # ---- discovery ----------------------------------------------------------------------------
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _LIB_NAMES = ("libsage2.so", "libsage2.so.0")
@@ -503,6 +518,13 @@ def _declare(L: ctypes.CDLL) -> None:
     if hasattr(L, "sage2_warmup"):
         L.sage2_warmup.restype = c_int
         L.sage2_warmup.argtypes = [c_void_p, P(WarmupOptions), P(WarmupSummary)]
+    # Kernel counts (issue 43); a library built before them lacks both (require_kernel_stats()).
+    if hasattr(L, "sage2_process_kernel_stats"):
+        L.sage2_process_kernel_stats.restype = c_int
+        L.sage2_process_kernel_stats.argtypes = [P(KernelStats)]
+    if hasattr(L, "sage2_context_kernel_stats"):
+        L.sage2_context_kernel_stats.restype = c_int
+        L.sage2_context_kernel_stats.argtypes = [c_void_p, P(KernelStats)]
 
 
 def _load() -> ctypes.CDLL:
@@ -658,6 +680,40 @@ def require_tune():
             "sage2_tune (the sage2 wheel carries a matching one), or the sage2-autotune tool" % (_lib_path or "unknown path", ", ".join(missing)),
             SAGE2_ERROR_UNSUPPORTED, "sage2_tune")
     return L
+
+
+_STATS_SYMBOLS = ("sage2_process_kernel_stats", "sage2_context_kernel_stats")
+
+
+def require_kernel_stats():
+    """The loaded library, which must have sage2_process_kernel_stats and sage2_context_kernel_stats;
+    an older one raises UnsupportedError saying so."""
+    L = lib()
+    missing = [n for n in _STATS_SYMBOLS if not hasattr(L, n)]
+    if missing:
+        raise UnsupportedError(
+            "this libsage2 (%s) predates kernel counts: it lacks %s. Use a libsage2 built from a source with "
+            "sage2_process_kernel_stats (the sage2 wheel carries a matching one)" % (_lib_path or "unknown path", ", ".join(missing)),
+            SAGE2_ERROR_UNSUPPORTED, "sage2_process_kernel_stats")
+    return L
+
+
+def kernel_stats(ctx=None) -> dict:
+    """sage2_kernel_stats as a dict: of the context `ctx` (a sage2_context*), or of the process when
+    None. Raises UnsupportedError on a library without them."""
+    L = require_kernel_stats()
+    out = KernelStats()
+    if ctx is None:
+        check(L.sage2_process_kernel_stats(ctypes.byref(out)), "sage2_process_kernel_stats")
+    else:
+        check(L.sage2_context_kernel_stats(ctx, ctypes.byref(out)), "sage2_context_kernel_stats")
+    return {name: getattr(out, name) for name, _ in KernelStats._fields_}
+
+
+def existing_context(device: int):
+    """The sage2_context* of a device ordinal if this process has created one, else None (never
+    creates one: asking for counts must not load anything)."""
+    return _contexts.get(device)
 
 
 def _string_out(fn, *args, size: int = 4096) -> str:

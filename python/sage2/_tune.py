@@ -37,11 +37,11 @@ def _as_list(value, name):
     return items
 
 
-def _int(value, name, lo, hi):
+def _int(value, name, lo, hi, where=_WHERE):
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError("%s: %s must be an int, got %s" % (_WHERE, name, type(value).__name__))
+        raise TypeError("%s: %s must be an int, got %s" % (where, name, type(value).__name__))
     if not lo <= value <= hi:
-        raise ValueError("%s: %s=%d outside %d..%d" % (_WHERE, name, value, lo, hi))
+        raise ValueError("%s: %s=%d outside %d..%d" % (where, name, value, lo, hi))
     return int(value)
 
 
@@ -97,28 +97,29 @@ def _causal_field(causal):
                      "(the default); call tune once per other mode" % (_WHERE, causal))
 
 
-def _device_spec(device):
-    """The device argument checked: an ordinal, or None (to be resolved by _device_ordinal)."""
+def _device_spec(device, where=_WHERE):
+    """The device argument checked: an ordinal, or None (to be resolved by _device_ordinal).
+    `where` names the calling function in messages (sage2.stats uses it too)."""
     if device is None:
         return None
     if isinstance(device, bool):
-        raise TypeError("%s: device must be None, an int, 'cuda[:N]' or a torch.device, got bool" % _WHERE)
+        raise TypeError("%s: device must be None, an int, 'cuda[:N]' or a torch.device, got bool" % where)
     if isinstance(device, numbers.Integral):
-        return _int(device, "device", 0, _INT32_MAX)
+        return _int(device, "device", 0, _INT32_MAX, where)
     if isinstance(device, str):
         kind, _, index = device.partition(":")
         if kind == "cuda" and not index:
             return None
         if kind == "cuda" and index.isdigit():
             return int(index)
-        raise ValueError("%s: device=%r; expected 'cuda' or 'cuda:N'" % (_WHERE, device))
+        raise ValueError("%s: device=%r; expected 'cuda' or 'cuda:N'" % (where, device))
     kind = getattr(device, "type", None)
     if isinstance(kind, str) and hasattr(device, "index"):  # a torch.device
         if kind != "cuda":
-            raise ValueError("%s: device=%r is not a CUDA device" % (_WHERE, device))
-        return None if device.index is None else _int(device.index, "device", 0, _INT32_MAX)
+            raise ValueError("%s: device=%r is not a CUDA device" % (where, device))
+        return None if device.index is None else _int(device.index, "device", 0, _INT32_MAX, where)
     raise TypeError("%s: device must be None, an int, 'cuda[:N]' or a torch.device, got %s"
-                    % (_WHERE, type(device).__name__))
+                    % (where, type(device).__name__))
 
 
 def _device_ordinal(spec):

@@ -40,12 +40,24 @@ struct LogCapture {
     static std::vector<std::string> l;
     return l;
   }
-  static void sink(base::log::Level, const std::string& m) {
+  static std::vector<base::log::Level>& levels() {  // of lines(), index by index
+    static std::vector<base::log::Level> l;
+    return l;
+  }
+  static void sink(base::log::Level level, const std::string& m) {
     std::lock_guard<std::mutex> lock(mu());
     lines().push_back(m);
+    levels().push_back(level);
+  }
+  // Lines at `level` that contain `text`.
+  static std::size_t count(base::log::Level level, const std::string& text) {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < lines().size(); ++i) n += levels()[i] == level && lines()[i].find(text) != std::string::npos;
+    return n;
   }
   LogCapture() {
     lines().clear();
+    levels().clear();
     base::log::set_sink(&sink);
   }
   ~LogCapture() { base::log::set_sink(nullptr); }
@@ -168,6 +180,22 @@ TEST_CASE("config: an unknown SAGE2_QUANT_PATH warns once and means auto") {
   std::size_t warned = 0;
   for (const auto& l : LogCapture::lines()) warned += l.find("sage2-config-test-unknown") != std::string::npos;
   CHECK(warned == 2);  // once as a warning, then as debug (base::log::warn_once): the sink sees both
+}
+
+TEST_CASE("log: info_once is info the first time per topic, then debug (the compile notice per kernel)") {
+  LogCapture cap;
+  for (int i = 0; i < 3; ++i) base::log::info_once("test-info-once:a", "first topic");
+  base::log::info_once("test-info-once:b", "second topic");
+  std::size_t a = 0, b = 0;
+  for (const auto& l : LogCapture::lines()) {
+    a += l.find("first topic") != std::string::npos;
+    b += l.find("second topic") != std::string::npos;
+  }
+  CHECK(a == 3);
+  CHECK(b == 1);
+  CHECK(LogCapture::count(base::log::Level::Info, "first topic") == 1);
+  CHECK(LogCapture::count(base::log::Level::Debug, "first topic") == 2);
+  CHECK(LogCapture::count(base::log::Level::Info, "second topic") == 1);
 }
 
 TEST_CASE("config: the tuning database a Context reads follows disk_cache and tuning") {

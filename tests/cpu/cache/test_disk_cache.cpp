@@ -242,6 +242,35 @@ TEST_CASE("disk cache: every kind of bad entry is a warned miss, removed, then r
   }
 }
 
+TEST_CASE("disk cache: load says why an entry that was there could not be used; a plain miss says nothing") {
+  // The runtime's compile notice quotes it ("entry rejected: ...", runtime/kernel_loader.cpp).
+  TempDir tmp;
+  DiskCache cache(tmp.path);
+  WarnCapture warns;
+  const auto k = make_kernel(kernels::Arch::Sm90a, 96);
+  std::string why = "stale";
+  CHECK_FALSE(cache.load(k.key, &why).has_value());
+  CHECK(why == "stale");  // untouched by a plain miss
+  why.clear();
+  REQUIRE(cache.store(k));
+  const std::string path = cache.entry_path(k.key);
+  auto bytes = slurp(path);
+  bytes[64 + 3] ^= 0x20;  // inside the key: the checksum no longer matches
+  spit(path, bytes);
+  CHECK_FALSE(cache.load(k.key, &why).has_value());
+  CHECK(why.find("bad entry " + path + ": ") == 0);
+  CHECK(why.size() > ("bad entry " + path + ": ").size());
+  std::string after;
+  CHECK_FALSE(cache.load(k.key, &after).has_value());  // removed: a plain miss again
+  CHECK(after.empty());
+  REQUIRE(::mkdir(path.c_str(), 0755) == 0);  // a directory in its place
+  CHECK_FALSE(cache.load(k.key, &after).has_value());
+  CHECK_FALSE(after.empty());
+  std::string disabled;
+  CHECK_FALSE(DiskCache(tmp.path, true).load(k.key, &disabled).has_value());
+  CHECK(disabled.empty());
+}
+
 TEST_CASE("disk cache: an entry under another key's file name is never loaded for that key") {
   TempDir tmp;
   DiskCache cache(tmp.path);
