@@ -234,7 +234,7 @@ TuneResult tune(Context::Impl& ctx, const TuneRequest& rq) {
   res.info.library_version = plan::library_version();
 
   // 1. compile (parallel, no GPU): the kernels go to the disk cache, where the Context finds them.
-  const cache::DiskCache cache(res.cache_dir, !res.disk);
+  const cache::DiskCache cache(res.cache_dir, !res.disk, ctx.kernels().disk().trust());
   PrepareOptions po;
   po.arch = res.arch;
   po.ptx = ctx.ptx();

@@ -17,6 +17,7 @@ struct ContextConfig {
   QuantPath quant_path = QuantPath::Auto;  // Auto: resolved per call (runtime::quantize_ops)
   bool tuning = true;
   std::string target_arch;  // "" : the device's own code target (ContextOptions::target_arch)
+  bool cache_trust_root = false;  // ContextOptions::cache_trust_root
 };
 
 // `options` with each unset field taken from the environment (read now), else the built-in
@@ -32,6 +33,7 @@ ContextOptions to_options(const ContextConfig& c);
 struct CacheConfig {
   bool disk_cache = true;
   std::string cache_dir;
+  bool trust_root = false;  // ContextOptions::cache_trust_root, SAGE2_CACHE_TRUST_ROOT
 };
 CacheConfig cache_config(const ContextOptions& options = {});
 
@@ -42,6 +44,8 @@ struct ProcessConfig {
   std::string libcuda = "libcuda.so.1";  // SAGE2_LIBCUDA: the driver library to dlopen
   std::string libnvrtc;                  // SAGE2_LIBNVRTC: tried before the search list; empty: none
   std::string dump_dir;                  // SAGE2_DUMP_DIR: where compiles dump source/PTX/log; empty: off
+  std::string libcrypto;                 // SAGE2_LIBCRYPTO: the libcrypto to dlopen for SHA-256; empty:
+                                         // libcrypto.so.3, then libcrypto.so.1.1
   LogLevel log_level = LogLevel::Warn;   // SAGE2_LOG_LEVEL (set_log_level() overrides it)
   // SAGE2_DISABLE_LAUNCH_OVERLAP: a call's kernels after the first start only when the previous
   // one completed (no programmatic dependent launch; for measurements and bug hunts).

@@ -6,7 +6,9 @@
 //   SAGE2_QUANT_PATH         ContextOptions::quant_path
 //   SAGE2_DISABLE_TUNING     ContextOptions::tuning
 //   SAGE2_TARGET_ARCH        ContextOptions::target_arch
-//   SAGE2_LIBCUDA, SAGE2_LIBNVRTC, SAGE2_DUMP_DIR, SAGE2_LOG_LEVEL, SAGE2_DISABLE_LAUNCH_OVERLAP   ProcessConfig
+//   SAGE2_CACHE_TRUST_ROOT   ContextOptions::cache_trust_root
+//   SAGE2_LIBCUDA, SAGE2_LIBNVRTC, SAGE2_LIBCRYPTO, SAGE2_DUMP_DIR, SAGE2_LOG_LEVEL,
+//   SAGE2_DISABLE_LAUNCH_OVERLAP                                                       ProcessConfig
 #include <cstdlib>
 #include <optional>
 #include <utility>
@@ -72,6 +74,7 @@ CacheConfig cache_config(const ContextOptions& o) {
   CacheConfig c;
   c.disk_cache = o.disk_cache.value_or(!flag("SAGE2_DISABLE_DISK_CACHE"));
   c.cache_dir = o.cache_dir.empty() ? default_cache_dir() : o.cache_dir;
+  c.trust_root = o.cache_trust_root.value_or(flag("SAGE2_CACHE_TRUST_ROOT"));
   return c;
 }
 
@@ -86,6 +89,7 @@ ContextConfig context_config(const ContextOptions& o) {
   CacheConfig cache = cache_config(o);
   c.disk_cache = cache.disk_cache;
   c.cache_dir = std::move(cache.cache_dir);
+  c.cache_trust_root = cache.trust_root;
   // Read only when not given: a bad SAGE2_ATTENTION_FAMILY is no error for a caller who chose.
   c.family = o.family ? *o.family : env_family();
   c.quant_path = o.quant_path ? *o.quant_path : env_quant_path();
@@ -102,6 +106,7 @@ ContextOptions to_options(const ContextConfig& c) {
   o.quant_path = c.quant_path;
   o.tuning = c.tuning;
   o.target_arch = c.target_arch;
+  o.cache_trust_root = c.cache_trust_root;
   return o;
 }
 
@@ -110,6 +115,7 @@ ProcessConfig process_config() {
   if (auto v = get("SAGE2_LIBCUDA")) p.libcuda = *v;
   p.libnvrtc = get("SAGE2_LIBNVRTC").value_or("");
   p.dump_dir = get("SAGE2_DUMP_DIR").value_or("");
+  p.libcrypto = get("SAGE2_LIBCRYPTO").value_or("");
   p.log_level = env_log_level();
   p.overlap_launches = !flag("SAGE2_DISABLE_LAUNCH_OVERLAP");
   return p;

@@ -29,15 +29,15 @@ std::string parent_dir(const std::string& path) {
   return path.substr(0, slash);
 }
 
-int make_dirs(const std::string& dir) {
+int make_dirs(const std::string& dir, mode_t mode) {
   if (dir.empty()) return ENOENT;
   struct stat st {};
   if (::stat(dir.c_str(), &st) == 0) return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
   const std::string parent = parent_dir(dir);
   if (parent != dir && parent != "." && parent != "/") {
-    if (int e = make_dirs(parent)) return e;
+    if (int e = make_dirs(parent, mode)) return e;
   }
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return errno;
+  if (::mkdir(dir.c_str(), mode) != 0 && errno != EEXIST) return errno;
   if (::stat(dir.c_str(), &st) != 0) return errno;
   return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
 }
@@ -134,7 +134,9 @@ bool AtomicFile::pwrite_at(const char* p, std::size_t n, off_t off, std::string&
   return true;
 }
 
-bool AtomicFile::commit(std::string& why) {
+bool AtomicFile::commit(std::string& why) { return finish(why) && publish(why); }
+
+bool AtomicFile::finish(std::string& why) {
   if (::fsync(fd_.fd) != 0) {
     why = "fsync of " + temp_path_ + " failed: " + errno_text(errno);
     return false;
@@ -143,6 +145,14 @@ bool AtomicFile::commit(std::string& why) {
   fd_.fd = -1;
   if (::close(fd) != 0) {
     why = "close of " + temp_path_ + " failed: " + errno_text(errno);
+    return false;
+  }
+  return true;
+}
+
+bool AtomicFile::publish(std::string& why) {
+  if (temp_path_.empty() || fd_.fd >= 0) {
+    why = "internal: publish() of " + final_path_ + " without a finished temporary file";
     return false;
   }
   if (::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {

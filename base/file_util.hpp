@@ -12,7 +12,9 @@ namespace sage2::base::fs {
 
 std::string join(const std::string& dir, const std::string& name);
 std::string parent_dir(const std::string& path);  // "." for a bare name, "/" for the root
-int make_dirs(const std::string& dir);             // mkdir -p; 0 or an errno value
+// mkdir -p; 0 or an errno value. Every folder it creates gets `mode` (less the umask); existing
+// ones are left as they are.
+int make_dirs(const std::string& dir, mode_t mode);
 std::string errno_text(int e);
 
 // Little-endian fixed-width fields of the on-disk formats.
@@ -51,7 +53,12 @@ class AtomicFile {
   bool open(const std::string& dir, const std::string& final_name, std::string& why);
   bool write(const char* p, std::size_t n, std::string& why);
   bool pwrite_at(const char* p, std::size_t n, off_t off, std::string& why);  // rewrite written bytes
-  bool commit(std::string& why);
+  bool commit(std::string& why);  // finish() then publish()
+  // The two halves of commit(), for a writer that stages several files and publishes them only
+  // when all of them are good: finish() makes the temporary file durable and closes it (no
+  // descriptor is held afterwards); publish() renames it over the final name.
+  bool finish(std::string& why);
+  bool publish(std::string& why);
 
  private:
   std::string temp_prefix_, temp_suffix_;

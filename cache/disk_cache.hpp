@@ -10,6 +10,13 @@
 //  nullopt (the caller recompiles and stores a fresh one) — never loaded, never a crash.
 //  An unusable directory (read-only, missing and not creatable, full) degrades to "no disk
 //  cache" with one warning; store() then returns false.
+//  Trust: a cubin from the cache runs inside the process, and the checksum only detects accidents.
+//  So the folder is created 0700, and nothing is loaded from, nor stored into, a folder that
+//  another user owns or that its group or others can write (one stat per DiskCache), and no entry
+//  is loaded whose file (fstat of the opened descriptor, opened without following a symlink) is
+//  another user's or writable by group or others. Root-owned ones pass only with Trust::root
+//  (a read-only fleet cache; ContextOptions::cache_trust_root, SAGE2_CACHE_TRUST_ROOT). A refusal
+//  is a miss with one warning per folder or entry naming the path, the owner's uid and the mode.
 //
 // Entry file format, version 1 (all integers little-endian, fixed 64-byte header):
 //   off size field
@@ -36,9 +43,12 @@
 //     0 8 magic "S2BUNDLE" | 8 4 version | 12 4 reserved 0 | 16 8 entry count N
 //    24 8 FNV-1a 64 of bytes [0,24)
 //    32 N × { u64 length L, L bytes of one entry file }
+//   The bundle's SHA-256 (bundle_sha256, printed by `sage2-cache export`) lets a fleet check that it
+//   imports what was exported (import_bundle's expected_sha256).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -69,18 +79,31 @@ struct EntryInfo {
   bool removed = false;    // verify(remove_bad=true) deleted it
 };
 
+// Whose cache folder and entries are used: those owned by `user` (or, with `root`, by root) that
+// neither their group nor others can write.
+struct Trust {
+  bool root = false;                 // also root's: a read-only cache installed for a fleet
+  std::optional<std::uint32_t> user;  // nullopt: this process's effective uid (tests name another)
+};
+
 class DiskCache {
  public:
-  // Uses `dir` as is (created on first store). disabled=true makes every call a no-op miss.
-  explicit DiskCache(std::string dir, bool disabled = false);
-  // What a Context with default options uses: SAGE2_CACHE_DIR / XDG / HOME, SAGE2_DISABLE_DISK_CACHE.
+  // Uses `dir` as is (created 0700 on first store). disabled=true makes every call a no-op miss.
+  explicit DiskCache(std::string dir, bool disabled = false, Trust trust = {});
+  // What a Context with default options uses: SAGE2_CACHE_DIR / XDG / HOME, SAGE2_DISABLE_DISK_CACHE,
+  // SAGE2_CACHE_TRUST_ROOT.
   static DiskCache from_env();
 
   const std::string& dir() const { return dir_; }
   bool disabled() const { return disabled_; }
+  const Trust& trust() const { return trust_; }
+  // Why the folder is not used (owner, mode); empty when it is trusted or does not exist. The
+  // folder is examined once per DiskCache (and its copies) and the answer kept.
+  std::string folder_problem() const;
 
   // Never throw. A missing entry is a silent miss; a bad one is warned about once, removed, and
-  // reported as a miss. store() returns false (one warning per directory) when it cannot write.
+  // reported as a miss; an untrusted one (see Trust) is warned about once and left in place.
+  // store() returns false (one warning per directory) when it cannot or may not write.
   // A successful load refreshes the entry's mtime, so prune() evicts the least recently used.
   // *rejected, when given, receives why an entry that was there could not be used (unreadable,
   // bad: the warning's reason); left empty by a plain miss.
@@ -93,7 +116,8 @@ class DiskCache {
   std::string entry_path(const std::string& key) const;  // dir() + "/" + entry_file_name(key)
 
   // The maintenance calls below throw Error(CacheError) when the directory exists but cannot be
-  // read; a missing directory is an empty cache.
+  // read; a missing directory is an empty cache. An entry load() would refuse as untrusted is
+  // listed as invalid, its problem naming the owner and mode (verify's remove_bad deletes it).
   std::vector<EntryInfo> list() const;                // every entry file, verified, sorted by key
   // The invalid ones (removed if asked). *checked, when given, receives the number of entry files.
   std::vector<EntryInfo> verify(bool remove_bad, std::size_t* checked = nullptr) const;
@@ -102,16 +126,24 @@ class DiskCache {
   std::size_t clear() const;                          // entries removed
   std::uint64_t total_bytes() const;                  // sum of entry file sizes
   // A bundle is one file holding many entries (shipping a warmed cache to a fleet). Only valid
-  // entries are exported; the bundle is written atomically. Throws Error(CacheError) on failure.
+  // (and trusted) entries are exported; the bundle is written atomically. Throws Error(CacheError)
+  // on failure, and when the folder is not trusted (a planted entry must not reach a fleet).
   std::size_t export_bundle(const std::string& path) const;  // entries written
   // Every entry in the bundle is verified before it is stored; bad ones are counted and skipped.
   // Damage to the framing (a length running past the end) rejects all entries declared after it.
-  // Throws Error(CacheError) when the file cannot be read or its header is not a valid bundle.
+  // Entries are staged as temporary files and published together at the end. Throws
+  // Error(CacheError) when the file cannot be read, its header is not a valid bundle, or the
+  // folder is not trusted. With expected_sha256 (64 lower-case hex digits) nothing is imported —
+  // Error(CacheError) — unless the bundle's SHA-256 is that, both before its entries are read and
+  // over the bytes they were read from; Error(Unsupported) when SHA-256 is unavailable (no libcrypto).
   struct ImportResult {
     std::size_t imported = 0, rejected = 0;
     std::size_t failed = 0;  // valid entries that could not be written to the cache directory
   };
-  ImportResult import_bundle(const std::string& path) const;
+  ImportResult import_bundle(const std::string& path, const std::string& expected_sha256 = "") const;
+  // SHA-256 of a file (a bundle) as 64 lower-case hex digits. Throws Error(CacheError) when it
+  // cannot be read, Error(Unsupported) when SHA-256 is unavailable (base/sha256.hpp).
+  static std::string bundle_sha256(const std::string& path);
 
   // The file name an entry of `key` lives in (hash of the key; the key itself is in the header).
   static std::string entry_file_name(const std::string& key);
@@ -127,8 +159,17 @@ class DiskCache {
                                                             std::string* problem = nullptr) noexcept;
 
  private:
+  struct FolderState;
+  // folder_problem(), and whether the folder exists (false also when the path is not a folder).
+  std::string folder_check(bool& exists) const;
+  // True when the folder exists and is trusted; otherwise false, with one warning per process
+  // when it exists and is not.
+  bool folder_trusted() const;
+
   std::string dir_;
   bool disabled_ = false;
+  Trust trust_;
+  std::shared_ptr<FolderState> folder_;  // the folder's owner and mode, once known
 };
 
 }  // namespace sage2::cache

@@ -434,7 +434,7 @@ DbWriteResult merge_into_db(const std::string& path, const DbInfo& info, const s
   DbWriteResult w;
   try {
     const std::string dir = parent_dir(path);
-    if (int e = make_dirs(dir)) {
+    if (int e = make_dirs(dir, 0700)) {  // the kernel cache's folder: private (cache/disk_cache.hpp)
       w.problem = "cannot create directory " + dir + ": " + errno_text(e);
       return w;
     }

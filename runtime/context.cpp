@@ -42,8 +42,9 @@ Context::Impl::Impl(int device, const ContextOptions& options)
     base::driver::check(a.cuDevicePrimaryCtxRetain(&ctx_, dev_), "cuDevicePrimaryCtxRetain");
     owns_primary_ = true;
   }
-  loader_ = std::make_unique<runtime::KernelLoader>(ctx_, arch_,
-                                                    cache::DiskCache(config_.cache_dir, !config_.disk_cache), ptx_);
+  const cache::Trust trust{config_.cache_trust_root, std::nullopt};
+  loader_ = std::make_unique<runtime::KernelLoader>(
+      ctx_, arch_, cache::DiskCache(config_.cache_dir, !config_.disk_cache, trust), ptx_);
   workspace_ = std::make_unique<runtime::WorkspacePool>(ctx_);
   // The tuning database lives beside the cubin cache; without a disk cache (or with tuning off)
   // every call uses the heuristic default.

@@ -705,12 +705,14 @@ int run_compile_only(const Options& o, Progress& progress) {
 // `report`: where to put the JSON report instead of emitting it (several archs).
 int compile_only_arch(const Options& o, kernels::Arch arch, Progress& progress, json* report) {
   const int smem = o.max_smem ? o.max_smem : plan::default_max_smem_optin(arch);
-  const std::string dir = o.cache_dir.empty() ? base::config::cache_config().cache_dir : o.cache_dir;
+  const base::config::CacheConfig config = base::config::cache_config();
+  const std::string dir = o.cache_dir.empty() ? config.cache_dir : o.cache_dir;
   if (jit::nvrtc_version().first == 0) {
     std::fprintf(stderr, "sage2-autotune: NVRTC cannot be loaded; nothing can be compiled (set SAGE2_LIBNVRTC)\n");
     return kExitFailed;
   }
-  const cache::DiskCache cache(dir, /*disabled=*/false);  // the tool fills the directory it is given
+  // The tool fills the directory it is given (its trust rules are the library's).
+  const cache::DiskCache cache(dir, /*disabled=*/false, cache::Trust{config.trust_root, std::nullopt});
   const auto specs = specialisations(o, arch);
   progress.phase("compile");
   autotune::PrepareStats stats;

@@ -6,17 +6,21 @@
 //     prune --max-size SIZE         delete least recently used entries until total <= SIZE
 //                                   (SIZE: bytes, or with K/M/G/T suffix, powers of 1024)
 //     clear                         delete every entry
-//     export BUNDLE                 write every valid entry into one bundle file
-//     import BUNDLE                 verify and store every entry of a bundle
+//     export BUNDLE                 write every valid entry into one bundle file; print its SHA-256
+//     import [--sha256 HEX] BUNDLE  verify and store every entry of a bundle; with --sha256, nothing
+//                                   unless the bundle's SHA-256 is HEX (as export printed it)
 //     help                          this text (also -h, --help; --version: library version, commit)
 //   --dir DIR overrides the cache directory ($SAGE2_CACHE_DIR, else $XDG_CACHE_HOME/sage2,
 //   else ~/.cache/sage2); it must exist, except for import, which creates it. Options may come
-//   before or after the command.
+//   before or after the command. Entries the library would not load (another user's, or writable
+//   by group or others: cache/disk_cache.hpp) are listed as bad and never exported or imported
+//   into; SAGE2_CACHE_TRUST_ROOT=1 accepts root's.
 //
-// Exit codes: 0 success; 1 bad entries found (verify, even with --remove), entries rejected or
-// not written (import), or the operation failed (the cache directory does not exist or is
-// unreadable, unwritable bundle, not a bundle); 2 usage error (one line naming the option,
-// command or value, then the synopsis).
+// Exit codes: 0 success; 1 bad entries found (verify, even with --remove; also an untrusted
+// folder), entries rejected or not written (import), or the operation failed (the cache directory
+// does not exist, is unreadable or untrusted, unwritable bundle, not a bundle, a SHA-256 that
+// differs or cannot be computed); 2 usage error (one line naming the option, command or value,
+// then the synopsis; also a --sha256 that is not 64 hex digits).
 #include <sys/stat.h>
 
 #include <cctype>
@@ -33,6 +37,7 @@
 
 #include "cache/disk_cache.hpp"
 #include "base/config.hpp"
+#include "base/sha256.hpp"
 #include "tool_cli.hpp"
 
 namespace {
@@ -46,8 +51,10 @@ const char* const kUsageLines = "usage: sage2-cache [--dir DIR] <command> [optio
 const char* const kFooter =
     "SIZE: bytes, or with suffix K, M, G, T = powers of 1024 (e.g. 100M, 2G). --dir and the\n"
     "options may come before or after the command.\n"
+    "Only entries and folders of the current user that group and others cannot write are used\n"
+    "(SAGE2_CACHE_TRUST_ROOT=1: also root's).\n"
     "exit codes: 0 ok; 1 bad entries found, entries rejected, the cache directory does not exist,\n"
-    "            or the operation failed; 2 usage error";
+    "            or the operation failed (also a SHA-256 that differs); 2 usage error";
 
 using sage2::tools::UsageError;
 
@@ -111,6 +118,7 @@ struct Args {
   std::string dir;
   bool json = false, remove = false;
   std::optional<std::string> max_size;
+  std::optional<std::string> sha256;  // import --sha256, as typed
   std::vector<std::string> positional;
   std::vector<std::string> seen_options;  // for per-command validation
 };
@@ -122,6 +130,7 @@ struct CommandLine {
   CLI::App app{"Inspect and maintain the on-disk kernel cache.", "sage2-cache"};
   Args a;
   std::string max_size;
+  std::string sha256;
   std::vector<std::string> bundle;
 
   CommandLine() {
@@ -135,13 +144,16 @@ struct CommandLine {
     app.add_flag("--json", a.json, "machine-readable output (list, verify)");
     app.add_flag("--remove", a.remove, "verify: delete the bad entries");
     app.add_option("--max-size", max_size, "prune: the size to prune to")->type_name("SIZE");
+    app.add_option("--sha256", sha256, "import: refuse the bundle unless its SHA-256 is HEX (as export printed it)")
+        ->type_name("HEX");
     sage2::tools::setup(app, "sage2-cache", kUsageLines);
     command("list", "[--json]  every entry: key, arch, size, age (bad ones flagged)");
     command("verify", "[--remove] [--json]  check every entry; --remove deletes the bad ones");
     command("prune", "--max-size SIZE  delete least recently used entries until the total is <= SIZE");
     command("clear", "delete every entry");
-    command("export", "BUNDLE  write every valid entry into the single file BUNDLE", true);
-    command("import", "BUNDLE  verify each entry of BUNDLE and add the valid ones (creates the directory)", true);
+    command("export", "BUNDLE  write every valid entry into the single file BUNDLE; print its SHA-256", true);
+    command("import", "[--sha256 HEX] BUNDLE  verify each entry of BUNDLE and add the valid ones (creates the directory)",
+            true);
     command("help", "this text");
   }
 
@@ -165,7 +177,8 @@ struct CommandLine {
     }
     if (app.count("--dir") && a.dir.empty()) throw UsageError{"--dir needs a non-empty value"};
     if (app.count("--max-size")) a.max_size = max_size;
-    for (const char* o : {"--json", "--remove", "--max-size"})
+    if (app.count("--sha256")) a.sha256 = sha256;
+    for (const char* o : {"--json", "--remove", "--max-size", "--sha256"})
       if (app.count(o)) a.seen_options.push_back(o);
     return a;
   }
@@ -198,10 +211,20 @@ void require_dir(const Args& a, const std::string& dir) {
   throw std::runtime_error("cache directory " + dir + (exists ? " is not a directory" : " does not exist") + " (" + from + ")");
 }
 
+// The library's own warning says the same for loads; the tool says it where it reports.
+void report_folder(const sage2::cache::DiskCache& cache) {
+  const std::string p = cache.folder_problem();
+  if (!p.empty())
+    std::cout << "cache directory " << cache.dir() << " is not trusted (" << p
+              << "): the library neither loads from it nor stores into it\n";
+}
+
 int run(const Args& a) {
   using sage2::cache::DiskCache;
-  const std::string dir = a.dir.empty() ? sage2::base::config::cache_config().cache_dir : a.dir;
-  const DiskCache cache(dir, /*disabled=*/false);  // the tool manages the directory regardless
+  const sage2::base::config::CacheConfig config = sage2::base::config::cache_config();
+  const std::string dir = a.dir.empty() ? config.cache_dir : a.dir;
+  // The tool manages the directory even when the disk cache is disabled; it trusts what the library does.
+  const DiskCache cache(dir, /*disabled=*/false, sage2::cache::Trust{config.trust_root, std::nullopt});
 
   if (a.command == "list") {
     check_options(a, {"--json"}, 0);
@@ -225,6 +248,7 @@ int run(const Args& a) {
       std::cout << entries.size() << " entries, " << human_size(total);
       if (bad) std::cout << ", " << bad << " bad (run 'sage2-cache verify --remove')";
       std::cout << "\n";
+      report_folder(cache);
     }
     return kExitOk;
   }
@@ -246,8 +270,9 @@ int run(const Args& a) {
         std::cout << "bad: " << e.file << ": " << e.problem << (e.removed ? " (removed)" : "") << "\n";
       std::cout << checked << " entries checked, " << bad.size() << " bad"
                 << (a.remove && !bad.empty() ? " (removed)" : "") << "\n";
+      report_folder(cache);
     }
-    return bad.empty() ? kExitOk : kExitBad;
+    return bad.empty() && cache.folder_problem().empty() ? kExitOk : kExitBad;
   }
   if (a.command == "prune") {
     check_options(a, {"--max-size"}, 0);
@@ -273,13 +298,25 @@ int run(const Args& a) {
     require_dir(a, dir);
     const std::size_t n = cache.export_bundle(a.positional[0]);
     std::cout << "exported " << n << " entries to " << a.positional[0] << "\n";
+    // The bundle is written; a digest that cannot be computed is said, not an error.
+    if (const std::string why = sage2::base::sha256_unavailable_reason(); !why.empty())
+      std::cout << "sha256: unavailable (" << why << ")\n";
+    else
+      std::cout << "sha256: " << DiskCache::bundle_sha256(a.positional[0]) << "\n";
     return kExitOk;
   }
   if (a.command == "import") {
-    check_options(a, {}, 1);
-    const auto r = cache.import_bundle(a.positional[0]);
+    check_options(a, {"--sha256"}, 1);
+    std::string expected;
+    if (a.sha256) {
+      const auto hex = sage2::base::parse_sha256_hex(*a.sha256);
+      if (!hex) throw UsageError{"--sha256 '" + *a.sha256 + "' is not a SHA-256 digest (64 hex digits)"};
+      expected = *hex;
+    }
+    const auto r = cache.import_bundle(a.positional[0], expected);
     std::cout << "imported " << r.imported << ", rejected " << r.rejected;
     if (r.failed) std::cout << ", not written " << r.failed;
+    if (a.sha256) std::cout << " (SHA-256 " << expected << " verified)";
     std::cout << "\n";
     return r.rejected == 0 && r.failed == 0 ? kExitOk : kExitBad;
   }

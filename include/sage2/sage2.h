@@ -71,6 +71,9 @@ typedef struct sage2_context_options {
   int32_t quant_path;    /* sage2_quant_path; env: SAGE2_QUANT_PATH (default auto) */
   int32_t tuning;        /* 1 use the tuning database, 0 heuristic only; env: SAGE2_DISABLE_TUNING */
 } sage2_context_options;
+/* Set from C through the environment only (the struct above never changes): the target arch
+ * (SAGE2_TARGET_ARCH) and using a root-owned, read-only kernel cache (SAGE2_CACHE_TRUST_ROOT=1;
+ * C++: ContextOptions::cache_trust_root). */
 
 /* Every field "from the environment": SAGE2_FROM_ENV, cache_dir NULL. */
 void sage2_context_options_init(sage2_context_options* options);

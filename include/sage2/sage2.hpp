@@ -224,6 +224,12 @@ struct ContextOptions {
   // refuses (Unsupported) a target the device cannot run (a newer arch; sm_90a off compute
   // capability 9.0). Empty: $SAGE2_TARGET_ARCH, else the device's own target (DeviceInfo::arch).
   std::string target_arch;
+  // true: also load kernels from a cache folder and entries owned by root (uid 0) that no one else
+  // can write — a read-only cache an administrator installed for a fleet. The cache folder and
+  // entries of the current user are always used; those of another user, or writable by group or
+  // others, never (a cubin planted there would run inside this process). Unset: on when
+  // SAGE2_CACHE_TRUST_ROOT is 1/true/yes/on, else off. From C: SAGE2_CACHE_TRUST_ROOT.
+  std::optional<bool> cache_trust_root;
 };
 
 // The options a Context created now with `options` would use: every unset field filled from the

@@ -300,7 +300,9 @@ TEST_CASE("faults: a read-only cache directory, for real, as an unprivileged chi
     if (fd >= 0) ::_exit(78);  // still writable: cannot test here
     static int warn_count = 0;
     base::log::set_sink([](base::log::Level l, const std::string&) { if (l == base::log::Level::Warn) ++warn_count; });
-    const DiskCache cache(dir);
+    // As root's folder and entries (CI): a read-only fleet cache, which another user loads only
+    // when told to trust root (tests/cpu/cache/test_trust.cpp); the user's own need no option.
+    const DiskCache cache(dir, /*disabled=*/false, cache::Trust{/*root=*/true, std::nullopt});
     // Existing good entries are served.
     auto k = cache.load(kept.key);
     if (!k || k->cubin != kept.cubin || warn_count != 0) ::_exit(10);

@@ -5,7 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -255,4 +257,148 @@ TEST_CASE("sage2-cache tool: usage errors exit 2 with a message; --help exits 0"
     CHECK(r.code == 0);
     CHECK(r.out.find("exit codes") != std::string::npos);
   }
+}
+
+namespace {
+
+// The digest `export` printed ("sha256: <64 hex>"), or "" when it printed none.
+std::string printed_sha256(const std::string& out) {
+  const std::string tag = "sha256: ";
+  const auto at = out.find(tag);
+  if (at == std::string::npos || out.size() < at + tag.size() + 64) return {};
+  const std::string hex = out.substr(at + tag.size(), 64);
+  return hex.find_first_not_of("0123456789abcdef") == std::string::npos ? hex : std::string();
+}
+
+// A cache of two entries exported to `bundle`; returns what export printed.
+RunResult export_two(const ToolTempDir& tmp, const std::string& bundle, const std::string& env = "") {
+  const DiskCache src(tmp / "src");
+  REQUIRE(src.store(tool_kernel(kernels::Arch::Sm90a, 128, 20000)));
+  REQUIRE(src.store(tool_kernel(kernels::Arch::Sm89, 64, 10000)));
+  return run_tool("--dir '" + (tmp / "src") + "' export '" + bundle + "'", env);
+}
+
+}  // namespace
+
+TEST_CASE("sage2-cache tool: export prints the bundle's SHA-256, the one sha256sum computes") {
+  ToolTempDir tmp;
+  const std::string bundle = tmp / "fleet.s2b";
+  const auto r = export_two(tmp, bundle);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("exported 2 entries") != std::string::npos);
+  if (r.out.find("sha256: unavailable") != std::string::npos) {
+    MESSAGE("skipped: no libcrypto here (" << r.out << ")");
+    return;
+  }
+  const std::string printed = printed_sha256(r.out);
+  REQUIRE_MESSAGE(printed.size() == 64, r.out);
+  const auto sum = test::run_command("command -v sha256sum >/dev/null && sha256sum '" + bundle + "'");
+  if (sum.code != 0) {
+    MESSAGE("skipped: no sha256sum to compare with");
+    return;
+  }
+  CHECK(sum.out.substr(0, 64) == printed);
+}
+
+TEST_CASE("sage2-cache tool: import --sha256 imports only the bundle of that digest") {
+  ToolTempDir tmp;
+  const std::string bundle = tmp / "fleet.s2b";
+  const auto exported = export_two(tmp, bundle);
+  REQUIRE(exported.code == 0);
+  const std::string hex = printed_sha256(exported.out);
+  if (hex.empty()) {
+    MESSAGE("skipped: export printed no digest (" << exported.out << ")");
+    return;
+  }
+  std::string upper = hex;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  std::string wrong = hex;
+  wrong[10] = wrong[10] == '0' ? '1' : '0';
+
+  SUBCASE("the right digest, in either case: imported") {
+    const std::vector<std::string> digests = {hex, upper};
+    for (std::size_t i = 0; i < digests.size(); ++i) {
+      const std::string& digest = digests[i];
+      const std::string dir = tmp / ("dst-" + std::to_string(i));
+      const auto r = run_tool("--dir '" + dir + "' import --sha256 " + digest + " '" + bundle + "'");
+      CHECK(r.code == 0);
+      CHECK(r.out.find("imported 2, rejected 0") != std::string::npos);
+      CHECK(r.out.find("SHA-256 " + hex + " verified") != std::string::npos);
+      CHECK(DiskCache(dir).list().size() == 2);
+    }
+  }
+  SUBCASE("another digest: refused in one line, exit 1, nothing imported") {
+    const std::string dir = tmp / "dst";
+    const auto r = run_tool("import '" + bundle + "' --sha256=" + wrong + " --dir '" + dir + "'");
+    CHECK(r.code == 1);
+    CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
+    CHECK(r.out.find("its SHA-256 is " + hex + ", not the expected " + wrong + "; nothing imported") !=
+          std::string::npos);
+    CHECK_FALSE(file_exists(dir));
+  }
+  SUBCASE("a bundle changed by one byte: refused, nothing imported") {
+    flip_middle_byte(bundle);
+    const std::string dir = tmp / "dst";
+    const auto r = run_tool("--dir '" + dir + "' import --sha256 " + hex + " '" + bundle + "'");
+    CHECK(r.code == 1);
+    CHECK(r.out.find("not the expected " + hex) != std::string::npos);
+    CHECK_FALSE(file_exists(dir));
+  }
+  SUBCASE("not a digest: a usage error naming the value") {
+    for (const std::string bad : {std::string("xyz"), hex.substr(1), hex + "0", "g" + hex.substr(1)}) {
+      CAPTURE(bad);
+      const auto r = run_tool("--dir '" + (tmp / "dst") + "' import --sha256 '" + bad + "' '" + bundle + "'");
+      CHECK(r.code == 2);
+      CHECK(r.out.find("--sha256 '" + bad + "' is not a SHA-256 digest (64 hex digits)") != std::string::npos);
+      CHECK_FALSE(file_exists(tmp / "dst"));
+    }
+    const auto r = run_tool("--dir '" + (tmp / "src") + "' export --sha256 " + hex + " '" + (tmp / "x.s2b") + "'");
+    CHECK(r.code == 2);
+    CHECK(r.out.find("option --sha256 does not apply to 'export'") != std::string::npos);
+  }
+}
+
+TEST_CASE("sage2-cache tool: without libcrypto, export still works and says why; import --sha256 fails") {
+  ToolTempDir tmp;
+  const std::string bundle = tmp / "fleet.s2b";
+  const std::string no_crypto = "SAGE2_LIBCRYPTO=/nonexistent/libcrypto.so.3";
+  auto r = export_two(tmp, bundle, no_crypto);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("exported 2 entries") != std::string::npos);
+  CHECK(r.out.find("sha256: unavailable (cannot load libcrypto: /nonexistent/libcrypto.so.3: ") != std::string::npos);
+  CHECK(r.out.find("(named by SAGE2_LIBCRYPTO))") != std::string::npos);
+  CHECK(file_exists(bundle));
+  const std::string dir = tmp / "dst";
+  r = run_tool("--dir '" + dir + "' import --sha256 " + std::string(64, 'a') + " '" + bundle + "'", no_crypto);
+  CHECK(r.code == 1);
+  CHECK(r.out.find("its SHA-256 cannot be checked") != std::string::npos);
+  CHECK(r.out.find("nothing imported") != std::string::npos);
+  CHECK_FALSE(file_exists(dir));
+  // Without --sha256 the bundle is imported as before.
+  r = run_tool("--dir '" + dir + "' import '" + bundle + "'", no_crypto);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("imported 2, rejected 0") != std::string::npos);
+}
+
+TEST_CASE("sage2-cache tool: a group-writable cache directory is reported, and nothing is exported from or imported into it") {
+  ToolTempDir tmp;
+  const std::string bundle = tmp / "fleet.s2b";
+  REQUIRE(export_two(tmp, bundle).code == 0);
+  const std::string dir = tmp / "src";
+  REQUIRE(::chmod(dir.c_str(), 0770) == 0);
+  const std::string d = "--dir '" + dir + "' ";
+  auto r = run_tool(d + "verify");
+  CHECK(r.code == 1);
+  CHECK(r.out.find("cache directory " + dir + " is not trusted (owner uid " + std::to_string(::geteuid()) +
+                   ", mode 0770: writable by its group)") != std::string::npos);
+  r = run_tool(d + "list");
+  CHECK(r.code == 0);
+  CHECK(r.out.find("is not trusted") != std::string::npos);
+  r = run_tool(d + "export '" + (tmp / "again.s2b") + "'");
+  CHECK(r.code == 1);
+  CHECK(r.out.find("not trusted") != std::string::npos);
+  CHECK_FALSE(file_exists(tmp / "again.s2b"));
+  r = run_tool(d + "import '" + bundle + "'");
+  CHECK(r.code == 1);
+  CHECK(r.out.find("mode 0770") != std::string::npos);
 }
