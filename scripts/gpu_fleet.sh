@@ -29,17 +29,21 @@ run="$(date -u +%Y-%m-%dT%H:%MZ)-fleet"
 rc=0
 note() { echo "== $*" | tee -a "$out/fleet.log"; }
 
-# Imports BUNDLE into an empty cache and makes the random calls there (NAME: the record's bundle).
+# Imports BUNDLE into three empty caches (one per round) and makes the random calls there, a fresh
+# process per round (NAME: the record's bundle).
 check_bundle() {
-  local name=$1 file=$2 sha=${3:-}
-  local dir="$work/imported-$name"
-  local args=(--dir "$dir" import "$file")
-  [[ -n $sha ]] && args+=(--sha256 "$sha")
-  note "import $name: sage2-cache ${args[*]}"
-  "$tools/sage2-cache" "${args[@]}" >>"$out/fleet.log" 2>&1 || { note "import $name failed"; rc=1; return; }
+  local name=$1 file=$2 sha=${3:-} dirs=()
+  for r in 1 2 3; do
+    local dir="$work/imported-$name-$r"
+    local args=(--dir "$dir" import "$file")
+    [[ -n $sha ]] && args+=(--sha256 "$sha")
+    note "import $name (round $r): sage2-cache ${args[*]}"
+    "$tools/sage2-cache" "${args[@]}" >>"$out/fleet.log" 2>&1 || { note "import $name failed"; rc=1; return; }
+    dirs+=("$dir")
+  done
   note "random calls against $name"
-  python3 bench/warm_calls.py --cache-dir "$dir" --bundle "$name" --calls "$calls" --run "$run" \
-    --out "$out/warm_calls.jsonl" >>"$out/fleet.log" 2>&1 || { note "$name: calls compiled (or failed)"; rc=1; }
+  python3 bench/warm_calls.py --cache-dirs "$(IFS=,; echo "${dirs[*]}")" --bundle "$name" --calls "$calls" \
+    --run "$run" --out "$out/warm_calls.jsonl" >>"$out/fleet.log" 2>&1 || { note "$name: calls compiled (or failed)"; rc=1; }
   tail -1 "$out/warm_calls.jsonl"
 }
 
