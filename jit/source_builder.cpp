@@ -134,6 +134,7 @@ std::string generate_source(const KernelSpec& spec) {
     define(o, "SAGE2_QZ_CPT", q.cpt, "8-channel chunks per thread");
     define(o, "SAGE2_QZ_CHUNKS", q.chunks, "8-channel chunks per row covered");
     define(o, "SAGE2_QZ_MIN_CTAS", q.min_ctas, "CTAs per SM the registers must allow");
+    if (c.op == QuantOp::ChannelStats) define(o, "SAGE2_QZ_STATS_CHUNK", quantize_stats_chunk(c), "tokens per statistics chunk");
   }
   o << "#include \"" << tmpl << "\"\n";
   return o.str();

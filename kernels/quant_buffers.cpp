@@ -56,9 +56,12 @@ std::int64_t QuantBuffers::k_first_bad() const { return p.batch * p.kv_heads; }
 std::int64_t QuantBuffers::v_first_bad() const { return p.batch * p.kv_heads * d_v; }
 // The fused stage's scratch: none for varlen calls (they run the split path).
 std::int64_t QuantBuffers::stats_part() const {
-  return p.varlen ? 0 : p.batch * p.kv_heads * 2 * stats_chunks * 4 * d_v;
+  // Varlen: per (kv head, K|V) the slots of every sequence's chunks, sequence b from slot
+  // b + (its first row) / T (templates/quantize.cuh channel_stats): B + ceil(total_k / T) + 1.
+  if (p.varlen) return p.kv_heads * 2 * (p.batch + (p.total_k + stats_chunk - 1) / stats_chunk + 1) * 4 * d_v;
+  return p.batch * p.kv_heads * 2 * stats_chunks * 4 * d_v;
 }
-std::int64_t QuantBuffers::sync_words() const { return p.varlen ? 0 : 1 + 4 * p.batch * p.kv_heads; }
+std::int64_t QuantBuffers::sync_words() const { return 1 + 4 * p.batch * p.kv_heads; }
 std::int64_t QuantBuffers::seqs() const { return p.varlen ? p.batch * 8 : 0; }
 std::int64_t QuantBuffers::q_map() const { return p.varlen ? q_blocks : 0; }
 std::int64_t QuantBuffers::k_map() const { return p.varlen ? k_blocks : 0; }
@@ -98,6 +101,12 @@ QuantBuffers::Offsets QuantBuffers::offsets() const {
   o.mask_bias = place(mask_bias(), 4);
   o.total = at;
   return o;
+}
+
+bool quantize_clears_sync(const std::vector<QuantOp>& ops) {
+  for (QuantOp op : ops)
+    if (op == QuantOp::ChannelStats || op == QuantOp::Fused) return true;
+  return false;
 }
 
 }  // namespace sage2::kernels

@@ -49,6 +49,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/kernel_spec.hpp"
 #include "kernels/problem.hpp"
@@ -108,8 +109,9 @@ struct QuantBuffers : QuantOptions {
   std::int64_t q_bad() const;        // u8  [B][Hq][q_len_pad]   row has a non-finite element
   std::int64_t k_first_bad() const;  // i32 [B][Hkv]             first key with a non-finite element
   std::int64_t v_first_bad() const;  // i32 [B][Hkv][d_v]        per channel: first non-finite key
-  // Fused stage only (scratch the attention stage never reads):
-  std::int64_t stats_part() const;   // f32 [B][Hkv][2][stats_chunks][4][d_v]  per-chunk partials
+  // Statistics scratch (the attention stage never reads it): per-chunk partials and the
+  // arrival counters of the split path's channel_stats and of the fused stage.
+  std::int64_t stats_part() const;   // f32 [B][Hkv][2][stats_chunks][4][d_v]; varlen: [Hkv][2][slots][4][d_v]
   std::int64_t sync_words() const;   // u32 [1 + 4·B·Hkv]  work ticket, arrivals, ready flags
   // Varlen only (templates/seq_table.cuh):
   std::int64_t seqs() const;         // SeqEntry [B]  (8 × i32 each)
@@ -121,8 +123,9 @@ struct QuantBuffers : QuantOptions {
 
   // Byte offsets of each buffer inside one workspace allocation (each 256-byte aligned). The
   // non-finite flags come after v_stats, the fused stage's scratch after them (appended: the
-  // earlier offsets did not move). `sync` must be zero when a fused launch starts: the runtime
-  // clears it (sync_bytes) on the stream before each launch.
+  // earlier offsets did not move). `sync` must be zero when channel_stats or a fused launch
+  // starts: the runtime clears it (sync_bytes) on the stream before each call's quantize stage
+  // (kernels::quantize_clears_sync).
   struct Offsets {
     std::size_t q_codes, q_scale, q_mean, q_kbias, k_codes, k_scale, k_mean, k_stats, v_codes,
         v_scale, v_mean, v_stats, q_bad, k_first_bad, v_first_bad, stats_part, sync, sync_bytes, seqs, q_map,
@@ -133,5 +136,9 @@ struct QuantBuffers : QuantOptions {
 
 // attention_spec: the spec of the attention kernel that will consume the buffers.
 QuantBuffers quant_buffers(const QuantProblem& p, const KernelSpec& attention_spec);
+
+// Whether a quantize stage of these ops counts arrivals in QuantBuffers' `sync` words, which must
+// then be zero when it starts (channel_stats' chunks, the fused stage's items).
+bool quantize_clears_sync(const std::vector<QuantOp>& ops);
 
 }  // namespace sage2::kernels

@@ -174,7 +174,8 @@ std::int64_t quantize_pairs(const KernelSpec& s, const QuantBuffers& b) {
 
 std::int64_t quantize_blocks_per_head(const KernelSpec& s, const QuantBuffers& b) {
   switch (s.op) {
-    case QuantOp::ChannelStats: return 2;  // K and V
+    case QuantOp::ChannelStats:  // K and V, one CTA per statistics chunk (varlen: of the bound)
+      return 2 * std::max<std::int64_t>(1, b.stats_chunks);
     case QuantOp::QuantizeQ: return b.q_blocks;
     case QuantOp::QuantizeK: return b.k_blocks;
     case QuantOp::QuantizeV: return b.kv_len_pad / quantize_v_split_tile(s.tile.bk, s.head_dim, s.pv_fp16);
@@ -216,7 +217,7 @@ LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b) {
   if (qk && s.smooth_k != b.smooth_k) mismatch += " smooth_k";
   if ((s.op == QuantOp::QuantizeQ || whole) && s.smooth_q != b.smooth_q) mismatch += " smooth_q";
   if ((s.op == QuantOp::QuantizeV || whole) && s.smooth_v != b.smooth_v) mismatch += " smooth_v";
-  if (fused && quantize_stats_chunk(s) != b.stats_chunk) mismatch += " stats_chunk";
+  if ((fused || s.op == QuantOp::ChannelStats) && quantize_stats_chunk(s) != b.stats_chunk) mismatch += " stats_chunk";
   if (s.varlen != b.p.varlen) mismatch += " varlen";
   if (!mismatch.empty())
     throw Error(ErrorCode::InvalidArgument, "quantize_launch_shape: the quantize spec (" + s.key() +

@@ -46,8 +46,8 @@ FusedQuantizeConfig fused_quantize_config(const KernelSpec& spec);  // any spec 
 // P of the sum-order formula in kernels/quant_buffers.hpp: token rows per pass of the fused stage's
 // statistics items (fused threads / threads per row).
 int quantize_stats_rows_per_pass(const KernelSpec& spec);
-// The split path's order (the default, runtime/quantize_stage.hpp): sage2_channel_stats walks the
-// whole sequence as ONE chunk (T = kv_len) with P = its own rows per pass (threads / threads per row).
+// The split path's order (the default, runtime/quantize_stage.hpp): sage2_channel_stats takes one
+// chunk of T = stats_chunk tokens per CTA with P = its own rows per pass (threads / threads per row).
 int quantize_split_stats_rows_per_pass(const KernelSpec& spec);
 
 // The cluster stage (QuantOp::Cluster): `size` CTAs per cluster, one cluster per (batch, kv
@@ -76,7 +76,9 @@ sage2::dev::QuantizeSchedule quantize_schedule(const QuantBuffers& b);
 // Grid and block of one quantize launch for the buffers `b` (built from the attention spec the
 // quantize spec was derived from; a mismatch in tile, head dim, bits, consumer or smoothing is
 // an InvalidArgument). Grid: x = token blocks of one (batch, head) sequence —
-//   channel_stats: 2 (K, V)      quantize_q: q_blocks      quantize_k: k_blocks
+//   channel_stats: 2 · stats_chunks (chunk c of K at 2c, of V at 2c + 1; varlen: chunks of the
+//                  length bound, a longer sequence's CTAs take several)
+//   quantize_q: q_blocks      quantize_k: k_blocks
 //   quantize_v:    kv_len_pad / quantize_v_split_tile(bk, head_dim)
 //   quantize_fused: 1-D grid of quantize_schedule(b).total() CTAs (items come from a device
 //                   counter, not from blockIdx; more than 2^31 - 1 items is an InvalidArgument)

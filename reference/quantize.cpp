@@ -449,10 +449,10 @@ QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const Tenso
   const kernels::QuantBuffers L = kernels::quant_buffers(p.quant_problem(), spec);
   Stage st{p, L, opt};
   st.R = L.qk_bits == 4 ? 7 : 127;
-  // Both one-launch stages sum chunks with the fused CTA's rows per pass; split walks one chunk.
-  st.stats_T = opt.fused_stats_order     ? kernels::quantize_stats_chunk(spec)
-               : opt.cluster_stats_order ? static_cast<int>(kernels::quantize_cluster_plan(L).chunk)
-                                         : static_cast<int>(std::min<std::int64_t>(p.kv_len, 1 << 30));
+  // Chunks of stats_chunk tokens (the cluster stage: its ranks' chunks); both one-launch stages
+  // with the fused CTA's rows per pass, the split path's channel_stats with its own.
+  st.stats_T = opt.cluster_stats_order ? static_cast<int>(kernels::quantize_cluster_plan(L).chunk)
+                                       : kernels::quantize_stats_chunk(spec);
   st.stats_P = opt.fused_stats_order || opt.cluster_stats_order ? kernels::quantize_stats_rows_per_pass(spec)
                                                                 : kernels::quantize_split_stats_rows_per_pass(spec);
   // One pass over K and V knows the first tile before it writes any code: its means are the

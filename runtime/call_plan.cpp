@@ -31,6 +31,7 @@ void layout_direct_call_plan(const plan::AttentionProblem& problem, kernels::Arc
   p.quant_bytes = p.delta_s_bytes = 0;
   p.quantize.clear();
   p.fused_quantize = false;
+  p.clear_sync = false;
   layout_direct_stage(problem, arch, device, p.direct_stage);
   p.spec = p.direct_stage.layout.split_spec;
   p.direct_bytes = p.direct_stage.layout.workspace_bytes;
@@ -63,7 +64,8 @@ std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const plan::
   const std::vector<LoadedKernel*> loaded = ctx.kernels().load_all(call.all());
   p->quantize_ops = call.ops;
   p->fused_quantize = call.ops.front() == kernels::QuantOp::Fused;
-  if (p->fused_quantize) {
+  p->clear_sync = kernels::quantize_clears_sync(call.ops);
+  if (p->clear_sync) {
     const kernels::QuantBuffers::Offsets o = b.offsets();
     p->sync_offset = o.sync;
     p->sync_bytes = o.sync_bytes;
@@ -156,7 +158,7 @@ void run_call_plan(Context::Impl& ctx, const CallPlan& plan, const TensorRef& q,
   if (plan.problem.direct) return enqueue_direct_stage(plan.direct_stage, cp.direct, stream);
   add_tensor_maps(plan.attention, plan.buffers, workspace, cp.attention);
   // Quantize stage.
-  if (plan.fused_quantize) {
+  if (plan.clear_sync) {
     const auto sync = reinterpret_cast<CUdeviceptr>(workspace + plan.sync_offset);
     base::driver::check(base::driver::api().cuMemsetD8Async(sync, 0, plan.sync_bytes, stream), "cuMemsetD8Async (quantize sync)");
   }

@@ -35,7 +35,8 @@ struct CallPlan {
 
   using Launch = KernelLaunch;
   bool fused_quantize = false;
-  std::size_t sync_offset = 0, sync_bytes = 0;  // fused: cleared before the launch
+  bool clear_sync = false;                      // kernels::quantize_clears_sync(quantize_ops)
+  std::size_t sync_offset = 0, sync_bytes = 0;  // cleared before the stage when clear_sync
   std::vector<Launch> quantize;                 // 1 (fused, cluster) or 3-4 (split) launches
   std::vector<kernels::QuantOp> quantize_ops;       // their ops
 

@@ -11,7 +11,9 @@
 namespace sage2::runtime {
 
 // The paths (ContextOptions::quant_path, default SAGE2_QUANT_PATH; a Context resolves Auto):
-//  Split: the four launches channel_stats → quantize_k → quantize_v → quantize_q (sm_89 default).
+//  Split: a memset of the stage's sync region (channel_stats' arrival counters), then the four
+//    launches channel_stats (one CTA per statistics chunk; the last chunk of a (batch, kv head)
+//    writes its statistics) → quantize_k → quantize_v → quantize_q.
 //  Fused: a memset of the stage's small sync region (work ticket, arrival counters, ready flags:
 //    QuantBuffers::Offsets::sync / sync_bytes) and ONE launch of sage2_quantize_fused (measured
 //    11–35% slower than split on the H100: bench/NOTES.md, "Fused quantize stage").

@@ -437,54 +437,156 @@ __device__ __forceinline__ void varlen_table(const QuantizeParams& p) {
 }
 #endif
 
+#if SAGE2_QUANT_OP == 1 || SAGE2_QUANT_OP == 5 || SAGE2_QUANT_OP == 6
+// One channel's statistics from `n` partials (sum, min, max, first-bad as i32 bits), partial i's
+// statistic s read by load(i, s): sums left to right from partial 0's (the order of
+// kernels/quant_buffers.hpp), min/max/first-bad order-free. UB partials' loads are in flight at once
+// (latency, not order).
+template <class Load>
+__device__ __forceinline__ void combine_partials(u32 n, Load&& load, float& sum, float& mn, float& mx, i32& fb) {
+  constexpr int UB = 8;
+#pragma unroll 1
+  for (u32 k0 = 0; k0 < n; k0 += UB) {
+    float v[UB][4];
+#pragma unroll
+    for (int u = 0; u < UB; ++u)
+#pragma unroll
+      for (int st = 0; st < 4; ++st) v[u][st] = load(k0 + u < n ? k0 + u : k0, st);
+#pragma unroll
+    for (int u = 0; u < UB; ++u) {
+      if (k0 + u >= n) break;
+      const i32 f = static_cast<i32>(ptx::f32_bits(v[u][3]));
+      if (k0 + u == 0) {
+        sum = v[u][0]; mn = v[u][1]; mx = v[u][2]; fb = f;
+      } else {
+        sum += v[u][0];
+        mn = ptx::min_nan(mn, v[u][1]);
+        mx = ptx::max_nan(mx, v[u][2]);
+        fb = f < fb ? f : fb;
+      }
+    }
+  }
+}
+
+#endif
+
+#if SAGE2_QUANT_OP == 1 || SAGE2_QUANT_OP == 5
+constexpr int STATS_T = SAGE2_QZ_STATS_CHUNK;  // tokens per statistics chunk (kernels::quantize_stats_chunk)
+static_assert(STATS_T % 16 == 0, "statistics chunk");
+
+// Statistics chunk `chunk` of one (sequence, kv head) `bh` of K or V — tokens [chunk·T, min(len,
+// (chunk+1)·T)) of the sequence whose first row is n0 in (b, h) — as partials [4][D_V] (sum, min,
+// max, first-bad as i32 bits) at part_g[chunk]. Then the arrival at `arrive` (zero at launch):
+// the last of the sequence's `chunks` chunks to arrive reduces all of them in chunk order (sum:
+// left to right from chunk 0's; min/max/first-bad: order-free) into k_stats / v_stats and the
+// first-bad flags of bh, and returns true (after a barrier: every thread's final statistics are
+// stored). Which CTA is last does not change a bit of the result.
+__device__ __forceinline__ bool stats_chunk(const QuantizeParams& p, u8* smem, bool is_v, i64 b, i64 h, i64 bh,
+                                            i64 n0, i64 len, float* part_g, u32 chunk, u32 chunks, u32* arrive) {
+  const Input in = is_v ? make_input(p.v, p.v_stride_batch, p.v_stride_head, p.v_stride_seq)
+                        : make_input(p.k, p.k_stride_batch, p.k_stride_head, p.k_stride_seq);
+  const i64 c0 = static_cast<i64>(chunk) * STATS_T;
+  const i64 c1 = len - c0 < STATS_T ? len : c0 + STATS_T;
+  float* part = part_g + static_cast<i64>(chunk) * 4 * D_V;
+  stats_rows<MapS>(in, row_ptr(in, b, h, n0), c0, c1, D_V, smem,
+                   [&](int s, int c, float v) { ptx::st_f32(part + s * D_V + c, v); });
+
+  // Arrive: the CTA's partials (ordered before by the barrier in stats_rows) are released at
+  // gpu scope by thread 0's fence + acq_rel add; the last arriver acquires everyone's.
+  u32* s_last = reinterpret_cast<u32*>(smem + stats_smem_bytes<MapS>() - 16);
+  i32* s_kfb = reinterpret_cast<i32*>(smem + stats_smem_bytes<MapS>() - 12);
+  if (threadIdx.x == 0) {
+    ptx::fence_acq_rel_gpu();
+    const u32 before = ptx::atom_add_acq_rel_gpu_u32(arrive, 1u);
+    *s_last = before + 1u == chunks ? 1u : 0u;
+    *s_kfb = NO_BAD;
+  }
+  __syncthreads();
+  if (*s_last == 0u) return false;
+
+  const int d_out = is_v ? D_V : D_QK;
+  float* out = (is_v ? p.v_stats : p.k_stats) + bh * 3 * d_out;
+#pragma unroll 1
+  for (int c = threadIdx.x; c < d_out; c += THREADS) {
+    float sum = 0.f, mn = 0.f, mx = 0.f;
+    i32 fb = NO_BAD;
+    if (c < HD) {
+      const float* pc = part_g + c;
+      combine_partials(chunks, [&](u32 k, int s) { return ld_stat(pc + (static_cast<i64>(k) * 4 + s) * D_V); },
+                       sum, mn, mx, fb);
+    }
+    out[c] = sum;
+    out[d_out + c] = mn;
+    out[2 * d_out + c] = mx;
+    if (is_v)
+      p.v_first_bad[bh * D_V + c] = fb;
+    else if (fb != NO_BAD)
+      red_min_shared_s32(ptx::smem_addr(s_kfb), fb);
+  }
+  __syncthreads();
+  if (!is_v && threadIdx.x == 0) p.k_first_bad[bh] = *s_kfb;
+  return true;
+}
+#endif
+
 #if SAGE2_QUANT_OP == 1
-// sage2_channel_stats: blockIdx.x = 0 → K (d_qk outputs), 1 → V (d_v outputs); one CTA walks
-// every token of its (batch, kv head). Padded channels get 0, 0, 0. The same walk finds the first
-// non-finite key per channel: v_first_bad[c] (V; padded channels INT32_MAX) and k_first_bad =
-// min over K's real channels.
+// sage2_channel_stats: blockIdx.x = 2·c + kv (kv 0: K, d_qk outputs; 1: V, d_v outputs) takes
+// statistics chunks c, c + gridDim.x/2, ... of its (sequence, kv head) (stats_chunk; a varlen
+// sequence may be longer than the bound the grid was sized for); the last chunk to arrive writes
+// the statistics. Padded channels get 0, 0, 0. The same walk finds the first non-finite key per
+// channel: v_first_bad[c] (V; padded channels INT32_MAX) and k_first_bad = min over K's real
+// channels. A sequence without keys has no chunk: its first CTA writes the empty statistics.
 __device__ __forceinline__ void channel_stats(const QuantizeParams p, u8* smem) {
   i64 b, h, bh;
   if (!block_bh(p.batch, p.kv_heads, b, h, bh)) return;
+  const bool is_v = (blockIdx.x & 1u) != 0u;
+  const int kv = is_v ? 1 : 0;
   i64 n0 = 0, len = p.kv_len;
 #if SAGE2_VARLEN
   if (bh == 0 && blockIdx.x == 0) varlen_table(p);
-  {
-    // The sequence's keys straight from the caller's arrays (the table is being built by another
-    // CTA of this launch), clamped into the tensor: invalid arrays read nothing outside it (the
-    // table then poisons the whole output and empties the maps).
-    if (p.cu_k) {
-      const i64 k0 = p.cu_k[b], k1 = p.cu_k[b + 1];
-      n0 = k0 < 0 ? 0 : (k0 > p.total_k ? p.total_k : k0);
-      len = k1 < n0 ? 0 : (k1 > p.total_k ? p.total_k : k1) - n0;
-    } else {
-      const i64 kl = p.kv_lens[b];
-      len = kl < 0 ? 0 : (kl > p.kv_len ? p.kv_len : kl);
-    }
-    // No keys: no V tile writes the scale and mean, which the epilogue still multiplies by the
-    // (zero) output of the sequence's rows.
-    if (len == 0 && blockIdx.x == 1)
-      for (int c = threadIdx.x; c < D_V; c += THREADS) p.v_scale[bh * D_V + c] = p.v_mean[bh * D_V + c] = 0.f;
+  // The sequence's keys straight from the caller's arrays (the table is being built by another
+  // CTA of this launch), clamped into the tensor: invalid arrays read nothing outside it (the
+  // table then poisons the whole output and empties the maps).
+  i64 row0;  // the sequence's first row among all the tensor's rows of head h
+  if (p.cu_k) {
+    const i64 k0 = p.cu_k[b], k1 = p.cu_k[b + 1];
+    n0 = k0 < 0 ? 0 : (k0 > p.total_k ? p.total_k : k0);
+    len = k1 < n0 ? 0 : (k1 > p.total_k ? p.total_k : k1) - n0;
+    row0 = n0;
+  } else {
+    const i64 kl = p.kv_lens[b];
+    len = kl < 0 ? 0 : (kl > p.kv_len ? p.kv_len : kl);
+    row0 = b * p.kv_len;
   }
+  // Partial slots of sequence b: b + row0/T onwards, disjoint from every other sequence's (each
+  // sequence adds at most one slot to the chunks of the rows before it), < the buffer's
+  // B + ceil(total_k / T) + 1 per (kv head, K|V).
+  const i64 slots = p.batch + (p.total_k + STATS_T - 1) / STATS_T + 1;
+  float* part_g = p.stats_part + ((h * 2 + kv) * slots + b + row0 / STATS_T) * 4 * D_V;
+#else
+  float* part_g = p.stats_part + (bh * 2 + kv) * ((p.kv_len + STATS_T - 1) / STATS_T) * 4 * D_V;
 #endif
-  const bool is_v = blockIdx.x == 1;
-  const Input in = is_v ? make_input(p.v, p.v_stride_batch, p.v_stride_head, p.v_stride_seq)
-                        : make_input(p.k, p.k_stride_batch, p.k_stride_head, p.k_stride_seq);
-  const int d_out = is_v ? D_V : D_QK;
-  float* out = (is_v ? p.v_stats : p.k_stats) + bh * 3 * d_out;
-  i32* s_kfb = reinterpret_cast<i32*>(smem + stats_smem_bytes<MapS>() - 16);
-  if (threadIdx.x == 0) *s_kfb = NO_BAD;
-  stats_rows<MapS>(in, row_ptr(in, b, h, n0), 0, len, d_out, smem, [&](int s, int c, float v) {
-    if (s < 3) {
-      out[s * d_out + c] = v;
-    } else {
-      const i32 f = static_cast<i32>(ptx::f32_bits(v));
-      if (is_v)
-        p.v_first_bad[bh * D_V + c] = f;
-      else if (f != NO_BAD)
-        red_min_shared_s32(ptx::smem_addr(s_kfb), f);
-    }
-  });
-  if (!is_v && threadIdx.x == 0) p.k_first_bad[bh] = *s_kfb;
+  const u32 chunks = static_cast<u32>((len + STATS_T - 1) / STATS_T);
+  const u32 first = blockIdx.x >> 1, step = gridDim.x >> 1;
+  if (chunks == 0u) {
+    if (first != 0u) return;
+    // No keys (varlen): sum 0, min +Inf, max -Inf, no bad key — the one-chunk walk of nothing.
+    if (is_v)  // no V tile writes the scale and mean, which the epilogue multiplies by 0 rows
+      for (int c = threadIdx.x; c < D_V; c += THREADS) p.v_scale[bh * D_V + c] = p.v_mean[bh * D_V + c] = 0.f;
+    const Input in = is_v ? make_input(p.v, p.v_stride_batch, p.v_stride_head, p.v_stride_seq)
+                          : make_input(p.k, p.k_stride_batch, p.k_stride_head, p.k_stride_seq);
+    const int d_out = is_v ? D_V : D_QK;
+    float* out = (is_v ? p.v_stats : p.k_stats) + bh * 3 * d_out;
+    stats_rows<MapS>(in, row_ptr(in, b, h, n0), 0, 0, d_out, smem, [&](int s, int c, float v) {
+      if (s < 3) out[s * d_out + c] = v;
+      else if (is_v) p.v_first_bad[bh * D_V + c] = static_cast<i32>(ptx::f32_bits(v));
+    });
+    if (!is_v && threadIdx.x == 0) p.k_first_bad[bh] = NO_BAD;
+    return;
+  }
+#pragma unroll 1
+  for (u32 c = first; c < chunks; c += step)
+    stats_chunk(p, smem, is_v, b, h, bh, n0, len, part_g, c, chunks, p.sync + 1 + 2 * bh + kv);
 }
 #endif
 
@@ -931,36 +1033,6 @@ template <int A, int B>
 struct MaxOf {
   static constexpr int value = A > B ? A : B;
 };
-// One channel's statistics from `n` partials (sum, min, max, first-bad as i32 bits), partial i's
-// statistic s read by load(i, s): sums left to right from partial 0's (the order of
-// kernels/quant_buffers.hpp), min/max/first-bad order-free. UB partials' loads are in flight at once
-// (latency, not order).
-template <class Load>
-__device__ __forceinline__ void combine_partials(u32 n, Load&& load, float& sum, float& mn, float& mx, i32& fb) {
-  constexpr int UB = 8;
-#pragma unroll 1
-  for (u32 k0 = 0; k0 < n; k0 += UB) {
-    float v[UB][4];
-#pragma unroll
-    for (int u = 0; u < UB; ++u)
-#pragma unroll
-      for (int st = 0; st < 4; ++st) v[u][st] = load(k0 + u < n ? k0 + u : k0, st);
-#pragma unroll
-    for (int u = 0; u < UB; ++u) {
-      if (k0 + u >= n) break;
-      const i32 f = static_cast<i32>(ptx::f32_bits(v[u][3]));
-      if (k0 + u == 0) {
-        sum = v[u][0]; mn = v[u][1]; mx = v[u][2]; fb = f;
-      } else {
-        sum += v[u][0];
-        mn = ptx::min_nan(mn, v[u][1]);
-        mx = ptx::max_nan(mx, v[u][2]);
-        fb = f < fb ? f : fb;
-      }
-    }
-  }
-}
-
 // Scratch of one work item of any kind (the fused and cluster stages run every kind in one CTA).
 constexpr int FUSED_SMEM =
     MaxOf<MaxOf<stats_smem_bytes<MapS>(), v_smem_bytes<MapV>()>::value,
@@ -975,8 +1047,6 @@ constexpr int FUSED_SMEM =
 // All zero at launch (the runtime clears them on the stream before each launch).
 
 #if SAGE2_QUANT_OP == 5
-constexpr int STATS_T = SAGE2_QZ_STATS_CHUNK;
-static_assert(STATS_T % 16 == 0, "statistics chunk");
 
 __device__ __forceinline__ QuantizeSchedule make_schedule(const QuantizeParams& p) {
   QuantizeSchedule s;
@@ -1003,66 +1073,6 @@ __device__ __forceinline__ void wait_ready(const u32* flag) {
   __syncthreads();
 }
 
-// Statistics chunk `chunk` of group g (bh) for K or V: partials [4][D_V] into stats_part; the
-// last chunk of the group to arrive reduces all of them in chunk order (sum: left to right from
-// chunk 0's; min/max/first-bad: order-free), writes k_stats / v_stats and the first-bad flags,
-// and raises the ready flag. Which CTA is last does not change a bit of the result.
-__device__ __forceinline__ void stats_chunk(const QuantizeParams& p, u8* smem, bool is_v, i64 bh, u32 chunk,
-                                            u32 chunks, u32 groups) {
-  const i64 b = bh / p.kv_heads, h = bh % p.kv_heads;
-  const Input in = is_v ? make_input(p.v, p.v_stride_batch, p.v_stride_head, p.v_stride_seq)
-                        : make_input(p.k, p.k_stride_batch, p.k_stride_head, p.k_stride_seq);
-  const int kv = is_v ? 1 : 0;
-  const i64 n0 = static_cast<i64>(chunk) * STATS_T;
-  const i64 n1 = p.kv_len - n0 < STATS_T ? p.kv_len : n0 + STATS_T;
-  float* part_g = p.stats_part + (bh * 2 + kv) * static_cast<i64>(chunks) * 4 * D_V;
-  float* part = part_g + static_cast<i64>(chunk) * 4 * D_V;
-  stats_rows<MapS>(in, row_ptr(in, b, h, 0), n0, n1, D_V, smem,
-                   [&](int s, int c, float v) { ptx::st_f32(part + s * D_V + c, v); });
-
-  // Arrive: the CTA's partials (ordered before by the barrier in stats_rows) are released at
-  // gpu scope by thread 0's fence + acq_rel add; the last arriver acquires everyone's.
-  u32* s_last = reinterpret_cast<u32*>(smem + stats_smem_bytes<MapS>() - 16);
-  i32* s_kfb = reinterpret_cast<i32*>(smem + stats_smem_bytes<MapS>() - 12);
-  if (threadIdx.x == 0) {
-    ptx::fence_acq_rel_gpu();
-    const u32 before = ptx::atom_add_acq_rel_gpu_u32(p.sync + 1 + 2 * bh + kv, 1u);
-    *s_last = before + 1u == chunks ? 1u : 0u;
-    *s_kfb = NO_BAD;
-  }
-  __syncthreads();
-  if (*s_last == 0u) return;
-
-  const int d_out = is_v ? D_V : D_QK;
-  float* out = (is_v ? p.v_stats : p.k_stats) + bh * 3 * d_out;
-#pragma unroll 1
-  for (int c = threadIdx.x; c < d_out; c += THREADS) {
-    float sum = 0.f, mn = 0.f, mx = 0.f;
-    i32 fb = NO_BAD;
-    if (c < HD) {
-      const float* pc = part_g + c;
-      combine_partials(chunks, [&](u32 k, int s) { return ld_stat(pc + (static_cast<i64>(k) * 4 + s) * D_V); },
-                       sum, mn, mx, fb);
-    }
-    out[c] = sum;
-    out[d_out + c] = mn;
-    out[2 * d_out + c] = mx;
-    if (is_v)
-      p.v_first_bad[bh * D_V + c] = fb;
-    else if (fb != NO_BAD)
-      red_min_shared_s32(ptx::smem_addr(s_kfb), fb);
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    if (!is_v) p.k_first_bad[bh] = *s_kfb;
-    // Release after the barrier: every thread's final statistics are published with the flag.
-    ptx::fence_acq_rel_gpu();
-    ptx::st_release_gpu_u32(p.sync + 1 + 2 * static_cast<i64>(groups) + 2 * bh + kv, 1u);
-  }
-  (void)groups;
-}
-
-
 static_assert(FUSED_SMEM <= 48 * 1024, "fused quantize exceeds static shared memory");
 
 __device__ __forceinline__ void quantize_fused(const QuantizeParams& p) {
@@ -1081,8 +1091,17 @@ __device__ __forceinline__ void quantize_fused(const QuantizeParams& p) {
   switch (it.kind) {
     case kItemStatsK:
     case kItemStatsV:
-      stats_chunk(p, s_raw, it.kind == kItemStatsV, g, it.index, s.chunks, s.groups);
+    {
+      const int kv = it.kind == kItemStatsV ? 1 : 0;
+      float* part_g = p.stats_part + (g * 2 + kv) * static_cast<i64>(s.chunks) * 4 * D_V;
+      if (stats_chunk(p, s_raw, kv == 1, b, h, g, 0, p.kv_len, part_g, it.index, s.chunks, p.sync + 1 + 2 * g + kv) &&
+          threadIdx.x == 0) {
+        // Release after the barrier: every thread's final statistics are published with the flag.
+        ptx::fence_acq_rel_gpu();
+        ptx::st_release_gpu_u32(p.sync + 1 + 2 * static_cast<i64>(s.groups) + 2 * g + kv, 1u);
+      }
       break;
+    }
     case kItemK:
       if (SAGE2_SMOOTH_K) wait_ready(ready);  // k̄ (k_first_bad is not read here)
       quantize_qk<false, MapK>(p, s_raw, b, h, it.index, dense_qk_item<false, BK>(p, b, h, it.index));

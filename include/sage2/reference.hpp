@@ -91,8 +91,9 @@
 //  Known, accepted differences of a GPU kernel vs this emulation (bit-exactness is promised for
 //  the quantize-stage codes away from rounding boundaries, not for the attention output):
 //    exp2 (ex2.approx), the order of fp32 reductions (rowmax, rowsum, ΔS, q̄, q·k̄; the K/V
-//    channel sums follow the split stage's fixed order bit for bit, kernels/quant_buffers.hpp, or
-//    the fused stage's with QuantizeOptions::fused_stats_order), FMA contraction of
+//    channel sums follow the split stage's fixed order bit for bit — chunks of
+//    kernels::quantize_stats_chunk tokens, kernels/quant_buffers.hpp — or the fused stage's with
+//    QuantizeOptions::fused_stats_order), FMA contraction of
 //    s = dot·δ + ΔS·c2 and of the exponent s − (m_use − L) (the wgmma family evaluates it as one
 //    FMA dot·δ − (m_use − L) without smooth-Q; m is the same: max_j(dot_j)·δ = max_j(dot_j·δ) for
 //    δ >= 0), and the (unpublished) internal adder of the tensor core.
@@ -364,8 +365,9 @@ struct QuantizeOptions {
   bool margins = false;   // also fill q_margin / k_margin / v_margin
   int threads = 0;
   // K/V channel sums in the order of the fused stage (SAGE2_QUANT_PATH=fused: chunks of
-  // kernels::quantize_stats_chunk tokens) instead of the default split stage's (one chunk): the
-  // reference is bit-faithful to whichever path the GPU ran.
+  // kernels::quantize_stats_chunk tokens summed with the fused CTA's rows per pass) instead of the
+  // default split stage's (the same chunks, its channel_stats' rows per pass; the same order up to
+  // head dim 128): the reference is bit-faithful to whichever path the GPU ran.
   bool fused_stats_order = false;
   // ... or in the order of the cluster stage (QuantPath::Cluster, the sm_90a default: chunks of
   // kernels::quantize_cluster_plan(...).chunk tokens, one per CTA of the group's cluster).

@@ -267,7 +267,7 @@ TEST_CASE("jit: quantize launch shapes cover the buffers and fold huge grids") {
   ls = quantize_launch_shape(qspec(QuantOp::QuantizeV), b);
   CHECK(ls.grid[0] == static_cast<unsigned>(b.kv_len_pad / 64));
   ls = quantize_launch_shape(qspec(QuantOp::ChannelStats), b);
-  CHECK(ls.grid[0] == 2);
+  CHECK(ls.grid[0] == 2 * b.stats_chunks);  // one CTA per statistics chunk of K and of V
   CHECK(ls.grid[1] == 4 * 8);
 
   // More (batch, head) pairs than gridDim.y holds: folded into z, every pair numbered.

@@ -76,7 +76,11 @@ TEST_CASE("varlen layout: per-token buffers are packed per head with a bound tha
   CHECK(b.seqs() == 5 * 8);
   CHECK(b.q_map() == b.q_blocks);
   CHECK(b.k_map() == b.k_blocks);
-  CHECK(b.stats_part() == 0);  // no fused-stage scratch
+  // channel_stats' chunk partials: per (kv head, K|V), every sequence's chunks from slot
+  // b + first row / T, so B + ceil(total_k / T) + 1 slots hold any lengths of the total.
+  const std::int64_t T = quantize_stats_chunk(s);
+  CHECK(b.stats_part() == 2 * 2 * (5 + (3000 + T - 1) / T + 1) * 4 * b.d_v);
+  CHECK(b.sync_words() == 1 + 4 * 5 * 2);  // arrival counters per (sequence, kv head)
   const QuantBuffers::Offsets o = b.offsets();
   CHECK(o.q_map >= o.seqs + 5 * 32);
   CHECK(o.total >= o.k_map + static_cast<std::size_t>(b.k_blocks) * 4);
@@ -105,7 +109,8 @@ TEST_CASE("varlen launches: the split kernels over packed blocks, one attention 
   // H100: a reset bq gave every sequence the wrong blocks)
   CHECK(quantize_spec_for(s, QuantOp::ChannelStats).tile.bq == s.tile.bq);
   const LaunchShape stats = quantize_launch_shape(quantize_spec_for(s, QuantOp::ChannelStats), b);
-  CHECK(stats.grid[0] == 2);
+  // K and V chunks of the length bound (here the total: a longer sequence's CTAs take several)
+  CHECK(stats.grid[0] == 2 * ((5000 + quantize_stats_chunk(s) - 1) / quantize_stats_chunk(s)));
   CHECK(stats.grid[1] * stats.grid[2] == 7 * 2);  // (sequence, kv head) pairs
   const LaunchShape q = quantize_launch_shape(quantize_spec_for(s, QuantOp::QuantizeQ), b);
   CHECK(q.grid[0] == b.q_blocks);
