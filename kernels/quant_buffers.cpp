@@ -3,11 +3,15 @@
 
 namespace sage2::kernels {
 
-int quantize_stats_chunk(const KernelSpec&) {
-  // 256 tokens: at hd 128 fp16 a 64 KiB read per item (like a Q/K block), enough items to fill
-  // the GPU at N = 1K (2·4 per kv head), and partials of 16 B per channel and chunk (3 % of the
-  // bytes read).
-  return 256;
+int quantize_stats_chunk(const KernelSpec& spec) {
+  // About 64 KiB of fp16/bf16 input per chunk, 256 to 2048 tokens (256 from head dim 128): one CTA's
+  // statistics of a chunk must stream long enough to outweigh its combine and arrival (256 tokens
+  // at head dim 64 measured 2.3x the one-CTA-per-head walk at 8K on the H200, session 12 r2).
+  // A power of two, from the spec alone, so the sum order never depends on the device or the batch.
+  const int row_bytes = 2 * ((spec.head_dim + 7) / 8 * 8);
+  int t = 256;
+  while (t < 2048 && t * row_bytes < 64 * 1024) t *= 2;
+  return t;
 }
 
 QuantBuffers quant_buffers(const QuantProblem& p, const KernelSpec& s) {

@@ -241,7 +241,15 @@ __device__ __forceinline__ SeqItem dense_v_item(const QuantizeParams& p, i64 b, 
 // whole sequence) and by the fused kernel's statistics chunks (T tokens each).
 
 template <class M>
-constexpr int stats_smem_bytes() { return M::RPP * M::TPR * M::CPT * 8 * 4 + 16; }
+constexpr int stats_red_floats() { return M::RPP * M::TPR * M::CPT * 8; }  // one statistic's slots
+// Sum, min and max of the slots go through one barrier when their slots fit 24 KiB, else one at
+// a time (wide heads: the static shared memory of the fused and cluster stages is shared).
+template <class M>
+constexpr int stats_per_round() { return 3 * stats_red_floats<M>() * 4 <= 24 * 1024 ? 3 : 1; }
+constexpr int STATS_D_MAX = D_QK > D_V ? D_QK : D_V;
+// [stats_per_round][slots] floats, [STATS_D_MAX] i32 first-bad rows, 16 bytes for the caller.
+template <class M>
+constexpr int stats_smem_bytes() { return stats_per_round<M>() * stats_red_floats<M>() * 4 + STATS_D_MAX * 4 + 16; }
 
 // emit(s, c, v) receives, for every channel c < d_out (padded channels: 0, 0, 0, NO_BAD):
 // s = 0 sum, 1 min, 2 max, 3 first non-finite row (v holds the i32 bits).
@@ -249,11 +257,14 @@ template <class M, class Emit>
 __device__ __forceinline__ void stats_rows(const Input& in, const u16* row0, i64 n0, i64 n1, int d_out,
                                            u8* smem, Emit&& emit) {
   constexpr int RED_W = M::TPR * M::CPT * 8;  // floats per slot in the reduction buffer
+  constexpr int RED = stats_red_floats<M>();
+  constexpr int PER = stats_per_round<M>();
   constexpr int CPT = M::CPT, RPP = M::RPP;
-  float* s_red = reinterpret_cast<float*>(smem);
+  float* s_red = reinterpret_cast<float*>(smem);     // [PER][RED]
+  i32* s_fb = reinterpret_cast<i32*>(s_red + PER * RED);  // per channel: first non-finite row (shared min)
   const int tid = threadIdx.x, lane_r = tid % M::TPR, slot = tid / M::TPR;
+  for (int c = tid; c < STATS_D_MAX; c += THREADS) s_fb[c] = NO_BAD;
   float sum[CPT][8], mn[CPT][8], mx[CPT][8];
-  i32 fb[CPT][8];  // first non-finite row of the thread's rows (they are walked in order)
 #pragma unroll
   for (int k = 0; k < CPT; ++k)
 #pragma unroll
@@ -261,10 +272,10 @@ __device__ __forceinline__ void stats_rows(const Input& in, const u16* row0, i64
       sum[k][e] = 0.f;
       mn[k][e] = ptx::bits_f32(0x7f800000u);  // +Inf
       mx[k][e] = ptx::bits_f32(0xff800000u);  // -Inf
-      fb[k][e] = NO_BAD;
     }
+  __syncthreads();  // s_fb set before any non-finite element is recorded
 
-  constexpr int U = CPT == 1 ? 4 : 2;  // rows in flight per thread
+  constexpr int U = CPT == 1 ? 4 : 2;  // rows in flight per thread (8 spilled at 3 CTAs per SM)
 #pragma unroll 1
   for (i64 nb = n0 + slot; nb < n1; nb += static_cast<i64>(U) * RPP) {
     ptx::u32x4 raw[U][CPT];
@@ -291,46 +302,51 @@ __device__ __forceinline__ void stats_rows(const Input& in, const u16* row0, i64
             mn[k][e] = ptx::min_nan(mn[k][e], x[e]);
             mx[k][e] = ptx::max_nan(mx[k][e], x[e]);
           }
-          if (bad != 0u) {  // rare: keep the per-element work off the common path
+          if (bad != 0u) {  // rare: off the common path; the first bad row is order-free (a min)
+            const int j = lane_r + k * M::TPR;
 #pragma unroll
             for (int e = 0; e < 8; ++e)
-              if ((bad >> e) & 1u) fb[k][e] = fb[k][e] < n32 ? fb[k][e] : n32;
+              if ((bad >> e) & 1u) red_min_shared_s32(ptx::smem_addr(&s_fb[j * 8 + e]), n32);
           }
         }
       }
     }
   }
 
-  // Combine the RPP row slots, one statistic at a time through the same buffer.
-#pragma unroll 1
-  for (int s = 0; s < 4; ++s) {
+  // Combine the RPP row slots, PER statistics per barrier (sum, min, max; sums left to right from
+  // slot 0's: the contract's order); the first bad row with the last.
+#pragma unroll
+  for (int r0 = 0; r0 < 3; r0 += PER) {
 #pragma unroll
     for (int k = 0; k < CPT; ++k) {
       const int j = lane_r + k * M::TPR;
 #pragma unroll
       for (int e = 0; e < 8; ++e)
-        s_red[slot * RED_W + j * 8 + e] = s == 0 ? sum[k][e]
-                                          : s == 1 ? mn[k][e]
-                                          : s == 2 ? mx[k][e]
-                                                   : ptx::bits_f32(static_cast<u32>(fb[k][e]));
+#pragma unroll
+        for (int q = 0; q < PER; ++q) {
+          const int st = r0 + q;
+          s_red[q * RED + slot * RED_W + j * 8 + e] = st == 0 ? sum[k][e] : st == 1 ? mn[k][e] : mx[k][e];
+        }
     }
     __syncthreads();
 #pragma unroll 1
     for (int c = tid; c < d_out; c += THREADS) {
-      float acc = s == 3 ? ptx::bits_f32(static_cast<u32>(NO_BAD)) : 0.f;
-      if (c < HD) {
-        acc = s_red[c];
-        for (int sl = 1; sl < RPP; ++sl) {
-          const float v = s_red[sl * RED_W + c];
-          if (s == 3) {
-            const i32 a = static_cast<i32>(ptx::f32_bits(acc)), b = static_cast<i32>(ptx::f32_bits(v));
-            acc = ptx::bits_f32(static_cast<u32>(b < a ? b : a));
-          } else {
-            acc = s == 0 ? acc + v : (s == 1 ? ptx::min_nan(acc, v) : ptx::max_nan(acc, v));
+#pragma unroll
+      for (int q = 0; q < PER; ++q) {
+        const int st = r0 + q;
+        const float* red = s_red + q * RED;
+        float acc = 0.f;
+        if (c < HD) {
+          acc = red[c];
+#pragma unroll 4
+          for (int sl = 1; sl < RPP; ++sl) {
+            const float v = red[sl * RED_W + c];
+            acc = st == 0 ? acc + v : st == 1 ? ptx::min_nan(acc, v) : ptx::max_nan(acc, v);
           }
         }
+        emit(st, c, acc);
       }
-      emit(s, c, acc);
+      if (r0 + PER == 3) emit(3, c, ptx::bits_f32(static_cast<u32>(c < HD ? s_fb[c] : NO_BAD)));
     }
     __syncthreads();
   }

@@ -56,7 +56,7 @@ TEST_CASE("fused quantize schedule: every item once, statistics of a group befor
     CAPTURE(s.lag);
     REQUIRE(s.lag >= 1);
     REQUIRE(s.lag <= s.groups);
-    CHECK(s.chunks == static_cast<unsigned>((pr.nk + 255) / 256));
+    CHECK(s.chunks == static_cast<unsigned>((pr.nk + b.stats_chunk - 1) / b.stats_chunk));
     KernelSpec attn;
     attn.family = pr.fam;
     attn.head_dim = pr.d;
@@ -95,8 +95,14 @@ TEST_CASE("fused quantize: lag, sync region and partials come from the buffers")
   const QuantBuffers b = buffers(4, 32, 32, 1024, 1024, 128);
   CHECK(quantize_schedule(b).lag == 32);  // 16 MiB / (2 · 1024 · 128 · 2 B)
   CHECK(quantize_schedule(buffers(4, 32, 32, 32768, 32768, 128)).lag == 1);
-  CHECK(b.stats_chunk == 256);
+  CHECK(b.stats_chunk == 256);  // ~64 KiB of fp16 input per chunk: 256 tokens at head dim 128
   CHECK(b.stats_chunks == 4);
+  // 512 at head dim 64 (and 72), 1024 at 32, at most 2048, never below 256
+  for (auto [d, t] : {std::pair{64, 512}, {72, 512}, {32, 1024}, {8, 2048}, {1, 2048}, {256, 256}, {512, 256}}) {
+    KernelSpec k;
+    k.head_dim = d;
+    CHECK(quantize_stats_chunk(k) == t);
+  }
   CHECK(b.sync_words() == 1 + 4 * 4 * 32);
   CHECK(b.stats_part() == 4 * 32 * 2 * 4 * 4 * b.d_v);
   const auto o = b.offsets();
