@@ -379,26 +379,32 @@ TEST_CASE("quantize stage: spec/tensor mismatches are rejected with names and va
 }
 
 TEST_CASE("quantize stage: channel sums follow the chunked fp32 order across several chunks") {
-  // 700 keys = 3 statistics chunks (T = 256), the last one partial; int8 and int4 mappings
-  // (different P), head dim 40 (padded channels stay 0).
-  for (int bits : {8, 4}) {
-    const auto spec = attn_spec(AttentionFamily::Mma, bits, 40, 64, 32, 2, false, true, true);
-    const int T = kernels::quantize_stats_chunk(kernel_spec(spec)), P = kernels::quantize_stats_rows_per_pass(kernel_spec(spec));
-    REQUIRE(T == 256);
-    REQUIRE(P >= 1);
-    auto in = make_activation_like(17, DType::F16, 1, 1, 1, 16, 700, 40);
-    QuantizeOptions fo;
-    fo.fused_stats_order = true;  // the fused stage's order (the default split one is one chunk)
-    const QuantizedHost qs = quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec, fo);
-    REQUIRE(qs.layout.stats_chunks == 3);
-    for (int ch = 0; ch < 40; ++ch) {
-      CHECK(qs.k_stats[static_cast<std::size_t>(ch)] ==
-            stage_sum([&](std::int64_t n) { return in.k.get(0, 0, n, ch); }, 700, T, P));
-      CHECK(qs.v_stats[static_cast<std::size_t>(ch)] ==
-            stage_sum([&](std::int64_t n) { return in.v.get(0, 0, n, ch); }, 700, T, P));
+  // 2500 keys = 3 statistics chunks (T = 1024 at head dim 40: ~64 KiB of input), the last one
+  // partial; int8 and int4 mappings (different P), head dim 40 (padded channels stay 0); the split
+  // path's order (its channel_stats' rows per pass) and the fused stage's.
+  for (int bits : {8, 4})
+    for (bool fused : {false, true}) {
+      CAPTURE(bits);
+      CAPTURE(fused);
+      const auto spec = attn_spec(AttentionFamily::Mma, bits, 40, 64, 32, 2, false, true, true);
+      const kernels::KernelSpec ks = kernel_spec(spec);
+      const int T = kernels::quantize_stats_chunk(ks);
+      const int P = fused ? kernels::quantize_stats_rows_per_pass(ks) : kernels::quantize_split_stats_rows_per_pass(ks);
+      REQUIRE(T == 1024);
+      REQUIRE(P >= 1);
+      auto in = make_activation_like(17, DType::F16, 1, 1, 1, 16, 2500, 40);
+      QuantizeOptions fo;
+      fo.fused_stats_order = fused;
+      const QuantizedHost qs = quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec, fo);
+      REQUIRE(qs.layout.stats_chunks == 3);
+      for (int ch = 0; ch < 40; ++ch) {
+        CHECK(qs.k_stats[static_cast<std::size_t>(ch)] ==
+              stage_sum([&](std::int64_t n) { return in.k.get(0, 0, n, ch); }, 2500, T, P));
+        CHECK(qs.v_stats[static_cast<std::size_t>(ch)] ==
+              stage_sum([&](std::int64_t n) { return in.v.get(0, 0, n, ch); }, 2500, T, P));
+      }
+      for (int ch = 40; ch < qs.layout.d_qk; ++ch) CHECK(qs.k_stats[static_cast<std::size_t>(ch)] == 0.f);
     }
-    for (int ch = 40; ch < qs.layout.d_qk; ++ch) CHECK(qs.k_stats[static_cast<std::size_t>(ch)] == 0.f);
-  }
 }
 
 TEST_CASE("quantize stage: the cluster stage's sums follow the chunked order with its plan's chunks") {
