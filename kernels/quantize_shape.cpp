@@ -132,9 +132,7 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
       fit_row(c);
       c.threads = 256;
       c.rows = c.threads / c.tpr;
-      // <= 128 registers: each thread keeps two batches of 8 rows in flight up to head dim 256
-      // (templates/quantize.cuh stats_rows); wider heads need more (they spill)
-      c.min_ctas = c.chunks <= 32 ? 2 : 1;
+      c.min_ctas = c.chunks <= 32 ? 3 : 1;  // 85 registers; wider heads need more (they spill)
       break;
     case QuantOp::QuantizeQ:
     case QuantOp::QuantizeK: {

@@ -275,14 +275,10 @@ __device__ __forceinline__ void stats_rows(const Input& in, const u16* row0, i64
     }
   __syncthreads();  // s_fb set before any non-finite element is recorded
 
-  // Rows per batch and thread. sage2_channel_stats (2 CTAs per SM) loads the next batch before it
-  // adds up the current one, so a thread's loads stay in flight while it computes (ncu, H200, 8K:
-  // 63 % of DRAM bandwidth with one batch of 4 at 3 CTAs per SM); the fused and cluster stages
-  // (80 registers) keep one batch of 4.
-  constexpr bool PIPE = SAGE2_QUANT_OP == 1 && CPT == 1 && VEC_HD;  // (element loads: more registers)
-  constexpr int U = PIPE ? 8 : CPT == 1 ? 4 : 2;
-  const i64 step = static_cast<i64>(U) * RPP;
-  auto load_batch = [&](i64 nb, ptx::u32x4 (&raw)[U][CPT]) {
+  constexpr int U = CPT == 1 ? 4 : 2;  // rows in flight per thread (8 spilled at 3 CTAs per SM)
+#pragma unroll 1
+  for (i64 nb = n0 + slot; nb < n1; nb += static_cast<i64>(U) * RPP) {
+    ptx::u32x4 raw[U][CPT];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const i64 n = nb + static_cast<i64>(u) * RPP;
@@ -290,8 +286,6 @@ __device__ __forceinline__ void stats_rows(const Input& in, const u16* row0, i64
       for (int k = 0; k < CPT; ++k)
         raw[u][k] = (n < n1) ? load_chunk(in, row0 + n * in.sn, lane_r + k * M::TPR) : ptx::u32x4{0u, 0u, 0u, 0u};
     }
-  };
-  auto add_batch = [&](i64 nb, const ptx::u32x4 (&raw)[U][CPT]) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const i64 n = nb + static_cast<i64>(u) * RPP;
@@ -316,29 +310,6 @@ __device__ __forceinline__ void stats_rows(const Input& in, const u16* row0, i64
           }
         }
       }
-    }
-  };
-  if (PIPE) {
-    // Two buffers taking turns (no copies between them).
-    ptx::u32x4 a[U][CPT], b[U][CPT];
-    i64 nb = n0 + slot;
-    if (nb < n1) load_batch(nb, a);
-#pragma unroll 1
-    while (nb < n1) {
-      if (nb + step < n1) load_batch(nb + step, b);
-      add_batch(nb, a);
-      nb += step;
-      if (nb >= n1) break;
-      if (nb + step < n1) load_batch(nb + step, a);
-      add_batch(nb, b);
-      nb += step;
-    }
-  } else {
-#pragma unroll 1
-    for (i64 nb = n0 + slot; nb < n1; nb += step) {
-      ptx::u32x4 raw[U][CPT];
-      load_batch(nb, raw);
-      add_batch(nb, raw);
     }
   }
 
