@@ -123,7 +123,8 @@ class TuningDb {
   explicit TuningDb(std::vector<TuningEntry> entries) : entries_(std::move(entries)) {}
   // The entry of the same specialisation, measured on code `code` (CodeIdentity::matches), whose
   // size buckets are nearest to `key` (at most `max_distance`); ties prefer the larger q, then
-  // kv, then gqa bucket. nullptr when there is none.
+  // kv, then gqa bucket. nullptr when there is none, and when `key` lies outside the range of the
+  // buckets measured for the specialisation on any axis (no extrapolation beyond the measured sizes).
   const TuningEntry* find(const TuningKey& key, const CodeIdentity& code,
                           int max_distance = kMaxLookupDistance) const;
   const std::vector<TuningEntry>& entries() const { return entries_; }

@@ -324,9 +324,19 @@ TEST_CASE("autotune: lookups use the nearest size bucket of the same specialisat
   CHECK(db.find(make_key(128, 4096, 4096), code, 4)->tile == kernels::TileConfig{128, 64, 8, 2});  // tie → larger
   CHECK(db.find(make_key(128, 4096, 4096), plan::CodeIdentity{"0.0.1+0000000000000000", code.nvrtc_version})->tile ==
         kernels::TileConfig{128, 128, 8, 3});
-  // GQA counts in the distance; other specialisations never match.
-  CHECK(db.find(make_key(128, 1024, 1024, 4), code)->tile == kernels::TileConfig{64, 64, 4, 1});
+  // Only between measured sizes: below 1024² or above 16384² (any axis), or at another GQA group
+  // than the measured one, there is no entry (the heuristic) — a tile is not extrapolated.
+  CHECK(db.find(make_key(128, 512, 512), code) == nullptr);
+  CHECK(db.find(make_key(128, 1024, 512), code) == nullptr);
+  CHECK(db.find(make_key(128, 32768, 32768), code) == nullptr);
+  CHECK(db.find(make_key(128, 1024, 1024, 4), code) == nullptr);
   CHECK(db.find(make_key(128, 1024, 1024, 16), code) == nullptr);
+  // GQA counts in the distance where groups were measured; other specialisations never match.
+  std::vector<plan::TuningEntry> gqa = entries;
+  gqa.push_back(make_entry(make_key(128, 1024, 1024, 8), {64, 64, 4, 2}));
+  const plan::TuningDb dg(gqa);
+  CHECK(dg.find(make_key(128, 1024, 1024, 2), code)->tile == kernels::TileConfig{64, 64, 4, 1});
+  CHECK(dg.find(make_key(128, 1024, 1024, 4), code)->tile == kernels::TileConfig{64, 64, 4, 2});  // tie → larger g
   CHECK(db.find(make_key(128, 1024, 1024, 1, true), code) == nullptr);
   CHECK(db.find(make_key(128, 1024, 1024, 1, false, DType::BF16), code) == nullptr);
   CHECK(db.find(make_key(96, 1024, 1024), code) == nullptr);
@@ -511,16 +521,19 @@ TEST_CASE("autotune: the planner returns tuned tiles, memoises per signature and
   CHECK(big.choose(base_spec(p1k), p1k).tile == kernels::TileConfig{128, 128, 8, 3});
   // Measured with other kernel code: not used.
   CHECK_FALSE(big.choose(base_spec(p96), p96).tuned);
-  // 8192 is one step from the 4096 entry: the entry is used for it too.
-  const auto p8k = problem(128, 8192, 8192);
-  c = big.choose(base_spec(p8k), p8k);
+  // 2048 lies between the 1024 and 4096 entries: the nearer one (a tie: the larger) serves it.
+  const auto p2k = problem(128, 2048, 2048);
+  c = big.choose(base_spec(p2k), p2k);
   CHECK(c.tuned);
   CHECK(c.measured_key == make_key(128, 4096, 4096));
-  CHECK(big.memoised() == 4);
+  // 8192 is past the largest measured size: the heuristic, not an extrapolated tile.
+  const auto p8k = problem(128, 8192, 8192);
+  CHECK_FALSE(big.choose(base_spec(p8k), p8k).tuned);
+  CHECK(big.memoised() == 5);
   // Memoised: later changes to the file are not seen by this planner, calls do not re-read it.
   REQUIRE(plan::merge_into_db(path, make_info(), {make_entry(make_key(128, 4096, 4096), {64, 64, 4, 1})}).ok);
   CHECK(big.choose(base_spec(p128), p128).tile == kernels::TileConfig{128, 64, 8, 1});
-  CHECK(big.memoised() == 4);
+  CHECK(big.memoised() == 5);
   // ...a new planner (a new Context) sees them.
   CHECK(plan::Planner(path, kDevice, kArch, kSmem).choose(base_spec(p128), p128).tile == kernels::TileConfig{64, 64, 4, 1});
   CHECK(warns.count() == 0);
