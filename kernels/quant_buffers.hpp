@@ -14,11 +14,13 @@
 //     are cut into chunks of T tokens; chunk k's sum is
 //        Σ_{s=0}^{P-1} ( Σ_{i>=0, k·T+s+i·P < min(len,(k+1)·T)} x[k·T+s+i·P] )
 //     (inner sums from 0.f in increasing token order, then the P slot sums left to right from
-//     slot 0's), and the total adds the chunk sums left to right from chunk 0's. The default
-//     split path walks one chunk (T = len) with P = kernels::quantize_split_stats_rows_per_pass; the
-//     fused path (SAGE2_QUANT_PATH=fused) uses T = stats_chunk and P =
-//     kernels::quantize_stats_rows_per_pass. The reference follows either
-//     (reference::QuantizeOptions::fused_stats_order). min/max are order-free.
+//     slot 0's), and the total adds the chunk sums left to right from chunk 0's. T = stats_chunk
+//     (kernels::quantize_stats_chunk, ~64 KiB of input) on every path but the cluster stage; P =
+//     kernels::quantize_split_stats_rows_per_pass on the default split path (one CTA per chunk,
+//     so the statistics fill the GPU whatever the head count), kernels::quantize_stats_rows_per_pass
+//     on the fused path (SAGE2_QUANT_PATH=fused). A varlen sequence's chunks start at its first
+//     key. The reference follows each (reference::QuantizeOptions::fused_stats_order,
+//     cluster_stats_order). min/max are order-free.
 //  k̄[c]  = smooth_k ? sum_K[c] / kv_len : 0
 //  Q/K group g of a block (QuantLayout::q_group / k_group), x = float(input) - mean:
 //     amax  = max |x| over the group's valid rows and real channels (x of a non-finite input

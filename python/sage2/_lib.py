@@ -220,19 +220,24 @@ class SeqLens(ctypes.Structure):
     ]
 
 
+# The leading fields sage2_tune_options and sage2_warmup_options share (the selection).
+_SELECTION_FIELDS = [
+    ("head_dims", ctypes.POINTER(ctypes.c_int32)),
+    ("n_head_dims", ctypes.c_int32),
+    ("dtype", ctypes.c_int32),          # -1: f16 and bf16; else a sage2_dtype
+    ("causal", ctypes.c_int32),         # -1: none and top-left; else a sage2_causal
+    ("qk_bits", ctypes.c_int32),        # 0 auto (8), 4 or 8
+    ("pv_precision", ctypes.c_int32),   # sage2_pv_precision
+]
+
+
 class TuneOptions(ctypes.Structure):
     """sage2_tune_options (added in 0.1): what sage2_tune times. sage2_tune_options_init writes the
     defaults (NULL lists: head dims 64, 96, 128 and sequence lengths 1024, 4096, 16384; dtype and
     causal -1: both f16 and bf16, none and top-left; heads 32; reps 20, warmup 2, budget 1 s, min
     gain 0.02, write_db 1, jobs 0). sage2.tune (_tune.py) fills it."""
 
-    _fields_ = [
-        ("head_dims", ctypes.POINTER(ctypes.c_int32)),
-        ("n_head_dims", ctypes.c_int32),
-        ("dtype", ctypes.c_int32),          # -1: f16 and bf16; else a sage2_dtype
-        ("causal", ctypes.c_int32),         # -1: none and top-left; else a sage2_causal
-        ("qk_bits", ctypes.c_int32),        # 0 auto (8), 4 or 8
-        ("pv_precision", ctypes.c_int32),   # sage2_pv_precision
+    _fields_ = _SELECTION_FIELDS + [
         ("seq_lens", ctypes.POINTER(ctypes.c_int64)),
         ("n_seq_lens", ctypes.c_int32),
         ("batch", ctypes.c_int64),          # 0: 16K tokens, 1 to 4 sequences
@@ -266,13 +271,7 @@ class WarmupOptions(ctypes.Structure):
     """sage2_warmup_options: the calls sage2_warmup covers. sage2_warmup_options_init writes the
     defaults (head dims 64, 96, 128; dtype and causal -1: both; masks 1: unmasked; smooth_k 1)."""
 
-    _fields_ = [
-        ("head_dims", ctypes.POINTER(ctypes.c_int32)),
-        ("n_head_dims", ctypes.c_int32),
-        ("dtype", ctypes.c_int32),          # -1: f16 and bf16; else a sage2_dtype
-        ("causal", ctypes.c_int32),         # -1: none and top-left; else a sage2_causal
-        ("qk_bits", ctypes.c_int32),        # 0 auto (8), 4 or 8
-        ("pv_precision", ctypes.c_int32),   # sage2_pv_precision
+    _fields_ = _SELECTION_FIELDS + [
         ("return_lse", ctypes.c_int32),     # -1 both, 0 without, 1 with
         ("masks", ctypes.c_uint32),         # bit t: calls with sage2_mask_type t
         ("varlen", ctypes.c_int32),

@@ -7,8 +7,11 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 #include <vector>
+
+#include "base/log.hpp"
 
 namespace sage2::test {
 
@@ -31,6 +34,44 @@ struct TempDir {
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
   std::string operator/(const std::string& name) const { return path + "/" + name; }
+};
+
+// Captures the library's warnings (base::log's sink) while it lives, instead of printing them.
+struct WarnCapture {
+  static std::mutex& mu() {
+    static std::mutex m;
+    return m;
+  }
+  static std::vector<std::string>& msgs() {
+    static std::vector<std::string> v;
+    return v;
+  }
+  static void sink(base::log::Level level, const std::string& m) {
+    if (level != base::log::Level::Warn) return;
+    std::lock_guard<std::mutex> lock(mu());
+    msgs().push_back(m);
+  }
+  WarnCapture() {
+    reset();
+    base::log::set_sink(&sink);
+  }
+  ~WarnCapture() { base::log::set_sink(nullptr); }
+  WarnCapture(const WarnCapture&) = delete;
+  WarnCapture& operator=(const WarnCapture&) = delete;
+  std::size_t count() const {
+    std::lock_guard<std::mutex> lock(mu());
+    return msgs().size();
+  }
+  std::string all() const {
+    std::lock_guard<std::mutex> lock(mu());
+    std::string s;
+    for (const auto& m : msgs()) s += m + "\n";
+    return s;
+  }
+  void reset() {
+    std::lock_guard<std::mutex> lock(mu());
+    msgs().clear();
+  }
 };
 
 struct CommandResult {

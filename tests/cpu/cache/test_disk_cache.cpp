@@ -42,28 +42,7 @@ struct TempDir : test::TempDir {
   TempDir() : test::TempDir("sage2-cache-test") {}
 };
 
-// Captures warnings instead of printing them.
-struct WarnCapture {
-  static std::mutex& mu() { static std::mutex m; return m; }
-  static std::vector<std::string>& msgs() { static std::vector<std::string> v; return v; }
-  static void sink(base::log::Level level, const std::string& m) {
-    if (level != base::log::Level::Warn) return;
-    std::lock_guard<std::mutex> lock(mu());
-    msgs().push_back(m);
-  }
-  WarnCapture() {
-    msgs().clear();
-    base::log::set_sink(&sink);
-  }
-  ~WarnCapture() { base::log::set_sink(nullptr); }
-  std::size_t count() const { return msgs().size(); }
-  std::string all() const {
-    std::string s;
-    for (const auto& m : msgs()) s += m + "\n";
-    return s;
-  }
-  void reset() { msgs().clear(); }
-};
+using WarnCapture = test::WarnCapture;
 
 jit::CompiledKernel make_kernel(kernels::Arch arch = kernels::Arch::Sm90a, int head_dim = 128, std::size_t cubin_bytes = 4096,
                                 unsigned seed = 1) {

@@ -47,34 +47,7 @@ struct FaultDir : test::TempDir {
   FaultDir() : test::TempDir("sage2-faults") {}
 };
 
-struct Warnings {
-  static std::mutex& mu() { static std::mutex m; return m; }
-  static std::vector<std::string>& msgs() { static std::vector<std::string> v; return v; }
-  static void sink(base::log::Level level, const std::string& m) {
-    if (level != base::log::Level::Warn) return;
-    std::lock_guard<std::mutex> lock(mu());
-    msgs().push_back(m);
-  }
-  Warnings() {
-    reset();
-    base::log::set_sink(&sink);
-  }
-  ~Warnings() { base::log::set_sink(nullptr); }
-  std::size_t count() const {
-    std::lock_guard<std::mutex> lock(mu());
-    return msgs().size();
-  }
-  std::string all() const {
-    std::lock_guard<std::mutex> lock(mu());
-    std::string s;
-    for (const auto& m : msgs()) s += m + "\n";
-    return s;
-  }
-  void reset() {
-    std::lock_guard<std::mutex> lock(mu());
-    msgs().clear();
-  }
-};
+using Warnings = test::WarnCapture;
 
 std::vector<char> slurp(const std::string& p) {
   std::ifstream f(p, std::ios::binary);

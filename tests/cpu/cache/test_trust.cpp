@@ -44,26 +44,7 @@ struct TrustDir : test::TempDir {
   TrustDir() : test::TempDir("sage2-trust") {}
 };
 
-struct Warnings {
-  static std::mutex& mu() { static std::mutex m; return m; }
-  static std::vector<std::string>& msgs() { static std::vector<std::string> v; return v; }
-  static void sink(base::log::Level level, const std::string& m) {
-    if (level != base::log::Level::Warn) return;
-    std::lock_guard<std::mutex> lock(mu());
-    msgs().push_back(m);
-  }
-  Warnings() {
-    msgs().clear();
-    base::log::set_sink(&sink);
-  }
-  ~Warnings() { base::log::set_sink(nullptr); }
-  std::size_t count() const { return msgs().size(); }
-  std::string all() const {
-    std::string s;
-    for (const auto& m : msgs()) s += m + "\n";
-    return s;
-  }
-};
+using Warnings = test::WarnCapture;
 
 // Restores the process's umask when the scope ends.
 struct ScopedUmask {

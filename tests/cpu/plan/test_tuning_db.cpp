@@ -37,51 +37,18 @@
 #include "kernels/attention_family.hpp"
 #include "runtime/attention_plan.hpp"
 #include "base/log.hpp"
+#include "test_support.hpp"
 
 using namespace sage2;
 using namespace sage2::plan;
 
 namespace {
 
-struct DbTempDir {
-  std::string path;
-  DbTempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/sage2-tune-test-XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    REQUIRE(::mkdtemp(buf.data()) != nullptr);
-    path = buf.data();
-  }
-  ~DbTempDir() { (void)std::system(("rm -rf '" + path + "'").c_str()); }
-  std::string operator/(const std::string& name) const { return path + "/" + name; }
+struct DbTempDir : test::TempDir {
+  DbTempDir() : test::TempDir("sage2-tune-test") {}
 };
 
-struct DbWarnCapture {
-  static std::mutex& mu() { static std::mutex m; return m; }
-  static std::vector<std::string>& msgs() { static std::vector<std::string> v; return v; }
-  static void sink(base::log::Level level, const std::string& m) {
-    if (level != base::log::Level::Warn) return;
-    std::lock_guard<std::mutex> lock(mu());
-    msgs().push_back(m);
-  }
-  DbWarnCapture() {
-    std::lock_guard<std::mutex> lock(mu());
-    msgs().clear();
-    base::log::set_sink(&sink);
-  }
-  ~DbWarnCapture() { base::log::set_sink(nullptr); }
-  std::size_t count() const {
-    std::lock_guard<std::mutex> lock(mu());
-    return msgs().size();
-  }
-  std::string all() const {
-    std::lock_guard<std::mutex> lock(mu());
-    std::string s;
-    for (const auto& m : msgs()) s += m + "\n";
-    return s;
-  }
-};
+using DbWarnCapture = test::WarnCapture;
 
 const std::string kDevice = "NVIDIA H100 80GB HBM3";
 constexpr kernels::Arch kArch = kernels::Arch::Sm90a;
