@@ -1,4 +1,5 @@
 #include "autotune/prepare.hpp"
+#include "plan/attention_spec.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -2,7 +2,6 @@
 
 #include "base/config.hpp"
 #include "kernels/attention_family.hpp"
-#include "plan/candidates.hpp"
 
 namespace sage2::plan {
 
@@ -30,6 +29,10 @@ kernels::KernelSpec attention_spec_for(const AttentionProblem& p, kernels::Arch 
   s.mask = p.mask;
   s.pv() = p.pv();
   return s;
+}
+
+kernels::TileConfig heuristic_tile(const kernels::KernelSpec& attention_spec, int max_smem_optin) {
+  return kernels::attention_family(attention_spec.family).default_tile(attention_spec, max_smem_optin);
 }
 
 void apply_quant_path(kernels::KernelSpec& s, QuantPath path) {

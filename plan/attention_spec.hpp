@@ -21,6 +21,10 @@ kernels::KernelSpec attention_spec_for(const AttentionProblem& p, kernels::Arch 
 // quantize Q itself, off otherwise (kernels::AttentionFamilyDesc::q_in_kernel_ok).
 void apply_quant_path(kernels::KernelSpec& s, QuantPath path);
 
+// The heuristic default: the descriptor's default_tile(), which passes plan::static_reject_reason().
+// Instant (no compile, no file). Throws Unsupported naming the head dim when none fits.
+kernels::TileConfig heuristic_tile(const kernels::KernelSpec& attention_spec, int max_smem_optin);
+
 // The heuristic default alone (no database): the first tile of the heuristic preference list that
 // fits `max_smem_optin`. Throws Unsupported when none does.
 kernels::KernelSpec plan_attention_heuristic(const AttentionProblem& p, kernels::Arch arch, int max_smem_optin);

@@ -1,10 +1,11 @@
 #include "plan/call_kernels.hpp"
 
+#include <algorithm>
+
 #include "kernels/attention_family.hpp"
 #include "kernels/attention_shape.hpp"
 #include "kernels/quantize_shape.hpp"
 #include "plan/attention_spec.hpp"
-#include "plan/candidates.hpp"
 #include "plan/planner.hpp"
 
 namespace sage2::plan {
@@ -94,6 +95,12 @@ QuantizedCallKernels quantized_call_kernels(const kernels::KernelSpec& a, QuantP
 std::vector<kernels::KernelSpec> direct_call_kernels(const kernels::DirectLayout& l) {
   std::vector<kernels::KernelSpec> v{l.split_spec};
   if (l.merge()) v.push_back(l.merge_spec);
+  return v;
+}
+
+std::vector<kernels::KernelSpec> companion_specs(const kernels::KernelSpec& attention_spec, QuantPath path) {
+  std::vector<kernels::KernelSpec> v = quantized_call_kernels(attention_spec, path).all();
+  v.erase(std::remove(v.begin(), v.end(), attention_spec), v.end());
   return v;
 }
 

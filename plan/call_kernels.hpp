@@ -61,6 +61,12 @@ QuantizedCallKernels quantized_call_kernels(const kernels::KernelSpec& a, QuantP
 // the layout merges partials (kernels::direct_layout on the settings' device).
 std::vector<kernels::KernelSpec> direct_call_kernels(const kernels::DirectLayout& layout);
 
+// The kernels one attention call with `attention_spec` (tile and q_in_kernel set) launches
+// besides the attention kernel itself under quantize path `path`: the quantize kernels, and ΔS
+// with smooth Q (what the tuner prepares beside a candidate).
+std::vector<kernels::KernelSpec> companion_specs(const kernels::KernelSpec& attention_spec,
+                                                 QuantPath path = QuantPath::Auto);
+
 // Every kernel a call of validated problem `p` loads with these settings, in launch order.
 std::vector<kernels::KernelSpec> call_kernel_specs(const AttentionProblem& p, const CallSettings& s);
 

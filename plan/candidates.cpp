@@ -7,7 +7,6 @@
 
 #include "kernels/attention_family.hpp"
 #include "plan/attention_spec.hpp"
-#include "plan/call_kernels.hpp"
 
 namespace sage2::plan {
 
@@ -46,9 +45,6 @@ std::optional<std::string> ptxas_reject_reason(const kernels::KernelSpec& spec, 
   return std::nullopt;
 }
 
-kernels::TileConfig heuristic_tile(const kernels::KernelSpec& attention_spec, int max_smem_optin) {
-  return kernels::attention_family(attention_spec.family).default_tile(attention_spec, max_smem_optin);
-}
 
 std::string tile_str(const kernels::TileConfig& t) {
   char b[64];
@@ -136,10 +132,5 @@ std::string Specialisation::str() const {
   return s;
 }
 
-std::vector<kernels::KernelSpec> companion_specs(const kernels::KernelSpec& attention_spec, QuantPath path) {
-  std::vector<kernels::KernelSpec> v = quantized_call_kernels(attention_spec, path).all();
-  v.erase(std::remove(v.begin(), v.end(), attention_spec), v.end());
-  return v;
-}
 
 }  // namespace sage2::plan

@@ -1,5 +1,5 @@
 // Candidate tile configurations, the checks that filter them before any timing, and the
-// heuristic default used whenever the tuning database has no entry.
+// heuristic default (plan/attention_spec.hpp heuristic_tile) used whenever the tuning database has no entry.
 //
 // The candidates and the heuristic are the family descriptor's (kernels/attention_family.hpp).
 // Filtering, in order (a rejected candidate is never compiled further, never timed):
@@ -37,10 +37,6 @@ std::optional<std::string> static_reject_reason(const kernels::KernelSpec& spec,
 // is. Unknown facts (registers == -1: ptxas did not report) are accepted.
 std::optional<std::string> ptxas_reject_reason(const kernels::KernelSpec& spec, const jit::PtxasFacts& facts);
 
-// The heuristic default: the descriptor's default_tile(), which passes static_reject_reason().
-// Instant (no compile, no file). Throws Unsupported naming the head dim when none fits.
-kernels::TileConfig heuristic_tile(const kernels::KernelSpec& attention_spec, int max_smem_optin);
-
 // "bq64.bk64.w4.s2"; parse_tile() also accepts "64x64x4x2" (bq x bk x warps x stages).
 std::string tile_str(const kernels::TileConfig& t);
 std::optional<kernels::TileConfig> parse_tile(const std::string& s);
@@ -69,11 +65,5 @@ struct Specialisation : kernels::QuantOptions, kernels::PvOptions {
   std::string str() const;  // "d128 causal f16 int8 sk" (causal-br: bottom-right mask; " pv16": FP16 P̃V)
   bool operator==(const Specialisation&) const = default;
 };
-
-// The kernels one attention call with `attention_spec` (tile and q_in_kernel set) launches
-// besides the attention kernel itself under quantize path `path`: the quantize kernels, and ΔS
-// with smooth Q (plan::quantized_call_kernels).
-std::vector<kernels::KernelSpec> companion_specs(const kernels::KernelSpec& attention_spec,
-                                                 QuantPath path = QuantPath::Auto);
 
 }  // namespace sage2::plan

@@ -1,4 +1,5 @@
 #include "plan/planner.hpp"
+#include "plan/attention_spec.hpp"
 
 #include <algorithm>
 #include <map>

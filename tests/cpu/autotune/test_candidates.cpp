@@ -18,6 +18,8 @@
 #include <doctest/doctest.h>
 
 #include "plan/candidates.hpp"
+#include "plan/call_kernels.hpp"
+#include "plan/attention_spec.hpp"
 #include "autotune/prepare.hpp"
 #include "cache/disk_cache.hpp"
 #include "kernels/attention_family.hpp"

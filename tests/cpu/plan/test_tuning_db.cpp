@@ -31,6 +31,7 @@
 #include <doctest/doctest.h>
 
 #include "plan/candidates.hpp"
+#include "plan/attention_spec.hpp"
 #include "plan/planner.hpp"
 #include "plan/tuning_db.hpp"
 #include "jit/kernel_build.hpp"

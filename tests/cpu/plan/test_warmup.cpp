@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "autotune/prepare.hpp"
+#include "plan/attention_spec.hpp"
 #include "kernels/attention_family.hpp"
 #include "plan/attention_validate.hpp"
 #include "plan/call_kernels.hpp"

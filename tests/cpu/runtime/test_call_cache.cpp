@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/attention_family.hpp"
+#include "plan/attention_spec.hpp"
 #include "plan/candidates.hpp"
 #include "runtime/attention_plan.hpp"
 #include "plan/attention_validate.hpp"

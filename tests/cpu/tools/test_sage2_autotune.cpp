@@ -31,6 +31,8 @@
 #include <doctest/doctest.h>
 
 #include "autotune/prepare.hpp"
+#include "plan/call_kernels.hpp"
+#include "plan/attention_spec.hpp"
 #include "plan/warmup.hpp"
 
 #include "kernels/attention_family.hpp"
