@@ -21,8 +21,11 @@ from sage2 import _lib, _tune
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HEADER = os.path.join(os.environ.get("SAGE2_SOURCE_DIR") or REPO, "include", "sage2", "sage2.h")
-STRUCTS = (("sage2_tune_options", _lib.TuneOptions), ("sage2_tune_summary", _lib.TuneSummary))
-C_TYPES = {"int32_t": ctypes.c_int32, "int64_t": ctypes.c_int64, "double": ctypes.c_double,
+# The C boundary's option and summary structs the bindings mirror (tuning, warm-up, kernel counts).
+STRUCTS = (("sage2_tune_options", _lib.TuneOptions), ("sage2_tune_summary", _lib.TuneSummary),
+           ("sage2_warmup_options", _lib.WarmupOptions), ("sage2_warmup_summary", _lib.WarmupSummary),
+           ("sage2_kernel_stats", _lib.KernelStats))
+C_TYPES = {"int32_t": ctypes.c_int32, "uint32_t": ctypes.c_uint32, "int64_t": ctypes.c_int64, "double": ctypes.c_double,
            "const int32_t*": ctypes.POINTER(ctypes.c_int32), "const int64_t*": ctypes.POINTER(ctypes.c_int64)}
 
 
