@@ -40,9 +40,7 @@ kernels::KernelSpec plan_attention(const plan::AttentionProblem& p, kernels::Arc
   s.quant_path = defaults.quant_path;
   s.family = attention_family_override(defaults.family, facts, arch);
   s.planner = planner.get();
-  kernels::KernelSpec spec = plan::planned_attention_spec(p, s);
-  spec.ptx = false;  // as before: the caller's loader sets its code form
-  return spec;
+  return plan::planned_attention_spec(p, s);  // ptx false: the caller's loader sets its code form
 }
 
 void check_pointers_on_device(Context::Impl& ctx, const TensorRef& q, const TensorRef& k, const TensorRef& v,
