@@ -136,8 +136,8 @@ CASES = [
     # (pv_accum_dtype is the reference's keyword, mapped since issue 25: test_reference_kwargs.py)
     ("unknown option", lambda q, k, v, kw: (q, k, v, dict(kw, pv_accum_dtpye="fp32")), TypeError,
      "unexpected option 'pv_accum_dtpye'"),
-    ("reference keyword refused", lambda q, k, v, kw: (q, k, v, dict(kw, pv_accum_dtype="fp16")), ValueError,
-     "pv_accum_dtype='fp16' is not supported"),
+    ("reference keyword, value it never had", lambda q, k, v, kw: (q, k, v, dict(kw, pv_accum_dtype="fp64")),
+     ValueError, "pv_accum_dtype='fp64'; expected one of the reference's values"),
 ]
 
 

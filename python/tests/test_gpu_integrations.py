@@ -301,7 +301,7 @@ import json, sys, sage2
 # so the quantized kernels of long calls are warmed (N 512 warms the direct path's decode kernels)
 r = sage2.warmup(head_dims=(64, 128), dtypes=("bf16",), causal=(False, True), seq_lens=(2048,), return_lse=(False, True),
                  progress=True)
-print("JSON" + json.dumps(r))
+print("JSON" + json.dumps({"records": r, "kernels": sage2.stats()["process"]}))
 '''
 
 
@@ -312,13 +312,16 @@ def test_warmup_fills_the_cache_a_second_process_loads(tmp_path):
     for _ in range(2):
         r = subprocess.run([sys.executable, "-c", WARM], capture_output=True, text=True, env=env, timeout=600)
         assert r.returncode == 0, r.stdout + r.stderr
-        rec = json.loads(r.stdout.split("JSON", 1)[1])
-        assert len(rec) == 8 and "sage2 warmup [" in r.stderr  # the progress bar (forced: no terminal here)
-        runs.append(sum(x["seconds"] for x in rec))
+        out = json.loads(r.stdout.split("JSON", 1)[1])
+        assert len(out["records"]) == 8 and "sage2 warmup [" in r.stderr  # the progress bar (forced: no terminal here)
+        runs.append(out["kernels"])
     entries = os.listdir(str(tmp_path / "cache"))
-    print("warm-up: %.2f s compiling, %.2f s loading; %d cache entries" % (runs[0], runs[1], len(entries)))
+    print("warm-up kernels: first process %s; second %s; %d cache entries" % (runs[0], runs[1], len(entries)))
     assert entries, "the cache is empty after warm-up"
-    assert runs[1] < 0.5 * runs[0], runs
+    # The first process compiles what the combinations need (the library's warm-up, before the
+    # timed calls, whose records then load nothing new); the second finds all of it on disk.
+    assert runs[0]["compiled"] > 0 and runs[0]["disk_loads"] == 0, runs[0]
+    assert runs[1]["compiled"] == 0 and runs[1]["disk_loads"] >= runs[0]["compiled"], runs[1]
     from sage2 import _tools
 
     if _tools.tool_path("cache") is None:

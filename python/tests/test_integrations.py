@@ -36,8 +36,9 @@ def test_transformers_registration():
     assert ALL_ATTENTION_FUNCTIONS["sage2_fp16_test"] is fn
     with pytest.raises(ValueError, match="pv_precision='fp17'"):
         T.register("sage2_bad_test", pv_precision="fp17")
-    with pytest.raises(ValueError, match="qk_quant_gran='per_warp'"):
-        T.register("sage2_bad_test", qk_quant_gran="per_warp")
+    T.register("sage2_per_warp_test", qk_quant_gran="per_warp")  # the reference's value: per thread is finer
+    with pytest.raises(ValueError, match="qk_quant_gran='per_block'"):
+        T.register("sage2_bad_test", qk_quant_gran="per_block")
     for bad in ("my_sdpa", "flash_sage", "org/kernel", ""):
         with pytest.raises(ValueError, match="name="):
             T.register(bad)
