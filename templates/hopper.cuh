@@ -155,13 +155,6 @@ SAGE2_DEVICE_INLINE float ld_cluster_f32(u32 addr) {
 SAGE2_DEVICE_INLINE void cluster_arrive_release() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
 SAGE2_DEVICE_INLINE void cluster_wait_acquire() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
 
-// Byte permute: result byte i = byte sel.nibble(i) of the 8-byte value {b, a} (a = bytes 0-3).
-SAGE2_DEVICE_INLINE u32 prmt(u32 a, u32 b, u32 sel) {
-  u32 r;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
-  return r;
-}
-
 SAGE2_DEVICE_INLINE u32 ld_shared_u32(u32 addr) {
   u32 v;
   asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr));

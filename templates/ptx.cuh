@@ -87,6 +87,13 @@ SAGE2_DEVICE_INLINE float min_f32(float a, float b) {
 }
 SAGE2_DEVICE_INLINE u32 max_u32(u32 a, u32 b) { return a > b ? a : b; }
 
+// Byte permute: result byte i = byte sel.nibble(i) of the 8-byte value {b, a} (a = bytes 0-3).
+SAGE2_DEVICE_INLINE u32 prmt(u32 a, u32 b, u32 sel) {
+  u32 r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+  return r;
+}
+
 // Round to nearest integer, ties to even (cvt.rni). NaN converts to 0 in PTX; callers that
 // care handle NaN before.
 SAGE2_DEVICE_INLINE i32 rint_s32(float x) {

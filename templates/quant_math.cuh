@@ -22,6 +22,21 @@ __device__ __forceinline__ i32 quant_int(float x, float inv) {
   return ptx::rint_s32(t);
 }
 
+// quant_int for a code of a group whose inv = group_inv<R>(amax), amax the group's own maximum of
+// |x|, when that inv is finite (0 included). Then x·inv is NaN (x NaN or ±Inf: amax is not finite,
+// inv = 0) or |x·inv| <= R·(1 + 2^-23) < R + 0.5: the NaN test and the clamp change nothing and
+// cvt.rni alone gives quant_int's code (PTX converts NaN to 0). An infinite inv (a positive amax
+// below R / FLT_MAX) needs quant_int itself. Callers branch per group on group_inv_finite.
+__device__ __forceinline__ bool group_inv_finite(float inv) { return inv <= FLT_MAX_; }
+__device__ __forceinline__ i32 quant_int_finite_inv(float x, float inv) { return ptx::rint_s32(x * inv); }
+
+// The low bytes of four 32-bit values as one word (byte e = v[e] & 0xff): three byte permutes.
+__device__ __forceinline__ u32 pack_low_bytes(i32 v0, i32 v1, i32 v2, i32 v3) {
+  const u32 lo = ptx::prmt(static_cast<u32>(v0), static_cast<u32>(v1), 0x0040u);  // v0.b0, v1.b0 in bytes 0, 1
+  const u32 hi = ptx::prmt(static_cast<u32>(v2), static_cast<u32>(v3), 0x0040u);
+  return ptx::prmt(lo, hi, 0x5410u);
+}
+
 // A group's scale and inverse from its amax: scale = amax / R; inv = R / amax for a finite
 // positive amax, else 0 (every code of the group is then 0).
 template <int R>

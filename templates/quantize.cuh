@@ -81,6 +81,9 @@ using MapK = MapS;
 using MapV = MapS;
 #endif
 
+// The split path's kernels (ops 1-4, one item per CTA) as opposed to the one-launch stages (5, 6).
+constexpr bool SPLIT_KERNEL = SAGE2_QUANT_OP <= 4;
+
 // Statistics written in this launch by other CTAs (fused path): read at L2, never through the
 // read-only path.
 __device__ __forceinline__ float ld_stat(const float* p) { return ptx::ld_relaxed_gpu_f32(p); }
@@ -133,6 +136,17 @@ __device__ __forceinline__ ptx::u32x4 load_chunk(const Input& in, const u16* row
   r.w = static_cast<u32>(hi >> 32);
   return r;
 }
+
+// load_chunk for a caller that checked the vector case once (VEC: in.vec and VEC_HD hold).
+template <bool VEC>
+__device__ __forceinline__ ptx::u32x4 load_chunk_as(const Input& in, const u16* row, int j) {
+  if (VEC) return j < CH_IN ? ptx::ld_nc_v4(row + 8 * j) : ptx::u32x4{0u, 0u, 0u, 0u};
+  return load_chunk(in, row, j);
+}
+template <bool B>
+struct BoolC {
+  static constexpr bool value = B;
+};
 
 __device__ __forceinline__ void to_f32x8(const ptx::u32x4& v, float (&x)[8]) {
   const u32 w[4] = {v.x, v.y, v.z, v.w};
@@ -276,42 +290,56 @@ __device__ __forceinline__ void stats_rows(const Input& in, const u16* row0, i64
   __syncthreads();  // s_fb set before any non-finite element is recorded
 
   constexpr int U = CPT == 1 ? 4 : 2;  // rows in flight per thread (8 spilled at 3 CTAs per SM)
+  // The walk, with the vector-or-scalar choice made once and the row pointers advanced by a
+  // 64-bit add per row (no per-row multiply).
+  auto walk = [&](auto vec) {
+    constexpr bool VEC = decltype(vec)::value;
+    // (the one-launch stages address each row from its index: fewer live registers)
+    const i64 step = SPLIT_KERNEL ? static_cast<i64>(RPP) * in.sn : 0;
+    const u16* rows = SPLIT_KERNEL ? row0 + (n0 + slot) * in.sn : row0;
 #pragma unroll 1
-  for (i64 nb = n0 + slot; nb < n1; nb += static_cast<i64>(U) * RPP) {
-    ptx::u32x4 raw[U][CPT];
+    for (i64 nb = n0 + slot; nb < n1; nb += static_cast<i64>(U) * RPP) {
+      ptx::u32x4 raw[U][CPT];
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const i64 n = nb + static_cast<i64>(u) * RPP;
+      for (int u = 0; u < U; ++u) {
+        const i64 n = nb + static_cast<i64>(u) * RPP;
+        const u16* rp = SPLIT_KERNEL ? rows + u * step : row0 + n * in.sn;
 #pragma unroll
-      for (int k = 0; k < CPT; ++k)
-        raw[u][k] = (n < n1) ? load_chunk(in, row0 + n * in.sn, lane_r + k * M::TPR) : ptx::u32x4{0u, 0u, 0u, 0u};
-    }
+        for (int k = 0; k < CPT; ++k)
+          raw[u][k] = (n < n1) ? load_chunk_as<VEC>(in, rp, lane_r + k * M::TPR) : ptx::u32x4{0u, 0u, 0u, 0u};
+      }
+      if (SPLIT_KERNEL) rows += U * step;
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const i64 n = nb + static_cast<i64>(u) * RPP;
-      if (n < n1) {
-        // the kernel's own launch limits keep rows below 2^31; saturate anyway
-        const i32 n32 = static_cast<i32>(n < NO_BAD ? n : static_cast<i64>(NO_BAD - 1));
+      for (int u = 0; u < U; ++u) {
+        const i64 n = nb + static_cast<i64>(u) * RPP;
+        if (n < n1) {
+          // the kernel's own launch limits keep rows below 2^31; saturate anyway
+          const i32 n32 = static_cast<i32>(n < NO_BAD ? n : static_cast<i64>(NO_BAD - 1));
 #pragma unroll
-        for (int k = 0; k < CPT; ++k) {
-          float x[8];
-          const u32 bad = to_f32x8_sane(raw[u][k], x);
+          for (int k = 0; k < CPT; ++k) {
+            float x[8];
+            const u32 bad = to_f32x8_sane(raw[u][k], x);
 #pragma unroll
-          for (int e = 0; e < 8; ++e) {
-            sum[k][e] += x[e];
-            mn[k][e] = ptx::min_nan(mn[k][e], x[e]);
-            mx[k][e] = ptx::max_nan(mx[k][e], x[e]);
-          }
-          if (bad != 0u) {  // rare: off the common path; the first bad row is order-free (a min)
-            const int j = lane_r + k * M::TPR;
+            for (int e = 0; e < 8; ++e) {
+              sum[k][e] += x[e];
+              mn[k][e] = ptx::min_nan(mn[k][e], x[e]);
+              mx[k][e] = ptx::max_nan(mx[k][e], x[e]);
+            }
+            if (bad != 0u) {  // rare: off the common path; the first bad row is order-free (a min)
+              const int j = lane_r + k * M::TPR;
 #pragma unroll
-            for (int e = 0; e < 8; ++e)
-              if ((bad >> e) & 1u) red_min_shared_s32(ptx::smem_addr(&s_fb[j * 8 + e]), n32);
+              for (int e = 0; e < 8; ++e)
+                if ((bad >> e) & 1u) red_min_shared_s32(ptx::smem_addr(&s_fb[j * 8 + e]), n32);
+            }
           }
         }
       }
     }
-  }
+  };
+  if (SPLIT_KERNEL && VEC_HD && in.vec)  // (the one-launch stages keep one walk: their register bound)
+    walk(BoolC<VEC_HD>{});
+  else
+    walk(BoolC<false>{});
 
   // Combine the RPP row slots, PER statistics per barrier (sum, min, max; sums left to right from
   // slot 0's: the contract's order); the first bad row with the last.
@@ -667,6 +695,24 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, i
 
   const int tid = threadIdx.x, lane_r = tid % TPR, slot = tid / TPR;
 
+  // ---- this thread's rows (row r = slot + i*RPP, chunk j = lane_r + k*TPR). The split kernels
+  // load them first, so that their latency overlaps the per-channel constants' (k_stats reads and
+  // divisions); the one-launch stages load them after (their register bound: the cluster stage
+  // spilled with the rows live across the constants).
+  ptx::u32x4 cache[CACHE ? ITEMS : 1][CACHE ? CPT : 1];
+  auto load_rows = [&] {
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+      const int r = slot + i * RPP;
+#pragma unroll
+      for (int k = 0; k < CPT; ++k)
+        cache[CACHE ? i : 0][CACHE ? k : 0] =
+            (r < valid) ? load_chunk(in, base + static_cast<i64>(r) * in.sn, lane_r + k * TPR)
+                        : ptx::u32x4{0u, 0u, 0u, 0u};
+    }
+  };
+  if (CACHE && SPLIT_KERNEL) load_rows();
+
   // ---- per-channel constants; group maxima start at 0
   for (int g = tid; g < GROUPS; g += THREADS) s_amax[g] = 0u;
 #pragma unroll 1
@@ -685,19 +731,7 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, i
     }
   }
 
-  // ---- this thread's rows (row r = slot + i*RPP, chunk j = lane_r + k*TPR)
-  ptx::u32x4 cache[CACHE ? ITEMS : 1][CACHE ? CPT : 1];
-  if (CACHE) {
-#pragma unroll
-    for (int i = 0; i < ITEMS; ++i) {
-      const int r = slot + i * RPP;
-#pragma unroll
-      for (int k = 0; k < CPT; ++k)
-        cache[CACHE ? i : 0][CACHE ? k : 0] =
-            (r < valid) ? load_chunk(in, base + static_cast<i64>(r) * in.sn, lane_r + k * TPR)
-                        : ptx::u32x4{0u, 0u, 0u, 0u};
-    }
-  }
+  if (CACHE && !SPLIT_KERNEL) load_rows();
   // x: the chunk with non-finite values read as 0; returns their mask (bit e = element e).
   auto fetch = [&](int i, int k, float (&x)[8]) -> u32 {
     const int r = slot + i * RPP;
@@ -825,8 +859,13 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, i
       if (r < valid && j < CH_IN) {
         float x[8];
         const u32 bad = fetch(i, k, x);
+        if (SPLIT_KERNEL && quant_math::group_inv_finite(inv)) {  // every group but one with a tiny amax
 #pragma unroll
-        for (int e = 0; e < 8; ++e) q[e] = quant_int<R>(x[e] - mean_r[k][e], inv);
+          for (int e = 0; e < 8; ++e) q[e] = quant_math::quant_int_finite_inv(x[e] - mean_r[k][e], inv);
+        } else {
+#pragma unroll
+          for (int e = 0; e < 8; ++e) q[e] = quant_int<R>(x[e] - mean_r[k][e], inv);
+        }
         if (bad != 0u) {  // a non-finite input's code is 0 (rare: off the common path)
 #pragma unroll
           for (int e = 0; e < 8; ++e)
@@ -834,11 +873,8 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, i
         }
       }
       if (SAGE2_QK_BITS == 8) {
-        const u32 lo = (static_cast<u32>(q[0]) & 0xffu) | ((static_cast<u32>(q[1]) & 0xffu) << 8) |
-                       ((static_cast<u32>(q[2]) & 0xffu) << 16) | ((static_cast<u32>(q[3]) & 0xffu) << 24);
-        const u32 hi = (static_cast<u32>(q[4]) & 0xffu) | ((static_cast<u32>(q[5]) & 0xffu) << 8) |
-                       ((static_cast<u32>(q[6]) & 0xffu) << 16) | ((static_cast<u32>(q[7]) & 0xffu) << 24);
-        ptx::st_v2(dst + j * 8, lo, hi);
+        ptx::st_v2(dst + j * 8, quant_math::pack_low_bytes(q[0], q[1], q[2], q[3]),
+                   quant_math::pack_low_bytes(q[4], q[5], q[6], q[7]));
       } else {
         u32 w = 0u;
 #pragma unroll
@@ -902,6 +938,21 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, i6
   const Input in = make_input(p.v, p.v_stride_batch, p.v_stride_head, p.v_stride_seq);
   const int tid = threadIdx.x, lane_r = tid % TPR, slot = tid / TPR;
 
+  // The tile's rows are loaded first when they fit 8 chunks of 16 bytes per thread: their latency
+  // then overlaps the per-channel constants' (v_stats reads and divisions).
+  constexpr bool PRELOAD = SPLIT_KERNEL && ITEMS * CPT <= 8;  // (the one-launch stages: see quantize_qk)
+  const u16* base = row_ptr(in, b, h, si.n0 + n0);
+  ptx::u32x4 pre[PRELOAD ? ITEMS : 1][PRELOAD ? CPT : 1];
+  auto load_rc = [&](int r, int j) {
+    return (r < valid && j < CH_IN) ? load_chunk(in, base + static_cast<i64>(r) * in.sn, j) : ptx::u32x4{0u, 0u, 0u, 0u};
+  };
+  if (PRELOAD) {
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i)
+#pragma unroll
+      for (int k = 0; k < CPT; ++k) pre[PRELOAD ? i : 0][PRELOAD ? k : 0] = load_rc(slot + i * RPP, lane_r + k * TPR);
+  }
+
   const float* st = p.v_stats + bh * 3 * D_V;
 #pragma unroll 1
   for (int c = tid; c < D_V; c += THREADS) {
@@ -946,7 +997,6 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, i6
     }
   }
 
-  const u16* base = row_ptr(in, b, h, si.n0 + n0);
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
     const int r = slot + i * RPP;
@@ -958,7 +1008,7 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, i6
       u32 pair[4] = {0u, 0u, 0u, 0u};
       if (r < valid && j < CH_IN) {
         float x[8];
-        const u32 bad = to_f32x8_sane(load_chunk(in, base + static_cast<i64>(r) * in.sn, j), x);
+        const u32 bad = to_f32x8_sane(PRELOAD ? pre[PRELOAD ? i : 0][PRELOAD ? k : 0] : load_rc(r, j), x);
         float y[8];
 #pragma unroll
         for (int e = 0; e < 8; ++e) y[e] = (x[e] - mu_r[k][e]) * inv_r[k][e];

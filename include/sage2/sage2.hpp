@@ -262,9 +262,10 @@ struct DeviceInfo {
 };
 
 // Where the kernels came from (issue 43): counts of one Context (Context::kernel_stats) or of the
-// whole process (process_kernel_stats: every Context, destroyed ones included; sage2::tune's
-// compile phase, which builds kernels straight into the disk cache, is not counted — TuneSummary
-// reports it). A call whose plan is cached asks for no kernel and counts nothing.
+// whole process (process_kernel_stats: every Context, destroyed ones included). The compile phases
+// of sage2::tune and sage2::warmup, which build kernels straight into the disk cache, are not
+// counted as compiles — TuneSummary / WarmupSummary report them; what they then load counts as
+// disk loads. A call whose plan is cached asks for no kernel and counts nothing.
 struct KernelStats {
   std::int64_t compiled = 0;     // kernels compiled by NVRTC (neither in memory nor in the disk cache)
   std::int64_t disk_loads = 0;   // kernels loaded from the disk cache

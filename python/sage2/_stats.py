@@ -18,8 +18,9 @@ def stats(device=None):
     disk cache), disk_loads (loaded from the disk cache), memory_hits (kernel requests served by a
     kernel the context already held; a call whose plan is cached asks for none), loaded (kernels
     held now; process: by the live contexts) and compile_seconds (wall time of the compiles).
-    "process" covers every context of the process, destroyed ones included (not sage2.tune's
-    compile phase, which its own summary reports). "context" is the sage2 context of `device` —
+    "process" covers every context of the process, destroyed ones included (not the compile phases
+    of sage2.tune and sage2.warmup, which build straight into the disk cache: what they then load
+    counts as disk_loads). "context" is the sage2 context of `device` —
     None (torch's current device when torch is loaded and sees CUDA, else 0), an ordinal,
     "cuda:N" or a torch.device — or None when this process has not used sage2 on that device.
     "device" is the ordinal whose context was looked up; with no sage2 context in the process

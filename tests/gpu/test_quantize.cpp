@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <random>
 
+#include "device_tensor.hpp"
 #include "gpu_env.hpp"
 #include "stage_download.hpp"
 #include "kernels/attention_family.hpp"
@@ -299,3 +300,55 @@ TEST_CASE("gpu quantize: every variant equals the CPU reference; every output wr
               (long long)total_codes, (long long)total_near, total_codes ? double(total_near) / total_codes : 0.0);
   CHECK(total_near <= total_codes / 10000 + 10);
 }
+
+TEST_CASE("gpu quantize: groups of tiny values (an infinite inverse scale) get the contract's clamped codes") {
+  // A group whose amax is below R / FLT_MAX has inv = R / amax = +Inf. The kernels' fast code path
+  // (cvt.rni of x·inv, exact whenever inv is finite) would turn x·inv = ±Inf into wrapped bytes;
+  // such groups take quant_int (NaN → 0, clamp to ±R): nonzero values get ±R, zeros 0.
+  Context& ctx = test::gpu_context();
+  for (const int bits : {8, 4}) {
+    CAPTURE(bits);
+    ref::AttentionInputs in = ref::make_gaussian(11, DType::BF16, 1, 2, 2, 128, 128, 64, false);
+    std::int64_t tiny = 0;
+    for (ref::HostTensor* t : {&in.q, &in.k})
+      for (std::int64_t n = 0; n < 64; ++n)  // the first block of head 0: normal bf16 values near 1.5e-38
+        for (int ch = 0; ch < 64; ++ch) {
+          const int r = static_cast<int>((n * 7 + ch) % 5);
+          t->set(0, 0, n, ch, r == 0 ? 0.f : (r % 2 ? 1.5e-38f : -1.5e-38f));
+          tiny += r != 0;
+        }
+    kernels::KernelSpec spec;
+    spec.family = kernels::KernelFamily::AttentionMma;
+    spec.arch = runtime::context_impl(ctx).arch();
+    spec.pv_fp16 = kernels::default_pv_fp16(spec.arch);
+    spec.head_dim = 64;
+    spec.qk_bits = bits;
+    spec.smooth_q = spec.smooth_k = spec.smooth_v = false;  // x = the input: no mean to round
+    spec.in_dtype = spec.out_dtype = DType::BF16;
+    spec.tile = {64, 64, 4, 2};
+    const ref::QuantizedHost cpu = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(spec), {});
+    const kernels::QuantBuffers b = ref::quant_buffers(cpu.layout);
+    const auto off = b.offsets();
+    test::DeviceTensor q(in.q), k(in.k), v(in.v);
+    test::DeviceBuffer ws(off.total);
+    ws.poison();
+    runtime::launch_quantize_stage(runtime::context_impl(ctx), spec, b, q.ref(), k.ref(), v.ref(), ws.get(), nullptr);
+    test::synchronize();
+    ref::QuantizedHost g = cpu;
+    ws.download(g.q_codes.data(), g.q_codes.size(), off.q_codes);
+    ws.download(g.k_codes.data(), g.k_codes.size(), off.k_codes);
+    CHECK(g.q_codes == cpu.q_codes);
+    CHECK(g.k_codes == cpu.k_codes);
+    const int R = bits == 8 ? 127 : 7;
+    std::int64_t clamped = 0;
+    for (std::int64_t n = 0; n < 64; ++n)
+      for (int ch = 0; ch < 64; ++ch) {
+        const float x = in.q.get(0, 0, n, ch), y = in.k.get(0, 0, n, ch);
+        CHECK(cpu.q_code(0, 0, n, ch) == (x > 0 ? R : x < 0 ? -R : 0));  // the contract, as the reference has it
+        clamped += std::abs(g.q_code(0, 0, n, ch)) == R && x != 0;
+        clamped += std::abs(g.k_code(0, 0, n, ch)) == R && y != 0;
+      }
+    CHECK(clamped == tiny);  // every nonzero tiny value of Q and of K
+  }
+}
+
