@@ -4,10 +4,14 @@ its span, and its exposed time (the part after every earlier-started kernel ende
 to overlap their predecessor start early and wait). Also a >= 1 GiB device-to-device copy's
 bandwidth (bytes read + written per second), the byte floor's denominator.
 
-    python3 bench/stage_profile.py [--shapes flux,b4h32n1k,...] [--out FILE.jsonl]
+    python3 bench/stage_profile.py [--shapes flux,b4h32n1k,...|quant] [--rounds 3] [--out FILE.jsonl]
 Shapes: name=B,H,HKV,HD,N,causal,dtype (built-ins: the scoreboard's REAL shapes and B4 H32 hd 64/128 at
-1K and 8K). Records: mode "stage_profile" with the kernels' list, "quant_us" (every kernel but the
-attention kernel, exposed) and "copy_gbps".
+1K-32K; --shapes quant = the scoreboard's 18 `quant` shapes, the default). Rounds: every shape once per
+round, the rounds one after the other (alternated across shapes); a shape's value is the median over
+rounds of its median call. Records per shape: mode "stage_profile" per round (the kernels' list,
+"quant_us" = every kernel but the attention kernel, exposed), then mode "quant_us" (field "us", the
+median over rounds, with "rounds", "copy_gbps" and "path": "quantized", or "direct" when the call ran the
+direct path, which has no quantize stage: us 0) as the scoreboard reads it.
 """
 import argparse
 import json
@@ -21,11 +25,11 @@ SHAPES = {
     "whisper-large-enc": (4, 20, 20, 64, 1500, False, "fp16"),
     "dit-xl-512": (8, 16, 16, 72, 1024, False, "fp16"),
     "bert-large-512": (32, 16, 16, 64, 512, False, "fp16"),
-    "b4h32-hd128-1k": (4, 32, 32, 128, 1024, False, "fp16"),
-    "b4h32-hd128-8k": (4, 32, 32, 128, 8192, False, "fp16"),
-    "b4h32-hd64-1k": (4, 32, 32, 64, 1024, False, "fp16"),
-    "b4h32-hd64-8k": (4, 32, 32, 64, 8192, False, "fp16"),
 }
+for _hd in (64, 128):
+    for _n in (1024, 2048, 4096, 8192, 16384, 32768):
+        SHAPES["b4h32-hd%d-%dk" % (_hd, _n // 1024)] = (4, 32, 32, _hd, _n, False, "fp16")
+QUANT_SHAPES = [k for k in SHAPES]  # the scoreboard's `quant` group: the real shapes and B4 H32 hd 64/128 1K-32K
 
 
 def copy_gbps(torch):
@@ -48,79 +52,111 @@ def copy_gbps(torch):
     return 2 * n / (ms * 1e-3) / 1e9
 
 
+def profile_call(torch, sage2, profile, ProfilerActivity, shape, calls):
+    """The median call of `calls` profiled calls at `shape` (after 3 unprofiled ones): its kernels
+    (name, start, span, exposed), the quantize stage's and the attention kernel's exposed time, the
+    call's span, and the path ("direct" when its attention kernel is the direct path's)."""
+    b, h, hkv, d, n, causal, dt = shape
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[dt]
+    g = torch.Generator(device="cuda").manual_seed(7)
+    q = torch.randn((b, h, n, d), dtype=dtype, device="cuda", generator=g)
+    k = torch.randn((b, hkv, n, d), dtype=dtype, device="cuda", generator=g)
+    v = torch.randn((b, hkv, n, d), dtype=dtype, device="cuda", generator=g)
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    f = lambda: sage2.sageattn(q, k, v, tensor_layout="HND", is_causal=causal)
+    for _ in range(3):
+        f()
+    torch.cuda.synchronize()
+    per_call = []
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            flush.zero_()
+            torch.cuda.synchronize()
+            f()
+            torch.cuda.synchronize()
+    spans = []
+    for e in prof.events():
+        dtp = getattr(e, "device_type", None)
+        if str(getattr(dtp, "name", dtp)).upper() != "CUDA":
+            continue
+        tr = e.time_range
+        if tr.end > tr.start and "sage2" in e.name:
+            spans.append((float(tr.start), float(tr.end), e.name))
+    spans.sort()
+    # Group into calls: a gap of > 50 us between a kernel's start and the previous end starts a call.
+    grouped, cur, last_end = [], [], None
+    for sp in spans:
+        if last_end is not None and sp[0] - last_end > 50:
+            grouped.append(cur)
+            cur = []
+        cur.append(sp)
+        last_end = max(last_end or sp[1], sp[1])
+    if cur:
+        grouped.append(cur)
+    for c in grouped:
+        t0, frontier, rows = c[0][0], float("-inf"), []
+        for st, en, nm in c:
+            exposed = max(0.0, en - max(st, frontier))
+            frontier = max(frontier, en)
+            rows.append({"name": nm, "start": st - t0, "span": en - st, "exposed": exposed})
+        per_call.append(rows)
+    per_call.sort(key=lambda rows: max(r["start"] + r["span"] for r in rows))
+    med = per_call[len(per_call) // 2]
+    is_attn = lambda nm: nm.startswith("sage2_attention") or nm.startswith("sage2_direct")
+    quant = sum(r["exposed"] for r in med if not is_attn(r["name"]))
+    attn = sum(r["exposed"] for r in med if is_attn(r["name"]))
+    total = max(r["start"] + r["span"] for r in med)
+    path = "direct" if any(r["name"].startswith("sage2_direct") for r in med) else "quantized"
+    return med, quant, attn, total, path
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--shapes", default=",".join(SHAPES))
+    ap.add_argument("--shapes", default="quant")
     ap.add_argument("--calls", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     import torch
     import sage2
     from torch.profiler import ProfilerActivity, profile
 
+    names = QUANT_SHAPES if a.shapes == "quant" else a.shapes.split(",")
     gbps = copy_gbps(torch)
     print("copy: %.0f GB/s" % gbps)
     run = time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime()) + "-stages"
-    for name in a.shapes.split(","):
+    command = "python3 bench/stage_profile.py " + " ".join(sys.argv[1:])
+    device = torch.cuda.get_device_name(0)
+    results = {nm: [] for nm in names}
+    for rnd in range(a.rounds):
+        for name in names:
+            b, h, hkv, d, n, causal, dt = SHAPES[name]
+            med, quant, attn, total, path = profile_call(torch, sage2, profile, ProfilerActivity, SHAPES[name], a.calls)
+            results[name].append((quant, path))
+            kv_bytes = 2 * b * hkv * n * d * 2
+            floor = 1.5 * kv_bytes / (gbps * 1e3)  # 3T: read K, V (2T), write INT8 K + FP8 V (T)
+            print("round %d %-24s quant %7.1f us (floor %6.1f, %5.2fx)  attention %7.1f us  call %7.1f us%s" % (
+                rnd + 1, name, quant, floor, quant / floor, attn, total, "  (direct path)" if path == "direct" else ""))
+            for r in med:
+                print("    %-32s start %7.1f  span %7.1f  exposed %7.1f" % (r["name"][:32], r["start"], r["span"], r["exposed"]))
+            if a.out:
+                rec = {"run": run, "commit": sage2.build_commit(), "mode": "stage_profile", "round": rnd + 1, "shape": name,
+                       "batch": b, "heads": h, "kv_heads": hkv, "head_dim": d, "seq_len": n, "causal": causal, "dtype": dt,
+                       "quant_us": quant, "attention_us": attn, "call_us": total, "copy_gbps": gbps, "kernels": med,
+                       "path": path, "device": device, "command": command}
+                with open(a.out, "a") as fh:
+                    fh.write(json.dumps(rec) + "\n")
+    for name in names:
         b, h, hkv, d, n, causal, dt = SHAPES[name]
-        dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[dt]
-        g = torch.Generator(device="cuda").manual_seed(7)
-        q = torch.randn((b, h, n, d), dtype=dtype, device="cuda", generator=g)
-        k = torch.randn((b, hkv, n, d), dtype=dtype, device="cuda", generator=g)
-        v = torch.randn((b, hkv, n, d), dtype=dtype, device="cuda", generator=g)
-        flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-        f = lambda: sage2.sageattn(q, k, v, tensor_layout="HND", is_causal=causal)
-        for _ in range(3):
-            f()
-        torch.cuda.synchronize()
-        per_call = []
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(a.calls):
-                flush.zero_()
-                torch.cuda.synchronize()
-                f()
-                torch.cuda.synchronize()
-        spans = []
-        for e in prof.events():
-            dtp = getattr(e, "device_type", None)
-            if str(getattr(dtp, "name", dtp)).upper() != "CUDA":
-                continue
-            tr = e.time_range
-            if tr.end > tr.start and "sage2" in e.name:
-                spans.append((float(tr.start), float(tr.end), e.name))
-        spans.sort()
-        # Group into calls: a gap of > 50 us between a kernel's start and the previous end starts a call.
-        calls, cur, last_end = [], [], None
-        for s in spans:
-            if last_end is not None and s[0] - last_end > 50:
-                calls.append(cur)
-                cur = []
-            cur.append(s)
-            last_end = max(last_end or s[1], s[1])
-        if cur:
-            calls.append(cur)
-        for c in calls:
-            t0, frontier, rows = c[0][0], float("-inf"), []
-            for s, e, nm in c:
-                exposed = max(0.0, e - max(s, frontier))
-                frontier = max(frontier, e)
-                rows.append({"name": nm, "start": s - t0, "span": e - s, "exposed": exposed})
-            per_call.append(rows)
-        med = per_call[len(per_call) // 2]
-        quant = sum(r["exposed"] for r in med if not r["name"].startswith("sage2_attention"))
-        attn = sum(r["exposed"] for r in med if r["name"].startswith("sage2_attention"))
-        total = max(r["start"] + r["span"] for r in med)
-        kv_bytes = 2 * b * hkv * n * d * 2
-        floor = 1.5 * kv_bytes / (gbps * 1e3)  # 3T: read K, V (2T), write INT8 K + FP8 V (T)
-        print("%-24s quant %7.1f us (floor %6.1f, %5.2fx)  attention %7.1f us  call %7.1f us" % (
-            name, quant, floor, quant / floor, attn, total))
-        for r in med:
-            print("    %-32s start %7.1f  span %7.1f  exposed %7.1f" % (r["name"][:32], r["start"], r["span"], r["exposed"]))
+        vals = sorted(x for x, _ in results[name])
+        us = vals[len(vals) // 2]
+        paths = sorted({p for _, p in results[name]})
+        print("median of %d rounds %-24s quant %7.1f us  (%s)" % (a.rounds, name, us, "/".join(paths)))
         if a.out:
-            rec = {"run": run, "commit": sage2.build_commit(), "mode": "stage_profile", "shape": name, "batch": b,
-                   "heads": h, "kv_heads": hkv, "head_dim": d, "seq_len": n, "causal": causal, "dtype": dt,
-                   "quant_us": quant, "attention_us": attn, "call_us": total, "copy_gbps": gbps, "kernels": med,
-                   "device": torch.cuda.get_device_name(0), "command": "python3 bench/stage_profile.py " + " ".join(sys.argv[1:])}
+            rec = {"run": run, "commit": sage2.build_commit(), "mode": "quant_us", "method": "sage2", "rounds": a.rounds,
+                   "us": us, "copy_gbps": gbps, "shape": name, "batch": b, "heads": h, "kv_heads": hkv, "head_dim": d,
+                   "seq_len": n, "causal": causal, "dtype": dt, "path": "/".join(paths), "device": device,
+                   "command": command}
             with open(a.out, "a") as fh:
                 fh.write(json.dumps(rec) + "\n")
     return 0
