@@ -1,4 +1,4 @@
-"""The README's table of the reference's keywords ("The reference's call form") against the code:
+"""The reference-keyword table of docs/integrations.md ("The reference's call form") against the code:
 every row is parsed and each value in it run through sage2's own mapping (_compat.translate for
 the keywords every function takes, _compat.reference_pv_options with the rule of the named entry
 point for pv_accum_dtype), which must give what the row says; and every keyword and every
@@ -26,13 +26,15 @@ UNQUOTED = object()  # a value the table gives in words ("a tensor"): anything t
 
 
 def readme_table():
-    """The rows of the README's reference-keyword table as dicts (function, keyword, value, sage2, note)."""
-    path = os.path.join(REPO, "README.md")
-    if not os.path.isfile(path):
-        pytest.skip("no README beside the tests (%s)" % path)
+    """The rows of the reference-keyword table (docs/integrations.md) as dicts (function, keyword, value, sage2, note)."""
+    readme = os.path.join(REPO, "README.md")
+    if not os.path.isfile(readme):
+        pytest.skip("no README beside the tests (%s)" % readme)
+    path = os.path.join(REPO, "docs", "integrations.md")
+    assert os.path.isfile(path), "the repository has a README but no %s" % path
     lines = open(path, encoding="utf-8").read().splitlines()
     head = "| function | keyword | value | sage2 | note |"
-    assert head in lines, "the README has no reference-keyword table (%s)" % head
+    assert head in lines, "docs/integrations.md has no reference-keyword table (%s)" % head
     i = lines.index(head) + 2
     rows = []
     while i < len(lines) and lines[i].startswith("|"):
@@ -113,7 +115,7 @@ def test_the_table_covers_every_keyword_and_value_the_code_maps():
     rows = readme_table()
     keywords = {code(r["keyword"])[0] for r in rows}
     missing = set(_compat.REFERENCE_KEYWORDS) - keywords
-    assert not missing, "keywords the code maps but the README's table lacks: %s" % sorted(missing)
+    assert not missing, "keywords the code maps but the table in docs/integrations.md lacks: %s" % sorted(missing)
     covered = set()
     for r in rows:
         if code(r["keyword"]) != ["pv_accum_dtype"]:
@@ -123,7 +125,7 @@ def test_the_table_covers_every_keyword_and_value_the_code_maps():
                 covered.add((KIND[fn], fn, val))
     for fn, kind in KIND.items():
         for val in _compat.PV_ACCUM_DTYPES:
-            assert (kind, fn, val) in covered, "no README row for %s(pv_accum_dtype=%r)" % (fn, val)
+            assert (kind, fn, val) in covered, "no row in docs/integrations.md's table for %s(pv_accum_dtype=%r)" % (fn, val)
 
 
 def _reference_api_defaults():

@@ -1,6 +1,6 @@
 """The reference's call form (issue 25 item 4), without a GPU and without torch: the fake torch and
 fake library of fake_torch.py. Each mapped keyword value must reach the library as the sage2
-parameter the README's table says (causal mode, sm_scale, P~V precision); each refused value must
+parameter the table of docs/integrations.md says (causal mode, sm_scale, P~V precision); each refused value must
 raise before the library is called, with a message naming the value; the aliases under the
 reference's function names fix their P~V precision."""
 import re
@@ -205,14 +205,17 @@ def test_pv_accum_dtype_mapping_is_logged_at_debug(caplog):
 
 
 def test_readme_shows_the_table():
-    """The README's table names every keyword the code maps (kept true to the code)."""
+    """The documentation's table (docs/integrations.md, "The reference's call form") names every keyword the code
+    maps (kept true to the code)."""
     import os
 
     repo = os.environ.get("SAGE2_SOURCE_DIR") or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     readme = os.path.join(repo, "README.md")
     if not os.path.isfile(readme):
         pytest.skip("no README beside the tests (an installed copy)")
-    text = open(readme, encoding="utf-8").read()
+    doc = os.path.join(repo, "docs", "integrations.md")
+    assert os.path.isfile(doc), "the repository has a README but no %s" % doc
+    text = open(doc, encoding="utf-8").read()
     for key in _compat.REFERENCE_KEYWORDS:
         assert "`%s`" % key in text, key
     for name in ("sageattn_qk_int8_pv_fp16_cuda", "sageattn_qk_int8_pv_fp16_triton", "sageattn_qk_int8_pv_fp8_cuda",
