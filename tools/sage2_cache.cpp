@@ -11,19 +11,22 @@
 //                                   unless the bundle's SHA-256 is HEX (as export printed it)
 //     help                          this text (also -h, --help; --version: library version, commit)
 //   --dir DIR overrides the cache directory ($SAGE2_CACHE_DIR, else $XDG_CACHE_HOME/sage2,
-//   else ~/.cache/sage2); it must exist, except for import, which creates it. Options may come
-//   before or after the command. Entries the library would not load (another user's, or writable
-//   by group or others: cache/disk_cache.hpp) are listed as bad and never exported or imported
-//   into; SAGE2_CACHE_TRUST_ROOT=1 accepts root's.
+//   else ~/.cache/sage2); it must exist, except for import, which creates it, and for list of the
+//   default directory (neither --dir nor $SAGE2_CACHE_DIR): one not created yet is an empty cache,
+//   as sage2-info reports it. Options may come before or after the command. Entries the library
+//   would not load (another user's, or writable by group or others: cache/disk_cache.hpp) are
+//   listed as bad and never exported or imported into; SAGE2_CACHE_TRUST_ROOT=1 accepts root's.
 //
 // Exit codes: 0 success; 1 bad entries found (verify, even with --remove; also an untrusted
 // folder), entries rejected or not written (import), or the operation failed (the cache directory
-// does not exist, is unreadable or untrusted, unwritable bundle, not a bundle, a SHA-256 that
-// differs or cannot be computed); 2 usage error (one line naming the option, command or value,
-// then the synopsis; also a --sha256 that is not 64 hex digits).
+// does not exist — but for list of the default one —, is unreadable or untrusted, unwritable
+// bundle, not a bundle, a SHA-256 that differs or cannot be computed); 2 usage error (one line
+// naming the option, command or value, then the synopsis; also a --sha256 that is not 64 hex
+// digits).
 #include <sys/stat.h>
 
 #include <cctype>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -53,8 +56,9 @@ const char* const kFooter =
     "options may come before or after the command.\n"
     "Only entries and folders of the current user that group and others cannot write are used\n"
     "(SAGE2_CACHE_TRUST_ROOT=1: also root's).\n"
-    "exit codes: 0 ok; 1 bad entries found, entries rejected, the cache directory does not exist,\n"
-    "            or the operation failed (also a SHA-256 that differs); 2 usage error";
+    "exit codes: 0 ok; 1 bad entries found, entries rejected, the cache directory does not exist\n"
+    "            (list: a default directory not created yet is an empty cache, exit 0), or the\n"
+    "            operation failed (also a SHA-256 that differs); 2 usage error";
 
 using sage2::tools::UsageError;
 
@@ -199,7 +203,15 @@ void check_options(const Args& a, std::initializer_list<const char*> allowed, st
 
 // A missing cache directory is far more often a mistyped --dir or $SAGE2_CACHE_DIR than an empty
 // cache: the commands that read it say so (main: exit 1) instead of reporting 0 entries. `import`
-// creates it.
+// creates it. The default directory (neither given) is another matter: the library creates it on
+// its first store, so before that it is an empty cache — sage2-info says "0 entries" and `list`
+// says the same (default_dir_not_created), exit 0 (issue 42).
+bool default_dir_not_created(const Args& a, const std::string& dir) {
+  const char* env = std::getenv("SAGE2_CACHE_DIR");
+  struct stat st {};
+  return a.dir.empty() && !(env && *env) && ::stat(dir.c_str(), &st) != 0 && errno == ENOENT;
+}
+
 void require_dir(const Args& a, const std::string& dir) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return;
@@ -228,6 +240,15 @@ int run(const Args& a) {
 
   if (a.command == "list") {
     check_options(a, {"--json"}, 0);
+    if (default_dir_not_created(a, dir)) {  // an empty cache: the same report as an empty directory's
+      const nlohmann::json j = {{"dir", dir}, {"total_bytes", 0}, {"entries", nlohmann::json::array()}};
+      if (a.json)
+        std::cout << dump(j) << "\n";
+      else
+        std::cout << "cache directory: " << dir << " (does not exist yet: nothing has been cached in it)\n"
+                  << "0 entries, " << human_size(0) << "\n";
+      return kExitOk;
+    }
     require_dir(a, dir);
     const auto entries = cache.list();
     std::uint64_t total = 0;

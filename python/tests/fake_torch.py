@@ -18,6 +18,10 @@ expect_unsupported(), counting(). That half imports torch (the fake one, in the 
 only when called; the module itself imports nothing outside the standard library, so a test
 that imports it runs without torch.
 
+sage2_child_env() is the environment of every Python subprocess of the suite that imports sage2:
+its PYTHONPATH holds the folders this process found sage2 in (issue 42: a child does not inherit
+sys.path entries added at run time, so a sage2 found through them would be missing there).
+
 Also here, for the ctypes declaration tests (no torch either): FakeCDLL, and c_layout(), the
 header's sizes, offsets and constants as a C compiler sees them."""
 import ctypes
@@ -32,6 +36,62 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON_DIR = os.path.dirname(HERE)
 REPO = os.path.dirname(PYTHON_DIR)
 HEADER = os.path.join(os.environ.get("SAGE2_SOURCE_DIR") or REPO, "include", "sage2", "sage2.h")
+
+
+# ---- the environment of a Python subprocess that imports sage2 -------------------------------------
+def sage2_path_entries():
+    """The directories this process finds sage2 in, for a child's PYTHONPATH (issue 42): the parent
+    of the sage2 package this process imported (when it has), then every sys.path entry holding a
+    sage2 package, absolute and without repeats — except the interpreter's own site directories,
+    which a child of the same interpreter has anyway. A sage2 found through sys.path entries the
+    child does not inherit (pytest's rootdir or conftest insertions, a ``pip install --target``
+    folder added at run time) is then the child's too."""
+    import site
+
+    skip = set()
+    try:
+        skip.update(os.path.realpath(p) for p in site.getsitepackages())
+    except AttributeError:  # an old virtualenv's site module
+        pass
+    user = getattr(site, "getusersitepackages", lambda: None)()
+    if user:
+        skip.add(os.path.realpath(user))
+    out, seen = [], set()
+
+    def add(d):
+        d = os.path.abspath(d or os.curdir)
+        real = os.path.realpath(d)
+        if real not in seen and real not in skip:
+            seen.add(real)
+            out.append(d)
+
+    mod = sys.modules.get("sage2")
+    pkg = getattr(mod, "__file__", None)
+    if pkg:
+        add(os.path.dirname(os.path.dirname(os.path.abspath(pkg))))
+    for entry in sys.path:
+        if isinstance(entry, str) and os.path.isfile(os.path.join(entry or os.curdir, "sage2", "__init__.py")):
+            add(entry)
+    return out
+
+
+def sage2_child_env(first=(), extra=None, base=None, inherit_pythonpath=True):
+    """os.environ (or `base`) for a Python subprocess that imports sage2: PYTHONPATH = the `first`
+    entries (a fake torch, a stub, this folder), then sage2_path_entries(), then the PYTHONPATH
+    this process was given (unless inherit_pythonpath=False); `extra` is applied last."""
+    env = dict(os.environ if base is None else base)
+    parts = [str(p) for p in first] + sage2_path_entries()
+    if inherit_pythonpath:
+        parts += [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    seen, path = set(), []
+    for p in parts:
+        if p not in seen:
+            seen.add(p)
+            path.append(p)
+    env["PYTHONPATH"] = os.pathsep.join(path)
+    env.update(extra or {})
+    return env
+
 
 # ---- the fake torch package ------------------------------------------------------------------------
 FAKE_TORCH = '''
@@ -176,12 +236,12 @@ Tensor.stride, Tensor.unsqueeze, Tensor.expand = _stride, _unsqueeze, _expand
 SDPA_RAISES = "def scaled_dot_product_attention(*a, **k): raise RuntimeError\n"
 
 
-def run_driver(tmp_path, driver, torch_source=FAKE_TORCH_VARLEN, functional=SDPA_RAISES, timeout=120):
+def run_driver(tmp_path, driver, torch_source=FAKE_TORCH_VARLEN, functional=SDPA_RAISES, timeout=120, env=None):
     """Writes the fake torch package under tmp_path (torch/__init__.py: torch_source;
     torch/nn/functional.py: functional) and the driver script (dedented), runs the driver with
-    the package first on its path (also its argv[1]), then python/ and this folder, and
-    SAGE2_LIBRARY pointing nowhere (the driver installs a FakeLib); returns the
-    subprocess.CompletedProcess (text output)."""
+    the package first on its path (also its argv[1]), then this folder and where this process
+    found sage2 (sage2_child_env), with SAGE2_LIBRARY pointing nowhere (the driver installs a
+    FakeLib) and then `env`'s variables; returns the subprocess.CompletedProcess (text output)."""
     pkg = tmp_path / "faketorch"
     (pkg / "torch" / "nn").mkdir(parents=True)
     (pkg / "torch" / "__init__.py").write_text(torch_source + "\nfrom . import nn\n")
@@ -189,9 +249,8 @@ def run_driver(tmp_path, driver, torch_source=FAKE_TORCH_VARLEN, functional=SDPA
     (pkg / "torch" / "nn" / "functional.py").write_text(functional)
     script = tmp_path / "driver.py"
     script.write_text(textwrap.dedent(driver))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(pkg), PYTHON_DIR, HERE])
-    env["SAGE2_LIBRARY"] = "/nonexistent/libsage2.so"  # the fake library replaces it
+    # SAGE2_LIBRARY points nowhere unless `env` says otherwise: the fake library replaces it
+    env = sage2_child_env(first=[pkg, HERE], extra=dict({"SAGE2_LIBRARY": "/nonexistent/libsage2.so"}, **(env or {})))
     return subprocess.run([sys.executable, str(script), str(pkg)], capture_output=True, text=True, env=env,
                           timeout=timeout)
 

@@ -3,14 +3,13 @@ ABI). With the fake torch and a fake library (no torch, no GPU, no libsage2): a 
 symbol gives None, one with it gives its string; `python -m sage2 info` prints it. With the real
 library (skipped when absent): the string's format, and the same value in `python -m sage2 info`."""
 import json
-import os
 import re
 import subprocess
 import sys
 
 import pytest
 
-from fake_torch import FAKE_TORCH, PYTHON_DIR, FakeCDLL, run_driver
+from fake_torch import FAKE_TORCH, FakeCDLL, run_driver, sage2_child_env
 
 import sage2
 from sage2 import _info, _lib
@@ -75,9 +74,7 @@ def test_real_library_reports_a_well_formed_commit_and_info_prints_it():
     if c is None:
         pytest.skip("this libsage2 predates sage2_build_commit")
     assert COMMIT.match(c), c
-    env = dict(os.environ)
-    env["PYTHONPATH"] = PYTHON_DIR + os.pathsep + env.get("PYTHONPATH", "")
-    env["SAGE2_LIBRARY"] = _lib.library_path()
+    env = sage2_child_env(extra={"SAGE2_LIBRARY": _lib.library_path()})
     r = subprocess.run([sys.executable, "-m", "sage2", "info"], capture_output=True, text=True, env=env, timeout=120)
     assert "build commit: %s\n" % c in r.stdout, r.stdout + r.stderr
     r = subprocess.run([sys.executable, "-m", "sage2", "info", "--json"], capture_output=True, text=True, env=env,

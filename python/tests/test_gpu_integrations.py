@@ -18,11 +18,11 @@ import pytest
 from sage2_testutil import import_or_skip as _import, report, require_gpu, torch
 
 import sage2
+from fake_torch import sage2_child_env
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytestmark = pytest.mark.gpu
 F = torch.nn.functional
-PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(sage2.__file__)))
 
 COS_MODEL = 0.99   # logits / hidden states of a whole model, per sequence (real tokens)
 COS_LAYER = 0.999  # one attention layer's output
@@ -307,8 +307,7 @@ print("JSON" + json.dumps({"records": r, "seconds": time.perf_counter() - t0, "k
 
 
 def test_warmup_fills_the_cache_a_second_process_loads(tmp_path):
-    env = dict(os.environ, SAGE2_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=PYTHON_DIR,
-               SAGE2_LIBRARY=sage2.library_path())
+    env = sage2_child_env(extra=dict(SAGE2_CACHE_DIR=str(tmp_path / "cache"), SAGE2_LIBRARY=sage2.library_path()))
     runs = []
     for _ in range(2):
         r = subprocess.run([sys.executable, "-c", WARM], capture_output=True, text=True, env=env, timeout=600)

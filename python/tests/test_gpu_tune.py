@@ -15,10 +15,9 @@ import pytest
 from sage2_testutil import require_gpu, torch  # noqa: F401  (skips without torch)
 
 import sage2
+from fake_torch import sage2_child_env
 
 pytestmark = pytest.mark.gpu
-
-PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(sage2.__file__)))
 
 CHILD = textwrap.dedent("""
     import json, sys
@@ -35,10 +34,8 @@ CHILD = textwrap.dedent("""
 def test_tune_one_small_problem_into_a_temporary_cache(tmp_path):
     require_gpu(sage2._lib._TUNE_SYMBOLS)
     cache = tmp_path / "cache"
-    env = dict(os.environ)
-    env["SAGE2_CACHE_DIR"] = str(cache)
+    env = sage2_child_env(extra={"SAGE2_CACHE_DIR": str(cache)})
     env.pop("SAGE2_DISABLE_DISK_CACHE", None)
-    env["PYTHONPATH"] = PYTHON_DIR + os.pathsep + env.get("PYTHONPATH", "")
     if sage2.library_path() and os.path.sep in sage2.library_path():
         env["SAGE2_LIBRARY"] = sage2.library_path()  # the library this suite tests
     r = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env, timeout=600)

@@ -309,8 +309,9 @@ def test_yunchang_usp_on_two_cpu_processes_with_an_exact_stand_in(tmp_path, mode
     here = os.path.dirname(os.path.abspath(__file__))
     script = tmp_path / "worker.py"
     script.write_text(_USP_WORKER)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([here, os.path.dirname(here), env.get("PYTHONPATH", "")])
+    from fake_torch import sage2_child_env
+
+    env = sage2_child_env(first=[here, os.path.dirname(here)])
     init = "file://%s" % (tmp_path / "pg")
     procs = [subprocess.Popen([sys.executable, str(script), str(r), "2", init, mode, here], stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True, env=env) for r in range(2)]

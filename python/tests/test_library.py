@@ -11,6 +11,7 @@ import textwrap
 import pytest
 
 import sage2
+from fake_torch import sage2_child_env
 from sage2 import _lib
 
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(_lib.__file__)))
@@ -20,9 +21,7 @@ HEADER = os.path.join(os.environ.get("SAGE2_SOURCE_DIR") or REPO, "include", "sa
 
 
 def _run_python(code, env_extra=None):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.path.join(REPO, "python") + os.pathsep + env.get("PYTHONPATH", "")
-    env.update(env_extra or {})
+    env = sage2_child_env(extra=env_extra)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
 
 
@@ -163,9 +162,7 @@ def test_version_info_and_default_cache_dir(tmp_path):
 
 
 def _info(env_extra, *args):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.path.join(REPO, "python") + os.pathsep + env.get("PYTHONPATH", "")
-    env.update(env_extra)
+    env = sage2_child_env(extra=env_extra)
     return subprocess.run([sys.executable, "-m", "sage2", "info", *args], capture_output=True, text=True, env=env,
                           timeout=120)
 

@@ -12,6 +12,7 @@ import textwrap
 import pytest
 
 import sage2
+from fake_torch import sage2_child_env
 from sage2 import _lib, _logging
 
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(_lib.__file__)))
@@ -83,11 +84,8 @@ DRIVER = textwrap.dedent(r'''
 
 def test_notices_reach_the_sage2_logger_not_stderr(tmp_path):
     _need_library()
-    env = dict(os.environ)
+    env = sage2_child_env(extra={"SAGE2_QUANT_PATH": "bogus", "SAGE2_LIBRARY": _lib.library_path()})
     env.pop("SAGE2_LOG_LEVEL", None)
-    env["SAGE2_QUANT_PATH"] = "bogus"
-    env["SAGE2_LIBRARY"] = _lib.library_path()
-    env["PYTHONPATH"] = PYTHON_DIR + os.pathsep + env.get("PYTHONPATH", "")
     r = subprocess.run([sys.executable, "-c", DRIVER], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0 and "DONE" in r.stdout, r.stdout + r.stderr
     # only the notice after the callback was removed went to stderr, in the library's own format

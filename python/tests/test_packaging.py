@@ -15,6 +15,7 @@ import textwrap
 import pytest
 
 import sage2
+from fake_torch import sage2_child_env
 from sage2 import _lib
 
 PKG_DIR = os.path.dirname(os.path.abspath(sage2.__file__))
@@ -41,7 +42,9 @@ def _env(extra=None, drop=("SAGE2_LIBNVRTC",), pythonpath=()):
     # the library this process loaded, so the child tests the same one
     if _lib.library_path():
         env["SAGE2_LIBRARY"] = _lib.library_path()
-    env["PYTHONPATH"] = os.pathsep.join(list(pythonpath) + [PKG_PARENT])
+    # the folders given, then where this process found sage2; not the PYTHONPATH this process was
+    # given (the NVRTC cases must see their fake site's torch and no other)
+    env = sage2_child_env(first=list(pythonpath), base=env, inherit_pythonpath=False)
     env.update(extra or {})
     return env
 

@@ -248,8 +248,11 @@ IMPORT = textwrap.dedent("""
 
 
 def _import_in(tmp_path, path_entries, env_extra=None):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(p) for p in path_entries] + [os.path.dirname(SAGE2_PKG)])
+    from fake_torch import sage2_child_env
+
+    # the entries given, then where this process found sage2 (not this process's PYTHONPATH: no other
+    # sageattention than the ones the test places)
+    env = sage2_child_env(first=path_entries, inherit_pythonpath=False)
     env.pop("SAGE2_SAGEATTENTION_OVERRIDE", None)
     env.update(env_extra or {})
     r = subprocess.run([sys.executable, "-c", IMPORT], capture_output=True, text=True, env=env, cwd=str(tmp_path),

@@ -13,6 +13,7 @@ import textwrap
 import pytest
 
 import sage2
+from fake_torch import sage2_child_env
 from sage2 import _info, _lib
 
 PKG = os.path.dirname(os.path.abspath(sage2.__file__))
@@ -20,9 +21,7 @@ PYTHON_DIR = os.path.dirname(PKG)
 
 
 def _run(args, env_extra=None, code=None):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = PYTHON_DIR + os.pathsep + env.get("PYTHONPATH", "")
-    env.update(env_extra or {})
+    env = sage2_child_env(extra=env_extra)
     cmd = [sys.executable] + (["-c", code] if code is not None else ["-m", "sage2"]) + list(args)
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
 

@@ -178,6 +178,7 @@ TEST_CASE("sage2-cache tool: list, verify, export, import, prune, clear on a tem
 }
 
 TEST_CASE("sage2-cache tool: a cache directory that does not exist is an error, not an empty cache (issue 32)") {
+  // --dir and $SAGE2_CACHE_DIR (a mistyped name, most often); the default directory's list: the next case.
   ToolTempDir tmp;
   const std::string nowhere = tmp / "nowhere";
   const std::string d = "--dir '" + nowhere + "' ";
@@ -211,6 +212,34 @@ TEST_CASE("sage2-cache tool: a cache directory that does not exist is an error, 
   CHECK(r.code == 0);
   CHECK(r.out.find("imported 1, rejected 0") != std::string::npos);
   CHECK(run_tool(d + "list").code == 0);
+}
+
+TEST_CASE("sage2-cache tool: list of a default cache directory not created yet is an empty cache, as sage2-info says (issue 42)") {
+  ToolTempDir tmp;
+  // The default directory ($XDG_CACHE_HOME/sage2 here): neither --dir nor $SAGE2_CACHE_DIR names it.
+  const std::string xdg = tmp / "xdg";
+  const std::string dflt = xdg + "/sage2";
+  const std::string env = "env -u SAGE2_CACHE_DIR XDG_CACHE_HOME='" + xdg + "'";
+  auto r = run_tool("list", env);
+  CHECK(r.code == 0);
+  CHECK(r.out == "cache directory: " + dflt + " (does not exist yet: nothing has been cached in it)\n0 entries, 0 B\n");
+  r = run_tool("list --json", env);
+  CHECK(r.code == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j["dir"] == dflt);
+  CHECK(j["total_bytes"] == 0);
+  CHECK(j["entries"].empty());
+  CHECK_FALSE(file_exists(dflt));  // nothing created
+  // sage2-info reports the same directory with no entries.
+  const auto info = test::run_command(env + " '" + std::string(SAGE2_TOOLS_DIR) + "/sage2-info' 2>&1");
+  CHECK(info.out.find("disk cache: " + dflt + " (0 entries, 0 invalid)") != std::string::npos);
+  // The commands that change or check the cache still need it (exit 1, saying it is the default one).
+  r = run_tool("verify", env);
+  CHECK(r.code == 1);
+  CHECK(r.out.find("does not exist (the default cache directory; nothing has been cached in it yet)") != std::string::npos);
+  // A file where the default directory should be is still an error.
+  { std::ofstream(xdg) << "x"; }
+  CHECK(run_tool("list", env).code == 1);
 }
 
 TEST_CASE("sage2-cache tool: help for a command shows the whole program's options; a flag with a value (issue 32)") {
