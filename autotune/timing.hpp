@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/problem.hpp"
+#include "kernels/problem_shape.hpp"
 #include "plan/candidates.hpp"
 #include "runtime/context_impl.hpp"
 

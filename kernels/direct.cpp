@@ -31,11 +31,11 @@ void validate_direct_spec(const KernelSpec& s) {
   const TileConfig& t = s.tile;
   if (t.bq != 16 && t.bq != 32 && t.bq != 64 && t.bq != 128)
     bad_spec("direct path bq=" + std::to_string(t.bq) + " (16, 32, 64 or 128 rows: whole 16-row warps)");
-  const int wr = dev::dec_row_warps(t.bq);
+  const int wr = dev::direct_row_warps(t.bq);
   if (t.warps < wr || t.warps % wr != 0 || t.warps > 8)
     bad_spec("direct path warps=" + std::to_string(t.warps) + " must be a multiple of bq/16=" + std::to_string(wr) +
              ", at most 8");
-  const int wk = dev::dec_key_warps(t.bq, t.warps);
+  const int wk = dev::direct_key_warps(t.bq, t.warps);
   if (t.bk % (16 * wk) != 0)
     bad_spec("direct path bk=" + std::to_string(t.bk) + " must be a multiple of 16 keys per key warp (" +
              std::to_string(wk) + " key warps)");
@@ -43,7 +43,7 @@ void validate_direct_spec(const KernelSpec& s) {
 }
 
 std::size_t direct_smem_bytes(const KernelSpec& s) {
-  return static_cast<std::size_t>(dev::dec_smem(s.tile.bq, s.tile.bk, s.head_dim, s.tile.stages).total);
+  return static_cast<std::size_t>(dev::direct_smem(s.tile.bq, s.tile.bk, s.head_dim, s.tile.stages).total);
 }
 
 TileConfig direct_default_tile(int head_dim, std::int64_t rows, int max_smem_optin) {
@@ -63,12 +63,12 @@ TileConfig direct_default_tile(int head_dim, std::int64_t rows, int max_smem_opt
       default: list = {{8, 64, 3}, {8, 64, 2}, {8, 32, 2}, {8, 16, 2}}; break;
     }
     for (const TileChoice& c : list) {
-      const int smem = dev::dec_smem(bq, c.bk, head_dim, c.stages).total;
+      const int smem = dev::direct_smem(bq, c.bk, head_dim, c.stages).total;
       if (smem <= max_smem_optin) return TileConfig{bq, c.bk, c.warps, c.stages};
     }
   }
   throw Error(ErrorCode::Unsupported,
-              "the direct path needs " + std::to_string(dev::dec_smem(16, 16, head_dim, 2).total) +
+              "the direct path needs " + std::to_string(dev::direct_smem(16, 16, head_dim, 2).total) +
                   " bytes of shared memory per block at head dim " + std::to_string(head_dim) + "; the device allows " +
                   std::to_string(max_smem_optin));
 }
@@ -117,8 +117,8 @@ DirectLayout direct_layout(const DirectProblem& p, Arch arch, const DirectDevice
   l.group = static_cast<int>(p.group());
   l.rows = rows;
   l.row_blocks = static_cast<int>((rows + tile.bq - 1) / tile.bq);
-  l.key_warps = dev::dec_key_warps(tile.bq, tile.warps);
-  l.threads = dev::dec_threads(tile.warps);
+  l.key_warps = dev::direct_key_warps(tile.bq, tile.warps);
+  l.threads = dev::direct_threads(tile.warps);
   l.smem = direct_smem_bytes(l.split_spec);
   // CTAs per SM: shared memory (1 KB reserved per CTA), and the register bound the kernel's
   // __launch_bounds__ guarantees (2 CTAs of <= 128 threads, else 1).
@@ -158,7 +158,7 @@ DirectLayout direct_layout(const DirectProblem& p, Arch arch, const DirectDevice
                               static_cast<std::size_t>(rows);
     l.ml_offset = align256(parts * static_cast<std::size_t>(p.head_dim) * 4);
     l.workspace_bytes = align256(l.ml_offset + parts * 8);
-    const std::int64_t mw = dev::dec_merge_warps();
+    const std::int64_t mw = dev::direct_merge_warps();
     l.merge_shape.grid[0] = static_cast<unsigned>((out_rows + mw - 1) / mw);
     l.merge_shape.block[0] = static_cast<unsigned>(mw * 32);
   }

@@ -19,7 +19,7 @@
 #include <cstdint>
 
 #include "kernels/kernel_spec.hpp"
-#include "kernels/problem.hpp"
+#include "kernels/problem_shape.hpp"
 #include "kernels/launch.hpp"
 #include "templates/direct_params.cuh"
 

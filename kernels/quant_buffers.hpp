@@ -54,7 +54,7 @@
 #include <vector>
 
 #include "kernels/kernel_spec.hpp"
-#include "kernels/problem.hpp"
+#include "kernels/problem_shape.hpp"
 #include "kernels/quant_layout.hpp"
 
 namespace sage2::kernels {

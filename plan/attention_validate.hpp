@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "kernels/arch.hpp"
-#include "plan/problem.hpp"
+#include "plan/attention_problem.hpp"
 #include "sage2/sage2.hpp"
 
 namespace sage2::plan {

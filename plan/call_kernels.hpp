@@ -3,7 +3,7 @@
 // and every warm-up (plan/warmup.hpp: sage2-autotune, sage2::warmup, sage2_warmup, sage2.warmup)
 // go through, so what a warm-up compiles and what the tuner times is what calls run.
 //
-// A call's kernels depend on its validated problem (plan/problem.hpp) and on what its Context
+// A call's kernels depend on its validated problem (plan/attention_problem.hpp) and on what its Context
 // contributes (CallSettings: arch, code form, device limits, quantize path, forced family, tuning
 // database). Pure host logic: no driver, no compile.
 #pragma once
@@ -13,7 +13,7 @@
 
 #include "kernels/direct.hpp"
 #include "kernels/kernel_spec.hpp"
-#include "plan/problem.hpp"
+#include "plan/attention_problem.hpp"
 #include "sage2/sage2.hpp"
 
 namespace sage2::plan {

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "kernels/direct.hpp"
-#include "plan/problem.hpp"
+#include "plan/attention_problem.hpp"
 
 namespace sage2::plan {
 

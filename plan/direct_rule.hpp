@@ -10,7 +10,7 @@
 
 namespace sage2::plan {
 
-struct AttentionProblem;  // plan/problem.hpp
+struct AttentionProblem;  // plan/attention_problem.hpp
 
 // SmallQPath::Auto takes the direct path for dense calls (no mask, no varlen) with head dim <= 256
 // whose query rows per kv head, R = q_len · q_heads / kv_heads, are at most direct_max_rows(arch).

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/problem.hpp"
+#include "kernels/problem_shape.hpp"
 #include "kernels/quant_buffers.hpp"
 #include "sage2/reference.hpp"
 

@@ -6,7 +6,7 @@
 #pragma once
 
 #include "attention_params.cuh"
-#include "attention_spec.cuh"
+#include "attention_constants.cuh"
 #include "mask.cuh"
 #include "ptx.cuh"
 #include "types.cuh"

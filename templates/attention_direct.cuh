@@ -39,8 +39,8 @@ namespace dpath {
 using sage2::dev::DirectParams;
 
 constexpr int D = SAGE2_HEAD_DIM;
-constexpr int DP = sage2::dev::dec_d_pad(D);
-constexpr int PITCH = sage2::dev::dec_pitch(DP);
+constexpr int DP = sage2::dev::direct_d_pad(D);
+constexpr int PITCH = sage2::dev::direct_pitch(DP);
 constexpr int CHUNKS = DP / 8;  // 16-byte chunks per shared-memory row
 constexpr bool BF16 = SAGE2_IN_BF16 != 0;
 constexpr int CAUSAL = SAGE2_CAUSAL;
@@ -162,9 +162,9 @@ constexpr int BR = SAGE2_BQ;      // rows per CTA (16 per row warp)
 constexpr int BK = SAGE2_BK;      // keys per KV tile
 constexpr int WARPS = SAGE2_WARPS;
 constexpr int STAGES = SAGE2_STAGES;
-constexpr int WR = sage2::dev::dec_row_warps(BR);
-constexpr int WK = sage2::dev::dec_key_warps(BR, WARPS);
-constexpr int THREADS = sage2::dev::dec_threads(WARPS);
+constexpr int WR = sage2::dev::direct_row_warps(BR);
+constexpr int WK = sage2::dev::direct_key_warps(BR, WARPS);
+constexpr int THREADS = sage2::dev::direct_threads(WARPS);
 constexpr int BKW = BK / WK;     // keys per warp and tile
 constexpr int KS = DP / 16;      // k16 steps of Q·Kᵀ
 constexpr int NTS = BKW / 8;     // n8 score tiles per warp
@@ -172,7 +172,7 @@ constexpr int KV = BKW / 16;     // k16 steps of P·V
 constexpr int NO = DP / 8;       // n8 output tiles
 constexpr bool Q_REGS = DP <= 128;  // Q fragments kept in registers (wider heads: ldmatrix per use)
 constexpr int MIN_CTAS = THREADS <= 128 ? 2 : 1;
-constexpr sage2::dev::DirectSmem SM = sage2::dev::dec_smem(BR, BK, D, STAGES);
+constexpr sage2::dev::DirectSmem SM = sage2::dev::direct_smem(BR, BK, D, STAGES);
 
 static_assert(BR % 16 == 0 && WR >= 1 && WARPS % WR == 0, "whole 16-row warps");
 static_assert(BK % (16 * WK) == 0, "each key warp takes a multiple of 16 keys per tile");
@@ -467,7 +467,7 @@ extern "C" __global__ void __launch_bounds__(dpath::THREADS, dpath::MIN_CTAS) sa
 // The merge kernel: one warp per output row (b, q head, i), rows in LSE order.
 namespace dpath {
 
-constexpr int MW = sage2::dev::dec_merge_warps();
+constexpr int MW = sage2::dev::direct_merge_warps();
 constexpr int CPL = (D + 31) / 32;  // channels per lane
 constexpr int MB = CPL <= 4 ? 8 : 4;  // partials loaded per round
 

@@ -51,13 +51,13 @@ struct DirectParams {
 };
 
 // Head dims are padded to 16 (the mma k and n granularity); channels past head_dim read as 0.
-constexpr int dec_d_pad(int head_dim) { return (head_dim + 15) / 16 * 16; }
+constexpr int direct_d_pad(int head_dim) { return (head_dim + 15) / 16 * 16; }
 // Shared-memory rows (Q, K and V, one token each) are padded by 16 bytes: pitch / 16 odd, so the
 // 8 row addresses of an ldmatrix fall into distinct bank groups.
-constexpr int dec_pitch(int d_pad) { return d_pad * 2 + 16; }
-constexpr int dec_row_warps(int bq) { return bq / 16; }
-constexpr int dec_key_warps(int bq, int warps) { return warps / dec_row_warps(bq); }
-constexpr int dec_threads(int warps) { return warps * 32; }
+constexpr int direct_pitch(int d_pad) { return d_pad * 2 + 16; }
+constexpr int direct_row_warps(int bq) { return bq / 16; }
+constexpr int direct_key_warps(int bq, int warps) { return warps / direct_row_warps(bq); }
+constexpr int direct_threads(int warps) { return warps * 32; }
 
 struct DirectSmem {
   int q_off;        // Q tile: bq rows
@@ -67,20 +67,20 @@ struct DirectSmem {
   int bad_off;      // d_pad int32: smallest key of the tile with a non-finite V[., c] (causal diagonal tiles)
   int total;
 };
-constexpr DirectSmem dec_smem(int bq, int bk, int head_dim, int stages) {
+constexpr DirectSmem direct_smem(int bq, int bk, int head_dim, int stages) {
   DirectSmem s{};
-  const int pitch = dec_pitch(dec_d_pad(head_dim));
+  const int pitch = direct_pitch(direct_d_pad(head_dim));
   s.q_off = 0;
   s.stages_off = bq * pitch;
   s.stage_bytes = 2 * bk * pitch;
   s.v_off = bk * pitch;
   s.bad_off = s.stages_off + stages * s.stage_bytes;
-  s.total = s.bad_off + dec_d_pad(head_dim) * 4;
+  s.total = s.bad_off + direct_d_pad(head_dim) * 4;
   return s;
 }
 
 // The merge kernel: one warp per output row, this many warps per CTA.
-constexpr int dec_merge_warps() { return 4; }
+constexpr int direct_merge_warps() { return 4; }
 
 }  // namespace dev
 }  // namespace sage2

@@ -121,7 +121,7 @@ TEST_CASE("direct path: split and merge kernels compile for sm_90a and sm_89; de
       unique, "direct split/merge", [](const KernelSpec&) { return false; },
       [](const sage2::test::Outcome& r) {
         if (r.spec.family == KernelFamily::DirectSplit) {
-          const int threads = dev::dec_threads(r.spec.tile.warps);
+          const int threads = dev::direct_threads(r.spec.tile.warps);
           // The layout assumes 2 CTAs per SM for CTAs of <= 128 threads (__launch_bounds__ min 2).
           const int ctas = threads <= 128 ? 2 : 1;
           CHECK(r.k.facts.registers * threads * ctas <= 65536);

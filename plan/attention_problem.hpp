@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "kernels/direct.hpp"
-#include "kernels/problem.hpp"
+#include "kernels/problem_shape.hpp"
 #include "kernels/quant_buffers.hpp"
 #include "sage2/sage2.hpp"
 

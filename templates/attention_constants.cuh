@@ -7,7 +7,7 @@
 #include "types.cuh"
 
 #if !defined(SAGE2_FAMILY) || (SAGE2_FAMILY != 2 && SAGE2_FAMILY != 3)
-#error "attention_spec.cuh is specialised by the preamble of an attention family (attn_mma, attn_wgmma)"
+#error "attention_constants.cuh is specialised by the preamble of an attention family (attn_mma, attn_wgmma)"
 #endif
 
 namespace attn_common {

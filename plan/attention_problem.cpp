@@ -1,4 +1,4 @@
-#include "plan/problem.hpp"
+#include "plan/attention_problem.hpp"
 
 namespace sage2::plan {
 
