@@ -12,7 +12,7 @@
 //    accuracy_targets.hpp on diffuse inputs);
 // and
 //  - FP16 P̃V is more accurate than FP8 P̃V on the same channel-biased inputs (printed: rel-L1 of
-//    each path, the numbers of README's coverage table);
+//    each path, the numbers of docs/numerics.md's accuracy table);
 //  - the FP16 P̃V option runs on the device's own target too (the mma family on sm_90a);
 //  - fp16 accumulation of P̃V (SageAttention2++, PvAccum::Fp16, issue 31) on the sm_89 path (FP8
 //    and FP16 P̃V) and the sm_80 path (FP16) equals the emulation with the fp16 accumulator
@@ -283,7 +283,8 @@ void run_matrix(const std::string& target, bool fp8_default) {
     return;
   }
   const DeviceInfo& info = target_context(target)->device();
-  MESSAGE("target " << target << ": arch " << info.arch << (info.ptx ? " (PTX, driver JIT)" : "") << "; " << info.path
+  // (doctest prints a const char* as an address: the conditional literal goes in as a std::string)
+  MESSAGE("target " << target << ": arch " << info.arch << std::string(info.ptx ? " (PTX, driver JIT)" : "") << "; " << info.path
                     << (info.target_note.empty() ? "" : "; " + info.target_note));
   CHECK(info.arch == std::string(kernels::arch_name(kernels::parse_arch(target))));
   const std::uint64_t seed = test::base_seed();

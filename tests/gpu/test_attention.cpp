@@ -247,7 +247,7 @@ TEST_CASE("gpu attention: quantize + ΔS + mma attention equals the emulation an
   Context& ctx = test::gpu_context();
   const kernels::Arch arch = runtime::context_impl(ctx).arch();
   const std::uint64_t base_seed = test::base_seed();
-  MESSAGE("base seed " << base_seed << " arch " << kernels::arch_name(arch));
+  MESSAGE("base seed " << base_seed << " arch " << std::string(kernels::arch_name(arch)));
   int case_no = 0;
   double worst_rel_emu = 0, worst_abs_ulps = 0;
   for (const Case& c : case_list()) {

@@ -205,7 +205,7 @@ void run_shape(const Shape& s) {
     CAPTURE(family);
     const bool wg = std::strcmp(family, "wgmma") == 0;
     if (wg && arch != kernels::Arch::Sm90a) {
-      MESSAGE("skipped: the wgmma family needs sm_90a; device 0 is " << kernels::arch_name(arch));
+      MESSAGE("skipped: the wgmma family needs sm_90a; device 0 is " << std::string(kernels::arch_name(arch)));
       continue;
     }
     FamilyEnv env(family);
