@@ -1,5 +1,5 @@
 // The one place sage2 reads its environment (base/config.hpp says why). Every variable read
-// here is in README.md's "Environment switches" table; keep the two in step.
+// here is in docs/deploying.md's "Environment variables" table; keep the two in step.
 //   SAGE2_CACHE_DIR          ContextOptions::cache_dir     (else $XDG_CACHE_HOME/sage2, ~/.cache/sage2)
 //   SAGE2_DISABLE_DISK_CACHE ContextOptions::disk_cache
 //   SAGE2_ATTENTION_FAMILY   ContextOptions::family

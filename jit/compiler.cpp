@@ -252,7 +252,7 @@ CompiledKernel compile(const KernelBuild& b) {
   out.facts = parse_ptxas_facts(out.log, out.entry);
   if (out.facts.spill_store_bytes > 0 || out.facts.spill_load_bytes > 0)
     // debug, not warn: a few bytes of spill are a known ptxas choice on some masked / FP16 specs
-    // (README "Registers"), nothing a user can act on; sage2-autotune reads the facts itself.
+    // (docs/gpu-coverage.md), nothing a user can act on; sage2-autotune reads the facts itself.
     base::log::debug("kernel " + out.key + " spills registers (" + std::to_string(out.facts.spill_store_bytes) +
               " bytes stored, " + std::to_string(out.facts.spill_load_bytes) + " loaded)");
   base::log::debug("compiled " + out.key + " in " + std::to_string(out.compile_seconds) + " s, " +

@@ -39,7 +39,7 @@ say "built $(basename "$wheel") in $((SECONDS - start)) s"
 make_venv "$work/tools"
 "$work/tools/bin/python" -m pip install -q --upgrade pip
 name="$(basename "$wheel")"
-# manylinux_2_28 or older: installs on RHEL 8, Debian 10+, Ubuntu 20.04+ (README "Python users").
+# manylinux_2_28 or older: installs on RHEL 8, Debian 10+, Ubuntu 20.04+ (docs/deploying.md, "The Python wheel").
 # (auditwheel may add an older tag: manylinux_2_24_x86_64.manylinux_2_28_x86_64)
 [[ "$name" =~ ^sage2-[0-9][0-9.]*-py3-none-(manylinux_2_[0-9]+_x86_64\.)*manylinux_2_(1[7-9]|2[0-8])_x86_64\.whl$ ]] ||
   fail "unexpected wheel name $name (want sage2-<version>-py3-none-manylinux_2_<=28_x86_64.whl)"

@@ -11,7 +11,7 @@
 // Options that do nothing in the chosen mode (the "tuning (GPU)" group under --compile-only,
 // --max-smem without it) are named in a warning on stderr; the exit status does not change.
 //
-// Exit codes (also in --help and README "Tools"):
+// Exit codes (also in --help and docs/deploying.md, "Tools"):
 //   0   done
 //   1   failure: a kernel failed to compile, the cache or the database could not be written, a
 //       problem could not be measured, or the GPU failed

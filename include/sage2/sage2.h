@@ -50,7 +50,7 @@ sage2_status sage2_context_create(int device, const char* cache_dir, int disk_ca
 /* ---- context options (added in 0.1: additive, never changed) ------------------------------ */
 /* A field holding SAGE2_FROM_ENV (or a NULL cache_dir) takes the value of its environment
  * variable when the context is created, else the built-in default; any other value wins over the
- * environment. The variables are listed in README.md ("Environment switches"). */
+ * environment. The variables are listed in docs/deploying.md ("Environment variables"). */
 #define SAGE2_FROM_ENV (-1)
 typedef enum sage2_attention_family {
   SAGE2_FAMILY_AUTO = 0,  /* wgmma for 8-bit QK on sm_90a up to head dim 256, mma.sync otherwise */

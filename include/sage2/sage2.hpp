@@ -75,7 +75,7 @@ const char* pv_precision_name(PvPrecision p) noexcept;  // "auto", "fp8", "fp16"
 // less accurate (V̂ is scaled to |V̂| <= 2.25 so that a tile's fp16 sum cannot overflow: FP8 P̃V).
 // Offered on the mma.sync family of sm_80/86/87 (FP16 P̃V) and sm_89/100/103/120/121 (FP8 or FP16
 // P̃V); not on sm_90a (Unsupported: fp32 only there; SAGE2_TARGET_ARCH=sm_89 runs the Ada path).
-// Auto: the arch's default (README "GPU coverage"; kernels/arch.cpp). PreferFp16: Fp16 where it
+// Auto: the arch's default (docs/gpu-coverage.md; kernels/arch.cpp). PreferFp16: Fp16 where it
 // is offered, Fp32 elsewhere (what the reference's fp16-accumulator values map to: portable code).
 enum class PvAccum : int { Auto = 0, Fp32 = 1, Fp16 = 2, PreferFp16 = 3 };
 const char* pv_accum_name(PvAccum a) noexcept;  // "auto", "fp32", "fp16", "prefer_fp16"
@@ -187,7 +187,7 @@ struct SeqLens {
 
 // ---------------------------------------------------------------------------------------------
 // Configuration. Each setting has one SAGE2_* environment variable that gives its default; a value
-// set in code wins over the environment. README.md ("Environment switches") lists them all.
+// set in code wins over the environment. docs/deploying.md ("Environment variables") lists them all.
 
 // The attention kernel family. Auto: wgmma for 8-bit QK with FP8 P̃V on sm_90a up to head dim
 // 256, mma.sync otherwise. Wgmma on a device that is not sm_90a is refused when the Context is created.

@@ -142,7 +142,7 @@ def sageattn(q, k, v, tensor_layout="HND", is_causal=False, sm_scale=None, retur
     The reference package's keywords (qk_quant_gran, pv_accum_dtype, quantization_backend) and
     FlashAttention's (softmax_scale, causal, dropout_p, window_size, softcap, alibi_slopes,
     deterministic, return_attn_probs) are mapped onto these options or refused with a ValueError
-    naming the value (sage2._compat.REFERENCE_KEYWORDS; README "The reference's call form").
+    naming the value (sage2._compat.REFERENCE_KEYWORDS; docs/integrations.md, "The reference's call form").
 
     Bad input raises TypeError/ValueError naming the argument before anything runs on the GPU;
     errors from the library raise sage2.Sage2Error subclasses carrying sage2_last_error()."""

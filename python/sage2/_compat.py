@@ -6,7 +6,7 @@ Code written for the reference passes keywords sage2.sageattn does not define (`
 ``softmax_scale``, ``causal``, ``dropout_p``, ``window_size`` ... . ``translate`` maps every such
 keyword (``REFERENCE_KEYWORDS``) or raises: nothing is silently ignored. ``reference_pv_options``
 is the ``pv_accum_dtype`` rule of each of the reference's entry points (``reference_pv_precision``:
-its P~V precision alone). The README's table
+its P~V precision alone). docs/integrations.md's table
 ("The reference's call form") states both, row by row; python/tests/test_reference_keywords_table.py
 parses it and checks every row against these functions. Each mapping that changes what the
 reference would have run is logged at debug level on the ``sage2`` logger, naming the path that runs.

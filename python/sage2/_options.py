@@ -1,6 +1,6 @@
 """sageattn's options (passed through ``**options``) with their defaults. Plain data with no
 imports, so what needs the names without torch can have them (sage2.OPTIONS when torch is
-missing, the ``sageattention`` drop-in, the tests of the README's keyword table)."""
+missing, the ``sageattention`` drop-in, the tests of docs/integrations.md's keyword table)."""
 
 __all__ = ["OPTIONS"]
 

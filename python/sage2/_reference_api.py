@@ -2,7 +2,7 @@
 calls ``sageattention.sageattn_qk_int8_pv_fp8_cuda(...)`` works with ``sage2.`` in front. Each has
 the reference's signature (parameter names, order and defaults), fixes the P~V precision its name
 says and passes everything else to sage2.sageattn, which maps or refuses the reference's keywords
-(_compat.py; the README's table "The reference's call form" lists every value).
+(_compat.py; docs/integrations.md's table "The reference's call form" lists every value).
 
     name                                  sage2 path
     sageattn_qk_int8_pv_fp16_cuda         INT8 QK, FP16 P~V (pv_precision='fp16'), accumulation per pv_accum_dtype

@@ -1,6 +1,6 @@
 """The reference's public functions with the reference's signatures (names, order, defaults),
 each handing its arguments by keyword to the sage2 function of the same name. sage2 maps the
-reference's keywords onto its own paths or refuses them naming the value (the README's table "The
+reference's keywords onto its own paths or refuses them naming the value (docs/integrations.md's table "The
 reference's call form" lists every value); sage2 is looked up at each call, so whatever sage2 is
 imported serves it.
 
