@@ -162,7 +162,11 @@ __device__ __forceinline__ void widen_pv_step(const u32* a, u32 b0, u32 b1, int 
 }
 #endif
 
-__device__ __forceinline__ void mma_pv(float (&acc)[4], const u32* a, u32 b0, u32 b1) {
+// Acc: float[4] (fp32 accumulation) or u32[2] (an f16 accumulator, PV_ACC16: the native e4m3 mma with
+// .f16 accumulation; on sm_90, where it is not offered, kept equivalent by two f16-accumulator k16
+// mmas of the widened operands). The ptx:: overloads take either.
+template <class Acc>
+__device__ __forceinline__ void mma_pv(Acc& acc, const u32* a, u32 b0, u32 b1) {
 #if SAGE2_ARCH == 90
 #pragma unroll
   for (int hi = 0; hi < 2; ++hi) {
@@ -177,42 +181,16 @@ __device__ __forceinline__ void mma_pv(float (&acc)[4], const u32* a, u32 b0, u3
 #endif
 }
 
-// mma_pv with an f16 accumulator (PV_ACC16): the native e4m3 mma with .f16 accumulation; on sm_90
-// (not offered there: kept equivalent) the widened operands go through two f16-accumulator k16 mmas.
-__device__ __forceinline__ void mma_pv_h(u32 (&acc)[2], const u32* a, u32 b0, u32 b1) {
-#if SAGE2_ARCH == 90
-#pragma unroll
-  for (int hi = 0; hi < 2; ++hi) {
-    u32 af[4], bf[2];
-    widen_pv_step(a, b0, b1, hi, af, bf);
-    ptx::mma_f16_m16n8k16_f16acc(acc, af, bf);
-  }
-#else
-  const u32 b[2] = {b0, b1};
-  const u32 a4[4] = {a[0], a[1], a[2], a[3]};
-  ptx::mma_e4m3_m16n8k32_f16acc(acc, a4, b);
-#endif
-}
-
 // FP16 P̃V: k16 step s (0, 1) of a k32 chunk, P̂ fragment registers 4s..4s+3 of the chunk's 8
-// (attention_softmax.cuh pack_p), V̂ fragments b0, b1. (The FP8 build type-checks the call with 4
-// registers a chunk and never runs it: nothing is read then.)
-template <int N>
-__device__ __forceinline__ void pv_step16(float (&acc)[4], const u32 (&p)[N], int s, u32 b0, u32 b1) {
+// (attention_softmax.cuh pack_p), V̂ fragments b0, b1, into a float[4] or (PV_ACC16) u32[2]
+// accumulator. (The FP8 build type-checks the call with 4 registers a chunk and never runs it:
+// nothing is read then.)
+template <int N, class Acc>
+__device__ __forceinline__ void pv_step16(Acc& acc, const u32 (&p)[N], int s, u32 b0, u32 b1) {
   if constexpr (N == 8) {
     const u32 a[4] = {p[4 * s], p[4 * s + 1], p[4 * s + 2], p[4 * s + 3]};
     const u32 b[2] = {b0, b1};
     ptx::mma_f16_m16n8k16(acc, a, b);
-  }
-}
-
-// pv_step16 with an f16 accumulator (PV_ACC16).
-template <int N>
-__device__ __forceinline__ void pv_step16_h(u32 (&acc)[2], const u32 (&p)[N], int s, u32 b0, u32 b1) {
-  if constexpr (N == 8) {
-    const u32 a[4] = {p[4 * s], p[4 * s + 1], p[4 * s + 2], p[4 * s + 3]};
-    const u32 b[2] = {b0, b1};
-    ptx::mma_f16_m16n8k16_f16acc(acc, a, b);
   }
 }
 
@@ -541,8 +519,8 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
                   ptx::ldmatrix_x4(vf, st + v_lane + np * 16 * VP + kc * 64 + s * 32);
 #pragma unroll
                   for (int mi = 0; mi < MG; ++mi) {
-                    pv_step16_h(h[mi][0], pf[mi][kc], s, vf[0], vf[1]);
-                    pv_step16_h(h[mi][1], pf[mi][kc], s, vf[2], vf[3]);
+                    pv_step16(h[mi][0], pf[mi][kc], s, vf[0], vf[1]);
+                    pv_step16(h[mi][1], pf[mi][kc], s, vf[2], vf[3]);
                   }
                 }
               } else {
@@ -550,8 +528,8 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
                 ptx::ldmatrix_x4(vf, st + v_lane + np * 16 * VP + kc * 32);
 #pragma unroll
                 for (int mi = 0; mi < MG; ++mi) {
-                  mma_pv_h(h[mi][0], pf[mi][kc], vf[0], vf[1]);
-                  mma_pv_h(h[mi][1], pf[mi][kc], vf[2], vf[3]);
+                  mma_pv(h[mi][0], pf[mi][kc], vf[0], vf[1]);
+                  mma_pv(h[mi][1], pf[mi][kc], vf[2], vf[3]);
                 }
               }
             }

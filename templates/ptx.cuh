@@ -411,17 +411,17 @@ SAGE2_DEVICE_INLINE void mma_e4m3_m16n8k32(float (&acc)[4], const u32 (&a)[4], c
       : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
-// m16n8k32 e4m3·e4m3 → f16 accumulator (SageAttention2++): D = two f16x2 registers, {row g: cols
-// 2t, 2t+1} and {row g+8: cols 2t, 2t+1} (low half first), the f32 accumulator's c0..c3 order.
-// PTX ISA 8.7 (CUDA 12.8), sm_89 and newer.
-SAGE2_DEVICE_INLINE void mma_e4m3_m16n8k32_f16acc(u32 (&acc)[2], const u32 (&a)[4], const u32 (&b)[2]) {
+// m16n8k32 e4m3·e4m3 → f16 accumulator (SageAttention2++; the overload of the f32 one for a u32[2]
+// accumulator): D = two f16x2 registers, {row g: cols 2t, 2t+1} and {row g+8: cols 2t, 2t+1} (low
+// half first), the f32 accumulator's c0..c3 order. PTX ISA 8.7 (CUDA 12.8), sm_89 and newer.
+SAGE2_DEVICE_INLINE void mma_e4m3_m16n8k32(u32 (&acc)[2], const u32 (&a)[4], const u32 (&b)[2]) {
   asm volatile(
       "mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16 {%0, %1}, {%2, %3, %4, %5}, {%6, %7}, {%0, %1};"
       : "+r"(acc[0]), "+r"(acc[1])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
-// m16n8k16 f16·f16 → f16 accumulator (same D layout).
-SAGE2_DEVICE_INLINE void mma_f16_m16n8k16_f16acc(u32 (&acc)[2], const u32 (&a)[4], const u32 (&b)[2]) {
+// m16n8k16 f16·f16 → f16 accumulator (same D layout; the overload for a u32[2] accumulator).
+SAGE2_DEVICE_INLINE void mma_f16_m16n8k16(u32 (&acc)[2], const u32 (&a)[4], const u32 (&b)[2]) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {%0, %1}, {%2, %3, %4, %5}, {%6, %7}, {%0, %1};"
       : "+r"(acc[0]), "+r"(acc[1])
