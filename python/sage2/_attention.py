@@ -29,19 +29,12 @@ _Tensor = torch.Tensor
 def _run(q, k, v, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v, small_q=0):
     """Allocates the outputs and runs sage2_attention. Arguments are already normalized; small_q is
     the sage2_small_q_path code."""
-    b, hq, nq, d = _C._dims(q, layout)
-    _, hk, nk, _ = _C._dims(k, layout)
-    dev = q.device
-    out, lse = _C._outputs(q, (b, hq, nq), return_lse)
-    if out.numel() == 0:
+    out, lse, call = _C._call_setup(q, k, v, layout, return_lse)
+    if call is None:
         return out, lse
-    if nk == 0:
-        return _C._no_keys(out, lse)
-    index = _C._device_index(dev)
+    index, ctx, (tq, tk, tv, to) = call
+    dev = q.device
     L = _lib.lib()
-    ctx = _lib.context(index)
-    code = _C._DTYPES[q.dtype]
-    tq, tk, tv, to = (_C._desc(t, layout, code) for t in (q, k, v, out))
     params = _lib.attention_params(causal, sm_scale, qk_bits, smooth_q, int(smooth_k), int(smooth_v),
                                   lse.data_ptr() if return_lse else None, None, 0, small_q)
     key = _C._ws_key(q, k, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v, v=v,

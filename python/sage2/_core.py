@@ -264,6 +264,22 @@ def _no_keys(out, lse):
     return out, lse
 
 
+def _call_setup(q, k, v, layout, return_lse):
+    """The start every dense C call shares (sageattn's and the masked one): (out, lse, None) when
+    the outputs are final already (empty, or no key: _no_keys), else (out, lse, (device index,
+    context, the tensor descriptors of q, k, v, out))."""
+    b, hq, nq, _ = _dims(q, layout)
+    nk = _dims(k, layout)[2]
+    out, lse = _outputs(q, (b, hq, nq), return_lse)
+    if out.numel() == 0:
+        return out, lse, None
+    if nk == 0:
+        return _no_keys(out, lse) + (None,)
+    index = _device_index(q.device)
+    code = _DTYPES[q.dtype]
+    return out, lse, (index, _lib.context(index), tuple(_desc(t, layout, code) for t in (q, k, v, out)))
+
+
 # ---- the eager fast path: per-signature cached call (issue 15 item 2; varlen: issue 17) ---------
 # A call whose tensors' metadata (shapes, strides, dtypes, devices) and scalar arguments equal
 # those of an earlier successful call needs none of _normalize's checks again (they read only

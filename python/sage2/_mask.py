@@ -60,18 +60,11 @@ def mask_view(attn_mask, q, k, layout, where="sage2.sageattn"):
 def _run(q, k, v, mask, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v):
     """Allocates the outputs and runs sage2_attention_masked; `mask` is mask_view()'s."""
     L = _lib.require_masked()
-    b, hq, nq, _ = _C._dims(q, layout)
-    nk = _C._dims(k, layout)[2]
-    dev = q.device
-    out, lse = _C._outputs(q, (b, hq, nq), return_lse)
-    if out.numel() == 0:
+    out, lse, call = _C._call_setup(q, k, v, layout, return_lse)
+    if call is None:
         return out, lse
-    if nk == 0:
-        return _C._no_keys(out, lse)
-    index = _C._device_index(dev)
-    ctx = _lib.context(index)
-    code = _C._DTYPES[q.dtype]
-    tq, tk, tv, to = (_C._desc(t, layout, code) for t in (q, k, v, out))
+    index, ctx, (tq, tk, tv, to) = call
+    dev = q.device
     st = mask.stride()
     m = _lib.Mask(mask.data_ptr(), _mask_types()[mask.dtype], st[0], st[1], st[2], st[3])
     params = _lib.attention_params(causal, sm_scale, qk_bits, smooth_q, int(smooth_k), int(smooth_v),
