@@ -2,6 +2,7 @@
 import glob
 import json
 import os
+import sys
 
 from . import _lib
 
@@ -80,6 +81,36 @@ def _no_driver():
     return text
 
 
+def _torch_version():
+    """torch's version and CUDA version without importing torch (which takes seconds): from the
+    module when something imported it already, else from torch/version.py read as text."""
+    import importlib.util
+    import re
+
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "__version__"):
+        return "%s (CUDA %s)" % (torch.__version__, getattr(getattr(torch, "version", None), "cuda", None))
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        return "not installed"
+    text = ""
+    for folder in spec.submodule_search_locations or []:
+        try:
+            with open(os.path.join(folder, "version.py"), encoding="utf-8") as f:
+                text = f.read()
+            break
+        except OSError:
+            continue
+    ver = re.search(r"^__version__\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", text, re.M)
+    cuda = re.search(r"^cuda\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", text, re.M)
+    if ver is None:
+        return "installed (version not found without importing it)"
+    return "%s (CUDA %s)" % (ver.group(1), cuda.group(1) if cuda else None)
+
+
 def collect():
     """A dict of facts; values that could not be obtained hold the reason as a string."""
     r = {"library": None, "library_error": None, "search": [p for _, p in _lib.search_locations()]}
@@ -104,12 +135,7 @@ def collect():
     except _lib.Sage2Error as e:
         msg = str(e)
         r["nvrtc_error"] = msg.split(": ", 1)[1] if msg.startswith(e.function + ": ") else msg
-    try:
-        import torch
-
-        r["torch"] = "%s (CUDA %s)" % (torch.__version__, torch.version.cuda)
-    except ImportError:
-        r["torch"] = "not installed"
+    r["torch"] = _torch_version()
     try:
         r["default_cache_dir"] = _lib.default_cache_dir() or "disabled (SAGE2_DISABLE_DISK_CACHE)"
     except _lib.Sage2Error as e:

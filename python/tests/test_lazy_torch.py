@@ -202,3 +202,20 @@ def test_without_a_usable_torch_the_names_say_why(tmp_path, torch_source, why):
 def test_torch_names_match_the_package():
     """TORCH_NAMES above are the package's torch-facing names of __all__ (the lazy ones)."""
     assert set(TORCH_NAMES) == set(sage2.__all__) & sage2._TORCH_NAMES
+
+
+def test_python_m_sage2_info_reads_torchs_version_without_importing_it(tmp_path):
+    """`python -m sage2 info` reports torch's version from torch/version.py: a torch whose import
+    raises is named with its version, and the command does not fail on it (issue 42: the info
+    command starts in well under a second where torch is installed)."""
+    fake = tmp_path / "site" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise RuntimeError('sage2 info imported torch')\n")
+    (fake / "version.py").write_text("__version__ = '9.8.7+cu999'\ncuda: Optional[str] = '99.9'\n")
+    r = subprocess.run([sys.executable, "-m", "sage2", "info", "--json"], capture_output=True, text=True,
+                       env=sage2_child_env(first=[tmp_path / "site"], extra=_library_env()), timeout=300)
+    assert "imported torch" not in r.stderr, r.stderr
+    out = r.stdout[r.stdout.index("{"):]
+    import json
+
+    assert json.loads(out)["torch"] == "9.8.7+cu999 (CUDA 99.9)", out
