@@ -1,20 +1,39 @@
 #!/usr/bin/env python3
-"""Moves the files of older result folders that the scoreboard does not read into one compressed
-archive (issue 34): every tracked file under bench/results/<folder>/ for the given folders, except
-JSON/JSONL files holding at least one record ../shared/tools/scoreboard.py counts (run id, commit,
-rounds >= 3; kernel records with timing "cupti"), goes into bench/results/archive/<name>.tar.xz at
-its path from the repository root, is listed in bench/results/archive/INDEX.txt, and is removed
-with `git rm`. Run from the repository root:
+"""Moves the files of older result folders that nothing reads or cites into one compressed archive
+(issues 34 and 42): every tracked file under bench/results/<folder>/ for the given folders goes into
+bench/results/archive/<name>.tar.xz at its path from the repository root, is listed in
+bench/results/archive/INDEX.txt, and is removed with `git rm` — except
+  - JSON/JSONL files holding at least one record ../shared/tools/scoreboard.py counts (run id,
+    commit, rounds >= 3; kernel records with timing "cupti"), and
+  - files the documentation cites (README.md, docs/*.md, bench/NOTES.md; `--list` shows which
+    document cites each): a path under bench/results (`bench/results/...`, `results/...` or
+    `<date>-<what>/...`, with `*` globs and `{a,b}` alternatives), a run folder inside a results
+    folder (`2026-11-28-session9/c2-final-clients/`: every file below it), or, below a heading
+    `Session N (<date>...` of bench/NOTES.md, a path relative to that session's folder
+    (`r4-wide-default-ab-h200/ab_compare.txt`). A results folder named alone (`2026-11-28-session10/`)
+    keeps nothing by itself.
+Run from the repository root:
 
-  python3 scripts/archive_results.py NAME FOLDER [FOLDER ...]   # e.g. sessions-1-8 2026-11-22-session1 ...
+  python3 scripts/archive_results.py NAME FOLDER [FOLDER ...]   # e.g. sessions-9-13 2026-11-28-session9 ...
+  python3 scripts/archive_results.py --list FOLDER [FOLDER ...] # what would stay and why; changes nothing
   tar -xJf bench/results/archive/NAME.tar.xz                    # restores them
 """
+import fnmatch
+import glob
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
+
+RESULTS = "bench/results/"
+CITING = ["README.md", "bench/NOTES.md"]  # + docs/*.md
+TOKEN = re.compile(r"[A-Za-z0-9_.*{},+/\-]+")
+FILE_ENDING = re.compile(r"\.(txt|log|jsonl|json|md|csv|tgz|gz|out|sh|py|xml|diff)$")
+SESSION_HEADING = re.compile(r"#+ Session (\d+) \((\d{4}-\d\d-\d\d)")
+RESULTS_FOLDER = re.compile(r"\d{4}-\d\d-\d\d-")
 
 
 def counted(rec):
@@ -40,17 +59,82 @@ def scoreboard_reads(path):
     return any(counted(r) for r in items)
 
 
-def main():
-    if len(sys.argv) < 3:
-        sys.exit(__doc__)
-    name, folders = sys.argv[1], sys.argv[2:]
+def alternatives(word):
+    """`a/{b,c}.txt` -> [`a/b.txt`, `a/c.txt`]."""
+    m = re.search(r"\{([^{}]*)\}", word)
+    if not m:
+        return [word]
+    out = []
+    for alt in m.group(1).split(","):
+        out += alternatives(word[:m.start()] + alt + word[m.end():])
+    return out
+
+
+def cited(files):
+    """{file under bench/results (path from the repository root): the documents citing it} for `files`."""
+    rel = [f[len(RESULTS):] for f in files]
+    folders = {"/".join(f.split("/")[:i]) for f in rel for i in range(1, f.count("/") + 1)}
+    sessions = {f.split("/")[0] for f in rel}
+    found = {}
+
+    def mark(path, doc):
+        path = path.rstrip("/")
+        hit = False
+        for f in rel:
+            if (f == path or ("*" in path and (fnmatch.fnmatchcase(f, path) or fnmatch.fnmatchcase(f, path + "/*")))
+                    or ("/" in path and path in folders and f.startswith(path + "/"))):
+                found.setdefault(RESULTS + f, set()).add(doc)
+                hit = True
+        return hit
+
+    for doc in CITING + sorted(glob.glob("docs/*.md")):
+        session = None
+        for line in open(doc, encoding="utf-8"):
+            m = SESSION_HEADING.match(line)
+            if m:
+                session = "%s-session%s" % (m.group(2), m.group(1))
+            for word in TOKEN.findall(line):
+                for w in alternatives(word.strip(".,;:()")):
+                    w = w.strip(".,;:")
+                    if "/" not in w and not FILE_ENDING.search(w):
+                        continue
+                    if w.startswith(RESULTS):
+                        mark(w[len(RESULTS):], doc)
+                    elif w.startswith("results/"):
+                        mark(w[len("results/"):], doc)
+                    elif RESULTS_FOLDER.match(w):
+                        mark(w, doc)
+                    elif session in sessions:
+                        mark(session + "/" + w, doc)
+    return found
+
+
+def tracked(folders):
     files = []
     for folder in folders:
         root = os.path.join("bench", "results", folder)
         if not os.path.isdir(root):
             sys.exit("archive_results: no folder %s" % root)
         out = subprocess.run(["git", "ls-files", "-z", root], capture_output=True, check=True).stdout
-        files += [p for p in out.decode().split("\0") if p and not scoreboard_reads(p)]
+        files += [p for p in out.decode().split("\0") if p]
+    return files
+
+
+def main():
+    listing = len(sys.argv) >= 2 and sys.argv[1] == "--list"
+    if len(sys.argv) < 3 - listing:
+        sys.exit(__doc__)
+    name, folders = (None, sys.argv[2:]) if listing else (sys.argv[1], sys.argv[2:])
+    files = tracked(folders)
+    why = cited(files)
+    for p in files:
+        if scoreboard_reads(p):
+            why.setdefault(p, set()).add("the scoreboard")
+    if listing:
+        for p in files:
+            print("%s\t%s" % ("stays (" + ", ".join(sorted(why[p])) + ")" if p in why else "archived", p))
+        return
+    files = [p for p in files if p not in why]
     if not files:
         sys.exit("archive_results: nothing to archive")
     os.makedirs("bench/results/archive", exist_ok=True)
