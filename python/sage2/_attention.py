@@ -8,7 +8,6 @@ A call with kv_lens (key padding) goes to _varlen.py (sage2_attention_varlen), w
 signature cache for the same fast path (_core._FastCall); attn_mask goes to _mask.py. The pieces
 the three share live in _core.py, which imports none of them.
 """
-import ctypes
 
 import torch
 
@@ -26,32 +25,11 @@ _Tensor = torch.Tensor
 
 
 # ---- the C call ---------------------------------------------------------------------------
-def _run(q, k, v, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v, small_q=0):
-    """Allocates the outputs and runs sage2_attention. Arguments are already normalized; small_q is
-    the sage2_small_q_path code."""
-    out, lse, call = _C._call_setup(q, k, v, layout, return_lse)
-    if call is None:
-        return out, lse
-    index, ctx, (tq, tk, tv, to) = call
-    dev = q.device
-    L = _lib.lib()
-    params = _lib.attention_params(causal, sm_scale, qk_bits, smooth_q, int(smooth_k), int(smooth_v),
-                                  lse.data_ptr() if return_lse else None, None, 0, small_q)
-    key = _C._ws_key(q, k, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v, v=v,
-                  small_q=small_q)
-    br = ctypes.byref
-
-    def query(n):
-        return L.sage2_workspace_size(ctx, br(tq), br(tk), br(tv), br(to), br(params), n)
-
-    ws_bytes = _C._workspace_bytes(key, query, "sage2_workspace_size")
-    ws = _C._attach_workspace(params, ws_bytes, dev)
-    stream = _C._raw_stream(index)
-    _lib.check(L.sage2_attention(ctx, ctypes.byref(tq), ctypes.byref(tk), ctypes.byref(tv), ctypes.byref(to),
-                                 ctypes.byref(params), ctypes.c_void_p(stream)),
-               "sage2_attention")
-    del ws  # returned to the caching allocator; later users on this stream are ordered after us
-    return out, lse
+def _run(q, k, v, layout, *scalars, small_q=0):
+    """Allocates the outputs and runs sage2_attention. scalars: _core._SCALARS, already normalized;
+    small_q: the sage2_small_q_path code."""
+    key = _C._ws_key(q, k, layout, *scalars, v=v, small_q=small_q)
+    return _C._run_dense(q, k, v, layout, scalars, key, _lib.lib(), "sage2_attention", small_q=small_q)
 
 
 # ---- the eager fast path of dense calls: _core._FastCall in a signature cache --------------------
@@ -71,19 +49,20 @@ def _fast_insert(key, q, k, v, args, small_q=0):
 
 # ---- the custom op (torch.compile, tracing, autograd guard) -------------------------------------
 _SCHEMA = ("(Tensor q, Tensor k, Tensor v, str tensor_layout, int causal, float sm_scale, bool return_lse, "
-           "int qk_bits, int smooth_q, bool smooth_k, bool smooth_v, int small_q_path=0) -> (Tensor, Tensor)")
+           "int qk_bits, int pv_precision, int pv_accum, int smooth_q, bool smooth_k, bool smooth_v, "
+           "int small_q_path=0) -> (Tensor, Tensor)")
 
 
 @torch.library.custom_op("sage2::sageattn", mutates_args=(), schema=_SCHEMA)
-def _sageattn_op(q, k, v, tensor_layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v,
-                 small_q_path=0):
-    return _run(q, k, v, tensor_layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v,
-                small_q_path)
+def _sageattn_op(q, k, v, tensor_layout, causal, sm_scale, return_lse, qk_bits, pv_precision, pv_accum, smooth_q,
+                 smooth_k, smooth_v, small_q_path=0):
+    return _run(q, k, v, tensor_layout, causal, sm_scale, return_lse, qk_bits, pv_precision, pv_accum, smooth_q,
+                smooth_k, smooth_v, small_q=small_q_path)
 
 
 @_sageattn_op.register_fake
-def _sageattn_fake(q, k, v, tensor_layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v,
-                   small_q_path=0):
+def _sageattn_fake(q, k, v, tensor_layout, causal, sm_scale, return_lse, qk_bits, pv_precision, pv_accum, smooth_q,
+                   smooth_k, smooth_v, small_q_path=0):
     b, hq, nq, _ = _C._dims(q, tensor_layout)
     out = q.new_empty(q.shape)
     if return_lse:

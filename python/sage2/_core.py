@@ -29,6 +29,10 @@ _PV_ACCUMS = {None: 0, "auto": 0, "fp32": 1, "fp16": 2, "prefer_fp16": 3}
 # sage2_small_q_path codes.
 _SMALL_Q = {"auto": 0, "quantized": 1, "direct": 2}
 _OPTION_KEYS = frozenset(OPTIONS)
+# The normalized scalars of a call, in the order _normalize_scalars returns them, the custom ops'
+# schemas take them and _params reads them.
+_SCALARS = ("causal", "sm_scale", "return_lse", "qk_bits", "pv_precision", "pv_accum", "smooth_q", "smooth_k",
+            "smooth_v")
 
 
 # ---- argument checks (pure Python on tensor metadata: traceable by dynamo) -------------------
@@ -118,10 +122,10 @@ def _normalize(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, options)
 
 
 def _normalize_scalars(is_causal, sm_scale, return_lse, options, where="sage2.sageattn"):
-    """(causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v) of the C call from the
-    scalar arguments and **options; raises TypeError/ValueError naming the first bad one. qk_bits is
-    the code _lib.attention_params takes: the bits, the P~V precision (pv_precision) << 8 and its
-    accumulation (pv_accum) << 10."""
+    """The normalized scalars of the C call (_SCALARS: causal, sm_scale, return_lse, qk_bits,
+    pv_precision, pv_accum, smooth_q, smooth_k, smooth_v, each the value of its own
+    sage2_attention_params field) from the scalar arguments and **options; raises
+    TypeError/ValueError naming the first bad one."""
     if not isinstance(is_causal, (bool, int)) or isinstance(is_causal, int) and is_causal not in (0, 1):
         raise TypeError("%s: is_causal must be a bool, got %r" % (where, is_causal))
     if sm_scale is None:
@@ -154,11 +158,9 @@ def _normalize_scalars(is_causal, sm_scale, return_lse, options, where="sage2.sa
     pv = options.get("pv_precision", None)
     if pv not in _PV_PRECISIONS:
         raise ValueError("%s: pv_precision=%r; expected None or 'auto', 'fp8' or 'fp16'" % (where, pv))
-    bits |= _PV_PRECISIONS[pv] << 8
     acc = options.get("pv_accum", None)
     if acc not in _PV_ACCUMS:
         raise ValueError("%s: pv_accum=%r; expected None or 'auto', 'fp32', 'fp16' or 'prefer_fp16'" % (where, acc))
-    bits |= _PV_ACCUMS[acc] << 10
     sq = options.get("smooth_q", None)
     if sq is None:
         smooth_q = 0
@@ -175,7 +177,7 @@ def _normalize_scalars(is_causal, sm_scale, return_lse, options, where="sage2.sa
     if _small_q_code(options, where) == _SMALL_Q["direct"] and where != "sage2.sageattn":
         raise ValueError("%s: small_q_path='direct' is for dense sage2.sageattn calls only (no varlen, no "
                          "attn_mask)" % where)
-    return causal, scale, bool(return_lse), bits, smooth_q, flags[0], flags[1]
+    return causal, scale, bool(return_lse), bits, _PV_PRECISIONS[pv], _PV_ACCUMS[acc], smooth_q, flags[0], flags[1]
 
 
 def _small_q_code(options, where="sage2.sageattn"):
@@ -239,14 +241,21 @@ def _attach_workspace(params, nbytes, dev):
     return ws
 
 
-def _ws_key(q, k, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v, v=None, small_q=0):
-    """The workspace-size cache key of a normalized call (v's strides and small_q given by keyword)."""
+def _ws_key(q, k, layout, *scalars, v=None, small_q=0):
+    """The workspace-size cache key of a normalized call (scalars: _SCALARS; v's strides and small_q
+    given by keyword). sm_scale is left out: the workspace does not depend on it."""
     b, hq, nq, d = _dims(q, layout)
     _, hk, nk, _ = _dims(k, layout)
     index = _device_index(q.device)
-    key = (index, layout, q.dtype, b, hq, hk, nq, nk, d, q.stride(), k.stride(), v.stride(), causal, qk_bits,
-           smooth_q, smooth_k, smooth_v, return_lse)
+    key = (index, layout, q.dtype, b, hq, hk, nq, nk, d, q.stride(), k.stride(), v.stride(), scalars[0]) + scalars[2:]
     return key + (small_q,) if small_q else key
+
+
+def _params(scalars, lse=None, small_q=0):
+    """sage2_attention_params of normalized scalars (_SCALARS), with the LSE pointer (None: no LSE)."""
+    causal, sm_scale, _, qk_bits, pv_precision, pv_accum, smooth_q, smooth_k, smooth_v = scalars
+    return _lib.attention_params(causal, sm_scale, qk_bits, pv_precision, pv_accum, smooth_q, int(smooth_k),
+                                 int(smooth_v), lse, small_q=small_q)
 
 
 def _outputs(q, lse_shape, return_lse):
@@ -278,6 +287,26 @@ def _call_setup(q, k, v, layout, return_lse):
     index = _device_index(q.device)
     code = _DTYPES[q.dtype]
     return out, lse, (index, _lib.context(index), tuple(_desc(t, layout, code) for t in (q, k, v, out)))
+
+
+def _run_dense(q, k, v, layout, scalars, key, L, function, extra=(), small_q=0):
+    """Allocates the outputs and runs a dense C call on torch's current stream: `function`
+    (sage2_attention, or sage2_attention_masked with `extra` = (byref of its sage2_mask,), the
+    arguments between out and params), after its sage2_workspace_size* twin (cached by `key`) and
+    with a workspace from torch's caching allocator. scalars: _SCALARS, already normalized."""
+    out, lse, call = _call_setup(q, k, v, layout, scalars[2])
+    if call is None:
+        return out, lse
+    index, ctx, descs = call
+    params = _params(scalars, lse.data_ptr() if scalars[2] else None, small_q)
+    br = ctypes.byref
+    head = (ctx,) + tuple(br(t) for t in descs) + tuple(extra) + (br(params),)
+    size = function.replace("sage2_attention", "sage2_workspace_size")
+    size_fn = getattr(L, size)
+    ws = _attach_workspace(params, _workspace_bytes(key, lambda n: size_fn(*head, n), size), q.device)
+    _lib.check(getattr(L, function)(*head, ctypes.c_void_p(_raw_stream(index))), function)
+    del ws  # back to the caching allocator; later users on this stream are ordered after the call
+    return out, lse
 
 
 # ---- the eager fast path: per-signature cached call (issue 15 item 2; varlen: issue 17) ---------
@@ -352,8 +381,7 @@ class _Structs:
     def __init__(self, fc):
         T = _lib.Tensor
         self.q, self.k, self.v, self.o = T(None, *fc.fq), T(None, *fc.fk), T(None, *fc.fv), T(None, *fc.fo)
-        self.p = _lib.attention_params(fc.causal, fc.sm_scale, fc.qk_bits, fc.smooth_q, int(fc.smooth_k),
-                                      int(fc.smooth_v), None, None, 0, fc.small_q)
+        self.p = _params(fc.scalars, None, fc.small_q)
         br = ctypes.byref
         self.lens = self.mask = None
         if fc.mask is not None:  # sage2_attention_masked(ctx, q, k, v, out, mask, params, stream)
@@ -374,14 +402,13 @@ class _FastCall:
     def __init__(self, q, k, v, layout, params, ws_bytes, lens=None, mask=None, small_q=0):
         """q, k, v: the tensors of a call that just succeeded (only their metadata is kept);
         layout: "HND", "NHD" or _PACKED ([total, H, D] tensors, LSE [H, total]); params: the
-        normalized (causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v); ws_bytes:
-        the workspace size; lens: None for sage2_attention, else the sage2_seqlens fields with NULL
+        normalized scalars (_SCALARS); ws_bytes: the workspace size; lens: None for sage2_attention, else the sage2_seqlens fields with NULL
         pointers (batch, None, None, None, max_seqlen_q, max_seqlen_k) for sage2_attention_varlen;
         mask: None, else the sage2_mask fields with a NULL pointer (None, type, strides...) for
         sage2_attention_masked; small_q: the sage2_small_q_path code (dense calls)."""
         self.small_q = small_q
-        self.causal, self.sm_scale, self.return_lse, self.qk_bits, self.smooth_q, self.smooth_k, \
-            self.smooth_v = params
+        self.scalars = tuple(params)
+        self.return_lse = params[2]
         dev = q.device
         self.device = dev
         self.index = dev.index if dev.index is not None else torch.cuda.current_device()

@@ -181,14 +181,13 @@ class AttentionParams(ctypes.Structure):
     ]
 
 
-def attention_params(causal, sm_scale, qk_code, smooth_q, smooth_k, smooth_v, lse, workspace, workspace_bytes,
-                     small_q=0):
-    """sage2_attention_params from the bindings' normalized scalars, where ``qk_code`` carries the C
-    qk_bits in bits 0..7, the P~V precision (SAGE2_PV_*) in bits 8..9 and its accumulation
-    (SAGE2_PV_ACCUM_*) in bits 10..11 (one int through the
-    custom ops' schemas and the workspace keys); ``small_q``: the sage2_small_q_path code."""
-    return AttentionParams(causal, sm_scale, qk_code & 0xFF, smooth_q, smooth_k, smooth_v, lse, workspace,
-                           workspace_bytes, (qk_code >> 8) & 0x3, small_q, (qk_code >> 10) & 0x3)
+def attention_params(causal, sm_scale, qk_bits, pv_precision, pv_accum, smooth_q, smooth_k, smooth_v, lse=None,
+                     workspace=None, workspace_bytes=0, small_q=0):
+    """sage2_attention_params from the bindings' normalized scalars, each its own field: qk_bits (0,
+    4, 8), pv_precision (SAGE2_PV_*), pv_accum (sage2_pv_accum), small_q (sage2_small_q_path)."""
+    return AttentionParams(causal=causal, sm_scale=sm_scale, qk_bits=qk_bits, smooth_q=smooth_q, smooth_k=smooth_k,
+                           smooth_v=smooth_v, lse=lse, workspace=workspace, workspace_bytes=workspace_bytes,
+                           pv_precision=pv_precision, small_q_path=small_q, pv_accum=pv_accum)
 
 
 class Mask(ctypes.Structure):

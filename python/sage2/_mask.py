@@ -57,44 +57,31 @@ def mask_view(attn_mask, q, k, layout, where="sage2.sageattn"):
     return m.expand(*want)
 
 
-def _run(q, k, v, mask, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v):
-    """Allocates the outputs and runs sage2_attention_masked; `mask` is mask_view()'s."""
-    L = _lib.require_masked()
-    out, lse, call = _C._call_setup(q, k, v, layout, return_lse)
-    if call is None:
-        return out, lse
-    index, ctx, (tq, tk, tv, to) = call
-    dev = q.device
+def _run(q, k, v, mask, layout, *scalars):
+    """Allocates the outputs and runs sage2_attention_masked; `mask` is mask_view()'s, scalars
+    _core._SCALARS (already normalized)."""
+    L = _lib.require_masked()  # an older library fails every call alike, empty ones included
     st = mask.stride()
     m = _lib.Mask(mask.data_ptr(), _mask_types()[mask.dtype], st[0], st[1], st[2], st[3])
-    params = _lib.attention_params(causal, sm_scale, qk_bits, smooth_q, int(smooth_k), int(smooth_v),
-                                  lse.data_ptr() if return_lse else None, None, 0)
-    key = ("masked", mask.dtype, st) + _C._ws_key(q, k, layout, causal, sm_scale, return_lse, qk_bits, smooth_q,
-                                                  smooth_k, smooth_v, v=v)
-    br = ctypes.byref
-
-    def query(n):
-        return L.sage2_workspace_size_masked(ctx, br(tq), br(tk), br(tv), br(to), br(m), br(params), n)
-
-    ws = _C._attach_workspace(params, _C._workspace_bytes(key, query, "sage2_workspace_size_masked"), dev)
-    _lib.check(L.sage2_attention_masked(ctx, br(tq), br(tk), br(tv), br(to), br(m), br(params),
-                                        ctypes.c_void_p(_C._raw_stream(index))),
-               "sage2_attention_masked")
-    del ws  # back to the caching allocator; later users on this stream are ordered after the call
-    return out, lse
+    key = ("masked", mask.dtype, st) + _C._ws_key(q, k, layout, *scalars, v=v)
+    return _C._run_dense(q, k, v, layout, scalars, key, L, "sage2_attention_masked", extra=(ctypes.byref(m),))
 
 
 _SCHEMA = ("(Tensor q, Tensor k, Tensor v, Tensor mask, str tensor_layout, int causal, float sm_scale, "
-           "bool return_lse, int qk_bits, int smooth_q, bool smooth_k, bool smooth_v) -> (Tensor, Tensor)")
+           "bool return_lse, int qk_bits, int pv_precision, int pv_accum, int smooth_q, bool smooth_k, "
+           "bool smooth_v) -> (Tensor, Tensor)")
 
 
 @torch.library.custom_op("sage2::sageattn_masked", mutates_args=(), schema=_SCHEMA)
-def _masked_op(q, k, v, mask, tensor_layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v):
-    return _run(q, k, v, mask, tensor_layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v)
+def _masked_op(q, k, v, mask, tensor_layout, causal, sm_scale, return_lse, qk_bits, pv_precision, pv_accum, smooth_q,
+               smooth_k, smooth_v):
+    return _run(q, k, v, mask, tensor_layout, causal, sm_scale, return_lse, qk_bits, pv_precision, pv_accum, smooth_q,
+                smooth_k, smooth_v)
 
 
 @_masked_op.register_fake
-def _masked_fake(q, k, v, mask, tensor_layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v):
+def _masked_fake(q, k, v, mask, tensor_layout, causal, sm_scale, return_lse, qk_bits, pv_precision, pv_accum, smooth_q,
+                 smooth_k, smooth_v):
     b, hq, nq, _ = _C._dims(q, tensor_layout)
     return q.new_empty(q.shape), q.new_empty((b, hq, nq) if return_lse else (0,), dtype=torch.float32)
 

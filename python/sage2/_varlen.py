@@ -99,10 +99,16 @@ def _smooth_q_off(options, where):
     return _SMOOTH_Q_OFF
 
 
+def _smooth_q_off_in(scalars, options, where):
+    """Normalized scalars (_core._SCALARS) with smooth_q set to _smooth_q_off's."""
+    i = _C._SCALARS.index("smooth_q")
+    return scalars[:i] + (_smooth_q_off(options, where),) + scalars[i + 1:]
+
+
 def _normalize_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, is_causal, sm_scale,
                       return_lse, options):
     """Checks every argument of sageattn_varlen and returns the scalar arguments of the C call:
-    (max_seqlen_q, max_seqlen_k, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v)."""
+    (max_seqlen_q, max_seqlen_k) + the scalars (_core._SCALARS)."""
     W = _WHERE
     _C._check_tensors(q, k, v, W, 3, _RANK3)
     tq, hq, dq = q.shape
@@ -131,8 +137,8 @@ def _normalize_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
         raise ValueError("%s: cu_seqlens_k has %d entries but cu_seqlens_q has %d; both need B + 1" % (W, nk, nq))
     mq = _max_len(max_seqlen_q, "max_seqlen_q")
     mk = _max_len(max_seqlen_k, "max_seqlen_k")
-    causal, scale, lse, bits, _, smooth_k, smooth_v = _C._normalize_scalars(is_causal, sm_scale, return_lse, options, W)
-    return mq, mk, causal, scale, lse, bits, _smooth_q_off(options, W), smooth_k, smooth_v
+    scalars = _C._normalize_scalars(is_causal, sm_scale, return_lse, options, W)
+    return (mq, mk) + _smooth_q_off_in(scalars, options, W)
 
 
 # ---- the C call ---------------------------------------------------------------------------------
@@ -141,18 +147,16 @@ def _packed_desc(t, code):
     return _lib.Tensor(t.data_ptr(), *_C._packed_fields(t.shape, t.stride(), code))
 
 
-def _packed_ws_key(q, k, v, batch, max_seqlen_q, max_seqlen_k, causal, return_lse, qk_bits, smooth_q, smooth_k,
-                   smooth_v):
-    """The workspace-size cache key of a normalized packed call: shapes, strides and options, never
-    the lengths' values (the workspace does not depend on them)."""
+def _packed_ws_key(q, k, v, batch, max_seqlen_q, max_seqlen_k, scalars):
+    """The workspace-size cache key of a normalized packed call (scalars: _core._SCALARS): shapes,
+    strides and options, never the lengths' values nor sm_scale (the workspace depends on neither)."""
     return ("varlen-packed", _C._device_index(q.device), q.dtype, q.shape, k.shape, q.stride(), k.stride(), v.stride(),
-            batch, max_seqlen_q, max_seqlen_k, causal, qk_bits, smooth_q, smooth_k, smooth_v, return_lse)
+            batch, max_seqlen_q, max_seqlen_k, scalars[0]) + tuple(scalars[2:])
 
 
-def _kv_ws_key(q, k, v, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v):
+def _kv_ws_key(q, k, v, layout, scalars):
     """The workspace-size cache key of a normalized key-padding call."""
-    return ("varlen-kv",) + _C._ws_key(q, k, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k,
-                                       smooth_v, v=v)
+    return ("varlen-kv",) + _C._ws_key(q, k, layout, *scalars, v=v)
 
 
 def _call(dev, tq, tk, tv, to, lens, params, key):
@@ -175,11 +179,11 @@ def _call(dev, tq, tk, tv, to, lens, params, key):
     del ws  # back to the caching allocator; later users on this stream are ordered after the call
 
 
-def _run_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, sm_scale, return_lse,
-                qk_bits, smooth_q, smooth_k, smooth_v):
+def _run_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *scalars):
     """Allocates the outputs ([total_q, Hq, D], LSE [Hq, total_q]) and runs the packed form.
-    Arguments are already normalized."""
+    Arguments are already normalized (scalars: _core._SCALARS)."""
     _lib.require_varlen()  # an older library fails every call alike, empty ones included
+    return_lse = scalars[2]
     tq, hq, d = q.shape
     out, lse = _C._outputs(q, (hq, tq), return_lse)
     if out.numel() == 0:
@@ -189,19 +193,18 @@ def _run_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
     code = _C._DTYPES[q.dtype]
     batch = cu_seqlens_q.shape[0] - 1
     lens = _lib.SeqLens(batch, cu_seqlens_q.data_ptr(), cu_seqlens_k.data_ptr(), None, max_seqlen_q, max_seqlen_k)
-    params = _lib.attention_params(causal, sm_scale, qk_bits, smooth_q, int(smooth_k), int(smooth_v),
-                                  lse.data_ptr() if return_lse else None, None, 0)
-    key = _packed_ws_key(q, k, v, batch, max_seqlen_q, max_seqlen_k, causal, return_lse, qk_bits, smooth_q, smooth_k,
-                         smooth_v)
+    params = _C._params(scalars, lse.data_ptr() if return_lse else None)
+    key = _packed_ws_key(q, k, v, batch, max_seqlen_q, max_seqlen_k, scalars)
     _call(q.device, _packed_desc(q, code), _packed_desc(k, code), _packed_desc(v, code), _packed_desc(out, code), lens,
           params, key)
     return out, lse
 
 
-def _run_kv_padded(q, k, v, kv_lens, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v):
+def _run_kv_padded(q, k, v, kv_lens, layout, *scalars):
     """Allocates the outputs (like q, LSE [B, Hq, Nq]) and runs the key-padding form. Arguments are
-    already normalized."""
+    already normalized (scalars: _core._SCALARS)."""
     _lib.require_varlen()
+    return_lse = scalars[2]
     b, hq, nq, _ = _C._dims(q, layout)
     out, lse = _C._outputs(q, (b, hq, nq), return_lse)
     if out.numel() == 0:
@@ -210,9 +213,8 @@ def _run_kv_padded(q, k, v, kv_lens, layout, causal, sm_scale, return_lse, qk_bi
         return _C._no_keys(out, lse)
     code = _C._DTYPES[q.dtype]
     lens = _lib.SeqLens(b, None, None, kv_lens.data_ptr(), 0, 0)
-    params = _lib.attention_params(causal, sm_scale, qk_bits, smooth_q, int(smooth_k), int(smooth_v),
-                                  lse.data_ptr() if return_lse else None, None, 0)
-    key = _kv_ws_key(q, k, v, layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v)
+    params = _C._params(scalars, lse.data_ptr() if return_lse else None)
+    key = _kv_ws_key(q, k, v, layout, scalars)
     _call(q.device, _C._desc(q, layout, code), _C._desc(k, layout, code), _C._desc(v, layout, code),
           _C._desc(out, layout, code), lens, params, key)
     return out, lse
@@ -249,25 +251,23 @@ def _may_record(q, k, v):
 def _fast_insert_packed(key, q, k, v, cu_seqlens_q, args):
     """Caches a packed call that just succeeded eagerly; args: _normalize_packed's. Not the empty
     and no-key cases (answered without the library)."""
-    max_q, max_k, causal, scale, lse_on, bits, smooth_q, smooth_k, smooth_v = args
+    max_q, max_k, scalars = args[0], args[1], args[2:]
     if q.numel() == 0 or k.shape[0] == 0:
         return
     batch = cu_seqlens_q.shape[0] - 1
-    ws_bytes = _C._ws_cache.get(_packed_ws_key(q, k, v, batch, max_q, max_k, causal, lse_on, bits, smooth_q, smooth_k,
-                                               smooth_v))
+    ws_bytes = _C._ws_cache.get(_packed_ws_key(q, k, v, batch, max_q, max_k, scalars))
     if ws_bytes is None:
         return
-    fc = _C._FastCall(q, k, v, _PACKED, (causal, scale, lse_on, bits, smooth_q, smooth_k, smooth_v), ws_bytes,
-                      lens=(batch, None, None, None, max_q, max_k))
+    fc = _C._FastCall(q, k, v, _PACKED, scalars, ws_bytes, lens=(batch, None, None, None, max_q, max_k))
     _C._fast_store(_fast, key, fc)
 
 
 def _fast_insert_kv(key, q, k, v, layout, params):
-    """Caches a key-padding call that just succeeded eagerly; params: (causal, sm_scale,
-    return_lse, qk_bits, smooth_q, smooth_k, smooth_v) as passed to _run_kv_padded."""
+    """Caches a key-padding call that just succeeded eagerly; params: the scalars (_core._SCALARS)
+    as passed to _run_kv_padded."""
     if q.numel() == 0 or _C._dims(k, layout)[2] == 0:
         return
-    ws_bytes = _C._ws_cache.get(_kv_ws_key(q, k, v, layout, *params))
+    ws_bytes = _C._ws_cache.get(_kv_ws_key(q, k, v, layout, params))
     if ws_bytes is None:
         return
     fc = _C._FastCall(q, k, v, layout, params, ws_bytes, lens=(_C._dims(q, layout)[0], None, None, None, 0, 0))
@@ -279,22 +279,22 @@ def _fast_insert_kv(key, q, k, v, layout, params):
 # "packed"), key padding when kv_lens is (tensor_layout "HND" or "NHD").
 _SCHEMA = ("(Tensor q, Tensor k, Tensor v, Tensor? cu_seqlens_q, Tensor? cu_seqlens_k, Tensor? kv_lens, "
            "str tensor_layout, int max_seqlen_q, int max_seqlen_k, int causal, float sm_scale, bool return_lse, "
-           "int qk_bits, int smooth_q, bool smooth_k, bool smooth_v) -> (Tensor, Tensor)")
+           "int qk_bits, int pv_precision, int pv_accum, int smooth_q, bool smooth_k, bool smooth_v) "
+           "-> (Tensor, Tensor)")
 
 
 @torch.library.custom_op("sage2::sageattn_varlen", mutates_args=(), schema=_SCHEMA)
 def _varlen_op(q, k, v, cu_seqlens_q, cu_seqlens_k, kv_lens, tensor_layout, max_seqlen_q, max_seqlen_k, causal,
-               sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v):
+               sm_scale, return_lse, qk_bits, pv_precision, pv_accum, smooth_q, smooth_k, smooth_v):
+    scalars = (causal, sm_scale, return_lse, qk_bits, pv_precision, pv_accum, smooth_q, smooth_k, smooth_v)
     if cu_seqlens_q is not None:
-        return _run_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, sm_scale,
-                           return_lse, qk_bits, smooth_q, smooth_k, smooth_v)
-    return _run_kv_padded(q, k, v, kv_lens, tensor_layout, causal, sm_scale, return_lse, qk_bits, smooth_q, smooth_k,
-                          smooth_v)
+        return _run_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *scalars)
+    return _run_kv_padded(q, k, v, kv_lens, tensor_layout, *scalars)
 
 
 @_varlen_op.register_fake
 def _varlen_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, kv_lens, tensor_layout, max_seqlen_q, max_seqlen_k, causal,
-                 sm_scale, return_lse, qk_bits, smooth_q, smooth_k, smooth_v):
+                 sm_scale, return_lse, qk_bits, pv_precision, pv_accum, smooth_q, smooth_k, smooth_v):
     out = q.new_empty(q.shape)
     if not return_lse:
         lse_shape = (0,)
@@ -322,23 +322,21 @@ def kv_padded(q, k, v, kv_lens, tensor_layout, is_causal, sm_scale, return_lse, 
         if fc is not None and not _may_record(q, k, v):
             return fc(q, k, v, kv_lens)
     W = "sage2.sageattn"
-    layout, causal, scale, lse_on, bits, _, smooth_k, smooth_v = _C._normalize(q, k, v, tensor_layout, is_causal,
-                                                                                 sm_scale, return_lse, options)
+    args = _C._normalize(q, k, v, tensor_layout, is_causal, sm_scale, return_lse, options)
+    layout = args[0]
     _check_lens(kv_lens, "kv_lens", W, q)
     b = _C._dims(q, layout)[0]
     if kv_lens.shape[0] != b:
         raise ValueError("%s: kv_lens has %d entries but q has batch %d; it needs one key length per batch entry"
                          % (W, kv_lens.shape[0], b))
-    smooth_q = _smooth_q_off(options, W)
+    scalars = _smooth_q_off_in(args[1:], options, W)
     if _C._use_op(q, k, v, kv_lens):
-        out, lse = torch.ops.sage2.sageattn_varlen(q, k, v, None, None, kv_lens, layout, 0, 0, causal, scale, lse_on,
-                                                   bits, smooth_q, smooth_k, smooth_v)
+        out, lse = torch.ops.sage2.sageattn_varlen(q, k, v, None, None, kv_lens, layout, 0, 0, *scalars)
     else:
-        params = (causal, scale, lse_on, bits, smooth_q, smooth_k, smooth_v)
-        out, lse = _run_kv_padded(q, k, v, kv_lens, layout, *params)
+        out, lse = _run_kv_padded(q, k, v, kv_lens, layout, *scalars)
         if key is not None:
-            _fast_insert_kv(key, q, k, v, layout, params)
-    return (out, lse) if lse_on else out
+            _fast_insert_kv(key, q, k, v, layout, scalars)
+    return (out, lse) if scalars[2] else out
 
 
 def sageattn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q=None, max_seqlen_k=None, is_causal=False,

@@ -73,7 +73,8 @@ def _library_warmup(dev, combos, opts):
     L = _lib.lib()
     if not hasattr(L, "sage2_warmup") or not hasattr(L, "sage2_warmup_options_init"):
         return
-    _, _, _, bits, smooth_q, smooth_k, smooth_v = _core._normalize_scalars(False, None, False, opts, "sage2.warmup")
+    _, _, _, bits, pv, acc, smooth_q, smooth_k, smooth_v = _core._normalize_scalars(False, None, False, opts,
+                                                                                    "sage2.warmup")
     align = _core._ALIGNMENTS[opts.get("causal_alignment", "top_left")]
     causal_codes = sorted({align if c else _lib.SAGE2_CAUSAL_NONE for (_, _, c, _, _) in combos})
     lses = {x for (_, _, _, _, x) in combos}
@@ -88,9 +89,9 @@ def _library_warmup(dev, combos, opts):
         o.n_head_dims = len(dims)
         o.dtype = -1 if len(dtypes) > 1 else (_lib.SAGE2_DTYPE_F16 if "float16" in dtypes else _lib.SAGE2_DTYPE_BF16)
         o.causal = causal
-        o.qk_bits = bits & 0xFF
-        o.pv_precision = (bits >> 8) & 0x3
-        o.pv_accum = (bits >> 10) & 0x3
+        o.qk_bits = bits
+        o.pv_precision = pv
+        o.pv_accum = acc
         o.return_lse = -1 if len(lses) > 1 else int(next(iter(lses)))
         o.smooth_q = smooth_q
         o.smooth_k = int(smooth_k)

@@ -188,7 +188,7 @@ assert len(torch.OP_CALLS) == ops0 + 1 and name == "sageattn_masked", name
 view = args[3]
 assert view.data_ptr() == m.data_ptr() and view.dtype is F32
 assert tuple(view.shape) == (B, HQ, NQ, NK) and view.stride() == (NK, 0, 0, 1), (view.shape, view.stride())
-assert list(args[4:]) == ["NHD", 1, 0.0, False, 4, 0, True, False], args[4:]
+assert list(args[4:]) == ["NHD", 1, 0.0, False, 4, 0, 0, 0, True, False], args[4:]
 assert fake.calls[-1]["m"] == (m.data_ptr(), 4, NK, 0, 0, 1)
 torch._grad[0] = False
 S(q, k, v, tensor_layout="NHD", attn_mask=m)
@@ -347,7 +347,7 @@ def test_run_passes_the_views_of_real_tensors(monkeypatch):
             q, k, v = _cpu_qkv(torch, layout)
             m = _real_mask(torch, shape, strides, dt)
             view = _mask.mask_view(m, q, k, layout)
-            out, _ = _mask._run(q, k, v, view, layout, 0, 0.0, False, 0, 0, True, False)
+            out, _ = _mask._run(q, k, v, view, layout, 0, 0.0, False, 0, 0, 0, 0, True, False)
             got = calls[-1]
             assert got[:6] == (m.data_ptr(), MASK_TYPE_CODES[dt]) + want, (layout, name, got, want)
             assert got[6] == q.data_ptr() and got[7] == out.data_ptr()
@@ -430,8 +430,8 @@ def test_dynamo_traces_one_opaque_node_fullgraph():
         assert len(graphs) == 1
         calls = [n for n in graphs[0].graph.nodes if n.op == "call_function" and "sage2" in str(n.target)]
         assert len(calls) == 2 and all("sageattn_masked" in str(n.target) for n in calls), calls
-        assert list(calls[0].args[4:]) == ["HND", 0, 0.0, False, 0, 0, True, False]
-        assert list(calls[1].args[4:]) == ["HND", 0, 0.0, True, 8, 0, True, True]
+        assert list(calls[0].args[4:]) == ["HND", 0, 0.0, False, 0, 0, 0, 0, True, False]
+        assert list(calls[1].args[4:]) == ["HND", 0, 0.0, True, 8, 0, 0, 0, True, True]
     finally:
         torch._dynamo.reset()
 

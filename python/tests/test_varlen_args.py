@@ -216,11 +216,11 @@ out = V(T(100, 8, 64, rg=True), k, v, cq, ck, max_seqlen_k=9)
 name, args = torch.OP_CALLS[-1]
 assert len(torch.OP_CALLS) == ops0 + 1 and name == "sageattn_varlen"
 assert args[3] is cq and args[4] is ck and args[5] is None and args[6] == "packed"
-assert list(args[7:]) == [0, 9, 0, 0.0, False, 0, 2, True, False], args[7:]
+assert list(args[7:]) == [0, 9, 0, 0.0, False, 0, 0, 0, 2, True, False], args[7:]
 S(T(2, 8, 128, 64, rg=True), T(2, 2, 256, 64), T(2, 2, 256, 64), tensor_layout="HND", kv_lens=kvl, qk_bits=8)
 name, args = torch.OP_CALLS[-1]
 assert name == "sageattn_varlen" and args[3] is None and args[4] is None and args[5] is kvl and args[6] == "HND"
-assert list(args[7:]) == [0, 0, 0, 0.0, False, 8, 2, True, False], args[7:]
+assert list(args[7:]) == [0, 0, 0, 0.0, False, 8, 0, 0, 2, True, False], args[7:]
 torch._grad[0] = False
 S(T(1, 2, 32, 64, rg=False), T(1, 2, 32, 64), T(1, 2, 32, 64))
 assert len(torch.OP_CALLS) == ops0 + 2  # plain eager calls do not go through an op
@@ -375,8 +375,8 @@ def test_dynamo_traces_one_opaque_node_fullgraph():
         assert len(graphs) == 1
         calls = [n for n in graphs[0].graph.nodes if n.op == "call_function" and "sage2" in str(n.target)]
         assert len(calls) == 2 and all("sageattn_varlen" in str(n.target) for n in calls)
-        assert list(calls[0].args[5:]) == [None, "packed", 64, 128, 2, 0.0, True, 8, 2, True, False]
+        assert list(calls[0].args[5:]) == [None, "packed", 64, 128, 2, 0.0, True, 8, 0, 0, 2, True, False]
         assert calls[1].args[3] is None and calls[1].args[4] is None
-        assert list(calls[1].args[6:]) == ["HND", 0, 0, 0, 0.0, False, 0, 2, True, True]
+        assert list(calls[1].args[6:]) == ["HND", 0, 0, 0, 0.0, False, 0, 0, 0, 2, True, True]
     finally:
         torch._dynamo.reset()
