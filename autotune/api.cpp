@@ -2,6 +2,7 @@
 // library's request (autotune/tune.hpp) and from its result. They live in this layer because
 // tuning sits above the runtime that implements the rest of the API.
 #include <cstdio>
+#include <type_traits>
 
 #include "autotune/tune.hpp"
 #include "autotune/warmup.hpp"
@@ -11,6 +12,9 @@
 
 namespace sage2 {
 namespace {
+
+// The head dims, dtypes and causal modes of TuneOptions or WarmupOptions.
+plan::ShapeSelection shapes(const auto& o) { return {o.head_dims, o.dtypes, o.causal}; }
 
 autotune::TuneRequest request_of(const TuneOptions& o, kernels::Arch arch) {
   auto positive = [](bool ok, const std::string& what) {
@@ -28,9 +32,7 @@ autotune::TuneRequest request_of(const TuneOptions& o, kernels::Arch arch) {
   positive(o.reps >= 1 && o.warmup >= 0 && o.budget_seconds > 0 && o.min_gain >= 0 && o.jobs >= 0,
            "reps >= 1, warmup >= 0, budget_seconds > 0, min_gain >= 0 and jobs >= 0");
   autotune::SpecialisationGrid g;
-  g.head_dims = o.head_dims;
-  g.dtypes = o.dtypes;
-  g.causal = o.causal;
+  static_cast<plan::ShapeSelection&>(g) = shapes(o);
   g.bits = {o.qk_bits};
   g.pv = {o.pv_precision};
   autotune::TuneRequest rq;
@@ -103,9 +105,7 @@ plan::WarmupSelection selection_of(const WarmupOptions& o) {
   check(static_cast<int>(o.smooth_q) >= 0 && static_cast<int>(o.smooth_q) <= 2,
         "smooth_q: " + std::to_string(static_cast<int>(o.smooth_q)));
   plan::WarmupSelection w;
-  w.head_dims = o.head_dims;
-  w.dtypes = o.dtypes;
-  w.causal = o.causal;
+  static_cast<plan::ShapeSelection&>(w) = shapes(o);
   w.qk_bits = o.qk_bits;
   w.pv = o.pv_precision;
   w.lse = o.return_lse;
@@ -150,6 +150,18 @@ namespace {
 using sage2::runtime::c_abi::guarded;
 using sage2::runtime::c_abi::require;
 
+// to = from, converted where the C struct holds an integer for a C++ enum or bool.
+constexpr auto convert = [](auto& to, const auto& from) { to = static_cast<std::remove_cvref_t<decltype(to)>>(from); };
+
+// The scalar fields sage2_tune_options and sage2::TuneOptions share, by name: one list for both
+// directions (to_cpp reads them, sage2_tune_options_init writes TuneOptions' defaults). f(c, cpp).
+template <typename C, typename Cpp, typename F>
+void shared_tune_fields(C& c, Cpp& cpp, F f) {
+  f(c.qk_bits, cpp.qk_bits), f(c.pv_precision, cpp.pv_precision), f(c.batch, cpp.batch), f(c.heads, cpp.heads);
+  f(c.kv_heads, cpp.kv_heads), f(c.reps, cpp.reps), f(c.warmup, cpp.warmup), f(c.jobs, cpp.jobs);
+  f(c.budget_seconds, cpp.budget_seconds), f(c.min_gain, cpp.min_gain), f(c.write_db, cpp.write_db);
+}
+
 sage2::TuneOptions to_cpp(const sage2_tune_options* o) {
   sage2::TuneOptions r;
   if (!o) return r;
@@ -161,17 +173,7 @@ sage2::TuneOptions to_cpp(const sage2_tune_options* o) {
   require(o->causal >= -1 && o->causal <= 2, "tune options: causal (-1 none and top-left, else a sage2_causal)");
   if (o->causal >= 0) r.causal = {static_cast<sage2::CausalMode>(o->causal)};
   require(o->pv_precision >= 0 && o->pv_precision <= 2, "tune options: pv_precision (a sage2_pv_precision)");
-  r.qk_bits = o->qk_bits;
-  r.pv_precision = static_cast<sage2::PvPrecision>(o->pv_precision);
-  r.batch = o->batch;
-  r.heads = o->heads;
-  r.kv_heads = o->kv_heads;
-  r.reps = o->reps;
-  r.warmup = o->warmup;
-  r.budget_seconds = o->budget_seconds;
-  r.min_gain = o->min_gain;
-  r.write_db = o->write_db != 0;
-  r.jobs = o->jobs;
+  shared_tune_fields(*o, r, [](const auto& c, auto& cpp) { convert(cpp, c); });
   return r;
 }
 }  // namespace
@@ -184,17 +186,7 @@ void sage2_tune_options_init(sage2_tune_options* o) {
   *o = sage2_tune_options{};
   o->dtype = -1;
   o->causal = -1;
-  o->qk_bits = d.qk_bits;
-  o->pv_precision = static_cast<int32_t>(d.pv_precision);
-  o->batch = d.batch;
-  o->heads = d.heads;
-  o->kv_heads = d.kv_heads;
-  o->reps = d.reps;
-  o->warmup = d.warmup;
-  o->budget_seconds = d.budget_seconds;
-  o->min_gain = d.min_gain;
-  o->write_db = d.write_db ? 1 : 0;
-  o->jobs = d.jobs;
+  shared_tune_fields(*o, d, [](auto& c, const auto& cpp) { convert(c, cpp); });
 }
 
 sage2_status sage2_tune(sage2_context* ctx, const sage2_tune_options* options, sage2_tune_summary* summary,

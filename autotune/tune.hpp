@@ -18,6 +18,7 @@
 #include "plan/candidates.hpp"
 #include "plan/tuning_db.hpp"
 #include "plan/tuning_key.hpp"
+#include "plan/warmup.hpp"
 #include "runtime/context_impl.hpp"
 
 namespace sage2::autotune {
@@ -25,10 +26,7 @@ namespace sage2::autotune {
 // The specialisations to tune: every combination of the lists, each with the defaults of
 // plan::Specialisation::defaults for the rest. Combinations no family runs (a forced family
 // without the kernel, INT4 on Blackwell, FP8 P̃V on Ampere) are left out, duplicates too.
-struct SpecialisationGrid {
-  std::vector<int> head_dims = {64, 96, 128};
-  std::vector<DType> dtypes = {DType::F16, DType::BF16};
-  std::vector<CausalMode> causal = {CausalMode::None, CausalMode::TopLeft};
+struct SpecialisationGrid : plan::ShapeSelection {
   std::vector<int> bits = {0};                                   // 0: the arch's default
   std::vector<PvPrecision> pv = {PvPrecision::Auto};
   std::vector<std::optional<kernels::KernelFamily>> families = {std::nullopt};  // nullopt: the default

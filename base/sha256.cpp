@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/config.hpp"
+#include "base/dynlib.hpp"
 #include "sage2/sage2.hpp"
 
 namespace sage2::base {
@@ -23,13 +24,6 @@ struct Evp {
   std::string reason;   // why none could be used; empty when loaded
 };
 
-template <typename F>
-bool resolve(void* h, const char* name, F& fn, std::string& missing) {
-  fn = reinterpret_cast<F>(::dlsym(h, name));
-  if (!fn) missing += std::string(missing.empty() ? "" : ", ") + name;
-  return fn != nullptr;
-}
-
 // One library: true with `e` filled, or false with why appended to `tried`.
 bool try_load(const std::string& lib, Evp& e, std::string& tried) {
   void* h = ::dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -39,13 +33,11 @@ bool try_load(const std::string& lib, Evp& e, std::string& tried) {
     tried += (tried.empty() ? "" : "; ") + (why.rfind(lib, 0) == 0 ? why : lib + ": " + why);  // dlerror names it
     return false;
   }
-  std::string missing;
-  resolve(h, "EVP_MD_CTX_new", e.md_ctx_new, missing);
-  resolve(h, "EVP_MD_CTX_free", e.md_ctx_free, missing);
-  resolve(h, "EVP_sha256", e.sha256, missing);
-  resolve(h, "EVP_DigestInit_ex", e.digest_init_ex, missing);
-  resolve(h, "EVP_DigestUpdate", e.digest_update, missing);
-  resolve(h, "EVP_DigestFinal_ex", e.digest_final_ex, missing);
+  using dynlib::symbol;
+  const std::string missing =
+      dynlib::resolve(h, symbol("EVP_MD_CTX_new", e.md_ctx_new), symbol("EVP_MD_CTX_free", e.md_ctx_free),
+                      symbol("EVP_sha256", e.sha256), symbol("EVP_DigestInit_ex", e.digest_init_ex),
+                      symbol("EVP_DigestUpdate", e.digest_update), symbol("EVP_DigestFinal_ex", e.digest_final_ex));
   if (!missing.empty()) {
     tried += (tried.empty() ? "" : "; ") + lib + " lacks " + missing + " (OpenSSL 1.1 or 3 is needed)";
     ::dlclose(h);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/config.hpp"
+#include "base/dynlib.hpp"
 #include "base/log.hpp"
 #include "sage2/sage2.hpp"
 
@@ -18,17 +19,6 @@
 
 namespace sage2::jit::nvrtc {
 namespace {
-
-template <typename F>
-bool resolve(void* h, const char* name, F& fn, std::string& missing) {
-  void* sym = dlsym(h, name);
-  if (!sym) {
-    missing += missing.empty() ? name : std::string(", ") + name;
-    return false;
-  }
-  fn = reinterpret_cast<F>(sym);
-  return true;
-}
 
 // Candidates added before the first load (the Python binding's NVIDIA-wheel paths). `searched`
 // turns further additions away: the search runs once per process and is never redone.
@@ -99,22 +89,19 @@ LoadAttempt load_from(const std::vector<Candidate>& candidates) {
     a.path = cand.path;
     a.rule = cand.rule;
     a.file = mapped_file(h, cand.path);
-    std::string missing;
-    resolve(h, "nvrtcVersion", a.version, missing);
-    resolve(h, "nvrtcGetErrorString", a.get_error_string, missing);
-    resolve(h, "nvrtcCreateProgram", a.create_program, missing);
-    resolve(h, "nvrtcDestroyProgram", a.destroy_program, missing);
-    resolve(h, "nvrtcCompileProgram", a.compile_program, missing);
-    resolve(h, "nvrtcGetProgramLogSize", a.get_program_log_size, missing);
-    resolve(h, "nvrtcGetProgramLog", a.get_program_log, missing);
-    resolve(h, "nvrtcGetCUBINSize", a.get_cubin_size, missing);
-    resolve(h, "nvrtcGetCUBIN", a.get_cubin, missing);
-    resolve(h, "nvrtcGetPTXSize", a.get_ptx_size, missing);
-    resolve(h, "nvrtcGetPTX", a.get_ptx, missing);
-    std::string optional_missing;  // nvrtcGetSupportedArchs: CUDA 11.2 and newer
-    resolve(h, "nvrtcGetNumSupportedArchs", a.get_num_supported_archs, optional_missing);
-    resolve(h, "nvrtcGetSupportedArchs", a.get_supported_archs, optional_missing);
-    if (!optional_missing.empty()) a.get_num_supported_archs = nullptr, a.get_supported_archs = nullptr;
+    using base::dynlib::symbol;
+    const std::string missing = base::dynlib::resolve(
+        h, symbol("nvrtcVersion", a.version), symbol("nvrtcGetErrorString", a.get_error_string),
+        symbol("nvrtcCreateProgram", a.create_program), symbol("nvrtcDestroyProgram", a.destroy_program),
+        symbol("nvrtcCompileProgram", a.compile_program), symbol("nvrtcGetProgramLogSize", a.get_program_log_size),
+        symbol("nvrtcGetProgramLog", a.get_program_log), symbol("nvrtcGetCUBINSize", a.get_cubin_size),
+        symbol("nvrtcGetCUBIN", a.get_cubin), symbol("nvrtcGetPTXSize", a.get_ptx_size),
+        symbol("nvrtcGetPTX", a.get_ptx));
+    // Optional: nvrtcGetSupportedArchs came with CUDA 11.2; both or neither.
+    if (!base::dynlib::resolve(h, symbol("nvrtcGetNumSupportedArchs", a.get_num_supported_archs),
+                               symbol("nvrtcGetSupportedArchs", a.get_supported_archs))
+             .empty())
+      a.get_num_supported_archs = nullptr, a.get_supported_archs = nullptr;
     if (!missing.empty()) {
       r.tried += "\n  " + c + ": loaded but lacks " + missing;
       dlclose(h);

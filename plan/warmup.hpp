@@ -25,12 +25,18 @@
 
 namespace sage2::plan {
 
-// The calls a warm-up covers: every combination of the lists, at any batch, head count, GQA group
-// and sequence lengths, in any tensor layout.
-struct WarmupSelection {
+// The head dims, dtypes and causal modes a selection covers, every combination: the warm-up's
+// (WarmupSelection) and tuning's (autotune::SpecialisationGrid). The defaults are those of the
+// public TuneOptions and WarmupOptions.
+struct ShapeSelection {
   std::vector<int> head_dims = {64, 96, 128};
   std::vector<DType> dtypes = {DType::F16, DType::BF16};
   std::vector<CausalMode> causal = {CausalMode::None, CausalMode::TopLeft};
+};
+
+// The calls a warm-up covers: every combination of the lists, at any batch, head count, GQA group
+// and sequence lengths, in any tensor layout.
+struct WarmupSelection : ShapeSelection {
   std::vector<QkBits> qk_bits = {QkBits::Auto};
   std::vector<PvPrecision> pv = {PvPrecision::Auto};
   std::vector<PvAccum> pv_accum = {PvAccum::Auto};

@@ -271,9 +271,7 @@ std::vector<std::string> idle_options(const CommandLine& c, bool compile_only) {
 std::vector<plan::Specialisation> specialisations(const Options& o, kernels::Arch arch,
                                                   std::vector<std::string>* left_out) {
   autotune::SpecialisationGrid g;
-  g.head_dims = o.head_dims;
-  g.dtypes = o.dtypes;
-  g.causal = o.causal;
+  static_cast<plan::ShapeSelection&>(g) = o;
   g.bits = o.bits;
   g.pv = o.pv;
   g.families = o.families;
@@ -286,9 +284,7 @@ std::vector<plan::Specialisation> specialisations(const Options& o, kernels::Arc
 // The calls the warm-up covers (plan/warmup.hpp): the selection options as a user's call options.
 plan::WarmupSelection warmup_selection(const Options& o) {
   plan::WarmupSelection w;
-  w.head_dims = o.head_dims;
-  w.dtypes = o.dtypes;
-  w.causal = o.causal;
+  static_cast<plan::ShapeSelection&>(w) = o;
   w.qk_bits.clear();
   for (int b : o.bits) w.qk_bits.push_back(b == 4 ? QkBits::Int4 : b == 8 ? QkBits::Int8 : QkBits::Auto);
   w.pv = o.pv;

@@ -24,14 +24,11 @@ constexpr int kExitUsage = 2;
 constexpr int kExitNoDriver = 3;
 constexpr int kExitNoGpu = 4;
 
-struct Options {
+struct Options : plan::ShapeSelection {  // --head-dims, --dtypes, --causal
   int device = 0;
   std::optional<kernels::Arch> arch;  // the first of archs
   std::vector<kernels::Arch> archs;   // --arch LIST
   bool compile_only = false;
-  std::vector<int> head_dims = {64, 96, 128};
-  std::vector<DType> dtypes = {DType::F16, DType::BF16};
-  std::vector<CausalMode> causal = {CausalMode::None, CausalMode::TopLeft};
   std::vector<int> bits = {0};  // 0 = auto
   std::vector<PvPrecision> pv = {PvPrecision::Auto};
   std::vector<std::optional<kernels::KernelFamily>> families = {std::nullopt};  // nullopt = auto
