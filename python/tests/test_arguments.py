@@ -214,5 +214,5 @@ def test_dynamo_traces_one_opaque_node_fullgraph():
     assert len(graphs) == 1
     calls = [n for n in graphs[0].graph.nodes if n.op == "call_function" and "sage2" in str(n.target)]
     assert len(calls) == 1
-    assert list(calls[0].args[3:]) == ["NHD", 2, 0.0, True, 8, 0, True, True, 0]  # ..., small_q_path auto
+    assert list(calls[0].args[3:]) == ["NHD", 2, 0.0, True, 8, 0, 0, 0, True, True, 0]  # ..., small_q_path auto
     torch._dynamo.reset()

@@ -356,10 +356,10 @@ def test_custom_op_schema_and_fake():
     op = torch.ops.sage2.sageattn
     assert "sage2::sageattn" in str(op.default._schema)
     q, k, v = activation_like(1, 4, 2, 128, 256, 64, layout="NHD", seed=1)
-    real_out, real_lse = op(q, k, v, "NHD", 1, 0.0, True, 0, 0, True, False)
+    real_out, real_lse = op(q, k, v, "NHD", 1, 0.0, True, 0, 0, 0, 0, True, False)
     with FakeTensorMode(allow_non_fake_inputs=False) as mode:
         fq, fk, fv = (mode.from_tensor(t) for t in (q, k, v))
-        fo, fl = op(fq, fk, fv, "NHD", 1, 0.0, True, 0, 0, True, False)
+        fo, fl = op(fq, fk, fv, "NHD", 1, 0.0, True, 0, 0, 0, 0, True, False)
     assert fo.shape == real_out.shape and fo.stride() == real_out.stride() and fo.dtype == real_out.dtype
     assert fl.shape == real_lse.shape and fl.dtype == real_lse.dtype
 

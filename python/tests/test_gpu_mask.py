@@ -361,11 +361,11 @@ def test_custom_op_and_fake_match_the_real_call():
     op = torch.ops.sage2.sageattn_masked
     q, k, v = activation_like(2, 4, 2, 128, 256, 64, seed=41)
     mask = key_padding([256, 100], 256).expand(2, 4, 128, 256)
-    real_out, real_lse = op(q, k, v, mask, "HND", 1, 0.0, True, 0, 0, True, False)
+    real_out, real_lse = op(q, k, v, mask, "HND", 1, 0.0, True, 0, 0, 0, 0, True, False)
     assert torch.equal(real_out, sage2.sageattn(q, k, v, attn_mask=mask, is_causal=True))
     with FakeTensorMode(allow_non_fake_inputs=False) as mode:
         fq, fk, fv, fm = (mode.from_tensor(t) for t in (q, k, v, mask))
-        fo, fl = op(fq, fk, fv, fm, "HND", 1, 0.0, True, 0, 0, True, False)
+        fo, fl = op(fq, fk, fv, fm, "HND", 1, 0.0, True, 0, 0, 0, 0, True, False)
     assert fo.shape == real_out.shape and fo.stride() == real_out.stride() and fo.dtype == real_out.dtype
     assert fl.shape == real_lse.shape and fl.dtype == real_lse.dtype
 

@@ -439,11 +439,11 @@ def test_custom_op_and_fake_match_the_real_call():
     op = torch.ops.sage2.sageattn_varlen
     lens = [10, 300]
     q, k, v, cq, ck = packed_inputs(lens, lens, hq=4, hkv=2, d=64, seed=7)
-    real_out, real_lse = op(q, k, v, cq, ck, None, "packed", 0, 0, 1, 0.0, True, 0, 2, True, False)
+    real_out, real_lse = op(q, k, v, cq, ck, None, "packed", 0, 0, 1, 0.0, True, 0, 0, 0, 2, True, False)
     assert torch.equal(real_out, sage2.sageattn_varlen(q, k, v, cq, ck, is_causal=True))
     with FakeTensorMode(allow_non_fake_inputs=False) as mode:
         fq, fk, fv, fcq, fck = (mode.from_tensor(t) for t in (q, k, v, cq, ck))
-        fo, fl = op(fq, fk, fv, fcq, fck, None, "packed", 0, 0, 1, 0.0, True, 0, 2, True, False)
+        fo, fl = op(fq, fk, fv, fcq, fck, None, "packed", 0, 0, 1, 0.0, True, 0, 0, 0, 2, True, False)
     assert fo.shape == real_out.shape and fo.stride() == real_out.stride() and fo.dtype == real_out.dtype
     assert fl.shape == real_lse.shape and fl.dtype == real_lse.dtype
 
