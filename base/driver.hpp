@@ -33,6 +33,7 @@ namespace sage2::base::driver {
   X(cuModuleGetFunction)          \
   X(cuFuncSetAttribute)           \
   X(cuFuncGetAttribute)           \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor) \
   X(cuLaunchKernel)               \
   X(cuLaunchKernelEx)             \
   X(cuMemAlloc_v2)                \

@@ -58,6 +58,7 @@ inline constexpr Named<PvAccum> kPvAccumNames[] = {
 inline constexpr Named<SmallQPath> kSmallQPathNames[] = {
     {SmallQPath::Auto, "auto"}, {SmallQPath::Quantized, "quantized"}, {SmallQPath::Direct, "direct"}};
 inline constexpr Named<QuantPath> kQuantPathNames[] = {{QuantPath::Auto, "auto"}, {QuantPath::Split, "split"},
-                                                       {QuantPath::Fused, "fused"}, {QuantPath::Cluster, "cluster"}};
+                                                       {QuantPath::Fused, "fused"}, {QuantPath::Cluster, "cluster"},
+                                                       {QuantPath::OnePass, "onepass"}};
 
 }  // namespace sage2::base

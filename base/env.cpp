@@ -82,7 +82,7 @@ ContextConfig context_config(const ContextOptions& o) {
   if (o.family && (static_cast<int>(*o.family) < 0 || static_cast<int>(*o.family) > 2))
     throw Error(ErrorCode::InvalidArgument,
                 "ContextOptions::family=" + std::to_string(static_cast<int>(*o.family)) + " is not an AttentionFamily");
-  if (o.quant_path && (static_cast<int>(*o.quant_path) < 0 || static_cast<int>(*o.quant_path) > 3))
+  if (o.quant_path && (static_cast<int>(*o.quant_path) < 0 || static_cast<int>(*o.quant_path) > 4))
     throw Error(ErrorCode::InvalidArgument,
                 "ContextOptions::quant_path=" + std::to_string(static_cast<int>(*o.quant_path)) + " is not a QuantPath");
   ContextConfig c;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """sage2's own host work per attention call, without a GPU (issue 15 item 2).
 
-Builds the fake CUDA driver of tests/cpu/autotune/test_fake_driver.cpp (plus a tensor-map encoder
+Builds the fake CUDA driver of tests/cpu/fake_driver.hpp (plus a tensor-map encoder
 and counters), then times B=1 H=1 N=128 d=64 calls back to back:
   - C++: build/bench/sage2-bench-attention --modes host --host-calls N (Context::attention);
   - Python: sage2.sageattn through the real libsage2, with the metadata-only fake torch of
@@ -65,7 +65,7 @@ print("python sageattn: %.2f us per call (%d calls x 3, median; the fake torch.e
 
 
 def fake_driver_source():
-    src = open(os.path.join(ROOT, "tests", "cpu", "autotune", "test_fake_driver.cpp"), encoding="utf-8").read()
+    src = open(os.path.join(ROOT, "tests", "cpu", "fake_driver.hpp"), encoding="utf-8").read()
     fake = src.split('const char* kFakeSource = R"FAKE(')[1].split(')FAKE";')[0]
     fake = fake.replace("static double g_clock_ms = 0;",
                         "static double g_clock_ms = 0;\nstatic long g_launches = 0, g_tma = 0, g_ptr = 0;", 1)

@@ -125,6 +125,20 @@ std::string generate_source(const KernelSpec& spec) {
       define(o, (pre + "CPT").c_str(), k->cpt);
       define(o, (pre + "CHUNKS").c_str(), k->chunks);
     }
+  } else if (c.family == KernelFamily::Quantize && c.op == QuantOp::QuantizeKV) {
+    const KvQuantizeConfig f = kv_quantize_config(c);
+    o << "// one-pass K/V quantize: the split kernels' thread mappings at one CTA size (kernels/quantize_shape: kv_quantize_config)\n";
+    define(o, "SAGE2_QZ_THREADS", f.threads, "CTA size");
+    define(o, "SAGE2_QZ_MIN_CTAS", f.stats.min_ctas, "CTAs per SM the registers must allow");
+    define(o, "SAGE2_QZ_STATS_CHUNK", quantize_stats_chunk(c), "tokens per statistics chunk = per unit");
+    const std::pair<const char*, const QuantizeKernelConfig*> kinds[] = {{"S", &f.stats}, {"K", &f.k}, {"V", &f.v}};
+    for (const auto& [name, k] : kinds) {
+      const std::string pre = std::string("SAGE2_QZ_") + name + "_";
+      define(o, (pre + "ROWS").c_str(), k->rows);
+      define(o, (pre + "TPR").c_str(), k->tpr);
+      define(o, (pre + "CPT").c_str(), k->cpt);
+      define(o, (pre + "CHUNKS").c_str(), k->chunks);
+    }
   } else if (c.family == KernelFamily::Quantize) {
     const QuantizeKernelConfig q = quantize_kernel_config(c);
     o << "// quantize thread mapping (kernels/quantize_shape: quantize_kernel_config)\n";

@@ -14,6 +14,7 @@ const char* quant_op_name(QuantOp op) noexcept {
     case QuantOp::QuantizeV: return "quantize_v";
     case QuantOp::Fused: return "quantize_fused";
     case QuantOp::Cluster: return "quantize_cluster";
+    case QuantOp::QuantizeKV: return "quantize_kv";
     case QuantOp::MaskTiles: return "mask_tiles";
   }
   return "?";

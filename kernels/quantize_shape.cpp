@@ -24,6 +24,11 @@ constexpr std::int64_t kMaxGridX = 2147483647;  // 2^31 - 1
 constexpr std::int64_t kMaxGridYZ = 65535;
 
 // Items of the fused launch, in 64-bit (before the 32-bit schedule fields could wrap).
+// Units of the one-pass K/V launch: every statistics chunk of K and of V of every (batch, kv head).
+std::int64_t kv_quantize_units(const QuantBuffers& b) {
+  return 2 * b.p.batch * b.p.kv_heads * std::max<std::int64_t>(1, b.stats_chunks);
+}
+
 std::int64_t fused_items(const QuantBuffers& b) {
   const std::int64_t groups = b.p.batch * b.p.kv_heads;
   const std::int64_t per_group = 2 * b.stats_chunks + b.k_blocks + b.kv_len_pad / quantize_v_tile(b.layout.bk, b.d_v, b.layout.v_fp16) +
@@ -82,6 +87,33 @@ int quantize_stats_rows_per_pass(const KernelSpec& spec) {
 int quantize_split_stats_rows_per_pass(const KernelSpec& spec) {
   const QuantizeKernelConfig c = quantize_kernel_config(quantize_spec_for(spec, QuantOp::ChannelStats));
   return c.threads / c.tpr;
+}
+
+int kv_quantize_chunk_bytes(const KernelSpec& spec) {
+  return quantize_stats_chunk(spec) * ((spec.head_dim + 7) / 8) * 16;
+}
+
+bool kv_quantize_supported(const KernelSpec& spec) {
+  const int t = quantize_stats_chunk(spec);
+  const KvQuantizeConfig c = kv_quantize_config(spec);
+  return kv_quantize_chunk_bytes(spec) <= kKvQuantizeMaxChunkBytes && t % spec.tile.bk == 0 && t % c.v.rows == 0;
+}
+
+KvQuantizeConfig kv_quantize_config(const KernelSpec& spec) {
+  KvQuantizeConfig f;
+  KernelSpec s = spec;
+  s.family = KernelFamily::Quantize;
+  s.op = QuantOp::ChannelStats;
+  f.stats = quantize_kernel_config(s);
+  s.op = QuantOp::QuantizeK;
+  f.k = quantize_kernel_config(s);
+  s.op = QuantOp::QuantizeV;
+  f.v = quantize_kernel_config(s);
+  f.threads = f.stats.threads;  // the statistics' rows per pass fix the sum order: their CTA size
+  f.k.threads = f.v.threads = f.threads;
+  // Two CTAs per SM at ~90 KB of shared memory each (head dim 128): <= 128 registers.
+  f.stats.min_ctas = f.k.min_ctas = f.v.min_ctas = kv_quantize_chunk_bytes(spec) <= 96 * 1024 ? 2 : 1;
+  return f;
 }
 
 QuantizeClusterPlan quantize_cluster_plan(const QuantBuffers& b) {
@@ -153,6 +185,9 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
     case QuantOp::MaskTiles:
       c.threads = 256;  // one CTA reads one bq × bk tile of the mask
       break;
+    case QuantOp::QuantizeKV:
+      c = kv_quantize_config(s).stats;
+      break;
     case QuantOp::QuantizeV:
       c.rows = quantize_v_split_tile(s.tile.bk, s.head_dim, s.pv_fp16);
       c.chunks = v_dim_padded(s.head_dim) / 8;
@@ -184,6 +219,7 @@ std::int64_t quantize_blocks_per_head(const KernelSpec& s, const QuantBuffers& b
       return fused_items(b) / groups;
     }
     case QuantOp::Cluster: return quantize_cluster_plan(b).size;
+    case QuantOp::QuantizeKV: return 2 * std::max<std::int64_t>(1, b.stats_chunks);
     case QuantOp::MaskTiles: return b.q_blocks * b.k_blocks;
     case QuantOp::None: break;
   }
@@ -194,6 +230,7 @@ std::int64_t quantize_work_ctas(const KernelSpec& s, const QuantBuffers& b) {
   if (s.op == QuantOp::Fused) return fused_items(b);
   if (s.op == QuantOp::Cluster) return std::max<std::int64_t>(1, b.p.batch * b.p.kv_heads) * quantize_cluster_plan(b).size;
   if (s.op == QuantOp::MaskTiles) return b.q_blocks * b.k_blocks * b.p.mask_batch * b.p.mask_heads;
+  if (s.op == QuantOp::QuantizeKV) return kv_quantize_units(b);
   return quantize_blocks_per_head(s, b) * quantize_pairs(s, b);
 }
 
@@ -203,8 +240,9 @@ LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b) {
                 std::string("quantize_launch_shape: spec family is ") + family_name(s.family));
   const bool fused = s.op == QuantOp::Fused;
   const bool cluster = s.op == QuantOp::Cluster;
+  const bool kv = s.op == QuantOp::QuantizeKV;
   const bool whole = fused || cluster;  // one launch runs every item kind
-  const bool qk = s.op == QuantOp::QuantizeQ || s.op == QuantOp::QuantizeK || whole;
+  const bool qk = s.op == QuantOp::QuantizeQ || s.op == QuantOp::QuantizeK || whole || kv;
   std::string mismatch;
   if (s.tile.bk != b.layout.bk) mismatch += " bk";
   if (s.head_dim != b.p.head_dim) mismatch += " head_dim";
@@ -216,8 +254,8 @@ LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b) {
   if (qk && mma_shape_for(s) != b.layout.shape) mismatch += " consumer";
   if (qk && s.smooth_k != b.smooth_k) mismatch += " smooth_k";
   if ((s.op == QuantOp::QuantizeQ || whole) && s.smooth_q != b.smooth_q) mismatch += " smooth_q";
-  if ((s.op == QuantOp::QuantizeV || whole) && s.smooth_v != b.smooth_v) mismatch += " smooth_v";
-  if ((fused || s.op == QuantOp::ChannelStats) && quantize_stats_chunk(s) != b.stats_chunk) mismatch += " stats_chunk";
+  if ((s.op == QuantOp::QuantizeV || whole || kv) && s.smooth_v != b.smooth_v) mismatch += " smooth_v";
+  if ((fused || kv || s.op == QuantOp::ChannelStats) && quantize_stats_chunk(s) != b.stats_chunk) mismatch += " stats_chunk";
   if (s.varlen != b.p.varlen) mismatch += " varlen";
   if (!mismatch.empty())
     throw Error(ErrorCode::InvalidArgument, "quantize_launch_shape: the quantize spec (" + s.key() +
@@ -234,6 +272,20 @@ LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b) {
     ls.block[0] = static_cast<unsigned>(c.threads);
     ls.cluster_x = static_cast<unsigned>(cp.size);
     ls.max_shared_carveout = true;
+    return ls;
+  }
+  if (kv) {
+    // At most the co-resident CTA count: runtime::launch lowers grid[0] to it (a cooperative launch).
+    const std::int64_t units = kv_quantize_units(b);
+    if (b.p.varlen) throw Error(ErrorCode::InvalidArgument, "quantize_kv launch: varlen buffers (the split path runs them)");
+    if (units > kMaxGridX)
+      throw Error(ErrorCode::InvalidArgument, "quantize_kv launch needs " + std::to_string(units) +
+                                                  " statistics chunks, more than a grid can hold");
+    LaunchShape ls;
+    ls.grid[0] = static_cast<unsigned>(std::max<std::int64_t>(1, units));
+    ls.block[0] = static_cast<unsigned>(c.threads);
+    ls.dynamic_smem = static_cast<std::size_t>(kv_quantize_chunk_bytes(s));
+    ls.cooperative = true;
     return ls;
   }
   if (fused) {

@@ -67,6 +67,23 @@ QuantizeClusterPlan quantize_cluster_plan(const QuantBuffers& b);
 // Where the cluster stage runs: sm_90a, head dims up to kClusterMaxHeadDim (kernels/kernel_spec.hpp).
 bool cluster_quantize_supported(const KernelSpec& spec);
 
+// The one-pass K/V kernel (QuantOp::QuantizeKV, templates/quantize.cuh op 7). Its unit is one
+// statistics chunk (kernels::quantize_stats_chunk tokens) of K or V, whose rows a CTA keeps in
+// dynamic shared memory from the chunk's statistics to its codes: kv_quantize_chunk_bytes of them
+// (the chunk's tokens × the real channels rounded up to 16 bytes). It runs where that fits
+// kKvQuantizeMaxChunkBytes (with its static scratch, one CTA per SM at the least) and the chunk is
+// a whole number of KV tiles (K blocks and V tiles never straddle two units).
+constexpr int kKvQuantizeMaxChunkBytes = 128 * 1024;
+int kv_quantize_chunk_bytes(const KernelSpec& spec);
+bool kv_quantize_supported(const KernelSpec& spec);
+// Its thread mappings: statistics exactly as sage2_channel_stats (the split path's sum order and
+// bits), K blocks and V tiles as the split kernels' but with the statistics' CTA size.
+struct KvQuantizeConfig {
+  int threads = 256;
+  QuantizeKernelConfig stats, k, v;
+};
+KvQuantizeConfig kv_quantize_config(const KernelSpec& spec);
+
 // Work-item schedule of the fused launch for the buffers `b` (templates/quantize_params.cuh):
 // lag = the number of groups whose K+V bytes fit kLagBytes (at least 1, at most all groups), so
 // a group's K/V are re-read from L2 after its statistics items read them.
@@ -85,6 +102,9 @@ sage2::dev::QuantizeSchedule quantize_schedule(const QuantBuffers& b);
 //   quantize_cluster: 1-D grid of batch·kv_heads clusters of quantize_cluster_plan(b).size CTAs
 //                   (cluster_x = size)
 //   mask_tiles:     x = KV tiles, y = query blocks, z = the mask's (batch, head) pairs
+//   quantize_kv:    1-D grid of one CTA per unit (2 · batch · kv_heads · stats_chunks), a cooperative
+//                   launch lowered to the co-resident CTA count (CTAs then take several units);
+//                   dynamic shared memory = kv_quantize_chunk_bytes
 // Varlen (spec.varlen): quantize_q/k/v cover every head's packed blocks (b.q_blocks, b.k_blocks)
 // with y = head; channel_stats keeps its (sequence, kv head) pairs.
 // and the batch*heads pairs (Hq for quantize_q, Hkv otherwise) numbered

@@ -10,6 +10,7 @@
 #include "kernels/direct.hpp"
 #include "kernels/kernel_spec.hpp"
 #include "kernels/quant_layout.hpp"
+#include "kernels/quantize_shape.hpp"
 
 namespace sage2::kernels {
 
@@ -28,7 +29,8 @@ const char* family_name(KernelFamily f) noexcept {
 bool uses_v_codes(const KernelSpec& s) noexcept {
   if (find_attention_family(s.family)) return true;
   return s.family == KernelFamily::Quantize &&
-         (s.op == QuantOp::QuantizeV || s.op == QuantOp::Fused || s.op == QuantOp::Cluster);
+         (s.op == QuantOp::QuantizeV || s.op == QuantOp::QuantizeKV || s.op == QuantOp::Fused ||
+          s.op == QuantOp::Cluster);
 }
 
 KernelSpec KernelSpec::canonical() const {
@@ -101,6 +103,7 @@ KernelSpec KernelSpec::canonical() const {
       }
     }
     if (op == QuantOp::QuantizeK) { c.smooth_q = false; c.smooth_v = false; }
+    if (op == QuantOp::QuantizeKV) c.smooth_q = false;
     if (op == QuantOp::QuantizeQ) { c.smooth_v = false; }
     c.tile.stages = 1;
   }
@@ -123,7 +126,12 @@ void KernelSpec::validate() const {
     bad("the cluster quantize stage runs up to head dim " + std::to_string(kClusterMaxHeadDim) +
         " (its shared memory), got head_dim=" + std::to_string(head_dim));
   if (varlen && smooth_q) bad("varlen calls do not support smooth_q (its ΔS has no per-sequence layout)");
-  if (varlen && family == KernelFamily::Quantize && (op == QuantOp::Fused || op == QuantOp::Cluster))
+  if (family == KernelFamily::Quantize && op == QuantOp::QuantizeKV && !kv_quantize_supported(*this))
+    bad("the one-pass K/V quantize kernel keeps a statistics chunk of rows in shared memory: up to " +
+        std::to_string(kKvQuantizeMaxChunkBytes) + " bytes, head_dim=" + std::to_string(head_dim) + " needs " +
+        std::to_string(kv_quantize_chunk_bytes(*this)));
+  if (varlen && family == KernelFamily::Quantize &&
+      (op == QuantOp::Fused || op == QuantOp::Cluster || op == QuantOp::QuantizeKV))
     bad(std::string("varlen calls run the split quantize path, not ") + quant_op_name(op));
   if (mask < 0 || mask > 4) bad("mask=" + std::to_string(mask) + " (0 none, 1 bool, 2 f16, 3 bf16, 4 f32)");
   if (mask != 0 && varlen) bad("a tensor mask cannot be combined with varlen (key padding: kv_lens)");

@@ -36,9 +36,11 @@ kernels::TileConfig heuristic_tile(const kernels::KernelSpec& attention_spec, in
 }
 
 void apply_quant_path(kernels::KernelSpec& s, QuantPath path) {
-  // Auto: Q quantized by the attention kernel wherever its family can (one trip of Q through
-  // memory, one launch less); the explicit paths keep their quantize_q (Split: the baseline).
-  s.q_in_kernel = path == QuantPath::Auto && kernels::attention_family(s.family).q_in_kernel_ok(s);
+  // Auto and OnePass: Q quantized by the attention kernel wherever its family can (one trip of Q
+  // through memory, one launch less); the other explicit paths keep their quantize_q (Split: the
+  // baseline).
+  s.q_in_kernel = (path == QuantPath::Auto || path == QuantPath::OnePass) &&
+                  kernels::attention_family(s.family).q_in_kernel_ok(s);
 }
 
 kernels::KernelSpec plan_attention_heuristic(const AttentionProblem& p, kernels::Arch arch, int max_smem_optin) {

@@ -13,9 +13,26 @@ namespace sage2::plan {
 std::vector<kernels::QuantOp> quantize_ops(QuantPath path, const kernels::KernelSpec& attention_spec) {
   using kernels::QuantOp;
   const bool cluster_ok = kernels::cluster_quantize_supported(attention_spec);
-  // Auto is split everywhere for now: on the H100 the cluster stage measured 2.0x (1K) to 1.9x
-  // (32K) the split stage's time (bench/NOTES.md, "Cluster quantize stage").
-  if (path == QuantPath::Auto) path = QuantPath::Split;
+  const bool onepass_ok =
+      !attention_spec.varlen && kernels::kv_quantize_supported(kernels::quantize_spec_for(attention_spec, QuantOp::QuantizeKV));
+  // Auto: the one-pass K/V kernel where it runs on sm_90a (bench/NOTES.md, session 14), else split
+  // (on the H100 the fused and cluster stages measured slower than split: bench/NOTES.md,
+  // "Cluster quantize stage").
+  if (path == QuantPath::Auto)
+    path = onepass_ok && attention_spec.arch == kernels::Arch::Sm90a ? QuantPath::OnePass : QuantPath::Split;
+  if (path == QuantPath::OnePass && !onepass_ok)
+    throw Error(ErrorCode::Unsupported,
+                std::string("quantize path onepass (ContextOptions::quant_path or SAGE2_QUANT_PATH) runs dense calls "
+                            "whose statistics chunk of rows fits its shared memory; this call is ") +
+                    (attention_spec.varlen ? "varlen" : "head_dim=" + std::to_string(attention_spec.head_dim)) +
+                    " (use auto or split)");
+  if (path == QuantPath::OnePass) {
+    // K and V in one launch; Q by the attention kernel, else by quantize_q after it (q·k̄ reads k_stats).
+    std::vector<QuantOp> ops{QuantOp::QuantizeKV};
+    if (!attention_spec.q_in_kernel) ops.push_back(QuantOp::QuantizeQ);
+    if (attention_spec.mask) ops.insert(ops.begin(), QuantOp::MaskTiles);
+    return ops;
+  }
   if (attention_spec.q_in_kernel) {
     // The attention kernel quantizes Q: the split path without quantize_q (the one-launch stages
     // write Q̂ buffers such a plan does not have).
@@ -55,6 +72,7 @@ std::vector<kernels::QuantOp> quantize_ops(QuantPath path, const kernels::Kernel
       return {QuantOp::ChannelStats, QuantOp::QuantizeK, QuantOp::QuantizeV, QuantOp::QuantizeQ};
     case QuantPath::Fused: return {QuantOp::Fused};
     case QuantPath::Cluster: return {QuantOp::Cluster};
+    case QuantPath::OnePass:
     case QuantPath::Auto: break;
   }
   throw Error(ErrorCode::Internal, std::string("quantize stage: path ") + quant_path_name(path));

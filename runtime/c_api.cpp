@@ -51,7 +51,7 @@ sage2::ContextOptions to_cpp(const sage2_context_options* o) {
   if (o->cache_dir) r.cache_dir = o->cache_dir;
   if (in(o->disk_cache, 1, "disk_cache")) r.disk_cache = o->disk_cache == 1;
   if (in(o->family, 2, "family")) r.family = static_cast<sage2::AttentionFamily>(o->family);
-  if (in(o->quant_path, 3, "quant_path")) r.quant_path = static_cast<sage2::QuantPath>(o->quant_path);
+  if (in(o->quant_path, 4, "quant_path")) r.quant_path = static_cast<sage2::QuantPath>(o->quant_path);
   if (in(o->tuning, 1, "tuning")) r.tuning = o->tuning == 1;
   return r;
 }

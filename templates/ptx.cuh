@@ -299,6 +299,16 @@ SAGE2_DEVICE_INLINE void st_u32(void* p, u32 x) {
 SAGE2_DEVICE_INLINE void st_f32(float* p, float x) {
   asm volatile("st.global.f32 [%0], %1;" ::"l"(p), "f"(x) : "memory");
 }
+SAGE2_DEVICE_INLINE u32x4 ld_shared_v4(u32 addr) {
+  u32x4 r;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "r"(addr)
+               : "memory");
+  return r;
+}
+SAGE2_DEVICE_INLINE void st_shared_v4(u32 addr, u32x4 v) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
 // Inter-CTA synchronisation (the fused quantize stage: work tickets, per-group ready flags).
 // gpu-scope acquire/release and relaxed accesses go to L2 (the coherence point), never a stale L1.
 SAGE2_DEVICE_INLINE u32 atom_add_relaxed_gpu_u32(u32* p, u32 v) {

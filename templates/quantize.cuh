@@ -74,6 +74,11 @@ using MapS = Map<SAGE2_QZ_S_ROWS, SAGE2_QZ_S_TPR, SAGE2_QZ_S_CPT, SAGE2_QZ_S_CHU
 using MapQ = Map<SAGE2_QZ_Q_ROWS, SAGE2_QZ_Q_TPR, SAGE2_QZ_Q_CPT, SAGE2_QZ_Q_CHUNKS>;
 using MapK = Map<SAGE2_QZ_K_ROWS, SAGE2_QZ_K_TPR, SAGE2_QZ_K_CPT, SAGE2_QZ_K_CHUNKS>;
 using MapV = Map<SAGE2_QZ_V_ROWS, SAGE2_QZ_V_TPR, SAGE2_QZ_V_CPT, SAGE2_QZ_V_CHUNKS>;
+#elif SAGE2_QUANT_OP == 7
+using MapS = Map<SAGE2_QZ_S_ROWS, SAGE2_QZ_S_TPR, SAGE2_QZ_S_CPT, SAGE2_QZ_S_CHUNKS>;
+using MapK = Map<SAGE2_QZ_K_ROWS, SAGE2_QZ_K_TPR, SAGE2_QZ_K_CPT, SAGE2_QZ_K_CHUNKS>;
+using MapV = Map<SAGE2_QZ_V_ROWS, SAGE2_QZ_V_TPR, SAGE2_QZ_V_CPT, SAGE2_QZ_V_CHUNKS>;
+using MapQ = MapK;  // (no Q items)
 #else
 using MapS = Map<SAGE2_QZ_ROWS, SAGE2_QZ_TPR, SAGE2_QZ_CPT, SAGE2_QZ_CHUNKS>;
 using MapQ = MapS;
@@ -81,8 +86,14 @@ using MapK = MapS;
 using MapV = MapS;
 #endif
 
-// The split path's kernels (ops 1-4, one item per CTA) as opposed to the one-launch stages (5, 6).
-constexpr bool SPLIT_KERNEL = SAGE2_QUANT_OP <= 4;
+// Kernels whose register budget holds the item bodies' fast forms (rows loaded before the
+// per-channel constants, one statistics walk per vector case, codes by cvt.rni alone): the split
+// path's (ops 1-4) and the one-pass K/V kernel (7), as opposed to the one-launch stages (5, 6),
+// which spilled with them under their 80-register bound.
+constexpr bool ROOMY = SAGE2_QUANT_OP <= 4 || SAGE2_QUANT_OP == 7;
+// The one-pass K/V kernel's bodies read their rows from shared memory (the unit's copy): every
+// Input it hands them points there (smem_input), and load_chunk reads it with ld.shared.
+constexpr bool SMEM_ROWS = SAGE2_QUANT_OP == 7;
 
 // Statistics written in this launch by other CTAs (fused path): read at L2, never through the
 // read-only path.
@@ -112,9 +123,9 @@ __device__ __forceinline__ const u16* row_ptr(const Input& in, i64 b, i64 h, i64
   return in.base + b * in.sb + h * in.sh + n * in.sn;
 }
 
-// Raw 16-bit values of channels 8j .. 8j+7 of a row (channels >= HD read as 0, nothing loaded
-// for them).
-__device__ __forceinline__ ptx::u32x4 load_chunk(const Input& in, const u16* row, int j) {
+// Raw 16-bit values of channels 8j .. 8j+7 of a row in global memory (channels >= HD read as 0,
+// nothing loaded for them).
+__device__ __forceinline__ ptx::u32x4 load_chunk_global(const Input& in, const u16* row, int j) {
   ptx::u32x4 r = {0u, 0u, 0u, 0u};
   if (j >= CH_IN) return r;
   if (VEC_HD && in.vec) return ptx::ld_nc_v4(row + 8 * j);
@@ -137,11 +148,26 @@ __device__ __forceinline__ ptx::u32x4 load_chunk(const Input& in, const u16* row
   return r;
 }
 
+// The same from where the kernel's bodies read rows: global memory, or the one-pass kernel's
+// shared copy (16-byte aligned rows of CH_IN chunks).
+__device__ __forceinline__ ptx::u32x4 load_chunk(const Input& in, const u16* row, int j) {
+  if (SMEM_ROWS) return j < CH_IN ? ptx::ld_shared_v4(ptx::smem_addr(row + 8 * j)) : ptx::u32x4{0u, 0u, 0u, 0u};
+  return load_chunk_global(in, row, j);
+}
+
 // load_chunk for a caller that checked the vector case once (VEC: in.vec and VEC_HD hold).
 template <bool VEC>
 __device__ __forceinline__ ptx::u32x4 load_chunk_as(const Input& in, const u16* row, int j) {
-  if (VEC) return j < CH_IN ? ptx::ld_nc_v4(row + 8 * j) : ptx::u32x4{0u, 0u, 0u, 0u};
+  if (VEC && !SMEM_ROWS) return j < CH_IN ? ptx::ld_nc_v4(row + 8 * j) : ptx::u32x4{0u, 0u, 0u, 0u};
   return load_chunk(in, row, j);
+}
+
+__device__ __forceinline__ Input q_input(const QuantizeParams& p) {
+  return make_input(p.q, p.q_stride_batch, p.q_stride_head, p.q_stride_seq);
+}
+__device__ __forceinline__ Input kv_input(const QuantizeParams& p, bool is_v) {
+  return is_v ? make_input(p.v, p.v_stride_batch, p.v_stride_head, p.v_stride_seq)
+              : make_input(p.k, p.k_stride_batch, p.k_stride_head, p.k_stride_seq);
 }
 template <bool B>
 struct BoolC {
@@ -295,20 +321,20 @@ __device__ __forceinline__ void stats_rows(const Input& in, const u16* row0, i64
   auto walk = [&](auto vec) {
     constexpr bool VEC = decltype(vec)::value;
     // (the one-launch stages address each row from its index: fewer live registers)
-    const i64 step = SPLIT_KERNEL ? static_cast<i64>(RPP) * in.sn : 0;
-    const u16* rows = SPLIT_KERNEL ? row0 + (n0 + slot) * in.sn : row0;
+    const i64 step = ROOMY ? static_cast<i64>(RPP) * in.sn : 0;
+    const u16* rows = ROOMY ? row0 + (n0 + slot) * in.sn : row0;
 #pragma unroll 1
     for (i64 nb = n0 + slot; nb < n1; nb += static_cast<i64>(U) * RPP) {
       ptx::u32x4 raw[U][CPT];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const i64 n = nb + static_cast<i64>(u) * RPP;
-        const u16* rp = SPLIT_KERNEL ? rows + u * step : row0 + n * in.sn;
+        const u16* rp = ROOMY ? rows + u * step : row0 + n * in.sn;
 #pragma unroll
         for (int k = 0; k < CPT; ++k)
           raw[u][k] = (n < n1) ? load_chunk_as<VEC>(in, rp, lane_r + k * M::TPR) : ptx::u32x4{0u, 0u, 0u, 0u};
       }
-      if (SPLIT_KERNEL) rows += U * step;
+      if (ROOMY) rows += U * step;
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const i64 n = nb + static_cast<i64>(u) * RPP;
@@ -336,7 +362,7 @@ __device__ __forceinline__ void stats_rows(const Input& in, const u16* row0, i64
       }
     }
   };
-  if (SPLIT_KERNEL && VEC_HD && in.vec)  // (the one-launch stages keep one walk: their register bound)
+  if (ROOMY && VEC_HD && in.vec)  // (the one-launch stages keep one walk: their register bound)
     walk(BoolC<VEC_HD>{});
   else
     walk(BoolC<false>{});
@@ -481,7 +507,7 @@ __device__ __forceinline__ void varlen_table(const QuantizeParams& p) {
 }
 #endif
 
-#if SAGE2_QUANT_OP == 1 || SAGE2_QUANT_OP == 5 || SAGE2_QUANT_OP == 6
+#if SAGE2_QUANT_OP == 1 || SAGE2_QUANT_OP == 5 || SAGE2_QUANT_OP == 6 || SAGE2_QUANT_OP == 7
 // One channel's statistics from `n` partials (sum, min, max, first-bad as i32 bits), partial i's
 // statistic s read by load(i, s): sums left to right from partial 0's (the order of
 // kernels/quant_buffers.hpp), min/max/first-bad order-free. UB partials' loads are in flight at once
@@ -514,7 +540,7 @@ __device__ __forceinline__ void combine_partials(u32 n, Load&& load, float& sum,
 
 #endif
 
-#if SAGE2_QUANT_OP == 1 || SAGE2_QUANT_OP == 5
+#if SAGE2_QUANT_OP == 1 || SAGE2_QUANT_OP == 5 || SAGE2_QUANT_OP == 7
 constexpr int STATS_T = SAGE2_QZ_STATS_CHUNK;  // tokens per statistics chunk (kernels::quantize_stats_chunk)
 static_assert(STATS_T % 16 == 0, "statistics chunk");
 
@@ -525,10 +551,8 @@ static_assert(STATS_T % 16 == 0, "statistics chunk");
 // left to right from chunk 0's; min/max/first-bad: order-free) into k_stats / v_stats and the
 // first-bad flags of bh, and returns true (after a barrier: every thread's final statistics are
 // stored). Which CTA is last does not change a bit of the result.
-__device__ __forceinline__ bool stats_chunk(const QuantizeParams& p, u8* smem, bool is_v, i64 b, i64 h, i64 bh,
-                                            i64 n0, i64 len, float* part_g, u32 chunk, u32 chunks, u32* arrive) {
-  const Input in = is_v ? make_input(p.v, p.v_stride_batch, p.v_stride_head, p.v_stride_seq)
-                        : make_input(p.k, p.k_stride_batch, p.k_stride_head, p.k_stride_seq);
+__device__ __forceinline__ bool stats_chunk(const QuantizeParams& p, u8* smem, const Input& in, bool is_v, i64 b, i64 h,
+                                            i64 bh, i64 n0, i64 len, float* part_g, u32 chunk, u32 chunks, u32* arrive) {
   const i64 c0 = static_cast<i64>(chunk) * STATS_T;
   const i64 c1 = len - c0 < STATS_T ? len : c0 + STATS_T;
   float* part = part_g + static_cast<i64>(chunk) * 4 * D_V;
@@ -630,7 +654,7 @@ __device__ __forceinline__ void channel_stats(const QuantizeParams p, u8* smem) 
   }
 #pragma unroll 1
   for (u32 c = first; c < chunks; c += step)
-    stats_chunk(p, smem, is_v, b, h, bh, n0, len, part_g, c, chunks, p.sync + 1 + 2 * bh + kv);
+    stats_chunk(p, smem, kv_input(p, is_v), is_v, b, h, bh, n0, len, part_g, c, chunks, p.sync + 1 + 2 * bh + kv);
 }
 #endif
 
@@ -647,7 +671,7 @@ __device__ __forceinline__ void channel_stats(const QuantizeParams p, u8* smem) 
 // Rows are kept in registers between the passes when ITEMS * CPT <= 8 (16-byte chunks), else
 // re-read in rolled loops (the re-reads hit L1/L2; this keeps big head dims quick to compile).
 
-#if SAGE2_QUANT_OP == 2 || SAGE2_QUANT_OP == 3 || (SAGE2_QUANT_OP == 5 || SAGE2_QUANT_OP == 6)
+#if SAGE2_QUANT_OP == 2 || SAGE2_QUANT_OP == 3 || (SAGE2_QUANT_OP == 5 || SAGE2_QUANT_OP == 6) || SAGE2_QUANT_OP == 7
 template <bool IS_Q, class M>
 constexpr int qk_smem_bytes() {
   constexpr int GROUPS = IS_Q ? SAGE2_Q_GROUPS : SAGE2_K_GROUPS;
@@ -660,7 +684,7 @@ constexpr int qk_smem_bytes() {
 // of the block's kv head when the caller holds them in shared memory (the cluster stage), else
 // null: they are read from k_stats in global memory.
 template <bool IS_Q, class M>
-__device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, i64 b, i64 h, i64 blk,
+__device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, const Input& in, i64 b, i64 h, i64 blk,
                                             const SeqItem& si, const float* k_sum = nullptr) {
   constexpr int GROUPS = IS_Q ? SAGE2_Q_GROUPS : SAGE2_K_GROUPS;
   constexpr bool BLOCK_MEAN = IS_Q && SAGE2_SMOOTH_Q;  // smooth Q
@@ -689,8 +713,6 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, i
     const u32 group = static_cast<u32>(p.q_heads) / static_cast<u32>(p.kv_heads);  // GQA (32-bit: no call)
     kv_bh = b * p.kv_heads + static_cast<i64>(static_cast<u32>(h) / group);
   }
-  const Input in = IS_Q ? make_input(p.q, p.q_stride_batch, p.q_stride_head, p.q_stride_seq)
-                        : make_input(p.k, p.k_stride_batch, p.k_stride_head, p.k_stride_seq);
   const u16* base = row_ptr(in, b, h, si.n0 + row0);
 
   const int tid = threadIdx.x, lane_r = tid % TPR, slot = tid / TPR;
@@ -711,7 +733,7 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, i
                         : ptx::u32x4{0u, 0u, 0u, 0u};
     }
   };
-  if (CACHE && SPLIT_KERNEL) load_rows();
+  if (CACHE && ROOMY) load_rows();
 
   // ---- per-channel constants; group maxima start at 0
   for (int g = tid; g < GROUPS; g += THREADS) s_amax[g] = 0u;
@@ -731,7 +753,7 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, i
     }
   }
 
-  if (CACHE && !SPLIT_KERNEL) load_rows();
+  if (CACHE && !ROOMY) load_rows();
   // x: the chunk with non-finite values read as 0; returns their mask (bit e = element e).
   auto fetch = [&](int i, int k, float (&x)[8]) -> u32 {
     const int r = slot + i * RPP;
@@ -859,7 +881,7 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, i
       if (r < valid && j < CH_IN) {
         float x[8];
         const u32 bad = fetch(i, k, x);
-        if (SPLIT_KERNEL && quant_math::group_inv_finite(inv)) {  // every group but one with a tiny amax
+        if (ROOMY && quant_math::group_inv_finite(inv)) {  // every group but one with a tiny amax
 #pragma unroll
           for (int e = 0; e < 8; ++e) q[e] = quant_math::quant_int_finite_inv(x[e] - mean_r[k][e], inv);
         } else {
@@ -901,7 +923,7 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, i
 //  SAGE2_PV_ACC16 (V̂ feeds an fp16 accumulator of 64 keys): 2.25 in place of 448 (64·448·2.25 =
 //  64512 < 65504), and 2^max(0, e − 9) in place of 2^max(0, e − 15) (|V̂| < 2^9).
 
-#if SAGE2_QUANT_OP == 4 || (SAGE2_QUANT_OP == 5 || SAGE2_QUANT_OP == 6)
+#if SAGE2_QUANT_OP == 4 || (SAGE2_QUANT_OP == 5 || SAGE2_QUANT_OP == 6) || SAGE2_QUANT_OP == 7
 constexpr bool V_FP16 = SAGE2_PV_FP16 != 0;
 constexpr int V_BYTES = V_FP16 ? 2 : 1;  // bytes of one V̂ code
 constexpr float V8_MAX = SAGE2_PV_ACC16 ? 2.25f : 448.f;  // e4m3 V̂ bound (kernels::kV8Acc16Max)
@@ -919,7 +941,7 @@ __device__ __forceinline__ float v16_scale(float amax) {
 // `stats`: the head's V statistics [3][D_V] in shared memory (the cluster stage), else null:
 // read from v_stats in global memory.
 template <class M>
-__device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, i64 b, i64 h, i64 tile,
+__device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, const Input& in, i64 b, i64 h, i64 tile,
                                            const SeqItem& si, const float* stats = nullptr) {
   constexpr int ROWS = M::ROWS, TPR = M::TPR, CPT = M::CPT, CHUNKS = M::CHUNKS, RPP = M::RPP, ITEMS = M::ITEMS;
   static_assert(ROWS % 16 == 0, "V tile must be a multiple of 16 tokens");
@@ -935,12 +957,11 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, i6
   const i64 n0 = tile * ROWS;
   const i64 kv_len = si.len;
   const int valid = static_cast<int>(kv_len - n0 <= 0 ? 0 : (kv_len - n0 < ROWS ? kv_len - n0 : ROWS));
-  const Input in = make_input(p.v, p.v_stride_batch, p.v_stride_head, p.v_stride_seq);
   const int tid = threadIdx.x, lane_r = tid % TPR, slot = tid / TPR;
 
   // The tile's rows are loaded first when they fit 8 chunks of 16 bytes per thread: their latency
   // then overlaps the per-channel constants' (v_stats reads and divisions).
-  constexpr bool PRELOAD = SPLIT_KERNEL && ITEMS * CPT <= 8;  // (the one-launch stages: see quantize_qk)
+  constexpr bool PRELOAD = ROOMY && ITEMS * CPT <= 8;  // (the one-launch stages: see quantize_qk)
   const u16* base = row_ptr(in, b, h, si.n0 + n0);
   ptx::u32x4 pre[PRELOAD ? ITEMS : 1][PRELOAD ? CPT : 1];
   auto load_rc = [&](int r, int j) {
@@ -1094,7 +1115,7 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, i6
 #endif
 
 
-#if (SAGE2_QUANT_OP == 5 || SAGE2_QUANT_OP == 6)
+#if (SAGE2_QUANT_OP == 5 || SAGE2_QUANT_OP == 6 || SAGE2_QUANT_OP == 7)
 template <int A, int B>
 struct MaxOf {
   static constexpr int value = A > B ? A : B;
@@ -1112,6 +1133,22 @@ constexpr int FUSED_SMEM =
 //  sync[1 + 2G + 2g + kv]      1 once k_stats/v_stats (and the first-bad flags) of g are final
 // All zero at launch (the runtime clears them on the stream before each launch).
 
+#if SAGE2_QUANT_OP == 5 || SAGE2_QUANT_OP == 7
+// One thread polls (acquire, backing off up to ~1 µs); the barrier hands what it saw to the CTA.
+__device__ __forceinline__ void wait_ready(const u32* flag) {
+  if (threadIdx.x == 0) {
+    u32 ns = 32;
+#pragma unroll 1
+    while (ptx::ld_acquire_gpu_u32(flag) == 0u) {
+      ptx::nanosleep_u32(ns);
+      ns = ns < 1024u ? 2u * ns : 1024u;
+    }
+  }
+  __syncthreads();
+}
+
+#endif
+
 #if SAGE2_QUANT_OP == 5
 
 __device__ __forceinline__ QuantizeSchedule make_schedule(const QuantizeParams& p) {
@@ -1124,19 +1161,6 @@ __device__ __forceinline__ QuantizeSchedule make_schedule(const QuantizeParams& 
   s.q_blocks = static_cast<u32>((p.q_len + BQ - 1) / BQ);
   s.q_per_group = static_cast<u32>(p.q_heads) / static_cast<u32>(p.kv_heads);
   return s;
-}
-
-// One thread polls (acquire, backing off up to ~1 µs); the barrier hands what it saw to the CTA.
-__device__ __forceinline__ void wait_ready(const u32* flag) {
-  if (threadIdx.x == 0) {
-    u32 ns = 32;
-#pragma unroll 1
-    while (ptx::ld_acquire_gpu_u32(flag) == 0u) {
-      ptx::nanosleep_u32(ns);
-      ns = ns < 1024u ? 2u * ns : 1024u;
-    }
-  }
-  __syncthreads();
 }
 
 static_assert(FUSED_SMEM <= 48 * 1024, "fused quantize exceeds static shared memory");
@@ -1160,7 +1184,8 @@ __device__ __forceinline__ void quantize_fused(const QuantizeParams& p) {
     {
       const int kv = it.kind == kItemStatsV ? 1 : 0;
       float* part_g = p.stats_part + (g * 2 + kv) * static_cast<i64>(s.chunks) * 4 * D_V;
-      if (stats_chunk(p, s_raw, kv == 1, b, h, g, 0, p.kv_len, part_g, it.index, s.chunks, p.sync + 1 + 2 * g + kv) &&
+      if (stats_chunk(p, s_raw, kv_input(p, kv == 1), kv == 1, b, h, g, 0, p.kv_len, part_g, it.index, s.chunks,
+                      p.sync + 1 + 2 * g + kv) &&
           threadIdx.x == 0) {
         // Release after the barrier: every thread's final statistics are published with the flag.
         ptx::fence_acq_rel_gpu();
@@ -1170,16 +1195,16 @@ __device__ __forceinline__ void quantize_fused(const QuantizeParams& p) {
     }
     case kItemK:
       if (SAGE2_SMOOTH_K) wait_ready(ready);  // k̄ (k_first_bad is not read here)
-      quantize_qk<false, MapK>(p, s_raw, b, h, it.index, dense_qk_item<false, BK>(p, b, h, it.index));
+      quantize_qk<false, MapK>(p, s_raw, kv_input(p, false), b, h, it.index, dense_qk_item<false, BK>(p, b, h, it.index));
       break;
     case kItemV:
       wait_ready(ready + 1);  // μ and the per-channel scale
-      quantize_v<MapV>(p, s_raw, b, h, it.index, dense_v_item<MapV::ROWS>(p, b, h, it.index));
+      quantize_v<MapV>(p, s_raw, kv_input(p, true), b, h, it.index, dense_v_item<MapV::ROWS>(p, b, h, it.index));
       break;
     default: {  // kItemQ
       if (SAGE2_SMOOTH_K) wait_ready(ready);  // q·k̄
       const u32 qh = it.index / s.q_blocks, blk = it.index % s.q_blocks;
-      quantize_qk<true, MapQ>(p, s_raw, b, h * s.q_per_group + qh, blk,
+      quantize_qk<true, MapQ>(p, s_raw, q_input(p), b, h * s.q_per_group + qh, blk,
                               dense_qk_item<true, BQ>(p, b, h * s.q_per_group + qh, blk));
       break;
     }
@@ -1286,12 +1311,12 @@ __device__ __forceinline__ void quantize_cluster(const QuantizeParams& p) {
   const i64 t1 = len_pad - t0 < T ? len_pad : t0 + T;
 #pragma unroll 1
   for (i64 blk = t0 / BK; blk < t1 / BK; ++blk) {
-    quantize_qk<false, MapK>(p, s_raw, b, h, blk, dense_qk_item<false, BK>(p, b, h, blk), s_ksum);
+    quantize_qk<false, MapK>(p, s_raw, kv_input(p, false), b, h, blk, dense_qk_item<false, BK>(p, b, h, blk), s_ksum);
     __syncthreads();  // the next item rewrites the scratch
   }
 #pragma unroll 1
   for (i64 tile = t0 / MapV::ROWS; tile < t1 / MapV::ROWS; ++tile) {
-    quantize_v<MapV>(p, s_raw, b, h, tile, dense_v_item<MapV::ROWS>(p, b, h, tile), s_vst);
+    quantize_v<MapV>(p, s_raw, kv_input(p, true), b, h, tile, dense_v_item<MapV::ROWS>(p, b, h, tile), s_vst);
     __syncthreads();
   }
   const u32 qpg = static_cast<u32>(p.q_heads) / static_cast<u32>(p.kv_heads);
@@ -1299,8 +1324,159 @@ __device__ __forceinline__ void quantize_cluster(const QuantizeParams& p) {
 #pragma unroll 1
   for (u32 i = rank; i < qpg * q_blocks; i += C) {
     const i64 hq = h * qpg + i / q_blocks, blk = i % q_blocks;
-    quantize_qk<true, MapQ>(p, s_raw, b, hq, blk, dense_qk_item<true, BQ>(p, b, hq, blk), s_ksum);
+    quantize_qk<true, MapQ>(p, s_raw, q_input(p), b, hq, blk, dense_qk_item<true, BQ>(p, b, hq, blk), s_ksum);
     __syncthreads();
+  }
+}
+#endif
+
+
+// ---------------------------------------------------------------------------------------------
+// sage2_quantize_kv (SAGE2_QUANT_OP 7): K and V of a dense call in one cooperative launch (every
+// CTA resident at once: kernels::LaunchShape::cooperative) that reads them from memory once.
+// Unit u = statistics chunk c of group g (g = 2·bh + kv, kv 0: K, 1: V; C = ceil(kv_len / STATS_T)
+// chunks per group, u = g·C + c); CTA x takes units x, x + grid, x + 2·grid, ... For each it
+//  1. copies the chunk's rows into its dynamic shared memory (cp.async: no registers held);
+//  2. takes the chunk's statistics from there (stats_chunk: the split path's sum order, so the
+//     same bits) and arrives; the group's last arriver writes k_stats / v_stats and sets the
+//     group's ready flag (sync[1 + 2·BH + g], the fused stage's layout);
+//  3. waits for the flag and writes the chunk's K blocks or V tiles from the same rows.
+// No deadlock: a group's C units lie in one round or two consecutive ones (C <= grid), and the
+// holder of a unit in round r+1 finished its round-r unit, whose group lies wholly before g —
+// complete by induction over the groups. When C > grid (a sequence of more chunks than resident
+// CTAs) the kernel runs two phases instead: every unit's statistics, a grid barrier (sync[0]),
+// then every unit's codes, copying each chunk twice. The runtime zeroes sync before the launch.
+#if SAGE2_QUANT_OP == 7
+constexpr int KV_PITCH = CH_IN * 16;  // bytes of one row in shared memory
+static_assert(STATS_T % BK == 0 && STATS_T % MapV::ROWS == 0, "a unit is whole K blocks and V tiles");
+constexpr int KV_SCRATCH = MaxOf<MaxOf<stats_smem_bytes<MapS>() + 16, v_smem_bytes<MapV>()>::value,
+                                 qk_smem_bytes<false, MapK>()>::value;
+static_assert(KV_SCRATCH <= 48 * 1024, "one-pass quantize scratch exceeds static shared memory");
+
+// The unit's rows [c0, c0 + n) of (b, h) into `rows` (KV_PITCH bytes each; rows >= n are not
+// written: the bodies never read past `valid`). Ends after a barrier: the copy is visible.
+__device__ __forceinline__ void copy_unit(const Input& g, u8* rows, i64 b, i64 h, i64 c0, int n) {
+  const u16* base = row_ptr(g, b, h, c0);
+  const u32 s0 = ptx::smem_addr(rows);
+#pragma unroll 4
+  for (int it = threadIdx.x; it < n * CH_IN; it += THREADS) {
+    const int r = it / CH_IN, j = it - r * CH_IN;
+    const u16* src = base + static_cast<i64>(r) * g.sn;
+    const u32 dst = s0 + static_cast<u32>(r * KV_PITCH + j * 16);
+    if (VEC_HD && g.vec)
+      ptx::cp_async_16(dst, src + 8 * j);
+    else
+      ptx::st_shared_v4(dst, load_chunk_global(g, src, j));
+  }
+  ptx::cp_async_commit();
+  ptx::cp_async_wait_all();
+  __syncthreads();
+}
+
+// The Input the bodies read the unit through: row n of the sequence at rows + (n - c0)·KV_PITCH
+// (b and h select nothing: the copy holds one (b, h)).
+__device__ __forceinline__ Input smem_input(const u8* rows, i64 c0) {
+  Input in;
+  in.sn = KV_PITCH / 2;
+  in.base = reinterpret_cast<const u16*>(rows) - c0 * in.sn;
+  in.sb = in.sh = 0;
+  in.vec = true;
+  return in;
+}
+
+struct KvUnit {
+  i64 b, h, bh, c0;
+  u32 chunk;
+  bool is_v;
+  int n;  // rows of the unit (the last chunk of a group may be short)
+};
+__device__ __forceinline__ KvUnit kv_unit(const QuantizeParams& p, i64 u, i64 C) {
+  KvUnit k;
+  const i64 g = u / C;
+  k.chunk = static_cast<u32>(u - g * C);
+  k.bh = g >> 1;
+  k.is_v = (g & 1) != 0;
+  k.b = k.bh / p.kv_heads;
+  k.h = k.bh - k.b * p.kv_heads;
+  k.c0 = static_cast<i64>(k.chunk) * STATS_T;
+  k.n = static_cast<int>(p.kv_len - k.c0 < STATS_T ? p.kv_len - k.c0 : STATS_T);
+  return k;
+}
+
+// Step 2: the unit's statistics; the group's last arriver publishes them (ready flag).
+__device__ __forceinline__ void kv_unit_stats(const QuantizeParams& p, u8* scratch, const u8* rows, const KvUnit& k,
+                                              u32 C) {
+  const int kv = k.is_v ? 1 : 0;
+  float* part_g = p.stats_part + (k.bh * 2 + kv) * static_cast<i64>(C) * 4 * D_V;
+  if (stats_chunk(p, scratch, smem_input(rows, k.c0), k.is_v, k.b, k.h, k.bh, 0, p.kv_len, part_g, k.chunk, C,
+                  p.sync + 1 + 2 * k.bh + kv) &&
+      threadIdx.x == 0) {
+    ptx::fence_acq_rel_gpu();
+    ptx::st_release_gpu_u32(p.sync + 1 + 2 * (p.batch * p.kv_heads) + 2 * k.bh + kv, 1u);
+  }
+}
+
+// Step 3: the unit's K blocks (k_mean by block 0) or V tiles, up to the padded length.
+__device__ __forceinline__ void kv_unit_codes(const QuantizeParams& p, u8* scratch, const u8* rows, const KvUnit& k) {
+  const Input in = smem_input(rows, k.c0);
+  const i64 len_pad = (p.kv_len + BK - 1) / BK * BK;
+  const i64 t1 = len_pad - k.c0 < STATS_T ? len_pad : k.c0 + STATS_T;
+  if (!k.is_v) {
+#pragma unroll 1
+    for (i64 blk = k.c0 / BK; blk < t1 / BK; ++blk) {
+      quantize_qk<false, MapK>(p, scratch, in, k.b, k.h, blk, dense_qk_item<false, BK>(p, k.b, k.h, blk));
+      __syncthreads();  // the next block rewrites the scratch
+    }
+  } else {
+#pragma unroll 1
+    for (i64 tile = k.c0 / MapV::ROWS; tile < t1 / MapV::ROWS; ++tile) {
+      quantize_v<MapV>(p, scratch, in, k.b, k.h, tile, dense_v_item<MapV::ROWS>(p, k.b, k.h, tile));
+      __syncthreads();
+    }
+  }
+}
+
+__device__ __forceinline__ void quantize_kv(const QuantizeParams& p, u8* rows) {
+  __shared__ alignas(16) u8 s_scratch[KV_SCRATCH];
+  const i64 C = (p.kv_len + STATS_T - 1) / STATS_T;
+  const i64 units = 2 * p.batch * p.kv_heads * C;
+  const i64 G = gridDim.x;
+  const u32* ready = p.sync + 1 + 2 * (p.batch * p.kv_heads);
+  if (C <= G) {
+#pragma unroll 1
+    for (i64 u = blockIdx.x; u < units; u += G) {
+      const KvUnit k = kv_unit(p, u, C);
+      copy_unit(kv_input(p, k.is_v), rows, k.b, k.h, k.c0, k.n);
+      kv_unit_stats(p, s_scratch, rows, k, static_cast<u32>(C));
+      if (k.is_v || SAGE2_SMOOTH_K) wait_ready(ready + 2 * k.bh + (k.is_v ? 1 : 0));  // (K reads k̄ only)
+      kv_unit_codes(p, s_scratch, rows, k);
+    }
+    return;
+  }
+  // Two phases (C > grid).
+#pragma unroll 1
+  for (i64 u = blockIdx.x; u < units; u += G) {
+    const KvUnit k = kv_unit(p, u, C);
+    copy_unit(kv_input(p, k.is_v), rows, k.b, k.h, k.c0, k.n);
+    kv_unit_stats(p, s_scratch, rows, k, static_cast<u32>(C));
+    __syncthreads();  // the rows are read before the next copy
+  }
+  if (threadIdx.x == 0) {  // grid barrier: every CTA is resident (cooperative launch)
+    ptx::fence_acq_rel_gpu();
+    ptx::atom_add_acq_rel_gpu_u32(p.sync, 1u);
+    u32 ns = 32;
+#pragma unroll 1
+    while (ptx::ld_acquire_gpu_u32(p.sync) < gridDim.x) {
+      ptx::nanosleep_u32(ns);
+      ns = ns < 1024u ? 2u * ns : 1024u;
+    }
+  }
+  __syncthreads();
+#pragma unroll 1
+  for (i64 u = blockIdx.x; u < units; u += G) {
+    const KvUnit k = kv_unit(p, u, C);
+    copy_unit(kv_input(p, k.is_v), rows, k.b, k.h, k.c0, k.n);
+    kv_unit_codes(p, s_scratch, rows, k);
   }
 }
 #endif
@@ -1423,13 +1599,15 @@ sage2_quantize_k(sage2::dev::QuantizeParams p) {
     si.n0 = IS_Q ? e.q_start : e.k_start;
     si.out_blk = h * (IS_Q ? p.q_map_len : p.k_map_len) + X;
     si.v_row0 = si.v_pitch = 0;
-    qz::quantize_qk<IS_Q, qz::MapS>(p, s_raw, s, h, X - (IS_Q ? e.q_blk : e.k_blk), si);
+    qz::quantize_qk<IS_Q, qz::MapS>(p, s_raw, IS_Q ? qz::q_input(p) : qz::kv_input(p, false), s, h,
+                                    X - (IS_Q ? e.q_blk : e.k_blk), si);
     return;
   }
   i64 b, h, bh;
   const i64 len = IS_Q ? p.q_len : p.kv_len;
   if (!qz::block_bh(p.batch, IS_Q ? p.q_heads : p.kv_heads, b, h, bh) || blockIdx.x >= (len + rows - 1) / rows) return;
-  qz::quantize_qk<IS_Q, qz::MapS>(p, s_raw, b, h, blockIdx.x, qz::dense_qk_item<IS_Q, rows>(p, b, h, blockIdx.x));
+  qz::quantize_qk<IS_Q, qz::MapS>(p, s_raw, IS_Q ? qz::q_input(p) : qz::kv_input(p, false), b, h, blockIdx.x,
+                                  qz::dense_qk_item<IS_Q, rows>(p, b, h, blockIdx.x));
 }
 #elif SAGE2_QUANT_OP == 4
 extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, SAGE2_QZ_MIN_CTAS) sage2_quantize_v(sage2::dev::QuantizeParams p) {
@@ -1449,13 +1627,13 @@ extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, SAGE2_QZ_MIN_CTAS
     si.v_pitch = p.k_map_len * SAGE2_BK;
     si.v_row0 = h * qz::D_V;
     si.out_blk = X * ROWS;
-    qz::quantize_v<qz::MapS>(p, s_raw, s, h, X - e.k_blk * TPB, si);
+    qz::quantize_v<qz::MapS>(p, s_raw, qz::kv_input(p, true), s, h, X - e.k_blk * TPB, si);
     return;
   }
   i64 b, h, bh;
   const i64 len_pad = (p.kv_len + SAGE2_BK - 1) / SAGE2_BK * SAGE2_BK;
   if (!qz::block_bh(p.batch, p.kv_heads, b, h, bh) || blockIdx.x >= len_pad / ROWS) return;
-  qz::quantize_v<qz::MapS>(p, s_raw, b, h, blockIdx.x, qz::dense_v_item<ROWS>(p, b, h, blockIdx.x));
+  qz::quantize_v<qz::MapS>(p, s_raw, qz::kv_input(p, true), b, h, blockIdx.x, qz::dense_v_item<ROWS>(p, b, h, blockIdx.x));
 }
 #elif SAGE2_QUANT_OP == 5
 // (3 CTAs per SM at 256 threads, <= 80 registers, spills the cached Q/K rows: left at 1.)
@@ -1468,11 +1646,17 @@ extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, SAGE2_QZ_MIN_CTAS
   qz::enter();
   qz::quantize_cluster(p);
 }
+#elif SAGE2_QUANT_OP == 7
+extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, SAGE2_QZ_MIN_CTAS) sage2_quantize_kv(sage2::dev::QuantizeParams p) {
+  qz::enter();
+  extern __shared__ __align__(16) u8 s_rows[];  // one unit's rows: kernels::kv_quantize_chunk_bytes
+  qz::quantize_kv(p, s_rows);
+}
 #elif SAGE2_QUANT_OP == 8
 extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, 1) sage2_mask_tiles(sage2::dev::QuantizeParams p) {
   qz::enter();
   qz::mask_tiles(p);
 }
 #else
-#error "SAGE2_QUANT_OP must be 1..6 or 8"
+#error "SAGE2_QUANT_OP must be 1..8"
 #endif

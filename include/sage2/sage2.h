@@ -58,10 +58,11 @@ typedef enum sage2_attention_family {
   SAGE2_FAMILY_WGMMA = 2  /* sm_90a only: refused at context creation elsewhere */
 } sage2_attention_family;
 typedef enum sage2_quant_path {
-  SAGE2_QUANTIZE_SPLIT = 0, /* four launches: channel statistics, K, V, Q */
+  SAGE2_QUANTIZE_SPLIT = 0, /* separate launches: channel statistics, K, V (and Q) */
   SAGE2_QUANTIZE_FUSED = 1,   /* one launch for the whole stage (device counters) */
   SAGE2_QUANTIZE_CLUSTER = 2, /* one launch, a thread-block cluster per (batch, kv head); sm_90+ */
-  SAGE2_QUANTIZE_AUTO = 3     /* the fastest measured: split today */
+  SAGE2_QUANTIZE_AUTO = 3,    /* the fastest measured */
+  SAGE2_QUANTIZE_ONEPASS = 4  /* K and V in one cooperative launch, read from memory once */
 } sage2_quant_path;
 
 typedef struct sage2_context_options {

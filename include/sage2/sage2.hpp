@@ -194,13 +194,16 @@ struct SeqLens {
 enum class AttentionFamily : int { Auto = 0, Mma = 1, Wgmma = 2 };
 const char* attention_family_name(AttentionFamily f) noexcept;  // "auto", "mma", "wgmma"
 
-// The quantize stage. Split: four launches (channel statistics, K, V, Q). Fused: one launch for
-// the whole stage, CTAs handing statistics over through device counters (measured slower on the
-// H100: bench/NOTES.md, "Fused quantize stage"). Cluster: one launch, one thread-block cluster per
-// (batch, kv head) exchanging the K/V statistics in distributed shared memory (sm_90 and newer).
-// Auto: the fastest measured (Split today, on the H100: bench/NOTES.md "Cluster quantize stage").
-enum class QuantPath : int { Split = 0, Fused = 1, Cluster = 2, Auto = 3 };
-const char* quant_path_name(QuantPath p) noexcept;  // "split", "fused", "cluster", "auto"
+// The quantize stage. Split: separate launches (channel statistics, K, V, and Q where the attention
+// kernel does not quantize Q itself). OnePass: K and V in one cooperative launch that reads them
+// from memory once (each CTA keeps its rows in shared memory from the statistics to the codes;
+// dense calls: varlen calls take the split path). Fused: one launch for the whole stage, CTAs
+// handing statistics over through device counters (measured slower on the H100: bench/NOTES.md,
+// "Fused quantize stage"). Cluster: one launch, one thread-block cluster per (batch, kv head)
+// exchanging the K/V statistics in distributed shared memory (sm_90 and newer). Every path gives
+// the same bits. Auto: the fastest measured (docs/performance.md).
+enum class QuantPath : int { Split = 0, Fused = 1, Cluster = 2, Auto = 3, OnePass = 4 };
+const char* quant_path_name(QuantPath p) noexcept;  // "split", "fused", "cluster", "auto", "onepass"
 
 // Options of one Context. A field left unset (nullopt, or an empty cache_dir) takes the value of
 // its environment variable, read when the Context is created, else the built-in default.
@@ -213,7 +216,7 @@ struct ContextOptions {
   std::string cache_dir;
   // Unset: $SAGE2_ATTENTION_FAMILY (auto | mma | wgmma), else Auto.
   std::optional<AttentionFamily> family;
-  // Unset: $SAGE2_QUANT_PATH (auto | split | fused | cluster), else Auto.
+  // Unset: $SAGE2_QUANT_PATH (auto | split | onepass | fused | cluster), else Auto.
   std::optional<QuantPath> quant_path;
   // false: always the heuristic tile, never the tuning database. Unset: off when
   // SAGE2_DISABLE_TUNING is 1/true/yes/on, else on.

@@ -72,6 +72,11 @@ CUresult cuModuleUnload(void* m) { free(m); return 0; }
 CUresult cuModuleGetFunction(void** f, void* m, const char* name) { (void)name; *f = m; return 0; }
 CUresult cuFuncSetAttribute(void* f, int a, int v) { (void)f; (void)a; (void)v; return 0; }
 CUresult cuFuncGetAttribute(int* v, int a, void* f) { (void)a; (void)f; *v = 0; return 0; }
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* n, void* f, int block, size_t smem) {
+  (void)f;
+  *n = block > 0 && block <= 1024 && smem <= 232448 ? 2 : 0;
+  return 0;
+}
 CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned smem, void* stream, void** params, void** extra) {
   (void)f; (void)stream; (void)params; (void)extra;

@@ -1,10 +1,11 @@
 // Specification of the GPU quantize stage, every path (cluster: one launch of thread-block
-// clusters, sm_90a; fused: one launch with device counters; split: the four-launch baseline): for
-// every variant it writes exactly the buffers the CPU reference (reference::quantize_stage)
-// computes —
-//  - K/V channel statistics: cluster and fused bit for bit (the reference follows their fixed
-//    fp32 orders), split to float rounding; means and scales to float rounding (exactly, where
-//    they follow from the statistics alone, on the one-launch paths);
+// clusters, sm_90a; fused: one launch with device counters; onepass: K and V in one cooperative
+// launch reading them once; split: the separate-launch baseline): for every variant it writes
+// exactly the buffers the CPU reference (reference::quantize_stage) computes —
+//  - K/V channel statistics: cluster, fused and onepass bit for bit (the reference follows their
+//    fixed fp32 orders; onepass keeps split's), split to float rounding; means and scales to float
+//    rounding (exactly, where they follow from the statistics alone, on the one-launch paths);
+//  - onepass writes the same bytes as split in every output buffer;
 //  - the one-launch paths are deterministic: two runs give identical bytes in every output buffer;
 //  - codes exactly, except where the unrounded value sits within float rounding of a rounding
 //    boundary (those are counted and reported; every other mismatch fails);
@@ -80,6 +81,9 @@ std::vector<Case> case_matrix() {
   // The longest sequence with the largest head dims that are still cheap, and head dim 512.
   cases.push_back({29040, 128, false, 4, 8, DType::BF16, true, true, true, false, true});
   cases.push_back({127, 512, true, 1, 4, DType::F16, true, true, false, false, true});
+  // More statistics chunks per (kv head, K|V) than the one-pass kernel holds CTAs at once (head dim
+  // 256: one CTA per SM): its two-phase form (statistics of every chunk, a grid barrier, codes).
+  cases.push_back({36000, 256, false, 1, 8, DType::BF16, false, true, true, false, true});
   // Reduced suite (compute-sanitizer): the same variants on at most 600 tokens — still several
   // 256-token statistics chunks, so the fused stage's cross-block hand-offs are exercised.
   if (test::reduced())
@@ -193,21 +197,29 @@ TEST_CASE("gpu quantize: every variant equals the CPU reference; every output wr
     };
     test::DeviceBuffer ws(off.total);
     using QP = runtime::QuantPath;
-    std::vector<std::uint8_t> first_run[2];  // output bytes of the first fused / cluster run
-    for (const QP path : {QP::Cluster, QP::Cluster, QP::Fused, QP::Fused, QP::Split}) {
+    const bool onepass = sage2::kernels::kv_quantize_supported(
+        sage2::kernels::quantize_spec_for(spec, sage2::kernels::QuantOp::QuantizeKV));
+    std::vector<std::uint8_t> first_run[3];  // output bytes of the first fused / cluster / onepass run
+    for (const QP path : {QP::Cluster, QP::Cluster, QP::Fused, QP::Fused, QP::OnePass, QP::OnePass, QP::Split}) {
       if (path == QP::Cluster && !clusters) continue;
+      if (path == QP::OnePass && !onepass) continue;
       // `fused` below: a one-launch path, whose statistics have a fixed order the reference follows
       const bool fused = path != QP::Split;
-      std::vector<std::uint8_t>& first = first_run[path == QP::Cluster ? 1 : 0];
+      std::vector<std::uint8_t>& first = first_run[path == QP::Cluster ? 1 : path == QP::OnePass ? 2 : 0];
       const bool repeat = fused && !first.empty();
       const char* path_name = quant_path_name(path);
       CAPTURE(path_name);
-      const ref::QuantizedHost& cpu =  // the sum order of that path
+      const ref::QuantizedHost& cpu =  // the sum order of that path (onepass: split's)
           path == QP::Cluster ? cpu_cluster : (path == QP::Fused ? cpu_fused : cpu_split);
       ws.poison();
       runtime::launch_quantize_stage(runtime::context_impl(ctx), spec, b, device_ref(in.q, *dq), device_ref(in.k, *dk),
                                      device_ref(in.v, *dv), ws.get(), nullptr, path);
       test::synchronize();
+      if (path == QP::Split && !first_run[2].empty()) {
+        // The one-pass kernel computes split's numbers in split's order: the same bytes.
+        CHECK_MESSAGE(download<std::uint8_t>(ws, 0, static_cast<std::int64_t>(off.stats_part)) == first_run[2],
+                      "onepass and split wrote different bytes");
+      }
       if (fused) {
         // Determinism: every output buffer (everything before the fused scratch) byte for byte.
         std::vector<std::uint8_t> bytes = download<std::uint8_t>(ws, 0, static_cast<std::int64_t>(off.stats_part));

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/attention_family.hpp"
+#include "kernels/quantize_shape.hpp"
 #include "plan/attention_spec.hpp"
 #include "plan/candidates.hpp"
 #include "runtime/attention_plan.hpp"
@@ -254,7 +255,7 @@ TEST_CASE("call plan: host cost per cached call without the driver (validation, 
   CHECK(ns > 0);
 }
 
-TEST_CASE("quantize paths: the launches each path makes; auto is split; cluster only where it runs") {
+TEST_CASE("quantize paths: the launches each path makes; auto is onepass on sm_90a where it runs, else split") {
   using runtime::QuantPath;
   using kernels::QuantOp;
   kernels::KernelSpec s;
@@ -262,17 +263,59 @@ TEST_CASE("quantize paths: the launches each path makes; auto is split; cluster 
   s.arch = kernels::Arch::Sm90a;
   s.head_dim = 128;
   const std::vector<QuantOp> split = {QuantOp::ChannelStats, QuantOp::QuantizeK, QuantOp::QuantizeV, QuantOp::QuantizeQ};
+  const std::vector<QuantOp> onepass = {QuantOp::QuantizeKV, QuantOp::QuantizeQ};  // Q not in the attention kernel
   CHECK(runtime::quantize_ops(QuantPath::Split, s) == split);
-  CHECK(runtime::quantize_ops(QuantPath::Auto, s) == split);
+  CHECK(runtime::quantize_ops(QuantPath::Auto, s) == onepass);
+  CHECK(runtime::quantize_ops(QuantPath::OnePass, s) == onepass);
   CHECK(runtime::quantize_ops(QuantPath::Fused, s) == std::vector<QuantOp>{QuantOp::Fused});
   CHECK(runtime::quantize_ops(QuantPath::Cluster, s) == std::vector<QuantOp>{QuantOp::Cluster});
+  s.q_in_kernel = true;
+  CHECK(runtime::quantize_ops(QuantPath::Auto, s) == std::vector<QuantOp>{QuantOp::QuantizeKV});
+  s.mask = 1;
+  CHECK(runtime::quantize_ops(QuantPath::Auto, s) == std::vector<QuantOp>{QuantOp::MaskTiles, QuantOp::QuantizeKV});
+  s.mask = 0;
+  s.q_in_kernel = false;
+  // A statistics chunk of rows beyond the kernel's shared memory (head dim 512: 256 KiB): split.
   s.head_dim = 512;
   s.family = kernels::KernelFamily::AttentionMma;
+  CHECK(runtime::quantize_ops(QuantPath::Auto, s) == split);
+  CHECK_THROWS_WITH_AS(runtime::quantize_ops(QuantPath::OnePass, s), doctest::Contains("head_dim=512"), Error);
   CHECK_THROWS_WITH_AS(runtime::quantize_ops(QuantPath::Cluster, s), doctest::Contains("head_dim=512"), Error);
+  // Varlen calls: split (their sequences' chunks start anywhere).
   s.head_dim = 128;
+  s.varlen = true;
+  CHECK(runtime::quantize_ops(QuantPath::Auto, s) == std::vector<QuantOp>{QuantOp::ChannelStats, QuantOp::QuantizeK,
+                                                                            QuantOp::QuantizeV, QuantOp::QuantizeQ});
+  CHECK_THROWS_WITH_AS(runtime::quantize_ops(QuantPath::OnePass, s), doctest::Contains("varlen"), Error);
+  s.varlen = false;
+  // Other arches: split unless asked (measured on sm_90a only).
   s.arch = kernels::Arch::Sm89;
   CHECK_THROWS_WITH_AS(runtime::quantize_ops(QuantPath::Cluster, s), doctest::Contains("sm_89"), Error);
   CHECK(runtime::quantize_ops(QuantPath::Auto, s) == split);
+  CHECK(runtime::quantize_ops(QuantPath::OnePass, s) == onepass);
+}
+
+TEST_CASE("quantize_kv launch: one CTA per statistics chunk of K and of V, cooperative, the chunk's rows as dynamic "
+          "shared memory") {
+  kernels::KernelSpec s;
+  s.family = kernels::KernelFamily::AttentionWgmma;
+  s.arch = kernels::Arch::Sm90a;
+  s.head_dim = 128;
+  s.tile = kernels::TileConfig{128, 128, 8, 2};
+  const kernels::KernelSpec kv = kernels::quantize_spec_for(s, kernels::QuantOp::QuantizeKV);
+  const kernels::QuantProblem qp{2, 8, 4, 1000, 4608, 128};
+  const kernels::QuantBuffers b = kernels::quant_buffers(qp, s);
+  const kernels::LaunchShape ls = kernels::quantize_launch_shape(kv, b);
+  CHECK(ls.cooperative);
+  CHECK(ls.grid[0] == 2u * 2 * 4 * ((4608 + 255) / 256));  // 256-token chunks at head dim 128
+  CHECK(ls.block[0] == 256u);
+  CHECK(ls.dynamic_smem == 256u * 128 * 2);
+  CHECK(kernels::quantize_clears_sync({kernels::QuantOp::QuantizeKV}));
+  // The statistics use channel_stats's mapping (the split path's sum order, the reference's).
+  CHECK(kernels::kv_quantize_config(kv).stats.tpr ==
+        kernels::quantize_kernel_config(kernels::quantize_spec_for(s, kernels::QuantOp::ChannelStats)).tpr);
+  CHECK(kernels::kv_quantize_config(kv).threads ==
+        kernels::quantize_kernel_config(kernels::quantize_spec_for(s, kernels::QuantOp::ChannelStats)).threads);
 }
 
 TEST_CASE("quantize paths: with auto, a wgmma plan quantizes Q in the attention kernel: no quantize_q, no Q̂ buffers") {
@@ -287,8 +330,7 @@ TEST_CASE("quantize paths: with auto, a wgmma plan quantizes Q in the attention 
   CHECK(s.q_in_kernel);
   const std::vector<QuantOp> ops = runtime::quantize_ops(QuantPath::Auto, s);
   CHECK(std::find(ops.begin(), ops.end(), QuantOp::QuantizeQ) == ops.end());
-  CHECK(std::find(ops.begin(), ops.end(), QuantOp::QuantizeK) != ops.end());
-  CHECK(std::find(ops.begin(), ops.end(), QuantOp::QuantizeV) != ops.end());
+  CHECK(std::find(ops.begin(), ops.end(), QuantOp::QuantizeKV) != ops.end());
   // the one-launch stages write Q̂: refused for such a spec rather than writing past the buffers
   CHECK_THROWS_WITH_AS(runtime::quantize_ops(QuantPath::Fused, s), doctest::Contains("quantizes Q itself"), Error);
   CHECK_THROWS_WITH_AS(runtime::quantize_ops(QuantPath::Cluster, s), doctest::Contains("quantizes Q itself"), Error);
