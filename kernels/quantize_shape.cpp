@@ -111,8 +111,11 @@ KvQuantizeConfig kv_quantize_config(const KernelSpec& spec) {
   f.v = quantize_kernel_config(s);
   f.threads = f.stats.threads;  // the statistics' rows per pass fix the sum order: their CTA size
   f.k.threads = f.v.threads = f.threads;
-  // Two CTAs per SM at ~90 KB of shared memory each (head dim 128): <= 128 registers.
-  f.stats.min_ctas = f.k.min_ctas = f.v.min_ctas = kv_quantize_chunk_bytes(spec) <= 96 * 1024 ? 2 : 1;
+  // 64-token V tiles: a small scratch (templates/quantize.cuh KV_SCRATCH), so that three CTAs
+  // with 64 KiB of rows each fit an SM (at <= 85 registers); bigger chunks get fewer.
+  f.v.rows = quantize_v_tile(spec.tile.bk, v_dim_padded(spec.head_dim), spec.pv_fp16);
+  const int chunk = kv_quantize_chunk_bytes(spec);
+  f.stats.min_ctas = f.k.min_ctas = f.v.min_ctas = chunk <= 64 * 1024 ? 3 : chunk <= 96 * 1024 ? 2 : 1;
   return f;
 }
 

@@ -284,8 +284,10 @@ template <class M>
 constexpr int stats_red_floats() { return M::RPP * M::TPR * M::CPT * 8; }  // one statistic's slots
 // Sum, min and max of the slots go through one barrier when their slots fit 24 KiB, else one at
 // a time (wide heads: the static shared memory of the fused and cluster stages is shared).
+// (The one-pass K/V kernel: one at a time, so that its scratch leaves room for three CTAs per SM
+// beside their rows.)
 template <class M>
-constexpr int stats_per_round() { return 3 * stats_red_floats<M>() * 4 <= 24 * 1024 ? 3 : 1; }
+constexpr int stats_per_round() { return !SMEM_ROWS && 3 * stats_red_floats<M>() * 4 <= 24 * 1024 ? 3 : 1; }
 constexpr int STATS_D_MAX = D_QK > D_V ? D_QK : D_V;
 // [stats_per_round][slots] floats, [STATS_D_MAX] i32 first-bad rows, 16 bytes for the caller.
 template <class M>
@@ -1335,15 +1337,14 @@ __device__ __forceinline__ void quantize_cluster(const QuantizeParams& p) {
 // sage2_quantize_kv (SAGE2_QUANT_OP 7): K and V of a dense call in one cooperative launch (every
 // CTA resident at once: kernels::LaunchShape::cooperative) that reads them from memory once.
 // Unit u = statistics chunk c of group g (g = 2·bh + kv, kv 0: K, 1: V; C = ceil(kv_len / STATS_T)
-// chunks per group, u = g·C + c); CTA x takes units x, x + grid, x + 2·grid, ... For each it
+// chunks per group, u = g·C + c); CTAs take them in rounds of whole groups. For each unit a CTA
 //  1. copies the chunk's rows into its dynamic shared memory (cp.async: no registers held);
 //  2. takes the chunk's statistics from there (stats_chunk: the split path's sum order, so the
 //     same bits) and arrives; the group's last arriver writes k_stats / v_stats and sets the
 //     group's ready flag (sync[1 + 2·BH + g], the fused stage's layout);
 //  3. waits for the flag and writes the chunk's K blocks or V tiles from the same rows.
-// No deadlock: a group's C units lie in one round or two consecutive ones (C <= grid), and the
-// holder of a unit in round r+1 finished its round-r unit, whose group lies wholly before g —
-// complete by induction over the groups. When C > grid (a sequence of more chunks than resident
+// Rounds hold whole groups (floor(grid / C) of them; CTAs past their units idle that round), so a
+// CTA waits only on units that are running beside it: no deadlock. When C > grid (a sequence of more chunks than resident
 // CTAs) the kernel runs two phases instead: every unit's statistics, a grid barrier (sync[0]),
 // then every unit's codes, copying each chunk twice. The runtime zeroes sync before the launch.
 #if SAGE2_QUANT_OP == 7
@@ -1439,12 +1440,18 @@ __device__ __forceinline__ void kv_unit_codes(const QuantizeParams& p, u8* scrat
 __device__ __forceinline__ void quantize_kv(const QuantizeParams& p, u8* rows) {
   __shared__ alignas(16) u8 s_scratch[KV_SCRATCH];
   const i64 C = (p.kv_len + STATS_T - 1) / STATS_T;
-  const i64 units = 2 * p.batch * p.kv_heads * C;
+  const i64 groups = 2 * p.batch * p.kv_heads;
+  const i64 units = groups * C;
   const i64 G = gridDim.x;
   const u32* ready = p.sync + 1 + 2 * (p.batch * p.kv_heads);
   if (C <= G) {
+    // Rounds of whole groups: round r holds groups [r·per, (r+1)·per), CTA x its unit x (idle
+    // past per·C), so a CTA waits only on units that run beside its own.
+    const i64 per = G / C;
 #pragma unroll 1
-    for (i64 u = blockIdx.x; u < units; u += G) {
+    for (i64 g0 = 0; g0 < groups; g0 += per) {
+      const i64 u = g0 * C + blockIdx.x;
+      if (blockIdx.x >= per * C || u >= units) continue;
       const KvUnit k = kv_unit(p, u, C);
       copy_unit(kv_input(p, k.is_v), rows, k.b, k.h, k.c0, k.n);
       kv_unit_stats(p, s_scratch, rows, k, static_cast<u32>(C));
