@@ -15,11 +15,10 @@ std::vector<kernels::QuantOp> quantize_ops(QuantPath path, const kernels::Kernel
   const bool cluster_ok = kernels::cluster_quantize_supported(attention_spec);
   const bool onepass_ok =
       !attention_spec.varlen && kernels::kv_quantize_supported(kernels::quantize_spec_for(attention_spec, QuantOp::QuantizeKV));
-  // Auto: the one-pass K/V kernel where it runs on sm_90a (bench/NOTES.md, session 14), else split
-  // (on the H100 the fused and cluster stages measured slower than split: bench/NOTES.md,
-  // "Cluster quantize stage").
-  if (path == QuantPath::Auto)
-    path = onepass_ok && attention_spec.arch == kernels::Arch::Sm90a ? QuantPath::OnePass : QuantPath::Split;
+  // Auto is split: the fused and cluster stages measured slower on the H100 (bench/NOTES.md,
+  // "Cluster quantize stage"), and so did the one-pass K/V kernel on the H200 (Flux 90 us against
+  // split's 76: bench/NOTES.md, session 14).
+  if (path == QuantPath::Auto) path = QuantPath::Split;
   if (path == QuantPath::OnePass && !onepass_ok)
     throw Error(ErrorCode::Unsupported,
                 std::string("quantize path onepass (ContextOptions::quant_path or SAGE2_QUANT_PATH) runs dense calls "

@@ -62,15 +62,10 @@ TEST_CASE("mask layout and launches: a class table per mask pair, mask_tiles fir
   d.mask = 0;
   CHECK(quant_buffers(d, s).mask_tiles() == 0);
 
-  const std::vector<QuantOp> ops = runtime::quantize_ops(QuantPath::Auto, s);  // sm_90a: the one-pass K/V kernel
-  REQUIRE(ops.size() == 3);
+  const std::vector<QuantOp> ops = runtime::quantize_ops(QuantPath::Auto, s);
+  REQUIRE(ops.size() == 5);
   CHECK(ops[0] == QuantOp::MaskTiles);
-  CHECK(ops[1] == QuantOp::QuantizeKV);
-  CHECK(ops[2] == QuantOp::QuantizeQ);
-  const std::vector<QuantOp> split = runtime::quantize_ops(QuantPath::Split, s);
-  REQUIRE(split.size() == 5);
-  CHECK(split[0] == QuantOp::MaskTiles);
-  CHECK(split[1] == QuantOp::ChannelStats);
+  CHECK(ops[1] == QuantOp::ChannelStats);
   const LaunchShape m = quantize_launch_shape(quantize_spec_for(s, QuantOp::MaskTiles), b);
   CHECK(m.grid[0] == b.k_blocks);
   CHECK(m.grid[1] == b.q_blocks);

@@ -228,9 +228,9 @@ TEST_CASE("warm-up: the set is what a call needs, no more than the selection's k
   w.causal = {CausalMode::None};
   const plan::CallSettings s = settings_for(kernels::Arch::Sm90a);
   const plan::WarmupSet set = plan::warmup_kernel_specs(w, s);
-  // The quantized path: the one-pass K/V kernel and the attention kernel with Q quantized inside
-  // (no quantize_q); the direct path: split kernels for 16/32/64/128 rows per CTA and the merge
-  // kernel.
+  // The quantized path: channel_stats, quantize_k, quantize_v and the attention kernel with Q
+  // quantized inside (no quantize_q); the direct path: split kernels for 16/32/64/128 rows per
+  // CTA and the merge kernel.
   int attention = 0, quantize = 0, split = 0, merge = 0;
   for (const auto& k : set.specs) {
     attention += k.family == kernels::KernelFamily::AttentionWgmma;
@@ -238,13 +238,13 @@ TEST_CASE("warm-up: the set is what a call needs, no more than the selection's k
     split += k.family == kernels::KernelFamily::DirectSplit;
     merge += k.family == kernels::KernelFamily::DirectMerge;
     if (k.family == kernels::KernelFamily::AttentionWgmma) CHECK(k.q_in_kernel);
-    if (k.family == kernels::KernelFamily::Quantize) CHECK(k.op == kernels::QuantOp::QuantizeKV);
+    if (k.family == kernels::KernelFamily::Quantize) CHECK(k.op != kernels::QuantOp::QuantizeQ);
   }
   CHECK(attention == 1);
-  CHECK(quantize == 1);
+  CHECK(quantize == 3);
   CHECK(split == 4);
   CHECK(merge == 1);
-  CHECK(set.specs.size() == 7);
+  CHECK(set.specs.size() == 9);
   CHECK(set.combinations == 1);
   CHECK(set.left_out.empty());
   // A selection the arch cannot run is left out with the reason, not silently dropped.

@@ -255,7 +255,7 @@ TEST_CASE("call plan: host cost per cached call without the driver (validation, 
   CHECK(ns > 0);
 }
 
-TEST_CASE("quantize paths: the launches each path makes; auto is onepass on sm_90a where it runs, else split") {
+TEST_CASE("quantize paths: the launches each path makes; auto is split; onepass and cluster only where they run") {
   using runtime::QuantPath;
   using kernels::QuantOp;
   kernels::KernelSpec s;
@@ -265,14 +265,15 @@ TEST_CASE("quantize paths: the launches each path makes; auto is onepass on sm_9
   const std::vector<QuantOp> split = {QuantOp::ChannelStats, QuantOp::QuantizeK, QuantOp::QuantizeV, QuantOp::QuantizeQ};
   const std::vector<QuantOp> onepass = {QuantOp::QuantizeKV, QuantOp::QuantizeQ};  // Q not in the attention kernel
   CHECK(runtime::quantize_ops(QuantPath::Split, s) == split);
-  CHECK(runtime::quantize_ops(QuantPath::Auto, s) == onepass);
+  CHECK(runtime::quantize_ops(QuantPath::Auto, s) == split);
   CHECK(runtime::quantize_ops(QuantPath::OnePass, s) == onepass);
   CHECK(runtime::quantize_ops(QuantPath::Fused, s) == std::vector<QuantOp>{QuantOp::Fused});
   CHECK(runtime::quantize_ops(QuantPath::Cluster, s) == std::vector<QuantOp>{QuantOp::Cluster});
   s.q_in_kernel = true;
-  CHECK(runtime::quantize_ops(QuantPath::Auto, s) == std::vector<QuantOp>{QuantOp::QuantizeKV});
+  CHECK(runtime::quantize_ops(QuantPath::OnePass, s) == std::vector<QuantOp>{QuantOp::QuantizeKV});
   s.mask = 1;
-  CHECK(runtime::quantize_ops(QuantPath::Auto, s) == std::vector<QuantOp>{QuantOp::MaskTiles, QuantOp::QuantizeKV});
+  CHECK(runtime::quantize_ops(QuantPath::OnePass, s) ==
+        std::vector<QuantOp>{QuantOp::MaskTiles, QuantOp::QuantizeKV});
   s.mask = 0;
   s.q_in_kernel = false;
   // A statistics chunk of rows beyond the kernel's shared memory (head dim 512: 256 KiB): split.
@@ -288,7 +289,7 @@ TEST_CASE("quantize paths: the launches each path makes; auto is onepass on sm_9
                                                                             QuantOp::QuantizeV, QuantOp::QuantizeQ});
   CHECK_THROWS_WITH_AS(runtime::quantize_ops(QuantPath::OnePass, s), doctest::Contains("varlen"), Error);
   s.varlen = false;
-  // Other arches: split unless asked (measured on sm_90a only).
+  // Other arches: onepass when asked (its cp.async and cooperative launch exist from sm_80).
   s.arch = kernels::Arch::Sm89;
   CHECK_THROWS_WITH_AS(runtime::quantize_ops(QuantPath::Cluster, s), doctest::Contains("sm_89"), Error);
   CHECK(runtime::quantize_ops(QuantPath::Auto, s) == split);
@@ -330,7 +331,9 @@ TEST_CASE("quantize paths: with auto, a wgmma plan quantizes Q in the attention 
   CHECK(s.q_in_kernel);
   const std::vector<QuantOp> ops = runtime::quantize_ops(QuantPath::Auto, s);
   CHECK(std::find(ops.begin(), ops.end(), QuantOp::QuantizeQ) == ops.end());
-  CHECK(std::find(ops.begin(), ops.end(), QuantOp::QuantizeKV) != ops.end());
+  CHECK(std::find(ops.begin(), ops.end(), QuantOp::QuantizeK) != ops.end());
+  CHECK(std::find(ops.begin(), ops.end(), QuantOp::QuantizeV) != ops.end());
+  CHECK(runtime::quantize_ops(QuantPath::OnePass, s) == std::vector<QuantOp>{QuantOp::QuantizeKV});
   // the one-launch stages write Q̂: refused for such a spec rather than writing past the buffers
   CHECK_THROWS_WITH_AS(runtime::quantize_ops(QuantPath::Fused, s), doctest::Contains("quantizes Q itself"), Error);
   CHECK_THROWS_WITH_AS(runtime::quantize_ops(QuantPath::Cluster, s), doctest::Contains("quantizes Q itself"), Error);
