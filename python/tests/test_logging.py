@@ -61,7 +61,7 @@ DRIVER = textwrap.dedent(r'''
         L.sage2_context_options_resolve(buf)
     resolve()                                   # first time: a warning
     print("AFTER1", records)
-    assert records == [(logging.WARNING, "SAGE2_QUANT_PATH='bogus' is not one of auto, split, fused, cluster; "
+    assert records == [(logging.WARNING, "SAGE2_QUANT_PATH='bogus' is not one of auto, split, fused, cluster, onepass; "
                                          "using auto")], records
     resolve()                                   # second time: debug, below the default level
     assert len(records) == 1, records
@@ -90,7 +90,7 @@ def test_notices_reach_the_sage2_logger_not_stderr(tmp_path):
     assert r.returncode == 0 and "DONE" in r.stdout, r.stdout + r.stderr
     # only the notice after the callback was removed went to stderr, in the library's own format
     lines = [ln for ln in r.stderr.splitlines() if "SAGE2_QUANT_PATH" in ln]
-    assert lines == ["sage2 debug: SAGE2_QUANT_PATH='bogus' is not one of auto, split, fused, cluster; using auto"], \
+    assert lines == ["sage2 debug: SAGE2_QUANT_PATH='bogus' is not one of auto, split, fused, cluster, onepass; using auto"], \
         r.stderr
 
 

@@ -325,6 +325,55 @@ TEST_CASE("jit: the fused quantize kernel compiles for sm_89 and sm_90a without 
   check_whole_stage(specs, "sage2_quantize_fused");
 }
 
+// The one-pass K/V kernel (QuantOp::QuantizeKV, SAGE2_QUANT_PATH=onepass): opt-in on every arch
+// from sm_80 (cp.async and cooperative launches), so it compiles for each arch's P̃V (FP16 V̂ on
+// sm_80) at the head dims and bits it runs, within the registers of its CTAs per SM, with its
+// static scratch under 48 KiB; its unit of rows (dynamic shared memory) fits the limit. Specs it
+// cannot run (a chunk that is not whole KV tiles, or too many bytes of rows) are refused by name.
+TEST_CASE("jit: the one-pass K/V quantize kernel compiles for sm_80, sm_89, sm_90a, sm_100 and sm_120") {
+  REQUIRE_MESSAGE(nvrtc_version().first >= 12, "NVRTC must be loadable for the CPU suite");
+  using Q = QuantOp;
+  const std::vector<Variant> kv = {
+      // op           arch         head bits  sq     sk     sv     in    consumer tile
+      {Q::QuantizeKV, S90, 128, 8, false, true, false, BF16, WG, T_WG8},
+      {Q::QuantizeKV, S90, 64, 8, false, false, true, F16, WG, T_WG4},
+      {Q::QuantizeKV, S90, 256, 8, false, true, true, BF16, MMA, T_DEF},
+      {Q::QuantizeKV, S89, 128, 4, true, true, false, F16, MMA, T_DEF},
+      {Q::QuantizeKV, S89, 1, 8, false, true, true, BF16, MMA, T_DEF},
+      {Q::QuantizeKV, Arch::Sm80, 96, 8, false, true, true, F16, MMA, T_DEF},
+      {Q::QuantizeKV, Arch::Sm100, 72, 8, false, true, false, BF16, MMA, T_DEF},
+      {Q::QuantizeKV, Arch::Sm120, 128, 8, false, true, true, F16, MMA, T_BK32},
+  };
+  std::vector<KernelSpec> specs;
+  for (const auto& v : kv) {
+    KernelSpec s = to_spec(v);
+    s.pv_fp16 = v.arch == Arch::Sm80;  // FP8 V̂ does not exist there
+    specs.push_back(s);
+  }
+  for (const auto& r : compile_all(specs)) {
+    INFO(r.spec.key());
+    REQUIRE_MESSAGE(r.ok, r.error);
+    const CompiledKernel& k = r.k;
+    CHECK(k.entry == "sage2_quantize_kv");
+    const KvQuantizeConfig cfg = kv_quantize_config(r.spec);
+    CHECK(cfg.threads == quantize_kernel_config(r.spec).threads);
+    CHECK(k.facts.registers > 0);
+    CHECK(k.facts.registers * cfg.threads * cfg.stats.min_ctas <= 65536);
+    CHECK(k.facts.static_shared_bytes <= 48 * 1024);
+    CHECK(kv_quantize_chunk_bytes(r.spec) <= kKvQuantizeMaxChunkBytes);
+    // At three CTAs per SM (80 registers) ptxas spills a few words (measured 16-24 bytes).
+    CHECK(k.facts.spill_store_bytes <= 64);
+    MESSAGE(r.spec.key().substr(0, 80) << " regs " << k.facts.registers << " spill " << k.facts.spill_store_bytes
+                                       << " smem " << k.facts.static_shared_bytes << " + "
+                                       << kv_quantize_chunk_bytes(r.spec));
+  }
+  KernelSpec bad = to_spec({Q::QuantizeKV, S90, 128, 8, false, true, false, F16, MMA, T_SMALL});  // bk 48
+  CHECK_FALSE(kv_quantize_supported(bad));
+  CHECK_THROWS_WITH_AS(bad.validate(), doctest::Contains("head_dim=128"), Error);
+  bad = to_spec({Q::QuantizeKV, S90, 512, 8, false, true, false, F16, MMA, T_DEF});  // 256 KiB of rows
+  CHECK_THROWS_WITH_AS(bad.validate(), doctest::Contains("262144"), Error);
+}
+
 // The cluster stage (QuantOp::Cluster, sm_90a only): one module with every item body plus the
 // cluster exchange, compiled for the covering set of its sm_90a axes (bits, smoothing, dtypes,
 // consumer layouts, head dims 1..512) without spills, stack or more static shared memory than a
