@@ -5,6 +5,7 @@
 // emitted as tables computed by kernels::quant_layout (the device never re-derives it).
 #include "jit/source_builder.hpp"
 
+#include <initializer_list>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -42,6 +43,19 @@ void define(std::ostringstream& o, const char* name, long long value, const char
   o << "#define " << name << ' ' << value;
   if (comment) o << "  // " << comment;
   o << '\n';
+}
+
+// The thread mapping of each item kind of a one-launch quantize kernel: SAGE2_QZ_<kind>_ROWS, _TPR,
+// _CPT, _CHUNKS (templates/quantize.cuh Map).
+void define_item_maps(std::ostringstream& o,
+                      std::initializer_list<std::pair<const char*, const QuantizeKernelConfig*>> kinds) {
+  for (const auto& [name, k] : kinds) {
+    const std::string pre = std::string("SAGE2_QZ_") + name + "_";
+    define(o, (pre + "ROWS").c_str(), k->rows);
+    define(o, (pre + "TPR").c_str(), k->tpr);
+    define(o, (pre + "CPT").c_str(), k->cpt);
+    define(o, (pre + "CHUNKS").c_str(), k->chunks);
+  }
 }
 
 void table(std::ostringstream& o, const char* name, const char* size_macro, const std::vector<int>& v) {
@@ -117,28 +131,14 @@ std::string generate_source(const KernelSpec& spec) {
     if (c.op == QuantOp::Fused) define(o, "SAGE2_QZ_STATS_CHUNK", quantize_stats_chunk(c), "tokens per statistics item");
     if (c.op == QuantOp::Cluster)
       define(o, "SAGE2_QZ_MIN_CTAS", quantize_kernel_config(c).min_ctas, "CTAs per SM the registers must allow");
-    const std::pair<const char*, const QuantizeKernelConfig*> kinds[] = {{"S", &f.stats}, {"Q", &f.q}, {"K", &f.k}, {"V", &f.v}};
-    for (const auto& [name, k] : kinds) {
-      const std::string pre = std::string("SAGE2_QZ_") + name + "_";
-      define(o, (pre + "ROWS").c_str(), k->rows);
-      define(o, (pre + "TPR").c_str(), k->tpr);
-      define(o, (pre + "CPT").c_str(), k->cpt);
-      define(o, (pre + "CHUNKS").c_str(), k->chunks);
-    }
+    define_item_maps(o, {{"S", &f.stats}, {"Q", &f.q}, {"K", &f.k}, {"V", &f.v}});
   } else if (c.family == KernelFamily::Quantize && c.op == QuantOp::QuantizeKV) {
     const KvQuantizeConfig f = kv_quantize_config(c);
     o << "// one-pass K/V quantize: the split kernels' thread mappings at one CTA size (kernels/quantize_shape: kv_quantize_config)\n";
     define(o, "SAGE2_QZ_THREADS", f.threads, "CTA size");
     define(o, "SAGE2_QZ_MIN_CTAS", f.stats.min_ctas, "CTAs per SM the registers must allow");
     define(o, "SAGE2_QZ_STATS_CHUNK", quantize_stats_chunk(c), "tokens per statistics chunk = per unit");
-    const std::pair<const char*, const QuantizeKernelConfig*> kinds[] = {{"S", &f.stats}, {"K", &f.k}, {"V", &f.v}};
-    for (const auto& [name, k] : kinds) {
-      const std::string pre = std::string("SAGE2_QZ_") + name + "_";
-      define(o, (pre + "ROWS").c_str(), k->rows);
-      define(o, (pre + "TPR").c_str(), k->tpr);
-      define(o, (pre + "CPT").c_str(), k->cpt);
-      define(o, (pre + "CHUNKS").c_str(), k->chunks);
-    }
+    define_item_maps(o, {{"S", &f.stats}, {"K", &f.k}, {"V", &f.v}});
   } else if (c.family == KernelFamily::Quantize) {
     const QuantizeKernelConfig q = quantize_kernel_config(c);
     o << "// quantize thread mapping (kernels/quantize_shape: quantize_kernel_config)\n";

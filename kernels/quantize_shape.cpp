@@ -60,19 +60,22 @@ int quantize_v_split_tile(int bk, int head_dim, bool pv_fp16) {
   return quantize_v_tile(bk, d_v, pv_fp16);
 }
 
-FusedQuantizeConfig fused_quantize_config(const KernelSpec& spec) {
+// The split kernel `op`'s configuration for any spec of the stage (the one-launch kernels start
+// from their item kinds' split configurations).
+QuantizeKernelConfig split_config(const KernelSpec& spec, QuantOp op) {
   KernelSpec s = spec;
   s.family = KernelFamily::Quantize;
+  s.op = op;
+  return quantize_kernel_config(s);
+}
+
+FusedQuantizeConfig fused_quantize_config(const KernelSpec& spec) {
   FusedQuantizeConfig f;
-  s.op = QuantOp::ChannelStats;
-  f.stats = quantize_kernel_config(s);
-  s.op = QuantOp::QuantizeQ;
-  f.q = quantize_kernel_config(s);
-  s.op = QuantOp::QuantizeK;
-  f.k = quantize_kernel_config(s);
-  s.op = QuantOp::QuantizeV;
-  f.v = quantize_kernel_config(s);
-  f.v.rows = quantize_v_tile(s.tile.bk);  // the one-launch stages' V items (quantize_schedule)
+  f.stats = split_config(spec, QuantOp::ChannelStats);
+  f.q = split_config(spec, QuantOp::QuantizeQ);
+  f.k = split_config(spec, QuantOp::QuantizeK);
+  f.v = split_config(spec, QuantOp::QuantizeV);
+  f.v.rows = quantize_v_tile(spec.tile.bk);  // the one-launch stages' V items (quantize_schedule)
   f.threads = std::max({f.stats.threads, f.q.threads, f.k.threads, f.v.threads});
   for (QuantizeKernelConfig* c : {&f.stats, &f.q, &f.k, &f.v}) c->threads = f.threads;
   f.stats.rows = f.threads / f.stats.tpr;
@@ -101,14 +104,9 @@ bool kv_quantize_supported(const KernelSpec& spec) {
 
 KvQuantizeConfig kv_quantize_config(const KernelSpec& spec) {
   KvQuantizeConfig f;
-  KernelSpec s = spec;
-  s.family = KernelFamily::Quantize;
-  s.op = QuantOp::ChannelStats;
-  f.stats = quantize_kernel_config(s);
-  s.op = QuantOp::QuantizeK;
-  f.k = quantize_kernel_config(s);
-  s.op = QuantOp::QuantizeV;
-  f.v = quantize_kernel_config(s);
+  f.stats = split_config(spec, QuantOp::ChannelStats);
+  f.k = split_config(spec, QuantOp::QuantizeK);
+  f.v = split_config(spec, QuantOp::QuantizeV);
   f.threads = f.stats.threads;  // the statistics' rows per pass fix the sum order: their CTA size
   f.k.threads = f.v.threads = f.threads;
   // 64-token V tiles: a small scratch (templates/quantize.cuh KV_SCRATCH), so that three CTAs
