@@ -9,7 +9,7 @@
 namespace sage2::jit {
 
 struct EmbeddedTemplate {
-  std::string_view name;  // file name, e.g. "quantize.cuh" (what #include "..." names)
+  std::string_view name;  // file name, e.g. "quantize_qk.cuh" (what #include "..." names)
   std::string_view text;
 };
 

@@ -21,10 +21,34 @@ namespace sage2::jit {
 using namespace kernels;  // jit compiles what kernels/ describes
 namespace {
 
-const char* family_template(KernelFamily f) {
-  if (const AttentionFamilyDesc* d = find_attention_family(f)) return d->template_file;
-  switch (f) {
-    case KernelFamily::Quantize: return "quantize.cuh";
+// The quantize family's templates: one small entry file per op (templates/quantize_common.cuh
+// lists them and the headers they share).
+struct QuantTemplate {
+  QuantOp op;
+  const char* file;
+};
+constexpr QuantTemplate kQuantTemplates[] = {
+    {QuantOp::ChannelStats, "quantize_stats.cuh"},
+    {QuantOp::QuantizeQ, "quantize_qk.cuh"},
+    {QuantOp::QuantizeK, "quantize_qk.cuh"},
+    {QuantOp::QuantizeV, "quantize_v.cuh"},
+    {QuantOp::Fused, "quantize_fused.cuh"},
+    {QuantOp::Cluster, "quantize_cluster.cuh"},
+    {QuantOp::QuantizeKV, "quantize_kv.cuh"},
+    {QuantOp::MaskTiles, "quantize_mask_tiles.cuh"},
+};
+
+const char* quantize_template(QuantOp op) {
+  for (const auto& t : kQuantTemplates)
+    if (t.op == op) return t.file;
+  return "?";
+}
+
+// The template file that defines the spec's entry.
+const char* spec_template(const KernelSpec& c) {
+  if (const AttentionFamilyDesc* d = find_attention_family(c.family)) return d->template_file;
+  switch (c.family) {
+    case KernelFamily::Quantize: return quantize_template(c.op);
     case KernelFamily::DeltaS: return "delta_s.cuh";
     case KernelFamily::Probe: return "probe.cuh";
     case KernelFamily::DirectSplit:
@@ -46,7 +70,7 @@ void define(std::ostringstream& o, const char* name, long long value, const char
 }
 
 // The thread mapping of each item kind of a one-launch quantize kernel: SAGE2_QZ_<kind>_ROWS, _TPR,
-// _CPT, _CHUNKS (templates/quantize.cuh Map).
+// _CPT, _CHUNKS (templates/quantize_common.cuh Map).
 void define_item_maps(std::ostringstream& o,
                       std::initializer_list<std::pair<const char*, const QuantizeKernelConfig*>> kinds) {
   for (const auto& [name, k] : kinds) {
@@ -72,7 +96,7 @@ void table(std::ostringstream& o, const char* name, const char* size_macro, cons
 std::string generate_source(const KernelSpec& spec) {
   spec.validate();
   const KernelSpec c = spec.canonical();
-  const char* tmpl = family_template(c.family);
+  const char* tmpl = spec_template(c);
   if (!has_template(tmpl))
     throw Error(ErrorCode::Unsupported, std::string("kernel family ") + family_name(c.family) +
                                             " has no device template yet (templates/" + tmpl + ")");

@@ -1,6 +1,6 @@
-// Kernel parameters of the quantize family (templates/quantize.cuh). Plain C++: included by
-// NVRTC-compiled device code AND by host code (kernels/quantize_shape.hpp), so both sides share this
-// one definition. Every entry of the family (sage2_channel_stats, sage2_quantize_q,
+// Kernel parameters of the quantize family (templates/quantize_common.cuh lists its entry files).
+// Plain C++: included by NVRTC-compiled device code AND by host code (kernels/quantize_shape.hpp), so
+// both sides share this one definition. Every entry of the family (sage2_channel_stats, sage2_quantize_q,
 // sage2_quantize_k, sage2_quantize_v, sage2_quantize_fused) takes one QuantizeParams by value.
 // The fused entry's work-item order (QuantizeSchedule below) is defined here too, once, for the
 // kernel and for the host (launch shape, tests).

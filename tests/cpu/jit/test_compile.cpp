@@ -233,7 +233,7 @@ TEST_CASE("jit: a source without the entry's template constants is rejected by t
   KernelSpec s;
   s.family = KernelFamily::Quantize;
   s.op = QuantOp::QuantizeK;
-  CHECK_THROWS_AS(compile_source(s, "#include \"quantize.cuh\"\n"), Error);
+  CHECK_THROWS_AS(compile_source(s, "#include \"quantize_qk.cuh\"\n"), Error);
 }
 
 TEST_CASE("jit: SAGE2_DUMP_DIR receives the generated source, the PTX and the log") {

@@ -73,7 +73,7 @@ long long define_value(const std::string& src, const std::string& name) {
 TEST_CASE("jit: templates include no toolkit header and only embedded templates") {
   std::set<std::string> names;
   for (const auto& t : embedded_templates()) names.insert(std::string(t.name));
-  for (const char* required : {"types.cuh", "ptx.cuh", "quantize.cuh", "quantize_params.cuh"})
+  for (const char* required : {"types.cuh", "ptx.cuh", "quantize_common.cuh", "quantize_qk.cuh", "quantize_params.cuh"})
     CHECK_MESSAGE(names.count(required), required);
   const std::regex inc("#include\\s*([<\"])([^>\"]+)[>\"]");
   for (const auto& t : embedded_templates()) {
@@ -130,7 +130,7 @@ TEST_CASE("jit: generate_source emits the spec constants and the layout tables o
     CHECK(define_value(src, "SAGE2_QZ_CPT") == c.cpt);
     CHECK(define_value(src, "SAGE2_QZ_CHUNKS") == c.chunks);
     CHECK(src.find(s.key()) != std::string::npos);
-    CHECK(src.rfind("#include \"quantize.cuh\"") != std::string::npos);
+    CHECK(src.rfind("#include \"quantize_qk.cuh\"") != std::string::npos);
   }
   // mma: rows {i, i+8, i+16, i+24} of a warp share a scale (DESIGN.md), here in the table.
   const std::vector<int> t = parse_table(generate_source(quant(QuantOp::QuantizeQ)), "sage2_q_group_table");

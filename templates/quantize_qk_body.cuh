@@ -1,0 +1,257 @@
+// quantize_qk: the Q / K item body (every kernel that writes Q̂ or K̂).
+#pragma once
+
+#include "quantize_common.cuh"
+
+namespace qz {
+
+// ---------------------------------------------------------------------------------------------
+// sage2_quantize_q / sage2_quantize_k: CTA = (batch, head, block of ROWS tokens).
+//  K: mean = smooth_k ? k_stats.sum / kv_len : 0 (written to k_mean by block 0).
+//  Q: mean = smooth_q ? block mean over valid rows (sum order: per thread in row order, then
+//     slots in order; divided by the valid row count) : 0; q_kbias[i] = Σ_c float(Q[i,c]) · k̄[c]
+//     (per thread over its channels in order, then a butterfly over the row's TPR threads).
+//  x = float(input) - mean; group amax = max |x| (unsigned max of |x|'s bits);
+//  scale = amax / R; inv = finite positive amax ? R / amax : 0; code = rint(clamp(x*inv)).
+//  A non-finite input reads as 0 in the mean, q·k̄ and amax; its code is 0; Q rows with one set
+//  q_bad (padded rows 0).
+// Rows are kept in registers between the passes when ITEMS * CPT <= 8 (16-byte chunks), else
+// re-read in rolled loops (the re-reads hit L1/L2; this keeps big head dims quick to compile).
+
+
+template <bool IS_Q, class M>
+constexpr int qk_smem_bytes() {
+  constexpr int GROUPS = IS_Q ? SAGE2_Q_GROUPS : SAGE2_K_GROUPS;
+  constexpr bool BLOCK_MEAN = IS_Q && SAGE2_SMOOTH_Q;
+  constexpr bool KBIAS = IS_Q && SAGE2_SMOOTH_K;
+  return 4 * (D_QK + (KBIAS ? D_QK : 0) + 2 * GROUPS + (BLOCK_MEAN ? M::RPP * M::CHUNKS * 8 : 0));
+}
+
+// One block `blk` of head h of batch b (Q: a q head; K: a kv head). `k_sum`: the K channel sums
+// of the block's kv head when the caller holds them in shared memory (the cluster stage), else
+// null: they are read from k_stats in global memory.
+template <bool IS_Q, class M>
+__device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, const Input& in, i64 b, i64 h, i64 blk,
+                                            const SeqItem& si, const float* k_sum = nullptr) {
+  constexpr int GROUPS = IS_Q ? SAGE2_Q_GROUPS : SAGE2_K_GROUPS;
+  constexpr bool BLOCK_MEAN = IS_Q && SAGE2_SMOOTH_Q;  // smooth Q
+  constexpr bool KBIAS = IS_Q && SAGE2_SMOOTH_K;       // q · k̄ for the LSE
+  constexpr bool K_MEAN = !IS_Q && SAGE2_SMOOTH_K;     // smooth K
+  constexpr int R = SAGE2_QK_BITS == 4 ? 7 : 127;
+  constexpr int ROWS = M::ROWS, TPR = M::TPR, CPT = M::CPT, CHUNKS = M::CHUNKS, RPP = M::RPP, ITEMS = M::ITEMS;
+  constexpr bool CACHE = ITEMS * CPT <= 8;
+  constexpr int UNROLL = CACHE ? ITEMS : 1;  // rolled loops re-read rows (small code)
+  constexpr int RED_W = CHUNKS * 8;  // == D_QK
+  static_assert(ROWS == (IS_Q ? BQ : BK), "rows per CTA must be the quantization block");
+  static_assert(CHUNKS * 8 == D_QK, "Q/K mapping covers the padded head dim");
+
+  float* s_mean = reinterpret_cast<float*>(smem);            // [D_QK]
+  float* s_kbar = s_mean + D_QK;                             // [D_QK] (KBIAS)
+  u32* s_amax = reinterpret_cast<u32*>(s_kbar + (KBIAS ? D_QK : 0));  // [GROUPS]
+  float* s_inv = reinterpret_cast<float*>(s_amax + GROUPS);  // [GROUPS]
+  float* s_red = s_inv + GROUPS;                             // [RPP * RED_W] (BLOCK_MEAN)
+
+  const i64 len = si.len;
+  const i64 row0 = blk * ROWS;
+  const i64 out_row0 = si.out_blk * ROWS;  // the block's first row in the per-row buffers
+  const int valid = static_cast<int>(len - row0 < ROWS ? len - row0 : ROWS);
+  i64 kv_bh = b * p.kv_heads + h;
+  if (IS_Q) {
+    const u32 group = static_cast<u32>(p.q_heads) / static_cast<u32>(p.kv_heads);  // GQA (32-bit: no call)
+    kv_bh = b * p.kv_heads + static_cast<i64>(static_cast<u32>(h) / group);
+  }
+  const u16* base = row_ptr(in, b, h, si.n0 + row0);
+
+  const int tid = threadIdx.x, lane_r = tid % TPR, slot = tid / TPR;
+
+  // ---- this thread's rows (row r = slot + i*RPP, chunk j = lane_r + k*TPR). The split kernels
+  // load them first, so that their latency overlaps the per-channel constants' (k_stats reads and
+  // divisions); the one-launch stages load them after (their register bound: the cluster stage
+  // spilled with the rows live across the constants).
+  ptx::u32x4 cache[CACHE ? ITEMS : 1][CACHE ? CPT : 1];
+  auto load_rows = [&] {
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+      const int r = slot + i * RPP;
+#pragma unroll
+      for (int k = 0; k < CPT; ++k)
+        cache[CACHE ? i : 0][CACHE ? k : 0] =
+            (r < valid) ? load_chunk(in, base + static_cast<i64>(r) * in.sn, lane_r + k * TPR)
+                        : ptx::u32x4{0u, 0u, 0u, 0u};
+    }
+  };
+  if (CACHE && ROOMY) load_rows();
+
+  // ---- per-channel constants; group maxima start at 0
+  for (int g = tid; g < GROUPS; g += THREADS) s_amax[g] = 0u;
+#pragma unroll 1
+  for (int c = tid; c < D_QK; c += THREADS) {
+    // k̄ = sum_K / kv_len (k_stats is read only when smooth_k: it may be null otherwise)
+    // (a varlen sequence may have no keys: k̄ = 0 then)
+    const float kbar = (SAGE2_SMOOTH_K && c < HD && si.kv_len > 0)
+                           ? ptx::div_rn(k_sum ? k_sum[c] : ld_stat(p.k_stats + kv_bh * 3 * D_QK + c),
+                                         static_cast<float>(si.kv_len))
+                           : 0.f;
+    if (KBIAS) s_kbar[c] = kbar;
+    if (!BLOCK_MEAN) {
+      const float m = K_MEAN ? kbar : 0.f;
+      s_mean[c] = m;
+      if (!IS_Q && blk == 0) p.k_mean[kv_bh * D_QK + c] = m;
+    }
+  }
+
+  if (CACHE && !ROOMY) load_rows();
+  // x: the chunk with non-finite values read as 0; returns their mask (bit e = element e).
+  auto fetch = [&](int i, int k, float (&x)[8]) -> u32 {
+    const int r = slot + i * RPP;
+    ptx::u32x4 raw;
+    if (CACHE)
+      raw = cache[CACHE ? i : 0][CACHE ? k : 0];
+    else
+      raw = (r < valid) ? load_chunk(in, base + static_cast<i64>(r) * in.sn, lane_r + k * TPR)
+                        : ptx::u32x4{0u, 0u, 0u, 0u};
+    return to_f32x8_sane(raw, x);
+  };
+
+  // ---- smooth Q: block mean per channel over the valid rows
+  if (BLOCK_MEAN) {
+    float cs[CPT][8];
+#pragma unroll
+    for (int k = 0; k < CPT; ++k)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) cs[k][e] = 0.f;
+#pragma unroll UNROLL
+    for (int i = 0; i < ITEMS; ++i) {
+      if (slot + i * RPP < valid) {
+#pragma unroll
+        for (int k = 0; k < CPT; ++k) {
+          float x[8];
+          fetch(i, k, x);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) cs[k][e] += x[e];
+        }
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < CPT; ++k) {
+      const int j = lane_r + k * TPR;
+      if (j < CHUNKS)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) s_red[slot * RED_W + j * 8 + e] = cs[k][e];
+    }
+    __syncthreads();
+#pragma unroll 1
+    for (int c = tid; c < D_QK; c += THREADS) {
+      float m = 0.f;
+      if (c < HD) {
+        float sum = s_red[c];
+        for (int sl = 1; sl < RPP; ++sl) sum += s_red[sl * RED_W + c];
+        m = ptx::div_rn(sum, static_cast<float>(valid));
+      }
+      s_mean[c] = m;
+      if (IS_Q) p.q_mean[si.out_blk * D_QK + c] = m;
+    }
+  }
+  __syncthreads();
+
+  // This thread's channels are the same for all its rows: keep their constants in registers.
+  float mean_r[CPT][8], kbar_r[KBIAS ? CPT : 1][8];
+#pragma unroll
+  for (int k = 0; k < CPT; ++k) {
+    const int j = lane_r + k * TPR;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      mean_r[k][e] = j < CHUNKS ? s_mean[j * 8 + e] : 0.f;
+      if (KBIAS) kbar_r[KBIAS ? k : 0][e] = j < CHUNKS ? s_kbar[j * 8 + e] : 0.f;
+    }
+  }
+
+  // ---- per row: q_kbias (padded rows 0) and the group amax of |x - mean|
+#pragma unroll UNROLL
+  for (int i = 0; i < ITEMS; ++i) {
+    const int r = slot + i * RPP;
+    u32 m = 0u, row_bad = 0u;
+    float part = 0.f;
+    if (r < valid) {
+#pragma unroll
+      for (int k = 0; k < CPT; ++k) {
+        const int j = lane_r + k * TPR;
+        if (j < CH_IN) {
+          float x[8];
+          row_bad |= fetch(i, k, x);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            if (KBIAS) part += x[e] * kbar_r[KBIAS ? k : 0][e];
+            m = ptx::max_u32(m, ptx::abs_bits(x[e] - mean_r[k][e]));
+          }
+        }
+      }
+    }
+    m = ptx::group_max_u32<TPR>(m);
+    if (lane_r == 0 && r < valid) {
+      const int g = IS_Q ? sage2_q_group_table[r] : sage2_k_group_table[r];
+      ptx::red_max_shared_u32(ptx::smem_addr(&s_amax[g]), m);
+    }
+    if (KBIAS) {
+      part = ptx::group_sum<TPR>(part);
+      if (lane_r == 0 && r < ROWS) p.q_kbias[out_row0 + r] = (r < valid) ? part : 0.f;
+    }
+    if (IS_Q) {
+      row_bad = ptx::group_max_u32<TPR>(row_bad != 0u ? 1u : 0u);
+      if (lane_r == 0 && r < ROWS) p.q_bad[out_row0 + r] = static_cast<u8>(row_bad);
+    }
+  }
+  __syncthreads();
+#pragma unroll 1
+  for (int g = tid; g < GROUPS; g += THREADS) {
+    const float amax = ptx::bits_f32(s_amax[g]);
+    const float scale = quant_math::group_scale<R>(amax);
+    s_inv[g] = quant_math::group_inv<R>(amax);
+    float* scales = IS_Q ? p.q_scale : p.k_scale;
+    scales[si.out_blk * GROUPS + g] = scale;
+  }
+  __syncthreads();
+
+  // ---- codes (padded rows and channels: 0)
+  i8* codes = (IS_Q ? p.q_codes : p.k_codes) + out_row0 * ROW_BYTES;
+#pragma unroll UNROLL
+  for (int i = 0; i < ITEMS; ++i) {
+    const int r = slot + i * RPP;
+    if (r >= ROWS) continue;
+    const float inv = (r < valid) ? s_inv[IS_Q ? sage2_q_group_table[r] : sage2_k_group_table[r]] : 0.f;
+    i8* dst = codes + static_cast<i64>(r) * ROW_BYTES;
+#pragma unroll
+    for (int k = 0; k < CPT; ++k) {
+      const int j = lane_r + k * TPR;
+      if (j >= CHUNKS) continue;
+      i32 q[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      if (r < valid && j < CH_IN) {
+        float x[8];
+        const u32 bad = fetch(i, k, x);
+        if (ROOMY && quant_math::group_inv_finite(inv)) {  // every group but one with a tiny amax
+#pragma unroll
+          for (int e = 0; e < 8; ++e) q[e] = quant_math::quant_int_finite_inv(x[e] - mean_r[k][e], inv);
+        } else {
+#pragma unroll
+          for (int e = 0; e < 8; ++e) q[e] = quant_int<R>(x[e] - mean_r[k][e], inv);
+        }
+        if (bad != 0u) {  // a non-finite input's code is 0 (rare: off the common path)
+#pragma unroll
+          for (int e = 0; e < 8; ++e)
+            if ((bad >> e) & 1u) q[e] = 0;
+        }
+      }
+      if (SAGE2_QK_BITS == 8) {
+        ptx::st_v2(dst + j * 8, quant_math::pack_low_bytes(q[0], q[1], q[2], q[3]),
+                   quant_math::pack_low_bytes(q[4], q[5], q[6], q[7]));
+      } else {
+        u32 w = 0u;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) w |= (static_cast<u32>(q[e]) & 0xfu) << (4 * e);
+        ptx::st_u32(dst + j * 4, w);
+      }
+    }
+  }
+}
+
+}  // namespace qz

@@ -1,0 +1,85 @@
+// stats_chunk: one statistics chunk's partials and the last arriver's reduction (channel_stats, the
+// fused and one-pass stages); wait_ready: waiting on a group's ready flag (fused, one-pass). Needs
+// SAGE2_QZ_STATS_CHUNK and the includer's MapS (the statistics walk's thread mapping).
+#pragma once
+
+#include "quantize_common.cuh"
+#include "quantize_partials.cuh"
+
+namespace qz {
+
+constexpr int STATS_T = SAGE2_QZ_STATS_CHUNK;  // tokens per statistics chunk (kernels::quantize_stats_chunk)
+static_assert(STATS_T % 16 == 0, "statistics chunk");
+
+// Statistics chunk `chunk` of one (sequence, kv head) `bh` of K or V — tokens [chunk·T, min(len,
+// (chunk+1)·T)) of the sequence whose first row is n0 in (b, h) — as partials [4][D_V] (sum, min,
+// max, first-bad as i32 bits) at part_g[chunk]. Then the arrival at `arrive` (zero at launch):
+// the last of the sequence's `chunks` chunks to arrive reduces all of them in chunk order (sum:
+// left to right from chunk 0's; min/max/first-bad: order-free) into k_stats / v_stats and the
+// first-bad flags of bh, and returns true (after a barrier: every thread's final statistics are
+// stored). Which CTA is last does not change a bit of the result.
+__device__ __forceinline__ bool stats_chunk(const QuantizeParams& p, u8* smem, const Input& in, bool is_v, i64 b, i64 h,
+                                            i64 bh, i64 n0, i64 len, float* part_g, u32 chunk, u32 chunks, u32* arrive) {
+  const i64 c0 = static_cast<i64>(chunk) * STATS_T;
+  const i64 c1 = len - c0 < STATS_T ? len : c0 + STATS_T;
+  float* part = part_g + static_cast<i64>(chunk) * 4 * D_V;
+  stats_rows<MapS>(in, row_ptr(in, b, h, n0), c0, c1, D_V, smem,
+                   [&](int s, int c, float v) { ptx::st_f32(part + s * D_V + c, v); });
+
+  // Arrive: the CTA's partials (ordered before by the barrier in stats_rows) are released at
+  // gpu scope by thread 0's fence + acq_rel add; the last arriver acquires everyone's.
+  u32* s_last = reinterpret_cast<u32*>(smem + stats_smem_bytes<MapS>() - 16);
+  i32* s_kfb = reinterpret_cast<i32*>(smem + stats_smem_bytes<MapS>() - 12);
+  if (threadIdx.x == 0) {
+    ptx::fence_acq_rel_gpu();
+    const u32 before = ptx::atom_add_acq_rel_gpu_u32(arrive, 1u);
+    *s_last = before + 1u == chunks ? 1u : 0u;
+    *s_kfb = NO_BAD;
+  }
+  __syncthreads();
+  if (*s_last == 0u) return false;
+
+  const int d_out = is_v ? D_V : D_QK;
+  float* out = (is_v ? p.v_stats : p.k_stats) + bh * 3 * d_out;
+#pragma unroll 1
+  for (int c = threadIdx.x; c < d_out; c += THREADS) {
+    float sum = 0.f, mn = 0.f, mx = 0.f;
+    i32 fb = NO_BAD;
+    if (c < HD) {
+      const float* pc = part_g + c;
+      combine_partials(chunks, [&](u32 k, int s) { return ld_stat(pc + (static_cast<i64>(k) * 4 + s) * D_V); },
+                       sum, mn, mx, fb);
+    }
+    out[c] = sum;
+    out[d_out + c] = mn;
+    out[2 * d_out + c] = mx;
+    if (is_v)
+      p.v_first_bad[bh * D_V + c] = fb;
+    else if (fb != NO_BAD)
+      red_min_shared_s32(ptx::smem_addr(s_kfb), fb);
+  }
+  __syncthreads();
+  if (!is_v && threadIdx.x == 0) p.k_first_bad[bh] = *s_kfb;
+  return true;
+}
+
+// The fused stage (SAGE2_QUANT_OP 5): statistics chunks and the group's ready flags.
+//  sync[0]                     work ticket
+//  sync[1 + 2g + kv]           statistics chunks of group g (kv: 0 K, 1 V) that have arrived
+//  sync[1 + 2G + 2g + kv]      1 once k_stats/v_stats (and the first-bad flags) of g are final
+// All zero at launch (the runtime clears them on the stream before each launch).
+
+// One thread polls (acquire, backing off up to ~1 µs); the barrier hands what it saw to the CTA.
+__device__ __forceinline__ void wait_ready(const u32* flag) {
+  if (threadIdx.x == 0) {
+    u32 ns = 32;
+#pragma unroll 1
+    while (ptx::ld_acquire_gpu_u32(flag) == 0u) {
+      ptx::nanosleep_u32(ns);
+      ns = ns < 1024u ? 2u * ns : 1024u;
+    }
+  }
+  __syncthreads();
+}
+
+}  // namespace qz

@@ -1,0 +1,213 @@
+// quantize_v: the V item body (every kernel that writes V̂).
+#pragma once
+
+#include "quantize_common.cuh"
+
+namespace qz {
+
+// ---------------------------------------------------------------------------------------------
+// sage2_quantize_v: CTA = (batch, kv head, tile of ROWS tokens of the padded length).
+//  μ = smooth_v ? sum/kv_len : 0; amax = smooth_v ? max(max-μ, μ-min) : max(|max|, |min|)
+//  (NaN-propagating max); scale = amax/448; inv = finite positive amax ? 448/amax : 0;
+//  code = e4m3_rn_satfinite((float(V) - μ) * inv) (0 for a non-finite V: its statistics were
+//  taken as 0 by channel_stats), stored transposed [c][slot] (slot = the consumer's key order within
+//  each 16-key group, kernels::QuantLayout::v_slot) through shared
+//  memory so that each channel's ROWS bytes leave as 16-byte stores (one thread per channel).
+//  Tile 0 writes v_scale and v_mean (v_mean = μ, 0 when !smooth_v; padded channels 0).
+//  SAGE2_PV_FP16 (FP16 P̃V): scale = δ = 2^max(0, e − 15) for amax = f·2^e, f ∈ [0.5, 1) (1 unless
+//  |V − μ| reaches 2^15), inv = finite positive amax ? 1/δ : 0 (both exact), code =
+//  fp16_rn((float(V) − μ) · inv), two bytes per code, same transposed layout and slot order.
+//  SAGE2_PV_ACC16 (V̂ feeds an fp16 accumulator of 64 keys): 2.25 in place of 448 (64·448·2.25 =
+//  64512 < 65504), and 2^max(0, e − 9) in place of 2^max(0, e − 15) (|V̂| < 2^9).
+
+
+constexpr bool V_FP16 = SAGE2_PV_FP16 != 0;
+constexpr int V_BYTES = V_FP16 ? 2 : 1;  // bytes of one V̂ code
+constexpr float V8_MAX = SAGE2_PV_ACC16 ? 2.25f : 448.f;  // e4m3 V̂ bound (kernels::kV8Acc16Max)
+constexpr int V16_EXP = SAGE2_PV_ACC16 ? 9 : 15;          // FP16 V̂ < 2^V16_EXP (kV16Acc16Exp, kV16Exp)
+template <class M>
+constexpr int v_smem_bytes() { return 8 * D_V + M::ROWS * D_V * V_BYTES; }
+
+// FP16 V̂'s per-channel power-of-two scale δ for a finite positive amax (see above).
+__device__ __forceinline__ float v16_scale(float amax) {
+  const int e = static_cast<int>((ptx::f32_bits(amax) >> 23) & 0xffu) - 126;  // amax < 2^e
+  const int k = e - V16_EXP > 0 ? e - V16_EXP : 0;
+  return ptx::bits_f32(static_cast<u32>(127 + k) << 23);
+}
+
+// `stats`: the head's V statistics [3][D_V] in shared memory (the cluster stage), else null:
+// read from v_stats in global memory.
+template <class M>
+__device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, const Input& in, i64 b, i64 h, i64 tile,
+                                           const SeqItem& si, const float* stats = nullptr) {
+  constexpr int ROWS = M::ROWS, TPR = M::TPR, CPT = M::CPT, CHUNKS = M::CHUNKS, RPP = M::RPP, ITEMS = M::ITEMS;
+  static_assert(ROWS % 16 == 0, "V tile must be a multiple of 16 tokens");
+  static_assert(CHUNKS * 8 == D_V, "V mapping covers the padded head dim");
+  static_assert(v_smem_bytes<M>() <= 48 * 1024, "V tile exceeds static shared memory");
+  float* s_mu = reinterpret_cast<float*>(smem);  // [D_V]
+  float* s_inv = s_mu + D_V;                     // [D_V]
+  // Codes of the tile token-major [ROWS][D_V]: written 8 bytes per thread (contiguous along a
+  // row), read back one byte per lane along a row (consecutive channels: no bank conflicts).
+  u8* s_t = smem + 8 * D_V;  // 16-byte aligned: D_V is a multiple of 32
+
+  const i64 bh = b * p.kv_heads + h;
+  const i64 n0 = tile * ROWS;
+  const i64 kv_len = si.len;
+  const int valid = static_cast<int>(kv_len - n0 <= 0 ? 0 : (kv_len - n0 < ROWS ? kv_len - n0 : ROWS));
+  const int tid = threadIdx.x, lane_r = tid % TPR, slot = tid / TPR;
+
+  // The tile's rows are loaded first when they fit 8 chunks of 16 bytes per thread: their latency
+  // then overlaps the per-channel constants' (v_stats reads and divisions).
+  constexpr bool PRELOAD = ROOMY && ITEMS * CPT <= 8;  // (the one-launch stages: see quantize_qk)
+  const u16* base = row_ptr(in, b, h, si.n0 + n0);
+  ptx::u32x4 pre[PRELOAD ? ITEMS : 1][PRELOAD ? CPT : 1];
+  auto load_rc = [&](int r, int j) {
+    return (r < valid && j < CH_IN) ? load_chunk(in, base + static_cast<i64>(r) * in.sn, j) : ptx::u32x4{0u, 0u, 0u, 0u};
+  };
+  if (PRELOAD) {
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i)
+#pragma unroll
+      for (int k = 0; k < CPT; ++k) pre[PRELOAD ? i : 0][PRELOAD ? k : 0] = load_rc(slot + i * RPP, lane_r + k * TPR);
+  }
+
+  const float* st = p.v_stats + bh * 3 * D_V;
+#pragma unroll 1
+  for (int c = tid; c < D_V; c += THREADS) {
+    float mu = 0.f, inv = 0.f, scale = 0.f;
+    if (c < HD) {
+      const float vsum = stats ? stats[c] : ld_stat(st + c);
+      const float vmin = stats ? stats[D_V + c] : ld_stat(st + D_V + c);
+      const float vmax = stats ? stats[2 * D_V + c] : ld_stat(st + 2 * D_V + c);
+      float amax;
+      if (SAGE2_SMOOTH_V) {
+        mu = kv_len > 0 ? ptx::div_rn(vsum, static_cast<float>(kv_len)) : 0.f;
+        amax = ptx::max_nan(vmax - mu, mu - vmin);
+      } else {
+        amax = ptx::max_nan(ptx::abs_f32(vmax), ptx::abs_f32(vmin));
+      }
+      if (V_FP16) {
+        scale = finite_positive(amax) ? v16_scale(amax) : (amax == 0.f ? 1.f : amax);
+        inv = finite_positive(amax) ? ptx::div_rn(1.f, scale) : 0.f;
+      } else {
+        scale = ptx::div_rn(amax, V8_MAX);
+        inv = finite_positive(amax) ? ptx::div_rn(V8_MAX, amax) : 0.f;
+      }
+    }
+    s_mu[c] = mu;
+    s_inv[c] = inv;
+    if (tile == 0) {
+      p.v_scale[bh * D_V + c] = scale;
+      p.v_mean[bh * D_V + c] = mu;
+    }
+  }
+  __syncthreads();
+
+  // This thread's channels are the same for all its rows: constants in registers.
+  float mu_r[CPT][8], inv_r[CPT][8];
+#pragma unroll
+  for (int k = 0; k < CPT; ++k) {
+    const int j = lane_r + k * TPR;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      mu_r[k][e] = j < CHUNKS ? s_mu[j * 8 + e] : 0.f;
+      inv_r[k][e] = j < CHUNKS ? s_inv[j * 8 + e] : 0.f;
+    }
+  }
+
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {
+    const int r = slot + i * RPP;
+    if (r >= ROWS) continue;
+#pragma unroll
+    for (int k = 0; k < CPT; ++k) {
+      const int j = lane_r + k * TPR;
+      if (j >= CHUNKS) continue;
+      u32 pair[4] = {0u, 0u, 0u, 0u};
+      if (r < valid && j < CH_IN) {
+        float x[8];
+        const u32 bad = to_f32x8_sane(PRELOAD ? pre[PRELOAD ? i : 0][PRELOAD ? k : 0] : load_rc(r, j), x);
+        float y[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) y[e] = (x[e] - mu_r[k][e]) * inv_r[k][e];
+        if (bad != 0u) {  // a non-finite input's code is 0 (rare: off the common path)
+#pragma unroll
+          for (int e = 0; e < 8; ++e)
+            if ((bad >> e) & 1u) y[e] = 0.f;
+        }
+#pragma unroll
+        for (int e = 0; e < 8; e += 2) {
+          if constexpr (V_FP16)  // (sm_80 has no e4m3 conversion: never emitted there)
+            pair[e / 2] = ptx::pack_f16x2(y[e], y[e + 1]);
+          else
+            pair[e / 2] = ptx::f32x2_to_e4m3x2(y[e], y[e + 1]);
+        }
+      }
+      if (V_FP16) {
+        u32* d16 = reinterpret_cast<u32*>(&s_t[(r * D_V + j * 8) * 2]);
+        d16[0] = pair[0];
+        d16[1] = pair[1];
+        d16[2] = pair[2];
+        d16[3] = pair[3];
+        continue;
+      }
+      u32* d8 = reinterpret_cast<u32*>(&s_t[r * D_V + j * 8]);
+      d8[0] = pair[0] | (pair[1] << 16);
+      d8[1] = pair[2] | (pair[3] << 16);
+    }
+  }
+  __syncthreads();
+
+  if (V_FP16) {  // the same write-out, two bytes per code: 32 bytes per 16-key group
+    constexpr int SEGS = ROWS / 16;
+    const u16* s_t16 = reinterpret_cast<const u16*>(s_t);
+    u16* dst = reinterpret_cast<u16*>(p.v_codes) + si.v_row0 * si.v_pitch + si.out_blk;
+#pragma unroll 1
+    for (int c = tid; c < D_V; c += THREADS) {
+      u16* drow = dst + static_cast<i64>(c) * si.v_pitch;
+#pragma unroll
+      for (int seg = 0; seg < SEGS; ++seg) {
+        u32 w[8];
+#pragma unroll
+        for (int q = 0; q < 8; ++q)  // column 2q, 2q+1 of the group hold the layout's keys (v_slot)
+          w[q] = static_cast<u32>(s_t16[(seg * 16 + sage2_v_key_of_slot[2 * q]) * D_V + c]) |
+                 (static_cast<u32>(s_t16[(seg * 16 + sage2_v_key_of_slot[2 * q + 1]) * D_V + c]) << 16);
+        ptx::st_v4(drow + seg * 16, ptx::u32x4{w[0], w[1], w[2], w[3]});
+        ptx::st_v4(drow + seg * 16 + 8, ptx::u32x4{w[4], w[5], w[6], w[7]});
+      }
+    }
+    return;
+  }
+
+  // Transposed write-out: a thread takes 4 channels × one 16-key group. It reads 4 keys' words of
+  // those 4 channels (one 32-bit shared load each; consecutive threads: consecutive channel groups,
+  // no bank conflicts) and transposes each 4×4 byte block with byte permutes, so that every
+  // channel's 16 codes (in the layout's slot order, v_slot) leave as one 16-byte store. Every
+  // thread of the CTA has work when ROWS·D_V = 64·THREADS (the 128-token tiles at head dim 128).
+  constexpr int SEGS = ROWS / 16, CG = D_V / 4;
+  u8* dst = p.v_codes + si.v_row0 * si.v_pitch + si.out_blk;
+  const u32 s_base = ptx::smem_addr(s_t);
+#pragma unroll 1
+  for (int it = tid; it < CG * SEGS; it += THREADS) {
+    const int cg = it % CG, seg = it / CG;
+    u32 w[4][4];  // [channel e of the group][word q]: keys of slots 4q .. 4q+3
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      u32 k4[4];  // key slot 4q + t: the group's 4 channels, channel e in byte e
+#pragma unroll
+      for (int t = 0; t < 4; ++t)
+        k4[t] = ptx::ld_shared_u32(s_base + static_cast<u32>((seg * 16 + sage2_v_key_of_slot[q * 4 + t]) * D_V + cg * 4));
+      const u32 lo01 = ptx::prmt(k4[0], k4[1], 0x5140u), lo23 = ptx::prmt(k4[2], k4[3], 0x5140u);  // channels 0, 1
+      const u32 hi01 = ptx::prmt(k4[0], k4[1], 0x7362u), hi23 = ptx::prmt(k4[2], k4[3], 0x7362u);  // channels 2, 3
+      w[0][q] = ptx::prmt(lo01, lo23, 0x5410u);
+      w[1][q] = ptx::prmt(lo01, lo23, 0x7632u);
+      w[2][q] = ptx::prmt(hi01, hi23, 0x5410u);
+      w[3][q] = ptx::prmt(hi01, hi23, 0x7632u);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      ptx::st_v4(dst + static_cast<i64>(cg * 4 + e) * si.v_pitch + seg * 16, ptx::u32x4{w[e][0], w[e][1], w[e][2], w[e][3]});
+  }
+}
+
+}  // namespace qz
