@@ -17,7 +17,7 @@ bool AttentionFamilyDesc::waits_for_previous() const { return false; }
 
 bool waits_for_previous_kernel(const KernelSpec& spec) {
   if (spec.arch != Arch::Sm90a) return false;  // griddepcontrol: sm_90+
-  if (spec.family == KernelFamily::Quantize) return true;  // quantize.cuh: qz::enter()
+  if (spec.family == KernelFamily::Quantize) return true;  // quantize_common.cuh: qz::enter()
   const AttentionFamilyDesc* f = find_attention_family(spec.family);
   return f && f->waits_for_previous();
 }

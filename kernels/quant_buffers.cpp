@@ -61,7 +61,7 @@ std::int64_t QuantBuffers::v_first_bad() const { return p.batch * p.kv_heads * d
 // The fused stage's scratch: none for varlen calls (they run the split path).
 std::int64_t QuantBuffers::stats_part() const {
   // Varlen: per (kv head, K|V) the slots of every sequence's chunks, sequence b from slot
-  // b + (its first row) / T (templates/quantize.cuh channel_stats): B + ceil(total_k / T) + 1.
+  // b + (its first row) / T (templates/quantize_stats.cuh channel_stats): B + ceil(total_k / T) + 1.
   if (p.varlen) return p.kv_heads * 2 * (p.batch + (p.total_k + stats_chunk - 1) / stats_chunk + 1) * 4 * d_v;
   return p.batch * p.kv_heads * 2 * stats_chunks * 4 * d_v;
 }

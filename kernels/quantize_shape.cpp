@@ -49,7 +49,7 @@ int quantize_v_tile(int bk) {
 
 int quantize_v_tile(int bk, int d_v, bool pv_fp16) {
   int rows = quantize_v_tile(bk);
-  // templates/quantize.cuh v_smem_bytes: the channel constants and the tile's codes
+  // templates/quantize_v_body.cuh v_smem_bytes: the channel constants and the tile's codes
   while (rows > 16 && 8 * d_v + rows * d_v * v_code_bytes(pv_fp16) > 48 * 1024) rows /= 2;
   return rows;
 }
@@ -109,7 +109,7 @@ KvQuantizeConfig kv_quantize_config(const KernelSpec& spec) {
   f.v = split_config(spec, QuantOp::QuantizeV);
   f.threads = f.stats.threads;  // the statistics' rows per pass fix the sum order: their CTA size
   f.k.threads = f.v.threads = f.threads;
-  // 64-token V tiles: a small scratch (templates/quantize.cuh KV_SCRATCH), so that three CTAs
+  // 64-token V tiles: a small scratch (templates/quantize_kv.cuh KV_SCRATCH), so that three CTAs
   // with 64 KiB of rows each fit an SM (at <= 85 registers); bigger chunks get fewer.
   f.v.rows = quantize_v_tile(spec.tile.bk, v_dim_padded(spec.head_dim), spec.pv_fp16);
   const int chunk = kv_quantize_chunk_bytes(spec);

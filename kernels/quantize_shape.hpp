@@ -67,7 +67,7 @@ QuantizeClusterPlan quantize_cluster_plan(const QuantBuffers& b);
 // Where the cluster stage runs: sm_90a, head dims up to kClusterMaxHeadDim (kernels/kernel_spec.hpp).
 bool cluster_quantize_supported(const KernelSpec& spec);
 
-// The one-pass K/V kernel (QuantOp::QuantizeKV, templates/quantize.cuh op 7). Its unit is one
+// The one-pass K/V kernel (QuantOp::QuantizeKV, templates/quantize_kv.cuh). Its unit is one
 // statistics chunk (kernels::quantize_stats_chunk tokens) of K or V, whose rows a CTA keeps in
 // dynamic shared memory from the chunk's statistics to its codes: kv_quantize_chunk_bytes of them
 // (the chunk's tokens × the real channels rounded up to 16 bytes). It runs where that fits
@@ -135,7 +135,7 @@ sage2::dev::QuantizeParams make_quantize_params(const QuantBuffers& b, const Ten
                                                 const TensorRef& k, const TensorRef& v,
                                                 void* workspace);
 // Varlen calls: the caller's length arrays, and the output and LSE the table kernel fills with
-// NaN when the arrays are invalid (templates/quantize.cuh varlen_table, in channel_stats).
+// NaN when the arrays are invalid (templates/quantize_stats.cuh varlen_table, in channel_stats).
 void add_varlen_quantize_params(const QuantBuffers& b, const SeqLens& lens, const TensorRef& out, float* lse,
                                 sage2::dev::QuantizeParams& p);
 // Tensor masks: the mask the mask_tiles kernel classifies.

@@ -198,7 +198,7 @@ __device__ __forceinline__ int tile_last_visible(I last, I kbase) {
 
 // ---- Tensor masks (MASK != 0): a bool mask (nonzero: the key takes part) or an additive one
 // (added to the scaled score; -inf: masked out), element (b, h, i, j) at strided offsets. The
-// mask_tiles kernel (quantize.cuh) classifies every (query block, KV tile): the block's loop runs
+// mask_tiles kernel (quantize_mask_tiles.cuh) classifies every (query block, KV tile): the block's loop runs
 // from its first to its last tile of class != 0 (so leading and trailing fully masked tiles are
 // never loaded nor computed), class 1 tiles take the unmasked path, the others read the elements.
 constexpr int MASK_CLASS_NONE = mask_elem::CLASS_NONE, MASK_CLASS_ALL = mask_elem::CLASS_ALL,

@@ -1,5 +1,5 @@
 // Elements of an attention mask (include/sage2/sage2.hpp MaskRef), shared by the attention
-// families (attention_blocks.cuh) and the tile classification (quantize.cuh, sage2_mask_tiles).
+// families (attention_blocks.cuh) and the tile classification (quantize_mask_tiles.cuh, sage2_mask_tiles).
 // KIND: 1 bool (nonzero: the key takes part), 2 f16, 3 bf16, 4 f32 (additive: added to the scaled
 // score, -inf masks out).
 #pragma once

@@ -1,5 +1,5 @@
 // The float ops of the quantization contract (kernels/quant_buffers.hpp) that more than one kernel
-// performs: the quantize kernels (quantize.cuh) and the attention kernels that quantize Q
+// performs: the quantize kernels (quantize_*.cuh) and the attention kernels that quantize Q
 // themselves (attention_wgmma.cuh with SAGE2_Q_IN_KERNEL). One definition, so that a Q group
 // quantized inside the attention kernel gets the codes and scale the quantize_q kernel gives it.
 #pragma once

@@ -4,16 +4,12 @@
 #pragma once
 
 #include "quantize_common.cuh"
+#include "quantize_item_maps.cuh"
 
 namespace qz {
 
 static_assert(SAGE2_QUANT_OP == 5,
               "quantize_fused.cuh is the entry of quantize op 5 (jit/source_builder.cpp kQuantTemplates)");
-// A thread mapping per item kind (SAGE2_QZ_{S,Q,K,V}_*; one CTA size for all).
-using MapS = Map<SAGE2_QZ_S_ROWS, SAGE2_QZ_S_TPR, SAGE2_QZ_S_CPT, SAGE2_QZ_S_CHUNKS>;
-using MapQ = Map<SAGE2_QZ_Q_ROWS, SAGE2_QZ_Q_TPR, SAGE2_QZ_Q_CPT, SAGE2_QZ_Q_CHUNKS>;
-using MapK = Map<SAGE2_QZ_K_ROWS, SAGE2_QZ_K_TPR, SAGE2_QZ_K_CPT, SAGE2_QZ_K_CHUNKS>;
-using MapV = Map<SAGE2_QZ_V_ROWS, SAGE2_QZ_V_TPR, SAGE2_QZ_V_CPT, SAGE2_QZ_V_CHUNKS>;
 
 }  // namespace qz
 

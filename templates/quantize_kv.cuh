@@ -4,16 +4,12 @@
 #pragma once
 
 #include "quantize_common.cuh"
+#include "quantize_item_maps.cuh"
 
 namespace qz {
 
 static_assert(SAGE2_QUANT_OP == 7,
               "quantize_kv.cuh is the entry of quantize op 7 (jit/source_builder.cpp kQuantTemplates)");
-// The split kernels' thread mappings at one CTA size (SAGE2_QZ_{S,K,V}_*; no Q items).
-using MapS = Map<SAGE2_QZ_S_ROWS, SAGE2_QZ_S_TPR, SAGE2_QZ_S_CPT, SAGE2_QZ_S_CHUNKS>;
-using MapK = Map<SAGE2_QZ_K_ROWS, SAGE2_QZ_K_TPR, SAGE2_QZ_K_CPT, SAGE2_QZ_K_CHUNKS>;
-using MapV = Map<SAGE2_QZ_V_ROWS, SAGE2_QZ_V_TPR, SAGE2_QZ_V_CPT, SAGE2_QZ_V_CHUNKS>;
-using MapQ = MapK;  // (no Q items)
 
 }  // namespace qz
 

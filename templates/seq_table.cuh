@@ -1,5 +1,5 @@
 // The sequence table of a variable-length call (include/sage2/sage2.hpp SeqLens), written on the
-// device by the first CTA of sage2_channel_stats (templates/quantize.cuh) from the caller's cu_seqlens / kv_lens and
+// device by the first CTA of sage2_channel_stats (templates/quantize_stats.cuh) from the caller's cu_seqlens / kv_lens and
 // read by every later kernel of the call. Plain C++: included by device and host code.
 //
 // Layout of the quantize workspace in a varlen call (kernels/quant_buffers.hpp): every per-token and
