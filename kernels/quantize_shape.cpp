@@ -23,12 +23,12 @@ void fit_row(QuantizeKernelConfig& c) {
 constexpr std::int64_t kMaxGridX = 2147483647;  // 2^31 - 1
 constexpr std::int64_t kMaxGridYZ = 65535;
 
-// Items of the fused launch, in 64-bit (before the 32-bit schedule fields could wrap).
 // Units of the one-pass K/V launch: every statistics chunk of K and of V of every (batch, kv head).
 std::int64_t kv_quantize_units(const QuantBuffers& b) {
   return 2 * b.p.batch * b.p.kv_heads * std::max<std::int64_t>(1, b.stats_chunks);
 }
 
+// Items of the fused launch, in 64-bit (before the 32-bit schedule fields could wrap).
 std::int64_t fused_items(const QuantBuffers& b) {
   const std::int64_t groups = b.p.batch * b.p.kv_heads;
   const std::int64_t per_group = 2 * b.stats_chunks + b.k_blocks + b.kv_len_pad / quantize_v_tile(b.layout.bk, b.d_v, b.layout.v_fp16) +

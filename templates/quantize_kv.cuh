@@ -29,9 +29,10 @@ namespace qz {
 //     group's ready flag (sync[1 + 2·BH + g], the fused stage's layout);
 //  3. waits for the flag and writes the chunk's K blocks or V tiles from the same rows.
 // Rounds hold whole groups (floor(grid / C) of them; CTAs past their units idle that round), so a
-// CTA waits only on units that are running beside it: no deadlock. When C > grid (a sequence of more chunks than resident
-// CTAs) the kernel runs two phases instead: every unit's statistics, a grid barrier (sync[0]),
-// then every unit's codes, copying each chunk twice. The runtime zeroes sync before the launch.
+// CTA waits only on units that are running beside it: no deadlock. When C > grid (a sequence of
+// more chunks than resident CTAs) the kernel runs two phases instead: every unit's statistics, a
+// grid barrier (sync[0]), then every unit's codes, copying each chunk twice. The runtime zeroes
+// sync before the launch.
 constexpr int KV_PITCH = CH_IN * 16;  // bytes of one row in shared memory
 static_assert(STATS_T % BK == 0 && STATS_T % MapV::ROWS == 0, "a unit is whole K blocks and V tiles");
 constexpr int KV_SCRATCH = MaxOf<MaxOf<stats_smem_bytes<MapS>() + 16, v_smem_bytes<MapV>()>::value,
