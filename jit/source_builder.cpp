@@ -82,6 +82,12 @@ void define_item_maps(std::ostringstream& o,
   }
 }
 
+// K rows per thread that share a scale group, for the kernel's K item mapping (1: none).
+void define_k_runs(std::ostringstream& o, const KGroupRuns& r) {
+  define(o, "SAGE2_QZ_K_RUN", r.items, "K items of a thread per scale group run (kernels::k_group_runs)");
+  define(o, "SAGE2_QZ_K_RUN_LANES", r.lanes, "consecutive lanes whose rows share the run's group");
+}
+
 void table(std::ostringstream& o, const char* name, const char* size_macro, const std::vector<int>& v) {
   o << "__device__ constexpr int " << name << '[' << size_macro << "] = {";
   for (std::size_t i = 0; i < v.size(); ++i) {
@@ -156,6 +162,7 @@ std::string generate_source(const KernelSpec& spec) {
     if (c.op == QuantOp::Cluster)
       define(o, "SAGE2_QZ_MIN_CTAS", quantize_kernel_config(c).min_ctas, "CTAs per SM the registers must allow");
     define_item_maps(o, {{"S", &f.stats}, {"Q", &f.q}, {"K", &f.k}, {"V", &f.v}});
+    define_k_runs(o, KGroupRuns{});  // (their bodies keep the per-row form: an 80-register bound)
   } else if (c.family == KernelFamily::Quantize && c.op == QuantOp::QuantizeKV) {
     const KvQuantizeConfig f = kv_quantize_config(c);
     o << "// one-pass K/V quantize: the split kernels' thread mappings at one CTA size (kernels/quantize_shape: kv_quantize_config)\n";
@@ -163,6 +170,7 @@ std::string generate_source(const KernelSpec& spec) {
     define(o, "SAGE2_QZ_MIN_CTAS", f.stats.min_ctas, "CTAs per SM the registers must allow");
     define(o, "SAGE2_QZ_STATS_CHUNK", quantize_stats_chunk(c), "tokens per statistics chunk = per unit");
     define_item_maps(o, {{"S", &f.stats}, {"K", &f.k}, {"V", &f.v}});
+    define_k_runs(o, k_group_runs(layout, f.k));
   } else if (c.family == KernelFamily::Quantize) {
     const QuantizeKernelConfig q = quantize_kernel_config(c);
     o << "// quantize thread mapping (kernels/quantize_shape: quantize_kernel_config)\n";
@@ -173,6 +181,7 @@ std::string generate_source(const KernelSpec& spec) {
     define(o, "SAGE2_QZ_CHUNKS", q.chunks, "8-channel chunks per row covered");
     define(o, "SAGE2_QZ_MIN_CTAS", q.min_ctas, "CTAs per SM the registers must allow");
     if (c.op == QuantOp::ChannelStats) define(o, "SAGE2_QZ_STATS_CHUNK", quantize_stats_chunk(c), "tokens per statistics chunk");
+    define_k_runs(o, c.op == QuantOp::QuantizeK ? k_group_runs(layout, q) : KGroupRuns{});
   }
   o << "#include \"" << tmpl << "\"\n";
   return o.str();

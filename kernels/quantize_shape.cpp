@@ -117,6 +117,28 @@ KvQuantizeConfig kv_quantize_config(const KernelSpec& spec) {
   return f;
 }
 
+KGroupRuns k_group_runs(const QuantLayout& layout, const QuantizeKernelConfig& k) {
+  const int rpp = k.threads / k.tpr;
+  const int items = (k.rows + rpp - 1) / rpp;
+  // Whether every real row (slot s, item i) has the group of row (rep_slot(s), rep_item(i)).
+  auto same = [&](auto rep_slot, auto rep_item) {
+    for (int s = 0; s < rpp; ++s)
+      for (int i = 0; i < items; ++i) {
+        const int r = s + i * rpp;
+        if (r < k.rows && layout.k_group(r) != layout.k_group(rep_slot(s) + rep_item(i) * rpp)) return false;
+      }
+    return true;
+  };
+  KGroupRuns g;
+  for (int run = items; run >= 2 && g.items == 1; --run)
+    if (items % run == 0 && same([](int s) { return s; }, [run](int i) { return i - i % run; })) g.items = run;
+  if (g.items == 1) return g;
+  g.lanes = k.tpr;
+  for (int p = 2; p * k.tpr <= 32 && same([p](int s) { return s - s % p; }, [](int i) { return i; }); p *= 2)
+    g.lanes = p * k.tpr;
+  return g;
+}
+
 QuantizeClusterPlan quantize_cluster_plan(const QuantBuffers& b) {
   const std::int64_t groups = std::max<std::int64_t>(1, b.p.batch * b.p.kv_heads);
   const std::int64_t len = std::max<std::int64_t>(1, b.p.kv_len);

@@ -84,6 +84,17 @@ struct KvQuantizeConfig {
 };
 KvQuantizeConfig kv_quantize_config(const KernelSpec& spec);
 
+// How a K item mapping `k` (rows slot + i·rpp of a thread, rpp = threads / tpr) meets the K scale
+// groups of `layout`: each thread's items come in runs of `items` consecutive i whose rows share a
+// group, and `lanes` consecutive threads (tpr of one row times aligned slots) hold rows of that
+// group for every i. The kernel then takes a group's maximum per run instead of per row
+// (templates/quantize_qk_body.cuh); items 1: no runs (lanes is then 1 too).
+struct KGroupRuns {
+  int items = 1;
+  int lanes = 1;
+};
+KGroupRuns k_group_runs(const QuantLayout& layout, const QuantizeKernelConfig& k);
+
 // Work-item schedule of the fused launch for the buffers `b` (templates/quantize_params.cuh):
 // lag = the number of groups whose K+V bytes fit kLagBytes (at least 1, at most all groups), so
 // a group's K/V are re-read from L2 after its statistics items read them.

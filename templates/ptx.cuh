@@ -87,6 +87,39 @@ SAGE2_DEVICE_INLINE float min_f32(float a, float b) {
 }
 SAGE2_DEVICE_INLINE u32 max_u32(u32 a, u32 b) { return a > b ? a : b; }
 
+// Packed 16-bit max / min of two bf16x2 (BF16) or f16x2 words, NaN-propagating per half
+// (max.NaN / min.NaN, sm_80+): exact selections, no conversion.
+template <bool BF16>
+SAGE2_DEVICE_INLINE u32 max_nan_x2(u32 a, u32 b) {
+  u32 r;
+  if (BF16)
+    asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  else
+    asm("max.NaN.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+template <bool BF16>
+SAGE2_DEVICE_INLINE u32 min_nan_x2(u32 a, u32 b) {
+  u32 r;
+  if (BF16)
+    asm("min.NaN.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  else
+    asm("min.NaN.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+
+// Correctly rounded multiply and add that the compiler may not fuse into an FMA (.rn).
+SAGE2_DEVICE_INLINE float mul_rn(float a, float b) {
+  float r;
+  asm("mul.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+SAGE2_DEVICE_INLINE float add_rn(float a, float b) {
+  float r;
+  asm("add.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+
 // Byte permute: result byte i = byte sel.nibble(i) of the 8-byte value {b, a} (a = bytes 0-3).
 SAGE2_DEVICE_INLINE u32 prmt(u32 a, u32 b, u32 sel) {
   u32 r;

@@ -29,6 +29,14 @@ __device__ __forceinline__ i32 quant_int(float x, float inv) {
 // below R / FLT_MAX) needs quant_int itself. Callers branch per group on group_inv_finite.
 __device__ __forceinline__ bool group_inv_finite(float inv) { return inv <= FLT_MAX_; }
 __device__ __forceinline__ i32 quant_int_finite_inv(float x, float inv) { return ptx::rint_s32(x * inv); }
+// The same code in the low byte of the result, by full-rate float adds instead of a conversion
+// (cvt.rni issues at a quarter of the FP32 rate): t = x·inv rounded, then t + 1.5·2^23 rounds t to
+// an integer, ties to even as cvt.rni does, and leaves it in the low mantissa bits (|t| < 2^22 puts
+// the sum in [2^23, 2^24), where the spacing is 1): byte 0 is the code's two's-complement byte.
+// Only for a finite x of the group (|x| <= amax): x NaN or ±Inf would not give 0 here.
+__device__ __forceinline__ u32 code_byte_finite(float x, float inv) {
+  return ptx::f32_bits(ptx::add_rn(ptx::mul_rn(x, inv), 12582912.f));
+}
 
 // The low bytes of four 32-bit values as one word (byte e = v[e] & 0xff): three byte permutes.
 __device__ __forceinline__ u32 pack_low_bytes(i32 v0, i32 v1, i32 v2, i32 v3) {

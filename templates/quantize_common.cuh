@@ -312,9 +312,21 @@ __device__ __forceinline__ void stats_rows(const Input& in, const u16* row0, i64
 
   constexpr int U = CPT == 1 ? 4 : 2;  // rows in flight per thread (8 spilled at 3 CTAs per SM)
   // The walk, with the vector-or-scalar choice made once and the row pointers advanced by a
-  // 64-bit add per row (no per-row multiply).
-  auto walk = [&](auto vec) {
+  // 64-bit add per row (no per-row multiply). LEAN: min and max as packed 16-bit max.NaN /
+  // min.NaN of the raw inputs (exact, converted once at the end) and no per-element test; it
+  // returns whether a NaN/Inf reached them (then the caller walks again in the checked form,
+  // which reads them as 0 and records their rows: the sum is the same sequence of adds).
+  auto walk = [&](auto vec, auto lean) -> bool {
     constexpr bool VEC = decltype(vec)::value;
+    constexpr bool LEAN = decltype(lean)::value;
+    constexpr u32 NEG_INF2 = IN_BF16 ? 0xff80ff80u : 0xfc00fc00u;
+    constexpr u32 POS_INF2 = IN_BF16 ? 0x7f807f80u : 0x7c007c00u;
+    u32 hi[LEAN ? CPT : 1][4], lo[LEAN ? CPT : 1][4];
+    if (LEAN)
+#pragma unroll
+      for (int k = 0; k < CPT; ++k)
+#pragma unroll
+        for (int w = 0; w < 4; ++w) hi[LEAN ? k : 0][w] = NEG_INF2, lo[LEAN ? k : 0][w] = POS_INF2;
     // (the one-launch stages address each row from its index: fewer live registers)
     const i64 step = ROOMY ? static_cast<i64>(RPP) * in.sn : 0;
     const u16* rows = ROOMY ? row0 + (n0 + slot) * in.sn : row0;
@@ -334,6 +346,22 @@ __device__ __forceinline__ void stats_rows(const Input& in, const u16* row0, i64
       for (int u = 0; u < U; ++u) {
         const i64 n = nb + static_cast<i64>(u) * RPP;
         if (n < n1) {
+          if (LEAN) {
+#pragma unroll
+            for (int k = 0; k < CPT; ++k) {
+              float x[8];
+              to_f32x8(raw[u][k], x);
+#pragma unroll
+              for (int e = 0; e < 8; ++e) sum[k][e] += x[e];
+              const u32 v[4] = {raw[u][k].x, raw[u][k].y, raw[u][k].z, raw[u][k].w};
+#pragma unroll
+              for (int w = 0; w < 4; ++w) {
+                hi[LEAN ? k : 0][w] = ptx::max_nan_x2<IN_BF16>(hi[LEAN ? k : 0][w], v[w]);
+                lo[LEAN ? k : 0][w] = ptx::min_nan_x2<IN_BF16>(lo[LEAN ? k : 0][w], v[w]);
+              }
+            }
+            continue;
+          }
           // the kernel's own launch limits keep rows below 2^31; saturate anyway
           const i32 n32 = static_cast<i32>(n < NO_BAD ? n : static_cast<i64>(NO_BAD - 1));
 #pragma unroll
@@ -356,11 +384,39 @@ __device__ __forceinline__ void stats_rows(const Input& in, const u16* row0, i64
         }
       }
     }
+    if (!LEAN) return false;
+    // A NaN or ±Inf input leaves an all-ones exponent in hi or lo (so do the starting ±Inf of a
+    // thread without rows: its checked walk is empty, and as quick).
+    u32 nonfinite = 0u;
+#pragma unroll
+    for (int k = 0; k < CPT; ++k) {
+      float xh[8], xl[8];
+      to_f32x8(ptx::u32x4{hi[LEAN ? k : 0][0], hi[LEAN ? k : 0][1], hi[LEAN ? k : 0][2], hi[LEAN ? k : 0][3]}, xh);
+      to_f32x8(ptx::u32x4{lo[LEAN ? k : 0][0], lo[LEAN ? k : 0][1], lo[LEAN ? k : 0][2], lo[LEAN ? k : 0][3]}, xl);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) mx[k][e] = xh[e], mn[k][e] = xl[e];
+#pragma unroll
+      for (int w = 0; w < 4; ++w)
+        nonfinite |= quant_math::nonfinite_bits<IN_BF16>(hi[LEAN ? k : 0][w]) |
+                     quant_math::nonfinite_bits<IN_BF16>(lo[LEAN ? k : 0][w]);
+    }
+    return nonfinite != 0u;
   };
-  if (ROOMY && VEC_HD && in.vec)  // (the one-launch stages keep one walk: their register bound)
-    walk(BoolC<VEC_HD>{});
-  else
-    walk(BoolC<false>{});
+  if (ROOMY && VEC_HD && in.vec) {  // (the one-launch stages keep one walk: their register bound)
+    if (walk(BoolC<VEC_HD>{}, BoolC<true>{})) {  // rare: a NaN/Inf among this thread's rows
+#pragma unroll
+      for (int k = 0; k < CPT; ++k)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          sum[k][e] = 0.f;
+          mn[k][e] = ptx::bits_f32(0x7f800000u);
+          mx[k][e] = ptx::bits_f32(0xff800000u);
+        }
+      walk(BoolC<VEC_HD>{}, BoolC<false>{});
+    }
+  } else {
+    walk(BoolC<false>{}, BoolC<false>{});
+  }
 
   // Combine the RPP row slots, PER statistics per barrier (sum, min, max; sums left to right from
   // slot 0's: the contract's order); the first bad row with the last.

@@ -42,6 +42,11 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, c
   constexpr bool CACHE = ITEMS * CPT <= 8;
   constexpr int UNROLL = CACHE ? ITEMS : 1;  // rolled loops re-read rows (small code)
   constexpr int RED_W = CHUNKS * 8;  // == D_QK
+  // K rows that share a scale group (kernels::k_group_runs): each thread's rows come in runs of
+  // K_RUN consecutive items of one group, and K_LANES consecutive lanes hold rows of that group too.
+  constexpr int K_RUN = SAGE2_QZ_K_RUN, K_LANES = SAGE2_QZ_K_RUN_LANES;
+  constexpr bool LEAN = !IS_Q && CACHE && ROOMY && K_RUN > 1;
+  static_assert(!LEAN || (ITEMS % K_RUN == 0 && K_LANES >= TPR && K_LANES <= 32), "bad K runs");
   static_assert(ROWS == (IS_Q ? BQ : BK), "rows per CTA must be the quantization block");
   static_assert(CHUNKS * 8 == D_QK, "Q/K mapping covers the padded head dim");
 
@@ -166,41 +171,106 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, c
     }
   }
 
-  // ---- per row: q_kbias (padded rows 0) and the group amax of |x - mean|
-#pragma unroll UNROLL
-  for (int i = 0; i < ITEMS; ++i) {
-    const int r = slot + i * RPP;
-    u32 m = 0u, row_bad = 0u;
-    float part = 0.f;
-    if (r < valid) {
+  // ---- K, lean form: the group maxima from packed per-channel maxima and minima over each run of
+  // a thread's rows of one group. Over the rows x of a channel, max |fl(x - m)| = max(|fl(xmax - m)|,
+  // |fl(m - xmin)|) (rounding is monotonic, fl(-a) = -fl(a)): the same bits as the per-row pass
+  // with one packed max and one packed min per two elements instead of a conversion, a
+  // subtraction and a maximum per element. A NaN or ±Inf input makes its group maximum non-finite
+  // (max.NaN / min.NaN propagate NaN), and so does an x - m that overflows: then `lean` is false
+  // for the whole CTA and the per-row pass below, which reads non-finite inputs as 0, runs instead.
+  bool lean = false;
+  if (LEAN) {
+    constexpr u32 NEG_INF2 = IN_BF16 ? 0xff80ff80u : 0xfc00fc00u;
+    constexpr u32 POS_INF2 = IN_BF16 ? 0x7f807f80u : 0x7c007c00u;
+    u32 bad = 0u;
 #pragma unroll
-      for (int k = 0; k < CPT; ++k) {
-        const int j = lane_r + k * TPR;
-        if (j < CH_IN) {
-          float x[8];
-          row_bad |= fetch(i, k, x);
+    for (int a = 0; a < ITEMS / K_RUN; ++a) {
+      const int first = slot + a * K_RUN * RPP;  // this thread's first row of the run
+      u32 hi[CPT][4], lo[CPT][4];
 #pragma unroll
-          for (int e = 0; e < 8; ++e) {
-            if (KBIAS) part += x[e] * kbar_r[KBIAS ? k : 0][e];
-            m = ptx::max_u32(m, ptx::abs_bits(x[e] - mean_r[k][e]));
+      for (int k = 0; k < CPT; ++k)
+#pragma unroll
+        for (int w = 0; w < 4; ++w) hi[k][w] = NEG_INF2, lo[k][w] = POS_INF2;
+#pragma unroll
+      for (int i = a * K_RUN; i < (a + 1) * K_RUN; ++i) {
+        if (slot + i * RPP < valid) {
+#pragma unroll
+          for (int k = 0; k < CPT; ++k) {
+            const ptx::u32x4& c = cache[CACHE ? i : 0][CACHE ? k : 0];
+            const u32 v[4] = {c.x, c.y, c.z, c.w};
+#pragma unroll
+            for (int w = 0; w < 4; ++w) {
+              hi[k][w] = ptx::max_nan_x2<IN_BF16>(hi[k][w], v[w]);
+              lo[k][w] = ptx::min_nan_x2<IN_BF16>(lo[k][w], v[w]);
+            }
           }
         }
       }
+      float am = 0.f;
+      if (first < valid) {
+#pragma unroll
+        for (int k = 0; k < CPT; ++k) {
+          if (lane_r + k * TPR < CH_IN) {
+            float xh[8], xl[8];
+            to_f32x8(ptx::u32x4{hi[k][0], hi[k][1], hi[k][2], hi[k][3]}, xh);
+            to_f32x8(ptx::u32x4{lo[k][0], lo[k][1], lo[k][2], lo[k][3]}, xl);
+            // max(|a|, |b|) = max(a, b) here: a = fl(xmax - m) >= fl(xmin - m) = -b, so the
+            // larger of the two is >= 0 (a zero's sign is cleared below)
+#pragma unroll
+            for (int e = 0; e < 8; ++e)
+              am = ptx::max_nan(am, ptx::max_nan(xh[e] - mean_r[k][e], mean_r[k][e] - xl[e]));
+          }
+        }
+      }
+      // (NaN bits order above +Inf: an unsigned max keeps a NaN)
+      const u32 m = ptx::group_max_u32<K_LANES>(ptx::abs_bits(am));
+      bad |= m >= 0x7f800000u ? 1u : 0u;
+      if (tid % K_LANES == 0 && first < valid) ptx::red_max_shared_u32(ptx::smem_addr(&s_amax[sage2_k_group_table[first]]), m);
     }
-    m = ptx::group_max_u32<TPR>(m);
-    if (lane_r == 0 && r < valid) {
-      const int g = IS_Q ? sage2_q_group_table[r] : sage2_k_group_table[r];
-      ptx::red_max_shared_u32(ptx::smem_addr(&s_amax[g]), m);
-    }
-    if (KBIAS) {
-      part = ptx::group_sum<TPR>(part);
-      if (lane_r == 0 && r < ROWS) p.q_kbias[out_row0 + r] = (r < valid) ? part : 0.f;
-    }
-    if (IS_Q) {
-      row_bad = ptx::group_max_u32<TPR>(row_bad != 0u ? 1u : 0u);
-      if (lane_r == 0 && r < ROWS) p.q_bad[out_row0 + r] = static_cast<u8>(row_bad);
+    lean = __syncthreads_or(bad) == 0;
+    if (!lean) {  // rare: start the maxima again in the per-row form
+      for (int g = tid; g < GROUPS; g += THREADS) s_amax[g] = 0u;
+      __syncthreads();
     }
   }
+
+  // ---- per row: q_kbias (padded rows 0) and the group amax of |x - mean|
+  if (!lean) {
+#pragma unroll UNROLL
+    for (int i = 0; i < ITEMS; ++i) {
+      const int r = slot + i * RPP;
+      u32 m = 0u, row_bad = 0u;
+      float part = 0.f;
+      if (r < valid) {
+#pragma unroll
+        for (int k = 0; k < CPT; ++k) {
+          const int j = lane_r + k * TPR;
+          if (j < CH_IN) {
+            float x[8];
+            row_bad |= fetch(i, k, x);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+              if (KBIAS) part += x[e] * kbar_r[KBIAS ? k : 0][e];
+              m = ptx::max_u32(m, ptx::abs_bits(x[e] - mean_r[k][e]));
+            }
+          }
+        }
+      }
+      m = ptx::group_max_u32<TPR>(m);
+      if (lane_r == 0 && r < valid) {
+        const int g = IS_Q ? sage2_q_group_table[r] : sage2_k_group_table[r];
+        ptx::red_max_shared_u32(ptx::smem_addr(&s_amax[g]), m);
+      }
+      if (KBIAS) {
+        part = ptx::group_sum<TPR>(part);
+        if (lane_r == 0 && r < ROWS) p.q_kbias[out_row0 + r] = (r < valid) ? part : 0.f;
+      }
+      if (IS_Q) {
+        row_bad = ptx::group_max_u32<TPR>(row_bad != 0u ? 1u : 0u);
+        if (lane_r == 0 && r < ROWS) p.q_bad[out_row0 + r] = static_cast<u8>(row_bad);
+      }
+    }
+  }  // !lean
   __syncthreads();
 #pragma unroll 1
   for (int g = tid; g < GROUPS; g += THREADS) {
@@ -214,6 +284,38 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, c
 
   // ---- codes (padded rows and channels: 0)
   i8* codes = (IS_Q ? p.q_codes : p.k_codes) + out_row0 * ROW_BYTES;
+  if (LEAN && SAGE2_QK_BITS == 8 && lean) {  // every input finite: no per-element checks
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+      const int r = slot + i * RPP;
+      if (ROWS % RPP != 0 && r >= ROWS) continue;  // (slot < RPP: only a partial last pass has such rows)
+      const int first = slot + (i - i % K_RUN) * RPP;  // the run's first row: its group is the run's
+      const float inv = (r < valid) ? s_inv[sage2_k_group_table[first]] : 0.f;
+      i8* dst = codes + static_cast<i64>(r) * ROW_BYTES;
+#pragma unroll
+      for (int k = 0; k < CPT; ++k) {
+        const int j = lane_r + k * TPR;
+        if (j >= CHUNKS) continue;
+        u32 w[2] = {0u, 0u};
+        if (r < valid && j < CH_IN) {
+          float x[8];
+          to_f32x8(cache[CACHE ? i : 0][CACHE ? k : 0], x);
+          u32 b[8];
+          if (quant_math::group_inv_finite(inv)) {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) b[e] = quant_math::code_byte_finite(x[e] - mean_r[k][e], inv);
+          } else {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) b[e] = static_cast<u32>(quant_int<R>(x[e] - mean_r[k][e], inv));
+          }
+          w[0] = quant_math::pack_low_bytes(b[0], b[1], b[2], b[3]);
+          w[1] = quant_math::pack_low_bytes(b[4], b[5], b[6], b[7]);
+        }
+        ptx::st_v2(dst + j * 8, w[0], w[1]);
+      }
+    }
+    return;
+  }
 #pragma unroll UNROLL
   for (int i = 0; i < ITEMS; ++i) {
     const int r = slot + i * RPP;

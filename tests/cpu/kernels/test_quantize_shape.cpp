@@ -160,3 +160,47 @@ TEST_CASE("cluster quantize plan: whole tiles per rank, every token covered, no 
               .cluster_chunk == p.chunk);
   }
 }
+
+TEST_CASE("k group runs: every row of a run and of its lanes has the run's group; common shapes get runs") {
+  // The K kernel takes one group maximum per run of a thread's rows (templates/quantize_qk_body.cuh):
+  // a row placed in a run of another group would get the wrong scale.
+  struct C {
+    KernelFamily fam;
+    int d, bits, bk;
+    int want_items, want_lanes;  // -1: not pinned
+  };
+  const C cases[] = {{KernelFamily::AttentionWgmma, 128, 8, 128, 4, 32}, {KernelFamily::AttentionWgmma, 64, 8, 128, 2, 16},
+                     {KernelFamily::AttentionWgmma, 256, 8, 128, -1, -1}, {KernelFamily::AttentionWgmma, 72, 8, 64, -1, -1},
+                     {KernelFamily::AttentionMma, 128, 8, 64, 4, 32},     {KernelFamily::AttentionMma, 64, 4, 64, -1, -1},
+                     {KernelFamily::AttentionMma, 96, 8, 32, -1, -1},     {KernelFamily::AttentionMma, 40, 8, 64, -1, -1}};
+  for (const C& c : cases) {
+    KernelSpec attn;
+    attn.family = c.fam;
+    attn.head_dim = c.d;
+    attn.qk_bits = c.bits;
+    attn.tile = c.fam == KernelFamily::AttentionWgmma ? TileConfig{128, c.bk, 8, 2} : TileConfig{64, c.bk, 4, 2};
+    const KernelSpec ks = quantize_spec_for(attn, QuantOp::QuantizeK);
+    const QuantizeKernelConfig k = quantize_kernel_config(ks);
+    const QuantLayout L = quant_layout(attn);
+    const KGroupRuns g = k_group_runs(L, k);
+    CAPTURE(c.d);
+    CAPTURE(c.bk);
+    CAPTURE(g.items);
+    CAPTURE(g.lanes);
+    if (c.want_items > 0) CHECK(g.items == c.want_items);
+    if (c.want_lanes > 0) CHECK(g.lanes == c.want_lanes);
+    const int rpp = k.threads / k.tpr, items = (k.rows + rpp - 1) / rpp;
+    REQUIRE(items % g.items == 0);
+    if (g.items == 1) continue;
+    REQUIRE(g.lanes % k.tpr == 0);
+    REQUIRE(g.lanes <= 32);
+    const int slots = g.lanes / k.tpr;  // consecutive slots of one lane group
+    for (int s = 0; s < rpp; ++s)
+      for (int i = 0; i < items; ++i) {
+        const int r = s + i * rpp;
+        if (r >= k.rows) continue;
+        const int first = (s - s % slots) + (i - i % g.items) * rpp;  // the run's first row, lane group's first slot
+        CHECK(L.k_group(r) == L.k_group(first));
+      }
+  }
+}
