@@ -74,10 +74,29 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, c
   // divisions); the one-launch stages load them after (their register bound: the cluster stage
   // spilled with the rows live across the constants).
   ptx::u32x4 cache[CACHE ? ITEMS : 1][CACHE ? CPT : 1];
+  // (LEAN: a row past the end holds a copy of its run's first row, so that the run's packed
+  // maxima need no per-row test; its codes are 0 anyway. Only the per-row forms read such rows as 0.)
   auto load_rows = [&] {
+    if (ROOMY && !SMEM_ROWS && VEC_HD && in.vec) {  // 16-byte rows: pointers by adds, no per-row choice
+      const u16* p0 = base + static_cast<i64>(slot) * in.sn;
+      const i64 step = static_cast<i64>(RPP) * in.sn;
+#pragma unroll
+      for (int i = 0; i < ITEMS; ++i) {
+        int r = slot + i * RPP, ii = i;
+        if (LEAN && r >= valid) r = slot + (i - i % K_RUN) * RPP, ii = i - i % K_RUN;
+#pragma unroll
+        for (int k = 0; k < CPT; ++k) {
+          const int j = lane_r + k * TPR;
+          cache[CACHE ? i : 0][CACHE ? k : 0] =
+              (r < valid && j < CH_IN) ? ptx::ld_nc_v4(p0 + ii * step + 8 * j) : ptx::u32x4{0u, 0u, 0u, 0u};
+        }
+      }
+      return;
+    }
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i) {
-      const int r = slot + i * RPP;
+      int r = slot + i * RPP;
+      if (LEAN && r >= valid) r = slot + (i - i % K_RUN) * RPP;
 #pragma unroll
       for (int k = 0; k < CPT; ++k)
         cache[CACHE ? i : 0][CACHE ? k : 0] =
@@ -193,16 +212,14 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, c
         for (int w = 0; w < 4; ++w) hi[k][w] = NEG_INF2, lo[k][w] = POS_INF2;
 #pragma unroll
       for (int i = a * K_RUN; i < (a + 1) * K_RUN; ++i) {
-        if (slot + i * RPP < valid) {
 #pragma unroll
-          for (int k = 0; k < CPT; ++k) {
-            const ptx::u32x4& c = cache[CACHE ? i : 0][CACHE ? k : 0];
-            const u32 v[4] = {c.x, c.y, c.z, c.w};
+        for (int k = 0; k < CPT; ++k) {
+          const ptx::u32x4& c = cache[CACHE ? i : 0][CACHE ? k : 0];
+          const u32 v[4] = {c.x, c.y, c.z, c.w};
 #pragma unroll
-            for (int w = 0; w < 4; ++w) {
-              hi[k][w] = ptx::max_nan_x2<IN_BF16>(hi[k][w], v[w]);
-              lo[k][w] = ptx::min_nan_x2<IN_BF16>(lo[k][w], v[w]);
-            }
+          for (int w = 0; w < 4; ++w) {
+            hi[k][w] = ptx::max_nan_x2<IN_BF16>(hi[k][w], v[w]);
+            lo[k][w] = ptx::min_nan_x2<IN_BF16>(lo[k][w], v[w]);
           }
         }
       }
@@ -285,33 +302,37 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, c
   // ---- codes (padded rows and channels: 0)
   i8* codes = (IS_Q ? p.q_codes : p.k_codes) + out_row0 * ROW_BYTES;
   if (LEAN && SAGE2_QK_BITS == 8 && lean) {  // every input finite: no per-element checks
+    // One inverse scale per run (its rows' group); rows past the end get 0, which makes their
+    // codes 0 (|x - m| is finite), and so do padded channels (x = m = 0): no per-row branches.
+    float inv_run[ITEMS / K_RUN];
+#pragma unroll
+    for (int a = 0; a < ITEMS / K_RUN; ++a) {
+      const int first = slot + a * K_RUN * RPP;
+      inv_run[a] = first < valid ? s_inv[sage2_k_group_table[first]] : 0.f;
+    }
+    i8* dst0 = codes + static_cast<i64>(slot) * ROW_BYTES;
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i) {
       const int r = slot + i * RPP;
       if (ROWS % RPP != 0 && r >= ROWS) continue;  // (slot < RPP: only a partial last pass has such rows)
-      const int first = slot + (i - i % K_RUN) * RPP;  // the run's first row: its group is the run's
-      const float inv = (r < valid) ? s_inv[sage2_k_group_table[first]] : 0.f;
-      i8* dst = codes + static_cast<i64>(r) * ROW_BYTES;
+      const float inv = r < valid ? inv_run[i / K_RUN] : 0.f;
+      const bool fast = quant_math::group_inv_finite(inv_run[i / K_RUN]);
 #pragma unroll
       for (int k = 0; k < CPT; ++k) {
         const int j = lane_r + k * TPR;
         if (j >= CHUNKS) continue;
-        u32 w[2] = {0u, 0u};
-        if (r < valid && j < CH_IN) {
-          float x[8];
-          to_f32x8(cache[CACHE ? i : 0][CACHE ? k : 0], x);
-          u32 b[8];
-          if (quant_math::group_inv_finite(inv)) {
+        float x[8];
+        to_f32x8(cache[CACHE ? i : 0][CACHE ? k : 0], x);
+        u32 b[8];
+        if (fast) {
 #pragma unroll
-            for (int e = 0; e < 8; ++e) b[e] = quant_math::code_byte_finite(x[e] - mean_r[k][e], inv);
-          } else {
+          for (int e = 0; e < 8; ++e) b[e] = quant_math::code_byte_finite(x[e] - mean_r[k][e], inv);
+        } else {  // a group of tiny values: its inverse is infinite
 #pragma unroll
-            for (int e = 0; e < 8; ++e) b[e] = static_cast<u32>(quant_int<R>(x[e] - mean_r[k][e], inv));
-          }
-          w[0] = quant_math::pack_low_bytes(b[0], b[1], b[2], b[3]);
-          w[1] = quant_math::pack_low_bytes(b[4], b[5], b[6], b[7]);
+          for (int e = 0; e < 8; ++e) b[e] = static_cast<u32>(r < valid ? quant_int<R>(x[e] - mean_r[k][e], inv) : 0);
         }
-        ptx::st_v2(dst + j * 8, w[0], w[1]);
+        ptx::st_v2(dst0 + static_cast<i64>(i) * RPP * ROW_BYTES + j * 8, quant_math::pack_low_bytes(b[0], b[1], b[2], b[3]),
+                   quant_math::pack_low_bytes(b[4], b[5], b[6], b[7]));
       }
     }
     return;

@@ -72,17 +72,9 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, co
   }
 
   const float* st = p.v_stats + bh * 3 * D_V;
-  // Whether some channel of the head holds a NaN/Inf (v_first_bad, written with the statistics):
-  // if none, the codes skip the per-element test (the one-launch stages, whose statistics sit in
-  // shared memory, keep it).
-  constexpr bool TRUST_STATS = ROOMY;
-  u32 head_bad = TRUST_STATS ? 0u : 1u;
 #pragma unroll 1
   for (int c = tid; c < D_V; c += THREADS) {
     float mu = 0.f, inv = 0.f, scale = 0.f;
-    if (TRUST_STATS && c < HD)
-      head_bad |= ptx::f32_bits(ld_stat(reinterpret_cast<const float*>(p.v_first_bad + bh * D_V + c))) !=
-                  static_cast<u32>(NO_BAD);
     if (c < HD) {
       const float vsum = stats ? stats[c] : ld_stat(st + c);
       const float vmin = stats ? stats[D_V + c] : ld_stat(st + D_V + c);
@@ -109,7 +101,7 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, co
       p.v_mean[bh * D_V + c] = mu;
     }
   }
-  const bool clean = __syncthreads_or(head_bad) == 0;
+  __syncthreads();
 
   // This thread's channels are the same for all its rows: constants in registers.
   float mu_r[CPT][8], inv_r[CPT][8];
@@ -134,12 +126,7 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, co
       u32 pair[4] = {0u, 0u, 0u, 0u};
       if (r < valid && j < CH_IN) {
         float x[8];
-        const ptx::u32x4 raw = PRELOAD ? pre[PRELOAD ? i : 0][PRELOAD ? k : 0] : load_rc(r, j);
-        u32 bad = 0u;
-        if (clean)
-          to_f32x8(raw, x);
-        else
-          bad = to_f32x8_sane(raw, x);
+        const u32 bad = to_f32x8_sane(PRELOAD ? pre[PRELOAD ? i : 0][PRELOAD ? k : 0] : load_rc(r, j), x);
         float y[8];
 #pragma unroll
         for (int e = 0; e < 8; ++e) y[e] = (x[e] - mu_r[k][e]) * inv_r[k][e];
