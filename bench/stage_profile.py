@@ -110,13 +110,49 @@ def profile_call(torch, sage2, profile, ProfilerActivity, shape, calls):
     return med, quant, attn, total, path
 
 
+def merge(files, out):
+    """quant_us records from the per-round stage_profile records of several one-round runs of one
+    commit (rounds taken one run at a time, alternated with another build in the same device call):
+    per shape the median over the runs, rounds = the number of runs."""
+    per = {}
+    for f in files:
+        for line in open(f):
+            r = json.loads(line)
+            if r.get("mode") == "stage_profile":
+                per.setdefault(r["shape"], []).append(r)
+    commits = {r["commit"] for rs in per.values() for r in rs}
+    if len(commits) != 1:
+        raise SystemExit("merge: the runs measured %d commits (%s): one expected" % (len(commits), ", ".join(sorted(commits))))
+    with open(out, "a") as fh:
+        for name, rs in per.items():
+            if len(rs) != len(files):
+                raise SystemExit("merge: %s has %d rounds in %d files" % (name, len(rs), len(files)))
+            us = sorted(r["quant_us"] for r in rs)[len(rs) // 2]
+            gbps = sorted(r["copy_gbps"] for r in rs)[len(rs) // 2]
+            r0 = rs[0]
+            rec = {"run": r0["run"] + "-merged", "commit": r0["commit"], "mode": "quant_us", "method": "sage2",
+                   "rounds": len(rs), "us": us, "copy_gbps": gbps, "shape": name,
+                   **{k: r0[k] for k in ("batch", "heads", "kv_heads", "head_dim", "seq_len", "causal", "dtype", "device")},
+                   "path": "/".join(sorted({r["path"] for r in rs})),
+                   "command": "python3 bench/stage_profile.py --merge " + " ".join(files) + "  (runs: " + r0["command"] + ")"}
+            fh.write(json.dumps(rec) + "\n")
+            print("median of %d runs %-24s quant %7.1f us" % (len(rs), name, us))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="quant")
     ap.add_argument("--calls", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--merge", nargs="+", metavar="FILE",
+                    help="no GPU: write to --out the quant_us records of one-round runs' stage_profile records (one commit)")
     a = ap.parse_args()
+    if a.merge:
+        if not a.out:
+            raise SystemExit("--merge needs --out")
+        return merge(a.merge, a.out)
     import torch
     import sage2
     from torch.profiler import ProfilerActivity, profile

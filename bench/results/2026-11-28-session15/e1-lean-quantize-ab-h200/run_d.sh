@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# session 15, d: the lean quantize bodies (K runs, packed statistics, V without the per-element test)
+# against session 14's final code (.dev-base = 028cb17): outputs hashed, GPU tests, stage profile
+# 3 rounds alternated, ncu at Flux.
+cd "$(dirname "$0")/.."
+O=${OUT:-/tmp/out}/d; mkdir -p $O
+export PYTHONPATH=python
+start=$(date +%s)
+t() { echo "$1 rc=$2 t=$(( $(date +%s) - start ))"; }
+for v in base new onepass; do
+  lib=.dev; [ $v = base ] && lib=.dev-base
+  path=auto; [ $v = onepass ] && path=onepass
+  SAGE2_QUANT_PATH=$path SAGE2_LIBRARY=$PWD/$lib/libsage2.so timeout 150 python3 .scratch/ab_check.py $O/check_$v.json > $O/check_$v.log 2>&1
+  t "check $v" $?
+done
+python3 - $O <<'PY'
+import json, sys
+d = sys.argv[1]; a = json.load(open(d + "/check_base.json"))
+for v in ("new", "onepass"):
+    b = json.load(open(d + "/check_%s.json" % v))
+    for k in a: print(v, k, "identical" if a[k]["sha"] == b.get(k, {}).get("sha") else "DIFFERENT", a[k]["cos_head0"], b.get(k, {}).get("cos_head0"))
+PY
+timeout 240 .dev/tests/sage2_gpu_tests -tc='gpu quantize*,gpu nonfinite*,gpu varlen*' > $O/gpu_tests.log 2>&1
+t "gpu tests" $?; tail -4 $O/gpu_tests.log
+for r in 1 2 3; do
+  for v in base new; do
+    lib=.dev; [ $v = base ] && lib=.dev-base
+    SAGE2_LIBRARY=$PWD/$lib/libsage2.so timeout 100 python3 bench/stage_profile.py --shapes quant --rounds 1 --calls 3 --out $O/stage_${v}_r$r.jsonl > $O/stage_${v}_r$r.log 2>&1
+    t "stage $v r$r" $?
+  done
+done
+grep -h "^median" $O/stage_base_r1.log $O/stage_new_r1.log
+for v in base new; do
+  lib=.dev; [ $v = base ] && lib=.dev-base
+  SAGE2_LIBRARY=$PWD/$lib/libsage2.so timeout 100 ncu --target-processes all -k regex:"sage2_(channel_stats|quantize_k|quantize_v)" --launch-skip 3 --launch-count 3 \
+    --metrics gpu__time_duration.sum,smsp__inst_executed.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active \
+    python3 bench/ncu_quantize.py flux-1024 > $O/ncu_flux_$v.txt 2>&1
+  t "ncu $v" $?
+done
+grep -E "sage2_|duration|inst_executed" $O/ncu_flux_*.txt | head -40
