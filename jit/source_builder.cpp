@@ -5,15 +5,13 @@
 // emitted as tables computed by kernels::quant_layout (the device never re-derives it).
 #include "jit/source_builder.hpp"
 
-#include <initializer_list>
 #include <sstream>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "kernels/attention_family.hpp"
 #include "jit/embedded_templates.hpp"
-#include "kernels/quantize_shape.hpp"
+#include "kernels/family_quantize.hpp"
 #include "kernels/quant_layout.hpp"
 
 namespace sage2::jit {
@@ -21,40 +19,15 @@ namespace sage2::jit {
 using namespace kernels;  // jit compiles what kernels/ describes
 namespace {
 
-// The quantize family's templates: one small entry file per op (templates/quantize_common.cuh
-// lists them and the headers they share).
-struct QuantTemplate {
-  QuantOp op;
-  const char* file;
-};
-constexpr QuantTemplate kQuantTemplates[] = {
-    {QuantOp::ChannelStats, "quantize_stats.cuh"},
-    {QuantOp::QuantizeQ, "quantize_qk.cuh"},
-    {QuantOp::QuantizeK, "quantize_qk.cuh"},
-    {QuantOp::QuantizeV, "quantize_v.cuh"},
-    {QuantOp::Fused, "quantize_fused.cuh"},
-    {QuantOp::Cluster, "quantize_cluster.cuh"},
-    {QuantOp::QuantizeKV, "quantize_kv.cuh"},
-    {QuantOp::MaskTiles, "quantize_mask_tiles.cuh"},
-};
-
-const char* quantize_template(QuantOp op) {
-  for (const auto& t : kQuantTemplates)
-    if (t.op == op) return t.file;
-  return "?";
-}
-
 // The template file that defines the spec's entry.
 const char* spec_template(const KernelSpec& c) {
   if (const AttentionFamilyDesc* d = find_attention_family(c.family)) return d->template_file;
-  switch (c.family) {
-    case KernelFamily::Quantize: return quantize_template(c.op);
-    case KernelFamily::DeltaS: return "delta_s.cuh";
-    case KernelFamily::Probe: return "probe.cuh";
-    case KernelFamily::DirectSplit:
-    case KernelFamily::DirectMerge: return "attention_direct.cuh";
-    default: return "?";
+  if (c.family == KernelFamily::Quantize) {
+    const QuantOpDesc* d = find_quant_op(c.op);
+    return d ? d->template_file : "?";
   }
+  if (const AuxFamilyDesc* d = aux_family(c.family)) return d->template_file;
+  return "?";
 }
 
 bool has_template(std::string_view name) {
@@ -67,25 +40,6 @@ void define(std::ostringstream& o, const char* name, long long value, const char
   o << "#define " << name << ' ' << value;
   if (comment) o << "  // " << comment;
   o << '\n';
-}
-
-// The thread mapping of each item kind of a one-launch quantize kernel: SAGE2_QZ_<kind>_ROWS, _TPR,
-// _CPT, _CHUNKS (templates/quantize_common.cuh Map).
-void define_item_maps(std::ostringstream& o,
-                      std::initializer_list<std::pair<const char*, const QuantizeKernelConfig*>> kinds) {
-  for (const auto& [name, k] : kinds) {
-    const std::string pre = std::string("SAGE2_QZ_") + name + "_";
-    define(o, (pre + "ROWS").c_str(), k->rows);
-    define(o, (pre + "TPR").c_str(), k->tpr);
-    define(o, (pre + "CPT").c_str(), k->cpt);
-    define(o, (pre + "CHUNKS").c_str(), k->chunks);
-  }
-}
-
-// K rows per thread that share a scale group, for the kernel's K item mapping (1: none).
-void define_k_runs(std::ostringstream& o, const KGroupRuns& r) {
-  define(o, "SAGE2_QZ_K_RUN", r.items, "K items of a thread per scale group run (kernels::k_group_runs)");
-  define(o, "SAGE2_QZ_K_RUN_LANES", r.lanes, "consecutive lanes whose rows share the run's group");
 }
 
 void table(std::ostringstream& o, const char* name, const char* size_macro, const std::vector<int>& v) {
@@ -154,34 +108,10 @@ std::string generate_source(const KernelSpec& spec) {
   for (int i = 0; i < 16; ++i) vk[static_cast<std::size_t>(i)] = layout.v_key_of_slot(i);
   o << "// key stored in each column of a 16-key group of the transposed V (kernels/quant_layout: v_slot)\n";
   table(o, "sage2_v_key_of_slot", "16", vk);
-  if (c.family == KernelFamily::Quantize && (c.op == QuantOp::Fused || c.op == QuantOp::Cluster)) {
-    const FusedQuantizeConfig f = fused_quantize_config(c);
-    o << "// fused quantize: one CTA size, a thread mapping per item kind (kernels/quantize_shape: fused_quantize_config)\n";
-    define(o, "SAGE2_QZ_THREADS", f.threads, "CTA size");
-    if (c.op == QuantOp::Fused) define(o, "SAGE2_QZ_STATS_CHUNK", quantize_stats_chunk(c), "tokens per statistics item");
-    if (c.op == QuantOp::Cluster)
-      define(o, "SAGE2_QZ_MIN_CTAS", quantize_kernel_config(c).min_ctas, "CTAs per SM the registers must allow");
-    define_item_maps(o, {{"S", &f.stats}, {"Q", &f.q}, {"K", &f.k}, {"V", &f.v}});
-    define_k_runs(o, KGroupRuns{});  // (their bodies keep the per-row form: an 80-register bound)
-  } else if (c.family == KernelFamily::Quantize && c.op == QuantOp::QuantizeKV) {
-    const KvQuantizeConfig f = kv_quantize_config(c);
-    o << "// one-pass K/V quantize: the split kernels' thread mappings at one CTA size (kernels/quantize_shape: kv_quantize_config)\n";
-    define(o, "SAGE2_QZ_THREADS", f.threads, "CTA size");
-    define(o, "SAGE2_QZ_MIN_CTAS", f.stats.min_ctas, "CTAs per SM the registers must allow");
-    define(o, "SAGE2_QZ_STATS_CHUNK", quantize_stats_chunk(c), "tokens per statistics chunk = per unit");
-    define_item_maps(o, {{"S", &f.stats}, {"K", &f.k}, {"V", &f.v}});
-    define_k_runs(o, k_group_runs(layout, f.k));
-  } else if (c.family == KernelFamily::Quantize) {
-    const QuantizeKernelConfig q = quantize_kernel_config(c);
-    o << "// quantize thread mapping (kernels/quantize_shape: quantize_kernel_config)\n";
-    define(o, "SAGE2_QZ_THREADS", q.threads, "CTA size");
-    define(o, "SAGE2_QZ_ROWS", q.rows, "token rows per CTA (stats: per pass)");
-    define(o, "SAGE2_QZ_TPR", q.tpr, "threads per token row");
-    define(o, "SAGE2_QZ_CPT", q.cpt, "8-channel chunks per thread");
-    define(o, "SAGE2_QZ_CHUNKS", q.chunks, "8-channel chunks per row covered");
-    define(o, "SAGE2_QZ_MIN_CTAS", q.min_ctas, "CTAs per SM the registers must allow");
-    if (c.op == QuantOp::ChannelStats) define(o, "SAGE2_QZ_STATS_CHUNK", quantize_stats_chunk(c), "tokens per statistics chunk");
-    define_k_runs(o, c.op == QuantOp::QuantizeK ? k_group_runs(layout, q) : KGroupRuns{});
+  if (const QuantOpDesc* q = c.family == KernelFamily::Quantize ? find_quant_op(c.op) : nullptr) {
+    const QuantMapping m = q->mapping(c, layout);
+    o << "// " << m.heading << "\n";
+    for (const PreambleDefine& d : m.defines) define(o, d.name.c_str(), d.value, d.comment.empty() ? nullptr : d.comment.c_str());
   }
   o << "#include \"" << tmpl << "\"\n";
   return o.str();

@@ -2,23 +2,7 @@
 
 #include <sstream>
 
-
 namespace sage2::kernels {
-
-const char* quant_op_name(QuantOp op) noexcept {
-  switch (op) {
-    case QuantOp::None: return "none";
-    case QuantOp::ChannelStats: return "channel_stats";
-    case QuantOp::QuantizeQ: return "quantize_q";
-    case QuantOp::QuantizeK: return "quantize_k";
-    case QuantOp::QuantizeV: return "quantize_v";
-    case QuantOp::Fused: return "quantize_fused";
-    case QuantOp::Cluster: return "quantize_cluster";
-    case QuantOp::QuantizeKV: return "quantize_kv";
-    case QuantOp::MaskTiles: return "mask_tiles";
-  }
-  return "?";
-}
 
 static int round_up(int x, int m) { return (x + m - 1) / m * m; }
 

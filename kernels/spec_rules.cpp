@@ -8,6 +8,7 @@
 
 #include "kernels/attention_family.hpp"
 #include "kernels/direct.hpp"
+#include "kernels/family_quantize.hpp"
 #include "kernels/kernel_spec.hpp"
 #include "kernels/quant_layout.hpp"
 #include "kernels/quantize_shape.hpp"
@@ -16,21 +17,20 @@ namespace sage2::kernels {
 
 const char* family_name(KernelFamily f) noexcept {
   if (const AttentionFamilyDesc* d = find_attention_family(f)) return d->name;
-  switch (f) {
-    case KernelFamily::Quantize: return "quantize";
-    case KernelFamily::DeltaS: return "delta_s";
-    case KernelFamily::Probe: return "probe";
-    case KernelFamily::DirectSplit: return "direct_split";
-    case KernelFamily::DirectMerge: return "direct_merge";
-    default: return "?";
-  }
+  if (f == KernelFamily::Quantize) return "quantize";
+  if (const AuxFamilyDesc* d = aux_family(f)) return d->name;
+  return "?";
+}
+
+const char* quant_op_name(QuantOp op) noexcept {
+  if (const QuantOpDesc* d = find_quant_op(op)) return d->name;
+  return op == QuantOp::None ? "none" : "?";
 }
 
 bool uses_v_codes(const KernelSpec& s) noexcept {
   if (find_attention_family(s.family)) return true;
-  return s.family == KernelFamily::Quantize &&
-         (s.op == QuantOp::QuantizeV || s.op == QuantOp::QuantizeKV || s.op == QuantOp::Fused ||
-          s.op == QuantOp::Cluster);
+  const QuantOpDesc* d = s.family == KernelFamily::Quantize ? find_quant_op(s.op) : nullptr;
+  return d && d->writes_v;
 }
 
 KernelSpec KernelSpec::canonical() const {
@@ -72,12 +72,8 @@ KernelSpec KernelSpec::canonical() const {
   // Only the attention kernels and the quantize ops that write V̂ read the P̃V precision.
   if (!uses_v_codes(c)) c.pv_fp16 = c.pv_acc16 = false;
   // Only the attention kernels and the tile classification read the mask.
-  if (family == KernelFamily::DeltaS || (family == KernelFamily::Quantize && op != QuantOp::MaskTiles)) c.mask = 0;
-  if (family == KernelFamily::Quantize && op == QuantOp::MaskTiles) {
-    // Block counts (bq, bk), the output dtype and head dim of the NaN fill: nothing else.
-    c.qk_bits = 8;
-    c.smooth_q = c.smooth_k = c.smooth_v = false;
-  }
+  const QuantOpDesc* qop = family == KernelFamily::Quantize ? find_quant_op(op) : nullptr;
+  if (family == KernelFamily::DeltaS || (family == KernelFamily::Quantize && !(qop && qop->reads_mask))) c.mask = 0;
   if (family == KernelFamily::DeltaS) {
     // ΔS reads fp32 q̄ and the un-quantized input K; bits and V smoothing do not matter.
     c.op = QuantOp::None;
@@ -88,23 +84,7 @@ KernelSpec KernelSpec::canonical() const {
   }
   if (family == KernelFamily::Quantize) {
     c.out_dtype = in_dtype;
-    // Statistics and V do not depend on Q smoothing, V not on the Q/K code width. The statistics
-    // do depend on qk_bits: k_stats rows are d_qk = qk_dim_padded(head_dim, qk_bits) wide.
-    if (op == QuantOp::ChannelStats || op == QuantOp::QuantizeV) {
-      if (op == QuantOp::QuantizeV) c.qk_bits = 8;
-      c.smooth_q = false;
-      c.smooth_k = false;
-      if (op == QuantOp::ChannelStats) c.smooth_v = false;
-      c.tile = TileConfig{};
-      c.tile.bk = tile.bk;  // V is padded to the KV tile
-      if (varlen && op == QuantOp::ChannelStats) {  // its first CTA builds the table of Q blocks too
-        c.tile.bq = tile.bq;
-        c.tile.warps = tile.warps;
-      }
-    }
-    if (op == QuantOp::QuantizeK) { c.smooth_q = false; c.smooth_v = false; }
-    if (op == QuantOp::QuantizeKV) c.smooth_q = false;
-    if (op == QuantOp::QuantizeQ) { c.smooth_v = false; }
+    if (qop) qop->canonicalize(c);  // the fields the op does not read
     c.tile.stages = 1;
   }
   return c;
@@ -119,23 +99,12 @@ void KernelSpec::validate() const {
   if (tile.bk < 16 || tile.bk % 16 != 0) bad("bk=" + std::to_string(tile.bk) + " must be a positive multiple of 16");
   if (tile.stages < 1 || tile.stages > 8) bad("stages=" + std::to_string(tile.stages) + " outside 1..8");
   if (in_dtype == DType::F32) bad("in_dtype=f32 (inputs are f16 or bf16)");
-  if (family == KernelFamily::Quantize && op == QuantOp::None) bad("quantize spec without an op");
-  if (family == KernelFamily::Quantize && op == QuantOp::Cluster && arch != Arch::Sm90a)
-    bad("the cluster quantize stage needs thread-block clusters (sm_90a), got " + std::string(arch_name(arch)));
-  if (family == KernelFamily::Quantize && op == QuantOp::Cluster && head_dim > kClusterMaxHeadDim)
-    bad("the cluster quantize stage runs up to head dim " + std::to_string(kClusterMaxHeadDim) +
-        " (its shared memory), got head_dim=" + std::to_string(head_dim));
+  const QuantOpDesc* qop = family == KernelFamily::Quantize ? find_quant_op(op) : nullptr;
+  if (family == KernelFamily::Quantize && !qop) bad("quantize spec without an op");
   if (varlen && smooth_q) bad("varlen calls do not support smooth_q (its ΔS has no per-sequence layout)");
-  if (family == KernelFamily::Quantize && op == QuantOp::QuantizeKV && !kv_quantize_supported(*this))
-    bad("the one-pass K/V quantize kernel keeps a statistics chunk of rows in shared memory: up to " +
-        std::to_string(kKvQuantizeMaxChunkBytes) + " bytes, head_dim=" + std::to_string(head_dim) + " needs " +
-        std::to_string(kv_quantize_chunk_bytes(*this)));
-  if (varlen && family == KernelFamily::Quantize &&
-      (op == QuantOp::Fused || op == QuantOp::Cluster || op == QuantOp::QuantizeKV))
-    bad(std::string("varlen calls run the split quantize path, not ") + quant_op_name(op));
   if (mask < 0 || mask > 4) bad("mask=" + std::to_string(mask) + " (0 none, 1 bool, 2 f16, 3 bf16, 4 f32)");
   if (mask != 0 && varlen) bad("a tensor mask cannot be combined with varlen (key padding: kv_lens)");
-  if (mask == 0 && family == KernelFamily::Quantize && op == QuantOp::MaskTiles) bad("mask_tiles needs a mask");
+  if (qop) qop->validate(*this);  // the op's own rules
   if (q_in_kernel && smooth_q) bad("q_in_kernel with smooth_q (q̄ is a mean over the whole query block)");
   const ArchInfo* ai = find_arch_info(arch);
   if (!ai) bad("arch=" + std::to_string(static_cast<int>(arch)) + " is not an arch of the table");
@@ -177,14 +146,8 @@ std::string KernelSpec::key() const {
 }
 
 std::string KernelSpec::entry_name() const {
-  switch (family) {
-    case KernelFamily::Quantize: return std::string("sage2_") + quant_op_name(op);
-    case KernelFamily::DeltaS: return "sage2_delta_s";
-    case KernelFamily::Probe: return "sage2_probe_mma_e4m3";
-    case KernelFamily::DirectSplit: return "sage2_direct_split";
-    case KernelFamily::DirectMerge: return "sage2_direct_merge";
-    default: break;
-  }
+  if (family == KernelFamily::Quantize) return std::string("sage2_") + quant_op_name(op);
+  if (const AuxFamilyDesc* d = aux_family(family)) return d->entry;
   if (const AttentionFamilyDesc* d = find_attention_family(family)) return d->entry;
   return "sage2_unknown";
 }

@@ -1,5 +1,5 @@
 // Quantize op 6 entry, sage2_quantize_cluster: the whole stage in one launch of thread-block
-// clusters (sm_90a). jit/source_builder.cpp (kQuantTemplates) picks this file for the op; the
+// clusters (sm_90a). kernels/family_quantize.cpp (kQuantOps) picks this file for the op; the
 // shared parts are quantize_common.cuh and the headers included below.
 #pragma once
 
@@ -9,7 +9,7 @@
 namespace qz {
 
 static_assert(SAGE2_QUANT_OP == 6,
-              "quantize_cluster.cuh is the entry of quantize op 6 (jit/source_builder.cpp kQuantTemplates)");
+              "quantize_cluster.cuh is the entry of quantize op 6 (kernels/family_quantize.cpp kQuantOps)");
 
 }  // namespace qz
 

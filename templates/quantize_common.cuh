@@ -2,8 +2,8 @@
 // value conversions, per-item coordinates (SeqItem) and the statistics walk (stats_rows).
 //
 // The family is one small template per kernel entry, each specialised by the generated preamble
-// (jit/source_builder.cpp, whose quantize_template table names the entry file of each
-// SAGE2_QUANT_OP) and including the shared headers it needs:
+// (jit/source_builder.cpp; the quantize family's descriptor, kernels/family_quantize.cpp, names the
+// entry file of each SAGE2_QUANT_OP) and including the shared headers it needs:
 //   1 sage2_channel_stats    quantize_stats.cuh       per (batch, kv head, channel): sum, min, max of K and of V
 //   2 sage2_quantize_q       quantize_qk.cuh          per (batch, q head, BQ block)
 //   3 sage2_quantize_k       quantize_qk.cuh          per (batch, kv head, BK block)

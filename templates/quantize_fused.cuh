@@ -1,5 +1,5 @@
 // Quantize op 5 entry, sage2_quantize_fused: the whole stage in one launch: statistics chunks, then
-// Q, K and V items taken from a device work counter. jit/source_builder.cpp (kQuantTemplates) picks
+// Q, K and V items taken from a device work counter. kernels/family_quantize.cpp (kQuantOps) picks
 // this file for the op; the shared parts are quantize_common.cuh and the headers included below.
 #pragma once
 
@@ -9,7 +9,7 @@
 namespace qz {
 
 static_assert(SAGE2_QUANT_OP == 5,
-              "quantize_fused.cuh is the entry of quantize op 5 (jit/source_builder.cpp kQuantTemplates)");
+              "quantize_fused.cuh is the entry of quantize op 5 (kernels/family_quantize.cpp kQuantOps)");
 
 }  // namespace qz
 

@@ -1,5 +1,5 @@
 // The thread mapping of each item kind of a one-launch quantize kernel (fused, cluster, one-pass
-// K/V), from the SAGE2_QZ_{S,Q,K,V}_* values jit/source_builder.cpp (define_item_maps) writes; a
+// K/V), from the preamble's SAGE2_QZ_{S,Q,K,V}_* values (kernels/family_quantize.cpp item_maps); a
 // kernel without Q items (the one-pass K/V kernel) gets no Q values and MapQ = MapK.
 #pragma once
 

@@ -1,5 +1,5 @@
 // Quantize op 7 entry, sage2_quantize_kv: K and V of a dense call in one cooperative launch that
-// reads them from memory once. jit/source_builder.cpp (kQuantTemplates) picks this file for the op;
+// reads them from memory once. kernels/family_quantize.cpp (kQuantOps) picks this file for the op;
 // the shared parts are quantize_common.cuh and the headers included below.
 #pragma once
 
@@ -9,7 +9,7 @@
 namespace qz {
 
 static_assert(SAGE2_QUANT_OP == 7,
-              "quantize_kv.cuh is the entry of quantize op 7 (jit/source_builder.cpp kQuantTemplates)");
+              "quantize_kv.cuh is the entry of quantize op 7 (kernels/family_quantize.cpp kQuantOps)");
 
 }  // namespace qz
 

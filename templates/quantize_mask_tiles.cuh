@@ -1,5 +1,5 @@
 // Quantize op 8 entry, sage2_mask_tiles: the class of every (query block, KV tile) of a tensor
-// mask. jit/source_builder.cpp (kQuantTemplates) picks this file for the op; the shared parts are
+// mask. kernels/family_quantize.cpp (kQuantOps) picks this file for the op; the shared parts are
 // quantize_common.cuh and the headers included below.
 #pragma once
 
@@ -8,7 +8,7 @@
 namespace qz {
 
 static_assert(SAGE2_QUANT_OP == 8,
-              "quantize_mask_tiles.cuh is the entry of quantize op 8 (jit/source_builder.cpp kQuantTemplates)");
+              "quantize_mask_tiles.cuh is the entry of quantize op 8 (kernels/family_quantize.cpp kQuantOps)");
 
 
 // ---------------------------------------------------------------------------------------------

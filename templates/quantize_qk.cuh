@@ -1,5 +1,5 @@
 // Quantize op 2 / 3 entry, sage2_quantize_q / sage2_quantize_k: one Q block or one K block per CTA.
-// jit/source_builder.cpp (kQuantTemplates) picks this file for the op; the shared parts are
+// kernels/family_quantize.cpp (kQuantOps) picks this file for the op; the shared parts are
 // quantize_common.cuh and the headers included below.
 #pragma once
 
@@ -9,7 +9,7 @@
 namespace qz {
 
 static_assert(SAGE2_QUANT_OP == 2 || SAGE2_QUANT_OP == 3,
-              "quantize_qk.cuh is the entry of quantize ops 2 and 3 (jit/source_builder.cpp kQuantTemplates)");
+              "quantize_qk.cuh is the entry of quantize ops 2 and 3 (kernels/family_quantize.cpp kQuantOps)");
 // One thread mapping for every row of this kernel (SAGE2_QZ_ROWS/_TPR/_CPT/_CHUNKS).
 using MapS = Map<SAGE2_QZ_ROWS, SAGE2_QZ_TPR, SAGE2_QZ_CPT, SAGE2_QZ_CHUNKS>;
 

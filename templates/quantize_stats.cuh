@@ -1,6 +1,6 @@
 // Quantize op 1 entry, sage2_channel_stats: per (batch, kv head, channel): sum, min, max of K and
-// of V, and (SAGE2_VARLEN) the varlen table, built by its first CTA. jit/source_builder.cpp
-// (kQuantTemplates) picks this file for the op; the shared parts are quantize_common.cuh and the
+// of V, and (SAGE2_VARLEN) the varlen table, built by its first CTA. kernels/family_quantize.cpp
+// (kQuantOps) names this file for the op; the shared parts are quantize_common.cuh and the
 // headers included below.
 #pragma once
 
@@ -9,7 +9,7 @@
 namespace qz {
 
 static_assert(SAGE2_QUANT_OP == 1,
-              "quantize_stats.cuh is the entry of quantize op 1 (jit/source_builder.cpp kQuantTemplates)");
+              "quantize_stats.cuh is the entry of quantize op 1 (kernels/family_quantize.cpp kQuantOps)");
 // One thread mapping for every row of this kernel (SAGE2_QZ_ROWS/_TPR/_CPT/_CHUNKS).
 using MapS = Map<SAGE2_QZ_ROWS, SAGE2_QZ_TPR, SAGE2_QZ_CPT, SAGE2_QZ_CHUNKS>;
 

@@ -1,5 +1,5 @@
-// Quantize op 4 entry, sage2_quantize_v: one V tile per CTA. jit/source_builder.cpp
-// (kQuantTemplates) picks this file for the op; the shared parts are quantize_common.cuh and the
+// Quantize op 4 entry, sage2_quantize_v: one V tile per CTA. kernels/family_quantize.cpp
+// (kQuantOps) names this file for the op; the shared parts are quantize_common.cuh and the
 // headers included below.
 #pragma once
 
@@ -9,7 +9,7 @@
 namespace qz {
 
 static_assert(SAGE2_QUANT_OP == 4,
-              "quantize_v.cuh is the entry of quantize op 4 (jit/source_builder.cpp kQuantTemplates)");
+              "quantize_v.cuh is the entry of quantize op 4 (kernels/family_quantize.cpp kQuantOps)");
 // One thread mapping for every row of this kernel (SAGE2_QZ_ROWS/_TPR/_CPT/_CHUNKS).
 using MapS = Map<SAGE2_QZ_ROWS, SAGE2_QZ_TPR, SAGE2_QZ_CPT, SAGE2_QZ_CHUNKS>;
 

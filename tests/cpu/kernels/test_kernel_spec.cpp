@@ -118,3 +118,39 @@ TEST_CASE("jit: the accumulator probe compiles for sm_89 and sm_90a; its key ign
     CHECK(k.facts.spill_store_bytes == 0);
   }
 }
+
+#include "kernels/family_quantize.hpp"
+
+TEST_CASE("quantize family descriptor: every op has one; its name makes the key and the entry; V̂ writers read the P̃V precision") {
+  const QuantOp ops[] = {QuantOp::ChannelStats, QuantOp::QuantizeQ, QuantOp::QuantizeK, QuantOp::QuantizeV,
+                         QuantOp::Fused,        QuantOp::Cluster,   QuantOp::QuantizeKV, QuantOp::MaskTiles};
+  CHECK(find_quant_op(QuantOp::None) == nullptr);
+  std::set<std::string> names;
+  for (QuantOp op : ops) {
+    const QuantOpDesc* d = find_quant_op(op);
+    REQUIRE(d != nullptr);
+    CHECK(d->op == op);
+    CHECK(std::string(d->name) == quant_op_name(op));
+    names.insert(d->name);
+    KernelSpec s;
+    s.family = KernelFamily::Quantize;
+    s.op = op;
+    s.arch = Arch::Sm90a;
+    s.mask = op == QuantOp::MaskTiles ? 1 : 0;
+    CHECK(s.entry_name() == std::string("sage2_") + d->name);
+    CHECK(s.key().rfind(std::string("quantize.") + d->name + "|", 0) == 0);
+    const bool v_writer = op == QuantOp::QuantizeV || op == QuantOp::Fused || op == QuantOp::Cluster || op == QuantOp::QuantizeKV;
+    CHECK(d->writes_v == v_writer);
+    s.pv_fp16 = true;
+    CHECK(s.canonical().pv_fp16 == v_writer);  // other ops do not read it: it leaves their key
+    CHECK(d->reads_mask == (op == QuantOp::MaskTiles));
+  }
+  CHECK(names.size() == std::size(ops));
+  for (KernelFamily f : {KernelFamily::DeltaS, KernelFamily::Probe, KernelFamily::DirectSplit, KernelFamily::DirectMerge}) {
+    const AuxFamilyDesc* d = aux_family(f);
+    REQUIRE(d != nullptr);
+    CHECK(std::string(d->name) == family_name(f));
+  }
+  CHECK(aux_family(KernelFamily::Quantize) == nullptr);
+  CHECK(aux_family(KernelFamily::AttentionMma) == nullptr);
+}
