@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # One device call's worth of checks and measurements on the GPU machine, each step bounded in time
 # and logged under OUT (files come back from there):
-#   bash scripts/gpu_run.sh OUT [--bundle .dev] [--suite FILTER|none] [--pytest] [--quantize]
+#   bash scripts/gpu_run.sh OUT [--bundle .dev] [--suite FILTER|none] [--shards N] [--pytest] [--quantize]
 #                           [--scoreboard "scoreboard_bench.py options"|none]
-# --suite: doctest -tc filter for sage2_gpu_tests ("" = the whole suite), --pytest: the Python
+# --suite: doctest -tc filter for sage2_gpu_tests ("" = the whole suite); --shards N: its test cases
+# in N processes at once on the one GPU (doctest --first/--last ranges in file order; the suite is
+# bound by NVRTC compiles on the host's cores, and each process has its own Contexts; logs
+# gpu_suite_shardK.log; the whole suite no longer fits one 10-minute call in one process), --pytest: the Python
 # suite, --quantize: sage2-bench-quantize (every quantize path, hd 128, N 1K..32K), --scoreboard:
 # bench/scoreboard_run.sh with those options. A summary of exit codes is printed last.
 set -uo pipefail
 out=${1:?usage: gpu_run.sh OUT [options]}
 shift
-bundle=.dev suite=none pytest=0 quant=0 sb=none
+bundle=.dev suite=none shards=1 pytest=0 quant=0 sb=none
 while (($#)); do
   case $1 in
     --bundle) bundle=$2; shift 2 ;;
     --suite) suite=$2; shift 2 ;;
+    --shards) shards=$2; shift 2 ;;
     --pytest) pytest=1; shift ;;
     --quantize) quant=1; shift ;;
     --scoreboard) sb=$2; shift 2 ;;
@@ -38,8 +42,26 @@ if [[ $quant == 1 ]]; then
     --json "$out/quantize.jsonl" --command "sage2-bench-quantize --seq-lens 1024,2048,4096,8192,32768 --reps 20"
 fi
 if [[ $suite != none ]]; then
-  if [[ -n $suite ]]; then step gpu_suite 480 "$bundle/tests/sage2_gpu_tests" -tc="$suite"
-  else step gpu_suite 480 "$bundle/tests/sage2_gpu_tests"; fi
+  filter=()
+  [[ -n $suite ]] && filter=(-tc="$suite")
+  n=0
+  ((shards > 1)) && n=$("$bundle/tests/sage2_gpu_tests" "${filter[@]}" --count 2>/dev/null | grep -o 'filters: [0-9]*' | grep -o '[0-9]*$')
+  if ((shards > 1 && ${n:-0} > 0)); then  # (no case to run here, e.g. no GPU: one process says why)
+    per=$(((${n:-0} + shards - 1) / shards))
+    t0=$SECONDS pids=()
+    for ((k = 0; k < shards; k++)); do
+      timeout 540 "$bundle/tests/sage2_gpu_tests" "${filter[@]}" --first=$((k * per + 1)) --last=$(((k + 1) * per)) \
+        >"$out/gpu_suite_shard$k.log" 2>&1 &
+      pids+=($!)
+    done
+    for ((k = 0; k < shards; k++)); do
+      wait "${pids[k]}"
+      summary+=("gpu_suite shard $k of $shards (cases $((k * per + 1))-$(((k + 1) * per)) of ${n:-?}) rc=$? $((SECONDS - t0))s")
+      tail -3 "$out/gpu_suite_shard$k.log"
+    done
+  else
+    step gpu_suite 480 "$bundle/tests/sage2_gpu_tests" "${filter[@]}"
+  fi
 fi
 if [[ $pytest == 1 ]]; then
   step pytest 300 env PYTHONPATH=python SAGE2_LIBRARY="$bundle/libsage2.so" python3 -m pytest -q python/tests
