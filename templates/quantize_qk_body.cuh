@@ -27,6 +27,112 @@ constexpr int qk_smem_bytes() {
   return 4 * (D_QK + (KBIAS ? D_QK : 0) + 2 * GROUPS + (BLOCK_MEAN ? M::RPP * M::CHUNKS * 8 : 0));
 }
 
+// ---- K, lean form (kernels::k_group_runs: each thread's rows come in runs of K_RUN items of one
+// scale group, and K_LANES consecutive lanes hold rows of that group too; every row in registers).
+// Rows past the end hold a copy of their run's first row (quantize_qk's load_rows), so that
+// neither pass tests rows.
+
+// The group maxima from packed per-channel maxima and minima over each run. Over the rows x of a
+// channel, max |fl(x - m)| = max(|fl(xmax - m)|, |fl(m - xmin)|) (rounding is monotonic, fl(-a) =
+// -fl(a)): the same bits as the per-row pass, with one packed max and one packed min per two
+// elements instead of a conversion, a subtraction and a maximum per element, and one butterfly and
+// one shared atomic per run instead of per row. Returns nonzero when a maximum is not finite: a NaN
+// or ±Inf input (max.NaN / min.NaN propagate NaN) or an x - m that overflows, which the per-row
+// pass must handle (it reads non-finite inputs as 0).
+template <class M, int K_RUN, int K_LANES>
+__device__ __forceinline__ u32 k_run_maxima(const ptx::u32x4 (&cache)[M::ITEMS][M::CPT], const float (&mean_r)[M::CPT][8],
+                                            int valid, u32* s_amax) {
+  constexpr int TPR = M::TPR, CPT = M::CPT, RPP = M::RPP, ITEMS = M::ITEMS;
+  constexpr u32 NEG_INF2 = IN_BF16 ? 0xff80ff80u : 0xfc00fc00u;
+  constexpr u32 POS_INF2 = IN_BF16 ? 0x7f807f80u : 0x7c007c00u;
+  const int tid = threadIdx.x, lane_r = tid % TPR, slot = tid / TPR;
+  u32 bad = 0u;
+#pragma unroll
+  for (int a = 0; a < ITEMS / K_RUN; ++a) {
+    const int first = slot + a * K_RUN * RPP;  // this thread's first row of the run
+    u32 hi[CPT][4], lo[CPT][4];
+#pragma unroll
+    for (int k = 0; k < CPT; ++k)
+#pragma unroll
+      for (int w = 0; w < 4; ++w) hi[k][w] = NEG_INF2, lo[k][w] = POS_INF2;
+#pragma unroll
+    for (int i = a * K_RUN; i < (a + 1) * K_RUN; ++i) {
+#pragma unroll
+      for (int k = 0; k < CPT; ++k) {
+        const ptx::u32x4& c = cache[i][k];
+        const u32 v[4] = {c.x, c.y, c.z, c.w};
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+          hi[k][w] = ptx::max_nan_x2<IN_BF16>(hi[k][w], v[w]);
+          lo[k][w] = ptx::min_nan_x2<IN_BF16>(lo[k][w], v[w]);
+        }
+      }
+    }
+    float am = 0.f;
+    if (first < valid) {
+#pragma unroll
+      for (int k = 0; k < CPT; ++k) {
+        if (lane_r + k * TPR < CH_IN) {
+          float xh[8], xl[8];
+          to_f32x8(ptx::u32x4{hi[k][0], hi[k][1], hi[k][2], hi[k][3]}, xh);
+          to_f32x8(ptx::u32x4{lo[k][0], lo[k][1], lo[k][2], lo[k][3]}, xl);
+          // max(|a|, |b|) = max(a, b) here: a = fl(xmax - m) >= fl(xmin - m) = -b, so the larger
+          // of the two is >= 0 (a zero's sign is cleared below)
+#pragma unroll
+          for (int e = 0; e < 8; ++e) am = ptx::max_nan(am, ptx::max_nan(xh[e] - mean_r[k][e], mean_r[k][e] - xl[e]));
+        }
+      }
+    }
+    // (NaN bits order above +Inf: an unsigned max keeps a NaN)
+    const u32 m = ptx::group_max_u32<K_LANES>(ptx::abs_bits(am));
+    bad |= m >= 0x7f800000u ? 1u : 0u;
+    if (tid % K_LANES == 0 && first < valid) ptx::red_max_shared_u32(ptx::smem_addr(&s_amax[sage2_k_group_table[first]]), m);
+  }
+  return bad;
+}
+
+// The 8-bit codes when every input of the CTA is finite: one inverse scale per run (its rows'
+// group); rows past the end get 0, which makes their codes 0 (|x - m| is finite), and so do padded
+// channels (x = m = 0): no per-row branches. Codes by code_byte_finite (no cvt) unless the run's
+// group has an infinite inverse (values below R / FLT_MAX).
+template <class M, int K_RUN>
+__device__ __forceinline__ void k_run_codes(const ptx::u32x4 (&cache)[M::ITEMS][M::CPT], const float (&mean_r)[M::CPT][8],
+                                            int valid, const float* s_inv, i8* codes) {
+  constexpr int ROWS = M::ROWS, TPR = M::TPR, CPT = M::CPT, CHUNKS = M::CHUNKS, RPP = M::RPP, ITEMS = M::ITEMS;
+  const int tid = threadIdx.x, lane_r = tid % TPR, slot = tid / TPR;
+  float inv_run[ITEMS / K_RUN];
+#pragma unroll
+  for (int a = 0; a < ITEMS / K_RUN; ++a) {
+    const int first = slot + a * K_RUN * RPP;
+    inv_run[a] = first < valid ? s_inv[sage2_k_group_table[first]] : 0.f;
+  }
+  i8* dst0 = codes + static_cast<i64>(slot) * ROW_BYTES;
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {
+    const int r = slot + i * RPP;
+    if (ROWS % RPP != 0 && r >= ROWS) continue;  // (slot < RPP: only a partial last pass has such rows)
+    const float inv = r < valid ? inv_run[i / K_RUN] : 0.f;
+    const bool fast = quant_math::group_inv_finite(inv_run[i / K_RUN]);
+#pragma unroll
+    for (int k = 0; k < CPT; ++k) {
+      const int j = lane_r + k * TPR;
+      if (j >= CHUNKS) continue;
+      float x[8];
+      to_f32x8(cache[i][k], x);
+      u32 b[8];
+      if (fast) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) b[e] = quant_math::code_byte_finite(x[e] - mean_r[k][e], inv);
+      } else {  // a group of tiny values: its inverse is infinite
+#pragma unroll
+        for (int e = 0; e < 8; ++e) b[e] = static_cast<u32>(r < valid ? quant_int<127>(x[e] - mean_r[k][e], inv) : 0);
+      }
+      ptx::st_v2(dst0 + static_cast<i64>(i) * RPP * ROW_BYTES + j * 8, quant_math::pack_low_bytes(b[0], b[1], b[2], b[3]),
+                 quant_math::pack_low_bytes(b[4], b[5], b[6], b[7]));
+    }
+  }
+}
+
 // One block `blk` of head h of batch b (Q: a q head; K: a kv head). `k_sum`: the K channel sums
 // of the block's kv head when the caller holds them in shared memory (the cluster stage), else
 // null: they are read from k_stats in global memory.
@@ -190,61 +296,11 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, c
     }
   }
 
-  // ---- K, lean form: the group maxima from packed per-channel maxima and minima over each run of
-  // a thread's rows of one group. Over the rows x of a channel, max |fl(x - m)| = max(|fl(xmax - m)|,
-  // |fl(m - xmin)|) (rounding is monotonic, fl(-a) = -fl(a)): the same bits as the per-row pass
-  // with one packed max and one packed min per two elements instead of a conversion, a
-  // subtraction and a maximum per element. A NaN or ±Inf input makes its group maximum non-finite
-  // (max.NaN / min.NaN propagate NaN), and so does an x - m that overflows: then `lean` is false
-  // for the whole CTA and the per-row pass below, which reads non-finite inputs as 0, runs instead.
+  // ---- K, lean form (k_run_maxima); if a group maximum is not finite, the per-row pass below
+  // runs instead, for the whole CTA.
   bool lean = false;
-  if (LEAN) {
-    constexpr u32 NEG_INF2 = IN_BF16 ? 0xff80ff80u : 0xfc00fc00u;
-    constexpr u32 POS_INF2 = IN_BF16 ? 0x7f807f80u : 0x7c007c00u;
-    u32 bad = 0u;
-#pragma unroll
-    for (int a = 0; a < ITEMS / K_RUN; ++a) {
-      const int first = slot + a * K_RUN * RPP;  // this thread's first row of the run
-      u32 hi[CPT][4], lo[CPT][4];
-#pragma unroll
-      for (int k = 0; k < CPT; ++k)
-#pragma unroll
-        for (int w = 0; w < 4; ++w) hi[k][w] = NEG_INF2, lo[k][w] = POS_INF2;
-#pragma unroll
-      for (int i = a * K_RUN; i < (a + 1) * K_RUN; ++i) {
-#pragma unroll
-        for (int k = 0; k < CPT; ++k) {
-          const ptx::u32x4& c = cache[CACHE ? i : 0][CACHE ? k : 0];
-          const u32 v[4] = {c.x, c.y, c.z, c.w};
-#pragma unroll
-          for (int w = 0; w < 4; ++w) {
-            hi[k][w] = ptx::max_nan_x2<IN_BF16>(hi[k][w], v[w]);
-            lo[k][w] = ptx::min_nan_x2<IN_BF16>(lo[k][w], v[w]);
-          }
-        }
-      }
-      float am = 0.f;
-      if (first < valid) {
-#pragma unroll
-        for (int k = 0; k < CPT; ++k) {
-          if (lane_r + k * TPR < CH_IN) {
-            float xh[8], xl[8];
-            to_f32x8(ptx::u32x4{hi[k][0], hi[k][1], hi[k][2], hi[k][3]}, xh);
-            to_f32x8(ptx::u32x4{lo[k][0], lo[k][1], lo[k][2], lo[k][3]}, xl);
-            // max(|a|, |b|) = max(a, b) here: a = fl(xmax - m) >= fl(xmin - m) = -b, so the
-            // larger of the two is >= 0 (a zero's sign is cleared below)
-#pragma unroll
-            for (int e = 0; e < 8; ++e)
-              am = ptx::max_nan(am, ptx::max_nan(xh[e] - mean_r[k][e], mean_r[k][e] - xl[e]));
-          }
-        }
-      }
-      // (NaN bits order above +Inf: an unsigned max keeps a NaN)
-      const u32 m = ptx::group_max_u32<K_LANES>(ptx::abs_bits(am));
-      bad |= m >= 0x7f800000u ? 1u : 0u;
-      if (tid % K_LANES == 0 && first < valid) ptx::red_max_shared_u32(ptx::smem_addr(&s_amax[sage2_k_group_table[first]]), m);
-    }
-    lean = __syncthreads_or(bad) == 0;
+  if constexpr (LEAN) {
+    lean = __syncthreads_or(k_run_maxima<M, K_RUN, K_LANES>(cache, mean_r, valid, s_amax)) == 0;
     if (!lean) {  // rare: start the maxima again in the per-row form
       for (int g = tid; g < GROUPS; g += THREADS) s_amax[g] = 0u;
       __syncthreads();
@@ -301,41 +357,11 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, c
 
   // ---- codes (padded rows and channels: 0)
   i8* codes = (IS_Q ? p.q_codes : p.k_codes) + out_row0 * ROW_BYTES;
-  if (LEAN && SAGE2_QK_BITS == 8 && lean) {  // every input finite: no per-element checks
-    // One inverse scale per run (its rows' group); rows past the end get 0, which makes their
-    // codes 0 (|x - m| is finite), and so do padded channels (x = m = 0): no per-row branches.
-    float inv_run[ITEMS / K_RUN];
-#pragma unroll
-    for (int a = 0; a < ITEMS / K_RUN; ++a) {
-      const int first = slot + a * K_RUN * RPP;
-      inv_run[a] = first < valid ? s_inv[sage2_k_group_table[first]] : 0.f;
+  if constexpr (LEAN && SAGE2_QK_BITS == 8) {
+    if (lean) {  // every input finite: no per-element checks
+      k_run_codes<M, K_RUN>(cache, mean_r, valid, s_inv, codes);
+      return;
     }
-    i8* dst0 = codes + static_cast<i64>(slot) * ROW_BYTES;
-#pragma unroll
-    for (int i = 0; i < ITEMS; ++i) {
-      const int r = slot + i * RPP;
-      if (ROWS % RPP != 0 && r >= ROWS) continue;  // (slot < RPP: only a partial last pass has such rows)
-      const float inv = r < valid ? inv_run[i / K_RUN] : 0.f;
-      const bool fast = quant_math::group_inv_finite(inv_run[i / K_RUN]);
-#pragma unroll
-      for (int k = 0; k < CPT; ++k) {
-        const int j = lane_r + k * TPR;
-        if (j >= CHUNKS) continue;
-        float x[8];
-        to_f32x8(cache[CACHE ? i : 0][CACHE ? k : 0], x);
-        u32 b[8];
-        if (fast) {
-#pragma unroll
-          for (int e = 0; e < 8; ++e) b[e] = quant_math::code_byte_finite(x[e] - mean_r[k][e], inv);
-        } else {  // a group of tiny values: its inverse is infinite
-#pragma unroll
-          for (int e = 0; e < 8; ++e) b[e] = static_cast<u32>(r < valid ? quant_int<R>(x[e] - mean_r[k][e], inv) : 0);
-        }
-        ptx::st_v2(dst0 + static_cast<i64>(i) * RPP * ROW_BYTES + j * 8, quant_math::pack_low_bytes(b[0], b[1], b[2], b[3]),
-                   quant_math::pack_low_bytes(b[4], b[5], b[6], b[7]));
-      }
-    }
-    return;
   }
 #pragma unroll UNROLL
   for (int i = 0; i < ITEMS; ++i) {
