@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "kernels/arch.hpp"
 #include "kernels/params_fields.hpp"
 
 namespace sage2::kernels {
@@ -34,6 +35,41 @@ std::int64_t fused_items(const QuantBuffers& b) {
   const std::int64_t per_group = 2 * b.stats_chunks + b.k_blocks + b.kv_len_pad / quantize_v_tile(b.layout.bk, b.d_v, b.layout.v_fp16) +
                                  (b.p.q_heads / std::max<std::int64_t>(1, b.p.kv_heads)) * b.q_blocks;
   return groups * per_group;
+}
+
+// The split statistics walk's shared memory (templates/quantize_common.cuh stats_smem_bytes, which
+// the kernel checks against the launch's): batches of U rows of every thread (U = 4 at one chunk
+// per thread, else 2), up to a whole statistics chunk, as many as leave min_ctas CTAs per SM room
+// (the SM's shared memory taken as the arch's per-block opt-in + 1 KB, 1 KB reserved per CTA); a
+// ring of fewer than two batches would overlap nothing: none then. The reduction buffer (sum, min
+// and max of every row slot at once when they fit 24 KiB) reuses the ring.
+void plan_stats_ring(const KernelSpec& s, QuantizeKernelConfig& c) {
+  const int u = c.cpt == 1 ? 4 : 2;
+  const int batch_bytes = c.threads * u * c.cpt * 16;
+  const int rpp = c.threads / c.tpr;
+  const int red_floats = rpp * c.tpr * c.cpt * 8;
+  const int red_bytes = (3 * red_floats * 4 <= 24 * 1024 ? 3 : 1) * red_floats * 4;
+  const int fixed = std::max(qk_dim_padded(s.head_dim, s.qk_bits), v_dim_padded(s.head_dim)) * 4 + 16;
+  const int per_cta = (arch_info(s.arch).max_smem_optin + 1024) / c.min_ctas - 1024;
+  const int rows_per_thread = (quantize_stats_chunk(s) + rpp - 1) / rpp;
+  int ring = std::min((rows_per_thread + u - 1) / u, (per_cta - fixed) / batch_bytes);
+  if (ring < 2) ring = 0;
+  c.stats_ring = ring;
+  c.dynamic_smem = std::max(ring * batch_bytes, red_bytes) + fixed;
+}
+
+// The persistent split K / V kernels' two staging areas, each one block's rows of every thread
+// (16 bytes a piece), where the rows are kept in registers and the areas, beside the kernel's
+// static shared memory (`static_bytes`, an upper bound), leave min_ctas CTAs per SM room (as
+// plan_stats_ring).
+void plan_stage(const KernelSpec& s, QuantizeKernelConfig& c, int static_bytes) {
+  const int rpp = c.threads / c.tpr;
+  const int items = (c.rows + rpp - 1) / rpp;
+  const int bytes = 2 * c.threads * items * c.cpt * 16;
+  const int per_cta = (arch_info(s.arch).max_smem_optin + 1024) / c.min_ctas - 1024;
+  if (s.varlen || items * c.cpt > 8 || bytes + static_bytes > per_cta) return;
+  c.stage = true;
+  c.dynamic_smem = bytes;
 }
 
 }  // namespace
@@ -188,6 +224,7 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
       c.threads = 256;
       c.rows = c.threads / c.tpr;
       c.min_ctas = c.chunks <= 32 ? 3 : 1;  // 85 registers; wider heads need more (they spill)
+      plan_stats_ring(s, c);
       break;
     case QuantOp::QuantizeQ:
     case QuantOp::QuantizeK: {
@@ -203,6 +240,8 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
       // <= 80 registers (3 CTAs of 256); smooth-Q's block means need more (they spilled at 80)
       const int regs = s.op == QuantOp::QuantizeQ && s.smooth_q ? 128 : 80;
       c.min_ctas = std::max(1, 65536 / (c.threads * regs));
+      // (templates/quantize_qk_body.cuh qk_smem_bytes: the mean and ≤ rows groups' amax and inverse)
+      if (s.op == QuantOp::QuantizeK) plan_stage(s, c, 4 * (qk_dim_padded(s.head_dim, s.qk_bits) + 2 * c.rows));
       break;
     }
     case QuantOp::MaskTiles:
@@ -217,6 +256,9 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
       fit_row(c);
       c.threads = std::min(256, c.tpr * c.rows);
       c.min_ctas = std::max(1, 65536 / (c.threads * 80));  // <= 80 registers: 3 CTAs of 256
+      // (templates/quantize_v_body.cuh v_staged_smem_bytes: the channel constants; the codes go to
+      // the staging area)
+      plan_stage(s, c, 8 * v_dim_padded(s.head_dim));
       break;
     case QuantOp::None:
       throw Error(ErrorCode::InvalidArgument, "quantize_kernel_config: spec without a quantize op");
@@ -338,6 +380,18 @@ LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b) {
   }
   const std::int64_t per_head = std::max<std::int64_t>(1, quantize_blocks_per_head(s, b));
   const std::int64_t bh = std::max<std::int64_t>(1, quantize_pairs(s, b));
+  if (c.stage) {  // persistent: every (pair, block) item in one grid dimension, lowered at launch
+    const std::int64_t items = per_head * bh;
+    if (items > kMaxGridX)
+      throw Error(ErrorCode::InvalidArgument, std::string("quantize launch: ") + quant_op_name(s.op) + " over " +
+                                                  std::to_string(items) + " blocks, more than 2^31 - 1");
+    LaunchShape ls;
+    ls.grid[0] = static_cast<unsigned>(items);
+    ls.block[0] = static_cast<unsigned>(c.threads);
+    ls.dynamic_smem = static_cast<std::size_t>(c.dynamic_smem);
+    ls.persistent = true;
+    return ls;
+  }
   if (per_head > kMaxGridX)
     throw Error(ErrorCode::InvalidArgument, "quantize launch needs " + std::to_string(per_head) +
                                                 " token blocks per head, more than a grid can hold");
@@ -353,7 +407,7 @@ LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b) {
   ls.block[0] = static_cast<unsigned>(c.threads);
   ls.block[1] = 1;
   ls.block[2] = 1;
-  ls.dynamic_smem = 0;  // all shared memory is static (< 48 KiB)
+  ls.dynamic_smem = static_cast<std::size_t>(c.dynamic_smem);  // channel_stats' ring; the others: static only
   return ls;
 }
 

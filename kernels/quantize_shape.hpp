@@ -29,6 +29,15 @@ struct QuantizeKernelConfig {
   // CTAs per SM the compiler must fit (__launch_bounds__ minimum): these kernels stream and wait
   // on memory, so residency is what keeps bytes in flight (Q at 1 measured 1.4 TB/s on the H100)
   int min_ctas = 1;
+  // channel_stats: batches of a thread's rows in flight through a shared-memory ring (cp.async;
+  // templates/quantize_common.cuh STATS_RING), as many as fit beside min_ctas CTAs per SM on the
+  // spec's arch (0: rows loaded into registers), and the dynamic shared memory its launch gives.
+  int stats_ring = 0;
+  // quantize_k / quantize_v on dense calls: persistent CTAs that stage the next block's rows in
+  // shared memory while they quantize the current one (templates/quantize_common.cuh STAGE),
+  // where the rows fit registers and the staging area fits min_ctas CTAs per SM on the arch.
+  bool stage = false;
+  int dynamic_smem = 0;  // the launch's dynamic shared memory (stats_ring, stage)
 };
 // For QuantOp::Fused: threads = the fused CTA size, the other fields those of the statistics
 // items (fused_quantize_config has all four).

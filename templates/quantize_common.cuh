@@ -155,6 +155,28 @@ __device__ __forceinline__ ptx::u32x4 load_chunk_as(const Input& in, const u16* 
   return load_chunk(in, row, j);
 }
 
+// The persistent split K and V kernels (SAGE2_QZ_STAGE; kernels::quantize_kernel_config: stage)
+// take blocks blockIdx.x, + gridDim.x, ... and copy the rows of the next one into the other of
+// two staging areas in shared memory while they quantize the current one, so that loads are in
+// flight through the whole kernel instead of only at each CTA's start (ncu, split kernels: 24-31 %
+// of DRAM bandwidth). The copy is issued before the current block's rows are read, while few
+// registers are live (issued inside the body it spilled), into the area the previous block was
+// read from (a barrier ends every block). Each thread stages, and later reads, only its own
+// 16-byte pieces: its own cp.async wait makes them visible, no barrier. A piece of row `row`
+// (null: zeros), chunk j, into shared address `dst`: cp.async for vector inputs; others
+// (unaligned, odd head dims) load and store it at once.
+#ifndef SAGE2_QZ_STAGE
+#define SAGE2_QZ_STAGE 0
+#endif
+constexpr bool STAGE = SAGE2_QZ_STAGE != 0;
+__device__ __forceinline__ void stage_piece(const Input& in, u32 dst, const u16* row, int j) {
+  const bool real = row != nullptr && j < CH_IN;
+  if (VEC_HD && in.vec)
+    ptx::cp_async_16_zfill(dst, real ? row + 8 * j : in.base, real ? 16u : 0u);
+  else
+    ptx::st_shared_v4(dst, real ? load_chunk_global(in, row, j) : ptx::u32x4{0u, 0u, 0u, 0u});
+}
+
 __device__ __forceinline__ Input q_input(const QuantizeParams& p) {
   return make_input(p.q, p.q_stride_batch, p.q_stride_head, p.q_stride_seq);
 }
@@ -282,9 +304,30 @@ constexpr int stats_red_floats() { return M::RPP * M::TPR * M::CPT * 8; }  // on
 template <class M>
 constexpr int stats_per_round() { return !SMEM_ROWS && 3 * stats_red_floats<M>() * 4 <= 24 * 1024 ? 3 : 1; }
 constexpr int STATS_D_MAX = D_QK > D_V ? D_QK : D_V;
-// [stats_per_round][slots] floats, [STATS_D_MAX] i32 first-bad rows, 16 bytes for the caller.
+// Rows of a thread that the walk loads before it adds them (one batch).
 template <class M>
-constexpr int stats_smem_bytes() { return stats_per_round<M>() * stats_red_floats<M>() * 4 + STATS_D_MAX * 4 + 16; }
+constexpr int stats_batch_rows() { return M::CPT == 1 ? 4 : 2; }
+// The split channel_stats walk's ring (kernels::quantize_kernel_config: stats_ring batches; 0
+// elsewhere): each thread copies its next batches of rows into shared memory with cp.async, so
+// that a chunk's loads are all in flight at once without holding registers (the walk was
+// latency-bound on four dependent batches of register loads: ncu, 41 % of DRAM bandwidth).
+// Thread t's 16-byte pieces sit at t·16 + ((slot·U + u)·CPT + k)·THREADS·16: a warp's loads are
+// 512 consecutive bytes (no bank conflicts). The reduction buffer reuses the ring after the walk.
+#ifndef SAGE2_QZ_STATS_RING
+#define SAGE2_QZ_STATS_RING 0
+#endif
+constexpr int STATS_RING = SAGE2_QZ_STATS_RING;
+template <class M>
+constexpr int stats_ring_bytes() { return STATS_RING * stats_batch_rows<M>() * M::CPT * THREADS * 16; }
+template <class M>
+constexpr int stats_red_bytes() {
+  return stats_per_round<M>() * stats_red_floats<M>() * 4 > stats_ring_bytes<M>() ? stats_per_round<M>() * stats_red_floats<M>() * 4
+                                                                                  : stats_ring_bytes<M>();
+}
+// [stats_per_round][slots] floats (or the ring, if larger), [STATS_D_MAX] i32 first-bad rows,
+// 16 bytes for the caller.
+template <class M>
+constexpr int stats_smem_bytes() { return stats_red_bytes<M>() + STATS_D_MAX * 4 + 16; }
 
 // emit(s, c, v) receives, for every channel c < d_out (padded channels: 0, 0, 0, NO_BAD):
 // s = 0 sum, 1 min, 2 max, 3 first non-finite row (v holds the i32 bits).
@@ -295,8 +338,8 @@ __device__ __forceinline__ void stats_rows(const Input& in, const u16* row0, i64
   constexpr int RED = stats_red_floats<M>();
   constexpr int PER = stats_per_round<M>();
   constexpr int CPT = M::CPT, RPP = M::RPP;
-  float* s_red = reinterpret_cast<float*>(smem);     // [PER][RED]
-  i32* s_fb = reinterpret_cast<i32*>(s_red + PER * RED);  // per channel: first non-finite row (shared min)
+  float* s_red = reinterpret_cast<float*>(smem);     // [PER][RED] (after the walk: it may be the ring)
+  i32* s_fb = reinterpret_cast<i32*>(smem + stats_red_bytes<M>());  // per channel: first non-finite row (shared min)
   const int tid = threadIdx.x, lane_r = tid % M::TPR, slot = tid / M::TPR;
   for (int c = tid; c < STATS_D_MAX; c += THREADS) s_fb[c] = NO_BAD;
   float sum[CPT][8], mn[CPT][8], mx[CPT][8];
@@ -310,7 +353,7 @@ __device__ __forceinline__ void stats_rows(const Input& in, const u16* row0, i64
     }
   __syncthreads();  // s_fb set before any non-finite element is recorded
 
-  constexpr int U = CPT == 1 ? 4 : 2;  // rows in flight per thread (8 spilled at 3 CTAs per SM)
+  constexpr int U = stats_batch_rows<M>();  // rows per batch (8 in registers spilled at 3 CTAs per SM)
   // The walk, with the vector-or-scalar choice made once and the row pointers advanced by a
   // 64-bit add per row (no per-row multiply). LEAN: min and max as packed 16-bit max.NaN /
   // min.NaN of the raw inputs (exact, converted once at the end) and no per-element test; it
@@ -330,16 +373,49 @@ __device__ __forceinline__ void stats_rows(const Input& in, const u16* row0, i64
     // (the one-launch stages address each row from its index: fewer live registers)
     const i64 step = ROOMY ? static_cast<i64>(RPP) * in.sn : 0;
     const u16* rows = ROOMY ? row0 + (n0 + slot) * in.sn : row0;
+    // The ring (see STATS_RING): batches issued ahead, one commit group each (empty past the
+    // end), so that wait_group<STATS_RING - 1> finds the oldest batch complete. A thread reads
+    // only the pieces it copied itself, so its own wait makes them visible: no barrier.
+    constexpr bool RING = STATS_RING > 0 && LEAN && VEC && ROOMY && !SMEM_ROWS;
+    constexpr u32 SLOT_BYTES = static_cast<u32>(U * CPT * THREADS * 16);
+    const u32 ring0 = ptx::smem_addr(smem) + static_cast<u32>(tid) * 16u;
+    auto piece = [&](int sb, int u, int k) { return ring0 + static_cast<u32>(sb) * SLOT_BYTES + static_cast<u32>((u * CPT + k) * THREADS * 16); };
+    i64 n_issue = n0 + slot;
+    const u16* rows_issue = rows;
+    auto issue = [&](int sb) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const i64 n = n_issue + static_cast<i64>(u) * RPP;
+#pragma unroll
+        for (int k = 0; k < CPT; ++k) {
+          const int j = lane_r + k * M::TPR;
+          if (n < n1 && j < CH_IN) ptx::cp_async_16(piece(sb, u, k), rows_issue + u * step + 8 * j);
+        }
+      }
+      ptx::cp_async_commit();
+      n_issue += static_cast<i64>(U) * RPP;
+      rows_issue += U * step;
+    };
+    if (RING)
+#pragma unroll
+      for (int sb = 0; sb < (RING ? STATS_RING : 1); ++sb) issue(sb);
+    int sb_read = 0;
 #pragma unroll 1
     for (i64 nb = n0 + slot; nb < n1; nb += static_cast<i64>(U) * RPP) {
       ptx::u32x4 raw[U][CPT];
+      if (RING) ptx::cp_async_wait<RING ? STATS_RING - 1 : 0>();
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const i64 n = nb + static_cast<i64>(u) * RPP;
         const u16* rp = ROOMY ? rows + u * step : row0 + n * in.sn;
 #pragma unroll
-        for (int k = 0; k < CPT; ++k)
-          raw[u][k] = (n < n1) ? load_chunk_as<VEC>(in, rp, lane_r + k * M::TPR) : ptx::u32x4{0u, 0u, 0u, 0u};
+        for (int k = 0; k < CPT; ++k) {
+          const int j = lane_r + k * M::TPR;
+          if (RING)
+            raw[u][k] = (n < n1 && j < CH_IN) ? ptx::ld_shared_v4(piece(sb_read, u, k)) : ptx::u32x4{0u, 0u, 0u, 0u};
+          else
+            raw[u][k] = (n < n1) ? load_chunk_as<VEC>(in, rp, j) : ptx::u32x4{0u, 0u, 0u, 0u};
+        }
       }
       if (ROOMY) rows += U * step;
 #pragma unroll
@@ -383,8 +459,13 @@ __device__ __forceinline__ void stats_rows(const Input& in, const u16* row0, i64
           }
         }
       }
+      if (RING) {  // refill the slot just read (after its values were added: they are in registers)
+        issue(sb_read);
+        sb_read = sb_read + 1 == STATS_RING ? 0 : sb_read + 1;
+      }
     }
     if (!LEAN) return false;
+    if (RING) ptx::cp_async_wait_all();  // (only empty groups can be left)
     // A NaN or ±Inf input leaves an all-ones exponent in hi or lo (so do the starting ±Inf of a
     // thread without rows: its checked walk is empty, and as quick).
     u32 nonfinite = 0u;
@@ -420,6 +501,7 @@ __device__ __forceinline__ void stats_rows(const Input& in, const u16* row0, i64
 
   // Combine the RPP row slots, PER statistics per barrier (sum, min, max; sums left to right from
   // slot 0's: the contract's order); the first bad row with the last.
+  if (STATS_RING > 0) __syncthreads();  // the buffer is the ring other threads may still read
 #pragma unroll
   for (int r0 = 0; r0 < 3; r0 += PER) {
 #pragma unroll

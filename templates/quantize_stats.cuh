@@ -185,6 +185,9 @@ __device__ __forceinline__ void channel_stats(const QuantizeParams p, u8* smem) 
 // (kernels::quantize_launch_shape); surplus CTAs exit.
 extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, SAGE2_QZ_MIN_CTAS) sage2_channel_stats(sage2::dev::QuantizeParams p) {
   qz::enter();
-  __shared__ alignas(16) u8 s_raw[qz::stats_smem_bytes<qz::MapS>()];
-  qz::channel_stats(p, s_raw);
+  // Dynamic: the walk's ring can exceed static shared memory's 48 KB (kernels::quantize_kernel_config
+  // sizes it, and the launch gives SAGE2_QZ_DYN_SMEM bytes).
+  static_assert(qz::stats_smem_bytes<qz::MapS>() <= SAGE2_QZ_DYN_SMEM, "channel_stats: the launch's shared memory is too small");
+  extern __shared__ __align__(16) u8 s_dyn[];
+  qz::channel_stats(p, s_dyn);
 }
