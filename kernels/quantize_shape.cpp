@@ -61,13 +61,14 @@ void plan_stats_ring(const KernelSpec& s, QuantizeKernelConfig& c) {
 // The persistent split K / V kernels' two staging areas, each one block's rows of every thread
 // (16 bytes a piece), where the rows are kept in registers and the areas, beside the kernel's
 // static shared memory (`static_bytes`, an upper bound), leave min_ctas CTAs per SM room (as
-// plan_stats_ring).
+// plan_stats_ring). One chunk per thread and row only (head dims up to 256): with two, V at head
+// dim 512 spilled under its 80-register bound.
 void plan_stage(const KernelSpec& s, QuantizeKernelConfig& c, int static_bytes) {
   const int rpp = c.threads / c.tpr;
   const int items = (c.rows + rpp - 1) / rpp;
   const int bytes = 2 * c.threads * items * c.cpt * 16;
   const int per_cta = (arch_info(s.arch).max_smem_optin + 1024) / c.min_ctas - 1024;
-  if (s.varlen || items * c.cpt > 8 || bytes + static_bytes > per_cta) return;
+  if (s.varlen || c.cpt != 1 || items > 8 || bytes + static_bytes > per_cta) return;
   c.stage = true;
   c.dynamic_smem = bytes;
 }
