@@ -101,10 +101,6 @@ QuantMapping split_mapping(const KernelSpec& c, const QuantLayout& layout) {
     m.defines.push_back({"SAGE2_QZ_STATS_RING", q.stats_ring, "batches of rows in flight through shared memory"});
     m.defines.push_back({"SAGE2_QZ_DYN_SMEM", q.dynamic_smem, "dynamic shared memory of the launch (bytes)"});
   }
-  if (c.op == QuantOp::QuantizeK || c.op == QuantOp::QuantizeV) {
-    m.defines.push_back({"SAGE2_QZ_STAGE", q.stage ? 1 : 0, "persistent CTAs staging the next block's rows"});
-    m.defines.push_back({"SAGE2_QZ_DYN_SMEM", q.dynamic_smem, "dynamic shared memory of the launch (bytes)"});
-  }
   k_runs(m, c.op == QuantOp::QuantizeK ? k_group_runs(layout, q) : KGroupRuns{});
   return m;
 }

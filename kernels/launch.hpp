@@ -24,10 +24,6 @@ struct LaunchShape {
   // lowered by runtime::launch to the CTAs the device holds at once for this kernel and block
   // (the one-pass K/V quantize kernel's CTAs wait on each other and loop over the rest).
   bool cooperative = false;
-  // A persistent grid (a plain launch): grid[0] is the kernel's item count, lowered by
-  // runtime::launch to the CTAs the device holds at once, each looping over items (the split
-  // quantize_k / quantize_v kernels that stage their next block).
-  bool persistent = false;
 };
 
 }  // namespace sage2::kernels

@@ -58,21 +58,6 @@ void plan_stats_ring(const KernelSpec& s, QuantizeKernelConfig& c) {
   c.dynamic_smem = std::max(ring * batch_bytes, red_bytes) + fixed;
 }
 
-// The persistent split K / V kernels' two staging areas, each one block's rows of every thread
-// (16 bytes a piece), where the rows are kept in registers and the areas, beside the kernel's
-// static shared memory (`static_bytes`, an upper bound), leave min_ctas CTAs per SM room (as
-// plan_stats_ring). One chunk per thread and row only (head dims up to 256): with two, V at head
-// dim 512 spilled under its 80-register bound.
-void plan_stage(const KernelSpec& s, QuantizeKernelConfig& c, int static_bytes) {
-  const int rpp = c.threads / c.tpr;
-  const int items = (c.rows + rpp - 1) / rpp;
-  const int bytes = 2 * c.threads * items * c.cpt * 16;
-  const int per_cta = (arch_info(s.arch).max_smem_optin + 1024) / c.min_ctas - 1024;
-  if (s.varlen || c.cpt != 1 || items > 8 || bytes + static_bytes > per_cta) return;
-  c.stage = true;
-  c.dynamic_smem = bytes;
-}
-
 }  // namespace
 
 // Registers per thread the cluster stage is compiled for (min CTAs per SM = 65536 / (threads · this)).
@@ -241,8 +226,6 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
       // <= 80 registers (3 CTAs of 256); smooth-Q's block means need more (they spilled at 80)
       const int regs = s.op == QuantOp::QuantizeQ && s.smooth_q ? 128 : 80;
       c.min_ctas = std::max(1, 65536 / (c.threads * regs));
-      // (templates/quantize_qk_body.cuh qk_smem_bytes: the mean and ≤ rows groups' amax and inverse)
-      if (s.op == QuantOp::QuantizeK) plan_stage(s, c, 4 * (qk_dim_padded(s.head_dim, s.qk_bits) + 2 * c.rows));
       break;
     }
     case QuantOp::MaskTiles:
@@ -257,9 +240,6 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
       fit_row(c);
       c.threads = std::min(256, c.tpr * c.rows);
       c.min_ctas = std::max(1, 65536 / (c.threads * 80));  // <= 80 registers: 3 CTAs of 256
-      // (templates/quantize_v_body.cuh v_staged_smem_bytes: the channel constants; the codes go to
-      // the staging area)
-      plan_stage(s, c, 8 * v_dim_padded(s.head_dim));
       break;
     case QuantOp::None:
       throw Error(ErrorCode::InvalidArgument, "quantize_kernel_config: spec without a quantize op");
@@ -381,18 +361,6 @@ LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b) {
   }
   const std::int64_t per_head = std::max<std::int64_t>(1, quantize_blocks_per_head(s, b));
   const std::int64_t bh = std::max<std::int64_t>(1, quantize_pairs(s, b));
-  if (c.stage) {  // persistent: every (pair, block) item in one grid dimension, lowered at launch
-    const std::int64_t items = per_head * bh;
-    if (items > kMaxGridX)
-      throw Error(ErrorCode::InvalidArgument, std::string("quantize launch: ") + quant_op_name(s.op) + " over " +
-                                                  std::to_string(items) + " blocks, more than 2^31 - 1");
-    LaunchShape ls;
-    ls.grid[0] = static_cast<unsigned>(items);
-    ls.block[0] = static_cast<unsigned>(c.threads);
-    ls.dynamic_smem = static_cast<std::size_t>(c.dynamic_smem);
-    ls.persistent = true;
-    return ls;
-  }
   if (per_head > kMaxGridX)
     throw Error(ErrorCode::InvalidArgument, "quantize launch needs " + std::to_string(per_head) +
                                                 " token blocks per head, more than a grid can hold");

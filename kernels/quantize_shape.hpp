@@ -33,11 +33,7 @@ struct QuantizeKernelConfig {
   // templates/quantize_common.cuh STATS_RING), as many as fit beside min_ctas CTAs per SM on the
   // spec's arch (0: rows loaded into registers), and the dynamic shared memory its launch gives.
   int stats_ring = 0;
-  // quantize_k / quantize_v on dense calls: persistent CTAs that stage the next block's rows in
-  // shared memory while they quantize the current one (templates/quantize_common.cuh STAGE),
-  // where the rows fit registers and the staging area fits min_ctas CTAs per SM on the arch.
-  bool stage = false;
-  int dynamic_smem = 0;  // the launch's dynamic shared memory (stats_ring, stage)
+  int dynamic_smem = 0;
 };
 // For QuantOp::Fused: threads = the fused CTA size, the other fields those of the statistics
 // items (fused_quantize_config has all four).

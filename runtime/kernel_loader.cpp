@@ -187,7 +187,7 @@ void launch(LoadedKernel& k, const kernels::LaunchShape& s, void* params, CUstre
   }
   void* args[] = {params};
   kernels::LaunchShape shape = s;
-  if (s.cooperative || s.persistent) {
+  if (s.cooperative) {
     unsigned resident = k.resident_ctas.load(std::memory_order_relaxed);
     if (resident == 0) {
       int per_sm = 0, sms = 0;
@@ -201,7 +201,7 @@ void launch(LoadedKernel& k, const kernels::LaunchShape& s, void* params, CUstre
                           "cuDeviceGetAttribute(multiprocessor count)");
       if (per_sm < 1)
         throw Error(ErrorCode::DriverError, "kernel " + k.key + " fits no SM with " + std::to_string(s.dynamic_smem) +
-                                                " bytes of dynamic shared memory (a cooperative or persistent launch sizes its grid by the resident CTAs)");
+                                                " bytes of dynamic shared memory (a cooperative launch needs every CTA resident)");
       resident = static_cast<unsigned>(per_sm) * static_cast<unsigned>(sms);
       k.resident_ctas.store(resident, std::memory_order_relaxed);
     }

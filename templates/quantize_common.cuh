@@ -155,28 +155,6 @@ __device__ __forceinline__ ptx::u32x4 load_chunk_as(const Input& in, const u16* 
   return load_chunk(in, row, j);
 }
 
-// The persistent split K and V kernels (SAGE2_QZ_STAGE; kernels::quantize_kernel_config: stage)
-// take blocks blockIdx.x, + gridDim.x, ... and copy the rows of the next one into the other of
-// two staging areas in shared memory while they quantize the current one, so that loads are in
-// flight through the whole kernel instead of only at each CTA's start (ncu, split kernels: 24-31 %
-// of DRAM bandwidth). The copy is issued before the current block's rows are read, while few
-// registers are live (issued inside the body it spilled), into the area the previous block was
-// read from (a barrier ends every block). Each thread stages, and later reads, only its own
-// 16-byte pieces: its own cp.async wait makes them visible, no barrier. A piece of row `row`
-// (null: zeros), chunk j, into shared address `dst`: cp.async for vector inputs; others
-// (unaligned, odd head dims) load and store it at once.
-#ifndef SAGE2_QZ_STAGE
-#define SAGE2_QZ_STAGE 0
-#endif
-constexpr bool STAGE = SAGE2_QZ_STAGE != 0;
-__device__ __forceinline__ void stage_piece(const Input& in, u32 dst, const u16* row, int j) {
-  const bool real = row != nullptr && j < CH_IN;
-  if (VEC_HD && in.vec)
-    ptx::cp_async_16_zfill(dst, real ? row + 8 * j : in.base, real ? 16u : 0u);
-  else
-    ptx::st_shared_v4(dst, real ? load_chunk_global(in, row, j) : ptx::u32x4{0u, 0u, 0u, 0u});
-}
-
 __device__ __forceinline__ Input q_input(const QuantizeParams& p) {
   return make_input(p.q, p.q_stride_batch, p.q_stride_head, p.q_stride_seq);
 }

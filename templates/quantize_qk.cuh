@@ -42,42 +42,9 @@ sage2_quantize_k(sage2::dev::QuantizeParams p) {
                                     X - (IS_Q ? e.q_blk : e.k_blk), si);
     return;
   }
-#if SAGE2_QZ_STAGE
-  // Dense K, persistent (kernels::quantize_launch_shape: a grid of at most the resident CTAs):
-  // blocks item = blockIdx.x, + gridDim.x, ... of item = (b·H + h)·nblk + blk, the next one's rows
-  // staged in the other area while this one is quantized (quantize_common.cuh STAGE). The host
-  // keeps the item count below 2^31 (32-bit arithmetic).
-  static_assert(!IS_Q && !SAGE2_VARLEN && qz::qk_cache<false, qz::MapS>(), "only the dense K kernel with cached rows is staged");
-  constexpr u32 AREA = qz::MapS::ITEMS * qz::MapS::CPT * SAGE2_QZ_THREADS * 16;
-  static_assert(2 * AREA <= SAGE2_QZ_DYN_SMEM, "quantize_k: the launch's staging areas are too small");
-  extern __shared__ __align__(16) u8 s_stage[];
-  const u32 nblk = static_cast<u32>((p.kv_len + rows - 1) / rows), heads = static_cast<u32>(p.kv_heads);
-  const u32 total = static_cast<u32>(p.batch) * heads * nblk;
-  const u32 stage0 = ptx::smem_addr(s_stage) + threadIdx.x * 16u;
-  auto stage_block = [&](u32 item, u32 area) {
-    const u32 bh = item / nblk;
-    qz::qk_stage_rows<false, qz::MapS>(qz::kv_input(p, false), bh / heads, bh % heads, 0, p.kv_len, item - bh * nblk, stage0 + area * AREA);
-  };
-  if (blockIdx.x < total) stage_block(blockIdx.x, 0);
-  u32 area = 0;
-#pragma unroll 1
-  for (u32 item = blockIdx.x; item < total; item += gridDim.x, area ^= 1u) {
-    if (item + gridDim.x < total)
-      stage_block(item + gridDim.x, area ^ 1u);
-    else
-      ptx::cp_async_commit();  // (an empty group: the wait below then means "this block's rows")
-    ptx::cp_async_wait<1>();
-    const u32 bh = item / nblk;
-    const i64 b = bh / heads, h = bh % heads, blk = item - bh * nblk;
-    qz::quantize_qk<false, qz::MapS>(p, s_raw, qz::kv_input(p, false), b, h, blk, qz::dense_qk_item<false, rows>(p, b, h, blk), nullptr,
-                                     stage0 + area * AREA);
-    __syncthreads();  // the next block reuses the body's shared memory and this staging area
-  }
-#else
   i64 b, h, bh;
   const i64 len = IS_Q ? p.q_len : p.kv_len;
   if (!qz::block_bh(p.batch, IS_Q ? p.q_heads : p.kv_heads, b, h, bh) || blockIdx.x >= (len + rows - 1) / rows) return;
   qz::quantize_qk<IS_Q, qz::MapS>(p, s_raw, IS_Q ? qz::q_input(p) : qz::kv_input(p, false), b, h, blockIdx.x,
                                   qz::dense_qk_item<IS_Q, rows>(p, b, h, blockIdx.x));
-#endif
 }

@@ -27,35 +27,6 @@ constexpr int qk_smem_bytes() {
   return 4 * (D_QK + (KBIAS ? D_QK : 0) + 2 * GROUPS + (BLOCK_MEAN ? M::RPP * M::CHUNKS * 8 : 0));
 }
 
-// Rows kept in registers between the passes (else re-read in rolled loops), and the K lean form.
-template <bool IS_Q, class M>
-constexpr bool qk_cache() { return M::ITEMS * M::CPT <= 8; }
-template <bool IS_Q, class M>
-constexpr bool qk_lean() { return !IS_Q && qk_cache<IS_Q, M>() && ROOMY && SAGE2_QZ_K_RUN > 1; }
-
-// The persistent split K kernel (SAGE2_QZ_STAGE) copies the rows of its next block into shared
-// memory while it quantizes the current one: this thread's pieces of block `blk`, exactly the
-// values load_rows would load into `cache` (rows past the end: LEAN their run's first row, else
-// zeros; padded chunks zeros). See stage_piece.
-template <bool IS_Q, class M>
-__device__ __forceinline__ void qk_stage_rows(const Input& in, i64 b, i64 h, i64 n0, i64 len, i64 blk, u32 stage) {
-  constexpr int TPR = M::TPR, CPT = M::CPT, RPP = M::RPP, ITEMS = M::ITEMS, K_RUN = SAGE2_QZ_K_RUN;
-  const i64 row0 = blk * M::ROWS;
-  const int valid = static_cast<int>(len - row0 < M::ROWS ? len - row0 : M::ROWS);
-  const int tid = threadIdx.x, lane_r = tid % TPR, slot = tid / TPR;
-  const u16* base = row_ptr(in, b, h, n0 + row0);
-#pragma unroll
-  for (int i = 0; i < ITEMS; ++i) {
-    int r = slot + i * RPP;
-    if (qk_lean<IS_Q, M>() && r >= valid) r = slot + (i - i % K_RUN) * RPP;
-#pragma unroll
-    for (int k = 0; k < CPT; ++k)
-      stage_piece(in, stage + static_cast<u32>((i * CPT + k) * THREADS * 16), r < valid ? base + static_cast<i64>(r) * in.sn : nullptr,
-                  lane_r + k * TPR);
-  }
-  ptx::cp_async_commit();
-}
-
 // ---- K, lean form (kernels::k_group_runs: each thread's rows come in runs of K_RUN items of one
 // scale group, and K_LANES consecutive lanes hold rows of that group too; every row in registers).
 // Rows past the end hold a copy of their run's first row (quantize_qk's load_rows), so that
@@ -165,24 +136,22 @@ __device__ __forceinline__ void k_run_codes(const ptx::u32x4 (&cache)[M::ITEMS][
 // One block `blk` of head h of batch b (Q: a q head; K: a kv head). `k_sum`: the K channel sums
 // of the block's kv head when the caller holds them in shared memory (the cluster stage), else
 // null: they are read from k_stats in global memory.
-// `stage` (the persistent K kernel): this thread's staged rows (qk_stage_rows), read instead of
-// global memory; 0 elsewhere.
 template <bool IS_Q, class M>
 __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, const Input& in, i64 b, i64 h, i64 blk,
-                                            const SeqItem& si, const float* k_sum = nullptr, u32 stage = 0) {
+                                            const SeqItem& si, const float* k_sum = nullptr) {
   constexpr int GROUPS = IS_Q ? SAGE2_Q_GROUPS : SAGE2_K_GROUPS;
   constexpr bool BLOCK_MEAN = IS_Q && SAGE2_SMOOTH_Q;  // smooth Q
   constexpr bool KBIAS = IS_Q && SAGE2_SMOOTH_K;       // q · k̄ for the LSE
   constexpr bool K_MEAN = !IS_Q && SAGE2_SMOOTH_K;     // smooth K
   constexpr int R = SAGE2_QK_BITS == 4 ? 7 : 127;
   constexpr int ROWS = M::ROWS, TPR = M::TPR, CPT = M::CPT, CHUNKS = M::CHUNKS, RPP = M::RPP, ITEMS = M::ITEMS;
-  constexpr bool CACHE = qk_cache<IS_Q, M>();
+  constexpr bool CACHE = ITEMS * CPT <= 8;
   constexpr int UNROLL = CACHE ? ITEMS : 1;  // rolled loops re-read rows (small code)
   constexpr int RED_W = CHUNKS * 8;  // == D_QK
   // K rows that share a scale group (kernels::k_group_runs): each thread's rows come in runs of
   // K_RUN consecutive items of one group, and K_LANES consecutive lanes hold rows of that group too.
   constexpr int K_RUN = SAGE2_QZ_K_RUN, K_LANES = SAGE2_QZ_K_RUN_LANES;
-  constexpr bool LEAN = qk_lean<IS_Q, M>();
+  constexpr bool LEAN = !IS_Q && CACHE && ROOMY && K_RUN > 1;
   static_assert(!LEAN || (ITEMS % K_RUN == 0 && K_LANES >= TPR && K_LANES <= 32), "bad K runs");
   static_assert(ROWS == (IS_Q ? BQ : BK), "rows per CTA must be the quantization block");
   static_assert(CHUNKS * 8 == D_QK, "Q/K mapping covers the padded head dim");
@@ -214,14 +183,6 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, c
   // (LEAN: a row past the end holds a copy of its run's first row, so that the run's packed
   // maxima need no per-row test; its codes are 0 anyway. Only the per-row forms read such rows as 0.)
   auto load_rows = [&] {
-    if (STAGE && stage != 0u) {  // (qk_stage_rows wrote them; this thread's own cp.async waited for)
-#pragma unroll
-      for (int i = 0; i < ITEMS; ++i)
-#pragma unroll
-        for (int k = 0; k < CPT; ++k)
-          cache[CACHE ? i : 0][CACHE ? k : 0] = ptx::ld_shared_v4(stage + static_cast<u32>((i * CPT + k) * THREADS * 16));
-      return;
-    }
     if (ROOMY && !SMEM_ROWS && VEC_HD && in.vec) {  // 16-byte rows: pointers by adds, no per-row choice
       const u16* p0 = base + static_cast<i64>(slot) * in.sn;
       const i64 step = static_cast<i64>(RPP) * in.sn;

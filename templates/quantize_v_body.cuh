@@ -27,8 +27,6 @@ constexpr float V8_MAX = SAGE2_PV_ACC16 ? 2.25f : 448.f;  // e4m3 V̂ bound (ker
 constexpr int V16_EXP = SAGE2_PV_ACC16 ? 9 : 15;          // FP16 V̂ < 2^V16_EXP (kV16Acc16Exp, kV16Exp)
 template <class M>
 constexpr int v_smem_bytes() { return 8 * D_V + M::ROWS * D_V * V_BYTES; }
-template <class M>
-constexpr int v_staged_smem_bytes() { return 8 * D_V; }  // the codes go to the staging area
 
 // FP16 V̂'s per-channel power-of-two scale δ for a finite positive amax (see above).
 __device__ __forceinline__ float v16_scale(float amax) {
@@ -37,35 +35,11 @@ __device__ __forceinline__ float v16_scale(float amax) {
   return ptx::bits_f32(static_cast<u32>(127 + k) << 23);
 }
 
-// The persistent split V kernel (SAGE2_QZ_STAGE): this thread's pieces of tile `tile`, the values
-// quantize_v's preload would load (zeros past the end and in padded chunks). See stage_piece.
-template <class M>
-__device__ __forceinline__ void v_stage_rows(const Input& in, i64 b, i64 h, i64 n0, i64 len, i64 tile, u32 stage) {
-  constexpr int TPR = M::TPR, CPT = M::CPT, RPP = M::RPP, ITEMS = M::ITEMS;
-  const i64 r0 = tile * M::ROWS;
-  const int valid = static_cast<int>(len - r0 <= 0 ? 0 : (len - r0 < M::ROWS ? len - r0 : M::ROWS));
-  const int tid = threadIdx.x, lane_r = tid % TPR, slot = tid / TPR;
-  const u16* base = row_ptr(in, b, h, n0 + r0);
-#pragma unroll
-  for (int i = 0; i < ITEMS; ++i) {
-    const int r = slot + i * RPP;
-#pragma unroll
-    for (int k = 0; k < CPT; ++k)
-      stage_piece(in, stage + static_cast<u32>((i * CPT + k) * THREADS * 16), r < valid ? base + static_cast<i64>(r) * in.sn : nullptr,
-                  lane_r + k * TPR);
-  }
-  ptx::cp_async_commit();
-}
-
 // `stats`: the head's V statistics [3][D_V] in shared memory (the cluster stage), else null:
-// read from v_stats in global memory. `stage` (the persistent V kernel): this thread's staged rows
-// (v_stage_rows), read instead of global memory, and `staged_area` the CTA's staging area they are
-// in, which then holds the tile's codes (they fit: 1-2 bytes per code where a row takes 2 per
-// element); 0 and null elsewhere (the codes go after the constants in `smem`).
+// read from v_stats in global memory.
 template <class M>
 __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, const Input& in, i64 b, i64 h, i64 tile,
-                                           const SeqItem& si, const float* stats = nullptr, u32 stage = 0,
-                                           u8* staged_area = nullptr) {
+                                           const SeqItem& si, const float* stats = nullptr) {
   constexpr int ROWS = M::ROWS, TPR = M::TPR, CPT = M::CPT, CHUNKS = M::CHUNKS, RPP = M::RPP, ITEMS = M::ITEMS;
   static_assert(ROWS % 16 == 0, "V tile must be a multiple of 16 tokens");
   static_assert(CHUNKS * 8 == D_V, "V mapping covers the padded head dim");
@@ -74,9 +48,7 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, co
   float* s_inv = s_mu + D_V;                     // [D_V]
   // Codes of the tile token-major [ROWS][D_V]: written 8 bytes per thread (contiguous along a
   // row), read back one byte per lane along a row (consecutive channels: no bank conflicts).
-  // (16-byte aligned: D_V is a multiple of 32; a staging area's reads end at the barrier after
-  // the constants, before the first code is written)
-  u8* s_t = staged_area != nullptr ? staged_area : smem + 8 * D_V;
+  u8* s_t = smem + 8 * D_V;  // 16-byte aligned: D_V is a multiple of 32
 
   const i64 bh = b * p.kv_heads + h;
   const i64 n0 = tile * ROWS;
@@ -96,9 +68,7 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, co
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i)
 #pragma unroll
-      for (int k = 0; k < CPT; ++k)
-        pre[PRELOAD ? i : 0][PRELOAD ? k : 0] = STAGE && stage != 0u ? ptx::ld_shared_v4(stage + static_cast<u32>((i * CPT + k) * THREADS * 16))
-                                                                     : load_rc(slot + i * RPP, lane_r + k * TPR);
+      for (int k = 0; k < CPT; ++k) pre[PRELOAD ? i : 0][PRELOAD ? k : 0] = load_rc(slot + i * RPP, lane_r + k * TPR);
   }
 
   const float* st = p.v_stats + bh * 3 * D_V;
