@@ -58,7 +58,6 @@ std::int64_t QuantBuffers::v_stats() const { return p.batch * p.kv_heads * 3 * d
 std::int64_t QuantBuffers::q_bad() const { return q_in_kernel ? 0 : token_batch() * p.q_heads * q_len_pad; }
 std::int64_t QuantBuffers::k_first_bad() const { return p.batch * p.kv_heads; }
 std::int64_t QuantBuffers::v_first_bad() const { return p.batch * p.kv_heads * d_v; }
-std::int64_t QuantBuffers::v_inv() const { return p.batch * p.kv_heads * d_v; }
 // The fused stage's scratch: none for varlen calls (they run the split path).
 std::int64_t QuantBuffers::stats_part() const {
   // Varlen: per (kv head, K|V) the slots of every sequence's chunks, sequence b from slot
@@ -104,7 +103,6 @@ QuantBuffers::Offsets QuantBuffers::offsets() const {
   o.k_map = place(k_map(), 4);
   o.mask_tiles = place(mask_tiles(), 1);
   o.mask_bias = place(mask_bias(), 4);
-  o.v_inv = place(v_inv(), 4);
   o.total = at;
   return o;
 }

@@ -111,9 +111,6 @@ struct QuantBuffers : QuantOptions {
   std::int64_t q_bad() const;        // u8  [B][Hq][q_len_pad]   row has a non-finite element
   std::int64_t k_first_bad() const;  // i32 [B][Hkv]             first key with a non-finite element
   std::int64_t v_first_bad() const;  // i32 [B][Hkv][d_v]        per channel: first non-finite key
-  // The split path's V inverse scales (R / amax, or 1/δ for FP16 V̂; 0 where amax is not finite
-  // and positive), written with v_mean and v_scale by channel_stats' combine for quantize_v.
-  std::int64_t v_inv() const;        // f32 [B][Hkv][d_v]
   // Statistics scratch (the attention stage never reads it): per-chunk partials and the
   // arrival counters of the split path's channel_stats and of the fused stage.
   std::int64_t stats_part() const;   // f32 [B][Hkv][2][stats_chunks][4][d_v]; varlen: [Hkv][2][slots][4][d_v]
@@ -134,7 +131,7 @@ struct QuantBuffers : QuantOptions {
   struct Offsets {
     std::size_t q_codes, q_scale, q_mean, q_kbias, k_codes, k_scale, k_mean, k_stats, v_codes,
         v_scale, v_mean, v_stats, q_bad, k_first_bad, v_first_bad, stats_part, sync, sync_bytes, seqs, q_map,
-        k_map, mask_tiles, mask_bias, v_inv, total;
+        k_map, mask_tiles, mask_bias, total;
   };
   Offsets offsets() const;
 };

@@ -431,7 +431,6 @@ sage2::dev::QuantizeParams make_quantize_params(const QuantBuffers& b, const Ten
   p.v_stats = static_cast<float*>(at(o.v_stats, b.v_stats()));
   p.q_bad = static_cast<sage2::dev::u8*>(at(o.q_bad, b.q_bad()));
   p.k_first_bad = static_cast<sage2::dev::i32*>(at(o.k_first_bad, b.k_first_bad()));
-  p.v_inv = static_cast<float*>(at(o.v_inv, b.v_inv()));
   p.v_first_bad = static_cast<sage2::dev::i32*>(at(o.v_first_bad, b.v_first_bad()));
   p.stats_part = static_cast<float*>(at(o.stats_part, b.stats_part()));
   p.sync = static_cast<sage2::dev::u32*>(at(o.sync, b.sync_words()));

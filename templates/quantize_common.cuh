@@ -155,49 +155,6 @@ __device__ __forceinline__ ptx::u32x4 load_chunk_as(const Input& in, const u16* 
   return load_chunk(in, row, j);
 }
 
-// ---------------------------------------------------------------------------------------------
-// Per-channel constants (kernels/quant_buffers.hpp). The split path's channel_stats writes them
-// in its combine, once per (sequence, kv head), and quantize_k / quantize_v read them
-// (CONSTS_FROM_STATS); the one-launch stages compute them in their item bodies.
-constexpr bool CONSTS_FROM_STATS = SAGE2_QUANT_OP == 3 || SAGE2_QUANT_OP == 4;
-constexpr bool CONSTS_IN_STATS = SAGE2_QUANT_OP == 1;
-
-constexpr bool V_FP16 = SAGE2_PV_FP16 != 0;
-constexpr int V_BYTES = V_FP16 ? 2 : 1;  // bytes of one V̂ code
-constexpr float V8_MAX = SAGE2_PV_ACC16 ? 2.25f : 448.f;  // e4m3 V̂ bound (kernels::kV8Acc16Max)
-constexpr int V16_EXP = SAGE2_PV_ACC16 ? 9 : 15;          // FP16 V̂ < 2^V16_EXP (kV16Acc16Exp, kV16Exp)
-
-// FP16 V̂'s per-channel power-of-two scale δ for a finite positive amax (quantize_v_body.cuh).
-__device__ __forceinline__ float v16_scale(float amax) {
-  const int e = static_cast<int>((ptx::f32_bits(amax) >> 23) & 0xffu) - 126;  // amax < 2^e
-  const int k = e - V16_EXP > 0 ? e - V16_EXP : 0;
-  return ptx::bits_f32(static_cast<u32>(127 + k) << 23);
-}
-// V's μ, scale and inverse of a real channel from its sum, min and max over kv_len keys
-// (quantize_v_body.cuh states the rule).
-__device__ __forceinline__ void v_channel_consts(float vsum, float vmin, float vmax, i64 kv_len, float& mu, float& scale,
-                                                 float& inv) {
-  float amax;
-  mu = 0.f;
-  if (SAGE2_SMOOTH_V) {
-    mu = kv_len > 0 ? ptx::div_rn(vsum, static_cast<float>(kv_len)) : 0.f;
-    amax = ptx::max_nan(vmax - mu, mu - vmin);
-  } else {
-    amax = ptx::max_nan(ptx::abs_f32(vmax), ptx::abs_f32(vmin));
-  }
-  if (V_FP16) {
-    scale = finite_positive(amax) ? v16_scale(amax) : (amax == 0.f ? 1.f : amax);
-    inv = finite_positive(amax) ? ptx::div_rn(1.f, scale) : 0.f;
-  } else {
-    scale = ptx::div_rn(amax, V8_MAX);
-    inv = finite_positive(amax) ? ptx::div_rn(V8_MAX, amax) : 0.f;
-  }
-}
-// k̄ of a real channel (smooth-K; 0 for a sequence without keys).
-__device__ __forceinline__ float k_channel_mean(float ksum, i64 kv_len) {
-  return (SAGE2_SMOOTH_K && kv_len > 0) ? ptx::div_rn(ksum, static_cast<float>(kv_len)) : 0.f;
-}
-
 __device__ __forceinline__ Input q_input(const QuantizeParams& p) {
   return make_input(p.q, p.q_stride_batch, p.q_stride_head, p.q_stride_seq);
 }

@@ -53,7 +53,6 @@ struct QuantizeParams {
   float* v_scale;  // [B][Hkv][d_v]
   float* v_mean;   // [B][Hkv][d_v]                      zeros when !smooth_v
   float* v_stats;  // [B][Hkv][3][d_v]                   sum, min, max
-  float* v_inv;    // [B][Hkv][d_v]                      split path: channel_stats' combine for quantize_v
 
   // ---- non-finite input flags (appended; see kernels/quant_buffers.hpp)
   u8* q_bad;         // [B][Hq][q_len_pad]   1: Q row has a NaN/Inf (quantize_q; padded rows 0)

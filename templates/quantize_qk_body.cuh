@@ -212,12 +212,10 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, c
   };
   if (CACHE && ROOMY) load_rows();
 
-  // ---- per-channel constants (the split K kernel: channel_stats wrote k̄ to k_mean, read below);
-  // group maxima start at 0
-  constexpr bool KBAR_FROM_STATS = !IS_Q && CONSTS_FROM_STATS;
+  // ---- per-channel constants; group maxima start at 0
   for (int g = tid; g < GROUPS; g += THREADS) s_amax[g] = 0u;
 #pragma unroll 1
-  for (int c = tid; c < (KBAR_FROM_STATS ? 0 : D_QK); c += THREADS) {
+  for (int c = tid; c < D_QK; c += THREADS) {
     // k̄ = sum_K / kv_len (k_stats is read only when smooth_k: it may be null otherwise)
     // (a varlen sequence may have no keys: k̄ = 0 then)
     const float kbar = (SAGE2_SMOOTH_K && c < HD && si.kv_len > 0)
@@ -291,15 +289,6 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, c
 #pragma unroll
   for (int k = 0; k < CPT; ++k) {
     const int j = lane_r + k * TPR;
-    if (KBAR_FROM_STATS) {
-#pragma unroll
-      for (int e = 0; e < 8; e += 4) {
-        const ptx::u32x4 m = K_MEAN && j < CHUNKS ? ptx::ld_nc_v4(p.k_mean + kv_bh * D_QK + j * 8 + e) : ptx::u32x4{0u, 0u, 0u, 0u};
-        mean_r[k][e] = ptx::bits_f32(m.x), mean_r[k][e + 1] = ptx::bits_f32(m.y);
-        mean_r[k][e + 2] = ptx::bits_f32(m.z), mean_r[k][e + 3] = ptx::bits_f32(m.w);
-      }
-      continue;
-    }
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
       mean_r[k][e] = j < CHUNKS ? s_mean[j * 8 + e] : 0.f;

@@ -53,17 +53,6 @@ __device__ __forceinline__ bool stats_chunk(const QuantizeParams& p, u8* smem, c
     out[c] = sum;
     out[d_out + c] = mn;
     out[2 * d_out + c] = mx;
-    if (CONSTS_IN_STATS) {  // for the split quantize_k / quantize_v (padded channels: 0)
-      if (is_v) {
-        float mu = 0.f, scale = 0.f, inv = 0.f;
-        if (c < HD) v_channel_consts(sum, mn, mx, len, mu, scale, inv);
-        p.v_mean[bh * D_V + c] = mu;
-        p.v_scale[bh * D_V + c] = scale;
-        p.v_inv[bh * D_V + c] = inv;
-      } else {
-        p.k_mean[bh * D_QK + c] = c < HD ? k_channel_mean(sum, len) : 0.f;
-      }
-    }
     if (is_v)
       p.v_first_bad[bh * D_V + c] = fb;
     else if (fb != NO_BAD)

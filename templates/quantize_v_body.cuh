@@ -21,8 +21,19 @@ namespace qz {
 //  64512 < 65504), and 2^max(0, e − 9) in place of 2^max(0, e − 15) (|V̂| < 2^9).
 
 
+constexpr bool V_FP16 = SAGE2_PV_FP16 != 0;
+constexpr int V_BYTES = V_FP16 ? 2 : 1;  // bytes of one V̂ code
+constexpr float V8_MAX = SAGE2_PV_ACC16 ? 2.25f : 448.f;  // e4m3 V̂ bound (kernels::kV8Acc16Max)
+constexpr int V16_EXP = SAGE2_PV_ACC16 ? 9 : 15;          // FP16 V̂ < 2^V16_EXP (kV16Acc16Exp, kV16Exp)
 template <class M>
 constexpr int v_smem_bytes() { return 8 * D_V + M::ROWS * D_V * V_BYTES; }
+
+// FP16 V̂'s per-channel power-of-two scale δ for a finite positive amax (see above).
+__device__ __forceinline__ float v16_scale(float amax) {
+  const int e = static_cast<int>((ptx::f32_bits(amax) >> 23) & 0xffu) - 126;  // amax < 2^e
+  const int k = e - V16_EXP > 0 ? e - V16_EXP : 0;
+  return ptx::bits_f32(static_cast<u32>(127 + k) << 23);
+}
 
 // `stats`: the head's V statistics [3][D_V] in shared memory (the cluster stage), else null:
 // read from v_stats in global memory.
@@ -60,49 +71,47 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, co
       for (int k = 0; k < CPT; ++k) pre[PRELOAD ? i : 0][PRELOAD ? k : 0] = load_rc(slot + i * RPP, lane_r + k * TPR);
   }
 
+  const float* st = p.v_stats + bh * 3 * D_V;
+#pragma unroll 1
+  for (int c = tid; c < D_V; c += THREADS) {
+    float mu = 0.f, inv = 0.f, scale = 0.f;
+    if (c < HD) {
+      const float vsum = stats ? stats[c] : ld_stat(st + c);
+      const float vmin = stats ? stats[D_V + c] : ld_stat(st + D_V + c);
+      const float vmax = stats ? stats[2 * D_V + c] : ld_stat(st + 2 * D_V + c);
+      float amax;
+      if (SAGE2_SMOOTH_V) {
+        mu = kv_len > 0 ? ptx::div_rn(vsum, static_cast<float>(kv_len)) : 0.f;
+        amax = ptx::max_nan(vmax - mu, mu - vmin);
+      } else {
+        amax = ptx::max_nan(ptx::abs_f32(vmax), ptx::abs_f32(vmin));
+      }
+      if (V_FP16) {
+        scale = finite_positive(amax) ? v16_scale(amax) : (amax == 0.f ? 1.f : amax);
+        inv = finite_positive(amax) ? ptx::div_rn(1.f, scale) : 0.f;
+      } else {
+        scale = ptx::div_rn(amax, V8_MAX);
+        inv = finite_positive(amax) ? ptx::div_rn(V8_MAX, amax) : 0.f;
+      }
+    }
+    s_mu[c] = mu;
+    s_inv[c] = inv;
+    if (tile == 0) {
+      p.v_scale[bh * D_V + c] = scale;
+      p.v_mean[bh * D_V + c] = mu;
+    }
+  }
+  __syncthreads();
+
   // This thread's channels are the same for all its rows: constants in registers.
   float mu_r[CPT][8], inv_r[CPT][8];
-  if (CONSTS_FROM_STATS) {
-    // (the split path: channel_stats' combine wrote them — v_channel_consts — so neither a
-    // division nor a barrier stands between the rows' arrival and their codes)
 #pragma unroll
-    for (int k = 0; k < CPT; ++k) {
-      const int j = lane_r + k * TPR;
+  for (int k = 0; k < CPT; ++k) {
+    const int j = lane_r + k * TPR;
 #pragma unroll
-      for (int e = 0; e < 8; e += 4) {
-        const ptx::u32x4 m = j < CHUNKS ? ptx::ld_nc_v4(p.v_mean + bh * D_V + j * 8 + e) : ptx::u32x4{0u, 0u, 0u, 0u};
-        const ptx::u32x4 v = j < CHUNKS ? ptx::ld_nc_v4(p.v_inv + bh * D_V + j * 8 + e) : ptx::u32x4{0u, 0u, 0u, 0u};
-        mu_r[k][e] = ptx::bits_f32(m.x), mu_r[k][e + 1] = ptx::bits_f32(m.y), mu_r[k][e + 2] = ptx::bits_f32(m.z), mu_r[k][e + 3] = ptx::bits_f32(m.w);
-        inv_r[k][e] = ptx::bits_f32(v.x), inv_r[k][e + 1] = ptx::bits_f32(v.y), inv_r[k][e + 2] = ptx::bits_f32(v.z), inv_r[k][e + 3] = ptx::bits_f32(v.w);
-      }
-    }
-  } else {
-    const float* st = p.v_stats + bh * 3 * D_V;
-#pragma unroll 1
-    for (int c = tid; c < D_V; c += THREADS) {
-      float mu = 0.f, inv = 0.f, scale = 0.f;
-      if (c < HD) {
-        const float vsum = stats ? stats[c] : ld_stat(st + c);
-        const float vmin = stats ? stats[D_V + c] : ld_stat(st + D_V + c);
-        const float vmax = stats ? stats[2 * D_V + c] : ld_stat(st + 2 * D_V + c);
-        v_channel_consts(vsum, vmin, vmax, kv_len, mu, scale, inv);
-      }
-      s_mu[c] = mu;
-      s_inv[c] = inv;
-      if (tile == 0) {
-        p.v_scale[bh * D_V + c] = scale;
-        p.v_mean[bh * D_V + c] = mu;
-      }
-    }
-    __syncthreads();
-#pragma unroll
-    for (int k = 0; k < CPT; ++k) {
-      const int j = lane_r + k * TPR;
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        mu_r[k][e] = j < CHUNKS ? s_mu[j * 8 + e] : 0.f;
-        inv_r[k][e] = j < CHUNKS ? s_inv[j * 8 + e] : 0.f;
-      }
+    for (int e = 0; e < 8; ++e) {
+      mu_r[k][e] = j < CHUNKS ? s_mu[j * 8 + e] : 0.f;
+      inv_r[k][e] = j < CHUNKS ? s_inv[j * 8 + e] : 0.f;
     }
   }
 

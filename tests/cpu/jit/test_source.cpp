@@ -189,8 +189,8 @@ TEST_CASE("jit: quantize_params.cuh is one plain C++ definition shared with the 
   using P = sage2::dev::QuantizeParams;
   static_assert(std::is_standard_layout_v<P>);
   static_assert(std::is_trivially_copyable_v<P>);
-  static_assert(sizeof(P) == 63 * 8,
-                "3 input pointers, 9 strides, 5 sizes, 13 output pointers, 3 flag pointers, 2 fused-stage "
+  static_assert(sizeof(P) == 62 * 8,
+                "3 input pointers, 9 strides, 5 sizes, 12 output pointers, 3 flag pointers, 2 fused-stage "
                 "pointers, the schedule lag, the cluster chunk; varlen: 6 pointers, 4 sizes, the output "
                 "(pointer, 2 sizes, 3 strides) and the LSE (pointer, count); mask: pointer, 4 strides, the "
                 "class table, its head count, the constant tiles' terms");
@@ -354,9 +354,6 @@ TEST_CASE("jit: make_quantize_params points at the workspace buffers and checks 
   CHECK(b.q_bad() == 2 * 8 * b.q_len_pad);
   CHECK(b.k_first_bad() == 2 * 2);
   CHECK(b.v_first_bad() == 2 * 2 * b.d_v);
-  CHECK(reinterpret_cast<char*>(P.v_inv) == ws.data() + o.v_inv);
-  CHECK(b.v_inv() == 2 * 2 * b.d_v);
-  CHECK(o.v_inv + static_cast<std::size_t>(b.v_inv()) * 4 <= o.total);
   CHECK(P.q_mean == nullptr);  // no smooth-Q buffer
   CHECK(P.q_kbias != nullptr);
   CHECK(P.q_stride_seq == 8 * 96);
