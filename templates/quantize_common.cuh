@@ -227,10 +227,22 @@ __device__ __forceinline__ void check_block_dim() {
 // Every entry starts here: the kernel may overlap the end of the previous one on the stream
 // (ptx::pdl_wait: nothing is read or written before that kernel completed), and lets the next
 // one's CTAs start as soon as all of its own are running.
+//
+// The split K and V kernels of a dense call (LATE_WAIT) load their rows before they wait: those
+// are the caller's K and V, complete before the stage's first kernel started (that launch never
+// overlaps: runtime::mark_overlapping_launches), and every earlier kernel of the stage only reads
+// them. So the loads of their first CTAs overlap the end of the previous kernel; nothing an earlier
+// kernel writes is read, and nothing is written, before wait_previous(). (A kernel's dependents
+// still start only once all of its CTAs have started: a waiting CTA never holds back the kernel it
+// waits for.)
+constexpr bool LATE_WAIT = (SAGE2_QUANT_OP == 3 || SAGE2_QUANT_OP == 4) && !SAGE2_VARLEN;
 __device__ __forceinline__ void enter() {
   check_block_dim();
-  ptx::pdl_wait();
+  if (!LATE_WAIT) ptx::pdl_wait();
   ptx::pdl_launch_dependents();
+}
+__device__ __forceinline__ void wait_previous() {
+  if (LATE_WAIT) ptx::pdl_wait();
 }
 
 // Where an item's sequence lies. Dense calls: the launch's lengths, token 0 of batch entry b,

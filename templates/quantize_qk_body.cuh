@@ -211,6 +211,7 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, c
     }
   };
   if (CACHE && ROOMY) load_rows();
+  wait_previous();  // (the split K kernel: its rows are in flight; the statistics are read below)
 
   // ---- per-channel constants; group maxima start at 0
   for (int g = tid; g < GROUPS; g += THREADS) s_amax[g] = 0u;

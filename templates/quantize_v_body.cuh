@@ -71,6 +71,7 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, co
       for (int k = 0; k < CPT; ++k) pre[PRELOAD ? i : 0][PRELOAD ? k : 0] = load_rc(slot + i * RPP, lane_r + k * TPR);
   }
 
+  wait_previous();  // (the split V kernel: its rows are in flight; the statistics are read below)
   const float* st = p.v_stats + bh * 3 * D_V;
 #pragma unroll 1
   for (int c = tid; c < D_V; c += THREADS) {
