@@ -113,7 +113,7 @@ def profile_call(torch, sage2, profile, ProfilerActivity, shape, calls):
 def merge(files, out):
     """quant_us records from the per-round stage_profile records of several one-round runs of one
     commit (rounds taken one run at a time, alternated with another build in the same device call):
-    per shape the median over the runs, rounds = the number of runs."""
+    per shape the median over the runs, rounds = the number of runs; the run id names the commit."""
     per = {}
     for f in files:
         for line in open(f):
@@ -130,7 +130,9 @@ def merge(files, out):
             us = sorted(r["quant_us"] for r in rs)[len(rs) // 2]
             gbps = sorted(r["copy_gbps"] for r in rs)[len(rs) // 2]
             r0 = rs[0]
-            rec = {"run": r0["run"] + "-merged", "commit": r0["commit"], "mode": "quant_us", "method": "sage2",
+            # (the commit in the run id: two builds alternated in one device call start their runs in
+            # the same minute, and a scoreboard group is scored from one run)
+            rec = {"run": r0["run"] + "-merged-" + r0["commit"][:7], "commit": r0["commit"], "mode": "quant_us", "method": "sage2",
                    "rounds": len(rs), "us": us, "copy_gbps": gbps, "shape": name,
                    **{k: r0[k] for k in ("batch", "heads", "kv_heads", "head_dim", "seq_len", "causal", "dtype", "device")},
                    "path": "/".join(sorted({r["path"] for r in rs})),

@@ -41,6 +41,22 @@ def test_merge_takes_the_median_of_the_runs(tmp_path):
     assert recs["flux-1024"]["copy_gbps"] == 4066.0  # the median run's bandwidth
 
 
+def test_merged_runs_of_two_builds_from_one_device_call_get_two_run_ids(tmp_path):
+    runs = {}
+    for commit in ("a" * 40, "b" * 40):
+        files = []
+        for i in range(3):
+            f = tmp_path / ("%s%d.jsonl" % (commit[0], i))
+            _run_file(f, "2026-11-29T01:16Z-stages", commit, {"flux-1024": 60.0 + i})
+            files.append(f)
+        out = tmp_path / ("merged-%s.jsonl" % commit[0])
+        p = subprocess.run([sys.executable, SCRIPT, "--merge", *map(str, files), "--out", str(out)], capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        runs[commit] = json.loads(out.read_text().splitlines()[0])["run"]
+    assert runs["a" * 40] != runs["b" * 40]
+    assert runs["a" * 40].endswith("aaaaaaa") and runs["b" * 40].endswith("bbbbbbb")
+
+
 def test_merge_refuses_runs_of_two_commits(tmp_path):
     f1, f2 = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     _run_file(f1, "run1", "a" * 40, {"flux-1024": 70.0})
