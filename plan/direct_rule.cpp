@@ -11,6 +11,13 @@ std::int64_t direct_max_rows(kernels::Arch arch) noexcept {
   return arch == kernels::Arch::Sm90a ? kDirectMaxRowsSm90 : kDirectMaxRowsOther;
 }
 
+bool auto_prefers_direct(std::int64_t rows, std::int64_t kv_len, double work, kernels::Arch arch) noexcept {
+  if (rows > direct_max_rows(arch)) return false;
+  if (arch != kernels::Arch::Sm90a) return true;
+  return rows <= kDirectAnyKeysRowsSm90 || (rows <= kDirectLongKeysRowsSm90 && kv_len >= 2 * rows) ||
+         work <= kDirectSmallWorkSm90;
+}
+
 bool choose_direct_path(const AttentionProblem& p, SmallQPath path, kernels::Arch arch) {
   if (path == SmallQPath::Quantized) return false;
   const std::int64_t rows = p.q_len * (p.q_heads / p.kv_heads);
@@ -24,7 +31,9 @@ bool choose_direct_path(const AttentionProblem& p, SmallQPath path, kernels::Arc
                                               std::to_string(p.head_dim));
     return true;
   }
-  return p.mask == 0 && !p.varlen && p.head_dim <= kernels::kDirectMaxHeadDim && rows <= direct_max_rows(arch);
+  const double work = static_cast<double>(p.batch) * static_cast<double>(p.q_heads) * static_cast<double>(p.q_len) *
+                      static_cast<double>(p.kv_len) * p.head_dim;
+  return p.mask == 0 && !p.varlen && p.head_dim <= kernels::kDirectMaxHeadDim && auto_prefers_direct(rows, p.kv_len, work, arch);
 }
 
 }  // namespace sage2::plan

@@ -13,15 +13,26 @@ namespace sage2::plan {
 struct AttentionProblem;  // plan/attention_problem.hpp
 
 // SmallQPath::Auto takes the direct path for dense calls (no mask, no varlen) with head dim <= 256
-// whose query rows per kv head, R = q_len · q_heads / kv_heads, are at most direct_max_rows(arch).
-// First guesses, not measurements (bench/decode_bench.py times both paths to set them): the
-// quantize stage re-reads and rewrites all of K and V on every call, which pays only when many
-// query rows use them; on sm_90 its f16 mma.sync runs at about half the INT8 rate, so up to 512
-// rows the saved prologue outweighs the slower math; on the other archs (f16 with fp32
+// whose query rows per kv head, R = q_len · q_heads / kv_heads, are at most direct_max_rows(arch),
+// and on sm_90 only where it measured faster (bench/path_crossover.py, H200, 74 shapes:
+// bench/results/2026-11-29-session16/x1-path-crossover-h200). The direct path does unquantized
+// math at about a third of the quantized path's rate but skips the quantize stage, which reads and
+// rewrites all of K and V and adds ~20 µs of fixed cost: so it wins when R is small (few rows
+// share each key), when the keys are long against R (decode: the stage's cost grows with Nk, the
+// saved math with R·Nk), and when the whole call is small (fixed costs decide). On sm_90:
+//   R <= 160, or R <= 256 with Nk >= 2 R, or W = B·Hq·Nq·Nk·d <= 2e9 (and always R <= 512).
+// Measured there: direct/quantized time 0.35-0.95 where this picks direct, 1.02-2.09 where it
+// picks quantized, except self-attention at N 197, head dim 64, 512-768 heads (direct, 1.03-1.08)
+// and GQA R 512 over 1K keys (quantized, 0.95). On the other archs (no measurements: f16 with fp32
 // accumulation is a quarter of the INT8/INT4 rate on GeForce parts) only decode-sized R.
 constexpr std::int64_t kDirectMaxRowsSm90 = 512;
 constexpr std::int64_t kDirectMaxRowsOther = 64;
+constexpr std::int64_t kDirectAnyKeysRowsSm90 = 160;   // R up to this: direct whatever the keys
+constexpr std::int64_t kDirectLongKeysRowsSm90 = 256;  // R up to this: direct when Nk >= 2 R
+constexpr double kDirectSmallWorkSm90 = 2e9;           // W up to this: direct (R <= 512)
 std::int64_t direct_max_rows(kernels::Arch arch) noexcept;
+// The Auto rule on its own numbers (for tests that know a call's shape): rows R, keys Nk, work W.
+bool auto_prefers_direct(std::int64_t rows, std::int64_t kv_len, double work, kernels::Arch arch) noexcept;
 
 // Whether a validated dense problem (mask, head dim, shapes and dtype set) runs on the direct path
 // under `path`. Throws InvalidArgument for Direct with a mask, Unsupported for Direct with a head

@@ -89,9 +89,11 @@ const char* pv_accum_name(PvAccum a) noexcept;  // "auto", "fp32", "fp16", "pref
 //              quantization options (qk_bits, smooth_q/k/v) do not apply to it. Accuracy: the
 //              fp16/bf16 contract of FlashAttention (rel-L1 ~1e-3 fp16, ~5e-3 bf16 vs fp64),
 //              tighter than the 8-bit one.
-//  Auto      — Direct for dense calls (no mask, no varlen) with head dim <= 256 whose query rows
-//              per kv head, R = q_len · q_heads / kv_heads, are few: R <= 512 on sm_90, R <= 64
-//              elsewhere (plan/direct_rule.hpp); Quantized otherwise.
+//  Auto      — Direct for dense calls (no mask, no varlen) with head dim <= 256 where it measured
+//              faster, with R = q_len · q_heads / kv_heads query rows per kv head: on sm_90 R <= 160,
+//              or R <= 256 over kv_len >= 2R keys, or a small call (batch · q_heads · q_len ·
+//              kv_len · head_dim <= 2e9), and always R <= 512; elsewhere R <= 64
+//              (plan/direct_rule.hpp); Quantized otherwise.
 enum class SmallQPath : int { Auto = 0, Quantized = 1, Direct = 2 };
 const char* small_q_path_name(SmallQPath p) noexcept;  // "auto", "quantized", "direct"
 

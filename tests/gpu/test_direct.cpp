@@ -305,7 +305,9 @@ TEST_CASE("gpu direct path: vs fp64 attention over the case matrix; every elemen
     std::printf("decode %2d %-96s splits %3d parts %3d | cos %.7f relL1 %.2e max %.2e | lse err/bound %.2f | worst %s\n",
                 n, name.c_str(), r.splits, r.partials, r.m.cos_sim, r.m.rel_l1, r.m.max_abs, r.lse_err, r.worst.c_str());
     const std::int64_t rows = c.nq * c.group;
-    if (c.path == SmallQPath::Direct || rows <= plan::direct_max_rows(arch)) CHECK(r.direct);
+    const double work = static_cast<double>(c.batch * c.hkv * c.group * c.nq * c.nk) * c.d;  // B·Hq·Nq·Nk·d
+    if (c.path == SmallQPath::Direct || (c.path == SmallQPath::Auto && plan::auto_prefers_direct(rows, c.nk, work, arch)))
+      CHECK(r.direct);
     CHECK(r.unwritten == 0);
     CHECK(r.padding_touched == 0);
     CHECK(r.empty_row_errors == 0);

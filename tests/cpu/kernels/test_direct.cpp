@@ -204,18 +204,39 @@ TEST_CASE("direct path: spec keys name what the code depends on and ignore the q
 
 TEST_CASE("direct path: which calls take the direct path (Auto), and the overrides") {
   using plan::validate_attention;
-  // Decode and small-Nq shapes on sm_90a: R = Nq · Hq / Hkv <= 512.
+  // sm_90a, R = Nq · Hq / Hkv rows per kv head (plan/direct_rule.hpp, from measurements): decode
+  // and small-Nq shapes take the direct path ...
   CHECK(direct(call(4, 32, 8, 1, 4096, 128)));
   CHECK(direct(call(4, 32, 8, 1, 32768, 128)));
-  CHECK(direct(call(4, 32, 8, 16, 4096, 128)));
-  CHECK(direct(call(4, 32, 8, 128, 8192, 128)));    // R = 512
-  CHECK_FALSE(direct(call(4, 32, 8, 129, 8192, 128)));  // R = 516
-  CHECK(direct(call(1, 32, 32, 512, 512, 64)));     // MHA, R = 512
+  CHECK(direct(call(4, 32, 8, 16, 4096, 128)));     // R = 64
+  CHECK(direct(call(4, 32, 8, 40, 16384, 128)));    // R = 160, any keys
+  CHECK(direct(call(4, 32, 8, 64, 16384, 128)));    // R = 256 over Nk >= 2 R
+  CHECK(direct(call(1, 8, 1, 16, 100000, 256)));    // MQA, hd 256, R = 128
+  CHECK(direct(call(4, 32, 8, 96, 1024, 128)));     // R = 384, a small call: W = 1.6e9
+  // ... but R 384-512 over long keys, where the quantize stage pays (measured 1.08-1.18x faster),
+  CHECK_FALSE(direct(call(4, 32, 8, 96, 4096, 128)));
+  CHECK_FALSE(direct(call(4, 32, 8, 128, 8192, 128)));  // the scoreboard's (128, 8K) decode cell
+  CHECK_FALSE(direct(call(4, 32, 8, 129, 8192, 128)));  // R = 516: beyond direct_max_rows
+  CHECK_FALSE(direct(call(1, 8, 1, 64, 100000, 256)));   // MQA, R = 512
+  // and encoder self-attention from a few hundred tokens unless the call is small: BERT-large and
+  // ViT-B at batch 64 quantize, a 4 × 16-head call at N 512 / hd 64 (W = 1.1e9) does not.
+  CHECK_FALSE(direct(call(32, 16, 16, 512, 512, 64)));
+  CHECK_FALSE(direct(call(64, 12, 12, 256, 256, 64)));
+  CHECK(direct(call(64, 12, 12, 128, 128, 64)));
+  CHECK(direct(call(4, 16, 16, 512, 512, 64)));
   CHECK_FALSE(direct(call(1, 32, 32, 513, 513, 64)));
   CHECK_FALSE(direct(call(4, 32, 32, 1024, 1024, 128)));  // the e2e cells stay quantized
-  CHECK(direct(call(1, 8, 1, 64, 100000, 256)));    // MQA, hd 256
   CHECK_FALSE(direct(call(1, 8, 1, 1, 4096, 257)));  // hd above 256: quantized
   CHECK_FALSE(direct(call(1, 8, 8, 1, 4096, 512)));
+  // The rule on its numbers: every branch and each bound.
+  CHECK(plan::auto_prefers_direct(160, 1, 1e12, Arch::Sm90a));
+  CHECK_FALSE(plan::auto_prefers_direct(161, 321, 1e12, Arch::Sm90a));
+  CHECK(plan::auto_prefers_direct(161, 322, 1e12, Arch::Sm90a));
+  CHECK(plan::auto_prefers_direct(256, 512, 1e12, Arch::Sm90a));
+  CHECK_FALSE(plan::auto_prefers_direct(257, 1 << 20, 1e12, Arch::Sm90a));
+  CHECK(plan::auto_prefers_direct(512, 1, 2e9, Arch::Sm90a));
+  CHECK_FALSE(plan::auto_prefers_direct(512, 1, 2.1e9, Arch::Sm90a));
+  CHECK_FALSE(plan::auto_prefers_direct(513, 1, 1, Arch::Sm90a));
   // Other archs: decode-sized R only.
   CHECK(direct(call(4, 32, 8, 16, 4096, 128), Arch::Sm89));   // R = 64
   CHECK_FALSE(direct(call(4, 32, 8, 17, 4096, 128), Arch::Sm89));
