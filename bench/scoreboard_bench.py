@@ -43,6 +43,9 @@ Modes:
              Context::attention number of build/bench/sage2-bench-attention --modes host.
   small      e2e records with "shape": "small" (not scored; sage2 vs cudnn): B1 H28 hd128 N3000
              causal, B2 H40 hd64 N6000, B64 H12 hd64 N197.
+  real       e2e records of the scoreboard's REAL shapes (bench/stage_profile.py SHAPES: Flux-1024,
+             SDXL-1024, Qwen2.5-7B prefill 4K, Whisper-large encoder, DiT-XL/2-512, BERT-large 512),
+             sage2 vs cudnn, in each shape's dtype, with "shape" (its name), "kv_heads" and "dtype".
 Cells: hd 64/128 x causal 0/1 x N 1K..32K at B 4, H 32 (sage2, sage2_ref, cudnn, fa2 e2e; sage2 and
 sage2_ref kernel; sage2 stages); heads: hd 96/192/256 non-causal N 4K..32K (sage2 and cudnn e2e,
 sage2 kernel and stages).
@@ -71,7 +74,9 @@ import zlib
 
 SEQS = [1024, 2048, 4096, 8192, 16384, 32768]
 METHODS = ["sage2", "sage2_ref", "cudnn", "fa2"]
-MODES = ["host", "e2e", "kernel", "decode", "small"]
+MODES = ["host", "e2e", "kernel", "decode", "small", "real"]
+# The scoreboard's real shapes: their (b, h, hkv, hd, n, causal, dtype) live in bench/stage_profile.py.
+REAL_NAMES = ["flux-1024", "sdxl-1024", "qwen2.5-7b-prefill-4k", "whisper-large-enc", "dit-xl-512", "bert-large-512"]
 REF_DIMS = (64, 128)  # the reference raises "Unsupported head_dim" elsewhere
 DECODE = "1x4096,1x32768,16x4096,128x8192"
 # (batch, heads, head_dim, N, causal): shapes users reported, e2e only (scoreboard.py skips them).
@@ -321,13 +326,15 @@ class Real:
 
     def inputs(self, cell):
         key = tuple(cell["shape"])  # (b, hq, hkv, nq, nk, d)
-        if key != self.key:
+        dt = cell.get("dtype", "fp16")
+        if (key, dt) != self.key:
             self.qkv = None  # free the previous shape first
             b, hq, hkv, nq, nk, d = key
             g = self.torch.Generator(device="cuda")
             g.manual_seed(zlib.crc32(repr(key).encode()))
-            mk = lambda h, n: self.torch.randn(b, h, n, d, generator=g, device="cuda", dtype=self.torch.float16)
-            self.qkv, self.key = (mk(hq, nq), mk(hkv, nk), mk(hkv, nk)), key
+            tdt = self.torch.bfloat16 if dt == "bf16" else self.torch.float16
+            mk = lambda h, n: self.torch.randn(b, h, n, d, generator=g, device="cuda", dtype=tdt)
+            self.qkv, self.key = (mk(hq, nq), mk(hkv, nk), mk(hkv, nk)), (key, dt)
             assert len({t.data_ptr() for t in self.qkv}) == 3
 
     def call(self, method, causal):
@@ -567,6 +574,8 @@ def records_of_cell(cell, res, rounds):
                            round_ms=[round(x, 4) for x in r["e2e"]])
                 if kind == "small":
                     rec["shape"] = "small"
+                if kind == "real":
+                    rec.update(shape=cell["name"], kv_heads=hkv, dtype=cell["dtype"])
                 recs.append(rec)
         if len(r["kernel"]) == rounds:
             ms = median(r["kernel"])
@@ -723,6 +732,16 @@ def plan(cfg):
               for d in cfg["extra_head_dims"] for n in cfg["extra_seq_lens"]]
         if hm and cs:
             groups.append(("heads", cs))
+    if "real" in modes:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # (also when imported as a module)
+        from stage_profile import SHAPES
+        rm = [m for m in ("sage2", "cudnn") if m in M]
+        cs = []
+        for name in REAL_NAMES:
+            b, h, hk, d, n, causal, dt = SHAPES[name]
+            cs.append(cell("real", (b, h, hk, n, n, d), causal, rm, name=name, dtype=dt))
+        if rm:
+            groups.append(("real", cs))
     if "small" in modes:
         sm = [m for m in ("sage2", "cudnn") if m in M]
         if sm:

@@ -239,10 +239,17 @@ def test_dry_run_records_are_scored_in_every_group(sb, tmp_path):
     # (the sm_80/sm_89 paths beside the reference's PTX kernels) is not measured by this driver yet
     # (issue 31 item 3), so it is the one group allowed to have no run.
     sections = {blk.split()[0]: blk for blk in s.split("== ")[1:] if blk.strip()}
-    for g in ("kernel", "e2e", "hidden", "small", "heads", "decode", "host"):
+    for g in ("kernel", "e2e", "hidden", "small", "heads", "decode", "host", "real"):
         assert g in sections, s
         assert "(run None)" not in sections[g].split("\n")[0] and "no run" not in sections[g], sections[g]
-    assert set(sections) <= {"kernel", "e2e", "hidden", "small", "heads", "decode", "host", "ptx"}, sorted(sections)
+    assert set(sections) <= {"kernel", "e2e", "hidden", "small", "heads", "decode", "host", "ptx", "real"}, sorted(sections)
+    # the real shapes in their own dtypes, named
+    real = [x for x in recs if x.get("shape") not in (None, "small") and x["mode"] == "e2e"]
+    assert {x["shape"] for x in real} == {"flux-1024", "sdxl-1024", "qwen2.5-7b-prefill-4k", "whisper-large-enc",
+                                          "dit-xl-512", "bert-large-512"}
+    assert {x["method"] for x in real} == {"sage2", "cudnn"}
+    assert all(x["dtype"] == ("bf16" if x["shape"] in ("flux-1024", "qwen2.5-7b-prefill-4k") else "fp16") for x in real)
+    assert all(x["kv_heads"] == (4 if x["shape"] == "qwen2.5-7b-prefill-4k" else x["heads"]) for x in real)
 
 
 def test_dry_run_recovers_from_a_crashed_group(sb, tmp_path):
