@@ -72,6 +72,9 @@ import threading
 import time
 import zlib
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # (also when this file is imported as a module)
+from stage_profile import SHAPES as STAGE_SHAPES  # noqa: E402 (stdlib imports only: no torch here)
+
 SEQS = [1024, 2048, 4096, 8192, 16384, 32768]
 METHODS = ["sage2", "sage2_ref", "cudnn", "fa2"]
 MODES = ["host", "e2e", "kernel", "decode", "small", "real"]
@@ -733,12 +736,10 @@ def plan(cfg):
         if hm and cs:
             groups.append(("heads", cs))
     if "real" in modes:
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # (also when imported as a module)
-        from stage_profile import SHAPES
         rm = [m for m in ("sage2", "cudnn") if m in M]
         cs = []
         for name in REAL_NAMES:
-            b, h, hk, d, n, causal, dt = SHAPES[name]
+            b, h, hk, d, n, causal, dt = STAGE_SHAPES[name]
             cs.append(cell("real", (b, h, hk, n, n, d), causal, rm, name=name, dtype=dt))
         if rm:
             groups.append(("real", cs))
