@@ -42,15 +42,17 @@ std::int64_t fused_items(const QuantBuffers& b) {
 // per thread, else 2), up to a whole statistics chunk, as many as leave min_ctas CTAs per SM room
 // (the SM's shared memory taken as the arch's per-block opt-in + 1 KB, 1 KB reserved per CTA); a
 // ring of fewer than two batches would overlap nothing: none then. The reduction buffer (sum, min
-// and max of every row slot at once when they fit 24 KiB) reuses the ring.
-void plan_stats_ring(const KernelSpec& s, QuantizeKernelConfig& c) {
+// and max of every row slot at once when they fit 24 KiB) reuses the ring. `reserved`: static
+// shared memory the kernel uses beside it (the one-pass K/V kernel's bodies; its reduction takes
+// one statistic at a time: templates/quantize_common.cuh stats_per_round).
+void plan_stats_ring(const KernelSpec& s, QuantizeKernelConfig& c, int reserved = 0) {
   const int u = c.cpt == 1 ? 4 : 2;
   const int batch_bytes = c.threads * u * c.cpt * 16;
   const int rpp = c.threads / c.tpr;
   const int red_floats = rpp * c.tpr * c.cpt * 8;
-  const int red_bytes = (3 * red_floats * 4 <= 24 * 1024 ? 3 : 1) * red_floats * 4;
+  const int red_bytes = (reserved == 0 && 3 * red_floats * 4 <= 24 * 1024 ? 3 : 1) * red_floats * 4;
   const int fixed = std::max(qk_dim_padded(s.head_dim, s.qk_bits), v_dim_padded(s.head_dim)) * 4 + 16;
-  const int per_cta = (arch_info(s.arch).max_smem_optin + 1024) / c.min_ctas - 1024;
+  const int per_cta = (arch_info(s.arch).max_smem_optin + 1024) / c.min_ctas - 1024 - reserved;
   const int rows_per_thread = (quantize_stats_chunk(s) + rpp - 1) / rpp;
   int ring = std::min((rows_per_thread + u - 1) / u, (per_cta - fixed) / batch_bytes);
   if (ring < 2) ring = 0;
@@ -114,31 +116,27 @@ int quantize_split_stats_rows_per_pass(const KernelSpec& spec) {
   return c.threads / c.tpr;
 }
 
-int kv_quantize_chunk_bytes(const KernelSpec& spec) {
-  return quantize_stats_chunk(spec) * ((spec.head_dim + 7) / 8) * 16;
-}
-
 bool kv_quantize_supported(const KernelSpec& spec) {
   const int t = quantize_stats_chunk(spec);
-  const KvQuantizeConfig c = kv_quantize_config(spec);
-  return kv_quantize_chunk_bytes(spec) <= kKvQuantizeMaxChunkBytes && t % spec.tile.bk == 0 && t % c.v.rows == 0;
+  return t % spec.tile.bk == 0 && t % kv_quantize_config(spec).v.rows == 0;
 }
 
 KvQuantizeConfig kv_quantize_config(const KernelSpec& spec) {
   KvQuantizeConfig f;
   f.stats = split_config(spec, QuantOp::ChannelStats);
   f.k = split_config(spec, QuantOp::QuantizeK);
-  f.v = split_config(spec, QuantOp::QuantizeV);
+  f.v = split_config(spec, QuantOp::QuantizeV);  // the split V tile (quantize_v_split_tile)
   f.threads = f.stats.threads;  // the statistics' rows per pass fix the sum order: their CTA size
   f.k.threads = f.v.threads = f.threads;
-  // 64-token V tiles: a small scratch (templates/quantize_kv.cuh KV_SCRATCH), so that three CTAs
-  // with 64 KiB of rows each fit an SM (at <= 85 registers); bigger chunks get fewer.
-  f.v.rows = quantize_v_tile(spec.tile.bk, v_dim_padded(spec.head_dim), spec.pv_fp16);
-  const int chunk = kv_quantize_chunk_bytes(spec);
-  f.stats.min_ctas = f.k.min_ctas = f.v.min_ctas = chunk <= 64 * 1024 ? 3 : chunk <= 96 * 1024 ? 2 : 1;
+  f.k.min_ctas = f.v.min_ctas = f.stats.min_ctas;
+  // The bodies' static scratch (templates/quantize_v_body.cuh v_smem_bytes; K's per-channel
+  // constants and at most bk groups), then the statistics ring in what is left of min_ctas CTAs' share.
+  const int d_v = v_dim_padded(spec.head_dim);
+  f.scratch = std::max(8 * d_v + f.v.rows * d_v * v_code_bytes(spec.pv_fp16),
+                       4 * (qk_dim_padded(spec.head_dim, spec.qk_bits) + 2 * spec.tile.bk));
+  plan_stats_ring(spec, f.stats, f.scratch);
   return f;
 }
-
 KGroupRuns k_group_runs(const QuantLayout& layout, const QuantizeKernelConfig& k) {
   const int rpp = k.threads / k.tpr;
   const int items = (k.rows + rpp - 1) / rpp;
@@ -330,7 +328,7 @@ LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b) {
     LaunchShape ls;
     ls.grid[0] = static_cast<unsigned>(std::max<std::int64_t>(1, units));
     ls.block[0] = static_cast<unsigned>(c.threads);
-    ls.dynamic_smem = static_cast<std::size_t>(kv_quantize_chunk_bytes(s));
+    ls.dynamic_smem = static_cast<std::size_t>(kv_quantize_config(s).stats.dynamic_smem);
     ls.cooperative = true;
     return ls;
   }

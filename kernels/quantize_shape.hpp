@@ -73,18 +73,17 @@ QuantizeClusterPlan quantize_cluster_plan(const QuantBuffers& b);
 bool cluster_quantize_supported(const KernelSpec& spec);
 
 // The one-pass K/V kernel (QuantOp::QuantizeKV, templates/quantize_kv.cuh). Its unit is one
-// statistics chunk (kernels::quantize_stats_chunk tokens) of K or V, whose rows a CTA keeps in
-// dynamic shared memory from the chunk's statistics to its codes: kv_quantize_chunk_bytes of them
-// (the chunk's tokens × the real channels rounded up to 16 bytes). It runs where that fits
-// kKvQuantizeMaxChunkBytes (with its static scratch, one CTA per SM at the least) and the chunk is
-// a whole number of KV tiles (K blocks and V tiles never straddle two units).
-constexpr int kKvQuantizeMaxChunkBytes = 128 * 1024;
-int kv_quantize_chunk_bytes(const KernelSpec& spec);
+// statistics chunk (kernels::quantize_stats_chunk tokens) of K or V: its statistics, then (a step
+// of the grid later) its K blocks or V tiles, whose loads find the rows in L2. It runs where the
+// chunk is a whole number of K blocks and V tiles (neither straddles two units).
 bool kv_quantize_supported(const KernelSpec& spec);
 // Its thread mappings: statistics exactly as sage2_channel_stats (the split path's sum order and
-// bits), K blocks and V tiles as the split kernels' but with the statistics' CTA size.
+// bits, and its ring of rows in dynamic shared memory), K blocks and V tiles as the split kernels'
+// but with the statistics' CTA size; `scratch`: the static shared memory the bodies may use
+// (the kernel checks its own against it), which the ring leaves room for.
 struct KvQuantizeConfig {
   int threads = 256;
+  int scratch = 0;
   QuantizeKernelConfig stats, k, v;
 };
 KvQuantizeConfig kv_quantize_config(const KernelSpec& spec);
@@ -120,7 +119,7 @@ sage2::dev::QuantizeSchedule quantize_schedule(const QuantBuffers& b);
 //   mask_tiles:     x = KV tiles, y = query blocks, z = the mask's (batch, head) pairs
 //   quantize_kv:    1-D grid of one CTA per unit (2 · batch · kv_heads · stats_chunks), a cooperative
 //                   launch lowered to the co-resident CTA count (CTAs then take several units);
-//                   dynamic shared memory = kv_quantize_chunk_bytes
+//                   dynamic shared memory = its statistics ring (kv_quantize_config)
 // Varlen (spec.varlen): quantize_q/k/v cover every head's packed blocks (b.q_blocks, b.k_blocks)
 // with y = head; channel_stats keeps its (sequence, kv head) pairs.
 // and the batch*heads pairs (Hq for quantize_q, Hkv otherwise) numbered

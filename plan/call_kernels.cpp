@@ -22,8 +22,9 @@ std::vector<kernels::QuantOp> quantize_ops(QuantPath path, const kernels::Kernel
   if (path == QuantPath::OnePass && !onepass_ok)
     throw Error(ErrorCode::Unsupported,
                 std::string("quantize path onepass (ContextOptions::quant_path or SAGE2_QUANT_PATH) runs dense calls "
-                            "whose statistics chunk of rows fits its shared memory; this call is ") +
-                    (attention_spec.varlen ? "varlen" : "head_dim=" + std::to_string(attention_spec.head_dim)) +
+                            "whose statistics chunks are whole K blocks and V tiles; this call is ") +
+                    (attention_spec.varlen ? "varlen" : "head_dim=" + std::to_string(attention_spec.head_dim) + ", bk=" +
+                                                            std::to_string(attention_spec.tile.bk)) +
                     " (use auto or split)");
   if (path == QuantPath::OnePass) {
     // K and V in one launch; Q by the attention kernel, else by quantize_q after it (q·k̄ reads k_stats).

@@ -84,9 +84,6 @@ struct Map {
 // path's (ops 1-4) and the one-pass K/V kernel (7), as opposed to the one-launch stages (5, 6),
 // which spilled with them under their 80-register bound.
 constexpr bool ROOMY = SAGE2_QUANT_OP <= 4 || SAGE2_QUANT_OP == 7;
-// The one-pass K/V kernel's bodies read their rows from shared memory (the unit's copy): every
-// Input it hands them points there (smem_input), and load_chunk reads it with ld.shared.
-constexpr bool SMEM_ROWS = SAGE2_QUANT_OP == 7;
 
 // Statistics written in this launch by other CTAs (fused path): read at L2, never through the
 // read-only path.
@@ -118,7 +115,7 @@ __device__ __forceinline__ const u16* row_ptr(const Input& in, i64 b, i64 h, i64
 
 // Raw 16-bit values of channels 8j .. 8j+7 of a row in global memory (channels >= HD read as 0,
 // nothing loaded for them).
-__device__ __forceinline__ ptx::u32x4 load_chunk_global(const Input& in, const u16* row, int j) {
+__device__ __forceinline__ ptx::u32x4 load_chunk(const Input& in, const u16* row, int j) {
   ptx::u32x4 r = {0u, 0u, 0u, 0u};
   if (j >= CH_IN) return r;
   if (VEC_HD && in.vec) return ptx::ld_nc_v4(row + 8 * j);
@@ -141,17 +138,11 @@ __device__ __forceinline__ ptx::u32x4 load_chunk_global(const Input& in, const u
   return r;
 }
 
-// The same from where the kernel's bodies read rows: global memory, or the one-pass kernel's
-// shared copy (16-byte aligned rows of CH_IN chunks).
-__device__ __forceinline__ ptx::u32x4 load_chunk(const Input& in, const u16* row, int j) {
-  if (SMEM_ROWS) return j < CH_IN ? ptx::ld_shared_v4(ptx::smem_addr(row + 8 * j)) : ptx::u32x4{0u, 0u, 0u, 0u};
-  return load_chunk_global(in, row, j);
-}
 
 // load_chunk for a caller that checked the vector case once (VEC: in.vec and VEC_HD hold).
 template <bool VEC>
 __device__ __forceinline__ ptx::u32x4 load_chunk_as(const Input& in, const u16* row, int j) {
-  if (VEC && !SMEM_ROWS) return j < CH_IN ? ptx::ld_nc_v4(row + 8 * j) : ptx::u32x4{0u, 0u, 0u, 0u};
+  if (VEC) return j < CH_IN ? ptx::ld_nc_v4(row + 8 * j) : ptx::u32x4{0u, 0u, 0u, 0u};
   return load_chunk(in, row, j);
 }
 
@@ -289,10 +280,10 @@ template <class M>
 constexpr int stats_red_floats() { return M::RPP * M::TPR * M::CPT * 8; }  // one statistic's slots
 // Sum, min and max of the slots go through one barrier when their slots fit 24 KiB, else one at
 // a time (wide heads: the static shared memory of the fused and cluster stages is shared).
-// (The one-pass K/V kernel: one at a time, so that its scratch leaves room for three CTAs per SM
-// beside their rows.)
+// (The one-pass K/V kernel: one at a time, so that the buffer leaves room for its bodies' scratch
+// at three CTAs per SM: kernels::plan_stats_ring.)
 template <class M>
-constexpr int stats_per_round() { return !SMEM_ROWS && 3 * stats_red_floats<M>() * 4 <= 24 * 1024 ? 3 : 1; }
+constexpr int stats_per_round() { return SAGE2_QUANT_OP != 7 && 3 * stats_red_floats<M>() * 4 <= 24 * 1024 ? 3 : 1; }
 constexpr int STATS_D_MAX = D_QK > D_V ? D_QK : D_V;
 // Rows of a thread that the walk loads before it adds them (one batch).
 template <class M>
@@ -366,7 +357,7 @@ __device__ __forceinline__ void stats_rows(const Input& in, const u16* row0, i64
     // The ring (see STATS_RING): batches issued ahead, one commit group each (empty past the
     // end), so that wait_group<STATS_RING - 1> finds the oldest batch complete. A thread reads
     // only the pieces it copied itself, so its own wait makes them visible: no barrier.
-    constexpr bool RING = STATS_RING > 0 && LEAN && VEC && ROOMY && !SMEM_ROWS;
+    constexpr bool RING = STATS_RING > 0 && LEAN && VEC && ROOMY;
     constexpr u32 SLOT_BYTES = static_cast<u32>(U * CPT * THREADS * 16);
     const u32 ring0 = ptx::smem_addr(smem) + static_cast<u32>(tid) * 16u;
     auto piece = [&](int sb, int u, int k) { return ring0 + static_cast<u32>(sb) * SLOT_BYTES + static_cast<u32>((u * CPT + k) * THREADS * 16); };

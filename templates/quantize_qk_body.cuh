@@ -183,7 +183,7 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, c
   // (LEAN: a row past the end holds a copy of its run's first row, so that the run's packed
   // maxima need no per-row test; its codes are 0 anyway. Only the per-row forms read such rows as 0.)
   auto load_rows = [&] {
-    if (ROOMY && !SMEM_ROWS && VEC_HD && in.vec) {  // 16-byte rows: pointers by adds, no per-row choice
+    if (ROOMY && VEC_HD && in.vec) {  // 16-byte rows: pointers by adds, no per-row choice
       const u16* p0 = base + static_cast<i64>(slot) * in.sn;
       const i64 step = static_cast<i64>(RPP) * in.sn;
 #pragma unroll
