@@ -61,13 +61,7 @@ void cluster_rules(const KernelSpec& s) {
   split_only(s, "quantize_cluster");
 }
 void fused_rules(const KernelSpec& s) { split_only(s, "quantize_fused"); }
-void kv_rules(const KernelSpec& s) {
-  if (!kv_quantize_supported(s))
-    bad("the one-pass K/V quantize kernel needs statistics chunks of whole K blocks and V tiles: chunk " +
-        std::to_string(quantize_stats_chunk(s)) + " tokens, bk=" + std::to_string(s.tile.bk) + ", V tile " +
-        std::to_string(kv_quantize_config(s).v.rows) + " (head_dim=" + std::to_string(s.head_dim) + ")");
-  split_only(s, "quantize_kv");
-}
+void kv_rules(const KernelSpec& s) { split_only(s, "quantize_kv"); }
 void mask_tiles_rules(const KernelSpec& s) {
   if (s.mask == 0) bad("mask_tiles needs a mask");
 }
@@ -117,13 +111,12 @@ QuantMapping one_launch_mapping(const KernelSpec& c, const QuantLayout&) {
 }
 QuantMapping kv_mapping(const KernelSpec& c, const QuantLayout& layout) {
   const KvQuantizeConfig f = kv_quantize_config(c);
-  QuantMapping m{"one-pass K/V quantize: the split kernels' thread mappings at one CTA size (kernels/quantize_shape: kv_quantize_config)", {}};
+  QuantMapping m{"one-pass K/V quantize: the split kernels' items at one CTA size (kernels/quantize_shape: kv_quantize_config)", {}};
   m.defines = {{"SAGE2_QZ_THREADS", f.threads, "CTA size"},
                {"SAGE2_QZ_MIN_CTAS", f.stats.min_ctas, "CTAs per SM the registers must allow"},
                {"SAGE2_QZ_STATS_CHUNK", quantize_stats_chunk(c), "tokens per statistics chunk = per unit"},
                {"SAGE2_QZ_STATS_RING", f.stats.stats_ring, "batches of rows in flight through shared memory"},
-               {"SAGE2_QZ_DYN_SMEM", f.stats.dynamic_smem, "dynamic shared memory of the launch (bytes)"},
-               {"SAGE2_QZ_KV_SCRATCH", f.scratch, "static shared memory the bodies may use"}};
+               {"SAGE2_QZ_DYN_SMEM", f.dynamic_smem, "dynamic shared memory of the launch (bytes)"}};
   item_maps(m, {{"S", &f.stats}, {"K", &f.k}, {"V", &f.v}});
   k_runs(m, k_group_runs(layout, f.k));
   return m;

@@ -24,9 +24,10 @@ void fit_row(QuantizeKernelConfig& c) {
 constexpr std::int64_t kMaxGridX = 2147483647;  // 2^31 - 1
 constexpr std::int64_t kMaxGridYZ = 65535;
 
-// Units of the one-pass K/V launch: every statistics chunk of K and of V of every (batch, kv head).
-std::int64_t kv_quantize_units(const QuantBuffers& b) {
-  return 2 * b.p.batch * b.p.kv_heads * std::max<std::int64_t>(1, b.stats_chunks);
+// Items of the one-pass K/V launch (in 64-bit): every statistics chunk of K and of V, K block and V
+// tile of every (batch, kv head) — kv_quantize_schedule(...).total().
+std::int64_t kv_quantize_items(const KernelSpec& spec, const QuantBuffers& b) {
+  return b.p.batch * b.p.kv_heads * (2 * b.stats_chunks + b.k_blocks + b.kv_len_pad / kv_quantize_config(spec).v.rows);
 }
 
 // Items of the fused launch, in 64-bit (before the 32-bit schedule fields could wrap).
@@ -42,17 +43,15 @@ std::int64_t fused_items(const QuantBuffers& b) {
 // per thread, else 2), up to a whole statistics chunk, as many as leave min_ctas CTAs per SM room
 // (the SM's shared memory taken as the arch's per-block opt-in + 1 KB, 1 KB reserved per CTA); a
 // ring of fewer than two batches would overlap nothing: none then. The reduction buffer (sum, min
-// and max of every row slot at once when they fit 24 KiB) reuses the ring. `reserved`: static
-// shared memory the kernel uses beside it (the one-pass K/V kernel's bodies; its reduction takes
-// one statistic at a time: templates/quantize_common.cuh stats_per_round).
-void plan_stats_ring(const KernelSpec& s, QuantizeKernelConfig& c, int reserved = 0) {
+// and max of every row slot at once when they fit 24 KiB) reuses the ring.
+void plan_stats_ring(const KernelSpec& s, QuantizeKernelConfig& c) {
   const int u = c.cpt == 1 ? 4 : 2;
   const int batch_bytes = c.threads * u * c.cpt * 16;
   const int rpp = c.threads / c.tpr;
   const int red_floats = rpp * c.tpr * c.cpt * 8;
-  const int red_bytes = (reserved == 0 && 3 * red_floats * 4 <= 24 * 1024 ? 3 : 1) * red_floats * 4;
+  const int red_bytes = (3 * red_floats * 4 <= 24 * 1024 ? 3 : 1) * red_floats * 4;
   const int fixed = std::max(qk_dim_padded(s.head_dim, s.qk_bits), v_dim_padded(s.head_dim)) * 4 + 16;
-  const int per_cta = (arch_info(s.arch).max_smem_optin + 1024) / c.min_ctas - 1024 - reserved;
+  const int per_cta = (arch_info(s.arch).max_smem_optin + 1024) / c.min_ctas - 1024;
   const int rows_per_thread = (quantize_stats_chunk(s) + rpp - 1) / rpp;
   int ring = std::min((rows_per_thread + u - 1) / u, (per_cta - fixed) / batch_bytes);
   if (ring < 2) ring = 0;
@@ -116,11 +115,6 @@ int quantize_split_stats_rows_per_pass(const KernelSpec& spec) {
   return c.threads / c.tpr;
 }
 
-bool kv_quantize_supported(const KernelSpec& spec) {
-  const int t = quantize_stats_chunk(spec);
-  return t % spec.tile.bk == 0 && t % kv_quantize_config(spec).v.rows == 0;
-}
-
 KvQuantizeConfig kv_quantize_config(const KernelSpec& spec) {
   KvQuantizeConfig f;
   f.stats = split_config(spec, QuantOp::ChannelStats);
@@ -129,14 +123,20 @@ KvQuantizeConfig kv_quantize_config(const KernelSpec& spec) {
   f.threads = f.stats.threads;  // the statistics' rows per pass fix the sum order: their CTA size
   f.k.threads = f.v.threads = f.threads;
   f.k.min_ctas = f.v.min_ctas = f.stats.min_ctas;
-  // The bodies' static scratch (templates/quantize_v_body.cuh v_smem_bytes; K's per-channel
-  // constants and at most bk groups), then the statistics ring in what is left of min_ctas CTAs' share.
+  // One item per CTA: the statistics' ring and reduction buffer, or a V tile's scratch
+  // (templates/quantize_v_body.cuh v_smem_bytes; a K block's is smaller).
   const int d_v = v_dim_padded(spec.head_dim);
-  f.scratch = std::max(8 * d_v + f.v.rows * d_v * v_code_bytes(spec.pv_fp16),
-                       4 * (qk_dim_padded(spec.head_dim, spec.qk_bits) + 2 * spec.tile.bk));
-  plan_stats_ring(spec, f.stats, f.scratch);
+  f.dynamic_smem = std::max(f.stats.dynamic_smem, 8 * d_v + f.v.rows * d_v * v_code_bytes(spec.pv_fp16));
   return f;
 }
+
+sage2::dev::QuantizeSchedule kv_quantize_schedule(const KernelSpec& spec, const QuantBuffers& b) {
+  sage2::dev::QuantizeSchedule s = quantize_schedule(b);
+  s.v_tiles = static_cast<unsigned>(b.kv_len_pad / kv_quantize_config(spec).v.rows);
+  s.q_blocks = s.q_per_group = 0;
+  return s;
+}
+
 KGroupRuns k_group_runs(const QuantLayout& layout, const QuantizeKernelConfig& k) {
   const int rpp = k.threads / k.tpr;
   const int items = (k.rows + rpp - 1) / rpp;
@@ -263,7 +263,7 @@ std::int64_t quantize_blocks_per_head(const KernelSpec& s, const QuantBuffers& b
       return fused_items(b) / groups;
     }
     case QuantOp::Cluster: return quantize_cluster_plan(b).size;
-    case QuantOp::QuantizeKV: return 2 * std::max<std::int64_t>(1, b.stats_chunks);
+    case QuantOp::QuantizeKV: return kv_quantize_items(s, b) / std::max<std::int64_t>(1, b.p.batch * b.p.kv_heads);
     case QuantOp::MaskTiles: return b.q_blocks * b.k_blocks;
     case QuantOp::None: break;
   }
@@ -274,7 +274,7 @@ std::int64_t quantize_work_ctas(const KernelSpec& s, const QuantBuffers& b) {
   if (s.op == QuantOp::Fused) return fused_items(b);
   if (s.op == QuantOp::Cluster) return std::max<std::int64_t>(1, b.p.batch * b.p.kv_heads) * quantize_cluster_plan(b).size;
   if (s.op == QuantOp::MaskTiles) return b.q_blocks * b.k_blocks * b.p.mask_batch * b.p.mask_heads;
-  if (s.op == QuantOp::QuantizeKV) return kv_quantize_units(b);
+  if (s.op == QuantOp::QuantizeKV) return kv_quantize_items(s, b);
   return quantize_blocks_per_head(s, b) * quantize_pairs(s, b);
 }
 
@@ -319,17 +319,15 @@ LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b) {
     return ls;
   }
   if (kv) {
-    // At most the co-resident CTA count: runtime::launch lowers grid[0] to it (a cooperative launch).
-    const std::int64_t units = kv_quantize_units(b);
+    const std::int64_t items = kv_quantize_items(s, b);
     if (b.p.varlen) throw Error(ErrorCode::InvalidArgument, "quantize_kv launch: varlen buffers (the split path runs them)");
-    if (units > kMaxGridX)
-      throw Error(ErrorCode::InvalidArgument, "quantize_kv launch needs " + std::to_string(units) +
-                                                  " statistics chunks, more than a grid can hold");
+    if (items > kMaxGridX)
+      throw Error(ErrorCode::InvalidArgument, "quantize_kv launch needs " + std::to_string(items) +
+                                                  " work items, more than a grid can hold");
     LaunchShape ls;
-    ls.grid[0] = static_cast<unsigned>(std::max<std::int64_t>(1, units));
+    ls.grid[0] = static_cast<unsigned>(std::max<std::int64_t>(1, items));
     ls.block[0] = static_cast<unsigned>(c.threads);
-    ls.dynamic_smem = static_cast<std::size_t>(kv_quantize_config(s).stats.dynamic_smem);
-    ls.cooperative = true;
+    ls.dynamic_smem = static_cast<std::size_t>(kv_quantize_config(s).dynamic_smem);
     return ls;
   }
   if (fused) {

@@ -72,21 +72,19 @@ QuantizeClusterPlan quantize_cluster_plan(const QuantBuffers& b);
 // Where the cluster stage runs: sm_90a, head dims up to kClusterMaxHeadDim (kernels/kernel_spec.hpp).
 bool cluster_quantize_supported(const KernelSpec& spec);
 
-// The one-pass K/V kernel (QuantOp::QuantizeKV, templates/quantize_kv.cuh). Its unit is one
-// statistics chunk (kernels::quantize_stats_chunk tokens) of K or V: its statistics, then (a step
-// of the grid later) its K blocks or V tiles, whose loads find the rows in L2. It runs where the
-// chunk is a whole number of K blocks and V tiles (neither straddles two units).
-bool kv_quantize_supported(const KernelSpec& spec);
-// Its thread mappings: statistics exactly as sage2_channel_stats (the split path's sum order and
-// bits, and its ring of rows in dynamic shared memory), K blocks and V tiles as the split kernels'
-// but with the statistics' CTA size; `scratch`: the static shared memory the bodies may use
-// (the kernel checks its own against it), which the ring leaves room for.
+// The one-pass K/V kernel (QuantOp::QuantizeKV, templates/quantize_kv.cuh): dense calls, one item per
+// CTA in the fused stage's ticket order without Q (kv_quantize_schedule): the statistics chunks of
+// group r, then the K blocks and V tiles of group r - lag, which find their rows in L2.
+// Its items are the split kernels' at the statistics' CTA size: statistics exactly as
+// sage2_channel_stats (the split path's sum order and bits, with its ring), K blocks and V tiles as
+// quantize_k's and quantize_v's; `dynamic_smem`: the largest item's shared memory.
 struct KvQuantizeConfig {
   int threads = 256;
-  int scratch = 0;
+  int dynamic_smem = 0;
   QuantizeKernelConfig stats, k, v;
 };
 KvQuantizeConfig kv_quantize_config(const KernelSpec& spec);
+sage2::dev::QuantizeSchedule kv_quantize_schedule(const KernelSpec& spec, const QuantBuffers& b);
 
 // How a K item mapping `k` (rows slot + i·rpp of a thread, rpp = threads / tpr) meets the K scale
 // groups of `layout`: each thread's items come in runs of `items` consecutive i whose rows share a
@@ -117,9 +115,8 @@ sage2::dev::QuantizeSchedule quantize_schedule(const QuantBuffers& b);
 //   quantize_cluster: 1-D grid of batch·kv_heads clusters of quantize_cluster_plan(b).size CTAs
 //                   (cluster_x = size)
 //   mask_tiles:     x = KV tiles, y = query blocks, z = the mask's (batch, head) pairs
-//   quantize_kv:    1-D grid of one CTA per unit (2 · batch · kv_heads · stats_chunks), a cooperative
-//                   launch lowered to the co-resident CTA count (CTAs then take several units);
-//                   dynamic shared memory = its statistics ring (kv_quantize_config)
+//   quantize_kv:    1-D grid of kv_quantize_schedule(spec, b).total() CTAs (items from the device
+//                   counter); dynamic shared memory = kv_quantize_config(spec).dynamic_smem
 // Varlen (spec.varlen): quantize_q/k/v cover every head's packed blocks (b.q_blocks, b.k_blocks)
 // with y = head; channel_stats keeps its (sequence, kv head) pairs.
 // and the batch*heads pairs (Hq for quantize_q, Hkv otherwise) numbered

@@ -13,19 +13,14 @@ namespace sage2::plan {
 std::vector<kernels::QuantOp> quantize_ops(QuantPath path, const kernels::KernelSpec& attention_spec) {
   using kernels::QuantOp;
   const bool cluster_ok = kernels::cluster_quantize_supported(attention_spec);
-  const bool onepass_ok =
-      !attention_spec.varlen && kernels::kv_quantize_supported(kernels::quantize_spec_for(attention_spec, QuantOp::QuantizeKV));
   // Auto is split: the fused and cluster stages measured slower on the H100 (bench/NOTES.md,
   // "Cluster quantize stage"), and so did the one-pass K/V kernel on the H200 (Flux 90 us against
   // split's 76: bench/NOTES.md, session 14).
   if (path == QuantPath::Auto) path = QuantPath::Split;
-  if (path == QuantPath::OnePass && !onepass_ok)
+  if (path == QuantPath::OnePass && attention_spec.varlen)
     throw Error(ErrorCode::Unsupported,
-                std::string("quantize path onepass (ContextOptions::quant_path or SAGE2_QUANT_PATH) runs dense calls "
-                            "whose statistics chunks are whole K blocks and V tiles; this call is ") +
-                    (attention_spec.varlen ? "varlen" : "head_dim=" + std::to_string(attention_spec.head_dim) + ", bk=" +
-                                                            std::to_string(attention_spec.tile.bk)) +
-                    " (use auto or split)");
+                "quantize path onepass (ContextOptions::quant_path or SAGE2_QUANT_PATH) runs dense calls; this call is "
+                "varlen (use auto or split)");
   if (path == QuantPath::OnePass) {
     // K and V in one launch; Q by the attention kernel, else by quantize_q after it (q·k̄ reads k_stats).
     std::vector<QuantOp> ops{QuantOp::QuantizeKV};

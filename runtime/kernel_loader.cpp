@@ -159,6 +159,12 @@ std::unique_ptr<LoadedKernel> KernelLoader::load(const kernels::KernelSpec& spec
     if (a.cuFuncGetAttribute(&shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k->function) == CUDA_SUCCESS)
       k->facts.static_shared_bytes = shared;
   }
+  // The dynamic shared memory a launch may use without raising the limit: 48 KiB less the
+  // kernel's static shared memory (a kernel with both must raise it sooner).
+  int dyn_limit = 0;
+  if (a.cuFuncGetAttribute(&dyn_limit, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k->function) == CUDA_SUCCESS &&
+      dyn_limit >= 0)
+    k->smem_limit_set.store(static_cast<std::size_t>(dyn_limit), std::memory_order_relaxed);
   if (k->source == KernelSource::DiskCache) counters_.disk_load();
   counters_.loaded();
   k->load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -280,10 +280,8 @@ template <class M>
 constexpr int stats_red_floats() { return M::RPP * M::TPR * M::CPT * 8; }  // one statistic's slots
 // Sum, min and max of the slots go through one barrier when their slots fit 24 KiB, else one at
 // a time (wide heads: the static shared memory of the fused and cluster stages is shared).
-// (The one-pass K/V kernel: one at a time, so that the buffer leaves room for its bodies' scratch
-// at three CTAs per SM: kernels::plan_stats_ring.)
 template <class M>
-constexpr int stats_per_round() { return SAGE2_QUANT_OP != 7 && 3 * stats_red_floats<M>() * 4 <= 24 * 1024 ? 3 : 1; }
+constexpr int stats_per_round() { return 3 * stats_red_floats<M>() * 4 <= 24 * 1024 ? 3 : 1; }
 constexpr int STATS_D_MAX = D_QK > D_V ? D_QK : D_V;
 // Rows of a thread that the walk loads before it adds them (one batch).
 template <class M>

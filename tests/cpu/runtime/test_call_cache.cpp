@@ -276,8 +276,7 @@ TEST_CASE("quantize paths: the launches each path makes; auto is split; onepass 
         std::vector<QuantOp>{QuantOp::MaskTiles, QuantOp::QuantizeKV});
   s.mask = 0;
   s.q_in_kernel = false;
-  // Wide heads: onepass when asked (its rows wait in L2, not in shared memory); the cluster stage's
-  // shared memory holds no head dim 512.
+  // Wide heads: onepass when asked; the cluster stage's shared memory holds no head dim 512.
   s.head_dim = 512;
   s.family = kernels::KernelFamily::AttentionMma;
   CHECK(runtime::quantize_ops(QuantPath::Auto, s) == split);
@@ -297,8 +296,8 @@ TEST_CASE("quantize paths: the launches each path makes; auto is split; onepass 
   CHECK(runtime::quantize_ops(QuantPath::OnePass, s) == onepass);
 }
 
-TEST_CASE("quantize_kv launch: one CTA per statistics chunk of K and of V, cooperative, the statistics ring as "
-          "dynamic shared memory") {
+TEST_CASE("quantize_kv launch: one CTA per item (statistics chunks, K blocks and V tiles of every group), the "
+          "largest item's shared memory") {
   kernels::KernelSpec s;
   s.family = kernels::KernelFamily::AttentionWgmma;
   s.arch = kernels::Arch::Sm90a;
@@ -308,16 +307,20 @@ TEST_CASE("quantize_kv launch: one CTA per statistics chunk of K and of V, coope
   const kernels::QuantProblem qp{2, 8, 4, 1000, 4608, 128};
   const kernels::QuantBuffers b = kernels::quant_buffers(qp, s);
   const kernels::LaunchShape ls = kernels::quantize_launch_shape(kv, b);
-  CHECK(ls.cooperative);
-  CHECK(ls.grid[0] == 2u * 2 * 4 * ((4608 + 255) / 256));  // 256-token chunks at head dim 128
+  CHECK_FALSE(ls.cooperative);
+  // per group: 2 x 18 chunks of 256 tokens, 36 K blocks of 128, 36 V tiles of 128 (4608 keys)
+  CHECK(ls.grid[0] == 2u * 4 * (2 * 18 + 36 + 36));
+  CHECK(kernels::kv_quantize_schedule(kv, b).total() == ls.grid[0]);
   CHECK(ls.block[0] == 256u);
-  CHECK(ls.dynamic_smem == static_cast<std::size_t>(kernels::kv_quantize_config(kv).stats.dynamic_smem));
-  CHECK(kernels::kv_quantize_config(kv).stats.stats_ring >= 2);  // sm_90a: rows in flight beside three CTAs per SM
+  const kernels::KvQuantizeConfig cfg = kernels::kv_quantize_config(kv);
+  CHECK(ls.dynamic_smem == static_cast<std::size_t>(cfg.dynamic_smem));
+  CHECK(cfg.stats.stats_ring >= 2);  // sm_90a: rows in flight beside three CTAs per SM
+  CHECK(cfg.v.rows == 128);          // the split V tile
   CHECK(kernels::quantize_clears_sync({kernels::QuantOp::QuantizeKV}));
   // The statistics use channel_stats's mapping (the split path's sum order, the reference's).
-  CHECK(kernels::kv_quantize_config(kv).stats.tpr ==
+  CHECK(cfg.stats.tpr ==
         kernels::quantize_kernel_config(kernels::quantize_spec_for(s, kernels::QuantOp::ChannelStats)).tpr);
-  CHECK(kernels::kv_quantize_config(kv).threads ==
+  CHECK(cfg.threads ==
         kernels::quantize_kernel_config(kernels::quantize_spec_for(s, kernels::QuantOp::ChannelStats)).threads);
 }
 
