@@ -44,8 +44,8 @@ enum class QuantOp : int {
   Cluster = 6,       // the whole stage in one launch of thread-block clusters, one per (batch,
                      // kv head), statistics exchanged in distributed shared memory (sm_90a;
                      // kernels/quantize_shape.hpp quantize_cluster_plan)
-  QuantizeKV = 7,    // K and V of a dense call in one cooperative launch, each statistics chunk's
-                     // rows kept in shared memory from its statistics to its codes (one DRAM read)
+  QuantizeKV = 7,    // K and V of a dense call in one launch: split's items in the fused stage's
+                     // ticket order, codes lagging their statistics so their rows come from L2
   MaskTiles = 8,     // tensor masks: the class of every (query block, KV tile) of the mask
 };
 const char* quant_op_name(QuantOp op) noexcept;

@@ -20,10 +20,6 @@ struct LaunchShape {
   // stream finishes; it waits (ptx::pdl_wait) before it touches what that kernel writes or reads.
   // Set by the call plan for the kernels whose templates wait (kernels::waits_for_previous_kernel).
   bool overlap_previous = false;
-  // A cooperative launch (every CTA co-resident, or the launch fails): grid[0] is an upper bound,
-  // lowered by runtime::launch to the CTAs the device holds at once for this kernel and block
-  // (the one-pass K/V quantize kernel's CTAs wait on each other and loop over the rest).
-  bool cooperative = false;
 };
 
 }  // namespace sage2::kernels

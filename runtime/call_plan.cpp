@@ -85,8 +85,7 @@ void mark_overlapping_launches(CallPlan& p, bool allowed) {
   // call waits for whatever the stream ran before (the caller's kernels that wrote Q, K, V).
   bool first = true;
   auto mark = [&](KernelLaunch& l, const kernels::KernelSpec& spec) {
-    // (not a cooperative launch: all of its CTAs must be resident together, never behind another kernel's)
-    l.shape.overlap_previous = allowed && !first && !l.shape.cooperative && kernels::waits_for_previous_kernel(spec);
+    l.shape.overlap_previous = allowed && !first && kernels::waits_for_previous_kernel(spec);
     first = false;
   };
   for (std::size_t i = 0; i < p.quantize.size(); ++i)

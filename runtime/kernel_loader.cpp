@@ -192,39 +192,13 @@ void launch(LoadedKernel& k, const kernels::LaunchShape& s, void* params, CUstre
     k.smem_limit_set.store(s.dynamic_smem, std::memory_order_relaxed);
   }
   void* args[] = {params};
-  kernels::LaunchShape shape = s;
-  if (s.cooperative) {
-    unsigned resident = k.resident_ctas.load(std::memory_order_relaxed);
-    if (resident == 0) {
-      int per_sm = 0, sms = 0;
-      CUdevice dev = 0;
-      base::driver::check(a.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k.function,
-                                                                         static_cast<int>(s.block[0] * s.block[1] * s.block[2]),
-                                                                         s.dynamic_smem),
-                          ("cuOccupancyMaxActiveBlocksPerMultiprocessor for " + k.key).c_str());
-      base::driver::check(a.cuCtxGetDevice(&dev), "cuCtxGetDevice");
-      base::driver::check(a.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
-                          "cuDeviceGetAttribute(multiprocessor count)");
-      if (per_sm < 1)
-        throw Error(ErrorCode::DriverError, "kernel " + k.key + " fits no SM with " + std::to_string(s.dynamic_smem) +
-                                                " bytes of dynamic shared memory (a cooperative launch needs every CTA resident)");
-      resident = static_cast<unsigned>(per_sm) * static_cast<unsigned>(sms);
-      k.resident_ctas.store(resident, std::memory_order_relaxed);
-    }
-    shape.grid[0] = std::min(shape.grid[0], resident);
-  }
   CUresult r;
-  if (s.cluster_x > 1 || s.overlap_previous || s.cooperative) {
+  if (s.cluster_x > 1 || s.overlap_previous) {
     // Thread-block clusters: the cluster size is a launch attribute (one compiled kernel serves
     // every size the plan picks). Overlap with the previous kernel: programmatic stream
     // serialization (the kernel's pdl_wait orders its memory accesses).
-    CUlaunchAttribute attrs[3]{};
+    CUlaunchAttribute attrs[2]{};
     unsigned n = 0;
-    if (s.cooperative) {
-      attrs[n].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
-      attrs[n].value.cooperative = 1;
-      ++n;
-    }
     if (s.cluster_x > 1) {
       attrs[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
       attrs[n].value.clusterDim.x = s.cluster_x;
@@ -238,9 +212,9 @@ void launch(LoadedKernel& k, const kernels::LaunchShape& s, void* params, CUstre
       ++n;
     }
     CUlaunchConfig cfg{};
-    cfg.gridDimX = shape.grid[0];
-    cfg.gridDimY = shape.grid[1];
-    cfg.gridDimZ = shape.grid[2];
+    cfg.gridDimX = s.grid[0];
+    cfg.gridDimY = s.grid[1];
+    cfg.gridDimZ = s.grid[2];
     cfg.blockDimX = s.block[0];
     cfg.blockDimY = s.block[1];
     cfg.blockDimZ = s.block[2];
@@ -255,11 +229,10 @@ void launch(LoadedKernel& k, const kernels::LaunchShape& s, void* params, CUstre
   }
   if (r != CUDA_SUCCESS)
     throw Error(r == CUDA_ERROR_OUT_OF_MEMORY ? ErrorCode::OutOfMemory : ErrorCode::DriverError,
-                std::string(s.cluster_x > 1 || s.overlap_previous || s.cooperative
+                std::string(s.cluster_x > 1 || s.overlap_previous
                                 ? "cuLaunchKernelEx (cluster " + std::to_string(s.cluster_x) +
-                                      (s.overlap_previous ? ", overlapping the previous kernel" : "") +
-                                      (s.cooperative ? ", cooperative) " : ") ")
-                                : "cuLaunchKernel ") + k.key + " grid(" + std::to_string(shape.grid[0]) + "," + std::to_string(s.grid[1]) +
+                                      (s.overlap_previous ? ", overlapping the previous kernel) " : ") ")
+                                : "cuLaunchKernel ") + k.key + " grid(" + std::to_string(s.grid[0]) + "," + std::to_string(s.grid[1]) +
                     "," + std::to_string(s.grid[2]) + ") block(" + std::to_string(s.block[0]) + "," +
                     std::to_string(s.block[1]) + "," + std::to_string(s.block[2]) + ") smem " +
                     std::to_string(s.dynamic_smem) + ": " + base::driver::error_text(r));

@@ -32,9 +32,6 @@ struct LoadedKernel {
   double load_seconds = 0;            // compile (or disk read) + module load
   std::atomic<std::size_t> smem_limit_set{48 * 1024};  // dynamic smem the function is allowed (the driver's, at load)
   std::atomic<bool> carveout_set{false};               // the max shared carveout was asked for
-  // Cooperative launches: the CTAs of this kernel the device holds at once (0: not asked yet; a
-  // kernel is always launched with one block size and dynamic shared memory, its spec's).
-  std::atomic<unsigned> resident_ctas{0};
 };
 
 class KernelLoader {

@@ -197,9 +197,9 @@ enum class AttentionFamily : int { Auto = 0, Mma = 1, Wgmma = 2 };
 const char* attention_family_name(AttentionFamily f) noexcept;  // "auto", "mma", "wgmma"
 
 // The quantize stage. Split: separate launches (channel statistics, K, V, and Q where the attention
-// kernel does not quantize Q itself). OnePass: K and V in one cooperative launch that reads them
-// from memory once (each CTA keeps its rows in shared memory from the statistics to the codes;
-// dense calls: varlen calls take the split path). Fused: one launch for the whole stage, CTAs
+// kernel does not quantize Q itself). OnePass: K and V in one launch of the split kernels' items,
+// the codes of a group following its statistics closely enough to re-read K and V from L2 rather
+// than DRAM (dense calls: varlen calls take the split path). Fused: one launch for the whole stage, CTAs
 // handing statistics over through device counters (measured slower on the H100: bench/NOTES.md,
 // "Fused quantize stage"). Cluster: one launch, one thread-block cluster per (batch, kv head)
 // exchanging the K/V statistics in distributed shared memory (sm_90 and newer). Every path gives

@@ -1,6 +1,6 @@
 // Specification of the GPU quantize stage, every path (cluster: one launch of thread-block
-// clusters, sm_90a; fused: one launch with device counters; onepass: K and V in one cooperative
-// launch reading them once; split: the separate-launch baseline): for every variant it writes
+// clusters, sm_90a; fused: one launch with device counters; onepass: K and V in one launch
+// re-reading them from L2; split: the separate-launch baseline): for every variant it writes
 // exactly the buffers the CPU reference (reference::quantize_stage) computes —
 //  - K/V channel statistics: cluster, fused and onepass bit for bit (the reference follows their
 //    fixed fp32 orders; onepass keeps split's), split to float rounding; means and scales to float

@@ -326,7 +326,7 @@ TEST_CASE("jit: the fused quantize kernel compiles for sm_89 and sm_90a without 
 }
 
 // The one-pass K/V kernel (QuantOp::QuantizeKV, SAGE2_QUANT_PATH=onepass): opt-in on every arch
-// from sm_80 (cp.async and cooperative launches), so it compiles for each arch's P̃V (FP16 V̂ on
+// from sm_80 (cp.async), so it compiles for each arch's P̃V (FP16 V̂ on
 // sm_80) at the head dims and bits it runs, within the registers of its CTAs per SM, with its
 // shared memory (one item's: the statistics ring or a V tile's scratch) leaving min_ctas CTAs per SM.
 // Varlen specs are refused by name.

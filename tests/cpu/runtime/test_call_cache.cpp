@@ -289,7 +289,7 @@ TEST_CASE("quantize paths: the launches each path makes; auto is split; onepass 
                                                                             QuantOp::QuantizeV, QuantOp::QuantizeQ});
   CHECK_THROWS_WITH_AS(runtime::quantize_ops(QuantPath::OnePass, s), doctest::Contains("varlen"), Error);
   s.varlen = false;
-  // Other arches: onepass when asked (its cp.async and cooperative launch exist from sm_80).
+  // Other arches: onepass when asked (its cp.async exists from sm_80).
   s.arch = kernels::Arch::Sm89;
   CHECK_THROWS_WITH_AS(runtime::quantize_ops(QuantPath::Cluster, s), doctest::Contains("sm_89"), Error);
   CHECK(runtime::quantize_ops(QuantPath::Auto, s) == split);
@@ -307,7 +307,6 @@ TEST_CASE("quantize_kv launch: one CTA per item (statistics chunks, K blocks and
   const kernels::QuantProblem qp{2, 8, 4, 1000, 4608, 128};
   const kernels::QuantBuffers b = kernels::quant_buffers(qp, s);
   const kernels::LaunchShape ls = kernels::quantize_launch_shape(kv, b);
-  CHECK_FALSE(ls.cooperative);
   // per group: 2 x 18 chunks of 256 tokens, 36 K blocks of 128, 36 V tiles of 128 (4608 keys)
   CHECK(ls.grid[0] == 2u * 4 * (2 * 18 + 36 + 36));
   CHECK(kernels::kv_quantize_schedule(kv, b).total() == ls.grid[0]);
