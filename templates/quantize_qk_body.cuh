@@ -183,6 +183,21 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, c
   // (LEAN: a row past the end holds a copy of its run's first row, so that the run's packed
   // maxima need no per-row test; its codes are 0 anyway. Only the per-row forms read such rows as 0.)
   auto load_rows = [&] {
+    if (ROOMY && VEC_HD && in.vec && valid == ROWS) {  // a whole block of 16-byte rows: one add per row
+      const u16* pr = base + static_cast<i64>(slot) * in.sn;
+      const i64 step = static_cast<i64>(RPP) * in.sn;
+#pragma unroll
+      for (int i = 0; i < ITEMS; ++i) {
+        const bool row = ROWS % RPP == 0 || slot + i * RPP < ROWS;
+#pragma unroll
+        for (int k = 0; k < CPT; ++k) {
+          const int j = lane_r + k * TPR;
+          cache[CACHE ? i : 0][CACHE ? k : 0] = row && j < CH_IN ? ptx::ld_nc_v4(pr + 8 * j) : ptx::u32x4{0u, 0u, 0u, 0u};
+        }
+        pr += step;
+      }
+      return;
+    }
     if (ROOMY && VEC_HD && in.vec) {  // 16-byte rows: pointers by adds, no per-row choice
       const u16* p0 = base + static_cast<i64>(slot) * in.sn;
       const i64 step = static_cast<i64>(RPP) * in.sn;
