@@ -88,9 +88,6 @@ constexpr bool ROOMY = SAGE2_QUANT_OP <= 4 || SAGE2_QUANT_OP == 7;
 // Statistics written in this launch by other CTAs (fused path): read at L2, never through the
 // read-only path.
 __device__ __forceinline__ float ld_stat(const float* p) { return ptx::ld_relaxed_gpu_f32(p); }
-__device__ __forceinline__ i32 ld_stat_i32(const i32* p) {
-  return static_cast<i32>(ptx::f32_bits(ptx::ld_relaxed_gpu_f32(reinterpret_cast<const float*>(p))));
-}
 
 // ---------------------------------------------------------------------------------------------
 // Input access
@@ -364,25 +361,19 @@ __device__ __forceinline__ void stats_rows(const Input& in, const u16* row0, i64
     auto piece = [&](int sb, int u, int k) { return ring0 + static_cast<u32>(sb) * SLOT_BYTES + static_cast<u32>((u * CPT + k) * THREADS * 16); };
     i64 n_issue = n0 + slot;
     const u16* rows_issue = rows;
-    // Rows of the batch from n that exist, in 32 bits (a batch's U rows, clamped): one 64-bit
-    // subtraction per batch, then a pointer add and a 32-bit compare per row.
-    auto rows_left = [&](i64 n) {
-      const i64 left = n1 - n;
-      return left <= 0 ? 0 : left >= static_cast<i64>(U) * RPP ? U * RPP : static_cast<int>(left);
-    };
     auto issue = [&](int sb) {
-      const int left = rows_left(n_issue);
 #pragma unroll
       for (int u = 0; u < U; ++u) {
+        const i64 n = n_issue + static_cast<i64>(u) * RPP;
 #pragma unroll
         for (int k = 0; k < CPT; ++k) {
           const int j = lane_r + k * M::TPR;
-          if (u * RPP < left && j < CH_IN) ptx::cp_async_16(piece(sb, u, k), rows_issue + 8 * j);
+          if (n < n1 && j < CH_IN) ptx::cp_async_16(piece(sb, u, k), rows_issue + u * step + 8 * j);
         }
-        rows_issue += step;
       }
       ptx::cp_async_commit();
       n_issue += static_cast<i64>(U) * RPP;
+      rows_issue += U * step;
     };
     if (RING)
 #pragma unroll
@@ -392,25 +383,24 @@ __device__ __forceinline__ void stats_rows(const Input& in, const u16* row0, i64
     for (i64 nb = n0 + slot; nb < n1; nb += static_cast<i64>(U) * RPP) {
       ptx::u32x4 raw[U][CPT];
       if (RING) ptx::cp_async_wait<RING ? STATS_RING - 1 : 0>();
-      const int left = rows_left(nb);
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const i64 n = nb + static_cast<i64>(u) * RPP;
-        const u16* rp = ROOMY ? rows : row0 + n * in.sn;
-        if (ROOMY) rows += step;
+        const u16* rp = ROOMY ? rows + u * step : row0 + n * in.sn;
 #pragma unroll
         for (int k = 0; k < CPT; ++k) {
           const int j = lane_r + k * M::TPR;
           if (RING)
-            raw[u][k] = (u * RPP < left && j < CH_IN) ? ptx::ld_shared_v4(piece(sb_read, u, k)) : ptx::u32x4{0u, 0u, 0u, 0u};
+            raw[u][k] = (n < n1 && j < CH_IN) ? ptx::ld_shared_v4(piece(sb_read, u, k)) : ptx::u32x4{0u, 0u, 0u, 0u};
           else
-            raw[u][k] = (u * RPP < left) ? load_chunk_as<VEC>(in, rp, j) : ptx::u32x4{0u, 0u, 0u, 0u};
+            raw[u][k] = (n < n1) ? load_chunk_as<VEC>(in, rp, j) : ptx::u32x4{0u, 0u, 0u, 0u};
         }
       }
+      if (ROOMY) rows += U * step;
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const i64 n = nb + static_cast<i64>(u) * RPP;
-        if (u * RPP < left) {
+        if (n < n1) {
           if (LEAN) {
 #pragma unroll
             for (int k = 0; k < CPT; ++k) {

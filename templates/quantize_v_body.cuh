@@ -64,41 +64,17 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, co
   auto load_rc = [&](int r, int j) {
     return (r < valid && j < CH_IN) ? load_chunk(in, base + static_cast<i64>(r) * in.sn, j) : ptx::u32x4{0u, 0u, 0u, 0u};
   };
-  // Bit i: this thread's row of item i holds a token (one register, tested per item: the compiler
-  // kept recomputing `valid` from the 64-bit lengths for every item).
-  u32 rows_valid = 0u;
-#pragma unroll
-  for (int i = 0; i < ITEMS; ++i) rows_valid |= (slot + i * RPP < valid ? 1u : 0u) << i;
   if (PRELOAD) {
-    if (VEC_HD && in.vec) {  // 16-byte rows: one add per row (no 64-bit multiply or vector test per row)
-      const u16* pr = base + static_cast<i64>(slot) * in.sn;
-      const i64 step = static_cast<i64>(RPP) * in.sn;
 #pragma unroll
-      for (int i = 0; i < ITEMS; ++i) {
+    for (int i = 0; i < ITEMS; ++i)
 #pragma unroll
-        for (int k = 0; k < CPT; ++k) {
-          const int j = lane_r + k * TPR;
-          pre[PRELOAD ? i : 0][PRELOAD ? k : 0] =
-              ((rows_valid >> i) & 1u) && j < CH_IN ? ptx::ld_nc_v4(pr + 8 * j) : ptx::u32x4{0u, 0u, 0u, 0u};
-        }
-        pr += step;
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < ITEMS; ++i)
-#pragma unroll
-        for (int k = 0; k < CPT; ++k) pre[PRELOAD ? i : 0][PRELOAD ? k : 0] = load_rc(slot + i * RPP, lane_r + k * TPR);
-    }
+      for (int k = 0; k < CPT; ++k) pre[PRELOAD ? i : 0][PRELOAD ? k : 0] = load_rc(slot + i * RPP, lane_r + k * TPR);
   }
 
   wait_previous();  // (the split V kernel: its rows are in flight; the statistics are read below)
   const float* st = p.v_stats + bh * 3 * D_V;
-  // Whether a channel of the head holds a NaN/Inf (v_first_bad, final with v_stats; the cluster
-  // stage's rank 0 writes it, so there: assumed): only then do codes test their inputs.
-  bool head_bad = stats != nullptr;
 #pragma unroll 1
   for (int c = tid; c < D_V; c += THREADS) {
-    if (!stats && ld_stat_i32(p.v_first_bad + bh * D_V + c) != NO_BAD) head_bad = true;
     float mu = 0.f, inv = 0.f, scale = 0.f;
     if (c < HD) {
       const float vsum = stats ? stats[c] : ld_stat(st + c);
@@ -126,7 +102,7 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, co
       p.v_mean[bh * D_V + c] = mu;
     }
   }
-  head_bad = __syncthreads_or(head_bad) != 0;
+  __syncthreads();
 
   // This thread's channels are the same for all its rows: constants in registers.
   float mu_r[CPT][8], inv_r[CPT][8];
@@ -140,9 +116,6 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, co
     }
   }
 
-  // The codes, in one of two forms: inputs tested for NaN/Inf (CHECKED: their code is 0) or not
-  // (no channel of the head has one).
-  auto codes = [&](auto checked) {
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
     const int r = slot + i * RPP;
@@ -152,14 +125,9 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, co
       const int j = lane_r + k * TPR;
       if (j >= CHUNKS) continue;
       u32 pair[4] = {0u, 0u, 0u, 0u};
-      if (((rows_valid >> i) & 1u) && j < CH_IN) {
+      if (r < valid && j < CH_IN) {
         float x[8];
-        const ptx::u32x4 raw = PRELOAD ? pre[PRELOAD ? i : 0][PRELOAD ? k : 0] : load_rc(r, j);
-        u32 bad = 0u;
-        if (decltype(checked)::value)
-          bad = to_f32x8_sane(raw, x);
-        else
-          to_f32x8(raw, x);
+        const u32 bad = to_f32x8_sane(PRELOAD ? pre[PRELOAD ? i : 0][PRELOAD ? k : 0] : load_rc(r, j), x);
         float y[8];
 #pragma unroll
         for (int e = 0; e < 8; ++e) y[e] = (x[e] - mu_r[k][e]) * inv_r[k][e];
@@ -189,11 +157,6 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, co
       d8[1] = pair[2] | (pair[3] << 16);
     }
   }
-  };
-  if (head_bad)
-    codes(BoolC<true>{});
-  else
-    codes(BoolC<false>{});
   __syncthreads();
 
   if (V_FP16) {  // the same write-out, two bytes per code: 32 bytes per 16-key group
