@@ -144,6 +144,8 @@ TEST_CASE("gpu tiered compile: the first call runs quick kernels, the optimized 
     require_accurate(c.check(first), "quick tier");
     CHECK(quick_kernels(ctx) > 0);
     REQUIRE(wait_for_background(ctx, 60.0));
+    MESSAGE("optimized plan ready " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
+                                    << " s after the first call began");
     CHECK(plan_tier(ctx, c) == runtime::BuildTier::Optimized);
     const std::vector<float> later = c.run(ctx);
     require_accurate(c.check(later), "optimized tier");
