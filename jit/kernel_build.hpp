@@ -49,12 +49,9 @@ KernelBuild make_build(const kernels::KernelSpec& spec, const Toolchain& tc = To
 // Its loops stay rolled and NVVM leaves contraction to ptxas, so its code (and possibly its bits)
 // differ from make_build's; its key differs too (the options are hashed into the stem), and the
 // kernel loader never puts it in the disk cache.
-// BLOCKER (session 17, bench/NOTES.md): NVRTC 13.0 keeps --Ofast-compile=max's effect for every
-// later program of the process (the default hd 128 wgmma attention kernel then spills 44/96 bytes,
-// even with --Ofast-compile=0 given): a quick build in the library's process degrades the
-// optimized builds that follow, and the disk cache with them. The CPU suite shows it (five spill
-// checks fail after the quick-build test). Quick builds must run in another process (or another
-// quick mechanism be found) before ContextOptions::tiered_compile may be used.
+// NVRTC 13.0 keeps --Ofast-compile=max's effect for every later program of the process (the
+// optimized builds after it spill: bench/NOTES.md, session 17), so the library compiles quick
+// builds only in a worker process (runtime/jit_worker.hpp), never in its own.
 inline constexpr const char* kQuickOption = "--Ofast-compile=max";
 KernelBuild make_quick_build(const kernels::KernelSpec& spec, const Toolchain& tc = Toolchain::current());
 bool is_quick_build(const KernelBuild& b);

@@ -7,6 +7,7 @@
 #include "base/log.hpp"
 #include "kernels/attention_family.hpp"
 #include "runtime/attention_plan.hpp"
+#include "runtime/jit_worker.hpp"
 #include "runtime/quantize_stage.hpp"
 
 namespace sage2::runtime {
@@ -120,7 +121,13 @@ std::shared_ptr<const CallPlan> call_plan(Context::Impl& ctx, const TensorRef& q
   const plan::AttentionProblem problem = validate_call(ctx, q, k, v, out, params, lens);
   const CallSignature sig = call_signature(q, k, v, out, params, lens);
   if (auto hit = ctx.call_cache().find(sig)) return hit;
-  const bool tiered = ctx.config().tiered_compile && !problem.direct;
+  bool tiered = ctx.config().tiered_compile && !problem.direct;
+  if (tiered && jit_worker_path().empty()) {
+    base::log::warn_once("tiered-compile-no-worker",
+                         "ContextOptions::tiered_compile: no sage2-jit-worker beside the library and SAGE2_JIT_WORKER "
+                         "unset; calls wait for the optimized kernels");
+    tiered = false;
+  }
   std::shared_ptr<const CallPlan> built = build_call_plan(ctx, problem, tiered ? BuildTier::Quick : BuildTier::Optimized);
   std::shared_ptr<const CallPlan> cached = ctx.call_cache().insert(sig, built);
   if (cached == built && built->tier == BuildTier::Quick) {

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "base/log.hpp"
+#include "runtime/jit_worker.hpp"
 
 namespace sage2::runtime {
 
@@ -133,7 +134,8 @@ std::unique_ptr<LoadedKernel> KernelLoader::load(const kernels::KernelSpec& spec
   auto compile = [&](const std::string& why) {
     base::log::info_once("compile:" + build.key, "compiling kernel " + spec.key() + " (" + why + ")");
     const auto c0 = std::chrono::steady_clock::now();
-    compiled = jit::compile(build);
+    // (quick builds in a worker process: runtime/jit_worker.hpp)
+    compiled = quick ? compile_in_worker(build, jit_worker_path()) : jit::compile(build);
     counters_.compiled(std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count());
     if (!quick) disk_.store(*compiled);
   };

@@ -402,20 +402,3 @@ TEST_CASE("jit: the cluster quantize kernel compiles for sm_90a without spills; 
   CHECK_THROWS_WITH_AS(to_spec(ada).validate(), doctest::Contains("needs thread-block clusters"), Error);
 }
 
-// The quick tier of issue 40 (jit::make_quick_build): the same source with --Ofast-compile=max, so
-// another key (never the optimized build's disk entry), and it compiles to the same entry.
-TEST_CASE("jit: a quick build is the same source with --Ofast-compile=max, under its own key") {
-  REQUIRE_MESSAGE(nvrtc_version().first >= 12, "NVRTC must be loadable for the CPU suite");
-  KernelSpec s = to_spec({QuantOp::QuantizeK, S90, 72, 8, false, true, false, F16, WG, T_WG4});
-  const jit::KernelBuild opt = jit::make_build(s);
-  const jit::KernelBuild quick = jit::make_quick_build(s);
-  CHECK(quick.source == opt.source);
-  CHECK(quick.key != opt.key);
-  CHECK(jit::is_quick_build(quick));
-  CHECK_FALSE(jit::is_quick_build(opt));
-  CHECK(std::count(quick.options.begin(), quick.options.end(), std::string(jit::kQuickOption)) == 1);
-  const jit::CompiledKernel k = jit::compile(quick);
-  CHECK(k.key == quick.key);
-  CHECK(k.entry == s.entry_name());
-  CHECK_FALSE(k.cubin.empty());
-}

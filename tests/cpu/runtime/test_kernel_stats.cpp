@@ -411,8 +411,9 @@ TEST_CASE("tiered compile: the quick tier, the background build and the disk on 
   REQUIRE_MESSAGE(!sage2::test::fake().lib.empty(), sage2::test::fake().problem);
   const sage2::test::TempDir tmp("sage2-tiered");
   const auto r = sage2::test::run_command(
-      "SAGE2_LIBCUDA=" + quoted(sage2::test::fake().lib) + " SAGE2_STATS_CHILD_DIR=" + quoted(tmp.path) + " " +
-      quoted(self_exe()) + " " + quoted("--test-case=tiered compile child: *") + " --no-skip=true --no-version=true 2>&1");
+      "SAGE2_LIBCUDA=" + quoted(sage2::test::fake().lib) + " SAGE2_STATS_CHILD_DIR=" + quoted(tmp.path) +
+      " SAGE2_JIT_WORKER=" + quoted(std::string(SAGE2_TOOLS_DIR) + "/sage2-jit-worker") + " " + quoted(self_exe()) + " " +
+      quoted("--test-case=tiered compile child: *") + " --no-skip=true --no-version=true 2>&1");
   INFO(r.out);
   CHECK(r.code == 0);
   CHECK(r.out.find("1 passed") != std::string::npos);
