@@ -69,8 +69,20 @@ std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const plan::
   if (tier == BuildTier::Quick &&
       std::all_of(specs.begin(), specs.end(), [&](const kernels::KernelSpec& s) { return ctx.kernels().optimized_available(s); }))
     tier = BuildTier::Optimized;  // nothing to wait for: no quick tier
+  std::vector<LoadedKernel*> loaded;
+  if (tier == BuildTier::Quick) {
+    try {
+      loaded = ctx.kernels().load_all(specs, tier);
+    } catch (const Error& e) {
+      // The quick tier is an optimisation: a worker that cannot build (its NVRTC, its process)
+      // must not fail the call, which then waits for the optimized kernels as without tiers.
+      base::log::warn_once("quick-tier-failed", std::string("tiered compile: a quick build failed; this call waits for "
+                                                            "the optimized kernels: ") + e.what());
+      tier = BuildTier::Optimized;
+    }
+  }
+  if (tier == BuildTier::Optimized) loaded = ctx.kernels().load_all(specs, tier);
   p->tier = tier;
-  const std::vector<LoadedKernel*> loaded = ctx.kernels().load_all(specs, tier);
   p->quantize_ops = call.ops;
   p->fused_quantize = call.ops.front() == kernels::QuantOp::Fused;
   p->clear_sync = kernels::quantize_clears_sync(call.ops);

@@ -19,6 +19,7 @@
 #include "kernels/arch.hpp"
 #include "sage2/sage2.hpp"
 #include "cache/disk_cache.hpp"
+#include "jit/nvrtc_library.hpp"
 
 extern char** environ;
 
@@ -95,8 +96,18 @@ jit::CompiledKernel compile_in_worker(const jit::KernelBuild& b, const std::stri
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   std::vector<char*> argv = {const_cast<char*>(worker.c_str()), const_cast<char*>(request.c_str()),
                              const_cast<char*>(out.c_str()), nullptr};
+  // The worker loads the NVRTC this process loaded (its version is in the build's key): a process
+  // may have found it where the worker would not (e.g. beside a framework's libraries).
+  std::vector<std::string> env_text;
+  const jit::nvrtc::Api* api = jit::nvrtc::try_api();
+  for (char** e = environ; e && *e; ++e)
+    if (!api || std::strncmp(*e, "SAGE2_LIBNVRTC=", 15) != 0) env_text.emplace_back(*e);
+  if (api) env_text.push_back("SAGE2_LIBNVRTC=" + (api->file.empty() ? api->path : api->file));
+  std::vector<char*> envp;
+  for (std::string& e : env_text) envp.push_back(e.data());
+  envp.push_back(nullptr);
   pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, worker.c_str(), &actions, nullptr, argv.data(), environ);
+  const int rc = ::posix_spawn(&pid, worker.c_str(), &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) throw Error(ErrorCode::CompileError, "jit worker: cannot run " + worker + ": " + std::strerror(rc));
   int status = 0;

@@ -419,3 +419,29 @@ TEST_CASE("tiered compile: the quick tier, the background build and the disk on 
   CHECK(r.out.find("1 passed") != std::string::npos);
   CHECK(r.out.find("0 failed") != std::string::npos);
 }
+
+TEST_CASE("tiered compile child with a failing worker: the call waits for the optimized kernels instead" * doctest::skip()) {
+  const char* dir_env = std::getenv("SAGE2_STATS_CHILD_DIR");
+  REQUIRE_MESSAGE(dir_env != nullptr, "a 'tiered compile child' case runs only in a child");
+  REQUIRE_MESSAGE(sage2::base::driver::available(), sage2::base::driver::unavailable_reason());
+  sage2::ContextOptions o = options(std::string(dir_env) + "/failing-worker");
+  o.tiered_compile = true;
+  sage2::Context a(0, o);
+  quantized_call(a);
+  CHECK(quick_loaded(a) == 0);
+  CHECK(a.kernel_stats().loaded >= 3);
+  CHECK(sage2::runtime::context_impl(a).background().running() == 0);
+}
+
+TEST_CASE("tiered compile: a worker that fails does not fail the call (child process)") {
+  REQUIRE_MESSAGE(!sage2::test::fake().lib.empty(), sage2::test::fake().problem);
+  const sage2::test::TempDir tmp("sage2-tiered-fail");
+  const auto r = sage2::test::run_command(
+      "SAGE2_LIBCUDA=" + quoted(sage2::test::fake().lib) + " SAGE2_STATS_CHILD_DIR=" + quoted(tmp.path) +
+      " SAGE2_JIT_WORKER=/bin/false " + quoted(self_exe()) + " " +
+      quoted("--test-case=tiered compile child with a failing worker: *") + " --no-skip=true --no-version=true 2>&1");
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("1 passed") != std::string::npos);
+  CHECK(r.out.find("a quick build failed") != std::string::npos);  // said once
+}
