@@ -49,18 +49,8 @@ __device__ __forceinline__ void quantize_fused(const QuantizeParams& p) {
   switch (it.kind) {
     case kItemStatsK:
     case kItemStatsV:
-    {
-      const int kv = it.kind == kItemStatsV ? 1 : 0;
-      float* part_g = p.stats_part + (g * 2 + kv) * static_cast<i64>(s.chunks) * 4 * D_V;
-      if (stats_chunk(p, s_raw, kv_input(p, kv == 1), kv == 1, b, h, g, 0, p.kv_len, part_g, it.index, s.chunks,
-                      p.sync + 1 + 2 * g + kv) &&
-          threadIdx.x == 0) {
-        // Release after the barrier: every thread's final statistics are published with the flag.
-        ptx::fence_acq_rel_gpu();
-        ptx::st_release_gpu_u32(p.sync + 1 + 2 * static_cast<i64>(s.groups) + 2 * g + kv, 1u);
-      }
+      stats_item(p, s_raw, s.groups, g, b, h, it.kind == kItemStatsV ? 1 : 0, it.index, s.chunks);
       break;
-    }
     case kItemK:
       if (SAGE2_SMOOTH_K) wait_ready(ready);  // k̄ (k_first_bad is not read here)
       quantize_qk<false, MapK>(p, s_raw, kv_input(p, false), b, h, it.index, dense_qk_item<false, BK>(p, b, h, it.index));

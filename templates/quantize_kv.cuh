@@ -50,14 +50,7 @@ __device__ __forceinline__ void quantize_kv(const QuantizeParams& p, u8* smem) {
   const i64 h = static_cast<i64>(it.group % static_cast<u32>(p.kv_heads));
   const u32* ready = p.sync + 1 + 2 * static_cast<i64>(s.groups) + 2 * g;  // [0] K, [1] V
   if (it.kind == kItemStatsK || it.kind == kItemStatsV) {
-    const int kv = it.kind == kItemStatsV ? 1 : 0;
-    float* part_g = p.stats_part + (g * 2 + kv) * static_cast<i64>(s.chunks) * 4 * D_V;
-    if (stats_chunk(p, smem, kv_input(p, kv == 1), kv == 1, b, h, g, 0, p.kv_len, part_g, it.index, s.chunks,
-                    p.sync + 1 + 2 * g + kv) &&
-        threadIdx.x == 0) {
-      ptx::fence_acq_rel_gpu();  // after stats_chunk's barrier: every thread's statistics go with the flag
-      ptx::st_release_gpu_u32(p.sync + 1 + 2 * static_cast<i64>(s.groups) + 2 * g + kv, 1u);
-    }
+    stats_item(p, smem, s.groups, g, b, h, it.kind == kItemStatsV ? 1 : 0, it.index, s.chunks);
   } else if (it.kind == kItemK) {
     if (SAGE2_SMOOTH_K) wait_ready(ready);  // k̄ (k_first_bad is not read here)
     quantize_qk<false, MapK>(p, smem, kv_input(p, false), b, h, it.index, dense_qk_item<false, BK>(p, b, h, it.index));

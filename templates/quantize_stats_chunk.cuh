@@ -69,6 +69,20 @@ __device__ __forceinline__ bool stats_chunk(const QuantizeParams& p, u8* smem, c
 //  sync[1 + 2G + 2g + kv]      1 once k_stats/v_stats (and the first-bad flags) of g are final
 // All zero at launch (the runtime clears them on the stream before each launch).
 
+// A statistics item of the one-launch stages (fused, one-pass K/V): chunk `chunk` of group g's K
+// (kv 0) or V (kv 1); the group's last arriver publishes the statistics with the group's ready flag
+// (release after stats_chunk's barrier: every thread's final statistics go with it).
+__device__ __forceinline__ void stats_item(const QuantizeParams& p, u8* smem, i64 groups, i64 g, i64 b, i64 h, int kv,
+                                           u32 chunk, u32 chunks) {
+  float* part_g = p.stats_part + (g * 2 + kv) * static_cast<i64>(chunks) * 4 * D_V;
+  if (stats_chunk(p, smem, kv_input(p, kv == 1), kv == 1, b, h, g, 0, p.kv_len, part_g, chunk, chunks,
+                  p.sync + 1 + 2 * g + kv) &&
+      threadIdx.x == 0) {
+    ptx::fence_acq_rel_gpu();
+    ptx::st_release_gpu_u32(p.sync + 1 + 2 * groups + 2 * g + kv, 1u);
+  }
+}
+
 // One thread polls (acquire, backing off up to ~1 µs); the barrier hands what it saw to the CTA.
 __device__ __forceinline__ void wait_ready(const u32* flag) {
   if (threadIdx.x == 0) {
