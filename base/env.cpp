@@ -7,6 +7,7 @@
 //   SAGE2_DISABLE_TUNING     ContextOptions::tuning
 //   SAGE2_TARGET_ARCH        ContextOptions::target_arch
 //   SAGE2_CACHE_TRUST_ROOT   ContextOptions::cache_trust_root
+//   SAGE2_TIERED_COMPILE     ContextOptions::tiered_compile
 //   SAGE2_LIBCUDA, SAGE2_LIBNVRTC, SAGE2_LIBCRYPTO, SAGE2_DUMP_DIR, SAGE2_LOG_LEVEL,
 //   SAGE2_DISABLE_LAUNCH_OVERLAP                                                       ProcessConfig
 #include <cstdlib>
@@ -95,6 +96,7 @@ ContextConfig context_config(const ContextOptions& o) {
   c.quant_path = o.quant_path ? *o.quant_path : env_quant_path();
   c.tuning = o.tuning.value_or(!flag("SAGE2_DISABLE_TUNING"));
   c.target_arch = !o.target_arch.empty() ? o.target_arch : get("SAGE2_TARGET_ARCH").value_or("");
+  c.tiered_compile = o.tiered_compile.value_or(flag("SAGE2_TIERED_COMPILE"));
   return c;
 }
 
@@ -107,6 +109,7 @@ ContextOptions to_options(const ContextConfig& c) {
   o.tuning = c.tuning;
   o.target_arch = c.target_arch;
   o.cache_trust_root = c.cache_trust_root;
+  o.tiered_compile = c.tiered_compile;
   return o;
 }
 

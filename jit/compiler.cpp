@@ -155,20 +155,23 @@ CompiledKernel compile_source(const KernelSpec& spec, const std::string& source)
   return compile(make_build(spec, source));
 }
 
-CompiledKernel compile(const KernelBuild& b) {
+CompileTarget compile_target(const KernelSpec& spec) { return CompileTarget{spec.entry_name(), spec.arch, spec.ptx}; }
+
+CompiledKernel compile(const KernelBuild& b) { return compile(b, compile_target(b.spec)); }
+
+CompiledKernel compile(const KernelBuild& b, const CompileTarget& target) {
   const nvrtc::Api& a = nvrtc::api();  // Error(NvrtcMissing) when unusable
   if (b.toolchain.nvrtc_major != a.major || b.toolchain.nvrtc_minor != a.minor)
     throw Error(ErrorCode::Internal, "kernel build " + b.key + " was made for NVRTC " +
                                          std::to_string(b.toolchain.nvrtc_major) + "." +
                                          std::to_string(b.toolchain.nvrtc_minor) + ", but NVRTC " +
                                          std::to_string(a.major) + "." + std::to_string(a.minor) + " is loaded");
-  const KernelSpec& spec = b.spec;
   const std::string& source = b.source;
   const std::vector<std::string>& options = b.options;
   CompiledKernel out;
   out.key = b.key;
-  out.arch = spec.arch;
-  out.entry = spec.entry_name();
+  out.arch = target.arch;
+  out.entry = target.entry;
   out.nvrtc_major = a.major;
   out.nvrtc_minor = a.minor;
   const std::string dump_dir = base::config::process_config().dump_dir;
@@ -217,7 +220,7 @@ CompiledKernel compile(const KernelBuild& b) {
                                              (!dump_dir.empty() ? "\n(source dumped to " + dump_dir + "/" + dump_name + ".cu)"
                                                        : std::string()));
   }
-  if (spec.ptx) {
+  if (target.ptx) {
     // The module is the PTX text, NUL included (cuModuleLoadData JIT-compiles it for the device).
     std::size_t ptx_size = 0;
     r = a.get_ptx_size(g.prog, &ptx_size);

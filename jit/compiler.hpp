@@ -37,6 +37,15 @@ struct CompiledKernel {
 // NVRTC than the loaded one (its key would name the wrong compiler). Honors
 // base::config::ProcessConfig::dump_dir (SAGE2_DUMP_DIR).
 CompiledKernel compile(const KernelBuild& b);
+// What compile() takes from b.spec besides the key: the entry, the arch and whether the output is
+// PTX. A worker process that receives a build as text (runtime/jit_worker.hpp) gives them here.
+struct CompileTarget {
+  std::string entry;
+  kernels::Arch arch = kernels::Arch::Sm90a;
+  bool ptx = false;
+};
+CompileTarget compile_target(const kernels::KernelSpec& spec);
+CompiledKernel compile(const KernelBuild& b, const CompileTarget& target);
 // compile(make_build(spec)).
 CompiledKernel compile(const kernels::KernelSpec& spec);
 // compile(make_build(spec, source)): a caller's source with spec's options and entry name — for

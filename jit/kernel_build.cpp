@@ -1,5 +1,6 @@
 #include "jit/kernel_build.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -130,6 +131,16 @@ KernelBuild make_build(const KernelSpec& spec, std::string source, const Toolcha
 
 KernelBuild make_build(const KernelSpec& spec, const Toolchain& tc) {
   return make_build(spec, generate_source(spec), nvrtc_options(spec), tc);
+}
+
+KernelBuild make_quick_build(const KernelSpec& spec, const Toolchain& tc) {
+  std::vector<std::string> options = nvrtc_options(spec);
+  options.push_back(kQuickOption);
+  return make_build(spec, generate_source(spec), std::move(options), tc);
+}
+
+bool is_quick_build(const KernelBuild& b) {
+  return std::find(b.options.begin(), b.options.end(), kQuickOption) != b.options.end();
 }
 
 std::string code_version(const std::string& library) {

@@ -45,6 +45,16 @@ struct KernelBuild {
 
 // generate_source(spec) and nvrtc_options(spec) under `tc`. Throws what generate_source throws.
 KernelBuild make_build(const kernels::KernelSpec& spec, const Toolchain& tc = Toolchain::current());
+// The quick tier of issue 40: the same source with NVRTC's fastest compile (--Ofast-compile=max).
+// Its loops stay rolled and NVVM leaves contraction to ptxas, so its code (and possibly its bits)
+// differ from make_build's; its key differs too (the options are hashed into the stem), and the
+// kernel loader never puts it in the disk cache.
+// NVRTC 13.0 keeps --Ofast-compile=max's effect for every later program of the process (the
+// optimized builds after it spill: bench/NOTES.md, session 17), so the library compiles quick
+// builds only in a worker process (runtime/jit_worker.hpp), never in its own.
+inline constexpr const char* kQuickOption = "--Ofast-compile=max";
+KernelBuild make_quick_build(const kernels::KernelSpec& spec, const Toolchain& tc = Toolchain::current());
+bool is_quick_build(const KernelBuild& b);
 // A caller's source (tests, probes, template variants) with spec's options.
 KernelBuild make_build(const kernels::KernelSpec& spec, std::string source, const Toolchain& tc = Toolchain::current());
 // A caller's source and options.

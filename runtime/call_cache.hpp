@@ -109,6 +109,14 @@ class CallCache {
     return map_.emplace(s, std::move(plan)).first->second;
   }
 
+  // Sets the plan of `s`, replacing any (the tiered compile's optimized plan taking over from the
+  // quick one: calls holding the old plan finish with it).
+  void replace(const CallSignature& s, std::shared_ptr<const Plan> plan) {
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    if (map_.size() >= capacity_ && map_.find(s) == map_.end()) map_.clear();
+    map_[s] = std::move(plan);
+  }
+
   std::size_t size() const {
     std::shared_lock<std::shared_mutex> lock(mu_);
     return map_.size();

@@ -1,10 +1,13 @@
 #include "runtime/call_plan.hpp"
 
+#include <algorithm>
 #include <cstdint>
 
 #include "base/config.hpp"
+#include "base/log.hpp"
 #include "kernels/attention_family.hpp"
 #include "runtime/attention_plan.hpp"
+#include "runtime/jit_worker.hpp"
 #include "runtime/quantize_stage.hpp"
 
 namespace sage2::runtime {
@@ -47,7 +50,8 @@ void layout_plan(Context::Impl& ctx, const plan::AttentionProblem& problem, Call
 
 }  // namespace
 
-std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const plan::AttentionProblem& problem) {
+std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const plan::AttentionProblem& problem,
+                                                BuildTier tier) {
   auto p = std::make_shared<CallPlan>();
   layout_plan(ctx, problem, p.get());
   if (problem.direct) {  // the direct path: its two kernels, nothing else
@@ -61,7 +65,24 @@ std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const plan::
   // Every kernel of the call (plan/call_kernels.hpp: the list warm-ups compile), compiled at
   // once (a cold call waits for the slowest, not the sum).
   const plan::QuantizedCallKernels call = plan::quantized_call_kernels(p->spec, ctx.config().quant_path);
-  const std::vector<LoadedKernel*> loaded = ctx.kernels().load_all(call.all());
+  const std::vector<kernels::KernelSpec> specs = call.all();
+  if (tier == BuildTier::Quick &&
+      std::all_of(specs.begin(), specs.end(), [&](const kernels::KernelSpec& s) { return ctx.kernels().optimized_available(s); }))
+    tier = BuildTier::Optimized;  // nothing to wait for: no quick tier
+  std::vector<LoadedKernel*> loaded;
+  if (tier == BuildTier::Quick) {
+    try {
+      loaded = ctx.kernels().load_all(specs, tier);
+    } catch (const Error& e) {
+      // The quick tier is an optimisation: a worker that cannot build (its NVRTC, its process)
+      // must not fail the call, which then waits for the optimized kernels as without tiers.
+      base::log::warn_once("quick-tier-failed", std::string("tiered compile: a quick build failed; this call waits for "
+                                                            "the optimized kernels: ") + e.what());
+      tier = BuildTier::Optimized;
+    }
+  }
+  if (tier == BuildTier::Optimized) loaded = ctx.kernels().load_all(specs, tier);
+  p->tier = tier;
   p->quantize_ops = call.ops;
   p->fused_quantize = call.ops.front() == kernels::QuantOp::Fused;
   p->clear_sync = kernels::quantize_clears_sync(call.ops);
@@ -112,7 +133,28 @@ std::shared_ptr<const CallPlan> call_plan(Context::Impl& ctx, const TensorRef& q
   const plan::AttentionProblem problem = validate_call(ctx, q, k, v, out, params, lens);
   const CallSignature sig = call_signature(q, k, v, out, params, lens);
   if (auto hit = ctx.call_cache().find(sig)) return hit;
-  return ctx.call_cache().insert(sig, build_call_plan(ctx, problem));
+  bool tiered = ctx.config().tiered_compile && !problem.direct;
+  if (tiered && jit_worker_path().empty()) {
+    base::log::warn_once("tiered-compile-no-worker",
+                         "ContextOptions::tiered_compile: no sage2-jit-worker beside the library and SAGE2_JIT_WORKER "
+                         "unset; calls wait for the optimized kernels");
+    tiered = false;
+  }
+  std::shared_ptr<const CallPlan> built = build_call_plan(ctx, problem, tiered ? BuildTier::Quick : BuildTier::Optimized);
+  std::shared_ptr<const CallPlan> cached = ctx.call_cache().insert(sig, built);
+  if (cached == built && built->tier == BuildTier::Quick) {
+    // The optimized kernels on a background thread (one per signature); no call waits for it.
+    Context::Impl* c = &ctx;
+    ctx.background().start(sig, [c, problem, sig] {
+      try {
+        c->call_cache().replace(sig, build_call_plan(*c, problem, BuildTier::Optimized));
+      } catch (const std::exception& e) {
+        base::log::warn(std::string("the optimized kernels of a call did not build in the background; its calls keep "
+                                    "the quick kernels: ") + e.what());
+      }
+    });
+  }
+  return cached;
 }
 
 std::size_t call_workspace_bytes(Context::Impl& ctx, const TensorRef& q, const TensorRef& k, const TensorRef& v,

@@ -42,6 +42,9 @@ struct CallPlan {
 
   // ΔS + attention: the spec's family descriptor, its kernel config, chunks, launches, tensor maps.
   AttentionStagePlan attention;
+  // The kernels' build tier (ContextOptions::tiered_compile): Quick until the optimized plan
+  // replaces this one in the Context's call cache.
+  BuildTier tier = BuildTier::Optimized;
 };
 
 // The layout part of a plan for a planned spec (arch set): problem, spec, buffers, workspace
@@ -59,10 +62,16 @@ void mark_overlapping_launches(CallPlan& plan, bool allowed);
 
 // Builds the plan of a validated problem: plans the spec, lays out the workspace, loads (or
 // compiles) every kernel the call launches, computes shapes and chunks. Throws like the stages.
-std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const plan::AttentionProblem& problem);
+// tier Quick (the tiered compile): the quick builds of the call's kernels, unless every optimized
+// one is already loaded or in the disk cache (then those: CallPlan::tier says which). The direct
+// path always loads its optimized kernels.
+std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const plan::AttentionProblem& problem,
+                                                BuildTier tier = BuildTier::Optimized);
 
 // The Context's plan for these arguments: validates them (every call: the checks that depend on
-// pointers must run each time), then finds the plan by signature or builds and caches it.
+// pointers must run each time), then finds the plan by signature or builds and caches it. With
+// ContextOptions::tiered_compile a new plan may run quick kernels; the optimized plan is then built
+// on a background thread (Context::Impl::background) and replaces it in the cache.
 // `lens`: a varlen call's (validate_attention_varlen), null for a dense call.
 std::shared_ptr<const CallPlan> call_plan(Context::Impl& ctx, const TensorRef& q, const TensorRef& k,
                                           const TensorRef& v, const TensorRef& out, const AttentionParams& params,

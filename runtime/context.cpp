@@ -72,6 +72,7 @@ plan::CallSettings Context::Impl::call_settings() const {
 }
 
 Context::Impl::~Impl() {
+  background_.join_all();  // its tasks use the loader and the call cache
   workspace_.reset();  // frees device memory and unloads modules while the context is alive
   loader_.reset();
   if (owns_primary_ && base::driver::available()) base::driver::api().cuDevicePrimaryCtxRelease_v2(dev_);

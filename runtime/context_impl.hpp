@@ -6,6 +6,7 @@
 
 #include "base/config.hpp"
 #include "plan/call_kernels.hpp"
+#include "runtime/background_compiles.hpp"
 #include "runtime/call_cache.hpp"
 #include "runtime/device.hpp"
 #include "runtime/kernel_loader.hpp"
@@ -42,6 +43,9 @@ class Context::Impl {
   std::optional<kernels::KernelFamily> family_override() const { return family_override_; }
   // Attention call plans by shape signature (runtime/call_plan.hpp).
   runtime::CallCache<runtime::CallPlan>& call_cache() { return call_cache_; }
+  // The tiered compile's background builds (runtime/call_plan.hpp call_plan); joined first when
+  // the Context is destroyed.
+  runtime::BackgroundCompiles& background() { return background_; }
   // What this Context contributes to the kernels of its calls (plan/call_kernels.hpp): the one
   // input, besides a call's problem, of its plans and of its warm-ups.
   plan::CallSettings call_settings() const;
@@ -61,6 +65,7 @@ class Context::Impl {
   std::optional<kernels::KernelFamily> family_override_;
   std::shared_ptr<plan::Planner> planner_;  // shared by the Contexts of one device + cache dir
   runtime::CallCache<runtime::CallPlan> call_cache_;
+  runtime::BackgroundCompiles background_;
 };
 
 }  // namespace sage2

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "base/log.hpp"
+#include "runtime/jit_worker.hpp"
 
 namespace sage2::runtime {
 
@@ -38,14 +39,23 @@ std::vector<KernelLoader::LoadedInfo> KernelLoader::loaded() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<LoadedInfo> out;
   for (const auto& [k, s] : slots_)
-    if (s->kernel) out.push_back({s->kernel->key, s->kernel->source, s->kernel->load_seconds});
+    if (s->kernel) out.push_back({s->kernel->key, s->kernel->source, s->kernel->load_seconds, s->kernel->tier});
   return out;
 }
 
-LoadedKernel& KernelLoader::get(kernels::KernelSpec spec) {
+kernels::KernelSpec KernelLoader::own(kernels::KernelSpec spec) const {
   spec.arch = arch_;
   spec.ptx = ptx_;
-  const std::string key = spec.key();
+  return spec;
+}
+
+std::string KernelLoader::slot_key(const kernels::KernelSpec& spec, BuildTier tier) {
+  return tier == BuildTier::Quick ? spec.key() + "|quick" : spec.key();
+}
+
+LoadedKernel& KernelLoader::get(kernels::KernelSpec spec, BuildTier tier) {
+  spec = own(spec);
+  const std::string key = slot_key(spec, tier);
   std::shared_ptr<Slot> slot;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -56,28 +66,36 @@ LoadedKernel& KernelLoader::get(kernels::KernelSpec spec) {
   // call_once rethrows and lets a later caller retry when loading failed.
   bool loaded_here = false;
   std::call_once(slot->once, [&] {
-    slot->kernel = load(spec);
+    slot->kernel = load(spec, tier);
     loaded_here = true;
   });
   if (!loaded_here) counters_.memory_hit();  // also a caller that waited for another's load
   return *slot->kernel;
 }
 
-std::vector<LoadedKernel*> KernelLoader::load_all(const std::vector<kernels::KernelSpec>& specs) {
+bool KernelLoader::optimized_available(kernels::KernelSpec spec) {
+  spec = own(spec);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = slots_.find(slot_key(spec, BuildTier::Optimized));
+    if (it != slots_.end() && it->second->kernel) return true;
+  }
+  if (disk_.disabled()) return false;
+  return disk_.load_build(jit::make_build(spec)).has_value();
+}
+
+std::vector<LoadedKernel*> KernelLoader::load_all(const std::vector<kernels::KernelSpec>& specs, BuildTier tier) {
   std::vector<LoadedKernel*> out(specs.size(), nullptr);
   std::vector<std::size_t> missing;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (std::size_t i = 0; i < specs.size(); ++i) {
-      kernels::KernelSpec k = specs[i];
-      k.arch = arch_;
-      k.ptx = ptx_;
-      const auto it = slots_.find(k.key());
+      const auto it = slots_.find(slot_key(own(specs[i]), tier));
       if (it == slots_.end() || !it->second->kernel) missing.push_back(i);
     }
   }
   if (missing.size() < 2) {  // nothing to overlap
-    for (std::size_t i = 0; i < specs.size(); ++i) out[i] = &get(specs[i]);
+    for (std::size_t i = 0; i < specs.size(); ++i) out[i] = &get(specs[i], tier);
     return out;
   }
   std::vector<std::exception_ptr> errors(missing.size());
@@ -86,7 +104,7 @@ std::vector<LoadedKernel*> KernelLoader::load_all(const std::vector<kernels::Ker
   for (std::size_t m = 0; m < missing.size(); ++m)
     threads.emplace_back([&, m] {
       try {
-        out[missing[m]] = &get(specs[missing[m]]);
+        out[missing[m]] = &get(specs[missing[m]], tier);
       } catch (...) {
         errors[m] = std::current_exception();
       }
@@ -95,29 +113,35 @@ std::vector<LoadedKernel*> KernelLoader::load_all(const std::vector<kernels::Ker
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);
   for (std::size_t i = 0; i < specs.size(); ++i)
-    if (!out[i]) out[i] = &get(specs[i]);  // held before the call: memory hits
+    if (!out[i]) out[i] = &get(specs[i], tier);  // held before the call: memory hits
   return out;
 }
 
-std::unique_ptr<LoadedKernel> KernelLoader::load(const kernels::KernelSpec& spec) {
+std::unique_ptr<LoadedKernel> KernelLoader::load(const kernels::KernelSpec& spec, BuildTier tier) {
   const auto t0 = std::chrono::steady_clock::now();
   auto k = std::make_unique<LoadedKernel>();
-  // The source is generated here, once per kernel and context: the disk key hashes it.
-  const jit::KernelBuild build = jit::make_build(spec);
+  k->tier = tier;
+  const bool quick = tier == BuildTier::Quick;
+  // The source is generated here, once per kernel and context: the disk key hashes it. Quick
+  // builds never meet the disk cache (it holds only optimized kernels).
+  const jit::KernelBuild build = quick ? jit::make_quick_build(spec) : jit::make_build(spec);
   std::string rejected;
-  std::optional<jit::CompiledKernel> compiled = disk_.load_build(build, &rejected);
+  std::optional<jit::CompiledKernel> compiled;
+  if (!quick) compiled = disk_.load_build(build, &rejected);
   k->source = compiled ? KernelSource::DiskCache : KernelSource::Compiled;
   // A compile costs the caller 0.2–2 s: say which kernel and why, once per kernel and process
   // (warm-ups compile many; the default level, warn, shows none of them).
   auto compile = [&](const std::string& why) {
     base::log::info_once("compile:" + build.key, "compiling kernel " + spec.key() + " (" + why + ")");
     const auto c0 = std::chrono::steady_clock::now();
-    compiled = jit::compile(build);
+    // (quick builds in a worker process: runtime/jit_worker.hpp)
+    compiled = quick ? compile_in_worker(build, jit_worker_path()) : jit::compile(build);
     counters_.compiled(std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count());
-    disk_.store(*compiled);
+    if (!quick) disk_.store(*compiled);
   };
   if (!compiled) {
-    if (disk_.disabled()) compile("disk cache disabled");
+    if (quick) compile("quick tier: the optimized build follows in the background");
+    else if (disk_.disabled()) compile("disk cache disabled");
     else if (!rejected.empty()) compile("entry rejected: " + rejected);
     else compile("not in the disk cache " + disk_.dir());
   }

@@ -22,6 +22,10 @@
 namespace sage2::runtime {
 
 enum class KernelSource { Compiled, DiskCache };
+// Optimized: the library's build, read from and written to the disk cache. Quick: the same
+// specialisation compiled as fast as NVRTC can (jit::make_quick_build; issue 40's first tier),
+// kept in memory only.
+enum class BuildTier { Optimized, Quick };
 
 struct LoadedKernel {
   std::string key;                    // the disk cache key (jit::KernelBuild::key)
@@ -29,6 +33,7 @@ struct LoadedKernel {
   CUfunction function = nullptr;
   jit::PtxasFacts facts;
   KernelSource source = KernelSource::Compiled;
+  BuildTier tier = BuildTier::Optimized;
   double load_seconds = 0;            // compile (or disk read) + module load
   std::atomic<std::size_t> smem_limit_set{48 * 1024};  // dynamic smem the function is allowed (the driver's, at load)
   std::atomic<bool> carveout_set{false};               // the max shared carveout was asked for
@@ -42,14 +47,19 @@ class KernelLoader {
   KernelLoader(const KernelLoader&) = delete;
   KernelLoader& operator=(const KernelLoader&) = delete;
 
-  // The spec's arch and ptx are overridden by the loader's (a context has one code target).
-  LoadedKernel& get(kernels::KernelSpec spec);
+  // The spec's arch and ptx are overridden by the loader's (a context has one code target). The
+  // two tiers of one spec are separate kernels.
+  LoadedKernel& get(kernels::KernelSpec spec, BuildTier tier = BuildTier::Optimized);
   // get() for every spec, the ones not yet loaded compiled concurrently (one thread each): a
   // call's kernels are independent, and NVRTC + ptxas (0.2–0.7 s a kernel on the host CPU) is
   // what a cold call waits for. Rethrows the first failure in the given order once all finished.
   // Returns the kernels in the order of `specs`, so that callers need not ask get() again (each
   // such request would count as a memory hit).
-  std::vector<LoadedKernel*> load_all(const std::vector<kernels::KernelSpec>& specs);
+  std::vector<LoadedKernel*> load_all(const std::vector<kernels::KernelSpec>& specs,
+                                      BuildTier tier = BuildTier::Optimized);
+  // Whether get(spec) would return at once or from the disk cache, without compiling: the
+  // optimized kernel is loaded, or the disk cache holds a valid entry for it.
+  bool optimized_available(kernels::KernelSpec spec);
   const cache::DiskCache& disk() const { return disk_; }
   std::size_t loaded_count() const;
   KernelStats stats() const { return counters_.snapshot(); }
@@ -58,6 +68,7 @@ class KernelLoader {
     std::string key;
     KernelSource source;
     double load_seconds;
+    BuildTier tier;
   };
   std::vector<LoadedInfo> loaded() const;
 
@@ -66,7 +77,9 @@ class KernelLoader {
     std::once_flag once;
     std::unique_ptr<LoadedKernel> kernel;
   };
-  std::unique_ptr<LoadedKernel> load(const kernels::KernelSpec& spec);
+  std::unique_ptr<LoadedKernel> load(const kernels::KernelSpec& spec, BuildTier tier);
+  kernels::KernelSpec own(kernels::KernelSpec spec) const;  // arch and ptx set to the loader's
+  static std::string slot_key(const kernels::KernelSpec& spec, BuildTier tier);
 
   CUcontext ctx_;
   kernels::Arch arch_;

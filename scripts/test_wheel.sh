@@ -45,7 +45,7 @@ name="$(basename "$wheel")"
   fail "unexpected wheel name $name (want sage2-<version>-py3-none-manylinux_2_<=28_x86_64.whl)"
 contents="$(python3 -m zipfile -l "$wheel")"
 for f in sage2/libsage2.so sage2/_version.py sage2/__init__.py sage2/_lib.py sage2/_bin/sage2-autotune \
-         sage2/_bin/sage2-cache sage2/_bin/sage2-info sage2/integrations/transformers.py; do
+         sage2/_bin/sage2-cache sage2/_bin/sage2-info sage2/_bin/sage2-jit-worker sage2/integrations/transformers.py; do
   grep -q "^$f " <<<"$contents" || fail "$name lacks $f"
 done
 cmake_version="$(sed -nE 's/^project\(sage2 VERSION ([0-9][0-9.]*).*/\1/p' CMakeLists.txt)"

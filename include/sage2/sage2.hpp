@@ -235,6 +235,17 @@ struct ContextOptions {
   // others, never (a cubin planted there would run inside this process). Unset: on when
   // SAGE2_CACHE_TRUST_ROOT is 1/true/yes/on, else off. From C: SAGE2_CACHE_TRUST_ROOT.
   std::optional<bool> cache_trust_root;
+  // true: a call whose optimized kernels are neither loaded nor in the disk cache runs kernels of
+  // the same specialisation compiled as fast as NVRTC can (in memory only, by the sage2-jit-worker
+  // program beside the library, or $SAGE2_JIT_WORKER; without one, calls wait), and the optimized ones
+  // compile on a background thread; the Context's later calls of that shape use them once they
+  // are ready. No call waits for the background compile; a CUDA graph captured with the quick
+  // kernels keeps running them (they stay loaded while the Context lives); destroying the Context
+  // waits for a compile in flight. The quick kernels have the same tiles but may differ in the
+  // last bits. false: every call waits for the optimized kernels (deterministic deployments and
+  // benchmarks). Unset: on when SAGE2_TIERED_COMPILE is 1/true/yes/on, else off. From C:
+  // SAGE2_TIERED_COMPILE. (Off by default until its first-call times are measured: issue 40.)
+  std::optional<bool> tiered_compile;
 };
 
 // The options a Context created now with `options` would use: every unset field filled from the

@@ -28,7 +28,8 @@ using sage2::test::ScopedEnv;
 // Every variable that gives a ContextOptions default, unset for one scope.
 struct CleanContextEnv {
   ScopedEnv a{"SAGE2_CACHE_DIR", nullptr}, b{"SAGE2_DISABLE_DISK_CACHE", nullptr},
-      c{"SAGE2_ATTENTION_FAMILY", nullptr}, d{"SAGE2_QUANT_PATH", nullptr}, e{"SAGE2_DISABLE_TUNING", nullptr};
+      c{"SAGE2_ATTENTION_FAMILY", nullptr}, d{"SAGE2_QUANT_PATH", nullptr}, e{"SAGE2_DISABLE_TUNING", nullptr},
+      f{"SAGE2_TIERED_COMPILE", nullptr};
 };
 
 struct LogCapture {
@@ -75,6 +76,23 @@ TEST_CASE("config: without the environment every setting has its built-in defaul
   CHECK(r.family == AttentionFamily::Auto);
   CHECK(r.quant_path == QuantPath::Auto);  // resolved per call (runtime::quantize_ops)
   CHECK(r.tuning == true);
+  CHECK(r.tiered_compile == false);  // off until its first-call times are measured (issue 40)
+}
+
+TEST_CASE("config: SAGE2_TIERED_COMPILE and ContextOptions::tiered_compile (code wins)") {
+  CleanContextEnv clean;
+  CHECK_FALSE(base::config::context_config().tiered_compile);
+  ScopedEnv on("SAGE2_TIERED_COMPILE", "1");
+  CHECK(base::config::context_config().tiered_compile);
+  CHECK(resolve_context_options().tiered_compile == true);
+  ContextOptions o;
+  o.tiered_compile = false;  // a deterministic deployment waits for the optimized kernels
+  CHECK_FALSE(base::config::context_config(o).tiered_compile);
+  CHECK(resolve_context_options(o).tiered_compile == false);
+  ScopedEnv off("SAGE2_TIERED_COMPILE", "0");
+  o.tiered_compile = true;
+  CHECK(base::config::context_config(o).tiered_compile);
+  CHECK_FALSE(base::config::context_config().tiered_compile);
 }
 
 TEST_CASE("config: the environment sets the defaults of unset options") {

@@ -401,3 +401,4 @@ TEST_CASE("jit: the cluster quantize kernel compiles for sm_90a without spills; 
   ada.arch = S89;
   CHECK_THROWS_WITH_AS(to_spec(ada).validate(), doctest::Contains("needs thread-block clusters"), Error);
 }
+

@@ -410,3 +410,18 @@ TEST_CASE("call plan: kernels after the first overlap their predecessor's end wh
   runtime::mark_overlapping_launches(*p, true);
   for (const auto& l : p->quantize) CHECK_FALSE(l.shape.overlap_previous);
 }
+
+TEST_CASE("call cache: replace() sets a signature's plan whatever was there; holders of the old plan keep it") {
+  runtime::CallCache<int> cache;
+  const Call c = make_call(0x10000000, 1, 2, 2, 64, 64, 64);
+  const CallSignature sig = call_signature(c.q, c.k, c.v, c.out, c.params);
+  const auto quick = std::make_shared<const int>(1);
+  CHECK(cache.insert(sig, quick) == quick);
+  const std::shared_ptr<const int> held = cache.find(sig);
+  cache.replace(sig, std::make_shared<const int>(2));
+  CHECK(*cache.find(sig) == 2);
+  CHECK(*held == 1);
+  CHECK(cache.size() == 1);
+  // insert() after a replace keeps the replacement (the first inserter wins, as before)
+  CHECK(*cache.insert(sig, std::make_shared<const int>(3)) == 2);
+}

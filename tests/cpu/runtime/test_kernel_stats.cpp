@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -340,4 +341,107 @@ TEST_CASE("kernel stats: real loads counted on the fake driver (child process)")
   CHECK(r.code == 0);
   CHECK(r.out.find("1 passed") != std::string::npos);
   CHECK(r.out.find("0 failed") != std::string::npos);
+}
+
+// Tiered compilation (issue 40, ContextOptions::tiered_compile) on the fake driver: which kernels a
+// call loads, and what reaches the disk. (Their results and timings: tests/gpu/test_tiered_compile.cpp.)
+namespace {
+std::size_t quick_loaded(sage2::Context& c) {
+  std::size_t n = 0;
+  for (const auto& k : sage2::runtime::context_impl(c).kernels().loaded()) n += k.tier == sage2::runtime::BuildTier::Quick;
+  return n;
+}
+bool background_done(sage2::Context& c, double seconds) {
+  const auto t0 = std::chrono::steady_clock::now();
+  while (sage2::runtime::context_impl(c).background().running() > 0)
+    if (std::chrono::steady_clock::now() - t0 > std::chrono::duration<double>(seconds)) return false;
+    else std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return true;
+}
+}  // namespace
+
+TEST_CASE("tiered compile child: quick kernels first, the optimized ones in the background, only those on disk" *
+          doctest::skip()) {
+  const char* dir_env = std::getenv("SAGE2_STATS_CHILD_DIR");
+  REQUIRE_MESSAGE(dir_env != nullptr, "a 'tiered compile child' case runs only in a child");
+  const std::string dir = std::string(dir_env) + "/tiered";
+  REQUIRE_MESSAGE(sage2::base::driver::available(), sage2::base::driver::unavailable_reason());
+  sage2::ContextOptions o = options(dir);
+  o.tiered_compile = true;
+  std::size_t call_kernels = 0;
+  {
+    sage2::Context a(0, o);
+    quantized_call(a);  // nothing cached: the quick builds
+    call_kernels = quick_loaded(a);
+    CHECK(call_kernels >= 3);  // channel statistics, K, V, Q and attention (split path, mma family)
+    CHECK((!std::filesystem::exists(dir) || entries(dir).empty()));  // quick builds are never stored
+    REQUIRE(background_done(a, 120.0));
+    CHECK(entries(dir).size() == call_kernels);  // the optimized builds of the same specs
+    CHECK(a.kernel_stats().loaded == 2 * call_kernels);
+    quantized_call(a, 2);  // another shape of the same kernels: all optimized at hand, no quick tier
+    CHECK(quick_loaded(a) == call_kernels);
+    CHECK(sage2::runtime::context_impl(a).background().running() == 0);
+  }
+  {
+    sage2::Context b(0, o);  // the disk has every optimized kernel: no quick tier
+    quantized_call(b);
+    CHECK(quick_loaded(b) == 0);
+    CHECK(b.kernel_stats().disk_loads == call_kernels);
+  }
+  {
+    sage2::ContextOptions fresh = o;
+    fresh.cache_dir = dir + "-fresh";
+    sage2::Context c(0, fresh);
+    quantized_call(c);
+    CHECK(quick_loaded(c) == call_kernels);
+  }  // destroyed with its background compile in flight: the destructor waits for it
+  CHECK(entries(dir + "-fresh").size() == call_kernels);
+  {
+    sage2::ContextOptions off = o;
+    off.tiered_compile = false;
+    off.cache_dir = dir + "-off";
+    sage2::Context d(0, off);
+    quantized_call(d);
+    CHECK(quick_loaded(d) == 0);
+    CHECK(entries(dir + "-off").size() == static_cast<std::size_t>(d.kernel_stats().compiled));
+  }
+}
+
+TEST_CASE("tiered compile: the quick tier, the background build and the disk on the fake driver (child process)") {
+  REQUIRE_MESSAGE(!sage2::test::fake().lib.empty(), sage2::test::fake().problem);
+  const sage2::test::TempDir tmp("sage2-tiered");
+  const auto r = sage2::test::run_command(
+      "SAGE2_LIBCUDA=" + quoted(sage2::test::fake().lib) + " SAGE2_STATS_CHILD_DIR=" + quoted(tmp.path) +
+      " SAGE2_JIT_WORKER=" + quoted(std::string(SAGE2_TOOLS_DIR) + "/sage2-jit-worker") + " " + quoted(self_exe()) + " " +
+      quoted("--test-case=tiered compile child: *") + " --no-skip=true --no-version=true 2>&1");
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("1 passed") != std::string::npos);
+  CHECK(r.out.find("0 failed") != std::string::npos);
+}
+
+TEST_CASE("tiered compile child with a failing worker: the call waits for the optimized kernels instead" * doctest::skip()) {
+  const char* dir_env = std::getenv("SAGE2_STATS_CHILD_DIR");
+  REQUIRE_MESSAGE(dir_env != nullptr, "a 'tiered compile child' case runs only in a child");
+  REQUIRE_MESSAGE(sage2::base::driver::available(), sage2::base::driver::unavailable_reason());
+  sage2::ContextOptions o = options(std::string(dir_env) + "/failing-worker");
+  o.tiered_compile = true;
+  sage2::Context a(0, o);
+  quantized_call(a);
+  CHECK(quick_loaded(a) == 0);
+  CHECK(a.kernel_stats().loaded >= 3);
+  CHECK(sage2::runtime::context_impl(a).background().running() == 0);
+}
+
+TEST_CASE("tiered compile: a worker that fails does not fail the call (child process)") {
+  REQUIRE_MESSAGE(!sage2::test::fake().lib.empty(), sage2::test::fake().problem);
+  const sage2::test::TempDir tmp("sage2-tiered-fail");
+  const auto r = sage2::test::run_command(
+      "SAGE2_LIBCUDA=" + quoted(sage2::test::fake().lib) + " SAGE2_STATS_CHILD_DIR=" + quoted(tmp.path) +
+      " SAGE2_JIT_WORKER=/bin/false " + quoted(self_exe()) + " " +
+      quoted("--test-case=tiered compile child with a failing worker: *") + " --no-skip=true --no-version=true 2>&1");
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("1 passed") != std::string::npos);
+  CHECK(r.out.find("a quick build failed") != std::string::npos);  // said once
 }
