@@ -3,9 +3,9 @@
 //   sage2-bench-jit --cache-dir DIR [--device N]
 // Run it twice on an empty DIR: the first process compiles with NVRTC (cold), the second finds
 // the cubin on disk (warm). Prints one JSON object per line.
-//   sage2-bench-jit --cache-dir DIR --first-call D [--device N]
-// instead times the process's first attention() call at head dim D (B 1, H 4, N 1000, fp16, not
-// causal; the Context made before the clock starts) up to its completion, and lists every kernel
+//   sage2-bench-jit --cache-dir DIR --first-call D [--shape B H N] [--device N]
+// instead times the process's first attention() call at head dim D (B 1, H 4, N 1000 unless
+// --shape says otherwise; fp16, not causal; the Context made before the clock starts) up to its completion, and lists every kernel
 // that call loaded with its source (nvrtc / disk) and load time (compile or read + module load).
 // With the tiered compile on (SAGE2_TIERED_COMPILE=1) it also reports the first call's tier and,
 // polling the Context's plan every 5 ms after it, "optimized_after_ms": from the first call's
@@ -38,7 +38,7 @@ static std::unique_ptr<sage2::Context> timed_context(const std::string& dir, int
 }
 
 // The --first-call mode (header comment).
-static int first_call(const std::string& dir, int device, int hd) {
+static int first_call(const std::string& dir, int device, int hd, std::int64_t b, std::int64_t h, std::int64_t n) {
   try {
     double context_ms = 0;
     const auto owned = timed_context(dir, device, context_ms);
@@ -46,7 +46,7 @@ static int first_call(const std::string& dir, int device, int hd) {
     auto& impl = sage2::runtime::context_impl(ctx);
     const auto& a = sage2::base::driver::api();
     sage2::base::driver::ScopedContext scope(impl.cu_context());
-    const std::int64_t b = 1, h = 4, n = 1000, bytes = b * h * n * hd * 2;
+    const std::int64_t bytes = b * h * n * hd * 2;
     CUdeviceptr buf;
     sage2::base::driver::check(a.cuMemAlloc_v2(&buf, 4 * bytes), "cuMemAlloc");
     sage2::base::driver::check(a.cuMemsetD8_v2(buf, 0x3c, 4 * bytes), "cuMemset");  // 1.05 in f16
@@ -85,10 +85,12 @@ static int first_call(const std::string& dir, int device, int hd) {
                  "\", \"tier\": \"" +
                  (k.tier == sage2::runtime::BuildTier::Quick ? "quick" : "optimized") + "\", \"load_ms\": " +
                  std::to_string(k.load_seconds * 1e3) + "}";
-    std::printf("{\"what\": \"first_call\", \"device\": \"%s\", \"head_dim\": %d, \"context_ms\": %.3f, "
+    std::printf("{\"what\": \"first_call\", \"device\": \"%s\", \"head_dim\": %d, \"batch\": %lld, \"heads\": %lld, "
+                "\"seq_len\": %lld, \"context_ms\": %.3f, "
                 "\"first_call_ms\": %.3f, \"first_call_tier\": \"%s\", \"optimized_after_ms\": %.3f, "
                 "\"second_call_ms\": %.3f, \"kernels\": [%s]}\n",
-                ctx.device().name.c_str(), hd, context_ms, first_ms, first_quick ? "quick" : "optimized",
+                ctx.device().name.c_str(), hd, static_cast<long long>(b), static_cast<long long>(h),
+                static_cast<long long>(n), context_ms, first_ms, first_quick ? "quick" : "optimized",
                 optimized_after_ms, second_ms, kernels.c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s\n", e.what());
@@ -101,14 +103,25 @@ int main(int argc, char** argv) {
   const auto t_start = clk::now();
   std::string dir;
   int device = 0, first_call_hd = 0;
+  long long fb = 1, fh = 4, fn = 1000;  // --first-call's shape (--shape B H N)
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--cache-dir") && i + 1 < argc) dir = argv[++i];
     else if (!std::strcmp(argv[i], "--device") && i + 1 < argc) device = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--first-call") && i + 1 < argc) first_call_hd = std::atoi(argv[++i]);
-    else { std::fprintf(stderr, "usage: sage2-bench-jit --cache-dir DIR [--first-call D] [--device N]\n"); return 2; }
+    else if (!std::strcmp(argv[i], "--shape") && i + 3 < argc) {
+      fb = std::atoll(argv[i + 1]), fh = std::atoll(argv[i + 2]), fn = std::atoll(argv[i + 3]);
+      i += 3;
+    } else {
+      std::fprintf(stderr, "usage: sage2-bench-jit --cache-dir DIR [--first-call D [--shape B H N]] [--device N]\n");
+      return 2;
+    }
+  }
+  if (fb < 1 || fh < 1 || fn < 1) {
+    std::fprintf(stderr, "--shape B H N: each at least 1\n");
+    return 2;
   }
   if (dir.empty()) { std::fprintf(stderr, "--cache-dir is required\n"); return 2; }
-  if (first_call_hd > 0) return first_call(dir, device, first_call_hd);
+  if (first_call_hd > 0) return first_call(dir, device, first_call_hd, fb, fh, fn);
   try {
     double context_ms = 0;
     const auto owned = timed_context(dir, device, context_ms);

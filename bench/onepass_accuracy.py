@@ -55,7 +55,7 @@ def main():
                             continue
                         t = rows[r["baseline"]]
                         cells.append({"kind": kind, "head_dim": d, "causal": causal, "seed": seed,
-                                      "config": r["baseline"].rsplit(", today", 1)[0],
+                                      "config": r["name"],
                                       "l1_today": t["rel_l1"], "l1_onepass": r["rel_l1"],
                                       "cos_today": t["cos_sim"], "cos_onepass": r["cos_sim"],
                                       "ratio": r["rel_l1_vs_baseline"]})

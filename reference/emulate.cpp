@@ -586,6 +586,7 @@ EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const 
     QuantizeOptions qopt;
     qopt.threads = opt.threads;
     qopt.kv_tile_statistics = opt.kv_tile_statistics;
+    qopt.sample_statistics = opt.sample_statistics;
     own = quantize_stage(q, k, v, config, qopt);
   }
   const kernels::QuantBuffers L = kernels::quant_buffers(p.quant_problem(), spec);
@@ -594,6 +595,10 @@ EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const 
       bad_arg(std::string("options.stage was made with kv_tile_statistics=") +
               (opt.stage->kv_tile_statistics ? "true" : "false") + " but options.kv_tile_statistics=" +
               (opt.kv_tile_statistics ? "true" : "false"));
+    if (opt.stage->sample_statistics != opt.sample_statistics)
+      bad_arg(std::string("options.stage was made with sample_statistics=") +
+              (opt.stage->sample_statistics ? "true" : "false") + " but options.sample_statistics=" +
+              (opt.sample_statistics ? "true" : "false"));
     check_stage(*opt.stage, L, spec);
   }
   const Inputs in{q, k, v, p, L, opt.stage ? *opt.stage : own, opt};

@@ -83,6 +83,9 @@ inline float v_amax_of(float mn, float mx, float mu, bool smooth) {
 }
 // ... of channel c over all keys, from the stage's v_stats (today's contract) ...
 float v_amax(const QuantizedHost& qs, std::int64_t b, std::int64_t h, int c);
+// The amax of V channel c of (batch·kv head) bh from v_stats and v_mean alone (the statistics'
+// keys; v_amax adds sample_statistics' headroom rule).
+float v_amax_of_stats(const QuantizedHost& qs, std::int64_t bh, int c);
 // ... and of channel c over keys [n0, n1) of a sanitized head x [kv_len][d] (one KV tile:
 // QuantizeOptions::kv_tile_statistics).
 float v_amax_of_keys(const std::vector<float>& x, int d, std::int64_t n0, std::int64_t n1, int c, float mu, bool smooth);

@@ -59,8 +59,13 @@ void smoothed_q(const TensorRef& q, const QuantizedHost& qs, std::int64_t b, std
 }
 
 float v_amax(const QuantizedHost& qs, std::int64_t b, std::int64_t h, int c) {
+  const std::int64_t bh = b * qs.layout.kv_heads + h;
+  if (qs.sample_statistics) return qs.v_amax[static_cast<std::size_t>(bh * qs.layout.d_v + c)];
+  return v_amax_of_stats(qs, bh, c);
+}
+
+float v_amax_of_stats(const QuantizedHost& qs, std::int64_t bh, int c) {
   const auto& L = qs.layout;
-  const std::int64_t bh = b * L.kv_heads + h;
   const float* st = qs.v_stats.data() + bh * 3 * L.d_v;
   const float mn = st[L.d_v + c], mx = st[2 * L.d_v + c];
   return v_amax_of(mn, mx, qs.v_mean[static_cast<std::size_t>(bh * L.d_v + c)], L.config.smooth_v);
@@ -185,7 +190,22 @@ struct Stage {
   // Keys the statistics (k̄, μ, k_stats, v_stats) are taken over: kv_len, or the first KV tile's
   // min(bk, kv_len) with QuantizeOptions::kv_tile_statistics.
   std::int64_t stats_keys = 0;
+  // QuantizeOptions::sample_statistics: the sampled keys, in their order (empty: the first
+  // stats_keys keys).
+  std::vector<std::int64_t> sample;
 };
+
+// The keys sample_statistics takes: tiles ⌊i·T/4⌋ (i = 0..3) of the T tiles of bk keys, each
+// clipped to kv_len, in that order; every key when T <= 4.
+std::vector<std::int64_t> sampled_keys(std::int64_t kv_len, std::int64_t bk) {
+  const std::int64_t T = (kv_len + bk - 1) / bk;
+  std::vector<std::int64_t> keys;
+  for (std::int64_t i = 0; i < std::min<std::int64_t>(T, 4); ++i) {
+    const std::int64_t t = T <= 4 ? i : i * T / 4;
+    for (std::int64_t n = t * bk; n < std::min(kv_len, (t + 1) * bk); ++n) keys.push_back(n);
+  }
+  return keys;
+}
 
 // The stage's buffers, sized by the layout and zero (flags: none bad).
 void allocate(QuantizedHost& qs, const Stage& st) {
@@ -200,6 +220,7 @@ void allocate(QuantizedHost& qs, const Stage& st) {
   qs.k_stats.assign(sz(L.k_stats()), 0.f);
   qs.v_codes.assign(sz(L.v_codes()), 0);
   qs.v_scale.assign(sz(L.v_scale()), 0.f);
+  if (st.opt.sample_statistics) qs.v_amax.assign(sz(L.v_scale()), 0.f);
   if (st.opt.kv_tile_statistics) qs.v_tile_scale.assign(sz(st.p.batch * st.p.kv_heads * L.k_blocks * L.d_v), 0.f);
   qs.v_mean.assign(sz(L.v_mean()), 0.f);
   qs.v_stats.assign(sz(L.v_stats()), 0.f);
@@ -216,8 +237,13 @@ void allocate(QuantizedHost& qs, const Stage& st) {
 
 // Per-channel statistics of one head's first st.stats_keys keys (sum in the stage's order, min,
 // max) into stats [3][width] and the mean (when `smooth`) into mean.
-void head_stats(const Stage& st, const std::vector<float>& x, int width, bool smooth, float* stats, float* mean) {
+void head_stats(const Stage& st, const std::vector<float>& x_all, int width, bool smooth, float* stats, float* mean) {
   const int d = st.p.head_dim;
+  std::vector<float> gathered;
+  if (!st.sample.empty()) {
+    for (std::int64_t n : st.sample) gathered.insert(gathered.end(), x_all.begin() + n * d, x_all.begin() + (n + 1) * d);
+  }
+  const std::vector<float>& x = st.sample.empty() ? x_all : gathered;
   std::vector<float> sum(sz(d)), mn(sz(d)), mx(sz(d));
   detail::channel_stats(x, st.stats_keys, d, sum.data(), mn.data(), mx.data());
   stage_sums(x, st.stats_keys, d, st.stats_T, st.stats_P, sum.data());
@@ -357,6 +383,13 @@ void v_head(const Stage& st, const TensorRef& v, std::int64_t bh, QuantizedHost&
   }
   float* vm = qs.v_mean.data() + bh * L.d_v;
   head_stats(st, x, L.d_v, L.smooth_v, qs.v_stats.data() + bh * 3 * L.d_v, vm);
+  if (st.opt.sample_statistics) {  // the sample's amax with headroom, unless a key exceeds it
+    for (int c = 0; c < d; ++c) {
+      const float a_s = detail::v_amax_of_stats(qs, bh, c);
+      const float a_all = detail::v_amax_of_keys(x, d, 0, p.kv_len, c, vm[c], L.smooth_v);
+      qs.v_amax[sz(bh * L.d_v + c)] = a_all <= 16.f * a_s ? 16.f * a_s : a_all;
+    }
+  }
   const bool per_tile = st.opt.kv_tile_statistics;
   const std::int64_t bk = L.layout.bk, scale_ranges = per_tile ? L.k_blocks : 1;
   for (int c = 0; c < d; ++c) {
@@ -458,8 +491,15 @@ QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const Tenso
   // One pass over K and V knows the first tile before it writes any code: its means are the
   // sample's (softmax and the LSE, corrected by q·k̄ of the same k̄, do not depend on the choice).
   st.stats_keys = opt.kv_tile_statistics ? std::min<std::int64_t>(p.kv_len, L.layout.bk) : p.kv_len;
+  if (opt.kv_tile_statistics && opt.sample_statistics)
+    detail::bad_arg("QuantizeOptions: kv_tile_statistics and sample_statistics are exclusive");
+  if (opt.sample_statistics) {
+    st.sample = sampled_keys(p.kv_len, L.layout.bk);
+    st.stats_keys = static_cast<std::int64_t>(st.sample.size());
+  }
   QuantizedHost qs;
   qs.kv_tile_statistics = opt.kv_tile_statistics;
+  qs.sample_statistics = opt.sample_statistics;
   qs.layout = stage_layout(L, kernel_config(spec));
   allocate(qs, st);
   // K then V per (batch, kv head); then Q per (batch, q head), which reads k̄.

@@ -2,7 +2,8 @@
 # On the GPU machine: the cold first call at several head dims (issue 34 / 40), each in a fresh
 # process on an empty kernel cache, ROUNDS times, then once more on the last round's cache (disk hit).
 #   bash scripts/gpu_cold_jit.sh OUT [BUILD=.dev] [HEAD_DIMS="72 136 200 320"] [ROUNDS=3]
-# The environment passes through (SAGE2_TIERED_COMPILE=1 measures the tiered compile).
+# The environment passes through (SAGE2_TIERED_COMPILE=1 measures the tiered compile); SHAPE="B H N"
+# sets the call's shape (default "1 4 1000", the scoreboard's jit shape).
 # Writes OUT/cold_jit.jsonl: one sage2-bench-jit --first-call line per process (its kernels, each
 # with its source, tier and load time) plus "cache" ("empty" | "warm"), "round" and "commit"; and
 # OUT/first_call.jsonl: the benchmark records (DESIGN.md "Benchmark records", mode first_call_s):
@@ -13,15 +14,16 @@ OUT=${1:?usage: gpu_cold_jit.sh OUT [BUILD] [HEAD_DIMS] [ROUNDS]}
 BUILD=${2:-.dev}
 DIMS=${3:-72 136 200 320}
 ROUNDS=${4:-3}
+read -r SB SH SN <<< "${SHAPE:-1 4 1000}"
 mkdir -p "$OUT"
 commit=$("$BUILD/tools/sage2-info" --version 2>/dev/null | awk '/commit/{print $NF}' | head -1)
 for d in $DIMS; do
   for r in $(seq 1 "$ROUNDS"); do
     dir=$(mktemp -d /tmp/sage2-cold-XXXXXX)
-    line=$("$BUILD/bench/sage2-bench-jit" --cache-dir "$dir" --first-call "$d")
+    line=$("$BUILD/bench/sage2-bench-jit" --cache-dir "$dir" --first-call "$d" --shape "$SB" "$SH" "$SN")
     echo "${line%\}}, \"cache\": \"empty\", \"round\": $r, \"commit\": \"$commit\"}" | tee -a "$OUT/cold_jit.jsonl"
     if [ "$r" = "$ROUNDS" ]; then
-      line=$("$BUILD/bench/sage2-bench-jit" --cache-dir "$dir" --first-call "$d")
+      line=$("$BUILD/bench/sage2-bench-jit" --cache-dir "$dir" --first-call "$d" --shape "$SB" "$SH" "$SN")
       echo "${line%\}}, \"cache\": \"warm\", \"round\": $r, \"commit\": \"$commit\"}" | tee -a "$OUT/cold_jit.jsonl"
     fi
     rm -rf "$dir"
@@ -43,7 +45,7 @@ with open(os.path.join(out, "first_call.jsonl"), "w") as f:
                    first_call_tier=cold[0]["first_call_tier"],
                    optimized_after_s=(statistics.median(opt) / 1e3 if min(opt) >= 0 else None),
                    optimized_after_s_rounds=[o / 1e3 for o in opt],
-                   batch=1, heads=4, seq_len=1000, causal=False, dtype="fp16", device=cold[0]["device"],
+                   batch=cold[0]["batch"], heads=cold[0]["heads"], seq_len=cold[0]["seq_len"], causal=False, dtype="fp16", device=cold[0]["device"],
                    command="bash scripts/gpu_cold_jit.sh " + args)
         f.write(json.dumps(rec) + "\n")
         print(json.dumps(rec))

@@ -24,7 +24,8 @@
 // reference::exact_attention (double) using the paper's metrics (appendix A.7): cosine similarity,
 // relative L1 and RMSE on the flattened output of all heads; "worst" is the lowest per-head
 // cosine similarity. Sections mirror the paper's Tables 4, 6, 7, 10 and the 8-bit Hopper kernel;
-// "onepass" compares today's statistics with the one-pass ones (kv_tile_statistics: k̄, μ from the
+// "onepass" compares today's statistics with the one-pass ones (and with the sampled ones,
+// sample_statistics: k̄, μ and V's scale from four KV tiles, issue 39) (kv_tile_statistics: k̄, μ from the
 // first KV tile, V scaled per tile; DESIGN.md's amendment) for each attention family, with the
 // ratio of rel-L1s ("x today") that the amendment's bar (at most 1.02) is about.
 // Exit codes: 0 ok, 1 failure, 2 usage error.
@@ -300,8 +301,11 @@ std::vector<Config> configs(const Args& a) {
       Config today{"onepass", std::string(name) + ", today", spec, hw, {}};
       Config one{"onepass", std::string(name) + ", one-pass", spec, hw, {}, today.name};
       one.opt.kv_tile_statistics = true;
+      Config sample{"onepass", std::string(name) + ", sampled", spec, hw, {}, today.name};
+      sample.opt.sample_statistics = true;
       cs.push_back(today);
       cs.push_back(one);
+      cs.push_back(sample);
     }
   }
   {  // The row sum of P̂ instead of P̃ (EmulationOptions::rowsum_of_phat; issue 31): each family's
@@ -522,6 +526,7 @@ int main(int argc, char** argv) {
                             {"accum_mantissa_bits", c.opt.accum_mantissa_bits},
                             {"exact_qk", c.opt.exact_qk},
                             {"kv_tile_statistics", c.opt.kv_tile_statistics},
+                            {"sample_statistics", c.opt.sample_statistics},
                             {"cos_sim", m.cos_sim},
                             {"rel_l1", m.rel_l1},
                             {"rmse", m.rmse},

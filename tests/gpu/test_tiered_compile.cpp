@@ -149,7 +149,7 @@ TEST_CASE("gpu tiered compile: the first call runs quick kernels, the optimized 
     CHECK(plan_tier(ctx, c) == runtime::BuildTier::Optimized);
     const std::vector<float> later = c.run(ctx);
     require_accurate(c.check(later), "optimized tier");
-    MESSAGE("the two tiers' outputs are " << (first == later ? "bit-identical" : "not bit-identical"));
+    MESSAGE("the two tiers' outputs are " << std::string(first == later ? "bit-identical" : "not bit-identical"));
     optimized_entries = dir.entries();
     // Every optimized kernel of the call is on disk, no quick one: a fresh Context with tiering on
     // finds them all and takes no quick tier.

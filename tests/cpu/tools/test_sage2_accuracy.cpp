@@ -56,20 +56,25 @@ TEST_CASE("reference tool: text output has every section of the study") {
     CHECK(r.out.find(s) != std::string::npos);
 }
 
-TEST_CASE("reference tool: --only onepass pairs each family's today row with its one-pass row") {
+TEST_CASE("reference tool: --only onepass follows each family's today row with its one-pass and sampled rows") {
   const Run r = run_accuracy("--q-len 200 --heads 1 --head-dim 32 --inputs student-t --only onepass --threads 1 --json -", false);
   REQUIRE(r.code == 0);
   const auto j = nlohmann::json::parse(r.out);
   CHECK(j["inputs"]["inputs"] == "student-t");
-  REQUIRE(j["results"].size() == 10u);
-  for (std::size_t i = 0; i < 10; i += 2) {
+  REQUIRE(j["results"].size() == 15u);
+  for (std::size_t i = 0; i < 15; i += 3) {
     const auto& today = j["results"][i];
     const auto& one = j["results"][i + 1];
+    const auto& sampled = j["results"][i + 2];
     CHECK(today["kv_tile_statistics"] == false);
+    CHECK(today["sample_statistics"] == false);
     CHECK(one["kv_tile_statistics"] == true);
-    CHECK(one["baseline"] == today["name"]);
-    CHECK(one["rel_l1_vs_baseline"].get<double>() ==
-          doctest::Approx(one["rel_l1"].get<double>() / today["rel_l1"].get<double>()));
+    CHECK(sampled["sample_statistics"] == true);
+    for (const auto* x : {&one, &sampled}) {
+      CHECK((*x)["baseline"] == today["name"]);
+      CHECK((*x)["rel_l1_vs_baseline"].get<double>() ==
+            doctest::Approx((*x)["rel_l1"].get<double>() / today["rel_l1"].get<double>()));
+    }
   }
 }
 

@@ -1,0 +1,130 @@
+// Specification: the sampled statistics of the quantize stage (QuantizeOptions /
+// EmulationOptions::sample_statistics, under study for issue 39's 3T stage):
+//  - with at most 4 KV tiles the sample is every key: the stage is today's, bit for bit;
+//  - with more, k̄ and μ are the means of KV tiles ⌊i·T/4⌋ (i = 0..3), and q·k̄ uses that k̄;
+//  - V's per-channel scale is the sample's amax with headroom 16, unless a key outside the sample
+//    exceeds it: then the amax over all keys (no code saturates);
+//  - the emulation takes that scale for the P̃V product; with every approximation off it is exact;
+//  - it excludes kv_tile_statistics, and a stage made without it is refused.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "amendment_data.hpp"
+#include "sage2/reference.hpp"
+
+using namespace sage2;
+using namespace sage2::reference;
+
+namespace {
+
+KernelConfig sample_spec(int d, bool sv) {
+  KernelConfig s;
+  s.family = AttentionFamily::Wgmma;
+  s.arch = "sm_90a";
+  s.qk_bits = 8;
+  s.head_dim = d;
+  s.tile = KernelTile{128, 128, 8, 2};
+  s.smooth_k = true;
+  s.smooth_v = sv;
+  return s;
+}
+
+// The mean over keys `keys` of channel c of (0, 0).
+double mean_of(const HostTensor& t, const std::vector<std::int64_t>& keys, int c) {
+  double s = 0;
+  for (std::int64_t n : keys) s += t.get(0, 0, n, c);
+  return s / static_cast<double>(keys.size());
+}
+
+QuantizedHost sampled(const AttentionInputs& in, const KernelConfig& spec) {
+  QuantizeOptions o;
+  o.sample_statistics = true;
+  return quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec, o);
+}
+
+}  // namespace
+
+TEST_CASE("sampled statistics: with at most four KV tiles the stage is today's, bit for bit") {
+  const AttentionInputs in = make_activation_like(21, DType::F16, 1, 2, 1, 90, 4 * 128 - 3, 64);
+  for (bool sv : {false, true}) {
+    CAPTURE(sv);
+    const KernelConfig spec = sample_spec(64, sv);
+    const QuantizedHost today = quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec);
+    const QuantizedHost s = sampled(in, spec);
+    CHECK(s.sample_statistics);
+    CHECK(s.k_mean == today.k_mean);
+    CHECK(s.k_codes == today.k_codes);
+    CHECK(s.k_scale == today.k_scale);
+    CHECK(s.v_codes != today.v_codes);  // the headroom: codes 16x smaller (mostly)
+    for (int c = 0; c < 64; ++c) CHECK(s.v_scale[c] == 16.f * today.v_scale[c]);
+  }
+}
+
+TEST_CASE("sampled statistics: k̄ and μ from tiles ⌊i·T/4⌋, V scaled by the sample's amax with headroom") {
+  const std::int64_t nk = 10 * 128 + 50;  // T = 11 tiles: the sample is tiles 0, 2, 5, 8
+  AttentionInputs in = make_activation_like(22, DType::F32, 1, 2, 1, 70, nk, 64);
+  std::vector<std::int64_t> keys;
+  for (std::int64_t t : {0, 2, 5, 8})
+    for (std::int64_t n = t * 128; n < (t + 1) * 128; ++n) keys.push_back(n);
+  // channel 3: one key outside the sample far beyond 16x the sample's amax; channel 4: one just inside
+  double a3 = 0, a4 = 0;
+  for (std::int64_t n : keys) a3 = std::max(a3, std::fabs(double(in.v.get(0, 0, n, 3)))), a4 = std::max(a4, std::fabs(double(in.v.get(0, 0, n, 4))));
+  in.v.set(0, 0, 1 * 128 + 7, 3, static_cast<float>(40 * a3));
+  in.v.set(0, 0, 9 * 128 + 1, 4, static_cast<float>(15 * a4));
+  const KernelConfig spec = sample_spec(64, false);
+  const QuantizedHost s = sampled(in, spec);
+  for (int c = 0; c < 64; ++c) {
+    CAPTURE(c);
+    CHECK(s.k_mean[c] == doctest::Approx(mean_of(in.k, keys, c)).epsilon(1e-5));
+    float a_s = 0, a_all = 0;
+    for (std::int64_t n : keys) a_s = std::max(a_s, std::fabs(in.v.get(0, 0, n, c)));
+    for (std::int64_t n = 0; n < nk; ++n) a_all = std::max(a_all, std::fabs(in.v.get(0, 0, n, c)));
+    const float amax = a_all <= 16.f * a_s ? 16.f * a_s : a_all;
+    CHECK(s.v_amax[c] == amax);
+    CHECK(s.v_scale[c] == amax / 448.f);
+    if (c == 3) CHECK(amax == a_all);
+    if (c == 4) CHECK(amax == 16.f * a_s);
+    for (std::int64_t n = 0; n < nk; n += 13)
+      CHECK(s.v_code(0, 0, n, c) == float_to_fp8(in.v.get(0, 0, n, c) * (448.f / amax), Fp8Format::E4M3));
+  }
+  double qk = 0;
+  for (int c = 0; c < 64; ++c) qk += double(in.q.get(0, 1, 5, c)) * s.k_mean[c];
+  CHECK(s.q_kbias[static_cast<std::size_t>(s.layout.q_len_pad + 5)] == doctest::Approx(qk).epsilon(1e-6));
+  // smooth V: μ is the sample's mean too
+  const QuantizedHost sv = sampled(in, sample_spec(64, true));
+  for (int c = 0; c < 64; ++c) CHECK(sv.v_mean[c] == doctest::Approx(mean_of(in.v, keys, c)).epsilon(1e-5));
+}
+
+TEST_CASE("sampled statistics: the emulation with every approximation off is exact attention") {
+  const AttentionInputs in = make_student_t(23, DType::F32, 1, 2, 1, 100, 9 * 128 + 5, 64);
+  const KernelConfig spec = sample_spec(64, true);
+  EmulationOptions o;
+  o.exact_qk = true;
+  o.pv_format = PvFormat::F32;
+  o.sample_statistics = true;
+  const EmulationResult r = emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), spec, o);
+  const ExactResult e = exact_attention(in.q.ref(), in.k.ref(), in.v.ref());
+  double o_abs = 0, o_scale = 0;
+  for (std::size_t i = 0; i < e.o.size(); ++i) {
+    o_abs = std::max(o_abs, std::fabs(e.o[i] - r.o[i]));
+    o_scale = std::max(o_scale, std::fabs(e.o[i]));
+  }
+  CHECK(o_abs <= 1e-6 * std::max(1.0, o_scale));
+}
+
+TEST_CASE("sampled statistics: exclusive with kv_tile_statistics; a stage made without it is refused") {
+  const AttentionInputs in = make_gaussian(24, DType::F32, 1, 1, 1, 40, 700, 64);
+  const KernelConfig spec = sample_spec(64, false);
+  QuantizeOptions both;
+  both.sample_statistics = both.kv_tile_statistics = true;
+  CHECK_THROWS_WITH_AS(quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec, both), doctest::Contains("exclusive"), Error);
+  const QuantizedHost today = quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec);
+  EmulationOptions o;
+  o.sample_statistics = true;
+  o.stage = &today;
+  CHECK_THROWS_WITH_AS(emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), spec, o), doctest::Contains("sample_statistics"), Error);
+}
