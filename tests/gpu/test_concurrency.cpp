@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "gpu_env.hpp"
+#include "temp_cache_dir.hpp"
 #include "sage2/reference.hpp"
 
 using namespace sage2;
@@ -126,29 +127,6 @@ Result run_once(Context& ctx, const Problem& p, const Inputs& in, test::DeviceBu
   return r;
 }
 
-struct TempCacheDir {
-  std::string path;
-  TempCacheDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/sage2-concurrency-XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    REQUIRE(::mkdtemp(buf.data()) != nullptr);
-    path = buf.data();
-  }
-  ~TempCacheDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::size_t entries() const {  // kernel entries: "<16 hex>.s2c"
-    std::size_t n = 0;
-    for (const auto& e : std::filesystem::directory_iterator(path)) {
-      const std::string f = e.path().filename().string();
-      n += f.size() == 20 && f.substr(16) == ".s2c";
-    }
-    return n;
-  }
-};
 
 CUstream new_stream(Context& ctx) {
   base::driver::ScopedContext scope(runtime::context_impl(ctx).cu_context());
@@ -171,7 +149,7 @@ TEST_CASE("gpu concurrency: 8 threads on one fresh Context, own streams, differe
   for (const Problem& p : probs) inputs.push_back(make_inputs(p));
 
   // Single-threaded reference: a fresh Context (own empty cache dir), one stream, serially.
-  TempCacheDir serial_dir, concurrent_dir;
+  test::TempCacheDir serial_dir("concurrency"), concurrent_dir("concurrency");
   std::vector<Result> expected;
   std::size_t serial_kernels = 0;
   {

@@ -25,6 +25,7 @@
 
 #include "accuracy_targets.hpp"
 #include "gpu_env.hpp"
+#include "temp_cache_dir.hpp"
 #include "runtime/call_cache.hpp"
 #include "runtime/call_plan.hpp"
 #include "sage2/reference.hpp"
@@ -34,29 +35,6 @@ namespace ref = sage2::reference;
 
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/sage2-tiered-XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    REQUIRE(::mkdtemp(buf.data()) != nullptr);
-    path = buf.data();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::size_t entries() const {  // kernel entries: "<16 hex>.s2c"
-    std::size_t n = 0;
-    for (const auto& e : std::filesystem::directory_iterator(path)) {
-      const std::string f = e.path().filename().string();
-      n += f.size() == 20 && f.substr(16) == ".s2c";
-    }
-    return n;
-  }
-};
 
 // One dense call's inputs, its exact reference, and a runner.
 struct Shape {
@@ -132,7 +110,7 @@ void require_accurate(const ref::Metrics& m, const char* what) {
 
 TEST_CASE("gpu tiered compile: the first call runs quick kernels, the optimized plan takes over, the disk holds "
           "only optimized kernels") {
-  TempDir dir;
+  test::TempCacheDir dir("tiered");
   const Case c(Shape{});
   std::size_t optimized_entries = 0;
   {
@@ -163,7 +141,7 @@ TEST_CASE("gpu tiered compile: the first call runs quick kernels, the optimized 
 }
 
 TEST_CASE("gpu tiered compile: 8 threads on a new shape while the tiers swap all get accurate results") {
-  TempDir dir;
+  test::TempCacheDir dir("tiered");
   const Case c(Shape{1, 4, 777, 136, 41});  // 777 query rows per kv head: the quantized path
   Context ctx(0, ContextOptions{.cache_dir = dir.path, .tiered_compile = true});
   constexpr int kThreads = 8, kCalls = 6;
@@ -197,7 +175,7 @@ TEST_CASE("gpu tiered compile: 8 threads on a new shape while the tiers swap all
 }
 
 TEST_CASE("gpu tiered compile: a Context destroyed with its background compile in flight, and the default waits") {
-  TempDir dir;
+  test::TempCacheDir dir("tiered");
   const Case c(Shape{1, 2, 1200, 200, 42});  // 1200 query rows per kv head: the quantized path
   {
     Context ctx(0, ContextOptions{.cache_dir = dir.path, .tiered_compile = true});
@@ -205,7 +183,7 @@ TEST_CASE("gpu tiered compile: a Context destroyed with its background compile i
     // Destroyed at once: the destructor waits for the compile in flight (no crash, no leak of a
     // thread that outlives the loader).
   }
-  TempDir dir2;
+  test::TempCacheDir dir2("tiered");
   Context plain(0, ContextOptions{.cache_dir = dir2.path, .tiered_compile = false});
   require_accurate(c.check(c.run(plain)), "tiered_compile=false");
   CHECK(quick_kernels(plain) == 0);
