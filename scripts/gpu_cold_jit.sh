@@ -3,7 +3,9 @@
 # process on an empty kernel cache, ROUNDS times, then once more on the last round's cache (disk hit).
 #   bash scripts/gpu_cold_jit.sh OUT [BUILD=.dev] [HEAD_DIMS="72 136 200 320"] [ROUNDS=3]
 # The environment passes through (SAGE2_TIERED_COMPILE=1 measures the tiered compile); SHAPE="B H N"
-# sets the call's shape (default "1 4 1000", the scoreboard's jit shape).
+# sets the call's shape (default "1 4 1000", the scoreboard's jit shape). Every process also gets a
+# fresh CUDA_CACHE_PATH: NVRTC 13 / the driver keep compiled programs in ~/.nv/ComputeCache, so
+# without it a head dim compiled once before on the machine compiles ~7x faster (session 18, c4).
 # Writes OUT/cold_jit.jsonl: one sage2-bench-jit --first-call line per process (its kernels, each
 # with its source, tier and load time) plus "cache" ("empty" | "warm"), "round" and "commit"; and
 # OUT/first_call.jsonl: the benchmark records (DESIGN.md "Benchmark records", mode first_call_s):
@@ -20,6 +22,7 @@ commit=$("$BUILD/tools/sage2-info" --version 2>/dev/null | awk '/commit/{print $
 for d in $DIMS; do
   for r in $(seq 1 "$ROUNDS"); do
     dir=$(mktemp -d /tmp/sage2-cold-XXXXXX)
+    export CUDA_CACHE_PATH="$dir/driver-cache"
     line=$("$BUILD/bench/sage2-bench-jit" --cache-dir "$dir" --first-call "$d" --shape "$SB" "$SH" "$SN")
     echo "${line%\}}, \"cache\": \"empty\", \"round\": $r, \"commit\": \"$commit\"}" | tee -a "$OUT/cold_jit.jsonl"
     if [ "$r" = "$ROUNDS" ]; then
@@ -34,6 +37,7 @@ import json, os, statistics, sys, time
 out, commit, args = sys.argv[1], sys.argv[2], sys.argv[3]
 rows = [json.loads(l) for l in open(os.path.join(out, "cold_jit.jsonl")) if l.strip()]
 env = {k: v for k, v in os.environ.items() if k.startswith("SAGE2_")}
+env["CUDA_CACHE_PATH"] = "fresh per process"
 run = "cold-jit-" + time.strftime("%Y%m%dT%H%M%S") + "-" + commit[:12]
 with open(os.path.join(out, "first_call.jsonl"), "w") as f:
     for hd in sorted({r["head_dim"] for r in rows}):
