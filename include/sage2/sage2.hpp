@@ -244,9 +244,9 @@ struct ContextOptions {
   // waits for a compile in flight. The quick kernels have the same tiles but may differ in the
   // last bits. false: every call waits for the optimized kernels (deterministic deployments and
   // benchmarks). Unset: on when SAGE2_TIERED_COMPILE is 1/true/yes/on, else off. From C:
-  // SAGE2_TIERED_COMPILE. Off by default: on an H200 host the first call at a new head dim takes
-  // 0.27–0.33 s without it and 0.16–0.18 s with it (docs/deploying.md), not worth early calls whose
-  // last bits differ from later ones; turn it on where compiles are slow (few or slow host cores).
+  // SAGE2_TIERED_COMPILE. Off by default: the early calls' last bits differ from later ones. With
+  // cold compile caches it cuts an H200 host's first call at a new head dim from 1.4–2.3 s to
+  // 0.55–0.82 s (docs/deploying.md).
   std::optional<bool> tiered_compile;
 };
 
