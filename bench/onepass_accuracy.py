@@ -24,7 +24,8 @@ BAR = 1.02
 def run(tool, kind, d, causal, seed, a):
     cmd = [tool, "--only", "onepass", "--inputs", kind, "--head-dim", str(d), "--causal", causal,
            "--seed", str(seed), "--q-len", str(a.q_len), "--heads", str(a.heads),
-           "--threads", str(a.threads), "--json", "-"]
+           "--threads", str(a.threads), "--sample-tiles", str(a.sample_tiles), "--v-headroom", str(a.v_headroom),
+           "--json", "-"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return " ".join(cmd[1:]), json.loads(out)
 
@@ -37,15 +38,19 @@ def main():
     p.add_argument("--seeds", default="1,2,3")
     p.add_argument("--head-dims", default="64,128")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--sample-tiles", type=int, default=4, help="the sampled rows' KV tiles (sample_statistics)")
+    p.add_argument("--v-headroom", type=float, default=16.0, help="the sampled rows' V headroom")
+    p.add_argument("--kinds", default=",".join(KINDS))
+    p.add_argument("--causal", default=",".join(CAUSAL))
     p.add_argument("--json", help="also write every cell here")
     a = p.parse_args()
     seeds = [int(s) for s in a.seeds.split(",")]
     dims = [int(s) for s in a.head_dims.split(",")]
 
     cells = []   # one per (kind, d, causal, seed, config)
-    for kind in KINDS:
+    for kind in a.kinds.split(","):
         for d in dims:
-            for causal in CAUSAL:
+            for causal in a.causal.split(","):
                 for seed in seeds:
                     cmd, j = run(a.tool, kind, d, causal, seed, a)
                     print(f"ran sage2-accuracy {cmd}", file=sys.stderr)
@@ -66,8 +71,9 @@ def main():
     groups = defaultdict(list)
     for c in cells:
         groups[(c["config"], c["kind"])].append(c)
-    print(f"N = {a.q_len}, heads = {a.heads}, head dims {dims}, causal {CAUSAL}, seeds {seeds}: "
-          f"{len(cells) // max(1, len(groups))} cells per row; 13-bit accumulator\n")
+    print(f"N = {a.q_len}, heads = {a.heads}, head dims {dims}, causal {a.causal}, seeds {seeds}: "
+          f"{len(cells) // max(1, len(groups))} cells per row; 13-bit accumulator; sampled rows: "
+          f"{a.sample_tiles} tiles, V headroom {a.v_headroom:g}\n")
     print("| configuration | data | rel-L1 today | rel-L1 one-pass | ratio of means | worst cell ratio "
           "| cos today | cos one-pass |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")

@@ -587,6 +587,8 @@ EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const 
     qopt.threads = opt.threads;
     qopt.kv_tile_statistics = opt.kv_tile_statistics;
     qopt.sample_statistics = opt.sample_statistics;
+    qopt.sample_tiles = opt.sample_tiles;
+    qopt.v_headroom = opt.v_headroom;
     own = quantize_stage(q, k, v, config, qopt);
   }
   const kernels::QuantBuffers L = kernels::quant_buffers(p.quant_problem(), spec);

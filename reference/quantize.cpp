@@ -195,13 +195,13 @@ struct Stage {
   std::vector<std::int64_t> sample;
 };
 
-// The keys sample_statistics takes: tiles ⌊i·T/4⌋ (i = 0..3) of the T tiles of bk keys, each
-// clipped to kv_len, in that order; every key when T <= 4.
-std::vector<std::int64_t> sampled_keys(std::int64_t kv_len, std::int64_t bk) {
+// The keys sample_statistics takes: tiles ⌊i·T/S⌋ (i = 0..S−1) of the T tiles of bk keys, each
+// clipped to kv_len, in that order; every key when T <= S.
+std::vector<std::int64_t> sampled_keys(std::int64_t kv_len, std::int64_t bk, std::int64_t S) {
   const std::int64_t T = (kv_len + bk - 1) / bk;
   std::vector<std::int64_t> keys;
-  for (std::int64_t i = 0; i < std::min<std::int64_t>(T, 4); ++i) {
-    const std::int64_t t = T <= 4 ? i : i * T / 4;
+  for (std::int64_t i = 0; i < std::min<std::int64_t>(T, S); ++i) {
+    const std::int64_t t = T <= S ? i : i * T / S;
     for (std::int64_t n = t * bk; n < std::min(kv_len, (t + 1) * bk); ++n) keys.push_back(n);
   }
   return keys;
@@ -387,7 +387,8 @@ void v_head(const Stage& st, const TensorRef& v, std::int64_t bh, QuantizedHost&
     for (int c = 0; c < d; ++c) {
       const float a_s = detail::v_amax_of_stats(qs, bh, c);
       const float a_all = detail::v_amax_of_keys(x, d, 0, p.kv_len, c, vm[c], L.smooth_v);
-      qs.v_amax[sz(bh * L.d_v + c)] = a_all <= 16.f * a_s ? 16.f * a_s : a_all;
+      const float h = st.opt.v_headroom;
+      qs.v_amax[sz(bh * L.d_v + c)] = a_all <= h * a_s ? h * a_s : a_all;
     }
   }
   const bool per_tile = st.opt.kv_tile_statistics;
@@ -493,8 +494,11 @@ QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const Tenso
   st.stats_keys = opt.kv_tile_statistics ? std::min<std::int64_t>(p.kv_len, L.layout.bk) : p.kv_len;
   if (opt.kv_tile_statistics && opt.sample_statistics)
     detail::bad_arg("QuantizeOptions: kv_tile_statistics and sample_statistics are exclusive");
+  if (opt.sample_statistics && (opt.sample_tiles < 1 || !(opt.v_headroom >= 1.f) || !std::isfinite(opt.v_headroom)))
+    detail::bad_arg("QuantizeOptions: sample_tiles=" + std::to_string(opt.sample_tiles) + " (>= 1) and v_headroom=" +
+                    std::to_string(opt.v_headroom) + " (finite, >= 1)");
   if (opt.sample_statistics) {
-    st.sample = sampled_keys(p.kv_len, L.layout.bk);
+    st.sample = sampled_keys(p.kv_len, L.layout.bk, opt.sample_tiles);
     st.stats_keys = static_cast<std::int64_t>(st.sample.size());
   }
   QuantizedHost qs;

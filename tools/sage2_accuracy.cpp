@@ -17,6 +17,7 @@
 //                         (reference::ActivationModel; defaults there)
 //     --only SECTION      smoothing | granularity | pv | accumulator | hopper | onepass | rowsum | sanity
 //     --threads T         worker threads (default: all cores)
+//     --sample-tiles S --v-headroom H   the onepass section's sampled rows (defaults 4, 16)
 //     --json FILE         also write the results as JSON ("-" for stdout, then no text)
 //     --help
 //
@@ -24,9 +25,9 @@
 // reference::exact_attention (double) using the paper's metrics (appendix A.7): cosine similarity,
 // relative L1 and RMSE on the flattened output of all heads; "worst" is the lowest per-head
 // cosine similarity. Sections mirror the paper's Tables 4, 6, 7, 10 and the 8-bit Hopper kernel;
-// "onepass" compares today's statistics with the one-pass ones (and with the sampled ones,
-// sample_statistics: k̄, μ and V's scale from four KV tiles, issue 39) (kv_tile_statistics: k̄, μ from the
-// first KV tile, V scaled per tile; DESIGN.md's amendment) for each attention family, with the
+// "onepass" compares today's statistics with the one-pass ones (kv_tile_statistics: k̄, μ from the
+// first KV tile, V scaled per tile; DESIGN.md's amendment) and with the sampled ones
+// (sample_statistics: k̄, μ and V's scale from S spread KV tiles, headroom H; issue 39) for each attention family, with the
 // ratio of rel-L1s ("x today") that the amendment's bar (at most 1.02) is about.
 // Exit codes: 0 ok, 1 failure, 2 usage error.
 #include <algorithm>
@@ -61,7 +62,7 @@ const char* kUsage =
     "                      [--qk-bias X] [--outlier-channels N] [--outlier-factor X] [--qk-noise X]\n"
     "                      [--latent-scale X] [--v-bias X] [--v-outlier-bias X]\n"
     "                      [--v-latent-scale X] [--v-noise X]\n"
-    "                      [--threads T] [--json FILE|-]\n";
+    "                      [--threads T] [--sample-tiles S] [--v-headroom H] [--json FILE|-]\n";
 
 enum class InputKind { Activation, Gaussian, StudentT };
 
@@ -78,6 +79,8 @@ struct Args {
   CausalMode causal = CausalMode::None;
   std::string only;
   int threads = 0;
+  int sample_tiles = 4;       // the onepass section's "sampled" rows (QuantizeOptions::sample_tiles)
+  double v_headroom = 16.0;   // ... and their QuantizeOptions::v_headroom
   std::string json;
   ref::ActivationModel model;
 };
@@ -121,6 +124,8 @@ Args parse(int argc, char** argv) {
     else if (opt == "--kv-len") a.kv_len = parse_int(opt, v, 1, 1 << 20);
     else if (opt == "--head-dim") a.head_dim = static_cast<int>(parse_int(opt, v, 1, 512));
     else if (opt == "--threads") a.threads = static_cast<int>(parse_int(opt, v, 0, 1024));
+    else if (opt == "--sample-tiles") a.sample_tiles = static_cast<int>(parse_int(opt, v, 1, 1 << 20));
+    else if (opt == "--v-headroom") a.v_headroom = parse_real(opt, v, 1, 1 << 20);
     else if (opt == "--json") a.json = v;
     else if (opt == "--qk-bias") a.model.qk_bias = parse_real(opt, v, 0, 1e4);
     else if (opt == "--outlier-channels") a.model.outlier_channels = static_cast<int>(parse_int(opt, v, 0, 512));
@@ -303,6 +308,8 @@ std::vector<Config> configs(const Args& a) {
       one.opt.kv_tile_statistics = true;
       Config sample{"onepass", std::string(name) + ", sampled", spec, hw, {}, today.name};
       sample.opt.sample_statistics = true;
+      sample.opt.sample_tiles = a.sample_tiles;
+      sample.opt.v_headroom = static_cast<float>(a.v_headroom);
       cs.push_back(today);
       cs.push_back(one);
       cs.push_back(sample);

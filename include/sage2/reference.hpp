@@ -381,13 +381,16 @@ struct QuantizeOptions {
   // v_scale stays 0. Default off: today's contract, bit for bit.
   bool kv_tile_statistics = false;
   // A 3T stage that keeps the attention kernels as they are (under study, issue 39): k̄, μ and the
-  // statistics k_stats / v_stats are taken over a sample of keys — KV tiles ⌊i·T/4⌋, i = 0..3, of
-  // the T = k_blocks tiles of bk keys, gathered in that order (every key when T <= 4) — and V's
-  // per-channel scale from the sample's amax A_s with headroom: amax = A_all <= 16·A_s ? 16·A_s :
-  // A_all, where A_all is the amax over all keys (so codes never saturate; a kernel detects A_all >
-  // 16·A_s while it writes the codes and redoes that channel). k_first_bad / v_first_bad still
-  // cover every key. Exclusive with kv_tile_statistics. Default off.
+  // statistics k_stats / v_stats are taken over a sample of keys — KV tiles ⌊i·T/S⌋, i = 0..S−1
+  // (S = sample_tiles), of the T = k_blocks tiles of bk keys, gathered in that order (every key
+  // when T <= S) — and V's per-channel scale from the sample's amax A_s with headroom H =
+  // v_headroom: amax = A_all <= H·A_s ? H·A_s : A_all, where A_all is the amax over all keys (so
+  // codes never saturate; a kernel detects A_all > H·A_s while it writes the codes and redoes that
+  // channel). k_first_bad / v_first_bad still cover every key. Exclusive with kv_tile_statistics.
+  // Default off.
   bool sample_statistics = false;
+  int sample_tiles = 4;      // S >= 1
+  float v_headroom = 16.f;   // H >= 1 (a power of two keeps the scale's product exact)
 };
 
 struct QuantizedHost {
@@ -474,9 +477,11 @@ struct EmulationOptions {
   // takes each tile's V scale at the flush, O_c = O_c·a + R_c·δV[t][c], so the epilogue is
   // O_ic = (O_c · r) + μ[c]. Needs two_level_accum (a carried accumulator has no flush per tile).
   bool kv_tile_statistics = false;
-  // QuantizeOptions::sample_statistics for the stage (a caller's `stage` must have been made with
-  // the same setting); the attention part is today's.
+  // QuantizeOptions::sample_statistics (with its sample_tiles, v_headroom) for the stage (a
+  // caller's `stage` must have been made with the same setting); the attention part is today's.
   bool sample_statistics = false;
+  int sample_tiles = 4;
+  float v_headroom = 16.f;
   // A contract amendment under study (issue 31, bench/NOTES.md session 10): the row sum l adds the
   // P̂ the P̂·V̂ product reads (as a tensor-core row sum of P̂ against ones would, the reference's
   // sm80 kernel: 16 keys a step, each step's exact sum rounded once into the fp32 tile sum that

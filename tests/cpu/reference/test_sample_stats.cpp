@@ -5,6 +5,7 @@
 //  - V's per-channel scale is the sample's amax with headroom 16, unless a key outside the sample
 //    exceeds it: then the amax over all keys (no code saturates);
 //  - the emulation takes that scale for the P̃V product; with every approximation off it is exact;
+//  - sample_tiles and v_headroom set the sample's size and the headroom (checked: S >= 1, H >= 1);
 //  - it excludes kv_tile_statistics, and a stage made without it is refused.
 #include <doctest/doctest.h>
 
@@ -127,4 +128,31 @@ TEST_CASE("sampled statistics: exclusive with kv_tile_statistics; a stage made w
   o.sample_statistics = true;
   o.stage = &today;
   CHECK_THROWS_WITH_AS(emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), spec, o), doctest::Contains("sample_statistics"), Error);
+}
+
+TEST_CASE("sampled statistics: sample_tiles and v_headroom set the sample and the headroom") {
+  const std::int64_t nk = 6 * 128;  // T = 6
+  const AttentionInputs in = make_activation_like(25, DType::F32, 1, 1, 1, 30, nk, 64);
+  const KernelConfig spec = sample_spec(64, false);
+  QuantizeOptions o;
+  o.sample_statistics = true;
+  o.sample_tiles = 2;  // tiles 0 and 3
+  o.v_headroom = 4.f;
+  const QuantizedHost s = quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec, o);
+  std::vector<std::int64_t> keys;
+  for (std::int64_t t : {0, 3})
+    for (std::int64_t n = t * 128; n < (t + 1) * 128; ++n) keys.push_back(n);
+  for (int c = 0; c < 64; ++c) {
+    CHECK(s.k_mean[c] == doctest::Approx(mean_of(in.k, keys, c)).epsilon(1e-5));
+    float a_s = 0, a_all = 0;
+    for (std::int64_t n : keys) a_s = std::max(a_s, std::fabs(in.v.get(0, 0, n, c)));
+    for (std::int64_t n = 0; n < nk; ++n) a_all = std::max(a_all, std::fabs(in.v.get(0, 0, n, c)));
+    CHECK(s.v_amax[c] == (a_all <= 4.f * a_s ? 4.f * a_s : a_all));
+  }
+  for (auto bad : {std::pair<int, float>{0, 16.f}, {4, 0.5f}}) {
+    QuantizeOptions b = o;
+    b.sample_tiles = bad.first;
+    b.v_headroom = bad.second;
+    CHECK_THROWS_WITH_AS(quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec, b), doctest::Contains("sample_tiles"), Error);
+  }
 }
