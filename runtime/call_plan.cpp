@@ -55,7 +55,12 @@ std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const plan::
   auto p = std::make_shared<CallPlan>();
   layout_plan(ctx, problem, p.get());
   if (problem.direct) {  // the direct path: its two kernels, nothing else
-    load_direct_stage(ctx, p->direct_stage);
+    const std::vector<kernels::KernelSpec> specs = plan::direct_call_kernels(p->direct_stage.layout);
+    if (tier == BuildTier::Quick &&
+        std::all_of(specs.begin(), specs.end(), [&](const kernels::KernelSpec& s) { return ctx.kernels().optimized_available(s); }))
+      tier = BuildTier::Optimized;
+    load_direct_stage(ctx, p->direct_stage, tier);
+    p->tier = tier;
     return p;
   }
   const kernels::QuantBuffers& b = p->buffers;
@@ -125,6 +130,43 @@ plan::AttentionProblem validate_call(Context::Impl& ctx, const TensorRef& q, con
               : plan::validate_attention(q, k, v, out, params, ctx.arch());
 }
 
+// Whether a quantized call may take the direct path's quick plan as its first tier (call_plan,
+// header comment): the Context compiles in tiers and Auto sent a dense, unmasked call at a head dim
+// the direct path runs to the quantized path. `direct`: that problem on the direct path.
+bool direct_tier_eligible(Context::Impl& ctx, const plan::AttentionProblem& problem, const AttentionParams& params,
+                          plan::AttentionProblem& direct) {
+  if (!ctx.config().tiered_compile || problem.direct || problem.varlen || problem.mask != 0 ||
+      problem.head_dim > kernels::kDirectMaxHeadDim || params.small_q_path != SmallQPath::Auto)
+    return false;
+  direct = problem;
+  direct.direct = true;
+  return true;
+}
+
+// The direct path's quick plan for a call direct_tier_eligible admits; null when its optimized
+// kernels are all at hand (no tier needed) or the direct path cannot run it or its quick build
+// fails (then the caller takes the quantized path's own tiers). Its workspace is the larger of the
+// two paths' (as call_workspace_bytes reports for such a call).
+std::shared_ptr<const CallPlan> quick_direct_plan(Context::Impl& ctx, const plan::AttentionProblem& problem,
+                                                  const plan::AttentionProblem& direct) {
+  CallPlan final_layout;
+  layout_plan(ctx, problem, &final_layout);
+  const std::vector<kernels::KernelSpec> specs =
+      plan::quantized_call_kernels(final_layout.spec, ctx.config().quant_path).all();
+  if (std::all_of(specs.begin(), specs.end(), [&](const kernels::KernelSpec& s) { return ctx.kernels().optimized_available(s); }))
+    return nullptr;
+  try {
+    auto p = std::const_pointer_cast<CallPlan>(build_call_plan(ctx, direct, BuildTier::Quick));
+    if (p->tier != BuildTier::Quick) return nullptr;  // (its optimized kernels were at hand: not a tier)
+    p->reserve_bytes = final_layout.total();
+    return p;
+  } catch (const Error& e) {
+    base::log::warn_once("quick-direct-tier-failed", std::string("tiered compile: the direct path's quick plan failed; "
+                                                                 "the call takes the quantized path's tiers: ") + e.what());
+    return nullptr;
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<const CallPlan> call_plan(Context::Impl& ctx, const TensorRef& q, const TensorRef& k,
@@ -140,7 +182,10 @@ std::shared_ptr<const CallPlan> call_plan(Context::Impl& ctx, const TensorRef& q
                          "unset; calls wait for the optimized kernels");
     tiered = false;
   }
-  std::shared_ptr<const CallPlan> built = build_call_plan(ctx, problem, tiered ? BuildTier::Quick : BuildTier::Optimized);
+  std::shared_ptr<const CallPlan> built;
+  plan::AttentionProblem direct;
+  if (tiered && direct_tier_eligible(ctx, problem, params, direct)) built = quick_direct_plan(ctx, problem, direct);
+  if (!built) built = build_call_plan(ctx, problem, tiered ? BuildTier::Quick : BuildTier::Optimized);
   std::shared_ptr<const CallPlan> cached = ctx.call_cache().insert(sig, built);
   if (cached == built && built->tier == BuildTier::Quick) {
     // The optimized kernels on a background thread (one per signature); no call waits for it.
@@ -163,6 +208,16 @@ std::size_t call_workspace_bytes(Context::Impl& ctx, const TensorRef& q, const T
   if (auto hit = ctx.call_cache().find(call_signature(q, k, v, out, params, lens))) return hit->total();
   CallPlan p;
   layout_plan(ctx, problem, &p);
+  // A call that may start on the direct path's quick plan needs room for either path.
+  plan::AttentionProblem direct;
+  if (direct_tier_eligible(ctx, problem, params, direct)) {
+    try {
+      CallPlan d;
+      layout_plan(ctx, direct, &d);
+      return std::max(p.total(), d.total());
+    } catch (const Error&) {  // a call the direct path cannot run takes no such tier
+    }
+  }
   return p.total();
 }
 

@@ -31,7 +31,13 @@ struct CallPlan {
   // below — no quantize stage, no ΔS, its workspace the splits' partials (direct_bytes).
   std::size_t direct_bytes = 0;
   DirectStagePlan direct_stage;
-  std::size_t total() const { return quant_bytes + delta_s_bytes + direct_bytes; }
+  // A quick direct-path plan standing in for a quantized one (call_plan's first tier) reports at
+  // least the quantized plan's workspace (a caller's buffer sized before the first call fits both).
+  std::size_t reserve_bytes = 0;
+  std::size_t total() const {
+    const std::size_t used = quant_bytes + delta_s_bytes + direct_bytes;
+    return used > reserve_bytes ? used : reserve_bytes;
+  }
 
   using Launch = KernelLaunch;
   bool fused_quantize = false;
@@ -63,21 +69,25 @@ void mark_overlapping_launches(CallPlan& plan, bool allowed);
 // Builds the plan of a validated problem: plans the spec, lays out the workspace, loads (or
 // compiles) every kernel the call launches, computes shapes and chunks. Throws like the stages.
 // tier Quick (the tiered compile): the quick builds of the call's kernels, unless every optimized
-// one is already loaded or in the disk cache (then those: CallPlan::tier says which). The direct
-// path always loads its optimized kernels.
+// one is already loaded or in the disk cache (then those: CallPlan::tier says which); for a
+// problem on the direct path, the quick builds of its kernels.
 std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const plan::AttentionProblem& problem,
                                                 BuildTier tier = BuildTier::Optimized);
 
 // The Context's plan for these arguments: validates them (every call: the checks that depend on
 // pointers must run each time), then finds the plan by signature or builds and caches it. With
 // ContextOptions::tiered_compile a new plan may run quick kernels; the optimized plan is then built
-// on a background thread (Context::Impl::background) and replaces it in the cache.
+// on a background thread (Context::Impl::background) and replaces it in the cache. The quick plan
+// of a dense, unmasked call at head dim <= 256 that Auto sends to the quantized path is the direct
+// path's (one or two kernels, nothing to quantize: the fastest first tier to build; its workspace
+// the larger of the two paths'); otherwise the quick builds of the call's own kernels.
 // `lens`: a varlen call's (validate_attention_varlen), null for a dense call.
 std::shared_ptr<const CallPlan> call_plan(Context::Impl& ctx, const TensorRef& q, const TensorRef& k,
                                           const TensorRef& v, const TensorRef& out, const AttentionParams& params,
                                           const SeqLens* lens = nullptr);
 
-// workspace_size(): the plan's total when cached, else the layout alone (no kernel is loaded).
+// workspace_size(): the plan's total when cached, else the layout alone (no kernel is loaded); for a
+// call the direct path's quick plan may start (tiered compile), the larger of both paths' layouts.
 std::size_t call_workspace_bytes(Context::Impl& ctx, const TensorRef& q, const TensorRef& k, const TensorRef& v,
                                  const TensorRef& out, const AttentionParams& params, const SeqLens* lens = nullptr);
 

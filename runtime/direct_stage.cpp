@@ -22,9 +22,9 @@ kernels::DirectDevice direct_device(const DeviceFacts& f) {
   return d;
 }
 
-void load_direct_stage(Context::Impl& ctx, DirectStagePlan& plan) {
+void load_direct_stage(Context::Impl& ctx, DirectStagePlan& plan, BuildTier tier) {
   const kernels::DirectLayout& l = plan.layout;
-  const std::vector<LoadedKernel*> k = ctx.kernels().load_all(plan::direct_call_kernels(l));  // at once when cold
+  const std::vector<LoadedKernel*> k = ctx.kernels().load_all(plan::direct_call_kernels(l), tier);  // at once when cold
   plan.split = {k[0], l.split_shape};
   if (l.merge()) plan.merge = {k[1], l.merge_shape};
 }

@@ -25,7 +25,7 @@ kernels::DirectDevice direct_device(const DeviceFacts& facts);
 kernels::DirectDevice direct_device(const Context::Impl& ctx);
 
 // Loads (or compiles) the kernels of a laid-out plan.
-void load_direct_stage(Context::Impl& ctx, DirectStagePlan& plan);
+void load_direct_stage(Context::Impl& ctx, DirectStagePlan& plan, BuildTier tier = BuildTier::Optimized);
 
 // The call's parameter struct (pure host). Throws InvalidArgument like kernels::make_direct_params.
 dev::DirectParams build_direct_params(const DirectStagePlan& plan, const TensorRef& q, const TensorRef& k,

@@ -318,7 +318,9 @@ class Context {
                         const SeqLens& lens, const AttentionParams& params = {}, CUstream_st* stream = nullptr);
   std::size_t workspace_size_varlen(const TensorRef& q, const TensorRef& k, const TensorRef& v, const TensorRef& out,
                                     const SeqLens& lens, const AttentionParams& params = {}) const;
-  // Bytes of workspace attention() needs for these arguments.
+  // Bytes of workspace attention() needs for these arguments. With the tiered compile a new call
+  // may start on the direct path (its quick first tier): then the larger of the two paths' needs,
+  // until the optimized plan serves the call (the answer never grows for the same arguments).
   std::size_t workspace_size(const TensorRef& q, const TensorRef& k, const TensorRef& v,
                              const TensorRef& out, const AttentionParams& params = {}) const;
   const std::string& cache_dir() const;  // empty when the disk cache is disabled

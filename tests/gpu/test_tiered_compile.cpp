@@ -1,6 +1,7 @@
 // Specification: tiered compilation (issue 40, ContextOptions::tiered_compile).
 //  - a fresh Context with an empty cache directory runs the first call of a new specialisation
-//    on quick kernels (BuildTier::Quick: the same specs compiled with --Ofast-compile=max) and
+//    on quick kernels (BuildTier::Quick: compiled with --Ofast-compile=max; for a dense unmasked
+//    call at head dim <= 256, the direct path's kernels stand in for the quantized ones) and
 //    builds the optimized plan in the background; the call's result meets the 8-bit accuracy bar
 //    against exact attention;
 //  - within 60 s the Context's plan for that shape runs the optimized kernels, whose result meets
@@ -121,6 +122,9 @@ TEST_CASE("gpu tiered compile: the first call runs quick kernels, the optimized 
             << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s");
     require_accurate(c.check(first), "quick tier");
     CHECK(quick_kernels(ctx) > 0);
+    // a dense call at a head dim the direct path runs: its quick plan is the direct path's
+    for (const auto& k : runtime::context_impl(ctx).kernels().loaded())
+      if (k.tier == runtime::BuildTier::Quick) CHECK(k.key.rfind("direct", 0) == 0);
     REQUIRE(wait_for_background(ctx, 60.0));
     MESSAGE("optimized plan ready " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
                                     << " s after the first call began");

@@ -407,6 +407,63 @@ TEST_CASE("tiered compile child: quick kernels first, the optimized ones in the 
   }
 }
 
+// An Auto call the quantized path takes (1024 query rows per kv head) at a head dim the direct
+// path runs: its quick plan is the direct path's.
+struct AutoCall {
+  static constexpr std::int64_t H = 2, N = 1024, D = 64, kBytes = H * N * D * 2;
+  FakeTensor q{kBytes}, k{kBytes}, v{kBytes}, o{kBytes};
+  void run(sage2::Context& ctx) const {
+    ctx.attention(q.ref(1, H, N, D), k.ref(1, H, N, D), v.ref(1, H, N, D), o.ref(1, H, N, D), sage2::AttentionParams{});
+  }
+  std::size_t workspace(sage2::Context& ctx) const {
+    return ctx.workspace_size(q.ref(1, H, N, D), k.ref(1, H, N, D), v.ref(1, H, N, D), o.ref(1, H, N, D));
+  }
+};
+
+TEST_CASE("tiered direct child: the direct path's quick kernels stand in for a quantized call" * doctest::skip()) {
+  const char* dir_env = std::getenv("SAGE2_STATS_CHILD_DIR");
+  REQUIRE_MESSAGE(dir_env != nullptr, "a 'tiered compile child' case runs only in a child");
+  const std::string dir = std::string(dir_env) + "/direct-tier";
+  REQUIRE_MESSAGE(sage2::base::driver::available(), sage2::base::driver::unavailable_reason());
+  sage2::ContextOptions o = options(dir);
+  o.tiered_compile = true;
+  sage2::Context a(0, o);
+  auto& impl = sage2::runtime::context_impl(a);
+  const AutoCall call;
+  const std::size_t bytes_before = call.workspace(a);
+  call.run(a);
+  std::size_t quick = 0, quick_direct = 0;
+  for (const auto& k : impl.kernels().loaded())
+    if (k.tier == sage2::runtime::BuildTier::Quick) ++quick, quick_direct += k.key.rfind("direct", 0) == 0;
+  CHECK(quick >= 1);
+  CHECK(quick_direct == quick);  // the stand-in: the direct path's kernels only
+  // workspace_size() asked before the first call covers both tiers, and never grows
+  CHECK(call.workspace(a) == bytes_before);
+  REQUIRE(background_done(a, 120.0));
+  CHECK(call.workspace(a) <= bytes_before);
+  CHECK(call.workspace(a) > 0);
+  // the disk holds the quantized path's optimized kernels only
+  CHECK(entries(dir).size() == static_cast<std::size_t>(a.kernel_stats().compiled) - quick);
+  for (const auto& e : entries(dir)) CHECK(e.size() > 0);
+  const std::size_t loaded = impl.kernels().loaded().size();
+  call.run(a);  // the optimized plan: nothing new loads
+  CHECK(impl.kernels().loaded().size() == loaded);
+  CHECK(impl.background().running() == 0);
+}
+
+TEST_CASE("tiered compile: the direct path's quick kernels stand in for a quantized call (child process)") {
+  REQUIRE_MESSAGE(!sage2::test::fake().lib.empty(), sage2::test::fake().problem);
+  const sage2::test::TempDir tmp("sage2-tiered-direct");
+  const auto r = sage2::test::run_command(
+      "SAGE2_LIBCUDA=" + quoted(sage2::test::fake().lib) + " SAGE2_STATS_CHILD_DIR=" + quoted(tmp.path) +
+      " SAGE2_JIT_WORKER=" + quoted(std::string(SAGE2_TOOLS_DIR) + "/sage2-jit-worker") + " " + quoted(self_exe()) + " " +
+      quoted("--test-case=tiered direct child: *") + " --no-skip=true --no-version=true 2>&1");
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("1 passed") != std::string::npos);
+  CHECK(r.out.find("0 failed") != std::string::npos);
+}
+
 TEST_CASE("tiered compile: the quick tier, the background build and the disk on the fake driver (child process)") {
   REQUIRE_MESSAGE(!sage2::test::fake().lib.empty(), sage2::test::fake().problem);
   const sage2::test::TempDir tmp("sage2-tiered");
