@@ -235,18 +235,20 @@ struct ContextOptions {
   // others, never (a cubin planted there would run inside this process). Unset: on when
   // SAGE2_CACHE_TRUST_ROOT is 1/true/yes/on, else off. From C: SAGE2_CACHE_TRUST_ROOT.
   std::optional<bool> cache_trust_root;
-  // true: a call whose optimized kernels are neither loaded nor in the disk cache runs kernels of
-  // the same specialisation compiled as fast as NVRTC can (in memory only, by the sage2-jit-worker
-  // program beside the library, or $SAGE2_JIT_WORKER; without one, calls wait), and the optimized ones
-  // compile on a background thread; the Context's later calls of that shape use them once they
-  // are ready. No call waits for the background compile; a CUDA graph captured with the quick
-  // kernels keeps running them (they stay loaded while the Context lives); destroying the Context
-  // waits for a compile in flight. The quick kernels have the same tiles but may differ in the
-  // last bits. false: every call waits for the optimized kernels (deterministic deployments and
-  // benchmarks). Unset: on when SAGE2_TIERED_COMPILE is 1/true/yes/on, else off. From C:
-  // SAGE2_TIERED_COMPILE. Off by default: the early calls' last bits differ from later ones. With
-  // cold compile caches it cuts an H200 host's first call at a new head dim from 1.4–2.3 s to
-  // 0.55–0.82 s (docs/deploying.md).
+  // true: a call whose optimized kernels are neither loaded nor in the disk cache runs quick
+  // kernels, compiled as fast as NVRTC can (in memory only, by the sage2-jit-worker program beside
+  // the library, or $SAGE2_JIT_WORKER; without one, calls wait), while the optimized ones compile
+  // on a background thread; the Context's later calls of that shape use them once they are ready.
+  // The quick kernels are the call's own specialisation's (same tiles, possibly other last bits),
+  // or, for a dense unmasked call at head dim <= 256 that runs quantized, the direct path's
+  // (unquantized: its first results differ by the quantization error; workspace_size() then covers
+  // both). No call waits for the background compile; a CUDA graph captured with the quick kernels
+  // keeps running them (they stay loaded while the Context lives); destroying the Context waits for
+  // a compile in flight. false: every call waits for the optimized kernels (deterministic
+  // deployments and benchmarks). Unset: on when SAGE2_TIERED_COMPILE is 1/true/yes/on, else off.
+  // From C: SAGE2_TIERED_COMPILE. Off by default: the early calls differ from later ones. With
+  // cold compile caches it cuts an H200 host's first call at a new head dim from 1.2–2.1 s to
+  // 0.24–0.26 s at hd 72–200 (0.62 s at hd 320) (docs/deploying.md).
   std::optional<bool> tiered_compile;
 };
 
