@@ -331,12 +331,21 @@ TEST_CASE("kernel stats child: Contexts on the fake driver load real kernels" * 
   CHECK(c.disk_loads == p2.disk_loads);
 }
 
+namespace {
+// Runs this test binary's skipped case(s) `cases` (a doctest --test-case pattern) in a child on the
+// fake driver, with SAGE2_STATS_CHILD_DIR a fresh directory and `env` before the command.
+sage2::test::CommandResult run_child(const char* tmp_tag, const std::string& env, const std::string& cases) {
+  const sage2::test::TempDir tmp(tmp_tag);
+  return sage2::test::run_command("SAGE2_LIBCUDA=" + quoted(sage2::test::fake().lib) + " SAGE2_STATS_CHILD_DIR=" +
+                                  quoted(tmp.path) + " " + env + " " + quoted(self_exe()) + " " +
+                                  quoted("--test-case=" + cases) + " --no-skip=true --no-version=true 2>&1");
+}
+std::string worker_env() { return "SAGE2_JIT_WORKER=" + quoted(std::string(SAGE2_TOOLS_DIR) + "/sage2-jit-worker"); }
+}  // namespace
+
 TEST_CASE("kernel stats: real loads counted on the fake driver (child process)") {
   REQUIRE_MESSAGE(!sage2::test::fake().lib.empty(), sage2::test::fake().problem);
-  const sage2::test::TempDir tmp("sage2-kernel-stats");
-  const auto r = sage2::test::run_command(
-      "SAGE2_LIBCUDA=" + quoted(sage2::test::fake().lib) + " SAGE2_STATS_CHILD_DIR=" + quoted(tmp.path) + " " +
-      quoted(self_exe()) + " " + quoted("--test-case=kernel stats child: *") + " --no-skip=true --no-version=true 2>&1");
+  const auto r = run_child("sage2-kernel-stats", "", "kernel stats child: *");
   INFO(r.out);
   CHECK(r.code == 0);
   CHECK(r.out.find("1 passed") != std::string::npos);
@@ -453,11 +462,7 @@ TEST_CASE("tiered direct child: the direct path's quick kernels stand in for a q
 
 TEST_CASE("tiered compile: the direct path's quick kernels stand in for a quantized call (child process)") {
   REQUIRE_MESSAGE(!sage2::test::fake().lib.empty(), sage2::test::fake().problem);
-  const sage2::test::TempDir tmp("sage2-tiered-direct");
-  const auto r = sage2::test::run_command(
-      "SAGE2_LIBCUDA=" + quoted(sage2::test::fake().lib) + " SAGE2_STATS_CHILD_DIR=" + quoted(tmp.path) +
-      " SAGE2_JIT_WORKER=" + quoted(std::string(SAGE2_TOOLS_DIR) + "/sage2-jit-worker") + " " + quoted(self_exe()) + " " +
-      quoted("--test-case=tiered direct child: *") + " --no-skip=true --no-version=true 2>&1");
+  const auto r = run_child("sage2-tiered-direct", worker_env(), "tiered direct child: *");
   INFO(r.out);
   CHECK(r.code == 0);
   CHECK(r.out.find("1 passed") != std::string::npos);
@@ -466,11 +471,7 @@ TEST_CASE("tiered compile: the direct path's quick kernels stand in for a quanti
 
 TEST_CASE("tiered compile: the quick tier, the background build and the disk on the fake driver (child process)") {
   REQUIRE_MESSAGE(!sage2::test::fake().lib.empty(), sage2::test::fake().problem);
-  const sage2::test::TempDir tmp("sage2-tiered");
-  const auto r = sage2::test::run_command(
-      "SAGE2_LIBCUDA=" + quoted(sage2::test::fake().lib) + " SAGE2_STATS_CHILD_DIR=" + quoted(tmp.path) +
-      " SAGE2_JIT_WORKER=" + quoted(std::string(SAGE2_TOOLS_DIR) + "/sage2-jit-worker") + " " + quoted(self_exe()) + " " +
-      quoted("--test-case=tiered compile child: *") + " --no-skip=true --no-version=true 2>&1");
+  const auto r = run_child("sage2-tiered", worker_env(), "tiered compile child: *");
   INFO(r.out);
   CHECK(r.code == 0);
   CHECK(r.out.find("1 passed") != std::string::npos);
@@ -492,11 +493,7 @@ TEST_CASE("tiered compile child with a failing worker: the call waits for the op
 
 TEST_CASE("tiered compile: a worker that fails does not fail the call (child process)") {
   REQUIRE_MESSAGE(!sage2::test::fake().lib.empty(), sage2::test::fake().problem);
-  const sage2::test::TempDir tmp("sage2-tiered-fail");
-  const auto r = sage2::test::run_command(
-      "SAGE2_LIBCUDA=" + quoted(sage2::test::fake().lib) + " SAGE2_STATS_CHILD_DIR=" + quoted(tmp.path) +
-      " SAGE2_JIT_WORKER=/bin/false " + quoted(self_exe()) + " " +
-      quoted("--test-case=tiered compile child with a failing worker: *") + " --no-skip=true --no-version=true 2>&1");
+  const auto r = run_child("sage2-tiered-fail", "SAGE2_JIT_WORKER=/bin/false", "tiered compile child with a failing worker: *");
   INFO(r.out);
   CHECK(r.code == 0);
   CHECK(r.out.find("1 passed") != std::string::npos);
