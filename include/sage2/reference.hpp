@@ -386,7 +386,8 @@ struct QuantizeOptions {
   // when T <= S) — and V's per-channel scale from the sample's amax A_s with headroom H =
   // v_headroom: amax = A_all <= H·A_s ? H·A_s : A_all, where A_all is the amax over all keys (so
   // codes never saturate; a kernel detects A_all > H·A_s while it writes the codes and redoes that
-  // channel). k_first_bad / v_first_bad still cover every key. Exclusive with kv_tile_statistics.
+  // channel). The sums run in the split stage's order with one chunk per sampled tile (bk keys).
+  // k_first_bad / v_first_bad still cover every key. Exclusive with kv_tile_statistics.
   // Default off.
   bool sample_statistics = false;
   int sample_tiles = 4;      // S >= 1

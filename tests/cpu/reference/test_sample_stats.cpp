@@ -1,6 +1,6 @@
 // Specification: the sampled statistics of the quantize stage (QuantizeOptions /
 // EmulationOptions::sample_statistics, under study for issue 39's 3T stage):
-//  - with at most 4 KV tiles the sample is every key: the stage is today's, bit for bit;
+//  - with at most 4 KV tiles the sample is every key (its sums in chunks of one tile, bk keys);
 //  - with more, k̄ and μ are the means of KV tiles ⌊i·T/4⌋ (i = 0..3), and q·k̄ uses that k̄;
 //  - V's per-channel scale is the sample's amax with headroom 16, unless a key outside the sample
 //    exceeds it: then the amax over all keys (no code saturates);
@@ -49,7 +49,7 @@ QuantizedHost sampled(const AttentionInputs& in, const KernelConfig& spec) {
 
 }  // namespace
 
-TEST_CASE("sampled statistics: with at most four KV tiles the stage is today's, bit for bit") {
+TEST_CASE("sampled statistics: with at most four KV tiles the sample is every key (sums in chunks of bk keys)") {
   const AttentionInputs in = make_activation_like(21, DType::F16, 1, 2, 1, 90, 4 * 128 - 3, 64);
   for (bool sv : {false, true}) {
     CAPTURE(sv);
@@ -57,11 +57,12 @@ TEST_CASE("sampled statistics: with at most four KV tiles the stage is today's, 
     const QuantizedHost today = quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec);
     const QuantizedHost s = sampled(in, spec);
     CHECK(s.sample_statistics);
-    CHECK(s.k_mean == today.k_mean);
-    CHECK(s.k_codes == today.k_codes);
-    CHECK(s.k_scale == today.k_scale);
-    CHECK(s.v_codes != today.v_codes);  // the headroom: codes 16x smaller (mostly)
-    for (int c = 0; c < 64; ++c) CHECK(s.v_scale[c] == 16.f * today.v_scale[c]);
+    for (int c = 0; c < 64; ++c) {
+      CAPTURE(c);
+      // the same keys, summed in another order: equal to a few float roundings
+      CHECK(s.k_mean[c] == doctest::Approx(today.k_mean[c]).epsilon(1e-5).scale(1e-3));
+      CHECK(s.v_scale[c] == doctest::Approx(16.f * today.v_scale[c]).epsilon(1e-5));
+    }
   }
 }
 
