@@ -67,6 +67,11 @@ void mask_tiles_rules(const KernelSpec& s) {
 }
 
 // ---- preamble constants
+// Every op's sampling constants (0 tiles: the statistics over every key; templates/quantize_common.cuh).
+void sample_defines(QuantMapping& m, const KernelSpec& c) {
+  m.defines.push_back({"SAGE2_QZ_SAMPLE_TILES", c.sampled_stats ? kSampleTiles : 0, "KV tiles of the sampled statistics (0: every key)"});
+  m.defines.push_back({"SAGE2_QZ_V_HEADROOM", static_cast<int>(kVHeadroom), "V scale headroom of the sampled statistics"});
+}
 void item_maps(QuantMapping& m, std::initializer_list<std::pair<const char*, const QuantizeKernelConfig*>> kinds) {
   for (const auto& [name, k] : kinds) {
     const std::string pre = std::string("SAGE2_QZ_") + name + "_";
@@ -96,6 +101,7 @@ QuantMapping split_mapping(const KernelSpec& c, const QuantLayout& layout) {
     m.defines.push_back({"SAGE2_QZ_DYN_SMEM", q.dynamic_smem, "dynamic shared memory of the launch (bytes)"});
   }
   k_runs(m, c.op == QuantOp::QuantizeK ? k_group_runs(layout, q) : KGroupRuns{});
+  sample_defines(m, c);
   return m;
 }
 QuantMapping one_launch_mapping(const KernelSpec& c, const QuantLayout&) {
@@ -107,6 +113,7 @@ QuantMapping one_launch_mapping(const KernelSpec& c, const QuantLayout&) {
     m.defines.push_back({"SAGE2_QZ_MIN_CTAS", quantize_kernel_config(c).min_ctas, "CTAs per SM the registers must allow"});
   item_maps(m, {{"S", &f.stats}, {"Q", &f.q}, {"K", &f.k}, {"V", &f.v}});
   k_runs(m, KGroupRuns{});  // (their bodies keep the per-row form: an 80-register bound)
+  sample_defines(m, c);
   return m;
 }
 QuantMapping kv_mapping(const KernelSpec& c, const QuantLayout& layout) {
@@ -119,19 +126,20 @@ QuantMapping kv_mapping(const KernelSpec& c, const QuantLayout& layout) {
                {"SAGE2_QZ_DYN_SMEM", f.dynamic_smem, "dynamic shared memory of the launch (bytes)"}};
   item_maps(m, {{"S", &f.stats}, {"K", &f.k}, {"V", &f.v}});
   k_runs(m, k_group_runs(layout, f.k));
+  sample_defines(m, c);
   return m;
 }
 
 // One small entry file per op (templates/quantize_common.cuh lists them and the headers they share).
 constexpr QuantOpDesc kQuantOps[] = {
-    {QuantOp::ChannelStats, "channel_stats", "quantize_stats.cuh", false, false, stats_fields, no_rules, split_mapping},
-    {QuantOp::QuantizeQ, "quantize_q", "quantize_qk.cuh", false, false, q_fields, no_rules, split_mapping},
-    {QuantOp::QuantizeK, "quantize_k", "quantize_qk.cuh", false, false, k_fields, no_rules, split_mapping},
-    {QuantOp::QuantizeV, "quantize_v", "quantize_v.cuh", true, false, v_fields, no_rules, split_mapping},
-    {QuantOp::Fused, "quantize_fused", "quantize_fused.cuh", true, false, reads_all, fused_rules, one_launch_mapping},
-    {QuantOp::Cluster, "quantize_cluster", "quantize_cluster.cuh", true, false, reads_all, cluster_rules, one_launch_mapping},
-    {QuantOp::QuantizeKV, "quantize_kv", "quantize_kv.cuh", true, false, kv_fields, kv_rules, kv_mapping},
-    {QuantOp::MaskTiles, "mask_tiles", "quantize_mask_tiles.cuh", false, true, mask_tiles_fields, mask_tiles_rules, split_mapping},
+    {QuantOp::ChannelStats, "channel_stats", "quantize_stats.cuh", false, false, true, stats_fields, no_rules, split_mapping},
+    {QuantOp::QuantizeQ, "quantize_q", "quantize_qk.cuh", false, false, true, q_fields, no_rules, split_mapping},
+    {QuantOp::QuantizeK, "quantize_k", "quantize_qk.cuh", false, false, true, k_fields, no_rules, split_mapping},
+    {QuantOp::QuantizeV, "quantize_v", "quantize_v.cuh", true, false, true, v_fields, no_rules, split_mapping},
+    {QuantOp::Fused, "quantize_fused", "quantize_fused.cuh", true, false, false, reads_all, fused_rules, one_launch_mapping},
+    {QuantOp::Cluster, "quantize_cluster", "quantize_cluster.cuh", true, false, false, reads_all, cluster_rules, one_launch_mapping},
+    {QuantOp::QuantizeKV, "quantize_kv", "quantize_kv.cuh", true, false, false, kv_fields, kv_rules, kv_mapping},
+    {QuantOp::MaskTiles, "mask_tiles", "quantize_mask_tiles.cuh", false, true, false, mask_tiles_fields, mask_tiles_rules, split_mapping},
 };
 
 constexpr AuxFamilyDesc kAuxFamilies[] = {

@@ -33,6 +33,7 @@ struct QuantOpDesc {
   const char* template_file;  // its entry file in templates/
   bool writes_v;              // writes V̂: reads the P̃V precision (pv_fp16, pv_acc16)
   bool reads_mask;            // reads the tensor mask (the tile classification)
+  bool samples_stats;         // runs with KernelSpec::sampled_stats (the split path's statistics, Q, K, V)
   // Resets the fields of the canonical spec `c` that the op does not read; `c` enters as the spec
   // with the family-wide resets applied (kernels/spec_rules.cpp KernelSpec::canonical).
   void (*canonicalize)(KernelSpec& c);

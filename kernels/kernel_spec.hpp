@@ -120,6 +120,13 @@ struct KernelSpec : QuantOptions, PvOptions {
   // so the call has no quantize_q launch and no Q̂ buffers. The family decides where it can
   // (AttentionFamilyDesc::q_in_kernel_ok); not with smooth-Q (q̄ is a mean over a whole block).
   bool q_in_kernel = false;
+  // The split path's statistics over a sample of KV tiles (kernels/quant_buffers.hpp, "Sampled
+  // statistics"): k̄, μ and V's amax from kSampleTiles tiles, V's scale with kVHeadroom and a
+  // fix-up of the channels a key exceeds. The quantize ops channel_stats, quantize_q/k/v read it;
+  // on an attention spec it is the call's choice (plan::apply_quant_path: Auto, dense calls) that
+  // quantize_spec_for hands to them, and no part of the attention kernel's code (canonical()
+  // clears it there).
+  bool sampled_stats = false;
   // (QuantOptions: qk_bits, smooth_q/k/v; PvOptions: pv_fp16, pv_acc16)
   // Emit PTX for the arch's virtual architecture (compute_NN) instead of a cubin: the driver
   // JIT-compiles it for the device (a GPU newer than the arch table, an NVRTC too old for the
@@ -164,6 +171,11 @@ constexpr int kPvAcc16Keys = 64;
 constexpr float kV8Acc16Max = 2.25f;
 constexpr int kV16Acc16Exp = 9;
 constexpr int kV16Exp = 15;  // FP16 V̂ with fp32 accumulation: |V̂| < 2^15
+// Sampled statistics (KernelSpec::sampled_stats; kernels/quant_buffers.hpp): the KV tiles sampled
+// per (batch, kv head) and V's scale headroom (a power of two: the headroom changes no e4m3 code
+// above the subnormals; reference::QuantizeOptions' sample_tiles and v_headroom default to these).
+constexpr int kSampleTiles = 4;
+constexpr float kVHeadroom = 16.f;
 
 // Padded head dims (the quantize kernel pads, no extra launches).
 int qk_dim_padded(int head_dim, int qk_bits);   // multiple of the mma k: 32 (int8) / 64 (int4)

@@ -1,5 +1,7 @@
 #include "kernels/quant_buffers.hpp"
 
+#include <algorithm>
+
 
 namespace sage2::kernels {
 
@@ -8,6 +10,8 @@ int quantize_stats_chunk(const KernelSpec& spec) {
   // statistics of a chunk must stream long enough to outweigh its combine and arrival (256 tokens
   // at head dim 64 measured 2.3x the one-CTA-per-head walk at 8K on the H200, session 12 r2).
   // A power of two, from the spec alone, so the sum order never depends on the device or the batch.
+  // Sampled statistics: one chunk per sampled KV tile.
+  if (spec.sampled_stats) return spec.tile.bk;
   const int row_bytes = 2 * ((spec.head_dim + 7) / 8 * 8);
   int t = 256;
   while (t < 2048 && t * row_bytes < 64 * 1024) t *= 2;
@@ -20,6 +24,7 @@ QuantBuffers quant_buffers(const QuantProblem& p, const KernelSpec& s) {
   b.layout = quant_layout(s);
   b.quant() = s.quant();
   b.q_in_kernel = s.q_in_kernel;
+  b.sampled_stats = s.sampled_stats;
   if (p.varlen) {
     b.q_blocks = (p.total_q + s.tile.bq - 1) / s.tile.bq + p.batch;
     b.k_blocks = (p.total_k + s.tile.bk - 1) / s.tile.bk + p.batch;
@@ -33,7 +38,8 @@ QuantBuffers quant_buffers(const QuantProblem& p, const KernelSpec& s) {
   b.row_bytes = qk_row_bytes(p.head_dim, s.qk_bits);
   b.d_v = v_dim_padded(p.head_dim);
   b.stats_chunk = quantize_stats_chunk(s);
-  b.stats_chunks = (p.kv_len + b.stats_chunk - 1) / b.stats_chunk;
+  b.stats_chunks = s.sampled_stats ? std::min<std::int64_t>(b.k_blocks, kSampleTiles)
+                                  : (p.kv_len + b.stats_chunk - 1) / b.stats_chunk;
   return b;
 }
 
@@ -65,7 +71,10 @@ std::int64_t QuantBuffers::stats_part() const {
   if (p.varlen) return p.kv_heads * 2 * (p.batch + (p.total_k + stats_chunk - 1) / stats_chunk + 1) * 4 * d_v;
   return p.batch * p.kv_heads * 2 * stats_chunks * 4 * d_v;
 }
-std::int64_t QuantBuffers::sync_words() const { return 1 + 4 * p.batch * p.kv_heads; }
+std::int64_t QuantBuffers::sync_words() const {
+  return 1 + 4 * p.batch * p.kv_heads + (sampled_stats ? p.batch * p.kv_heads * (1 + d_v) : 0);
+}
+std::int64_t QuantBuffers::v_amax() const { return sampled_stats ? p.batch * p.kv_heads * d_v : 0; }
 std::int64_t QuantBuffers::seqs() const { return p.varlen ? p.batch * 8 : 0; }
 std::int64_t QuantBuffers::q_map() const { return p.varlen ? q_blocks : 0; }
 std::int64_t QuantBuffers::k_map() const { return p.varlen ? k_blocks : 0; }
@@ -103,6 +112,9 @@ QuantBuffers::Offsets QuantBuffers::offsets() const {
   o.k_map = place(k_map(), 4);
   o.mask_tiles = place(mask_tiles(), 1);
   o.mask_bias = place(mask_bias(), 4);
+  o.v_amax = place(v_amax(), 4);
+  o.v_arrive = o.sync + static_cast<std::size_t>(1 + 4 * p.batch * p.kv_heads) * 4;
+  o.v_over = o.v_arrive + static_cast<std::size_t>(p.batch * p.kv_heads) * 4;
   o.total = at;
   return o;
 }

@@ -43,6 +43,15 @@
 //     keys' products): e4m3: 2.25 (kV8Acc16Max, the reference's bound for "fp32+fp16") in place of
 //     448, so 64·448·2.25 = 64512 < 65504; FP16: 2^max(0, e - 9) (kV16Acc16Exp) in place of
 //     2^max(0, e - 15), so |V̂| < 2^9 and 64·2^9 = 32768.
+//  Sampled statistics (KernelSpec::sampled_stats: Auto's split stage for dense calls; the
+//  reference's QuantizeOptions::sample_statistics): with T = k_blocks tiles of bk keys, the
+//  statistics stats / k̄ / μ above are taken over the keys of tiles ⌊i·T/S⌋, i < S = kSampleTiles
+//  (every key when T <= S; the sampled tiles are then all full), sum in chunks of one sampled tile
+//  (T = bk in the formula above, chunks in sample order), and k̄ / μ divide by the sample's key
+//  count. V's amax: A_s from the sampled statistics as above, H_s = kVHeadroom · A_s where that is
+//  finite (else A_s), and amax = A_all > H_s ? A_all : H_s, A_all = max over every key of
+//  |float(V) − μ| (non-finite inputs read as 0), so no code saturates; v_amax holds it. The flags
+//  below still cover every key.
 //  Flags (padded entries: q_bad 0, first-bad INT32_MAX):
 //     q_bad[i]        = 1 if Q row i has a non-finite element (real channels), else 0
 //     k_first_bad     = smallest key j whose K row has a non-finite element; INT32_MAX if none
@@ -77,6 +86,8 @@ struct QuantBuffers : QuantOptions {
   // The attention kernel quantizes Q itself (KernelSpec::q_in_kernel): no Q̂ buffers (q_codes,
   // q_scale, q_kbias, q_bad have count 0).
   bool q_in_kernel = false;
+  // KernelSpec::sampled_stats: the statistics over a sample of KV tiles (the split path, dense).
+  bool sampled_stats = false;
 
   // Dense: ceil(len / bq), ceil(len / bk) per (batch, head). Varlen: the packed blocks per head,
   // a bound for any lengths of the totals, ceil(total / b) + batch (each sequence adds at most
@@ -87,7 +98,7 @@ struct QuantBuffers : QuantOptions {
   int row_bytes = 0;   // bytes of one quantized Q/K row
   int d_v = 0;         // padded V head dim
   int stats_chunk = 0;            // tokens per statistics chunk (kernels::quantize_stats_chunk)
-  std::int64_t stats_chunks = 0;  // ceil(kv_len / stats_chunk)
+  std::int64_t stats_chunks = 0;  // ceil(kv_len / stats_chunk); sampled: min(k_blocks, kSampleTiles)
 
   // Batch entries of the per-token and per-block buffers: p.batch, 1 for varlen (packed rows).
   std::int64_t token_batch() const { return p.varlen ? 1 : p.batch; }
@@ -114,7 +125,10 @@ struct QuantBuffers : QuantOptions {
   // Statistics scratch (the attention stage never reads it): per-chunk partials and the
   // arrival counters of the split path's channel_stats and of the fused stage.
   std::int64_t stats_part() const;   // f32 [B][Hkv][2][stats_chunks][4][d_v]; varlen: [Hkv][2][slots][4][d_v]
-  std::int64_t sync_words() const;   // u32 [1 + 4·B·Hkv]  work ticket, arrivals, ready flags
+  std::int64_t sync_words() const;   // u32 [1 + 4·B·Hkv]  work ticket, arrivals, ready flags;
+                                     // sampled: + [B·Hkv] quantize_v arrivals + [B·Hkv][d_v] overflow maxima
+  // Sampled statistics only (appended):
+  std::int64_t v_amax() const;       // f32 [B][Hkv][d_v]  the amax V's scale was made from
   // Varlen only (templates/seq_table.cuh):
   std::int64_t seqs() const;         // SeqEntry [B]  (8 × i32 each)
   std::int64_t q_map() const;        // i32 [q_blocks]  sequence of each packed Q block
@@ -131,7 +145,7 @@ struct QuantBuffers : QuantOptions {
   struct Offsets {
     std::size_t q_codes, q_scale, q_mean, q_kbias, k_codes, k_scale, k_mean, k_stats, v_codes,
         v_scale, v_mean, v_stats, q_bad, k_first_bad, v_first_bad, stats_part, sync, sync_bytes, seqs, q_map,
-        k_map, mask_tiles, mask_bias, total;
+        k_map, mask_tiles, mask_bias, v_amax, v_arrive, v_over, total;  // v_arrive, v_over: inside sync
   };
   Offsets offsets() const;
 };

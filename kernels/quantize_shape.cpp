@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kernels/arch.hpp"
+#include "kernels/family_quantize.hpp"
 #include "kernels/params_fields.hpp"
 
 namespace sage2::kernels {
@@ -301,6 +302,9 @@ LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b) {
   if ((s.op == QuantOp::QuantizeV || whole || kv) && s.smooth_v != b.smooth_v) mismatch += " smooth_v";
   if ((fused || kv || s.op == QuantOp::ChannelStats) && quantize_stats_chunk(s) != b.stats_chunk) mismatch += " stats_chunk";
   if (s.varlen != b.p.varlen) mismatch += " varlen";
+  // The sampled kernels read and write buffers only a sampled stage has (v_amax, the overflow words)
+  if (s.sampled_stats != (b.sampled_stats && find_quant_op(s.op) && find_quant_op(s.op)->samples_stats))
+    mismatch += " sampled_stats";
   if (!mismatch.empty())
     throw Error(ErrorCode::InvalidArgument, "quantize_launch_shape: the quantize spec (" + s.key() +
                                                 ") does not match the buffers in:" + mismatch);
@@ -447,6 +451,11 @@ sage2::dev::QuantizeParams make_quantize_params(const QuantBuffers& b, const Ten
   p.mask_tiles = static_cast<sage2::dev::u8*>(at(o.mask_tiles, b.mask_tiles()));
   p.mask_bias = static_cast<float*>(at(o.mask_bias, b.mask_bias()));
   p.mask_heads = b.p.mask_heads;
+  if (b.sampled_stats && base) {
+    p.v_amax = static_cast<float*>(at(o.v_amax, b.v_amax()));
+    p.v_arrive = reinterpret_cast<sage2::dev::u32*>(base + o.v_arrive);
+    p.v_over = reinterpret_cast<sage2::dev::u32*>(base + o.v_over);
+  }
   return p;
 }
 

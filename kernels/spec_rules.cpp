@@ -52,6 +52,7 @@ KernelSpec KernelSpec::canonical() const {
     d.varlen = false;
     d.mask = 0;
     d.q_in_kernel = false;
+    d.sampled_stats = false;
     d.pv_fp16 = false;
     d.pv_acc16 = false;
     d.out_dtype = in_dtype;
@@ -69,6 +70,9 @@ KernelSpec KernelSpec::canonical() const {
     c.q_in_kernel = false;
   }
   if (family == KernelFamily::DeltaS) c.varlen = false;  // smooth-Q only: never varlen
+  // Only the split path's statistics, Q, K and V kernels read the sampling (their own rule below).
+  const QuantOpDesc* sop = family == KernelFamily::Quantize ? find_quant_op(op) : nullptr;
+  if (!(sop && sop->samples_stats)) c.sampled_stats = false;
   // Only the attention kernels and the quantize ops that write V̂ read the P̃V precision.
   if (!uses_v_codes(c)) c.pv_fp16 = c.pv_acc16 = false;
   // Only the attention kernels and the tile classification read the mask.
@@ -106,6 +110,9 @@ void KernelSpec::validate() const {
   if (mask != 0 && varlen) bad("a tensor mask cannot be combined with varlen (key padding: kv_lens)");
   if (qop) qop->validate(*this);  // the op's own rules
   if (q_in_kernel && smooth_q) bad("q_in_kernel with smooth_q (q̄ is a mean over the whole query block)");
+  if (sampled_stats && varlen) bad("sampled_stats with varlen (the sample is taken per dense (batch, kv head))");
+  if (sampled_stats && qop && !qop->samples_stats)
+    bad(std::string("sampled_stats: ") + quant_op_name(op) + " takes its statistics over every key (split path only)");
   const ArchInfo* ai = find_arch_info(arch);
   if (!ai) bad("arch=" + std::to_string(static_cast<int>(arch)) + " is not an arch of the table");
   if (uses_v_codes(*this) && !pv_fp16 && !ai->fp8_pv)
@@ -139,6 +146,7 @@ std::string KernelSpec::key() const {
   if (c.varlen) k << "|varlen";
   if (c.mask != 0) k << "|mask:" << mask_type_name(static_cast<MaskType>(c.mask));
   if (c.q_in_kernel) k << "|qin";
+  if (c.sampled_stats) k << "|ss" << kSampleTiles;
   if (c.pv_fp16) k << "|pv16";
   if (c.pv_acc16) k << "|acc16";
   if (c.ptx) k << "|ptx";

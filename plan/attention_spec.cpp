@@ -41,6 +41,9 @@ void apply_quant_path(kernels::KernelSpec& s, QuantPath path) {
   // baseline).
   s.q_in_kernel = (path == QuantPath::Auto || path == QuantPath::OnePass) &&
                   kernels::attention_family(s.family).q_in_kernel_ok(s);
+  // Auto's split stage takes its statistics from a sample of KV tiles (dense calls: the sample is
+  // per (batch, kv head)); the explicit Split keeps every key (the baseline the others equal).
+  s.sampled_stats = path == QuantPath::Auto && !s.varlen;
 }
 
 kernels::KernelSpec plan_attention_heuristic(const AttentionProblem& p, kernels::Arch arch, int max_smem_optin) {

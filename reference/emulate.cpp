@@ -99,6 +99,8 @@ void check_stage(const QuantizedHost& s, const kernels::QuantBuffers& L, const k
   if (s.kv_tile_statistics &&
       s.v_tile_scale.size() != n(s.layout.batch * s.layout.kv_heads * L.k_blocks * L.d_v))
     bad_arg("options.stage: v_tile_scale has " + std::to_string(s.v_tile_scale.size()) + " entries, not B*Hkv*k_blocks*d_v");
+  if (s.sample_statistics && s.v_amax.size() != n(L.v_scale()))
+    bad_arg("options.stage: v_amax has " + std::to_string(s.v_amax.size()) + " entries, not B*Hkv*d_v");
 }
 
 // What the operand builders share: the tensors, the stage and its layout.

@@ -387,8 +387,9 @@ void v_head(const Stage& st, const TensorRef& v, std::int64_t bh, QuantizedHost&
     for (int c = 0; c < d; ++c) {
       const float a_s = detail::v_amax_of_stats(qs, bh, c);
       const float a_all = detail::v_amax_of_keys(x, d, 0, p.kv_len, c, vm[c], L.smooth_v);
-      const float h = st.opt.v_headroom;
-      qs.v_amax[sz(bh * L.d_v + c)] = a_all <= h * a_s ? h * a_s : a_all;
+      // the headroom where H·A_s is finite (else A_s); a key above it: every key's amax
+      const float ha = st.opt.v_headroom * a_s, amax_h = std::isfinite(ha) ? ha : a_s;
+      qs.v_amax[sz(bh * L.d_v + c)] = a_all > amax_h ? a_all : amax_h;
     }
   }
   const bool per_tile = st.opt.kv_tile_statistics;

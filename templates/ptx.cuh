@@ -367,7 +367,19 @@ SAGE2_DEVICE_INLINE float ld_relaxed_gpu_f32(const float* p) {
   asm volatile("ld.relaxed.gpu.global.f32 %0, [%1];" : "=f"(r) : "l"(p) : "memory");
   return r;
 }
+SAGE2_DEVICE_INLINE u32 ld_relaxed_gpu_u32(const u32* p) {
+  u32 r;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(r) : "l"(p) : "memory");
+  return r;
+}
 SAGE2_DEVICE_INLINE void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+// Order-free global reductions (their results do not depend on which thread comes first).
+SAGE2_DEVICE_INLINE void red_min_gpu_s32(i32* p, i32 v) {
+  asm volatile("red.relaxed.gpu.global.min.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+SAGE2_DEVICE_INLINE void red_max_gpu_u32(u32* p, u32 v) {
+  asm volatile("red.relaxed.gpu.global.max.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
 SAGE2_DEVICE_INLINE void nanosleep_u32(u32 ns) { asm volatile("nanosleep.u32 %0;" ::"r"(ns)); }
 
 // Shared-memory reductions.

@@ -7,7 +7,8 @@ namespace qz {
 
 // ---------------------------------------------------------------------------------------------
 // sage2_quantize_q / sage2_quantize_k: CTA = (batch, head, block of ROWS tokens).
-//  K: mean = smooth_k ? k_stats.sum / kv_len : 0 (written to k_mean by block 0).
+//  K: mean = smooth_k ? k_stats.sum / kv_len : 0 (written to k_mean by block 0); sampled
+//     statistics: / the sample's keys, and a block with a non-finite key lowers k_first_bad.
 //  Q: mean = smooth_q ? block mean over valid rows (sum order: per thread in row order, then
 //     slots in order; divided by the valid row count) : 0; q_kbias[i] = Σ_c float(Q[i,c]) · k̄[c]
 //     (per thread over its channels in order, then a butterfly over the row's TPR threads).
@@ -232,11 +233,11 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, c
   for (int g = tid; g < GROUPS; g += THREADS) s_amax[g] = 0u;
 #pragma unroll 1
   for (int c = tid; c < D_QK; c += THREADS) {
-    // k̄ = sum_K / kv_len (k_stats is read only when smooth_k: it may be null otherwise)
-    // (a varlen sequence may have no keys: k̄ = 0 then)
+    // k̄ = sum_K / kv_len (k_stats is read only when smooth_k: it may be null otherwise); sampled
+    // statistics: / the sample's keys (a varlen sequence may have no keys: k̄ = 0 then)
     const float kbar = (SAGE2_SMOOTH_K && c < HD && si.kv_len > 0)
                            ? ptx::div_rn(k_sum ? k_sum[c] : ld_stat(p.k_stats + kv_bh * 3 * D_QK + c),
-                                         static_cast<float>(si.kv_len))
+                                         static_cast<float>(stats_keys(si.kv_len)))
                            : 0.f;
     if (KBIAS) s_kbar[c] = kbar;
     if (!BLOCK_MEAN) {
@@ -358,6 +359,8 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, c
         row_bad = ptx::group_max_u32<TPR>(row_bad != 0u ? 1u : 0u);
         if (lane_r == 0 && r < ROWS) p.q_bad[out_row0 + r] = static_cast<u8>(row_bad);
       }
+      // Sampled statistics saw only the sample's keys: every key's first bad row (rare; a min).
+      if (!IS_Q && SAMPLE_TILES && row_bad != 0u) ptx::red_min_gpu_s32(p.k_first_bad + kv_bh, static_cast<i32>(row0 + r));
     }
   }  // !lean
   __syncthreads();

@@ -121,7 +121,9 @@ __device__ __forceinline__ void varlen_table(const QuantizeParams& p) {
 namespace qz {
 
 // sage2_channel_stats: blockIdx.x = 2·c + kv (kv 0: K, d_qk outputs; 1: V, d_v outputs) takes
-// statistics chunks c, c + gridDim.x/2, ... of its (sequence, kv head) (stats_chunk; a varlen
+// statistics chunks c, c + gridDim.x/2, ... of its (sequence, kv head) (stats_chunk; sampled
+// statistics: one chunk per sampled KV tile, whose first-bad flags quantize_k / quantize_v then
+// lower over every key; a varlen
 // sequence may be longer than the bound the grid was sized for); the last chunk to arrive writes
 // the statistics. Padded channels get 0, 0, 0. The same walk finds the first non-finite key per
 // channel: v_first_bad[c] (V; padded channels INT32_MAX) and k_first_bad = min over K's real
@@ -154,9 +156,11 @@ __device__ __forceinline__ void channel_stats(const QuantizeParams p, u8* smem) 
   const i64 slots = p.batch + (p.total_k + STATS_T - 1) / STATS_T + 1;
   float* part_g = p.stats_part + ((h * 2 + kv) * slots + b + row0 / STATS_T) * 4 * D_V;
 #else
-  float* part_g = p.stats_part + (bh * 2 + kv) * ((p.kv_len + STATS_T - 1) / STATS_T) * 4 * D_V;
+  // (kernels::QuantBuffers::stats_part: stats_chunks per (batch, kv head, K|V))
+  const i64 head_chunks = SAMPLE_TILES ? sampled_chunks(p.kv_len) : (p.kv_len + STATS_T - 1) / STATS_T;
+  float* part_g = p.stats_part + (bh * 2 + kv) * head_chunks * 4 * D_V;
 #endif
-  const u32 chunks = static_cast<u32>((len + STATS_T - 1) / STATS_T);
+  const u32 chunks = SAMPLE_TILES ? sampled_chunks(len) : static_cast<u32>((len + STATS_T - 1) / STATS_T);
   const u32 first = blockIdx.x >> 1, step = gridDim.x >> 1;
   if (chunks == 0u) {
     if (first != 0u) return;

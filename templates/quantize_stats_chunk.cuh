@@ -10,9 +10,11 @@ namespace qz {
 
 constexpr int STATS_T = SAGE2_QZ_STATS_CHUNK;  // tokens per statistics chunk (kernels::quantize_stats_chunk)
 static_assert(STATS_T % 16 == 0, "statistics chunk");
+static_assert(SAMPLE_TILES == 0 || STATS_T == BK, "sampled statistics: one chunk per sampled KV tile");
 
 // Statistics chunk `chunk` of one (sequence, kv head) `bh` of K or V — tokens [chunk·T, min(len,
-// (chunk+1)·T)) of the sequence whose first row is n0 in (b, h) — as partials [4][D_V] (sum, min,
+// (chunk+1)·T)) of the sequence whose first row is n0 in (b, h); sampled statistics: those of
+// sampled tile sample_tile(chunk) — as partials [4][D_V] (sum, min,
 // max, first-bad as i32 bits) at part_g[chunk]. Then the arrival at `arrive` (zero at launch):
 // the last of the sequence's `chunks` chunks to arrive reduces all of them in chunk order (sum:
 // left to right from chunk 0's; min/max/first-bad: order-free) into k_stats / v_stats and the
@@ -20,7 +22,7 @@ static_assert(STATS_T % 16 == 0, "statistics chunk");
 // stored). Which CTA is last does not change a bit of the result.
 __device__ __forceinline__ bool stats_chunk(const QuantizeParams& p, u8* smem, const Input& in, bool is_v, i64 b, i64 h,
                                             i64 bh, i64 n0, i64 len, float* part_g, u32 chunk, u32 chunks, u32* arrive) {
-  const i64 c0 = static_cast<i64>(chunk) * STATS_T;
+  const i64 c0 = (SAMPLE_TILES ? sample_tile(chunk, len) : static_cast<i64>(chunk)) * STATS_T;
   const i64 c1 = len - c0 < STATS_T ? len : c0 + STATS_T;
   float* part = part_g + static_cast<i64>(chunk) * 4 * D_V;
   stats_rows<MapS>(in, row_ptr(in, b, h, n0), c0, c1, D_V, smem,

@@ -8,7 +8,8 @@ namespace qz {
 // ---------------------------------------------------------------------------------------------
 // sage2_quantize_v: CTA = (batch, kv head, tile of ROWS tokens of the padded length).
 //  μ = smooth_v ? sum/kv_len : 0; amax = smooth_v ? max(max-μ, μ-min) : max(|max|, |min|)
-//  (NaN-propagating max); scale = amax/448; inv = finite positive amax ? 448/amax : 0;
+//  (NaN-propagating max); sampled statistics: / the sample's keys, amax = H·amax where finite, and
+//  v_sampled_fixup for a channel a key exceeds; scale = amax/448; inv = finite positive amax ? 448/amax : 0;
 //  code = e4m3_rn_satfinite((float(V) - μ) * inv) (0 for a non-finite V: its statistics were
 //  taken as 0 by channel_stats), stored transposed [c][slot] (slot = the consumer's key order within
 //  each 16-key group, kernels::QuantLayout::v_slot) through shared
@@ -25,14 +26,90 @@ constexpr bool V_FP16 = SAGE2_PV_FP16 != 0;
 constexpr int V_BYTES = V_FP16 ? 2 : 1;  // bytes of one V̂ code
 constexpr float V8_MAX = SAGE2_PV_ACC16 ? 2.25f : 448.f;  // e4m3 V̂ bound (kernels::kV8Acc16Max)
 constexpr int V16_EXP = SAGE2_PV_ACC16 ? 9 : 15;          // FP16 V̂ < 2^V16_EXP (kV16Acc16Exp, kV16Exp)
+// Per-channel constants (μ, inv; sampled: H·A_s too, and the arrival flag), then the tile's codes.
+constexpr int V_CONST_BYTES = (SAMPLE_TILES ? 12 : 8) * D_V + (SAMPLE_TILES ? 16 : 0);
 template <class M>
-constexpr int v_smem_bytes() { return 8 * D_V + M::ROWS * D_V * V_BYTES; }
+constexpr int v_smem_bytes() { return V_CONST_BYTES + M::ROWS * D_V * V_BYTES; }
 
 // FP16 V̂'s per-channel power-of-two scale δ for a finite positive amax (see above).
 __device__ __forceinline__ float v16_scale(float amax) {
   const int e = static_cast<int>((ptx::f32_bits(amax) >> 23) & 0xffu) - 126;  // amax < 2^e
   const int k = e - V16_EXP > 0 ? e - V16_EXP : 0;
   return ptx::bits_f32(static_cast<u32>(127 + k) << 23);
+}
+
+// V̂'s scale and inverse of a channel whose amax is `amax`.
+__device__ __forceinline__ void v_scale_inv(float amax, float& scale, float& inv) {
+  if (V_FP16) {
+    scale = finite_positive(amax) ? v16_scale(amax) : (amax == 0.f ? 1.f : amax);
+    inv = finite_positive(amax) ? ptx::div_rn(1.f, scale) : 0.f;
+  } else {
+    scale = ptx::div_rn(amax, V8_MAX);
+    inv = finite_positive(amax) ? ptx::div_rn(V8_MAX, amax) : 0.f;
+  }
+}
+
+// Sampled statistics, after a tile's codes: the arrival of the tile; the head's last tile gives
+// each channel where a key exceeded H·A_s (v_over: every such tile's max |V − μ|, so their max is
+// every key's amax A_all) A_all's scale and rewrites that channel's codes over every key — the
+// rule amax = A_all > H·A_s ? A_all : H·A_s (rare: a sample that missed a channel's largest
+// values). One warp per flagged channel, a lane per 16-key group, in the layout's slot order.
+__device__ __forceinline__ void v_sampled_fixup(const QuantizeParams& p, u8* smem, const Input& in, i64 b, i64 h,
+                                                const SeqItem& si) {
+  const float* s_mu = reinterpret_cast<const float*>(smem);
+  u32* s_last = reinterpret_cast<u32*>(smem + 12 * D_V);
+  const i64 bh = b * p.kv_heads + h;
+  const int tid = threadIdx.x;
+  __syncthreads();  // the CTA's codes and v_over reductions are issued before the arrival
+  if (tid == 0) {
+    ptx::fence_acq_rel_gpu();
+    const u32 tiles = static_cast<u32>(si.v_pitch / (SAGE2_QZ_ROWS));
+    *s_last = ptx::atom_add_acq_rel_gpu_u32(p.v_arrive + bh, 1u) + 1u == tiles ? 1u : 0u;
+  }
+  __syncthreads();
+  if (*s_last == 0u) return;
+  const int warp = tid / 32, lane = tid % 32;
+  const i64 groups = (si.len + 15) / 16;
+  const u16* col = row_ptr(in, b, h, si.n0);
+#pragma unroll 1
+  for (int c = warp; c < HD; c += THREADS / 32) {
+    const u32 over = ptx::ld_relaxed_gpu_u32(p.v_over + bh * D_V + c);
+    if (over == 0u) continue;
+    const float amax = ptx::bits_f32(over), mu = s_mu[c];
+    float scale, inv;
+    v_scale_inv(amax, scale, inv);
+    if (lane == 0) {
+      p.v_scale[bh * D_V + c] = scale;
+      p.v_amax[bh * D_V + c] = amax;
+    }
+#pragma unroll 1
+    for (i64 g = lane; g < groups; g += 32) {
+      float y[16];
+#pragma unroll
+      for (int q = 0; q < 16; ++q) {
+        const i64 n = g * 16 + sage2_v_key_of_slot[q];
+        float x = 0.f;
+        if (n < si.len) {
+          const u16 raw = ptx::ld_nc_u16(col + n * in.sn + c);
+          x = IN_BF16 ? ptx::bf16_to_f32(raw) : ptx::f16_to_f32(raw);
+        }
+        // a non-finite input's code is 0, as are the padded keys'
+        y[q] = (n < si.len && !nonfinite(x)) ? (x - mu) * inv : 0.f;
+      }
+      u32 w[8];
+#pragma unroll
+      for (int q = 0; q < 8; ++q)
+        w[q] = V_FP16 ? ptx::pack_f16x2(y[2 * q], y[2 * q + 1]) : ptx::f32x2_to_e4m3x2(y[2 * q], y[2 * q + 1]);
+      if (V_FP16) {
+        u16* d16 = reinterpret_cast<u16*>(p.v_codes) + (si.v_row0 + c) * si.v_pitch + g * 16;
+        ptx::st_v4(d16, ptx::u32x4{w[0], w[1], w[2], w[3]});
+        ptx::st_v4(d16 + 8, ptx::u32x4{w[4], w[5], w[6], w[7]});
+      } else {
+        u8* d8 = p.v_codes + (si.v_row0 + c) * si.v_pitch + g * 16;
+        ptx::st_v4(d8, ptx::u32x4{w[0] | (w[1] << 16), w[2] | (w[3] << 16), w[4] | (w[5] << 16), w[6] | (w[7] << 16)});
+      }
+    }
+  }
 }
 
 // `stats`: the head's V statistics [3][D_V] in shared memory (the cluster stage), else null:
@@ -46,9 +123,10 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, co
   static_assert(v_smem_bytes<M>() <= 48 * 1024, "V tile exceeds static shared memory");
   float* s_mu = reinterpret_cast<float*>(smem);  // [D_V]
   float* s_inv = s_mu + D_V;                     // [D_V]
+  float* s_ha = s_inv + D_V;                     // [D_V] sampled: H·A_s
   // Codes of the tile token-major [ROWS][D_V]: written 8 bytes per thread (contiguous along a
   // row), read back one byte per lane along a row (consecutive channels: no bank conflicts).
-  u8* s_t = smem + 8 * D_V;  // 16-byte aligned: D_V is a multiple of 32
+  u8* s_t = smem + V_CONST_BYTES;  // 16-byte aligned: D_V is a multiple of 32
 
   const i64 bh = b * p.kv_heads + h;
   const i64 n0 = tile * ROWS;
@@ -82,24 +160,28 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, co
       const float vmax = stats ? stats[2 * D_V + c] : ld_stat(st + 2 * D_V + c);
       float amax;
       if (SAGE2_SMOOTH_V) {
-        mu = kv_len > 0 ? ptx::div_rn(vsum, static_cast<float>(kv_len)) : 0.f;
+        mu = kv_len > 0 ? ptx::div_rn(vsum, static_cast<float>(stats_keys(kv_len))) : 0.f;
         amax = ptx::max_nan(vmax - mu, mu - vmin);
       } else {
         amax = ptx::max_nan(ptx::abs_f32(vmax), ptx::abs_f32(vmin));
       }
-      if (V_FP16) {
-        scale = finite_positive(amax) ? v16_scale(amax) : (amax == 0.f ? 1.f : amax);
-        inv = finite_positive(amax) ? ptx::div_rn(1.f, scale) : 0.f;
-      } else {
-        scale = ptx::div_rn(amax, V8_MAX);
-        inv = finite_positive(amax) ? ptx::div_rn(V8_MAX, amax) : 0.f;
+      if (SAMPLE_TILES) {  // the sample's amax with headroom (none where that is not finite)
+        const float ha = amax * V_HEADROOM;
+        amax = ptx::abs_f32(ha) <= FLT_MAX_ ? ha : amax;
+      }
+      v_scale_inv(amax, scale, inv);
+      if (SAMPLE_TILES) {
+        s_ha[c] = amax;
+        if (tile == 0) p.v_amax[bh * D_V + c] = amax;
       }
     }
     s_mu[c] = mu;
     s_inv[c] = inv;
+    if (SAMPLE_TILES && c >= HD) s_ha[c] = 0.f;
     if (tile == 0) {
       p.v_scale[bh * D_V + c] = scale;
       p.v_mean[bh * D_V + c] = mu;
+      if (SAMPLE_TILES && c >= HD) p.v_amax[bh * D_V + c] = 0.f;
     }
   }
   __syncthreads();
@@ -116,6 +198,13 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, co
     }
   }
 
+  // Sampled statistics: this thread's max |V − μ| per channel (non-finite inputs read as 0).
+  float dmax[SAMPLE_TILES ? CPT : 1][8];
+#pragma unroll
+  for (int k = 0; k < (SAMPLE_TILES ? CPT : 1); ++k)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) dmax[k][e] = 0.f;
+
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
     const int r = slot + i * RPP;
@@ -130,11 +219,19 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, co
         const u32 bad = to_f32x8_sane(PRELOAD ? pre[PRELOAD ? i : 0][PRELOAD ? k : 0] : load_rc(r, j), x);
         float y[8];
 #pragma unroll
-        for (int e = 0; e < 8; ++e) y[e] = (x[e] - mu_r[k][e]) * inv_r[k][e];
+        for (int e = 0; e < 8; ++e) {
+          const float d = x[e] - mu_r[k][e];
+          if (SAMPLE_TILES) dmax[SAMPLE_TILES ? k : 0][e] = ptx::max_f32(dmax[SAMPLE_TILES ? k : 0][e], ptx::abs_f32(d));
+          y[e] = d * inv_r[k][e];
+        }
         if (bad != 0u) {  // a non-finite input's code is 0 (rare: off the common path)
 #pragma unroll
           for (int e = 0; e < 8; ++e)
-            if ((bad >> e) & 1u) y[e] = 0.f;
+            if ((bad >> e) & 1u) {
+              y[e] = 0.f;
+              // sampled statistics saw only the sample's keys: every key's first bad one (a min)
+              if (SAMPLE_TILES) ptx::red_min_gpu_s32(p.v_first_bad + bh * D_V + j * 8 + e, static_cast<i32>(n0 + r));
+            }
         }
 #pragma unroll
         for (int e = 0; e < 8; e += 2) {
@@ -157,6 +254,18 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, co
       d8[1] = pair[2] | (pair[3] << 16);
     }
   }
+  if (SAMPLE_TILES) {  // a key above H·A_s: the tile's max for the fix-up (rare)
+#pragma unroll
+    for (int k = 0; k < CPT; ++k) {
+      const int j = lane_r + k * TPR;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const float dm = dmax[SAMPLE_TILES ? k : 0][e];
+        if (j < CH_IN && j * 8 + e < HD && dm > s_ha[j * 8 + e])
+          ptx::red_max_gpu_u32(p.v_over + bh * D_V + j * 8 + e, ptx::f32_bits(dm));
+      }
+    }
+  }
   __syncthreads();
 
   if (V_FP16) {  // the same write-out, two bytes per code: 32 bytes per 16-key group
@@ -177,6 +286,7 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, co
         ptx::st_v4(drow + seg * 16 + 8, ptx::u32x4{w[4], w[5], w[6], w[7]});
       }
     }
+    if (SAMPLE_TILES) v_sampled_fixup(p, smem, in, b, h, si);
     return;
   }
 
@@ -209,6 +319,7 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, co
     for (int e = 0; e < 4; ++e)
       ptx::st_v4(dst + static_cast<i64>(cg * 4 + e) * si.v_pitch + seg * 16, ptx::u32x4{w[e][0], w[e][1], w[e][2], w[e][3]});
   }
+  if (SAMPLE_TILES) v_sampled_fixup(p, smem, in, b, h, si);
 }
 
 }  // namespace qz

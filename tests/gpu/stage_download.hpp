@@ -46,6 +46,8 @@ inline reference::QuantizedHost download_stage(const DeviceBuffer& ws, const ker
   s.q_bad = download<std::uint8_t>(ws, o.q_bad, b.q_bad());
   s.k_first_bad = download<std::int32_t>(ws, o.k_first_bad, b.k_first_bad());
   s.v_first_bad = download<std::int32_t>(ws, o.v_first_bad, b.v_first_bad());
+  s.sample_statistics = b.sampled_stats;  // (the split path's sampled stage: V's scales from v_amax)
+  if (b.sampled_stats) s.v_amax = download<float>(ws, o.v_amax, b.v_amax());
   if (b.q_in_kernel) {
     if (!q_part) throw Error(ErrorCode::InvalidArgument, "download_stage: a q_in_kernel stage needs the reference's Q part");
     s.q_codes = q_part->q_codes;
@@ -54,6 +56,15 @@ inline reference::QuantizedHost download_stage(const DeviceBuffer& ws, const ker
     s.q_bad = q_part->q_bad;
   }
   return s;
+}
+
+// The reference's stage options for the quantize stage of attention spec `spec` (its sampled
+// statistics, kernels::KernelSpec::sampled_stats): the CPU stage, or the Q part of a spec that
+// quantized Q in the attention kernel, must take k̄ from the same keys as the GPU's.
+inline reference::QuantizeOptions stage_options(const kernels::KernelSpec& spec) {
+  reference::QuantizeOptions o;
+  o.sample_statistics = spec.sampled_stats;
+  return o;
 }
 
 }  // namespace sage2::test

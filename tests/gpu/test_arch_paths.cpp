@@ -158,13 +158,15 @@ Outcome run_case(const Case& c, std::uint64_t seed) {
 
   // (a kernel that quantized Q itself left no Q̂ behind: the reference's Q part stands in for it)
   std::optional<ref::QuantizedHost> q_part;
-  if (r.spec.q_in_kernel) q_part = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(r.spec));
+  if (r.spec.q_in_kernel) q_part = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(r.spec),
+                                                   test::stage_options(r.spec));
   const ref::QuantizedHost stage = test::download_stage(
       ws, kernels::quant_buffers(kernels::QuantProblem{{c.batch, c.q_heads, c.kv_heads, c.q_len, c.kv_len, c.head_dim}}, r.spec),
       r.spec, q_part ? &*q_part : nullptr);
   ref::EmulationOptions mo;
   mo.round_output = true;
   mo.stage = &stage;
+  mo.sample_statistics = stage.sample_statistics;
   // the wgmma FP8 accumulator keeps 13 mantissa bits (tests/gpu/test_probe_wgmma.cpp); mma.sync's
   // f32 accumulation (FP16 P̃V, and FP8 run as f16 HMMA on Hopper) is modelled as fp32
   mo.accum_mantissa_bits = r.spec.family == kernels::KernelFamily::AttentionWgmma ? 13 : 23;

@@ -144,11 +144,13 @@ Outcome run_case(const Case& c, std::uint64_t seed) {
   // rounding boundary in the reference).
   // (a kernel that quantized Q itself left no Q̂ behind: the reference's Q part stands in for it)
   std::optional<ref::QuantizedHost> q_part;
-  if (spec.q_in_kernel) q_part = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(spec));
+  if (spec.q_in_kernel) q_part = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(spec),
+                                                   test::stage_options(spec));
   const ref::QuantizedHost stage = test::download_stage(
       ws, kernels::quant_buffers(kernels::QuantProblem{{batch, q_heads, kv_heads, c.q_len, c.kv_len, c.head_dim}}, spec), spec,
       q_part ? &*q_part : nullptr);
   mo.stage = &stage;
+  mo.sample_statistics = stage.sample_statistics;
   const ref::EmulationResult emul = ref::emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(spec), mo);
 
   Outcome r;

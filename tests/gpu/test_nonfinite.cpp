@@ -30,6 +30,7 @@
 #include "runtime/quantize_stage.hpp"
 #include "reference/kernel_config.hpp"
 #include "sage2/reference.hpp"
+#include "stage_download.hpp"
 
 using namespace sage2;
 namespace ref = sage2::reference;
@@ -219,9 +220,13 @@ TEST_CASE("gpu nonfinite: quantize stage flags and statistics equal the CPU refe
       {256, 8, true, false, true, false, DType::F16, 64, 1000,
        {{'q', 0, 0, 0, -1, kNaN}, {'k', 0, 0, 999, 255, kInf}, {'v', 0, 1, 500, 128, kNaN}}},
   };
+  // Every key's statistics (the split path) and the sampled ones (Auto's: the planted keys outside
+  // the sampled tiles reach the flags through quantize_k / quantize_v).
+  for (const bool sampled : {false, true})
   for (const QCase& c : qcases) {
     CAPTURE(c.d);
     CAPTURE(c.bits);
+    CAPTURE(sampled);
     ref::AttentionInputs in = ref::make_activation_like(7, c.dt, 1, 8, 2, c.nq, c.nk, c.d, {}, c.nhd);
     apply(in, c.plants, false);
     kernels::KernelSpec spec;
@@ -235,10 +240,11 @@ TEST_CASE("gpu nonfinite: quantize stage flags and statistics equal the CPU refe
     spec.smooth_v = c.sv;
     spec.in_dtype = spec.out_dtype = c.dt;
     spec.tile = {64, 64, 4, 2};
-    ref::QuantizeOptions qo;
+    spec.sampled_stats = sampled;
+    ref::QuantizeOptions qo = test::stage_options(spec);
     qo.margins = true;
     const ref::QuantizedHost cpu = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(spec), qo);
-    const kernels::QuantBuffers b = ref::quant_buffers(cpu.layout);
+    const kernels::QuantBuffers b = kernels::quant_buffers(kernels::QuantProblem{{1, 8, 2, c.nq, c.nk, c.d}}, spec);
     const auto off = b.offsets();
     DeviceTensor q(in.q), k(in.k), v(in.v);
     test::DeviceBuffer ws(off.total);
@@ -278,6 +284,7 @@ TEST_CASE("gpu nonfinite: quantize stage flags and statistics equal the CPU refe
     floats(off.q_scale, b.q_scale(), cpu.q_scale, "q_scale");
     floats(off.k_scale, b.k_scale(), cpu.k_scale, "k_scale");
     floats(off.v_scale, b.v_scale(), cpu.v_scale, "v_scale");
+    if (sampled) floats(off.v_amax, b.v_amax(), cpu.v_amax, "v_amax");
     // codes of the bad elements are 0
     std::vector<std::int8_t> qc(static_cast<std::size_t>(b.q_codes())), kc(static_cast<std::size_t>(b.k_codes()));
     std::vector<std::uint8_t> vc(static_cast<std::size_t>(b.v_codes()));
@@ -328,8 +335,8 @@ TEST_CASE("gpu nonfinite: quantize stage flags and statistics equal the CPU refe
           (mg < 0.02f ? near : mismatches) += 1;
         }
       }
-    std::printf("gpu nonfinite quantize d=%d int%d: %lld codes, %lld near-boundary, %lld mismatches\n", c.d, c.bits,
-                (long long)codes, (long long)near, (long long)mismatches);
+    std::printf("gpu nonfinite quantize d=%d int%d sampled=%d: %lld codes, %lld near-boundary, %lld mismatches\n", c.d,
+                c.bits, int(sampled), (long long)codes, (long long)near, (long long)mismatches);
     CHECK(mismatches == 0);
   }
 }
@@ -365,6 +372,7 @@ TEST_CASE("gpu nonfinite: Context::attention pattern equals exact attention's; f
     ref::EmulationOptions eo;
     eo.round_output = true;
     eo.accum_mantissa_bits = spec.family == kernels::KernelFamily::AttentionWgmma ? 13 : 23;  // wgmma FP8: 13 bits
+    eo.sample_statistics = spec.sampled_stats;  // the statistics the call's stage took
     const ref::EmulationResult e = ref::emulate_attention(bad.q.ref(), bad.k.ref(), bad.v.ref(), ref::kernel_config(spec), eo);
 
     std::int64_t pat_bad = 0, exact_bad = 0, div_bad = 0, same_bad = 0, emul_pat_bad = 0;

@@ -6,6 +6,10 @@
 //    fixed fp32 orders; onepass keeps split's), split to float rounding; means and scales to float
 //    rounding (exactly, where they follow from the statistics alone, on the one-launch paths);
 //  - onepass writes the same bytes as split in every output buffer;
+//  - the split kernels with sampled statistics (KernelSpec::sampled_stats, Auto's) equal the
+//    reference's sampled stage (QuantizeOptions::sample_statistics) the same way, V's amax
+//    included, with the channel fix-up where a key exceeds the headroom (the spike cases), and
+//    are deterministic;
 //  - the one-launch paths are deterministic: two runs give identical bytes in every output buffer;
 //  - codes exactly, except where the unrounded value sits within float rounding of a rounding
 //    boundary (those are counted and reported; every other mismatch fails);
@@ -50,6 +54,7 @@ struct Case {
   bool biased;  // channel-biased activations vs plain gaussian
   bool pv16 = false;  // FP16 V̂ (FP16 P̃V, the mma family)
   float v_gain = 1;   // V scaled by this (bf16 values beyond 2^15: FP16 V̂'s power-of-two scale)
+  float v_spike = 0;  // nonzero: V channels 0-3 of key 5N/8 (a tile no sample takes) set to ±this
 };
 
 std::vector<Case> case_matrix() {
@@ -78,6 +83,11 @@ std::vector<Case> case_matrix() {
   cases.push_back({4096, 128, false, 1, 8, DType::F16, false, true, true, false, true, true});
   cases.push_back({1000, 64, true, 4, 8, DType::BF16, false, true, false, false, true, true, 65536.f});
   cases.push_back({777, 96, false, 1, 8, DType::BF16, false, true, true, false, false, true, 1.0e6f});
+  // Keys beyond the sampled statistics' headroom in tiles no sample takes: the sampled stage's
+  // fix-up of those channels (FP8 and FP16 V̂, with and without smoothing of V).
+  cases.push_back({4096, 128, false, 1, 8, DType::F16, false, true, false, true, true, false, 1, 500.f});
+  cases.push_back({3000, 64, true, 2, 8, DType::BF16, false, true, true, false, false, false, 1, -2000.f});
+  cases.push_back({2048, 96, false, 1, 8, DType::F16, false, true, true, false, true, true, 1, 300.f});
   // The longest sequence with the largest head dims that are still cheap, and head dim 512.
   cases.push_back({29040, 128, false, 4, 8, DType::BF16, true, true, true, false, true});
   cases.push_back({127, 512, true, 1, 4, DType::F16, true, true, false, false, true});
@@ -92,10 +102,10 @@ std::vector<Case> case_matrix() {
 
 std::string describe(const Case& c) {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "N=%lld d=%d %s gqa=%d int%d %s sq%d sk%d sv%d %s %s%s v*%g", (long long)c.seq,
+  std::snprintf(buf, sizeof buf, "N=%lld d=%d %s gqa=%d int%d %s sq%d sk%d sv%d %s %s%s v*%g spike %g", (long long)c.seq,
                 c.head_dim, c.nhd ? "NHD" : "HND", c.gqa, c.bits, dtype_name(c.dtype), c.smooth_q, c.smooth_k,
                 c.smooth_v, c.wgmma ? "wgmma" : "mma", c.biased ? "biased" : "gaussian", c.pv16 ? " pv16" : "",
-                static_cast<double>(c.v_gain));
+                static_cast<double>(c.v_gain), static_cast<double>(c.v_spike));
   return buf;
 }
 
@@ -167,7 +177,25 @@ TEST_CASE("gpu quantize: every variant equals the CPU reference; every output wr
       for (std::int64_t h = 0; h < kv_heads; ++h)
         for (std::int64_t n = 0; n < c.seq; ++n)
           for (int ch = 0; ch < c.head_dim; ++ch) in.v.set(0, h, n, ch, in.v.get(0, h, n, ch) * c.v_gain);
+    if (c.v_spike != 0)
+      for (int ch = 0; ch < std::min(4, c.head_dim); ++ch) in.v.set(0, 0, c.seq * 5 / 8, ch, ch % 2 ? -c.v_spike : c.v_spike);
     const auto spec = attention_spec_for(c, arch);
+    // Auto's split stage: the statistics over a sample of KV tiles (KernelSpec::sampled_stats)
+    kernels::KernelSpec spec_s = spec;
+    spec_s.sampled_stats = true;
+    ref::QuantizeOptions qs_opt = test::stage_options(spec_s);
+    qs_opt.margins = true;
+    const ref::QuantizedHost cpu_sampled =
+        ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(spec_s), qs_opt);
+    std::int64_t fixups = 0;  // channels whose amax is every key's (a key above the headroom)
+    for (std::size_t i = 0; i < cpu_sampled.v_amax.size(); ++i) {
+      const std::size_t dv = static_cast<std::size_t>(cpu_sampled.layout.d_v), bh = i / dv, ch = i % dv;
+      const float mn = cpu_sampled.v_stats[(bh * 3 + 1) * dv + ch], mx = cpu_sampled.v_stats[(bh * 3 + 2) * dv + ch];
+      const float mu = cpu_sampled.v_mean[i];
+      const float a_s = c.smooth_v ? std::max(mx - mu, mu - mn) : std::max(std::fabs(mx), std::fabs(mn));
+      fixups += cpu_sampled.v_amax[i] > 16.f * a_s;
+    }
+    if (c.v_spike != 0) CHECK_MESSAGE(fixups > 0, "the spike case must exceed the sampled headroom");
     ref::QuantizeOptions qo;
     qo.margins = true;
     const ref::QuantizedHost cpu_split = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(spec), qo);
@@ -184,8 +212,8 @@ TEST_CASE("gpu quantize: every variant equals the CPU reference; every output wr
     const ref::QuantizedHost cpu_cluster =
         clusters ? ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(spec), qo)
                  : ref::QuantizedHost{};
-    const sage2::kernels::QuantBuffers b = ref::quant_buffers(cpu_split.layout);
-    const auto off = b.offsets();
+    const sage2::kernels::QuantBuffers b_all = ref::quant_buffers(cpu_split.layout);
+    const auto off_all = b_all.offsets();
 
     // Device inputs with the same strides as the host tensors.
     auto upload = [](const ref::HostTensor& t) {
@@ -199,32 +227,50 @@ TEST_CASE("gpu quantize: every variant equals the CPU reference; every output wr
       r.data = d.get();
       return r;
     };
-    test::DeviceBuffer ws(off.total);
+    test::DeviceBuffer ws_all(off_all.total);
+    const sage2::kernels::QuantBuffers b_s = sage2::kernels::quant_buffers(b_all.p, spec_s);
+    test::DeviceBuffer ws_s(b_s.offsets().total);
     using QP = runtime::QuantPath;
-    std::vector<std::uint8_t> first_run[3];  // output bytes of the first fused / cluster / onepass run
-    for (const QP path : {QP::Cluster, QP::Cluster, QP::Fused, QP::Fused, QP::OnePass, QP::OnePass, QP::Split}) {
+    // output bytes of the first fused / cluster / onepass / sampled split run
+    std::vector<std::uint8_t> first_run[4];
+    struct Run {
+      QP path;
+      bool sampled;  // the split kernels of spec_s (Auto's), into b_s
+    };
+    for (const Run run : {Run{QP::Cluster, false}, Run{QP::Cluster, false}, Run{QP::Fused, false}, Run{QP::Fused, false},
+                          Run{QP::OnePass, false}, Run{QP::OnePass, false}, Run{QP::Split, false}, Run{QP::Split, true},
+                          Run{QP::Split, true}}) {
+      const QP path = run.path;
       if (path == QP::Cluster && !clusters) continue;
       if (path == QP::Fused && only_onepass_split) continue;
       // `fused` below: a one-launch path, whose statistics have a fixed order the reference follows
       const bool fused = path != QP::Split;
-      std::vector<std::uint8_t>& first = first_run[path == QP::Cluster ? 1 : path == QP::OnePass ? 2 : 0];
-      const bool repeat = fused && !first.empty();
-      const char* path_name = quant_path_name(path);
+      // (the sampled stage: its atomics are order-free, so it is deterministic too)
+      std::vector<std::uint8_t>& first = first_run[run.sampled ? 3 : path == QP::Cluster ? 1 : path == QP::OnePass ? 2 : 0];
+      const bool repeat = (fused || run.sampled) && !first.empty();
+      const char* path_name = run.sampled ? "sampled" : quant_path_name(path);
       CAPTURE(path_name);
       const ref::QuantizedHost& cpu =  // the sum order of that path (onepass: split's)
-          path == QP::Cluster ? cpu_cluster : (path == QP::Fused ? cpu_fused : cpu_split);
+          run.sampled ? cpu_sampled : path == QP::Cluster ? cpu_cluster : (path == QP::Fused ? cpu_fused : cpu_split);
+      const sage2::kernels::QuantBuffers& b = run.sampled ? b_s : b_all;
+      const auto off = b.offsets();
+      test::DeviceBuffer& ws = run.sampled ? ws_s : ws_all;
       ws.poison();
-      runtime::launch_quantize_stage(runtime::context_impl(ctx), spec, b, device_ref(in.q, *dq), device_ref(in.k, *dk),
-                                     device_ref(in.v, *dv), ws.get(), nullptr, path);
+      runtime::launch_quantize_stage(runtime::context_impl(ctx), run.sampled ? spec_s : spec, b, device_ref(in.q, *dq),
+                                     device_ref(in.k, *dk), device_ref(in.v, *dv), ws.get(), nullptr, path);
       test::synchronize();
-      if (path == QP::Split && !first_run[2].empty()) {
+      if (path == QP::Split && !run.sampled && !first_run[2].empty()) {
         // The one-pass kernel computes split's numbers in split's order: the same bytes.
         CHECK_MESSAGE(download<std::uint8_t>(ws, 0, static_cast<std::int64_t>(off.stats_part)) == first_run[2],
                       "onepass and split wrote different bytes");
       }
-      if (fused) {
+      if (fused || run.sampled) {
         // Determinism: every output buffer (everything before the fused scratch) byte for byte.
         std::vector<std::uint8_t> bytes = download<std::uint8_t>(ws, 0, static_cast<std::int64_t>(off.stats_part));
+        if (run.sampled) {  // and V's amax (appended)
+          const std::vector<std::uint8_t> amax = download<std::uint8_t>(ws, off.v_amax, b.v_amax() * 4);
+          bytes.insert(bytes.end(), amax.begin(), amax.end());
+        }
         if (repeat) {
           CHECK_MESSAGE(bytes == first, "two runs of a one-launch path wrote different bytes");
           continue;
@@ -249,6 +295,7 @@ TEST_CASE("gpu quantize: every variant equals the CPU reference; every output wr
       scales.run(download<float>(ws, off.q_scale, b.q_scale()), cpu.q_scale, 1e-5, 1e-7);
       scales.run(download<float>(ws, off.k_scale, b.k_scale()), cpu.k_scale, 1e-5, 1e-7);
       scales.run(download<float>(ws, off.v_scale, b.v_scale()), cpu.v_scale, 1e-5, 1e-7);
+      if (run.sampled) scales.run(download<float>(ws, off.v_amax, b.v_amax()), cpu.v_amax, 1e-5, 1e-7);
       CHECK_MESSAGE(scales.bad == 0, "scales differ beyond float rounding");
 
       // Codes: compare unpacked, counting near-boundary disagreements.

@@ -40,6 +40,7 @@ struct Variant {
   DType in;
   KernelFamily consumer;
   TileConfig tile;
+  bool sampled = false;  // KernelSpec::sampled_stats (Auto's split stage)
 };
 
 KernelSpec to_spec(const Variant& v) {
@@ -55,6 +56,7 @@ KernelSpec to_spec(const Variant& v) {
   s.in_dtype = v.in;
   s.consumer = v.consumer;
   s.tile = v.tile;
+  s.sampled_stats = v.sampled;
   return s;
 }
 
@@ -109,6 +111,17 @@ std::vector<Variant> covering_set() {
       {Q::ChannelStats, S89, 128, 8, false, false, false, BF16, MMA, T_DEF},
       {Q::ChannelStats, S90, 256, 8, false, false, false, F16, MMA, T_DEF},
       {Q::ChannelStats, S89, 512, 8, false, false, false, BF16, MMA, T_DEF},
+
+      // The sampled statistics (one chunk per sampled tile, k̄ / μ over the sample, V's headroom,
+      // overflow maxima and the last tile's fix-up, first-bad flags by global minima).
+      {Q::ChannelStats, S90, 128, 8, false, false, false, BF16, WG, T_WG8, true},
+      {Q::ChannelStats, S89, 72, 8, false, false, false, F16, MMA, T_DEF, true},
+      {Q::QuantizeQ, S89, 128, 4, true, true, false, F16, MMA, T_DEF, true},
+      {Q::QuantizeK, S90, 128, 8, false, true, false, F16, WG, T_WG8, true},
+      {Q::QuantizeK, S89, 256, 4, false, true, false, BF16, MMA, T_DEF, true},
+      {Q::QuantizeV, S90, 128, 8, false, false, true, F16, WG, T_WG8, true},
+      {Q::QuantizeV, S89, 40, 8, false, false, false, BF16, MMA, T_SMALL, true},
+      {Q::QuantizeV, S90, 512, 8, false, false, true, BF16, MMA, T_DEF, true},
   };
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "amendment_data.hpp"
+#include "kernels/kernel_spec.hpp"
 #include "sage2/reference.hpp"
 
 using namespace sage2;
@@ -48,6 +49,15 @@ QuantizedHost sampled(const AttentionInputs& in, const KernelConfig& spec) {
 }
 
 }  // namespace
+
+TEST_CASE("sampled statistics: the reference's defaults are the kernels' sample and headroom") {
+  const QuantizeOptions q;
+  const EmulationOptions e;
+  CHECK(q.sample_tiles == sage2::kernels::kSampleTiles);
+  CHECK(q.v_headroom == sage2::kernels::kVHeadroom);
+  CHECK(e.sample_tiles == sage2::kernels::kSampleTiles);
+  CHECK(e.v_headroom == sage2::kernels::kVHeadroom);
+}
 
 TEST_CASE("sampled statistics: with at most four KV tiles the sample is every key (sums in chunks of bk keys)") {
   const AttentionInputs in = make_activation_like(21, DType::F16, 1, 2, 1, 90, 4 * 128 - 3, 64);
@@ -148,7 +158,7 @@ TEST_CASE("sampled statistics: sample_tiles and v_headroom set the sample and th
     float a_s = 0, a_all = 0;
     for (std::int64_t n : keys) a_s = std::max(a_s, std::fabs(in.v.get(0, 0, n, c)));
     for (std::int64_t n = 0; n < nk; ++n) a_all = std::max(a_all, std::fabs(in.v.get(0, 0, n, c)));
-    CHECK(s.v_amax[c] == (a_all <= 4.f * a_s ? 4.f * a_s : a_all));
+    CHECK(s.v_amax[c] == (a_all > 4.f * a_s ? a_all : 4.f * a_s));
   }
   for (auto bad : {std::pair<int, float>{0, 16.f}, {4, 0.5f}}) {
     QuantizeOptions b = o;

@@ -353,7 +353,9 @@ TEST_CASE("quantize paths: with auto, a wgmma plan quantizes Q in the attention 
   CHECK_FALSE(split.q_in_kernel);
   CHECK(runtime::quantize_ops(QuantPath::Split, split).back() == QuantOp::QuantizeQ);
   const kernels::QuantBuffers without = kernels::quant_buffers(qp, split);
-  CHECK(with.offsets().total + std::size_t(2 * 4 * 256 * 128) <= without.offsets().total);
+  kernels::KernelSpec s_all = s;  // (the sampled statistics' own buffers aside: compared in their spec)
+  s_all.sampled_stats = false;
+  CHECK(kernels::quant_buffers(qp, s_all).offsets().total + std::size_t(2 * 4 * 256 * 128) <= without.offsets().total);
   // the attention parameters need the caller's Q, of the right shape and dtype
   char* ws = reinterpret_cast<char*>(0x20000000);
   kernels::AttentionArgs args{ws, c.out, nullptr, p.sm_scale, nullptr};
@@ -371,6 +373,78 @@ TEST_CASE("quantize paths: with auto, a wgmma plan quantizes Q in the attention 
   sq.smooth_q = true;
   plan::apply_quant_path(sq, QuantPath::Auto);
   CHECK_FALSE(sq.q_in_kernel);
+}
+
+TEST_CASE("quantize paths: auto's split stage samples the statistics (dense calls); split, varlen and the one-launch stages take every key") {
+  using runtime::QuantPath;
+  using kernels::QuantOp;
+  const Call c = make_call(0x10000000, 2, 4, 2, 200, 1000, 128);
+  const plan::AttentionProblem p = plan::validate_attention(c.q, c.k, c.v, c.out, c.params, kernels::Arch::Sm90a);
+  kernels::KernelSpec s = plan::attention_spec_for(p, kernels::Arch::Sm90a);
+  s.tile = plan::heuristic_tile(s, 232448);
+  plan::apply_quant_path(s, QuantPath::Auto);
+  CHECK(s.sampled_stats);
+  // the attention kernel's code does not read it: the same key as the split path's
+  kernels::KernelSpec every_key = s;
+  plan::apply_quant_path(every_key, QuantPath::Split);
+  CHECK_FALSE(every_key.sampled_stats);
+  every_key.q_in_kernel = s.q_in_kernel;
+  CHECK(s.key() == every_key.key());
+  // the split ops take it (their keys say so); mask tiles and the one-launch stages never
+  for (QuantOp op : {QuantOp::ChannelStats, QuantOp::QuantizeQ, QuantOp::QuantizeK, QuantOp::QuantizeV}) {
+    const kernels::KernelSpec q = kernels::quantize_spec_for(s, op);
+    CHECK(q.sampled_stats);
+    CHECK(q.key().find("|ss4") != std::string::npos);
+    CHECK(q.key() != kernels::quantize_spec_for(every_key, op).key());
+    CHECK_NOTHROW(q.validate());
+  }
+  for (QuantOp op : {QuantOp::Fused, QuantOp::QuantizeKV, QuantOp::MaskTiles})
+    CHECK_FALSE(kernels::quantize_spec_for(s, op).sampled_stats);
+  kernels::KernelSpec bad = kernels::quantize_spec_for(every_key, QuantOp::Fused);
+  bad.sampled_stats = true;
+  CHECK_THROWS_WITH_AS(bad.validate(), doctest::Contains("every key"), Error);
+  // varlen: every key (the sample is per dense (batch, kv head))
+  kernels::KernelSpec v = s;
+  v.varlen = true;
+  plan::apply_quant_path(v, QuantPath::Auto);
+  CHECK_FALSE(v.sampled_stats);
+  kernels::KernelSpec vq = kernels::quantize_spec_for(every_key, QuantOp::QuantizeK);
+  vq.varlen = true;
+  vq.sampled_stats = true;
+  CHECK_THROWS_WITH_AS(vq.validate(), doctest::Contains("varlen"), Error);
+
+  // The buffers: one statistics chunk of bk keys per sampled tile (min(T, 4) of T = 8 tiles), V's
+  // amax, and the quantize_v arrivals and overflow maxima in the cleared sync region.
+  const kernels::QuantProblem qp{2, 4, 2, 200, 1000, 128};
+  const kernels::QuantBuffers bs = kernels::quant_buffers(qp, s), ba = kernels::quant_buffers(qp, every_key);
+  REQUIRE(s.tile.bk == 128);
+  CHECK(bs.sampled_stats);
+  CHECK(bs.stats_chunk == 128);
+  CHECK(bs.stats_chunks == 4);
+  CHECK(ba.stats_chunks == 4);  // (every key: ceil(1000 / 256))
+  CHECK(bs.v_amax() == 2 * 2 * 128);
+  CHECK(ba.v_amax() == 0);
+  CHECK(bs.sync_words() == ba.sync_words() + 2 * 2 * (1 + 128));
+  const auto o = bs.offsets();
+  CHECK(o.v_arrive == o.sync + (1 + 4 * 2 * 2) * 4);
+  CHECK(o.v_over == o.v_arrive + 2 * 2 * 4);
+  CHECK(o.v_over + 2 * 2 * 128 * 4 == o.sync + o.sync_bytes);
+  CHECK(o.v_amax >= o.mask_bias);
+  CHECK(o.total >= o.v_amax + std::size_t(bs.v_amax()) * 4);
+  CHECK(kernels::quantize_clears_sync(runtime::quantize_ops(QuantPath::Auto, s)));
+  const sage2::dev::QuantizeParams qpar = kernels::make_quantize_params(bs, c.q, c.k, c.v, reinterpret_cast<void*>(0x40000000));
+  CHECK(reinterpret_cast<std::uintptr_t>(qpar.v_amax) == 0x40000000 + o.v_amax);
+  CHECK(reinterpret_cast<std::uintptr_t>(qpar.v_over) == 0x40000000 + o.v_over);
+  // channel_stats: one CTA per (sampled tile, K|V); a short sequence samples every tile
+  const kernels::LaunchShape ls = kernels::quantize_launch_shape(kernels::quantize_spec_for(s, QuantOp::ChannelStats), bs);
+  CHECK(ls.grid[0] == 2 * 4);
+  const kernels::QuantBuffers short_b = kernels::quant_buffers(kernels::QuantProblem{2, 4, 2, 200, 300, 128}, s);
+  CHECK(short_b.stats_chunks == 3);
+  // the sampled kernels refuse buffers laid out for every key, and the other way round
+  CHECK_THROWS_WITH_AS(kernels::quantize_launch_shape(kernels::quantize_spec_for(s, QuantOp::QuantizeV), ba),
+                       doctest::Contains("sampled_stats"), Error);
+  CHECK_THROWS_WITH_AS(kernels::quantize_launch_shape(kernels::quantize_spec_for(every_key, QuantOp::QuantizeV), bs),
+                       doctest::Contains("sampled_stats"), Error);
 }
 
 TEST_CASE("call plan: kernels after the first overlap their predecessor's end where they wait for it (sm_90a)") {
