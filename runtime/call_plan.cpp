@@ -50,6 +50,13 @@ void layout_plan(Context::Impl& ctx, const plan::AttentionProblem& problem, Call
 
 }  // namespace
 
+namespace {
+// Every optimized kernel of `specs` is loaded or in the disk cache: a call needs no quick tier.
+bool optimized_at_hand(Context::Impl& ctx, const std::vector<kernels::KernelSpec>& specs) {
+  return std::all_of(specs.begin(), specs.end(), [&](const kernels::KernelSpec& s) { return ctx.kernels().optimized_available(s); });
+}
+}  // namespace
+
 std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const plan::AttentionProblem& problem,
                                                 BuildTier tier) {
   auto p = std::make_shared<CallPlan>();
@@ -57,7 +64,7 @@ std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const plan::
   if (problem.direct) {  // the direct path: its two kernels, nothing else
     const std::vector<kernels::KernelSpec> specs = plan::direct_call_kernels(p->direct_stage.layout);
     if (tier == BuildTier::Quick &&
-        std::all_of(specs.begin(), specs.end(), [&](const kernels::KernelSpec& s) { return ctx.kernels().optimized_available(s); }))
+        optimized_at_hand(ctx, specs))
       tier = BuildTier::Optimized;
     load_direct_stage(ctx, p->direct_stage, tier);
     p->tier = tier;
@@ -72,7 +79,7 @@ std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const plan::
   const plan::QuantizedCallKernels call = plan::quantized_call_kernels(p->spec, ctx.config().quant_path);
   const std::vector<kernels::KernelSpec> specs = call.all();
   if (tier == BuildTier::Quick &&
-      std::all_of(specs.begin(), specs.end(), [&](const kernels::KernelSpec& s) { return ctx.kernels().optimized_available(s); }))
+      optimized_at_hand(ctx, specs))
     tier = BuildTier::Optimized;  // nothing to wait for: no quick tier
   std::vector<LoadedKernel*> loaded;
   if (tier == BuildTier::Quick) {
@@ -153,7 +160,7 @@ std::shared_ptr<const CallPlan> quick_direct_plan(Context::Impl& ctx, const plan
   layout_plan(ctx, problem, &final_layout);
   const std::vector<kernels::KernelSpec> specs =
       plan::quantized_call_kernels(final_layout.spec, ctx.config().quant_path).all();
-  if (std::all_of(specs.begin(), specs.end(), [&](const kernels::KernelSpec& s) { return ctx.kernels().optimized_available(s); }))
+  if (optimized_at_hand(ctx, specs))
     return nullptr;
   try {
     auto p = std::const_pointer_cast<CallPlan>(build_call_plan(ctx, direct, BuildTier::Quick));
