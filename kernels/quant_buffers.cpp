@@ -72,7 +72,7 @@ std::int64_t QuantBuffers::stats_part() const {
   return p.batch * p.kv_heads * 2 * stats_chunks * 4 * d_v;
 }
 std::int64_t QuantBuffers::sync_words() const {
-  return 1 + 4 * p.batch * p.kv_heads + (sampled_stats ? p.batch * p.kv_heads * (1 + d_v) : 0);
+  return 1 + 4 * p.batch * p.kv_heads + (sampled_stats ? p.batch * p.kv_heads * d_v : 0);
 }
 std::int64_t QuantBuffers::v_amax() const { return sampled_stats ? p.batch * p.kv_heads * d_v : 0; }
 std::int64_t QuantBuffers::seqs() const { return p.varlen ? p.batch * 8 : 0; }
@@ -113,8 +113,7 @@ QuantBuffers::Offsets QuantBuffers::offsets() const {
   o.mask_tiles = place(mask_tiles(), 1);
   o.mask_bias = place(mask_bias(), 4);
   o.v_amax = place(v_amax(), 4);
-  o.v_arrive = o.sync + static_cast<std::size_t>(1 + 4 * p.batch * p.kv_heads) * 4;
-  o.v_over = o.v_arrive + static_cast<std::size_t>(p.batch * p.kv_heads) * 4;
+  o.v_over = o.sync + static_cast<std::size_t>(1 + 4 * p.batch * p.kv_heads) * 4;
   o.total = at;
   return o;
 }

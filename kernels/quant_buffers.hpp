@@ -126,7 +126,7 @@ struct QuantBuffers : QuantOptions {
   // arrival counters of the split path's channel_stats and of the fused stage.
   std::int64_t stats_part() const;   // f32 [B][Hkv][2][stats_chunks][4][d_v]; varlen: [Hkv][2][slots][4][d_v]
   std::int64_t sync_words() const;   // u32 [1 + 4·B·Hkv]  work ticket, arrivals, ready flags;
-                                     // sampled: + [B·Hkv] quantize_v arrivals + [B·Hkv][d_v] overflow maxima
+                                     // sampled: + [B·Hkv][d_v] V's overflow maxima (f32 bits)
   // Sampled statistics only (appended):
   std::int64_t v_amax() const;       // f32 [B][Hkv][d_v]  the amax V's scale was made from
   // Varlen only (templates/seq_table.cuh):
@@ -145,7 +145,7 @@ struct QuantBuffers : QuantOptions {
   struct Offsets {
     std::size_t q_codes, q_scale, q_mean, q_kbias, k_codes, k_scale, k_mean, k_stats, v_codes,
         v_scale, v_mean, v_stats, q_bad, k_first_bad, v_first_bad, stats_part, sync, sync_bytes, seqs, q_map,
-        k_map, mask_tiles, mask_bias, v_amax, v_arrive, v_over, total;  // v_arrive, v_over: inside sync
+        k_map, mask_tiles, mask_bias, v_amax, v_over, total;  // v_over: inside sync
   };
   Offsets offsets() const;
 };

@@ -238,7 +238,9 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
       c.chunks = v_dim_padded(s.head_dim) / 8;
       fit_row(c);
       c.threads = std::min(256, c.tpr * c.rows);
-      c.min_ctas = std::max(1, 65536 / (c.threads * 80));  // <= 80 registers: 3 CTAs of 256
+      // <= 80 registers: 3 CTAs of 256. The sampled kernel up to head dim 128: <= 64, 4 CTAs (its
+      // screen and exact pass took 72 at 80, the plain kernel 64; at 64 neither spills, hd 128 bf16)
+      c.min_ctas = std::max(1, 65536 / (c.threads * (s.sampled_stats && c.chunks <= 16 ? 64 : 80)));
       break;
     case QuantOp::None:
       throw Error(ErrorCode::InvalidArgument, "quantize_kernel_config: spec without a quantize op");
@@ -453,7 +455,6 @@ sage2::dev::QuantizeParams make_quantize_params(const QuantBuffers& b, const Ten
   p.mask_heads = b.p.mask_heads;
   if (b.sampled_stats && base) {
     p.v_amax = static_cast<float*>(at(o.v_amax, b.v_amax()));
-    p.v_arrive = reinterpret_cast<sage2::dev::u32*>(base + o.v_arrive);
     p.v_over = reinterpret_cast<sage2::dev::u32*>(base + o.v_over);
   }
   return p;

@@ -30,7 +30,8 @@ const char* quant_op_name(QuantOp op) noexcept {
 bool uses_v_codes(const KernelSpec& s) noexcept {
   if (find_attention_family(s.family)) return true;
   const QuantOpDesc* d = s.family == KernelFamily::Quantize ? find_quant_op(s.op) : nullptr;
-  return d && d->writes_v;
+  // (sampled statistics: quantize_k's block 0 rewrites the V channels a key exceeds)
+  return d && (d->writes_v || (s.sampled_stats && s.op == QuantOp::QuantizeK));
 }
 
 KernelSpec KernelSpec::canonical() const {

@@ -10,6 +10,19 @@
 
 namespace sage2::plan {
 
+namespace {
+// The split path's kernels. With sampled statistics V comes before K: quantize_k's block 0 of each
+// head then fixes the V channels quantize_v found above the headroom (templates/quantize_qk.cuh),
+// ordered after every V tile by the stream.
+std::vector<kernels::QuantOp> split_ops(const kernels::KernelSpec& attention_spec, bool with_q) {
+  using kernels::QuantOp;
+  std::vector<QuantOp> ops{QuantOp::ChannelStats, QuantOp::QuantizeK, QuantOp::QuantizeV};
+  if (attention_spec.sampled_stats) std::swap(ops[1], ops[2]);
+  if (with_q) ops.push_back(QuantOp::QuantizeQ);
+  return ops;
+}
+}  // namespace
+
 std::vector<kernels::QuantOp> quantize_ops(QuantPath path, const kernels::KernelSpec& attention_spec) {
   using kernels::QuantOp;
   const bool cluster_ok = kernels::cluster_quantize_supported(attention_spec);
@@ -35,7 +48,7 @@ std::vector<kernels::QuantOp> quantize_ops(QuantPath path, const kernels::Kernel
       throw Error(ErrorCode::InvalidArgument, std::string("quantize path ") + quant_path_name(path) +
                                                   " with an attention spec that quantizes Q itself (" +
                                                   attention_spec.key() + ")");
-    std::vector<QuantOp> ops{QuantOp::ChannelStats, QuantOp::QuantizeK, QuantOp::QuantizeV};
+    std::vector<QuantOp> ops = split_ops(attention_spec, false);
     if (attention_spec.mask) ops.insert(ops.begin(), QuantOp::MaskTiles);
     return ops;
   }
@@ -46,7 +59,7 @@ std::vector<kernels::QuantOp> quantize_ops(QuantPath path, const kernels::Kernel
       throw Error(ErrorCode::Unsupported, std::string("quantize path ") + quant_path_name(path) +
                                               " (ContextOptions::quant_path or SAGE2_QUANT_PATH) does not run varlen "
                                               "calls; use auto or split");
-    return {QuantOp::ChannelStats, QuantOp::QuantizeK, QuantOp::QuantizeV, QuantOp::QuantizeQ};
+    return split_ops(attention_spec, true);
   }
   if (path == QuantPath::Cluster && !cluster_ok)
     throw Error(ErrorCode::Unsupported,
@@ -64,7 +77,7 @@ std::vector<kernels::QuantOp> quantize_ops(QuantPath path, const kernels::Kernel
   }
   switch (path) {
     case QuantPath::Split:
-      return {QuantOp::ChannelStats, QuantOp::QuantizeK, QuantOp::QuantizeV, QuantOp::QuantizeQ};
+      return split_ops(attention_spec, true);
     case QuantPath::Fused: return {QuantOp::Fused};
     case QuantPath::Cluster: return {QuantOp::Cluster};
     case QuantPath::OnePass:

@@ -80,7 +80,7 @@ __device__ __forceinline__ u32 sampled_chunks(i64 len) {
 }
 __device__ __forceinline__ i64 sample_tile(u32 i, i64 len) {
   const i64 t = kv_tiles(len);
-  return t <= SAMPLE_TILES ? static_cast<i64>(i) : static_cast<i64>(i) * t / SAMPLE_TILES;
+  return t <= SAMPLE_TILES ? static_cast<i64>(i) : static_cast<i64>(i) * t / (SAMPLE_TILES ? SAMPLE_TILES : 1);
 }
 // The keys k̄ and μ divide by: len, or the sample's.
 __device__ __forceinline__ i64 stats_keys(i64 len) {

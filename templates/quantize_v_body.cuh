@@ -9,7 +9,7 @@ namespace qz {
 // sage2_quantize_v: CTA = (batch, kv head, tile of ROWS tokens of the padded length).
 //  μ = smooth_v ? sum/kv_len : 0; amax = smooth_v ? max(max-μ, μ-min) : max(|max|, |min|)
 //  (NaN-propagating max); sampled statistics: / the sample's keys, amax = H·amax where finite, and
-//  v_sampled_fixup for a channel a key exceeds; scale = amax/448; inv = finite positive amax ? 448/amax : 0;
+//  v_fixup_head (quantize_k) for a channel a key exceeds; scale = amax/448; inv = finite positive amax ? 448/amax : 0;
 //  code = e4m3_rn_satfinite((float(V) - μ) * inv) (0 for a non-finite V: its statistics were
 //  taken as 0 by channel_stats), stored transposed [c][slot] (slot = the consumer's key order within
 //  each 16-key group, kernels::QuantLayout::v_slot) through shared
@@ -26,8 +26,13 @@ constexpr bool V_FP16 = SAGE2_PV_FP16 != 0;
 constexpr int V_BYTES = V_FP16 ? 2 : 1;  // bytes of one V̂ code
 constexpr float V8_MAX = SAGE2_PV_ACC16 ? 2.25f : 448.f;  // e4m3 V̂ bound (kernels::kV8Acc16Max)
 constexpr int V16_EXP = SAGE2_PV_ACC16 ? 9 : 15;          // FP16 V̂ < 2^V16_EXP (kV16Acc16Exp, kV16Exp)
-// Per-channel constants (μ, inv; sampled: H·A_s too, and the arrival flag), then the tile's codes.
-constexpr int V_CONST_BYTES = (SAMPLE_TILES ? 12 : 8) * D_V + (SAMPLE_TILES ? 16 : 0);
+// Per-channel constants (μ, inv; sampled: H·A_s too), then the tile's codes.
+constexpr int V_CONST_BYTES = (SAMPLE_TILES ? 12 : 8) * D_V;
+// Sampled statistics with e4m3 codes: a key above H_s (finite, positive) has |code input| >= V8_MAX
+// (|d| >= H_s·(1 + 2^-23) and inv = fl(V8_MAX / H_s)), so one running max of |d·inv| per thread
+// screens for it; a thread over the screen (or a CTA with a channel whose H_s is 0) checks its
+// elements exactly. FP16 codes (inv = 1/δ: no common bound) keep an exact max per channel.
+constexpr bool V_SCREEN = SAMPLE_TILES && !V_FP16;
 template <class M>
 constexpr int v_smem_bytes() { return V_CONST_BYTES + M::ROWS * D_V * V_BYTES; }
 
@@ -49,33 +54,21 @@ __device__ __forceinline__ void v_scale_inv(float amax, float& scale, float& inv
   }
 }
 
-// Sampled statistics, after a tile's codes: the arrival of the tile; the head's last tile gives
-// each channel where a key exceeded H·A_s (v_over: every such tile's max |V − μ|, so their max is
-// every key's amax A_all) A_all's scale and rewrites that channel's codes over every key — the
+// Sampled statistics: the fix-up of one dense (batch, kv head) once every V tile is written (run
+// by quantize_k's block 0 of the head, which the stream orders after quantize_v: sage2_quantize_k).
+// A channel where a key exceeded H·A_s has v_over = every such tile's max |V − μ|, so their max is
+// every key's amax A_all: it gets A_all's scale and its codes are rewritten over every key — the
 // rule amax = A_all > H·A_s ? A_all : H·A_s (rare: a sample that missed a channel's largest
 // values). One warp per flagged channel, a lane per 16-key group, in the layout's slot order.
-__device__ __forceinline__ void v_sampled_fixup(const QuantizeParams& p, u8* smem, const Input& in, i64 b, i64 h,
-                                                const SeqItem& si) {
-  const float* s_mu = reinterpret_cast<const float*>(smem);
-  u32* s_last = reinterpret_cast<u32*>(smem + 12 * D_V);
-  const i64 bh = b * p.kv_heads + h;
-  const int tid = threadIdx.x;
-  __syncthreads();  // the CTA's codes and v_over reductions are issued before the arrival
-  if (tid == 0) {
-    ptx::fence_acq_rel_gpu();
-    const u32 tiles = static_cast<u32>(si.v_pitch / (SAGE2_QZ_ROWS));
-    *s_last = ptx::atom_add_acq_rel_gpu_u32(p.v_arrive + bh, 1u) + 1u == tiles ? 1u : 0u;
-  }
-  __syncthreads();
-  if (*s_last == 0u) return;
-  const int warp = tid / 32, lane = tid % 32;
-  const i64 groups = (si.len + 15) / 16;
-  const u16* col = row_ptr(in, b, h, si.n0);
+__device__ __forceinline__ void v_fixup_head(const QuantizeParams& p, const Input& in, i64 b, i64 h) {
+  const i64 bh = b * p.kv_heads + h, len = p.kv_len, pitch = kv_tiles(len) * BK;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const u16* col = row_ptr(in, b, h, 0);
 #pragma unroll 1
   for (int c = warp; c < HD; c += THREADS / 32) {
     const u32 over = ptx::ld_relaxed_gpu_u32(p.v_over + bh * D_V + c);
     if (over == 0u) continue;
-    const float amax = ptx::bits_f32(over), mu = s_mu[c];
+    const float amax = ptx::bits_f32(over), mu = p.v_mean[bh * D_V + c];
     float scale, inv;
     v_scale_inv(amax, scale, inv);
     if (lane == 0) {
@@ -83,29 +76,29 @@ __device__ __forceinline__ void v_sampled_fixup(const QuantizeParams& p, u8* sme
       p.v_amax[bh * D_V + c] = amax;
     }
 #pragma unroll 1
-    for (i64 g = lane; g < groups; g += 32) {
+    for (i64 g = lane; g < (len + 15) / 16; g += 32) {
       float y[16];
 #pragma unroll
       for (int q = 0; q < 16; ++q) {
         const i64 n = g * 16 + sage2_v_key_of_slot[q];
         float x = 0.f;
-        if (n < si.len) {
+        if (n < len) {
           const u16 raw = ptx::ld_nc_u16(col + n * in.sn + c);
           x = IN_BF16 ? ptx::bf16_to_f32(raw) : ptx::f16_to_f32(raw);
         }
         // a non-finite input's code is 0, as are the padded keys'
-        y[q] = (n < si.len && !nonfinite(x)) ? (x - mu) * inv : 0.f;
+        y[q] = (n < len && !nonfinite(x)) ? (x - mu) * inv : 0.f;
       }
       u32 w[8];
 #pragma unroll
       for (int q = 0; q < 8; ++q)
         w[q] = V_FP16 ? ptx::pack_f16x2(y[2 * q], y[2 * q + 1]) : ptx::f32x2_to_e4m3x2(y[2 * q], y[2 * q + 1]);
       if (V_FP16) {
-        u16* d16 = reinterpret_cast<u16*>(p.v_codes) + (si.v_row0 + c) * si.v_pitch + g * 16;
+        u16* d16 = reinterpret_cast<u16*>(p.v_codes) + (bh * D_V + c) * pitch + g * 16;
         ptx::st_v4(d16, ptx::u32x4{w[0], w[1], w[2], w[3]});
         ptx::st_v4(d16 + 8, ptx::u32x4{w[4], w[5], w[6], w[7]});
       } else {
-        u8* d8 = p.v_codes + (si.v_row0 + c) * si.v_pitch + g * 16;
+        u8* d8 = p.v_codes + (bh * D_V + c) * pitch + g * 16;
         ptx::st_v4(d8, ptx::u32x4{w[0] | (w[1] << 16), w[2] | (w[3] << 16), w[4] | (w[5] << 16), w[6] | (w[7] << 16)});
       }
     }
@@ -151,6 +144,7 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, co
 
   wait_previous();  // (the split V kernel: its rows are in flight; the statistics are read below)
   const float* st = p.v_stats + bh * 3 * D_V;
+  int zero_hs = 0;  // sampled: a channel of this thread with H_s = 0
 #pragma unroll 1
   for (int c = tid; c < D_V; c += THREADS) {
     float mu = 0.f, inv = 0.f, scale = 0.f;
@@ -173,6 +167,7 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, co
       if (SAMPLE_TILES) {
         s_ha[c] = amax;
         if (tile == 0) p.v_amax[bh * D_V + c] = amax;
+        if (V_SCREEN && amax == 0.f) zero_hs = 1;  // (any key off μ exceeds it: no screen)
       }
     }
     s_mu[c] = mu;
@@ -184,7 +179,8 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, co
       if (SAMPLE_TILES && c >= HD) p.v_amax[bh * D_V + c] = 0.f;
     }
   }
-  __syncthreads();
+  // (the screen misses a channel with H_s = 0: then every thread of the CTA checks exactly)
+  const bool exact_all = V_SCREEN ? __syncthreads_or(zero_hs) != 0 : (__syncthreads(), false);
 
   // This thread's channels are the same for all its rows: constants in registers.
   float mu_r[CPT][8], inv_r[CPT][8];
@@ -198,12 +194,16 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, co
     }
   }
 
-  // Sampled statistics: this thread's max |V − μ| per channel (non-finite inputs read as 0).
-  float dmax[SAMPLE_TILES ? CPT : 1][8];
+  // Sampled statistics: this thread's max |V − μ| per channel (FP16 V̂), or its max |(V − μ)·inv|
+  // (the e4m3 screen); non-finite inputs read as 0.
+  constexpr bool V_EXACT = SAMPLE_TILES && !V_SCREEN;
+  float dmax[V_EXACT ? CPT : 1][8];
 #pragma unroll
-  for (int k = 0; k < (SAMPLE_TILES ? CPT : 1); ++k)
+  for (int k = 0; k < (V_EXACT ? CPT : 1); ++k)
 #pragma unroll
     for (int e = 0; e < 8; ++e) dmax[k][e] = 0.f;
+  float ymax = 0.f;
+  bool recheck = false;  // a non-finite input (sampled statistics: the exact pass takes its flag)
 
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
@@ -221,17 +221,17 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, co
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
           const float d = x[e] - mu_r[k][e];
-          if (SAMPLE_TILES) dmax[SAMPLE_TILES ? k : 0][e] = ptx::max_f32(dmax[SAMPLE_TILES ? k : 0][e], ptx::abs_f32(d));
+          if (V_EXACT) dmax[V_EXACT ? k : 0][e] = ptx::max_f32(dmax[V_EXACT ? k : 0][e], ptx::abs_f32(d));
           y[e] = d * inv_r[k][e];
+          if (V_SCREEN) ymax = ptx::max_f32(ymax, ptx::abs_f32(y[e]));
         }
         if (bad != 0u) {  // a non-finite input's code is 0 (rare: off the common path)
 #pragma unroll
           for (int e = 0; e < 8; ++e)
-            if ((bad >> e) & 1u) {
-              y[e] = 0.f;
-              // sampled statistics saw only the sample's keys: every key's first bad one (a min)
-              if (SAMPLE_TILES) ptx::red_min_gpu_s32(p.v_first_bad + bh * D_V + j * 8 + e, static_cast<i32>(n0 + r));
-            }
+            if ((bad >> e) & 1u) y[e] = 0.f;
+          // sampled statistics saw only the sample's keys: the exact pass below lowers the
+          // first-bad flags over every key
+          if (SAMPLE_TILES) recheck = true;
         }
 #pragma unroll
         for (int e = 0; e < 8; e += 2) {
@@ -254,15 +254,39 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, co
       d8[1] = pair[2] | (pair[3] << 16);
     }
   }
-  if (SAMPLE_TILES) {  // a key above H·A_s: the tile's max for the fix-up (rare)
+  // A key above H·A_s: its |V − μ| into v_over for the fix-up (rare; order-free maxima).
+  if (V_EXACT) {
 #pragma unroll
     for (int k = 0; k < CPT; ++k) {
       const int j = lane_r + k * TPR;
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
-        const float dm = dmax[SAMPLE_TILES ? k : 0][e];
+        const float dm = dmax[V_EXACT ? k : 0][e];
         if (j < CH_IN && j * 8 + e < HD && dm > s_ha[j * 8 + e])
           ptx::red_max_gpu_u32(p.v_over + bh * D_V + j * 8 + e, ptx::f32_bits(dm));
+      }
+    }
+  }
+  // Over the screen, or a non-finite input: the exact test per element; its first-bad flags (order-
+  // free minima over every key).
+  if (SAMPLE_TILES && (recheck || (V_SCREEN && (ymax >= V8_MAX || exact_all)))) {
+#pragma unroll 1
+    for (int i = 0; i < ITEMS; ++i) {
+      const int r = slot + i * RPP;
+      if (r >= valid) continue;
+#pragma unroll 1
+      for (int k = 0; k < CPT; ++k) {
+        const int j = lane_r + k * TPR;
+        if (j >= CH_IN) continue;
+        float x[8];
+        const u32 bad = to_f32x8_sane(load_rc(r, j), x);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          if ((bad >> e) & 1u) ptx::red_min_gpu_s32(p.v_first_bad + bh * D_V + j * 8 + e, static_cast<i32>(n0 + r));
+          if (!V_SCREEN) continue;  // (FP16 V̂: its exact maxima above)
+          const float d = ptx::abs_f32(x[e] - s_mu[j * 8 + e]);
+          if (j * 8 + e < HD && d > s_ha[j * 8 + e]) ptx::red_max_gpu_u32(p.v_over + bh * D_V + j * 8 + e, ptx::f32_bits(d));
+        }
       }
     }
   }
@@ -286,7 +310,6 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, co
         ptx::st_v4(drow + seg * 16 + 8, ptx::u32x4{w[4], w[5], w[6], w[7]});
       }
     }
-    if (SAMPLE_TILES) v_sampled_fixup(p, smem, in, b, h, si);
     return;
   }
 
@@ -319,7 +342,6 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, co
     for (int e = 0; e < 4; ++e)
       ptx::st_v4(dst + static_cast<i64>(cg * 4 + e) * si.v_pitch + seg * 16, ptx::u32x4{w[e][0], w[e][1], w[e][2], w[e][3]});
   }
-  if (SAMPLE_TILES) v_sampled_fixup(p, smem, in, b, h, si);
 }
 
 }  // namespace qz

@@ -122,6 +122,9 @@ std::vector<Variant> covering_set() {
       {Q::QuantizeV, S90, 128, 8, false, false, true, F16, WG, T_WG8, true},
       {Q::QuantizeV, S89, 40, 8, false, false, false, BF16, MMA, T_SMALL, true},
       {Q::QuantizeV, S90, 512, 8, false, false, true, BF16, MMA, T_DEF, true},
+      {Q::QuantizeV, S90, 64, 8, false, false, false, F16, WG, T_WG8, true},
+      {Q::QuantizeV, S90, 128, 8, false, false, false, BF16, WG, T_WG8, true},
+      {Q::QuantizeV, S89, 128, 8, false, false, true, F16, MMA, T_DEF, true},
   };
 }
 

@@ -414,7 +414,12 @@ TEST_CASE("quantize paths: auto's split stage samples the statistics (dense call
   CHECK_THROWS_WITH_AS(vq.validate(), doctest::Contains("varlen"), Error);
 
   // The buffers: one statistics chunk of bk keys per sampled tile (min(T, 4) of T = 8 tiles), V's
-  // amax, and the quantize_v arrivals and overflow maxima in the cleared sync region.
+  // amax, and V's overflow maxima in the cleared sync region. V before K: quantize_k's block 0 of
+  // each head fixes the channels quantize_v found above the headroom.
+  CHECK(runtime::quantize_ops(QuantPath::Auto, s) ==
+        std::vector<QuantOp>{QuantOp::ChannelStats, QuantOp::QuantizeV, QuantOp::QuantizeK});
+  CHECK(kernels::uses_v_codes(kernels::quantize_spec_for(s, QuantOp::QuantizeK)));
+  CHECK_FALSE(kernels::uses_v_codes(kernels::quantize_spec_for(every_key, QuantOp::QuantizeK)));
   const kernels::QuantProblem qp{2, 4, 2, 200, 1000, 128};
   const kernels::QuantBuffers bs = kernels::quant_buffers(qp, s), ba = kernels::quant_buffers(qp, every_key);
   REQUIRE(s.tile.bk == 128);
@@ -424,10 +429,9 @@ TEST_CASE("quantize paths: auto's split stage samples the statistics (dense call
   CHECK(ba.stats_chunks == 4);  // (every key: ceil(1000 / 256))
   CHECK(bs.v_amax() == 2 * 2 * 128);
   CHECK(ba.v_amax() == 0);
-  CHECK(bs.sync_words() == ba.sync_words() + 2 * 2 * (1 + 128));
+  CHECK(bs.sync_words() == ba.sync_words() + 2 * 2 * 128);
   const auto o = bs.offsets();
-  CHECK(o.v_arrive == o.sync + (1 + 4 * 2 * 2) * 4);
-  CHECK(o.v_over == o.v_arrive + 2 * 2 * 4);
+  CHECK(o.v_over == o.sync + (1 + 4 * 2 * 2) * 4);
   CHECK(o.v_over + 2 * 2 * 128 * 4 == o.sync + o.sync_bytes);
   CHECK(o.v_amax >= o.mask_bias);
   CHECK(o.total >= o.v_amax + std::size_t(bs.v_amax()) * 4);
