@@ -10,8 +10,6 @@ int quantize_stats_chunk(const KernelSpec& spec) {
   // statistics of a chunk must stream long enough to outweigh its combine and arrival (256 tokens
   // at head dim 64 measured 2.3x the one-CTA-per-head walk at 8K on the H200, session 12 r2).
   // A power of two, from the spec alone, so the sum order never depends on the device or the batch.
-  // Sampled statistics: one chunk per sampled KV tile.
-  if (spec.sampled_stats) return spec.tile.bk;
   const int row_bytes = 2 * ((spec.head_dim + 7) / 8 * 8);
   int t = 256;
   while (t < 2048 && t * row_bytes < 64 * 1024) t *= 2;
@@ -38,8 +36,9 @@ QuantBuffers quant_buffers(const QuantProblem& p, const KernelSpec& s) {
   b.row_bytes = qk_row_bytes(p.head_dim, s.qk_bits);
   b.d_v = v_dim_padded(p.head_dim);
   b.stats_chunk = quantize_stats_chunk(s);
-  b.stats_chunks = s.sampled_stats ? std::min<std::int64_t>(b.k_blocks, kSampleTiles)
-                                  : (p.kv_len + b.stats_chunk - 1) / b.stats_chunk;
+  // (sampled statistics over more than kSampleTiles tiles: one chunk of bk keys per sampled tile)
+  b.stats_chunks = s.sampled_stats && b.k_blocks > kSampleTiles ? kSampleTiles
+                                                                 : (p.kv_len + b.stats_chunk - 1) / b.stats_chunk;
   return b;
 }
 

@@ -46,9 +46,9 @@
 //  Sampled statistics (KernelSpec::sampled_stats: Auto's split stage for dense calls; the
 //  reference's QuantizeOptions::sample_statistics): with T = k_blocks tiles of bk keys, the
 //  statistics stats / k̄ / μ above are taken over the keys of tiles ⌊i·T/S⌋, i < S = kSampleTiles
-//  (every key when T <= S; the sampled tiles are then all full), sum in chunks of one sampled tile
-//  (T = bk in the formula above, chunks in sample order), and k̄ / μ divide by the sample's key
-//  count. V's amax: A_s from the sampled statistics as above, H_s = kVHeadroom · A_s where that is
+//  when T > S (the sampled tiles are then all full), summed in chunks of one sampled tile (T = bk
+//  in the formula above, chunks in sample order), and k̄ / μ divide by the sample's key count;
+//  when T <= S they are the statistics above (every key, the same order). V's amax: A_s from the sampled statistics as above, H_s = kVHeadroom · A_s where that is
 //  finite (else A_s), and amax = A_all > H_s ? A_all : H_s, A_all = max over every key of
 //  |float(V) − μ| (non-finite inputs read as 0), so no code saturates; v_amax holds it. The flags
 //  below still cover every key.
@@ -98,7 +98,7 @@ struct QuantBuffers : QuantOptions {
   int row_bytes = 0;   // bytes of one quantized Q/K row
   int d_v = 0;         // padded V head dim
   int stats_chunk = 0;            // tokens per statistics chunk (kernels::quantize_stats_chunk)
-  std::int64_t stats_chunks = 0;  // ceil(kv_len / stats_chunk); sampled: min(k_blocks, kSampleTiles)
+  std::int64_t stats_chunks = 0;  // ceil(kv_len / stats_chunk); sampled over k_blocks > kSampleTiles: kSampleTiles
 
   // Batch entries of the per-token and per-block buffers: p.batch, 1 for varlen (packed rows).
   std::int64_t token_batch() const { return p.varlen ? 1 : p.batch; }

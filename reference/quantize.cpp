@@ -498,9 +498,9 @@ QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const Tenso
   if (opt.sample_statistics && (opt.sample_tiles < 1 || !(opt.v_headroom >= 1.f) || !std::isfinite(opt.v_headroom)))
     detail::bad_arg("QuantizeOptions: sample_tiles=" + std::to_string(opt.sample_tiles) + " (>= 1) and v_headroom=" +
                     std::to_string(opt.v_headroom) + " (finite, >= 1)");
-  if (opt.sample_statistics) {
-    // One chunk per sampled tile (bk keys): the order the split path's statistics kernel will sum
-    // in when it takes each sampled tile as one contiguous chunk (bench/NOTES.md, session 18).
+  if (opt.sample_statistics && L.k_blocks > opt.sample_tiles) {
+    // One chunk per sampled tile (bk keys): the split path's statistics kernel takes each sampled
+    // tile as one contiguous chunk. (T <= S: every key, in the split stage's own order.)
     st.stats_T = L.layout.bk;
     st.sample = sampled_keys(p.kv_len, L.layout.bk, opt.sample_tiles);
     st.stats_keys = static_cast<std::int64_t>(st.sample.size());

@@ -70,23 +70,16 @@ constexpr i32 NO_BAD = 0x7fffffff;             // "no non-finite element" (INT32
 constexpr int SAMPLE_TILES = SAGE2_QZ_SAMPLE_TILES;
 constexpr float V_HEADROOM = SAGE2_QZ_V_HEADROOM;
 static_assert(SAMPLE_TILES == 0 || !SAGE2_VARLEN, "sampled statistics: dense calls only");
-// The sampled tiles of a sequence of len keys: min(T, S) of its T = ceil(len / BK) tiles, tile
-// ⌊i·T/S⌋ for i < S (every tile when T <= S), and the keys they hold (all full tiles when T > S:
-// the last sampled tile, T − ceil(T/S), is never the partial last one).
+// A sequence of len keys has T = ceil(len / BK) tiles. With T > S the statistics are those of
+// tiles ⌊i·T/S⌋, i < S, one chunk each (all full tiles: the last sampled one, T − ceil(T/S), is
+// never the partial last tile); with T <= S, every key's (the split stage's own chunks).
 __device__ __forceinline__ i64 kv_tiles(i64 len) { return (len + BK - 1) / BK; }
-__device__ __forceinline__ u32 sampled_chunks(i64 len) {
-  const i64 t = kv_tiles(len);
-  return static_cast<u32>(t < SAMPLE_TILES ? t : SAMPLE_TILES);
-}
+__device__ __forceinline__ bool sampled(i64 len) { return SAMPLE_TILES != 0 && kv_tiles(len) > SAMPLE_TILES; }
 __device__ __forceinline__ i64 sample_tile(u32 i, i64 len) {
-  const i64 t = kv_tiles(len);
-  return t <= SAMPLE_TILES ? static_cast<i64>(i) : static_cast<i64>(i) * t / (SAMPLE_TILES ? SAMPLE_TILES : 1);
+  return static_cast<i64>(i) * kv_tiles(len) / (SAMPLE_TILES ? SAMPLE_TILES : 1);
 }
 // The keys k̄ and μ divide by: len, or the sample's.
-__device__ __forceinline__ i64 stats_keys(i64 len) {
-  if (SAMPLE_TILES == 0 || kv_tiles(len) <= SAMPLE_TILES) return len;
-  return static_cast<i64>(SAMPLE_TILES) * BK;
-}
+__device__ __forceinline__ i64 stats_keys(i64 len) { return sampled(len) ? static_cast<i64>(SAMPLE_TILES) * BK : len; }
 
 static_assert(THREADS % 32 == 0 && THREADS <= 1024, "bad CTA size");
 static_assert(SAGE2_QK_BITS == 8 || SAGE2_QK_BITS == 4, "qk bits");

@@ -5,6 +5,9 @@
 
 #include "quantize_common.cuh"
 #include "quantize_qk_body.cuh"
+#if SAGE2_QUANT_OP == 3
+#include "quantize_v_body.cuh"  // (sampled statistics: the V fix-up of the head, v_fixup_head)
+#endif
 
 namespace qz {
 
@@ -47,4 +50,9 @@ sage2_quantize_k(sage2::dev::QuantizeParams p) {
   if (!qz::block_bh(p.batch, IS_Q ? p.q_heads : p.kv_heads, b, h, bh) || blockIdx.x >= (len + rows - 1) / rows) return;
   qz::quantize_qk<IS_Q, qz::MapS>(p, s_raw, IS_Q ? qz::q_input(p) : qz::kv_input(p, false), b, h, blockIdx.x,
                                   qz::dense_qk_item<IS_Q, rows>(p, b, h, blockIdx.x));
+#if SAGE2_QUANT_OP == 3
+  // Sampled statistics: quantize_v ran before this kernel (plan::quantize_ops), and wait_previous
+  // made its codes and overflow maxima visible; block 0 of each head fixes its V channels.
+  if (qz::SAMPLE_TILES && blockIdx.x == 0) qz::v_fixup_head(p, qz::kv_input(p, true), b, h);
+#endif
 }

@@ -157,10 +157,10 @@ __device__ __forceinline__ void channel_stats(const QuantizeParams p, u8* smem) 
   float* part_g = p.stats_part + ((h * 2 + kv) * slots + b + row0 / STATS_T) * 4 * D_V;
 #else
   // (kernels::QuantBuffers::stats_part: stats_chunks per (batch, kv head, K|V))
-  const i64 head_chunks = SAMPLE_TILES ? sampled_chunks(p.kv_len) : (p.kv_len + STATS_T - 1) / STATS_T;
+  const i64 head_chunks = sampled(p.kv_len) ? SAMPLE_TILES : (p.kv_len + STATS_T - 1) / STATS_T;
   float* part_g = p.stats_part + (bh * 2 + kv) * head_chunks * 4 * D_V;
 #endif
-  const u32 chunks = SAMPLE_TILES ? sampled_chunks(len) : static_cast<u32>((len + STATS_T - 1) / STATS_T);
+  const u32 chunks = sampled(len) ? SAMPLE_TILES : static_cast<u32>((len + STATS_T - 1) / STATS_T);
   const u32 first = blockIdx.x >> 1, step = gridDim.x >> 1;
   if (chunks == 0u) {
     if (first != 0u) return;

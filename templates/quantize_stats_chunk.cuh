@@ -10,7 +10,6 @@ namespace qz {
 
 constexpr int STATS_T = SAGE2_QZ_STATS_CHUNK;  // tokens per statistics chunk (kernels::quantize_stats_chunk)
 static_assert(STATS_T % 16 == 0, "statistics chunk");
-static_assert(SAMPLE_TILES == 0 || STATS_T == BK, "sampled statistics: one chunk per sampled KV tile");
 
 // Statistics chunk `chunk` of one (sequence, kv head) `bh` of K or V — tokens [chunk·T, min(len,
 // (chunk+1)·T)) of the sequence whose first row is n0 in (b, h); sampled statistics: those of
@@ -22,8 +21,10 @@ static_assert(SAMPLE_TILES == 0 || STATS_T == BK, "sampled statistics: one chunk
 // stored). Which CTA is last does not change a bit of the result.
 __device__ __forceinline__ bool stats_chunk(const QuantizeParams& p, u8* smem, const Input& in, bool is_v, i64 b, i64 h,
                                             i64 bh, i64 n0, i64 len, float* part_g, u32 chunk, u32 chunks, u32* arrive) {
-  const i64 c0 = (SAMPLE_TILES ? sample_tile(chunk, len) : static_cast<i64>(chunk)) * STATS_T;
-  const i64 c1 = len - c0 < STATS_T ? len : c0 + STATS_T;
+  const bool tiles = sampled(len);  // (sampled statistics: one chunk per sampled KV tile)
+  const i64 span = tiles ? BK : STATS_T;
+  const i64 c0 = tiles ? sample_tile(chunk, len) * BK : static_cast<i64>(chunk) * STATS_T;
+  const i64 c1 = len - c0 < span ? len : c0 + span;
   float* part = part_g + static_cast<i64>(chunk) * 4 * D_V;
   stats_rows<MapS>(in, row_ptr(in, b, h, n0), c0, c1, D_V, smem,
                    [&](int s, int c, float v) { ptx::st_f32(part + s * D_V + c, v); });

@@ -232,8 +232,14 @@ TEST_CASE("autotune: real NVRTC compiles — spilling candidate rejected, clean 
   std::set<std::string> expected;
   auto key_of = [](const kernels::KernelSpec& spec) { return jit::make_build(spec).key; };
   for (const auto& t : {clean, spilling, kernels::TileConfig{64, 64, 4, 2}}) expected.insert(key_of(s.attention_spec(arch, t)));
-  for (const auto& k : plan::companion_specs(s.attention_spec(arch, clean))) expected.insert(key_of(k));
-  for (const auto& k : plan::companion_specs(s.attention_spec(arch, {64, 64, 4, 2}))) expected.insert(key_of(k));
+  // (the calls' quantize kernels: Auto's split stage with sampled statistics)
+  auto auto_spec = [&](const kernels::TileConfig& t) {
+    kernels::KernelSpec a = s.attention_spec(arch, t);
+    a.sampled_stats = true;
+    return a;
+  };
+  for (const auto& k : plan::companion_specs(auto_spec(clean))) expected.insert(key_of(k));
+  for (const auto& k : plan::companion_specs(auto_spec({64, 64, 4, 2}))) expected.insert(key_of(k));
   CHECK(expected.size() == 7);
   CHECK(std::set<std::string>(st.keys.begin(), st.keys.end()) == expected);
   CHECK(st.compiled == 7);

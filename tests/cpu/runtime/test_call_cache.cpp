@@ -413,7 +413,7 @@ TEST_CASE("quantize paths: auto's split stage samples the statistics (dense call
   vq.sampled_stats = true;
   CHECK_THROWS_WITH_AS(vq.validate(), doctest::Contains("varlen"), Error);
 
-  // The buffers: one statistics chunk of bk keys per sampled tile (min(T, 4) of T = 8 tiles), V's
+  // The buffers: one statistics chunk of bk keys per sampled tile (4 of T = 8 tiles), V's
   // amax, and V's overflow maxima in the cleared sync region. V before K: quantize_k's block 0 of
   // each head fixes the channels quantize_v found above the headroom.
   CHECK(runtime::quantize_ops(QuantPath::Auto, s) ==
@@ -424,7 +424,7 @@ TEST_CASE("quantize paths: auto's split stage samples the statistics (dense call
   const kernels::QuantBuffers bs = kernels::quant_buffers(qp, s), ba = kernels::quant_buffers(qp, every_key);
   REQUIRE(s.tile.bk == 128);
   CHECK(bs.sampled_stats);
-  CHECK(bs.stats_chunk == 128);
+  CHECK(bs.stats_chunk == ba.stats_chunk);
   CHECK(bs.stats_chunks == 4);
   CHECK(ba.stats_chunks == 4);  // (every key: ceil(1000 / 256))
   CHECK(bs.v_amax() == 2 * 2 * 128);
@@ -442,8 +442,9 @@ TEST_CASE("quantize paths: auto's split stage samples the statistics (dense call
   // channel_stats: one CTA per (sampled tile, K|V); a short sequence samples every tile
   const kernels::LaunchShape ls = kernels::quantize_launch_shape(kernels::quantize_spec_for(s, QuantOp::ChannelStats), bs);
   CHECK(ls.grid[0] == 2 * 4);
+  // at most four tiles: every key in the split stage's own chunks (ceil(300 / 256))
   const kernels::QuantBuffers short_b = kernels::quant_buffers(kernels::QuantProblem{2, 4, 2, 200, 300, 128}, s);
-  CHECK(short_b.stats_chunks == 3);
+  CHECK(short_b.stats_chunks == 2);
   // the sampled kernels refuse buffers laid out for every key, and the other way round
   CHECK_THROWS_WITH_AS(kernels::quantize_launch_shape(kernels::quantize_spec_for(s, QuantOp::QuantizeV), ba),
                        doctest::Contains("sampled_stats"), Error);
