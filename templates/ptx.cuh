@@ -232,6 +232,13 @@ SAGE2_DEVICE_INLINE u32 e4m3x2_to_f16x2(u16 v) {
 
 // ---------------------------------------------------------------------------------------------
 // Warp shuffles (full-warp variants take the member mask explicitly; default all lanes).
+// The lanes of `members` whose pred is true, as a bit mask (every member must execute it).
+SAGE2_DEVICE_INLINE u32 ballot(bool pred, u32 members = 0xffffffffu) {
+  u32 r;
+  asm volatile("{\n .reg .pred p;\n setp.ne.u32 p, %1, 0;\n vote.sync.ballot.b32 %0, p, %2;\n}"
+               : "=r"(r) : "r"(static_cast<u32>(pred)), "r"(members));
+  return r;
+}
 SAGE2_DEVICE_INLINE u32 shfl_xor(u32 v, int lane_mask, u32 members = 0xffffffffu) {
   u32 r;
   asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, %3;" : "=r"(r) : "r"(v), "r"(lane_mask), "r"(members));

@@ -59,47 +59,55 @@ __device__ __forceinline__ void v_scale_inv(float amax, float& scale, float& inv
 // A channel where a key exceeded H·A_s has v_over = every such tile's max |V − μ|, so their max is
 // every key's amax A_all: it gets A_all's scale and its codes are rewritten over every key — the
 // rule amax = A_all > H·A_s ? A_all : H·A_s (rare: a sample that missed a channel's largest
-// values). One warp per flagged channel, a lane per 16-key group, in the layout's slot order.
+// values). Each warp reads the words of 32 channels at once (one round trip: the common case is
+// none flagged; dependent loads per channel cost the kernel's tail ~25 us at 8K), then a flagged
+// channel is rewritten by the warp, a lane per 16-key group, in the layout's slot order.
 __device__ __forceinline__ void v_fixup_head(const QuantizeParams& p, const Input& in, i64 b, i64 h) {
   const i64 bh = b * p.kv_heads + h, len = p.kv_len, pitch = kv_tiles(len) * BK;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const u16* col = row_ptr(in, b, h, 0);
 #pragma unroll 1
-  for (int c = warp; c < HD; c += THREADS / 32) {
-    const u32 over = ptx::ld_relaxed_gpu_u32(p.v_over + bh * D_V + c);
-    if (over == 0u) continue;
-    const float amax = ptx::bits_f32(over), mu = p.v_mean[bh * D_V + c];
-    float scale, inv;
-    v_scale_inv(amax, scale, inv);
-    if (lane == 0) {
-      p.v_scale[bh * D_V + c] = scale;
-      p.v_amax[bh * D_V + c] = amax;
-    }
+  for (int c0 = warp * 32; c0 < HD; c0 += THREADS) {
+    const u32 mine = c0 + lane < HD ? ptx::ld_relaxed_gpu_u32(p.v_over + bh * D_V + c0 + lane) : 0u;
+    const u32 flagged = ptx::ballot(mine != 0u);
 #pragma unroll 1
-    for (i64 g = lane; g < (len + 15) / 16; g += 32) {
-      float y[16];
-#pragma unroll
-      for (int q = 0; q < 16; ++q) {
-        const i64 n = g * 16 + sage2_v_key_of_slot[q];
-        float x = 0.f;
-        if (n < len) {
-          const u16 raw = ptx::ld_nc_u16(col + n * in.sn + c);
-          x = IN_BF16 ? ptx::bf16_to_f32(raw) : ptx::f16_to_f32(raw);
-        }
-        // a non-finite input's code is 0, as are the padded keys'
-        y[q] = (n < len && !nonfinite(x)) ? (x - mu) * inv : 0.f;
+    for (int l = 0; flagged != 0u && l < 32; ++l) {
+      if (((flagged >> l) & 1u) == 0u) continue;
+      const int c = c0 + l;
+      const u32 over = ptx::shfl_idx(mine, l);
+      const float amax = ptx::bits_f32(over), mu = p.v_mean[bh * D_V + c];
+      float scale, inv;
+      v_scale_inv(amax, scale, inv);
+      if (lane == 0) {
+        p.v_scale[bh * D_V + c] = scale;
+        p.v_amax[bh * D_V + c] = amax;
       }
-      u32 w[8];
+#pragma unroll 1
+      for (i64 g = lane; g < (len + 15) / 16; g += 32) {
+        float y[16];
 #pragma unroll
-      for (int q = 0; q < 8; ++q)
-        w[q] = V_FP16 ? ptx::pack_f16x2(y[2 * q], y[2 * q + 1]) : ptx::f32x2_to_e4m3x2(y[2 * q], y[2 * q + 1]);
-      if (V_FP16) {
-        u16* d16 = reinterpret_cast<u16*>(p.v_codes) + (bh * D_V + c) * pitch + g * 16;
-        ptx::st_v4(d16, ptx::u32x4{w[0], w[1], w[2], w[3]});
-        ptx::st_v4(d16 + 8, ptx::u32x4{w[4], w[5], w[6], w[7]});
-      } else {
-        u8* d8 = p.v_codes + (bh * D_V + c) * pitch + g * 16;
-        ptx::st_v4(d8, ptx::u32x4{w[0] | (w[1] << 16), w[2] | (w[3] << 16), w[4] | (w[5] << 16), w[6] | (w[7] << 16)});
+        for (int q = 0; q < 16; ++q) {
+          const i64 n = g * 16 + sage2_v_key_of_slot[q];
+          float x = 0.f;
+          if (n < len) {
+            const u16 raw = ptx::ld_nc_u16(col + n * in.sn + c);
+            x = IN_BF16 ? ptx::bf16_to_f32(raw) : ptx::f16_to_f32(raw);
+          }
+          // a non-finite input's code is 0, as are the padded keys'
+          y[q] = (n < len && !nonfinite(x)) ? (x - mu) * inv : 0.f;
+        }
+        u32 w[8];
+#pragma unroll
+        for (int q = 0; q < 8; ++q)
+          w[q] = V_FP16 ? ptx::pack_f16x2(y[2 * q], y[2 * q + 1]) : ptx::f32x2_to_e4m3x2(y[2 * q], y[2 * q + 1]);
+        if (V_FP16) {
+          u16* d16 = reinterpret_cast<u16*>(p.v_codes) + (bh * D_V + c) * pitch + g * 16;
+          ptx::st_v4(d16, ptx::u32x4{w[0], w[1], w[2], w[3]});
+          ptx::st_v4(d16 + 8, ptx::u32x4{w[4], w[5], w[6], w[7]});
+        } else {
+          u8* d8 = p.v_codes + (bh * D_V + c) * pitch + g * 16;
+          ptx::st_v4(d8, ptx::u32x4{w[0] | (w[1] << 16), w[2] | (w[3] << 16), w[4] | (w[5] << 16), w[6] | (w[7] << 16)});
+        }
       }
     }
   }
