@@ -202,8 +202,10 @@ const char* attention_family_name(AttentionFamily f) noexcept;  // "auto", "mma"
 // than DRAM (dense calls: varlen calls take the split path). Fused: one launch for the whole stage, CTAs
 // handing statistics over through device counters (measured slower on the H100: bench/NOTES.md,
 // "Fused quantize stage"). Cluster: one launch, one thread-block cluster per (batch, kv head)
-// exchanging the K/V statistics in distributed shared memory (sm_90 and newer). Every path gives
-// the same bits. Auto: the fastest measured (docs/performance.md).
+// exchanging the K/V statistics in distributed shared memory (sm_90 and newer). These four give the
+// same numbers. Auto: the fastest measured (docs/performance.md): the split launches, and for
+// dense calls k̄, μ and V's scales from a sample of KV tiles with headroom (docs/numerics.md,
+// "Sampled statistics") — another rounding of the same algorithm, within the same accuracy.
 enum class QuantPath : int { Split = 0, Fused = 1, Cluster = 2, Auto = 3, OnePass = 4 };
 const char* quant_path_name(QuantPath p) noexcept;  // "split", "fused", "cluster", "auto", "onepass"
 

@@ -323,15 +323,23 @@ TEST_CASE("quantize_kv launch: one CTA per item (statistics chunks, K blocks and
         kernels::quantize_kernel_config(kernels::quantize_spec_for(s, kernels::QuantOp::ChannelStats)).threads);
 }
 
+namespace {
+// The attention spec of problem p on an H100/H200 (sm_90a, 227 KiB of shared memory) with Auto.
+kernels::KernelSpec auto_sm90a_spec(const plan::AttentionProblem& p) {
+  kernels::KernelSpec s = plan::attention_spec_for(p, kernels::Arch::Sm90a);
+  s.tile = plan::heuristic_tile(s, 232448);
+  plan::apply_quant_path(s, runtime::QuantPath::Auto);
+  return s;
+}
+}  // namespace
+
 TEST_CASE("quantize paths: with auto, a wgmma plan quantizes Q in the attention kernel: no quantize_q, no Q̂ buffers") {
   using runtime::QuantPath;
   using kernels::QuantOp;
   const Call c = make_call(0x10000000, 2, 4, 2, 200, 333, 128);
   const plan::AttentionProblem p = plan::validate_attention(c.q, c.k, c.v, c.out, c.params, kernels::Arch::Sm90a);
-  kernels::KernelSpec s = plan::attention_spec_for(p, kernels::Arch::Sm90a);
-  s.tile = plan::heuristic_tile(s, 232448);
+  kernels::KernelSpec s = auto_sm90a_spec(p);
   REQUIRE(s.family == kernels::KernelFamily::AttentionWgmma);
-  plan::apply_quant_path(s, QuantPath::Auto);
   CHECK(s.q_in_kernel);
   const std::vector<QuantOp> ops = runtime::quantize_ops(QuantPath::Auto, s);
   CHECK(std::find(ops.begin(), ops.end(), QuantOp::QuantizeQ) == ops.end());
@@ -380,9 +388,7 @@ TEST_CASE("quantize paths: auto's split stage samples the statistics (dense call
   using kernels::QuantOp;
   const Call c = make_call(0x10000000, 2, 4, 2, 200, 1000, 128);
   const plan::AttentionProblem p = plan::validate_attention(c.q, c.k, c.v, c.out, c.params, kernels::Arch::Sm90a);
-  kernels::KernelSpec s = plan::attention_spec_for(p, kernels::Arch::Sm90a);
-  s.tile = plan::heuristic_tile(s, 232448);
-  plan::apply_quant_path(s, QuantPath::Auto);
+  kernels::KernelSpec s = auto_sm90a_spec(p);
   CHECK(s.sampled_stats);
   // the attention kernel's code does not read it: the same key as the split path's
   kernels::KernelSpec every_key = s;
