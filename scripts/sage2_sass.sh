@@ -17,7 +17,9 @@
 #   SAGE2_DUMP_DIR=DIR build/tests/sage2_cpu_tests -tc="pv_acc16*"; ptxas -arch=sm_80 DIR/<hash>.ptx
 # (the key is on the first line of DIR/<hash>.log; ptxas of the dumped PTX gives NVRTC's SASS).
 # Environment: SAGE2_BUILD (default build/ of this checkout), CUOBJDUMP (default
-# /usr/local/cuda/bin/cuobjdump, else cuobjdump on PATH, else the copy the triton wheel bundles),
+# /usr/local/cuda/bin/cuobjdump, else cuobjdump on PATH, else the copy the triton wheel bundles,
+# else NVIDIA's nvidia-cuda-cuobjdump / nvidia-cuda-nvdisasm wheels unpacked into SAGE2_SASS_TOOLS,
+# default ~/.cache/sage2-sass-tools, by `pip download`),
 # SAGE2_SASS_FILTER.
 #
 # Cache entry format (cache/disk_cache.hpp): 64-byte little-endian header, magic "S2CUBIN\0",
@@ -38,10 +40,26 @@ find_tool() {  # $1 = tool name: $CUOBJDUMP-style override handled by the caller
            "$(python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null)/triton/backends/nvidia/bin/$1"; do
     [[ -n $c && -x $c ]] && { echo "$c"; return 0; }
   done
-  echo "sage2_sass.sh: no $1 found (set ${1^^}=PATH; a CUDA toolkit or the triton wheel has one)" >&2
+  # Last resort: NVIDIA's own wheels of the two tools (cuobjdump runs nvdisasm from its PATH),
+  # unpacked once into $SAGE2_SASS_TOOLS (default ~/.cache/sage2-sass-tools).
+  local tools=${SAGE2_SASS_TOOLS:-$HOME/.cache/sage2-sass-tools}
+  if [[ ! -x $tools/bin/$1 ]]; then
+    mkdir -p "$tools/wheels" "$tools/bin"
+    python3 -m pip download -q --no-deps -d "$tools/wheels" nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm >&2 &&
+      for w in "$tools"/wheels/*.whl; do
+        python3 -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1])
+for n in z.namelist():
+    if n.endswith(("/bin/cuobjdump", "/bin/nvdisasm")):
+        open(sys.argv[2] + "/" + n.rsplit("/", 1)[1], "wb").write(z.read(n))' "$w" "$tools/bin"
+      done
+    chmod +x "$tools"/bin/* 2>/dev/null
+  fi
+  [[ -x $tools/bin/$1 ]] && { echo "$tools/bin/$1"; return 0; }
+  echo "sage2_sass.sh: no $1 found (set ${1^^}=PATH; a CUDA toolkit, the triton wheel or pip's nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm have one)" >&2
   return 1
 }
 cuobjdump=${CUOBJDUMP:-$(find_tool cuobjdump)}
+export PATH="$(dirname "$cuobjdump"):$PATH"  # (cuobjdump -sass runs the nvdisasm beside it)
 filter=${SAGE2_SASS_FILTER:-^attn_}
 mkdir -p "$out"
 cache=$out/cache
