@@ -157,6 +157,8 @@ struct KernelSpec : QuantOptions, PvOptions {
 // Whether the spec's kernel writes or reads V̂ (attention, quantize_v, the fused and cluster
 // stages): the specs whose code depends on pv_fp16.
 bool uses_v_codes(const KernelSpec& spec) noexcept;
+// Whether quantize op `op` runs with KernelSpec::sampled_stats (its descriptor's samples_stats).
+bool op_samples_stats(QuantOp op) noexcept;
 
 // The spec of a quantize kernel that feeds the attention kernel `attention`: same arch, head dim,
 // tile, code width, smoothing and input dtype, so the quantization layout of producer and

@@ -4,7 +4,6 @@
 #include <string>
 
 #include "kernels/arch.hpp"
-#include "kernels/family_quantize.hpp"
 #include "kernels/params_fields.hpp"
 
 namespace sage2::kernels {
@@ -305,7 +304,7 @@ LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b) {
   if ((fused || kv || s.op == QuantOp::ChannelStats) && quantize_stats_chunk(s) != b.stats_chunk) mismatch += " stats_chunk";
   if (s.varlen != b.p.varlen) mismatch += " varlen";
   // The sampled kernels read and write buffers only a sampled stage has (v_amax, the overflow words)
-  if (s.sampled_stats != (b.sampled_stats && find_quant_op(s.op) && find_quant_op(s.op)->samples_stats))
+  if (s.sampled_stats != (b.sampled_stats && op_samples_stats(s.op)))
     mismatch += " sampled_stats";
   if (!mismatch.empty())
     throw Error(ErrorCode::InvalidArgument, "quantize_launch_shape: the quantize spec (" + s.key() +

@@ -34,6 +34,11 @@ bool uses_v_codes(const KernelSpec& s) noexcept {
   return d && (d->writes_v || (s.sampled_stats && s.op == QuantOp::QuantizeK));
 }
 
+bool op_samples_stats(QuantOp op) noexcept {
+  const QuantOpDesc* d = find_quant_op(op);
+  return d && d->samples_stats;
+}
+
 KernelSpec KernelSpec::canonical() const {
   if (family == KernelFamily::Probe) {  // one probe module per arch: nothing else matters
     KernelSpec p;
@@ -72,8 +77,7 @@ KernelSpec KernelSpec::canonical() const {
   }
   if (family == KernelFamily::DeltaS) c.varlen = false;  // smooth-Q only: never varlen
   // Only the split path's statistics, Q, K and V kernels read the sampling (their own rule below).
-  const QuantOpDesc* sop = family == KernelFamily::Quantize ? find_quant_op(op) : nullptr;
-  if (!(sop && sop->samples_stats)) c.sampled_stats = false;
+  if (!(family == KernelFamily::Quantize && op_samples_stats(op))) c.sampled_stats = false;
   // Only the attention kernels and the quantize ops that write V̂ read the P̃V precision.
   if (!uses_v_codes(c)) c.pv_fp16 = c.pv_acc16 = false;
   // Only the attention kernels and the tile classification read the mask.
@@ -112,7 +116,7 @@ void KernelSpec::validate() const {
   if (qop) qop->validate(*this);  // the op's own rules
   if (q_in_kernel && smooth_q) bad("q_in_kernel with smooth_q (q̄ is a mean over the whole query block)");
   if (sampled_stats && varlen) bad("sampled_stats with varlen (the sample is taken per dense (batch, kv head))");
-  if (sampled_stats && qop && !qop->samples_stats)
+  if (sampled_stats && qop && !op_samples_stats(op))
     bad(std::string("sampled_stats: ") + quant_op_name(op) + " takes its statistics over every key (split path only)");
   const ArchInfo* ai = find_arch_info(arch);
   if (!ai) bad("arch=" + std::to_string(static_cast<int>(arch)) + " is not an arch of the table");
