@@ -70,8 +70,13 @@ std::int64_t QuantBuffers::stats_part() const {
   if (p.varlen) return p.kv_heads * 2 * (p.batch + (p.total_k + stats_chunk - 1) / stats_chunk + 1) * 4 * d_v;
   return p.batch * p.kv_heads * 2 * stats_chunks * 4 * d_v;
 }
+namespace {
+// The sync words every stage has (work ticket, arrivals, ready flags); the sampled stage's overflow
+// maxima follow them.
+std::int64_t stage_sync_words(const QuantProblem& p) { return 1 + 4 * p.batch * p.kv_heads; }
+}  // namespace
 std::int64_t QuantBuffers::sync_words() const {
-  return 1 + 4 * p.batch * p.kv_heads + (sampled_stats ? p.batch * p.kv_heads * d_v : 0);
+  return stage_sync_words(p) + (sampled_stats ? p.batch * p.kv_heads * d_v : 0);
 }
 std::int64_t QuantBuffers::v_amax() const { return sampled_stats ? p.batch * p.kv_heads * d_v : 0; }
 std::int64_t QuantBuffers::seqs() const { return p.varlen ? p.batch * 8 : 0; }
@@ -112,7 +117,7 @@ QuantBuffers::Offsets QuantBuffers::offsets() const {
   o.mask_tiles = place(mask_tiles(), 1);
   o.mask_bias = place(mask_bias(), 4);
   o.v_amax = place(v_amax(), 4);
-  o.v_over = o.sync + static_cast<std::size_t>(1 + 4 * p.batch * p.kv_heads) * 4;
+  o.v_over = o.sync + static_cast<std::size_t>(stage_sync_words(p)) * 4;
   o.total = at;
   return o;
 }

@@ -195,15 +195,13 @@ struct Stage {
   std::vector<std::int64_t> sample;
 };
 
-// The keys sample_statistics takes: tiles ⌊i·T/S⌋ (i = 0..S−1) of the T tiles of bk keys, each
-// clipped to kv_len, in that order; every key when T <= S.
+// The keys sample_statistics takes when the T tiles of bk keys are more than S: tiles ⌊i·T/S⌋
+// (i = 0..S−1), in that order (all full: the last, T − ceil(T/S), is never the partial last tile).
 std::vector<std::int64_t> sampled_keys(std::int64_t kv_len, std::int64_t bk, std::int64_t S) {
   const std::int64_t T = (kv_len + bk - 1) / bk;
   std::vector<std::int64_t> keys;
-  for (std::int64_t i = 0; i < std::min<std::int64_t>(T, S); ++i) {
-    const std::int64_t t = T <= S ? i : i * T / S;
-    for (std::int64_t n = t * bk; n < std::min(kv_len, (t + 1) * bk); ++n) keys.push_back(n);
-  }
+  for (std::int64_t i = 0; i < S; ++i)
+    for (std::int64_t n = i * T / S * bk; n < (i * T / S + 1) * bk; ++n) keys.push_back(n);
   return keys;
 }
 
@@ -482,7 +480,7 @@ QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const Tenso
     detail::bad_arg("QuantizeOptions: fused_stats_order and cluster_stats_order are exclusive");
 
   const kernels::QuantBuffers L = kernels::quant_buffers(p.quant_problem(), spec);
-  Stage st{p, L, opt};
+  Stage st{.p = p, .L = L, .opt = opt, .sample = {}};
   st.R = L.qk_bits == 4 ? 7 : 127;
   // Chunks of stats_chunk tokens (the cluster stage: its ranks' chunks); both one-launch stages
   // with the fused CTA's rows per pass, the split path's channel_stats with its own.
