@@ -18,7 +18,7 @@ struct ContextConfig {
   bool tuning = true;
   std::string target_arch;  // "" : the device's own code target (ContextOptions::target_arch)
   bool cache_trust_root = false;  // ContextOptions::cache_trust_root
-  bool tiered_compile = false;    // ContextOptions::tiered_compile
+  bool tiered_compile = true;     // ContextOptions::tiered_compile
 };
 
 // `options` with each unset field taken from the environment (read now), else the built-in

@@ -33,6 +33,8 @@ bool flag(const char* name) {  // "1", "true", "yes", "on" → true; anything el
   return *v == "1" || *v == "true" || *v == "yes" || *v == "on" || *v == "TRUE" || *v == "ON";
 }
 
+bool flag_or(const char* name, bool unset) { return get(name) ? flag(name) : unset; }  // unset: `unset`
+
 std::string default_cache_dir() {
   if (auto d = get("SAGE2_CACHE_DIR")) return *d;
   if (auto x = get("XDG_CACHE_HOME")) return *x + "/sage2";
@@ -96,7 +98,7 @@ ContextConfig context_config(const ContextOptions& o) {
   c.quant_path = o.quant_path ? *o.quant_path : env_quant_path();
   c.tuning = o.tuning.value_or(!flag("SAGE2_DISABLE_TUNING"));
   c.target_arch = !o.target_arch.empty() ? o.target_arch : get("SAGE2_TARGET_ARCH").value_or("");
-  c.tiered_compile = o.tiered_compile.value_or(flag("SAGE2_TIERED_COMPILE"));
+  c.tiered_compile = o.tiered_compile.value_or(flag_or("SAGE2_TIERED_COMPILE", true));
   return c;
 }
 

@@ -74,7 +74,8 @@ int main(int argc, char** argv) {
     if (json.is_open()) json << r << "\n" << std::flush;
   };
   try {
-    Context ctx(0);
+    // A benchmark times the optimized kernels: no tiered compile (ContextOptions::tiered_compile).
+    Context ctx(0, ContextOptions{.tiered_compile = false});
     auto& impl = runtime::context_impl(ctx);
     const auto& a = base::driver::api();
     base::driver::ScopedContext scope(impl.cu_context());

@@ -7,7 +7,7 @@
 // instead times the process's first attention() call at head dim D (B 1, H 4, N 1000 unless
 // --shape says otherwise; fp16, not causal; the Context made before the clock starts) up to its completion, and lists every kernel
 // that call loaded with its source (nvrtc / disk) and load time (compile or read + module load).
-// With the tiered compile on (SAGE2_TIERED_COMPILE=1) it also reports the first call's tier and,
+// With the tiered compile on (the default; SAGE2_TIERED_COMPILE=0 turns it off) it also reports the first call's tier and,
 // polling the Context's plan every 5 ms after it, "optimized_after_ms": from the first call's
 // start until the call's cached plan runs the optimized kernels (-1: not within 60 s); the second
 // call then runs on that plan.

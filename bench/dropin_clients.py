@@ -40,6 +40,7 @@ import importlib.util
 import json
 import logging
 import os
+os.environ.setdefault("SAGE2_TIERED_COMPILE", "0")  # time the optimized kernels, not a tiered first call
 import platform
 import subprocess
 import sys

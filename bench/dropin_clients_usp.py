@@ -27,6 +27,7 @@ Rank 0 writes DIR/yunchang.json.
 import argparse
 import datetime
 import os
+os.environ.setdefault("SAGE2_TIERED_COMPILE", "0")  # time the optimized kernels, not a tiered first call
 import sys
 import time
 import traceback

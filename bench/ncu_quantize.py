@@ -5,6 +5,7 @@ picks some with --launch-skip / --launch-count).
   python3 bench/ncu_quantize.py SHAPE      (a name of bench/stage_profile.py SHAPES)
 """
 import os
+os.environ.setdefault("SAGE2_TIERED_COMPILE", "0")  # time the optimized kernels, not a tiered first call
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -16,6 +16,8 @@ Records (JSONL, one per cell, not scored): {"run", "commit", "mode": "path_cross
 Usage (GPU machine, from the repository root):
   PYTHONPATH=python SAGE2_LIBRARY=build/libsage2.so python3 bench/path_crossover.py --out F [--rounds 3]
 """
+import os
+os.environ.setdefault("SAGE2_TIERED_COMPILE", "0")  # time the optimized kernels, not a tiered first call
 import argparse
 import json
 import statistics

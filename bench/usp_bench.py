@@ -27,6 +27,7 @@ per-channel biases on q/k/v (what smoothing is for), seeded per N.
 import argparse
 import json
 import os
+os.environ.setdefault("SAGE2_TIERED_COMPILE", "0")  # time the optimized kernels, not a tiered first call
 import sys
 import time
 

@@ -4,6 +4,8 @@ sage2.sageattn_varlen (torch.profiler), to see which stage a varlen gap comes fr
 
     PYTHONPATH=python SAGE2_LIBRARY=build/libsage2.so python3 bench/varlen_profile.py [--n 4096] [--b 4] [--causal 1]
 """
+import os
+os.environ.setdefault("SAGE2_TIERED_COMPILE", "0")  # time the optimized kernels, not a tiered first call
 import argparse
 
 import torch

@@ -2,7 +2,8 @@
 # On the GPU machine: the cold first call at several head dims (issue 34 / 40), each in a fresh
 # process on an empty kernel cache, ROUNDS times, then once more on the last round's cache (disk hit).
 #   bash scripts/gpu_cold_jit.sh OUT [BUILD=.dev] [HEAD_DIMS="72 136 200 320"] [ROUNDS=3]
-# The environment passes through (SAGE2_TIERED_COMPILE=1 measures the tiered compile); SHAPE="B H N"
+# The environment passes through (the tiered compile is on by default; SAGE2_TIERED_COMPILE=0
+# measures the wait for the optimized kernels); SHAPE="B H N"
 # sets the call's shape (default "1 4 1000", the scoreboard's jit shape). Every process also gets a
 # fresh CUDA_CACHE_PATH: NVRTC 13 / the driver keep compiled programs in ~/.nv/ComputeCache, so
 # without it a head dim compiled once before on the machine compiles ~7x faster (session 18, c4).

@@ -247,10 +247,10 @@ struct ContextOptions {
   // both). No call waits for the background compile; a CUDA graph captured with the quick kernels
   // keeps running them (they stay loaded while the Context lives); destroying the Context waits for
   // a compile in flight. false: every call waits for the optimized kernels (deterministic
-  // deployments and benchmarks). Unset: on when SAGE2_TIERED_COMPILE is 1/true/yes/on, else off.
-  // From C: SAGE2_TIERED_COMPILE. Off by default: the early calls differ from later ones. With
-  // cold compile caches it cuts an H200 host's first call at a new head dim from 1.2–2.1 s to
-  // 0.24–0.26 s at hd 72–200 (0.62 s at hd 320) (docs/deploying.md).
+  // deployments and benchmarks: the early calls of a new shape differ from the later ones). Unset:
+  // SAGE2_TIERED_COMPILE (1/true/yes/on: on; any other value: off), and on when that is unset too.
+  // From C: SAGE2_TIERED_COMPILE. With cold compile caches it cuts an H200 host's first call at a
+  // new head dim from 1.2–2.1 s to 0.24–0.26 s at hd 72–200 (0.62 s at hd 320) (docs/deploying.md).
   std::optional<bool> tiered_compile;
 };
 

@@ -4,10 +4,15 @@
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "gpu_env.hpp"
 
 int main(int argc, char** argv) {
+  // The suite specifies the optimized kernels' results: its Contexts wait for them (the tiered
+  // compile's first tier is specified by tests/gpu/test_tiered_compile.cpp, whose Contexts set
+  // ContextOptions::tiered_compile themselves). SAGE2_TIERED_COMPILE=1 runs the rest tiered too.
+  ::setenv("SAGE2_TIERED_COMPILE", "0", 0);
   doctest::Context ctx;
   ctx.applyCommandLine(argc, argv);
   const std::string why = sage2::test::gpu_unavailable_reason();

@@ -249,6 +249,7 @@ sage2::ContextOptions options(const std::string& dir, bool disk = true) {
   o.tuning = false;                                   // the heuristic tile in every Context
   o.family = sage2::AttentionFamily::Mma;             // the fake has no tensor maps (wgmma's TMA)
   o.quant_path = sage2::QuantPath::Split;
+  o.tiered_compile = false;  // every call's optimized kernels (the tiered cases below turn it on)
   return o;
 }
 
