@@ -308,21 +308,23 @@ print("JSON" + json.dumps({"records": r, "seconds": time.perf_counter() - t0, "k
 
 def test_warmup_fills_the_cache_a_second_process_loads(tmp_path):
     env = sage2_child_env(extra=dict(SAGE2_CACHE_DIR=str(tmp_path / "cache"), SAGE2_LIBRARY=sage2.library_path()))
-    runs = []
+    runs, listed = [], []
     for _ in range(2):
         r = subprocess.run([sys.executable, "-c", WARM], capture_output=True, text=True, env=env, timeout=600)
         assert r.returncode == 0, r.stdout + r.stderr
         out = json.loads(r.stdout.split("JSON", 1)[1])
         assert len(out["records"]) == 8 and "sage2 warmup [" in r.stderr  # the progress bar (forced: no terminal here)
         runs.append(out)
-    entries = os.listdir(str(tmp_path / "cache"))
+        listed.append(sorted(os.listdir(str(tmp_path / "cache"))))
+    entries = listed[-1]
     print("warm-up: first process %.2f s, %s; second %.2f s, %s; %d cache entries"
           % (runs[0]["seconds"], runs[0]["kernels"], runs[1]["seconds"], runs[1]["kernels"], len(entries)))
     assert entries, "the cache is empty after warm-up"
     # The first process compiles what the combinations need (the library's warm-up compiles into the
-    # disk cache, then loads from it); the second finds all of it there: no compile, a fraction of the time.
+    # disk cache, then loads from it); the second finds all of it there: no compile, no new entry.
+    # (How much faster it is, is a benchmark's question: the times are printed above.)
     assert runs[1]["kernels"]["compiled"] == 0 and runs[1]["kernels"]["disk_loads"] > 0, runs[1]
-    assert runs[1]["seconds"] < 0.5 * runs[0]["seconds"], runs
+    assert listed[1] == listed[0], "the second warm-up wrote cache entries the first did not"
     from sage2 import _tools
 
     if _tools.tool_path("cache") is None:

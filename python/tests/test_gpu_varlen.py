@@ -96,6 +96,16 @@ def lse_err(lse, ref):
     return float((lse[finite] - ref[finite]).abs().max()) if finite.any() else 0.0
 
 
+# A dense call with more than four KV tiles takes its smoothing statistics from a sample of them;
+# varlen calls take every key (docs/numerics.md, "Sampled statistics"). Bit for bit they agree where
+# the dense call takes every key too: at most 4 tiles, here 256 keys (bk >= 64 on the default plans).
+EVERY_KEY_DENSE = 4 * 64
+
+
+def same_bits_as_dense(lk):
+    return lk <= EVERY_KEY_DENSE
+
+
 def per_sequence_sageattn(q, k, v, lens_q, lens_k, **kw):
     """sage2.sageattn on each sequence's slices (NHD with batch 1): [(out [lq, Hq, D], lse [Hq, lq])]."""
     res = []
@@ -117,10 +127,12 @@ def check_against_dense_and_sdpa(name, q, k, v, cu_q, cu_k, lens_q, lens_k, is_c
     worst_cos, worst_rel, worst_abs, worst_lse = 1.0, 0.0, 0.0, 0.0
     for s, ((a, b), (c, e), (do, dl)) in enumerate(zip(spans(lens_q), spans(lens_k), dense)):
         o, l = out[a:b], lse[:, a:b]
-        # the contract: bit for bit the dense call on the sequence alone
-        assert torch.equal(o, do), "%s: sequence %d (lq %d, lk %d) differs from sageattn on its slices" % (
-            name, s, b - a, e - c)
-        assert torch.equal(l, dl), "%s: sequence %d LSE differs from sageattn's" % (name, s)
+        # the contract: bit for bit the dense call on the sequence alone where that takes every key
+        # too (else both are held to the bounds against fp32 attention: below, and the dense suite)
+        if same_bits_as_dense(e - c):
+            assert torch.equal(o, do), "%s: sequence %d (lq %d, lk %d) differs from sageattn on its slices" % (
+                name, s, b - a, e - c)
+            assert torch.equal(l, dl), "%s: sequence %d LSE differs from sageattn's" % (name, s)
         if b == a:
             continue
         if e == c:  # queries without keys: O = 0, LSE = -inf
@@ -189,7 +201,8 @@ def test_options_match_dense(opts):
     q, k, v, cq, ck = packed_inputs(lens, lens, seed=21)
     out, lse = sage2.sageattn_varlen(q, k, v, cq, ck, return_lse=True, **opts)
     for (a, b), (do, dl) in zip(spans(lens), per_sequence_sageattn(q, k, v, lens, lens, **opts)):
-        assert torch.equal(out[a:b], do) and torch.equal(lse[:, a:b], dl), opts
+        if same_bits_as_dense(b - a):
+            assert torch.equal(out[a:b], do) and torch.equal(lse[:, a:b], dl), opts
 
 
 def test_max_seqlen_hints_do_not_change_the_result():
@@ -337,8 +350,10 @@ def test_kv_lens_matches_sliced_sageattn(layout, causal):
             ks, vs = k[i:i + 1, :n], v[i:i + 1, :n]
         o, l = sage2.sageattn(q[i:i + 1], ks, vs, tensor_layout=layout, return_lse=True, smooth_q=False,
                               small_q_path="quantized", **kw)
-        assert torch.equal(out[i:i + 1], o), "batch %d (kv_len %d) differs from sageattn on its slice" % (i, n)
-        assert torch.equal(lse[i:i + 1], l), "batch %d LSE" % i
+        if same_bits_as_dense(n):
+            assert torch.equal(out[i:i + 1], o), "batch %d (kv_len %d) differs from sageattn on its slice" % (i, n)
+            assert torch.equal(lse[i:i + 1], l), "batch %d LSE" % i
+        o, l = out[i:i + 1], lse[i:i + 1]  # the key-padded call's own result against fp32 attention
         if n == 0:
             assert torch.count_nonzero(o) == 0 and torch.isneginf(l).all()
         else:
@@ -353,8 +368,8 @@ def test_kv_lens_matches_sliced_sageattn(layout, causal):
 
 
 def test_kv_lens_full_length_equals_plain_call():
-    q, k, v = activation_like(3, 4, 4, 256, 512, 64, seed=5)
-    kv_lens = torch.full((3,), 512, dtype=torch.int32, device="cuda")
+    q, k, v = activation_like(3, 4, 4, 256, EVERY_KEY_DENSE, 64, seed=5)
+    kv_lens = torch.full((3,), EVERY_KEY_DENSE, dtype=torch.int32, device="cuda")
     out = sage2.sageattn(q, k, v, kv_lens=kv_lens, is_causal=True)
     torch.testing.assert_close(out, sage2.sageattn(q, k, v, is_causal=True, smooth_q=False, small_q_path="quantized"),
                                rtol=0, atol=0)
@@ -390,7 +405,8 @@ def test_cuda_graph_replay_with_new_lengths(capture_error_mode):
         assert not torch.equal(gout, previous), "the replay did not see the new values"
         previous = gout.clone()
         for (a, b), (do, dl) in zip(spans(lens), per_sequence_sageattn(nq, nk, nv, lens, lens, is_causal=True)):
-            assert torch.equal(gout[a:b], do) and torch.equal(glse[:, a:b], dl)
+            if same_bits_as_dense(b - a):
+                assert torch.equal(gout[a:b], do) and torch.equal(glse[:, a:b], dl)
 
 
 def test_cuda_graph_kv_lens():
