@@ -11,6 +11,7 @@ totals, torch.compile, and invalid lengths turning the outputs into NaN.
 Every test here skips (with the reason) without a CUDA torch, a GPU, libsage2, or a libsage2 that
 has sage2_attention_varlen."""
 import math
+import os
 
 import pytest
 
@@ -96,14 +97,16 @@ def lse_err(lse, ref):
     return float((lse[finite] - ref[finite]).abs().max()) if finite.any() else 0.0
 
 
-# A dense call with more than four KV tiles takes its smoothing statistics from a sample of them;
-# varlen calls take every key (docs/numerics.md, "Sampled statistics"). Bit for bit they agree where
-# the dense call takes every key too: at most 4 tiles, here 256 keys (bk >= 64 on the default plans).
-EVERY_KEY_DENSE = 4 * 64
+# Varlen calls run the split stage over every key of each sequence; the default dense path (auto)
+# takes V's scale with headroom from a sample of KV tiles (docs/numerics.md, "Sampled statistics").
+# So a sequence's result equals the dense call on its slices bit for bit when this process's dense
+# calls run the split path too (SAGE2_QUANT_PATH=split), and otherwise within the accuracy bounds
+# both are held to (below, and the dense suite).
+DENSE_IS_SPLIT = os.environ.get("SAGE2_QUANT_PATH", "").lower() == "split"
 
 
 def same_bits_as_dense(lk):
-    return lk <= EVERY_KEY_DENSE
+    return DENSE_IS_SPLIT or lk == 0
 
 
 def per_sequence_sageattn(q, k, v, lens_q, lens_k, **kw):
@@ -368,11 +371,14 @@ def test_kv_lens_matches_sliced_sageattn(layout, causal):
 
 
 def test_kv_lens_full_length_equals_plain_call():
-    q, k, v = activation_like(3, 4, 4, 256, EVERY_KEY_DENSE, 64, seed=5)
-    kv_lens = torch.full((3,), EVERY_KEY_DENSE, dtype=torch.int32, device="cuda")
+    q, k, v = activation_like(3, 4, 4, 256, 512, 64, seed=5)
+    kv_lens = torch.full((3,), 512, dtype=torch.int32, device="cuda")
     out = sage2.sageattn(q, k, v, kv_lens=kv_lens, is_causal=True)
-    torch.testing.assert_close(out, sage2.sageattn(q, k, v, is_causal=True, smooth_q=False, small_q_path="quantized"),
-                               rtol=0, atol=0)
+    plain = sage2.sageattn(q, k, v, is_causal=True, smooth_q=False, small_q_path="quantized")
+    if same_bits_as_dense(512):
+        torch.testing.assert_close(out, plain, rtol=0, atol=0)
+    else:  # V's codes with and without the sampled stage's headroom: the same attention to 1e-5
+        assert cosine(out, plain) >= 0.99999, cosine(out, plain)
 
 
 # ---- CUDA graphs: capture once, replay with new lengths of the same totals -----------------------------
