@@ -33,7 +33,8 @@ bool flag(const char* name) {  // "1", "true", "yes", "on" → true; anything el
   return *v == "1" || *v == "true" || *v == "yes" || *v == "on" || *v == "TRUE" || *v == "ON";
 }
 
-bool flag_or(const char* name, bool unset) { return get(name) ? flag(name) : unset; }  // unset: `unset`
+// flag(name) when the variable is set (any value but 1/true/yes/on: false), else `unset`.
+bool flag_or(const char* name, bool unset) { return get(name) ? flag(name) : unset; }
 
 std::string default_cache_dir() {
   if (auto d = get("SAGE2_CACHE_DIR")) return *d;
