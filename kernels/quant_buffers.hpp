@@ -48,10 +48,10 @@
 //  statistics stats / k̄ / μ above are taken over the keys of tiles ⌊i·T/S⌋, i < S = kSampleTiles
 //  when T > S (the sampled tiles are then all full), summed in chunks of one sampled tile (T = bk
 //  in the formula above, chunks in sample order), and k̄ / μ divide by the sample's key count;
-//  when T <= S they are the statistics above (every key, the same order). V's amax: A_s from the sampled statistics as above, H_s = kVHeadroom · A_s where that is
-//  finite (else A_s), and amax = A_all > H_s ? A_all : H_s, A_all = max over every key of
-//  |float(V) − μ| (non-finite inputs read as 0), so no code saturates; v_amax holds it. The flags
-//  below still cover every key.
+//  when T <= S they are the statistics above (every key, the same order). V's amax: A_s from
+//  the sampled statistics as above, H_s = kVHeadroom · A_s where that is finite (else A_s), and
+//  amax = A_all > H_s ? A_all : H_s, A_all = max over every key of |float(V) − μ| (non-finite
+//  inputs read as 0), so no code saturates; v_amax holds it. The flags below still cover every key.
 //  Flags (padded entries: q_bad 0, first-bad INT32_MAX):
 //     q_bad[i]        = 1 if Q row i has a non-finite element (real channels), else 0
 //     k_first_bad     = smallest key j whose K row has a non-finite element; INT32_MAX if none
