@@ -164,17 +164,19 @@ __device__ __forceinline__ void channel_stats(const QuantizeParams p, u8* smem) 
   const u32 first = blockIdx.x >> 1, step = gridDim.x >> 1;
   if (chunks == 0u) {
     if (first != 0u) return;
-    // No keys (varlen): sum 0, min +Inf, max -Inf, no bad key — the one-chunk walk of nothing.
+    // No keys (varlen): what the walk gives for no rows — sum 0, min +Inf, max -Inf (padded
+    // channels 0, 0, 0), no bad key — written directly: a second instantiation of the walk here
+    // doubled the kernel's code (NVRTC: 1.2 s → 0.67 s optimized at hd 320; bench/NOTES.md, session 21).
     if (is_v)  // no V tile writes the scale and mean, which the epilogue multiplies by 0 rows
       for (int c = threadIdx.x; c < D_V; c += THREADS) p.v_scale[bh * D_V + c] = p.v_mean[bh * D_V + c] = 0.f;
-    const Input in = is_v ? make_input(p.v, p.v_stride_batch, p.v_stride_head, p.v_stride_seq)
-                          : make_input(p.k, p.k_stride_batch, p.k_stride_head, p.k_stride_seq);
     const int d_out = is_v ? D_V : D_QK;
     float* out = (is_v ? p.v_stats : p.k_stats) + bh * 3 * d_out;
-    stats_rows<MapS>(in, row_ptr(in, b, h, n0), 0, 0, d_out, smem, [&](int s, int c, float v) {
-      if (s < 3) out[s * d_out + c] = v;
-      else if (is_v) p.v_first_bad[bh * D_V + c] = static_cast<i32>(ptx::f32_bits(v));
-    });
+    for (int c = threadIdx.x; c < d_out; c += THREADS) {
+      out[c] = 0.f;
+      out[d_out + c] = c < HD ? ptx::bits_f32(0x7f800000u) : 0.f;
+      out[2 * d_out + c] = c < HD ? ptx::bits_f32(0xff800000u) : 0.f;
+      if (is_v) p.v_first_bad[bh * D_V + c] = NO_BAD;
+    }
     if (!is_v && threadIdx.x == 0) p.k_first_bad[bh] = NO_BAD;
     return;
   }
