@@ -258,8 +258,7 @@ std::int64_t quantize_blocks_per_head(const KernelSpec& s, const QuantBuffers& b
     case QuantOp::ChannelStats:  // K and V, one CTA per statistics chunk (varlen: of the bound)
       return 2 * std::max<std::int64_t>(1, b.stats_chunks);
     case QuantOp::QuantizeQ: return b.q_blocks;
-    case QuantOp::QuantizeK:  // sampled statistics: + the block of the head's V fix-up (templates/quantize_qk.cuh)
-      return b.k_blocks + (s.sampled_stats ? 1 : 0);
+    case QuantOp::QuantizeK: return b.k_blocks;
     case QuantOp::QuantizeV: return b.kv_len_pad / quantize_v_split_tile(s.tile.bk, s.head_dim, s.pv_fp16);
     case QuantOp::Fused: {
       const std::int64_t groups = std::max<std::int64_t>(1, b.p.batch * b.p.kv_heads);

@@ -47,23 +47,12 @@ sage2_quantize_k(sage2::dev::QuantizeParams p) {
   }
   i64 b, h, bh;
   const i64 len = IS_Q ? p.q_len : p.kv_len;
-  if (!qz::block_bh(p.batch, IS_Q ? p.q_heads : p.kv_heads, b, h, bh)) return;
-  i64 tile = blockIdx.x;
+  if (!qz::block_bh(p.batch, IS_Q ? p.q_heads : p.kv_heads, b, h, bh) || blockIdx.x >= (len + rows - 1) / rows) return;
+  qz::quantize_qk<IS_Q, qz::MapS>(p, s_raw, IS_Q ? qz::q_input(p) : qz::kv_input(p, false), b, h, blockIdx.x,
+                                  qz::dense_qk_item<IS_Q, rows>(p, b, h, blockIdx.x));
 #if SAGE2_QUANT_OP == 3
-  // Sampled statistics: block 0 of each head fixes the head's V channels (quantize_v ran before
-  // this kernel: plan::quantize_ops; wait_previous makes its codes and overflow maxima visible).
-  // A block of its own (kernels::quantize_blocks_per_head counts it), first in the grid: in the
-  // tail of a K block it lengthened the kernel by ~20 us at 8K (bench/NOTES.md, sessions 19, 21).
-  if (qz::SAMPLE_TILES) {
-    if (tile == 0) {
-      qz::wait_previous();
-      qz::v_fixup_head(p, qz::kv_input(p, true), b, h);
-      return;
-    }
-    --tile;
-  }
+  // Sampled statistics: quantize_v ran before this kernel (plan::quantize_ops), and wait_previous
+  // made its codes and overflow maxima visible; block 0 of each head fixes its V channels.
+  if (qz::SAMPLE_TILES && blockIdx.x == 0) qz::v_fixup_head(p, qz::kv_input(p, true), b, h);
 #endif
-  if (tile >= (len + rows - 1) / rows) return;
-  qz::quantize_qk<IS_Q, qz::MapS>(p, s_raw, IS_Q ? qz::q_input(p) : qz::kv_input(p, false), b, h, tile,
-                                  qz::dense_qk_item<IS_Q, rows>(p, b, h, tile));
 }

@@ -204,26 +204,3 @@ TEST_CASE("k group runs: every row of a run and of its lanes has the run's group
       }
   }
 }
-
-TEST_CASE("split quantize_k launch: a block per K block of each head, and first the head's V fix-up block when sampled") {
-  for (const bool sampled : {false, true}) {
-    KernelSpec attn;
-    attn.family = KernelFamily::AttentionWgmma;
-    attn.head_dim = 128;
-    attn.tile = TileConfig{128, 128, 8, 2};
-    attn.sampled_stats = sampled;
-    QuantProblem p;
-    p.batch = 2;
-    p.q_heads = p.kv_heads = 3;
-    p.q_len = p.kv_len = 1000;
-    p.head_dim = 128;
-    const QuantBuffers b = quant_buffers(p, attn);
-    REQUIRE(b.sampled_stats == sampled);
-    const KernelSpec ks = quantize_spec_for(attn, QuantOp::QuantizeK);
-    const LaunchShape ls = quantize_launch_shape(ks, b);
-    CAPTURE(sampled);
-    CHECK(ls.grid[0] == static_cast<unsigned>(b.k_blocks + (sampled ? 1 : 0)));
-    CHECK(static_cast<std::int64_t>(ls.grid[1]) * ls.grid[2] >= p.batch * p.kv_heads);
-    CHECK(quantize_work_ctas(ks, b) == (b.k_blocks + (sampled ? 1 : 0)) * p.batch * p.kv_heads);
-  }
-}
