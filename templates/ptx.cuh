@@ -80,6 +80,13 @@ SAGE2_DEVICE_INLINE float max_f32(float a, float b) {
   asm("max.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
   return r;
 }
+// max_f32(a, |b|) in one instruction (FMNMX with an |operand|; a bit-mask abs is a separate LOP3).
+// Like max_f32 it drops a NaN b, so a NaN's sign does not matter.
+SAGE2_DEVICE_INLINE float max_abs_f32(float a, float b) {
+  float r;
+  asm("{ .reg .f32 t; abs.f32 t, %2; max.f32 %0, %1, t; }" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
 SAGE2_DEVICE_INLINE float min_f32(float a, float b) {
   float r;
   asm("min.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
@@ -221,6 +228,13 @@ SAGE2_DEVICE_INLINE void unpack_bf16x2(u32 v, float& lo, float& hi) {
 SAGE2_DEVICE_INLINE u16 f32x2_to_e4m3x2(float lo, float hi) {
   u16 r;
   asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+// Four e4m3 codes in one word, a in the low byte (two f32x2_to_e4m3x2 joined without masks).
+SAGE2_DEVICE_INLINE u32 f32x4_to_e4m3x4(float a, float b, float c, float d) {
+  u32 r;
+  asm("{ .reg .b16 l, h; cvt.rn.satfinite.e4m3x2.f32 l, %2, %1; cvt.rn.satfinite.e4m3x2.f32 h, %4, %3; mov.b32 %0, {l, h}; }"
+      : "=r"(r) : "f"(a), "f"(b), "f"(c), "f"(d));
   return r;
 }
 // Two FP8 E4M3 codes (bits 0..7 = lo) → f16x2 (bits 0..15 = lo). Exact.

@@ -113,193 +113,11 @@ __device__ __forceinline__ void v_fixup_head(const QuantizeParams& p, const Inpu
   }
 }
 
-// `stats`: the head's V statistics [3][D_V] in shared memory (the cluster stage), else null:
-// read from v_stats in global memory.
-template <class M>
-__device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, const Input& in, i64 b, i64 h, i64 tile,
-                                           const SeqItem& si, const float* stats = nullptr) {
-  constexpr int ROWS = M::ROWS, TPR = M::TPR, CPT = M::CPT, CHUNKS = M::CHUNKS, RPP = M::RPP, ITEMS = M::ITEMS;
-  static_assert(ROWS % 16 == 0, "V tile must be a multiple of 16 tokens");
-  static_assert(CHUNKS * 8 == D_V, "V mapping covers the padded head dim");
-  static_assert(v_smem_bytes<M>() <= 48 * 1024, "V tile exceeds static shared memory");
-  float* s_mu = reinterpret_cast<float*>(smem);  // [D_V]
-  float* s_inv = s_mu + D_V;                     // [D_V]
-  float* s_ha = s_inv + D_V;                     // [D_V] sampled: H·A_s
-  // Codes of the tile token-major [ROWS][D_V]: written 8 bytes per thread (contiguous along a
-  // row), read back one byte per lane along a row (consecutive channels: no bank conflicts).
-  u8* s_t = smem + V_CONST_BYTES;  // 16-byte aligned: D_V is a multiple of 32
-
-  const i64 bh = b * p.kv_heads + h;
-  const i64 n0 = tile * ROWS;
-  const i64 kv_len = si.len;
-  const int valid = static_cast<int>(kv_len - n0 <= 0 ? 0 : (kv_len - n0 < ROWS ? kv_len - n0 : ROWS));
-  const int tid = threadIdx.x, lane_r = tid % TPR, slot = tid / TPR;
-
-  // The tile's rows are loaded first when they fit 8 chunks of 16 bytes per thread: their latency
-  // then overlaps the per-channel constants' (v_stats reads and divisions).
-  constexpr bool PRELOAD = ROOMY && ITEMS * CPT <= 8;  // (the one-launch stages: see quantize_qk)
-  const u16* base = row_ptr(in, b, h, si.n0 + n0);
-  ptx::u32x4 pre[PRELOAD ? ITEMS : 1][PRELOAD ? CPT : 1];
-  auto load_rc = [&](int r, int j) {
-    return (r < valid && j < CH_IN) ? load_chunk(in, base + static_cast<i64>(r) * in.sn, j) : ptx::u32x4{0u, 0u, 0u, 0u};
-  };
-  if (PRELOAD) {
-#pragma unroll
-    for (int i = 0; i < ITEMS; ++i)
-#pragma unroll
-      for (int k = 0; k < CPT; ++k) pre[PRELOAD ? i : 0][PRELOAD ? k : 0] = load_rc(slot + i * RPP, lane_r + k * TPR);
-  }
-
-  wait_previous();  // (the split V kernel: its rows are in flight; the statistics are read below)
-  const float* st = p.v_stats + bh * 3 * D_V;
-  int zero_hs = 0;  // sampled: a channel of this thread with H_s = 0
-#pragma unroll 1
-  for (int c = tid; c < D_V; c += THREADS) {
-    float mu = 0.f, inv = 0.f, scale = 0.f;
-    if (c < HD) {
-      const float vsum = stats ? stats[c] : ld_stat(st + c);
-      const float vmin = stats ? stats[D_V + c] : ld_stat(st + D_V + c);
-      const float vmax = stats ? stats[2 * D_V + c] : ld_stat(st + 2 * D_V + c);
-      float amax;
-      if (SAGE2_SMOOTH_V) {
-        mu = kv_len > 0 ? ptx::div_rn(vsum, static_cast<float>(stats_keys(kv_len))) : 0.f;
-        amax = ptx::max_nan(vmax - mu, mu - vmin);
-      } else {
-        amax = ptx::max_nan(ptx::abs_f32(vmax), ptx::abs_f32(vmin));
-      }
-      if (SAMPLE_TILES) {  // the sample's amax with headroom (none where that is not finite)
-        const float ha = amax * V_HEADROOM;
-        amax = ptx::abs_f32(ha) <= FLT_MAX_ ? ha : amax;
-      }
-      v_scale_inv(amax, scale, inv);
-      if (SAMPLE_TILES) {
-        s_ha[c] = amax;
-        if (tile == 0) p.v_amax[bh * D_V + c] = amax;
-        if (V_SCREEN && amax == 0.f) zero_hs = 1;  // (any key off μ exceeds it: no screen)
-      }
-    }
-    s_mu[c] = mu;
-    s_inv[c] = inv;
-    if (SAMPLE_TILES && c >= HD) s_ha[c] = 0.f;
-    if (tile == 0) {
-      p.v_scale[bh * D_V + c] = scale;
-      p.v_mean[bh * D_V + c] = mu;
-      if (SAMPLE_TILES && c >= HD) p.v_amax[bh * D_V + c] = 0.f;
-    }
-  }
-  // (the screen misses a channel with H_s = 0: then every thread of the CTA checks exactly)
-  const bool exact_all = V_SCREEN ? __syncthreads_or(zero_hs) != 0 : (__syncthreads(), false);
-
-  // This thread's channels are the same for all its rows: constants in registers.
-  float mu_r[CPT][8], inv_r[CPT][8];
-#pragma unroll
-  for (int k = 0; k < CPT; ++k) {
-    const int j = lane_r + k * TPR;
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      mu_r[k][e] = j < CHUNKS ? s_mu[j * 8 + e] : 0.f;
-      inv_r[k][e] = j < CHUNKS ? s_inv[j * 8 + e] : 0.f;
-    }
-  }
-
-  // Sampled statistics: this thread's max |V − μ| per channel (FP16 V̂), or its max |(V − μ)·inv|
-  // (the e4m3 screen); non-finite inputs read as 0.
-  constexpr bool V_EXACT = SAMPLE_TILES && !V_SCREEN;
-  float dmax[V_EXACT ? CPT : 1][8];
-#pragma unroll
-  for (int k = 0; k < (V_EXACT ? CPT : 1); ++k)
-#pragma unroll
-    for (int e = 0; e < 8; ++e) dmax[k][e] = 0.f;
-  float ymax = 0.f;
-  bool recheck = false;  // a non-finite input (sampled statistics: the exact pass takes its flag)
-
-#pragma unroll
-  for (int i = 0; i < ITEMS; ++i) {
-    const int r = slot + i * RPP;
-    if (r >= ROWS) continue;
-#pragma unroll
-    for (int k = 0; k < CPT; ++k) {
-      const int j = lane_r + k * TPR;
-      if (j >= CHUNKS) continue;
-      u32 pair[4] = {0u, 0u, 0u, 0u};
-      if (r < valid && j < CH_IN) {
-        float x[8];
-        const u32 bad = to_f32x8_sane(PRELOAD ? pre[PRELOAD ? i : 0][PRELOAD ? k : 0] : load_rc(r, j), x);
-        float y[8];
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          const float d = x[e] - mu_r[k][e];
-          if (V_EXACT) dmax[V_EXACT ? k : 0][e] = ptx::max_f32(dmax[V_EXACT ? k : 0][e], ptx::abs_f32(d));
-          y[e] = d * inv_r[k][e];
-          if (V_SCREEN) ymax = ptx::max_f32(ymax, ptx::abs_f32(y[e]));
-        }
-        if (bad != 0u) {  // a non-finite input's code is 0 (rare: off the common path)
-#pragma unroll
-          for (int e = 0; e < 8; ++e)
-            if ((bad >> e) & 1u) y[e] = 0.f;
-          // sampled statistics saw only the sample's keys: the exact pass below lowers the
-          // first-bad flags over every key
-          if (SAMPLE_TILES) recheck = true;
-        }
-#pragma unroll
-        for (int e = 0; e < 8; e += 2) {
-          if constexpr (V_FP16)  // (sm_80 has no e4m3 conversion: never emitted there)
-            pair[e / 2] = ptx::pack_f16x2(y[e], y[e + 1]);
-          else
-            pair[e / 2] = ptx::f32x2_to_e4m3x2(y[e], y[e + 1]);
-        }
-      }
-      if (V_FP16) {
-        u32* d16 = reinterpret_cast<u32*>(&s_t[(r * D_V + j * 8) * 2]);
-        d16[0] = pair[0];
-        d16[1] = pair[1];
-        d16[2] = pair[2];
-        d16[3] = pair[3];
-        continue;
-      }
-      u32* d8 = reinterpret_cast<u32*>(&s_t[r * D_V + j * 8]);
-      d8[0] = pair[0] | (pair[1] << 16);
-      d8[1] = pair[2] | (pair[3] << 16);
-    }
-  }
-  // A key above H·A_s: its |V − μ| into v_over for the fix-up (rare; order-free maxima).
-  if (V_EXACT) {
-#pragma unroll
-    for (int k = 0; k < CPT; ++k) {
-      const int j = lane_r + k * TPR;
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        const float dm = dmax[V_EXACT ? k : 0][e];
-        if (j < CH_IN && j * 8 + e < HD && dm > s_ha[j * 8 + e])
-          ptx::red_max_gpu_u32(p.v_over + bh * D_V + j * 8 + e, ptx::f32_bits(dm));
-      }
-    }
-  }
-  // Over the screen, or a non-finite input: the exact test per element; its first-bad flags (order-
-  // free minima over every key).
-  if (SAMPLE_TILES && (recheck || (V_SCREEN && (ymax >= V8_MAX || exact_all)))) {
-#pragma unroll 1
-    for (int i = 0; i < ITEMS; ++i) {
-      const int r = slot + i * RPP;
-      if (r >= valid) continue;
-#pragma unroll 1
-      for (int k = 0; k < CPT; ++k) {
-        const int j = lane_r + k * TPR;
-        if (j >= CH_IN) continue;
-        float x[8];
-        const u32 bad = to_f32x8_sane(load_rc(r, j), x);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          if ((bad >> e) & 1u) ptx::red_min_gpu_s32(p.v_first_bad + bh * D_V + j * 8 + e, static_cast<i32>(n0 + r));
-          if (!V_SCREEN) continue;  // (FP16 V̂: its exact maxima above)
-          const float d = ptx::abs_f32(x[e] - s_mu[j * 8 + e]);
-          if (j * 8 + e < HD && d > s_ha[j * 8 + e]) ptx::red_max_gpu_u32(p.v_over + bh * D_V + j * 8 + e, ptx::f32_bits(d));
-        }
-      }
-    }
-  }
-  __syncthreads();
-
+// The tile's codes (token-major in shared memory) to V̂, transposed: each channel's ROWS codes in
+// 16-key groups, in the layout's slot order (kernels::QuantLayout::v_slot), at si.
+template <int ROWS>
+__device__ __forceinline__ void v_write_out(const QuantizeParams& p, const u8* s_t, const SeqItem& si) {
+  const int tid = threadIdx.x;
   if (V_FP16) {  // the same write-out, two bytes per code: 32 bytes per 16-key group
     constexpr int SEGS = ROWS / 16;
     const u16* s_t16 = reinterpret_cast<const u16*>(s_t);
@@ -350,6 +168,242 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, co
     for (int e = 0; e < 4; ++e)
       ptx::st_v4(dst + static_cast<i64>(cg * 4 + e) * si.v_pitch + seg * 16, ptx::u32x4{w[e][0], w[e][1], w[e][2], w[e][3]});
   }
+}
+
+// Shared memory of the V item bodies: [s_mu | s_inv | s_ha] per-channel constants (V_CONST_BYTES),
+// then the tile's codes token-major [ROWS][D_V] (written 8 bytes per thread, contiguous along a
+// row; read back one byte per lane along a row: consecutive channels, no bank conflicts).
+__device__ __forceinline__ float* v_smem_mu(u8* smem) { return reinterpret_cast<float*>(smem); }
+__device__ __forceinline__ float* v_smem_inv(u8* smem) { return v_smem_mu(smem) + D_V; }
+__device__ __forceinline__ float* v_smem_ha(u8* smem) { return v_smem_mu(smem) + 2 * D_V; }  // sampled: H·A_s
+__device__ __forceinline__ u8* v_smem_codes(u8* smem) { return smem + V_CONST_BYTES; }       // 16-byte aligned
+
+// The per-channel constants of V of (batch·kv head) bh into shared memory (μ, inv; sampled: H·A_s);
+// `writes_globals` (the CTA of tile 0) also stores v_scale, v_mean and v_amax. `stats`: the head's
+// V statistics [3][D_V] in shared memory (the cluster stage), else null: read from v_stats. Returns
+// (after a barrier) whether every element of the head needs the exact check (a channel with H_s =
+// 0 escapes the e4m3 screen).
+__device__ __forceinline__ bool v_channel_constants(const QuantizeParams& p, u8* smem, i64 bh, i64 kv_len,
+                                                    bool writes_globals, const float* stats) {
+  float* s_mu = v_smem_mu(smem);
+  float* s_inv = v_smem_inv(smem);
+  float* s_ha = v_smem_ha(smem);
+  const float* st = p.v_stats + bh * 3 * D_V;
+  int zero_hs = 0;  // sampled: a channel of this thread with H_s = 0
+#pragma unroll 1
+  for (int c = threadIdx.x; c < D_V; c += THREADS) {
+    float mu = 0.f, inv = 0.f, scale = 0.f;
+    if (c < HD) {
+      const float vsum = stats ? stats[c] : ld_stat(st + c);
+      const float vmin = stats ? stats[D_V + c] : ld_stat(st + D_V + c);
+      const float vmax = stats ? stats[2 * D_V + c] : ld_stat(st + 2 * D_V + c);
+      float amax;
+      if (SAGE2_SMOOTH_V) {
+        mu = kv_len > 0 ? ptx::div_rn(vsum, static_cast<float>(stats_keys(kv_len))) : 0.f;
+        amax = ptx::max_nan(vmax - mu, mu - vmin);
+      } else {
+        amax = ptx::max_nan(ptx::abs_f32(vmax), ptx::abs_f32(vmin));
+      }
+      if (SAMPLE_TILES) {  // the sample's amax with headroom (none where that is not finite)
+        const float ha = amax * V_HEADROOM;
+        amax = ptx::abs_f32(ha) <= FLT_MAX_ ? ha : amax;
+      }
+      v_scale_inv(amax, scale, inv);
+      if (SAMPLE_TILES) {
+        s_ha[c] = amax;
+        if (writes_globals) p.v_amax[bh * D_V + c] = amax;
+        if (V_SCREEN && amax == 0.f) zero_hs = 1;  // (any key off μ exceeds it: no screen)
+      }
+    }
+    s_mu[c] = mu;
+    s_inv[c] = inv;
+    if (SAMPLE_TILES && c >= HD) s_ha[c] = 0.f;
+    if (writes_globals) {
+      p.v_scale[bh * D_V + c] = scale;
+      p.v_mean[bh * D_V + c] = mu;
+      if (SAMPLE_TILES && c >= HD) p.v_amax[bh * D_V + c] = 0.f;
+    }
+  }
+  // (the screen misses a channel with H_s = 0: then every thread of the CTA checks exactly)
+  return V_SCREEN ? __syncthreads_or(zero_hs) != 0 : (__syncthreads(), false);
+}
+
+// A thread's channels are the same for all its rows: their constants in registers. Without
+// smooth-V, μ is 0 and x − μ = x exactly: the subtraction is left out at compile time.
+template <class M>
+struct VRegs {
+  float mu[M::CPT][8], inv[M::CPT][8];
+  __device__ __forceinline__ void load(u8* smem) {
+    const int lane_r = threadIdx.x % M::TPR;
+#pragma unroll
+    for (int k = 0; k < M::CPT; ++k) {
+      const int j = lane_r + k * M::TPR;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        mu[k][e] = SAGE2_SMOOTH_V && j < M::CHUNKS ? v_smem_mu(smem)[j * 8 + e] : 0.f;
+        inv[k][e] = j < M::CHUNKS ? v_smem_inv(smem)[j * 8 + e] : 0.f;
+      }
+    }
+  }
+};
+
+// One V tile of ROWS tokens from token n0 of (batch·kv head) bh, `valid` of them real (rows from
+// `base`): the codes from raw(i, k) (the 16 bytes of the thread's row slot + i·RPP, chunk lane_r +
+// k·TPR; only called for real rows and channels) into shared memory, the sampled screen and its
+// exact pass, then the transposed write-out at si. Ends after the write-out (no barrier after it).
+template <class M, class Raw>
+__device__ __forceinline__ void v_tile(const QuantizeParams& p, u8* smem, const Input& in, i64 bh, i64 n0, int valid,
+                                       const u16* base, const SeqItem& si, bool exact_all, const VRegs<M>& vr,
+                                       Raw&& raw) {
+  constexpr int ROWS = M::ROWS, TPR = M::TPR, CPT = M::CPT, CHUNKS = M::CHUNKS, RPP = M::RPP, ITEMS = M::ITEMS;
+  const float* s_mu = v_smem_mu(smem);
+  const float* s_ha = v_smem_ha(smem);
+  u8* s_t = v_smem_codes(smem);
+  const int tid = threadIdx.x, lane_r = tid % TPR, slot = tid / TPR;
+
+  // Sampled statistics: this thread's max |V − μ| per channel (FP16 V̂), or its max |(V − μ)·inv|
+  // (the e4m3 screen); non-finite inputs read as 0.
+  constexpr bool V_EXACT = SAMPLE_TILES && !V_SCREEN;
+  float dmax[V_EXACT ? CPT : 1][8];
+#pragma unroll
+  for (int k = 0; k < (V_EXACT ? CPT : 1); ++k)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) dmax[k][e] = 0.f;
+  float ymax = 0.f;
+  bool recheck = false;  // a non-finite input (sampled statistics: the exact pass takes its flag)
+
+  // Which of the thread's rows are real, once (recomputing it per row from the 64-bit lengths
+  // cost ~12 instructions per chunk in the unrolled loop).
+  static_assert(ITEMS <= 32, "one bit per row of the thread");
+  u32 real_rows = 0u;
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) real_rows |= (slot + i * RPP < valid ? 1u : 0u) << i;
+#pragma unroll
+  for (int i = 0; i < ITEMS; ++i) {
+    const int r = slot + i * RPP;
+    if (ITEMS * RPP != ROWS && r >= ROWS) continue;
+#pragma unroll
+    for (int k = 0; k < CPT; ++k) {
+      const int j = lane_r + k * TPR;
+      if (j >= CHUNKS) continue;
+      u32 pair[4] = {0u, 0u, 0u, 0u};
+      if (((real_rows >> i) & 1u) != 0u && j < CH_IN) {
+        float x[8];
+        const u32 bad = to_f32x8_sane(raw(i, k), x);
+        float y[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const float d = SAGE2_SMOOTH_V ? x[e] - vr.mu[k][e] : x[e];
+          if (V_EXACT) dmax[V_EXACT ? k : 0][e] = ptx::max_abs_f32(dmax[V_EXACT ? k : 0][e], d);
+          y[e] = d * vr.inv[k][e];
+          if (V_SCREEN) ymax = ptx::max_abs_f32(ymax, y[e]);
+        }
+        if (bad != 0u) {  // a non-finite input's code is 0 (rare: off the common path)
+#pragma unroll
+          for (int e = 0; e < 8; ++e)
+            if ((bad >> e) & 1u) y[e] = 0.f;
+          // sampled statistics saw only the sample's keys: the exact pass below lowers the
+          // first-bad flags over every key
+          if (SAMPLE_TILES) recheck = true;
+        }
+        if constexpr (V_FP16) {
+#pragma unroll
+          for (int e = 0; e < 8; e += 2) pair[e / 2] = ptx::pack_f16x2(y[e], y[e + 1]);
+        } else {  // (sm_80 has no e4m3 conversion: never emitted there) four codes per word
+          pair[0] = ptx::f32x4_to_e4m3x4(y[0], y[1], y[2], y[3]);
+          pair[1] = ptx::f32x4_to_e4m3x4(y[4], y[5], y[6], y[7]);
+        }
+      }
+      if (V_FP16) {
+        u32* d16 = reinterpret_cast<u32*>(&s_t[(r * D_V + j * 8) * 2]);
+        d16[0] = pair[0];
+        d16[1] = pair[1];
+        d16[2] = pair[2];
+        d16[3] = pair[3];
+        continue;
+      }
+      u32* d8 = reinterpret_cast<u32*>(&s_t[r * D_V + j * 8]);
+      d8[0] = pair[0];
+      d8[1] = pair[1];
+    }
+  }
+  // A key above H·A_s: its |V − μ| into v_over for the fix-up (rare; order-free maxima).
+  if (V_EXACT) {
+#pragma unroll
+    for (int k = 0; k < CPT; ++k) {
+      const int j = lane_r + k * TPR;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const float dm = dmax[V_EXACT ? k : 0][e];
+        if (j < CH_IN && j * 8 + e < HD && dm > s_ha[j * 8 + e])
+          ptx::red_max_gpu_u32(p.v_over + bh * D_V + j * 8 + e, ptx::f32_bits(dm));
+      }
+    }
+  }
+  // Over the screen, or a non-finite input: the exact test per element; its first-bad flags (order-
+  // free minima over every key).
+  if (SAMPLE_TILES && (recheck || (V_SCREEN && (ymax >= V8_MAX || exact_all)))) {
+#pragma unroll 1
+    for (int i = 0; i < ITEMS; ++i) {
+      const int r = slot + i * RPP;
+      if (r >= valid) continue;
+#pragma unroll 1
+      for (int k = 0; k < CPT; ++k) {
+        const int j = lane_r + k * TPR;
+        if (j >= CH_IN) continue;
+        float x[8];
+        const u32 bad = to_f32x8_sane(load_chunk(in, base + static_cast<i64>(r) * in.sn, j), x);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          if ((bad >> e) & 1u) ptx::red_min_gpu_s32(p.v_first_bad + bh * D_V + j * 8 + e, static_cast<i32>(n0 + r));
+          if (!V_SCREEN) continue;  // (FP16 V̂: its exact maxima above)
+          const float d = ptx::abs_f32(x[e] - s_mu[j * 8 + e]);
+          if (j * 8 + e < HD && d > s_ha[j * 8 + e]) ptx::red_max_gpu_u32(p.v_over + bh * D_V + j * 8 + e, ptx::f32_bits(d));
+        }
+      }
+    }
+  }
+  __syncthreads();
+  v_write_out<ROWS>(p, s_t, si);
+}
+
+// `stats`: the head's V statistics [3][D_V] in shared memory (the cluster stage), else null:
+// read from v_stats in global memory. One tile per call (the one-launch stages, varlen tiles).
+template <class M>
+__device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, const Input& in, i64 b, i64 h, i64 tile,
+                                           const SeqItem& si, const float* stats = nullptr) {
+  constexpr int ROWS = M::ROWS, TPR = M::TPR, CPT = M::CPT, CHUNKS = M::CHUNKS, RPP = M::RPP, ITEMS = M::ITEMS;
+  static_assert(ROWS % 16 == 0, "V tile must be a multiple of 16 tokens");
+  static_assert(CHUNKS * 8 == D_V, "V mapping covers the padded head dim");
+  static_assert(v_smem_bytes<M>() <= 48 * 1024, "V tile exceeds static shared memory");
+  const i64 bh = b * p.kv_heads + h;
+  const i64 n0 = tile * ROWS;
+  const i64 kv_len = si.len;
+  const int valid = static_cast<int>(kv_len - n0 <= 0 ? 0 : (kv_len - n0 < ROWS ? kv_len - n0 : ROWS));
+  const int tid = threadIdx.x, lane_r = tid % TPR, slot = tid / TPR;
+
+  // The tile's rows are loaded first when they fit 8 chunks of 16 bytes per thread: their latency
+  // then overlaps the per-channel constants' (v_stats reads and divisions).
+  constexpr bool PRELOAD = ROOMY && ITEMS * CPT <= 8;  // (the one-launch stages: see quantize_qk)
+  const u16* base = row_ptr(in, b, h, si.n0 + n0);
+  ptx::u32x4 pre[PRELOAD ? ITEMS : 1][PRELOAD ? CPT : 1];
+  auto load_rc = [&](int i, int k) {
+    return load_chunk(in, base + static_cast<i64>(slot + i * RPP) * in.sn, lane_r + k * TPR);
+  };
+  if (PRELOAD) {
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i)
+#pragma unroll
+      for (int k = 0; k < CPT; ++k)
+        if (slot + i * RPP < valid) pre[PRELOAD ? i : 0][PRELOAD ? k : 0] = load_rc(i, k);
+  }
+
+  wait_previous();  // (the split V kernel: its rows are in flight; the statistics are read below)
+  const bool exact_all = v_channel_constants(p, smem, bh, kv_len, tile == 0, stats);
+  VRegs<M> vr;
+  vr.load(smem);
+  v_tile<M>(p, smem, in, bh, n0, valid, base, si, exact_all, vr,
+            [&](int i, int k) { return PRELOAD ? pre[PRELOAD ? i : 0][PRELOAD ? k : 0] : load_rc(i, k); });
 }
 
 }  // namespace qz
