@@ -115,6 +115,11 @@ SAGE2_DEVICE_INLINE u32 min_nan_x2(u32 a, u32 b) {
   return r;
 }
 
+// max_nan_x2(a, |b|) per half: the running maximum magnitude of a channel pair on the raw bits
+// (clearing the sign bits is |b| for every value, NaN included), NaN-propagating.
+template <bool BF16>
+SAGE2_DEVICE_INLINE u32 max_abs_nan_x2(u32 a, u32 b) { return max_nan_x2<BF16>(a, b & 0x7fff7fffu); }
+
 // Correctly rounded multiply and add that the compiler may not fuse into an FMA (.rn).
 SAGE2_DEVICE_INLINE float mul_rn(float a, float b) {
   float r;

@@ -33,6 +33,11 @@ constexpr int V_CONST_BYTES = (SAMPLE_TILES ? 12 : 8) * D_V;
 // screens for it; a thread over the screen (or a CTA with a channel whose H_s is 0) checks its
 // elements exactly. FP16 codes (inv = 1/δ: no common bound) keep an exact max per channel.
 constexpr bool V_SCREEN = SAMPLE_TILES && !V_FP16;
+// Without smooth-V the code input is x·inv, so max |x·inv| over a channel's elements is
+// fl(max |x| · inv) (rounding is monotone): the screen keeps a packed max |x| per channel pair on the
+// raw 16-bit words (NaN-propagating, so a non-finite input fails it too) and multiplies once per
+// channel at the end. A non-finite input's code is then set to 0 by the exact pass, not per element.
+constexpr bool V_RAW_SCREEN = V_SCREEN && !SAGE2_SMOOTH_V;
 template <class M>
 constexpr int v_smem_bytes() { return V_CONST_BYTES + M::ROWS * D_V * V_BYTES; }
 
@@ -270,6 +275,11 @@ __device__ __forceinline__ void v_tile(const QuantizeParams& p, u8* smem, const 
 #pragma unroll
     for (int e = 0; e < 8; ++e) dmax[k][e] = 0.f;
   float ymax = 0.f;
+  u32 xmax[V_RAW_SCREEN ? CPT : 1][4];  // raw screen: max |x| of channels 8j + 2w, 8j + 2w + 1
+#pragma unroll
+  for (int k = 0; k < (V_RAW_SCREEN ? CPT : 1); ++k)
+#pragma unroll
+    for (int w = 0; w < 4; ++w) xmax[k][w] = 0u;
   bool recheck = false;  // a non-finite input (sampled statistics: the exact pass takes its flag)
 
   // Which of the thread's rows are real, once (recomputing it per row from the 64-bit lengths
@@ -289,16 +299,26 @@ __device__ __forceinline__ void v_tile(const QuantizeParams& p, u8* smem, const 
       u32 pair[4] = {0u, 0u, 0u, 0u};
       if (((real_rows >> i) & 1u) != 0u && j < CH_IN) {
         float x[8];
-        const u32 bad = to_f32x8_sane(raw(i, k), x);
+        const ptx::u32x4 v = raw(i, k);
+        u32 bad = 0u;
+        if (V_RAW_SCREEN) {  // (a non-finite input: its code is zeroed by the exact pass)
+          to_f32x8(v, x);
+          const u32 vw[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+          for (int w = 0; w < 4; ++w)
+            xmax[V_RAW_SCREEN ? k : 0][w] = ptx::max_abs_nan_x2<IN_BF16>(xmax[V_RAW_SCREEN ? k : 0][w], vw[w]);
+        } else {
+          bad = to_f32x8_sane(v, x);
+        }
         float y[8];
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
           const float d = SAGE2_SMOOTH_V ? x[e] - vr.mu[k][e] : x[e];
           if (V_EXACT) dmax[V_EXACT ? k : 0][e] = ptx::max_abs_f32(dmax[V_EXACT ? k : 0][e], d);
           y[e] = d * vr.inv[k][e];
-          if (V_SCREEN) ymax = ptx::max_abs_f32(ymax, y[e]);
+          if (V_SCREEN && !V_RAW_SCREEN) ymax = ptx::max_abs_f32(ymax, y[e]);
         }
-        if (bad != 0u) {  // a non-finite input's code is 0 (rare: off the common path)
+        if (!V_RAW_SCREEN && bad != 0u) {  // a non-finite input's code is 0 (rare: off the common path)
 #pragma unroll
           for (int e = 0; e < 8; ++e)
             if ((bad >> e) & 1u) y[e] = 0.f;
@@ -340,8 +360,19 @@ __device__ __forceinline__ void v_tile(const QuantizeParams& p, u8* smem, const 
       }
     }
   }
+  // The raw screen's test, once per channel: NaN (a non-finite input, or Inf · 0) fails it too.
+  if (V_RAW_SCREEN) {
+#pragma unroll
+    for (int k = 0; k < CPT; ++k)
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        float lo, hi;
+        quant_math::unpack2<IN_BF16>(xmax[V_RAW_SCREEN ? k : 0][w], lo, hi);
+        recheck |= !(lo * vr.inv[k][2 * w] < V8_MAX) || !(hi * vr.inv[k][2 * w + 1] < V8_MAX);
+      }
+  }
   // Over the screen, or a non-finite input: the exact test per element; its first-bad flags (order-
-  // free minima over every key).
+  // free minima over every key); after the raw screen, a non-finite input's code set to 0 here.
   if (SAMPLE_TILES && (recheck || (V_SCREEN && (ymax >= V8_MAX || exact_all)))) {
 #pragma unroll 1
     for (int i = 0; i < ITEMS; ++i) {
@@ -355,7 +386,10 @@ __device__ __forceinline__ void v_tile(const QuantizeParams& p, u8* smem, const 
         const u32 bad = to_f32x8_sane(load_chunk(in, base + static_cast<i64>(r) * in.sn, j), x);
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
-          if ((bad >> e) & 1u) ptx::red_min_gpu_s32(p.v_first_bad + bh * D_V + j * 8 + e, static_cast<i32>(n0 + r));
+          if ((bad >> e) & 1u) {
+            ptx::red_min_gpu_s32(p.v_first_bad + bh * D_V + j * 8 + e, static_cast<i32>(n0 + r));
+            if (V_RAW_SCREEN) s_t[r * D_V + j * 8 + e] = 0;
+          }
           if (!V_SCREEN) continue;  // (FP16 V̂: its exact maxima above)
           const float d = ptx::abs_f32(x[e] - s_mu[j * 8 + e]);
           if (j * 8 + e < HD && d > s_ha[j * 8 + e]) ptx::red_max_gpu_u32(p.v_over + bh * D_V + j * 8 + e, ptx::f32_bits(d));
@@ -368,7 +402,8 @@ __device__ __forceinline__ void v_tile(const QuantizeParams& p, u8* smem, const 
 }
 
 // `stats`: the head's V statistics [3][D_V] in shared memory (the cluster stage), else null:
-// read from v_stats in global memory. One tile per call (the one-launch stages, varlen tiles).
+// read from v_stats in global memory. One tile per call (the dense split kernel, the one-launch
+// stages, varlen tiles).
 template <class M>
 __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, const Input& in, i64 b, i64 h, i64 tile,
                                            const SeqItem& si, const float* stats = nullptr) {
