@@ -25,6 +25,7 @@
 
 #include "cache/disk_cache.hpp"
 #include "gpu_env.hpp"
+#include "output_diff.hpp"
 #include "stage_download.hpp"
 #include "jit/compiler.hpp"
 #include "kernels/family_wgmma.hpp"
@@ -138,27 +139,8 @@ GpuRun run_gpu(const WgCase& c, const ref::AttentionInputs& in, const KernelSpec
   return r;
 }
 
-struct Diff {
-  double max_abs = 0, rel_l1 = 0, ref_max = 0;
-  std::int64_t nonfinite = 0;
-};
-Diff diff(const std::vector<float>& ref_o, const std::vector<float>& out) {
-  Diff d;
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    if (!std::isfinite(out[i])) {
-      ++d.nonfinite;
-      continue;
-    }
-    const double e = std::fabs(static_cast<double>(out[i]) - ref_o[i]);
-    d.max_abs = std::max(d.max_abs, e);
-    d.ref_max = std::max(d.ref_max, std::fabs(static_cast<double>(ref_o[i])));
-    num += e;
-    den += std::fabs(static_cast<double>(ref_o[i]));
-  }
-  d.rel_l1 = den > 0 ? num / den : num;
-  return d;
-}
+using test::OutputDiff;
+using test::output_diff;
 
 // One case against the emulation and exact attention; prints a line.
 void check_case(const WgCase& c, std::uint64_t seed, double& worst_rel, double& worst_ulps) {
@@ -190,7 +172,7 @@ void check_case(const WgCase& c, std::uint64_t seed, double& worst_rel, double& 
 
   CHECK_MESSAGE(g.unwritten == 0, g.unwritten << " output elements not written");
   CHECK_MESSAGE(g.guard_ok, "a write past the output / LSE (or an LSE write without return_lse)");
-  const Diff de = diff(emu.o, g.o);
+  const OutputDiff de = output_diff(emu.o, g.o);
   CHECK(de.nonfinite == 0);
   // Tolerances: the FP8 wgmma accumulator keeps 13 mantissa bits and truncates each product
   // against the largest one of the k32 step (tests/gpu/test_probe_wgmma.cpp); the emulation models
@@ -201,7 +183,8 @@ void check_case(const WgCase& c, std::uint64_t seed, double& worst_rel, double& 
   const double ulps = c.two_level ? 8 : 64;
   CHECK_MESSAGE(de.rel_l1 <= (c.two_level ? 2e-3 : 1e-2), "rel-L1 vs emulation " << de.rel_l1);
   CHECK_MESSAGE(de.max_abs <= ulps * ulp_rel * std::max(1.0, de.ref_max),
-                "max abs vs emulation " << de.max_abs << " (|ref| max " << de.ref_max << ")");
+                "max abs vs emulation " << de.max_abs << " (|ref| max " << de.ref_max << ") at "
+                                        << test::describe_element(ex, emu.o, g.o, de.worst));
   worst_rel = std::max(worst_rel, de.rel_l1);
   worst_ulps = std::max(worst_ulps, de.max_abs / (ulp_rel * std::max(1.0, de.ref_max)));
   const ref::Metrics mx = ref::compare(ex.o, g.o);
@@ -470,7 +453,7 @@ TEST_CASE("gpu wgmma diag: configurations around a failure") {
     std::vector<float> o(emu.o.size());
     for (std::int64_t i = 0; i < c.q_len; ++i)
       for (int ch = 0; ch < c.head_dim; ++ch) o[i * c.head_dim + ch] = out_host.get(0, 0, i, ch);
-    const Diff de = diff(emu.o, o);
+    const OutputDiff de = output_diff(emu.o, o);
     double lmax = 0;
     std::string groups;
     for (std::int64_t g0 = 0; g0 < c.q_len; g0 += 16) {
