@@ -74,6 +74,8 @@ PvRule pv_rule(PvFormat f) {
 double check_options(const EmulationOptions& opt, const kernels::KernelSpec& spec) {
   if (opt.accum_mantissa_bits < 1 || opt.accum_mantissa_bits > 23)
     bad_arg("accum_mantissa_bits=" + std::to_string(opt.accum_mantissa_bits) + " outside 1..23");
+  if (!(opt.p_boundary_rel >= 0.f && opt.p_boundary_rel < 0.5f))
+    bad_arg("p_boundary_rel=" + std::to_string(opt.p_boundary_rel) + " outside [0, 0.5)");
   if (static_cast<int>(opt.granularity) < 0 || static_cast<int>(opt.granularity) > 3)
     bad_arg("granularity=" + std::to_string(static_cast<int>(opt.granularity)) + " is not a Granularity");
   if (static_cast<int>(opt.pv_format) < 0 || static_cast<int>(opt.pv_format) > 5)
@@ -316,6 +318,7 @@ struct Block {
 // Per-row state of the block (the kernel's registers): m, l, accumulator, fp32 O, visible keys.
 struct RowState {
   std::vector<float> m, l, acc, o;
+  std::vector<double> slack;  // EmulationOptions::p_boundary_rel: Σ |Δcode|·|V̂|, carried like O
   std::vector<std::int64_t> j_end, tiles;
   std::int64_t tiles_max = 0;
 };
@@ -344,6 +347,7 @@ RowState row_state(const Attention& A, const Block& B) {
   st.l.assign(sz(B.rows), 0.f);
   st.acc.assign(sz(B.rows * d), 0.f);
   st.o.assign(sz(B.rows * d), 0.f);
+  if (A.in.opt.p_boundary_rel > 0.f) st.slack.assign(sz(B.rows * d), 0.0);
   st.j_end.resize(sz(B.rows));
   st.tiles.resize(sz(B.rows));
   for (int r = 0; r < B.rows; ++r) {
@@ -457,6 +461,25 @@ void accumulate_pv(const Attention& A, const Block& B, std::int64_t j0, int nt, 
   }
 }
 
+// EmulationOptions::p_boundary_rel: the row's slack (in O's units before 1/l, per-tile V scales
+// applied) rescaled by a like O, plus |Δcode|·|V̂| of each key of tile t whose P̂ code the
+// kernel may round the other way.
+void add_boundary_slack(const Attention& A, const Block& B, std::int64_t t, std::int64_t j0, int nt,
+                        const std::vector<float>& pt, float a, double* slack) {
+  const int d = A.in.p.head_dim;
+  const double eps = A.in.opt.p_boundary_rel;
+  const float* vh = A.V.hat.data() + B.bhk * A.in.p.kv_len * d;
+  for (int c = 0; c < d; ++c) slack[c] *= a;
+  for (int jj = 0; jj < nt; ++jj) {
+    const double p = pt[sz(jj)];
+    const double dcode = A.V.pv.round(static_cast<float>(p * (1 + eps))) - A.V.pv.round(static_cast<float>(p * (1 - eps)));
+    if (dcode == 0) continue;
+    const float* vr = vh + (j0 + jj) * d;
+    for (int c = 0; c < d; ++c)
+      slack[c] += std::fabs(dcode * vr[c]) * (A.V.per_tile ? A.V.scale_of(B.bhk, t, c, d) : 1.f);
+  }
+}
+
 // KV tile t for every row of the block that reaches it: scores, online softmax, P̂V̂.
 void tile_step(const Attention& A, const Block& B, std::int64_t t, const std::vector<float>& dS, RowState& st) {
   const int d = A.in.p.head_dim, bk = A.in.L.layout.bk;
@@ -494,6 +517,7 @@ void tile_step(const Attention& A, const Block& B, std::int64_t t, const std::ve
     } else {
       for (int c = 0; c < d; ++c) acc[c] = acc[c] * a;
     }
+    if (!st.slack.empty()) add_boundary_slack(A, B, t, j0, nt, pt, a, st.slack.data() + r * d);
     if (A.acc16)
       accumulate_pv16(A, B, j0, nt, pt, acc, chunk, h);
     else
@@ -536,6 +560,10 @@ void write_rows(const Attention& A, const Block& B, const RowState& st, Emulatio
       continue;       // O stays 0
     }
     const float rl = 1.f / l;   // one IEEE reciprocal per row (the kernels' rcp.rn)
+    if (!st.slack.empty())
+      for (int c = 0; c < d; ++c)
+        res.o_slack[res.index(B.b, B.h, i, c)] = static_cast<float>(
+            st.slack[sz(r * d + c)] / l * (A.V.per_tile ? 1.f : std::fabs(A.V.scale_of(B.bhk, 0, c, d))));
     for (int c = 0; c < d; ++c) {
       float x = o[c] * rl;   // l carries p_scale
       if (!A.V.per_tile) x = x * A.V.scale_of(B.bhk, 0, c, d);   // per tile: applied at each flush
@@ -627,6 +655,7 @@ EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const 
   res.dim = p.head_dim;
   res.o.assign(sz(p.batch * p.q_heads * p.q_len * p.head_dim), 0.f);
   res.lse.assign(sz(p.batch * p.q_heads * p.q_len), 0.f);
+  if (opt.p_boundary_rel > 0.f) res.o_slack.assign(res.o.size(), 0.f);
   detail::parallel_for(p.batch * p.q_heads * L.q_blocks, opt.threads,
                        [&](std::int64_t item) { emulate_block(A, item, res); });
   return res;

@@ -494,12 +494,19 @@ struct EmulationOptions {
   // instruction's k (32 for e4m3 m16n8k32, 16 for FP16 m16n8k16). 16 with FP8 models an e4m3
   // mma lowered into two f16 k16 HMMAs (Hopper's ptxas running compute_89 PTX). 16 or 32.
   int pv_acc16_step = 0;
+  // P̂'s codes at a rounding boundary: a P̃·p_scale within this relative distance of one (its
+  // two neighbours' codes differ) is not decided by the contract, because the kernel's exp2 is an
+  // approximation (ex2.approx) and its scores' fp32 operations run in another order. For each
+  // output element, EmulationResult::o_slack then bounds how far the output can move when every
+  // such code rounds the other way (Σ |Δcode|·|V̂|, carried like O, over l, times δV). 0: off.
+  float p_boundary_rel = 0.f;
 };
 
 struct EmulationResult {
   std::int64_t batch = 0, heads = 0, q_len = 0, dim = 0;
   std::vector<float> o;     // [batch][heads][q_len][dim]
   std::vector<float> lse;   // [batch][heads][q_len], natural log, of the un-smoothed scores
+  std::vector<float> o_slack;  // like o, with EmulationOptions::p_boundary_rel > 0 (else empty)
   std::size_t index(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t c) const {
     return static_cast<std::size_t>(((b * heads + h) * q_len + i) * dim + c);
   }

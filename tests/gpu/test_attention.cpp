@@ -250,6 +250,11 @@ TEST_CASE("gpu attention: quantize + ΔS + mma attention equals the emulation an
     ref::EmulationOptions eo;
     eo.sm_scale = sm;
     eo.round_output = true;
+    eo.p_boundary_rel = test::kPBoundaryRel;
+    // On the GPU stage's own buffers (as the wgmma suite): a Q/K code that the GPU rounded the
+    // other way (fp32 reduction order of q̄, k̄) moves a whole row and would read as an attention
+    // error; `gpu quantize` checks the stage against the reference.
+    eo.stage = &g.stage;
     const ref::EmulationResult emu = ref::emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(spec), eo);
     ref::AttentionOptions xo;
     xo.causal = c.causal;
@@ -259,11 +264,11 @@ TEST_CASE("gpu attention: quantize + ΔS + mma attention equals the emulation an
 
     CHECK_MESSAGE(g.unwritten == 0, g.unwritten << " output elements not written");
     CHECK_MESSAGE(g.guard_ok, "a write past the output / LSE (or an LSE write without return_lse)");
-    const OutputDiff de = output_diff(emu.o, g.o);
+    const OutputDiff de = output_diff(emu.o, g.o, emu.o_slack);
     CHECK(de.nonfinite == 0);
     // Same algorithm: differences come from ex2.approx, fp32 reduction order and the tensor
-    // core's adder, now and then moving a P̂ across an e4m3 rounding boundary, and then the final
-    // rounding to f16/bf16 (an element may land one ulp apart).
+    // core's adder, now and then moving a P̂ across an e4m3 rounding boundary (an element may move
+    // by its slack, kPBoundaryRel), and then the final rounding to f16/bf16 (one ulp apart).
     // Without two-level accumulation the un-normalised O (P̂ up to 448 times V̂ up to 448, over
     // the whole sequence) lives in the tensor-core accumulator, whose internal adder the 23-bit
     // model of the emulation does not reproduce bit for bit (that is what two-level accumulation
@@ -271,19 +276,11 @@ TEST_CASE("gpu attention: quantize + ΔS + mma attention equals the emulation an
     const double ulp_rel = c.dtype == DType::BF16 ? 1.0 / 128 : 1.0 / 1024;
     const double ulps = c.two_level ? 2 : 12;
     CHECK_MESSAGE(de.rel_l1 <= 1e-4, "rel-L1 vs emulation " << de.rel_l1);
-    if (de.max_abs > ulps * ulp_rel * std::max(1.0, de.ref_max)) {
-      // Which side is off: the worst element against fp64, and the emulation rerun on the codes
-      // the kernel read (a Q/K code rounded the other way by the GPU stage moves a whole row).
-      ref::EmulationOptions on_stage = eo;
-      on_stage.stage = &g.stage;
-      const OutputDiff ds = output_diff(
-          ref::emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(spec), on_stage).o, g.o);
-      FAIL_CHECK("max abs vs emulation " << de.max_abs << " (|ref| max " << de.ref_max << ") at "
-                                         << test::describe_element(ex, emu.o, g.o, de.worst)
-                                         << "; against the emulation on the kernel's own stage: max abs " << ds.max_abs);
-    }
+    CHECK_MESSAGE(de.max_excess <= ulps * ulp_rel * std::max(1.0, de.ref_max),
+                  "max abs vs emulation beyond the slack " << de.max_excess << " (|ref| max " << de.ref_max << ") at "
+                                                           << test::describe_element(ex, emu, g.o, de.worst));
     worst_rel_emu = std::max(worst_rel_emu, de.rel_l1);
-    worst_abs_ulps = std::max(worst_abs_ulps, de.max_abs / (ulp_rel * std::max(1.0, de.ref_max)));
+    worst_abs_ulps = std::max(worst_abs_ulps, de.max_excess / (ulp_rel * std::max(1.0, de.ref_max)));
 
     // Against fp64: the kernel is as accurate as the contract it implements ...
     const ref::Metrics mx = ref::compare(ex.o, g.o);
@@ -332,7 +329,7 @@ TEST_CASE("gpu attention: quantize + ΔS + mma attention equals the emulation an
         std::chrono::duration<double>(t1 - t0).count(), std::chrono::duration<double>(t2 - t1).count());
     std::fflush(stdout);
   }
-  std::printf("attention: %d cases, worst vs emulation: rel-L1 %.2e, max abs %.2f ulp of max|O|\n", case_no,
+  std::printf("attention: %d cases, worst vs emulation: rel-L1 %.2e, max abs beyond the P̂ boundary slack %.2f ulp of max|O|\n", case_no,
               worst_rel_emu, worst_abs_ulps);
 }
 

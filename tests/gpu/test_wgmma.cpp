@@ -158,6 +158,7 @@ void check_case(const WgCase& c, std::uint64_t seed, double& worst_rel, double& 
   eo.sm_scale = sm;
   eo.round_output = true;
   eo.accum_mantissa_bits = wgmma_acc_bits();
+  eo.p_boundary_rel = test::kPBoundaryRel;
   // On the GPU stage's own buffers: the quantize stage is checked against the reference in
   // `gpu quantize` (codes equal away from rounding boundaries); here one Q code rounded the other
   // way (block means summed in another fp32 order) moved a whole row by up to 0.28 (seed
@@ -172,21 +173,22 @@ void check_case(const WgCase& c, std::uint64_t seed, double& worst_rel, double& 
 
   CHECK_MESSAGE(g.unwritten == 0, g.unwritten << " output elements not written");
   CHECK_MESSAGE(g.guard_ok, "a write past the output / LSE (or an LSE write without return_lse)");
-  const OutputDiff de = output_diff(emu.o, g.o);
+  const OutputDiff de = output_diff(emu.o, g.o, emu.o_slack);
   CHECK(de.nonfinite == 0);
   // Tolerances: the FP8 wgmma accumulator keeps 13 mantissa bits and truncates each product
   // against the largest one of the k32 step (tests/gpu/test_probe_wgmma.cpp); the emulation models
   // 13 bits but sums a step exactly before truncating, so P̂·V̂ differs at the 2^-13 level per
   // step (two-level: per tile; one-level: over the whole row). Measured on the H100: two-level
-  // rel-L1 <= 6e-4, max 3 ulp; one-level rel-L1 3e-3.
+  // rel-L1 <= 6e-4, max 3 ulp; one-level rel-L1 3e-3. Beyond that, an element may move by its
+  // slack: P̂ codes at a rounding boundary (kPBoundaryRel), which the contract does not decide.
   const double ulp_rel = c.dtype == DType::BF16 ? 1.0 / 128 : 1.0 / 1024;
   const double ulps = c.two_level ? 8 : 64;
   CHECK_MESSAGE(de.rel_l1 <= (c.two_level ? 2e-3 : 1e-2), "rel-L1 vs emulation " << de.rel_l1);
-  CHECK_MESSAGE(de.max_abs <= ulps * ulp_rel * std::max(1.0, de.ref_max),
-                "max abs vs emulation " << de.max_abs << " (|ref| max " << de.ref_max << ") at "
-                                        << test::describe_element(ex, emu.o, g.o, de.worst));
+  CHECK_MESSAGE(de.max_excess <= ulps * ulp_rel * std::max(1.0, de.ref_max),
+                "max abs vs emulation beyond the slack " << de.max_excess << " (|ref| max " << de.ref_max << ") at "
+                                                         << test::describe_element(ex, emu, g.o, de.worst));
   worst_rel = std::max(worst_rel, de.rel_l1);
-  worst_ulps = std::max(worst_ulps, de.max_abs / (ulp_rel * std::max(1.0, de.ref_max)));
+  worst_ulps = std::max(worst_ulps, de.max_excess / (ulp_rel * std::max(1.0, de.ref_max)));
   const ref::Metrics mx = ref::compare(ex.o, g.o);
   const ref::Metrics me = ref::compare(ex.o, emu.o);
   CHECK_MESSAGE(mx.cos_sim >= me.cos_sim - 1e-4, "cos vs exact " << mx.cos_sim << " (emulation " << me.cos_sim << ")");
@@ -300,7 +302,7 @@ TEST_CASE("gpu wgmma: quantize + ΔS + wgmma attention equals the emulation") {
     check_case(c, base_seed + n, worst_rel, worst_ulps);
     if (c.variant && !test::reduced()) check_case(test::with_other_design(c), base_seed + n, worst_rel, worst_ulps);
   }
-  std::printf("wgmma: %d cases, worst vs emulation: rel-L1 %.2e, max abs %.2f ulp of max|O|\n", n, worst_rel, worst_ulps);
+  std::printf("wgmma: %d cases, worst vs emulation: rel-L1 %.2e, max abs beyond the P̂ boundary slack %.2f ulp of max|O|\n", n, worst_rel, worst_ulps);
 }
 
 TEST_CASE("gpu wgmma: a small ΔS workspace (chunks over heads and over query blocks) gives the same bits") {

@@ -357,6 +357,45 @@ TEST_CASE("emulation: 23-bit two-level and one-level accumulation agree; output 
   for (std::size_t i = 0; i < c.o.size(); ++i) REQUIRE(c.o[i] == round_to_dtype(b.o[i], DType::BF16));
 }
 
+TEST_CASE("emulation: the P̂ boundary slack bounds how far a P̂ code rounded the other way moves O") {
+  // The same inputs at sm_scale and sm_scale·(1 + 2^-18): every exp2 argument moves by a relative
+  // 2^-18, every P̃ by less than 2^-12 of itself (|argument| < 2^6 where a code is not 0), so a
+  // P̂ code can change only where the slack at p_boundary_rel = 2^-12 counted it. Away from code
+  // changes O moves by less than ~2^-12 of max |O| (P̃ and l alike).
+  auto in = make_activation_like(31, DType::F16, 1, 2, 2, 192, 600, 64);
+  for (bool two_level : {true, false}) {
+    CAPTURE(two_level);
+    auto spec = make_spec(AttentionFamily::Mma, 8, 64, 64, 64, 4, false, true, false, CausalMode::BottomRight);
+    spec.two_level_accum = two_level;
+    EmulationOptions o;
+    o.sm_scale = 0.125;
+    CHECK(emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), spec, o).o_slack.empty());
+    o.p_boundary_rel = 1.f / 4096;
+    const EmulationResult a = emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), spec, o);
+    o.sm_scale = 0.125 * (1 + std::ldexp(1.0, -18));
+    const EmulationResult b = emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), spec, o);
+    REQUIRE(a.o_slack.size() == a.o.size());
+    double o_max = 0;
+    for (float x : a.o) o_max = std::max(o_max, double(std::fabs(x)));
+    const double tiny = std::ldexp(o_max, -12);
+    std::size_t moved = 0;
+    double slack_sum = 0, slack_max = 0;
+    for (std::size_t i = 0; i < a.o.size(); ++i) {
+      const double d = std::fabs(double(a.o[i]) - b.o[i]);
+      REQUIRE(a.o_slack[i] >= 0.f);
+      CHECK(d <= a.o_slack[i] + tiny);
+      moved += d > tiny;
+      slack_sum += a.o_slack[i];
+      slack_max = std::max(slack_max, double(a.o_slack[i]));
+    }
+    const double slack_mean = slack_sum / a.o.size();
+    MESSAGE(moved << " outputs moved by a code change; slack mean " << slack_mean / o_max << ", max " << slack_max / o_max
+                  << " of max |O|");
+    CHECK(moved > 0);                      // (the perturbation does flip codes: the bound is exercised)
+    CHECK(slack_mean <= 1e-3 * o_max);     // and the slack stays far below O
+  }
+}
+
 TEST_CASE("emulation: NaN policy — poison reaches exactly the rows / channels that read it") {
   // (tests/cpu/reference/test_nonfinite.cpp specifies the policy in full.)
   auto in = make_gaussian(13, DType::F32, 1, 1, 1, 128, 128, 32);
@@ -400,6 +439,9 @@ TEST_CASE("emulation: invalid arguments are rejected with names and values") {
   o = {};
   o.sm_scale = 0.0;
   expect(spec, o, "sm_scale");
+  o = {};
+  o.p_boundary_rel = -1.f;
+  expect(spec, o, "p_boundary_rel=-1");
   o = {};
   o.pv_format = static_cast<PvFormat>(7);
   expect(spec, o, "pv_format=7");
