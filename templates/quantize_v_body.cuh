@@ -118,6 +118,24 @@ __device__ __forceinline__ void v_fixup_head(const QuantizeParams& p, const Inpu
   }
 }
 
+// e4m3 codes of the tile in shared memory: token-major rows of D_V bytes whose 4-byte words are
+// permuted per 16-key group g of the row (word w at w ^ v_word_mask(g)), so that the write-out's
+// lanes of one channel group, one per 16-key group, read different banks. The mask stays below the
+// largest power of two (<= 32) dividing the row's words, so a word never leaves its row, and it is
+// a multiple of 2 words, so a thread's 8 codes of a chunk stay one aligned 8-byte store.
+constexpr int V_ROW_WORDS = D_V / 4;
+constexpr int V_SWZ_SPAN = (V_ROW_WORDS & -V_ROW_WORDS) < 32 ? (V_ROW_WORDS & -V_ROW_WORDS) : 32;
+template <int ROWS>
+__device__ __forceinline__ int v_word_mask(int g) {
+  constexpr int LANES_PER_GROUP = 32 / (ROWS / 16);  // write-out lanes of one 16-key group in a warp
+  return V_FP16 ? 0 : (g * LANES_PER_GROUP) & (V_SWZ_SPAN - 1) & ~1;
+}
+// Byte offset of code (row r, channel c) in that layout.
+template <int ROWS>
+__device__ __forceinline__ int v_code_at(int r, int c) {
+  return r * D_V + (((c >> 2) ^ v_word_mask<ROWS>(r >> 4)) << 2) + (c & 3);
+}
+
 // The tile's codes (token-major in shared memory) to V̂, transposed: each channel's ROWS codes in
 // 16-key groups, in the layout's slot order (kernels::QuantLayout::v_slot), at si.
 template <int ROWS>
@@ -145,23 +163,26 @@ __device__ __forceinline__ void v_write_out(const QuantizeParams& p, const u8* s
   }
 
   // Transposed write-out: a thread takes 4 channels × one 16-key group. It reads 4 keys' words of
-  // those 4 channels (one 32-bit shared load each; consecutive threads: consecutive channel groups,
-  // no bank conflicts) and transposes each 4×4 byte block with byte permutes, so that every
-  // channel's 16 codes (in the layout's slot order, v_slot) leave as one 16-byte store. Every
-  // thread of the CTA has work when ROWS·D_V = 64·THREADS (the 128-token tiles at head dim 128).
+  // those 4 channels (one 32-bit shared load each; the permuted words keep a warp's lanes on
+  // different banks) and transposes each 4×4 byte block with byte permutes, so that every
+  // channel's 16 codes (in the layout's slot order, v_slot) leave as one 16-byte store.
+  // Consecutive lanes take consecutive 16-key groups of a channel group: a warp's store fills whole
+  // 128-byte lines of ROWS = 128 (16-byte pieces of many channels' rows filled half sectors).
+  // Every thread of the CTA has work when ROWS·D_V = 64·THREADS (128-token tiles at head dim 128).
   constexpr int SEGS = ROWS / 16, CG = D_V / 4;
   u8* dst = p.v_codes + si.v_row0 * si.v_pitch + si.out_blk;
   const u32 s_base = ptx::smem_addr(s_t);
 #pragma unroll 1
   for (int it = tid; it < CG * SEGS; it += THREADS) {
-    const int cg = it % CG, seg = it / CG;
+    const int seg = it % SEGS, cg = it / SEGS;
+    const u32 word = static_cast<u32>((cg ^ v_word_mask<ROWS>(seg)) * 4);
     u32 w[4][4];  // [channel e of the group][word q]: keys of slots 4q .. 4q+3
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
       u32 k4[4];  // key slot 4q + t: the group's 4 channels, channel e in byte e
 #pragma unroll
       for (int t = 0; t < 4; ++t)
-        k4[t] = ptx::ld_shared_u32(s_base + static_cast<u32>((seg * 16 + sage2_v_key_of_slot[q * 4 + t]) * D_V + cg * 4));
+        k4[t] = ptx::ld_shared_u32(s_base + static_cast<u32>((seg * 16 + sage2_v_key_of_slot[q * 4 + t]) * D_V) + word);
       const u32 lo01 = ptx::prmt(k4[0], k4[1], 0x5140u), lo23 = ptx::prmt(k4[2], k4[3], 0x5140u);  // channels 0, 1
       const u32 hi01 = ptx::prmt(k4[0], k4[1], 0x7362u), hi23 = ptx::prmt(k4[2], k4[3], 0x7362u);  // channels 2, 3
       w[0][q] = ptx::prmt(lo01, lo23, 0x5410u);
@@ -176,8 +197,8 @@ __device__ __forceinline__ void v_write_out(const QuantizeParams& p, const u8* s
 }
 
 // Shared memory of the V item bodies: [s_mu | s_inv | s_ha] per-channel constants (V_CONST_BYTES),
-// then the tile's codes token-major [ROWS][D_V] (written 8 bytes per thread, contiguous along a
-// row; read back one byte per lane along a row: consecutive channels, no bank conflicts).
+// then the tile's codes token-major [ROWS][D_V] (e4m3: words permuted per 16-key group, v_code_at;
+// written 8 bytes per thread along a row).
 __device__ __forceinline__ float* v_smem_mu(u8* smem) { return reinterpret_cast<float*>(smem); }
 __device__ __forceinline__ float* v_smem_inv(u8* smem) { return v_smem_mu(smem) + D_V; }
 __device__ __forceinline__ float* v_smem_ha(u8* smem) { return v_smem_mu(smem) + 2 * D_V; }  // sampled: H·A_s
@@ -342,7 +363,7 @@ __device__ __forceinline__ void v_tile(const QuantizeParams& p, u8* smem, const 
         d16[3] = pair[3];
         continue;
       }
-      u32* d8 = reinterpret_cast<u32*>(&s_t[r * D_V + j * 8]);
+      u32* d8 = reinterpret_cast<u32*>(&s_t[v_code_at<ROWS>(r, j * 8)]);
       d8[0] = pair[0];
       d8[1] = pair[1];
     }
@@ -388,7 +409,7 @@ __device__ __forceinline__ void v_tile(const QuantizeParams& p, u8* smem, const 
         for (int e = 0; e < 8; ++e) {
           if ((bad >> e) & 1u) {
             ptx::red_min_gpu_s32(p.v_first_bad + bh * D_V + j * 8 + e, static_cast<i32>(n0 + r));
-            if (V_RAW_SCREEN) s_t[r * D_V + j * 8 + e] = 0;
+            if (V_RAW_SCREEN) s_t[v_code_at<ROWS>(r, j * 8 + e)] = 0;
           }
           if (!V_SCREEN) continue;  // (FP16 V̂: its exact maxima above)
           const float d = ptx::abs_f32(x[e] - s_mu[j * 8 + e]);
