@@ -88,12 +88,15 @@ kernels::KernelSpec attention_spec_of(const kernels::TileConfig& t) {
 }
 std::size_t smem_of(const kernels::TileConfig& t) { return kernels::attention_kernel_config(attention_spec_of(t)).smem; }
 // The fake clock's time of the default (split) quantize stage before attention tile t: four
-// launches (statistics, Q, K, V) of 0.002 ms + 1 ns per byte of their dynamic shared memory.
+// launches (statistics, Q, K, V) of 0.002 ms + 1 ns per byte of their dynamic shared memory. The
+// tuner's calls are dense ones on the Auto path: sampled statistics (plan/attention_spec.cpp).
 double quantize_stage_ms_of(const kernels::TileConfig& t) {
+  kernels::KernelSpec spec = attention_spec_of(t);
+  spec.sampled_stats = true;
   double ms = 0;
   for (kernels::QuantOp op : {kernels::QuantOp::ChannelStats, kernels::QuantOp::QuantizeQ, kernels::QuantOp::QuantizeK,
                               kernels::QuantOp::QuantizeV})
-    ms += 0.002 + kernels::quantize_kernel_config(kernels::quantize_spec_for(attention_spec_of(t), op)).dynamic_smem * 1e-6;
+    ms += 0.002 + kernels::quantize_kernel_config(kernels::quantize_spec_for(spec, op)).dynamic_smem * 1e-6;
   return ms;
 }
 
