@@ -136,6 +136,7 @@ KernelBuild make_build(const KernelSpec& spec, const Toolchain& tc) {
 KernelBuild make_quick_build(const KernelSpec& spec, const Toolchain& tc) {
   std::vector<std::string> options = nvrtc_options(spec);
   options.push_back(kQuickOption);
+  options.push_back(kQuickPtxasOption);
   return make_build(spec, generate_source(spec), std::move(options), tc);
 }
 

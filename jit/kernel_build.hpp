@@ -53,6 +53,10 @@ KernelBuild make_build(const kernels::KernelSpec& spec, const Toolchain& tc = To
 // optimized builds after it spill: bench/NOTES.md, session 17), so the library compiles quick
 // builds only in a worker process (runtime/jit_worker.hpp), never in its own.
 inline constexpr const char* kQuickOption = "--Ofast-compile=max";
+// Its ptxas compiles the functions --Ofast-compile=max leaves uninlined on as many threads as the
+// host has: the same SASS (hd 320's five kernels compared on sm_90a), 15-28 % faster alone on 2
+// cores (bench/NOTES.md, session 22).
+inline constexpr const char* kQuickPtxasOption = "--ptxas-options=--split-compile=0";
 KernelBuild make_quick_build(const kernels::KernelSpec& spec, const Toolchain& tc = Toolchain::current());
 bool is_quick_build(const KernelBuild& b);
 // A caller's source (tests, probes, template variants) with spec's options.

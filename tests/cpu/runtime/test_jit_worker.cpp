@@ -4,6 +4,7 @@
 // in the disk cache's entry format, and this process's later optimized builds stay as they were.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "jit/compiler.hpp"
@@ -52,6 +53,21 @@ TEST_CASE("jit worker: a quick build is the same source with --Ofast-compile=max
   CHECK(after.facts.spill_store_bytes == before.facts.spill_store_bytes);
   CHECK(after.facts.registers == before.facts.registers);
   CHECK(after.cubin == before.cubin);
+}
+
+TEST_CASE("jit worker: the quick tier's multi-threaded ptxas changes how fast it compiles, not the kernel") {
+  REQUIRE_MESSAGE(jit::Toolchain::current().has_nvrtc(), "NVRTC must be loadable for the CPU suite");
+  const jit::KernelBuild quick = jit::make_quick_build(wgmma_d128());
+  REQUIRE(std::count(quick.options.begin(), quick.options.end(), std::string(jit::kQuickPtxasOption)) == 1);
+  jit::KernelBuild one_thread = quick;
+  one_thread.options.erase(std::find(one_thread.options.begin(), one_thread.options.end(), jit::kQuickPtxasOption));
+  const jit::CompiledKernel a = runtime::compile_in_worker(quick, kWorker);
+  const jit::CompiledKernel b = runtime::compile_in_worker(one_thread, kWorker);
+  CHECK(a.cubin.size() == b.cubin.size());
+  CHECK(a.facts.registers == b.facts.registers);
+  CHECK(a.facts.spill_store_bytes == b.facts.spill_store_bytes);
+  CHECK(a.facts.stack_frame_bytes == b.facts.stack_frame_bytes);
+  CHECK(a.facts.static_shared_bytes == b.facts.static_shared_bytes);
 }
 
 TEST_CASE("jit worker: a failing build is a CompileError carrying the worker's message; a missing worker too") {
