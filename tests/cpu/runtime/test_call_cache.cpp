@@ -448,6 +448,13 @@ TEST_CASE("quantize paths: auto's split stage samples the statistics (dense call
   // channel_stats: one CTA per (sampled tile, K|V); a short sequence samples every tile
   const kernels::LaunchShape ls = kernels::quantize_launch_shape(kernels::quantize_spec_for(s, QuantOp::ChannelStats), bs);
   CHECK(ls.grid[0] == 2 * 4);
+  // Its ring holds the one KV tile it walks, planned for 4 CTAs per SM at hd 128, and stays within
+  // the 48 KB a launch may use without asking for the largest shared carveout (runtime::launch):
+  // the V and K kernels behind it ran 15-20 % slower with one (bench/NOTES.md, session 22).
+  const kernels::QuantizeKernelConfig stats_cfg = kernels::quantize_kernel_config(kernels::quantize_spec_for(s, QuantOp::ChannelStats));
+  CHECK(stats_cfg.min_ctas == 4);
+  CHECK(stats_cfg.stats_ring * stats_cfg.threads * 4 * 16 == 128 * 128 * 2);  // batches of 4 rows × 16 B per thread
+  CHECK(ls.dynamic_smem <= 48 * 1024);
   // at most four tiles: every key in the split stage's own chunks (ceil(300 / 256))
   const kernels::QuantBuffers short_b = kernels::quant_buffers(kernels::QuantProblem{2, 4, 2, 200, 300, 128}, s);
   CHECK(short_b.stats_chunks == 2);
