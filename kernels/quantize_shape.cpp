@@ -385,6 +385,7 @@ LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b) {
   ls.block[1] = 1;
   ls.block[2] = 1;
   ls.dynamic_smem = static_cast<std::size_t>(c.dynamic_smem);  // channel_stats' ring; the others: static only
+  ls.planned_ctas_per_sm = c.min_ctas;                         // (the rest of the SM stays L1: launch.hpp)
   return ls;
 }
 

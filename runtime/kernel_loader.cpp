@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <exception>
 #include <thread>
 
@@ -121,6 +122,7 @@ std::unique_ptr<LoadedKernel> KernelLoader::load(const kernels::KernelSpec& spec
   const auto t0 = std::chrono::steady_clock::now();
   auto k = std::make_unique<LoadedKernel>();
   k->tier = tier;
+  k->shared_per_sm = kernels::arch_info(arch_).max_smem_optin + 1024;  // the SM's (as kernels/ plans it)
   const bool quick = tier == BuildTier::Quick;
   // The source is generated here, once per kernel and context: the disk key hashes it. Quick
   // builds never meet the disk cache (it holds only optimized kernels).
@@ -176,13 +178,14 @@ std::unique_ptr<LoadedKernel> KernelLoader::load(const kernels::KernelSpec& spec
   }
   if (spec.ptx) {
     // No ptxas ran here: the facts are the driver's, after its JIT compile.
-    int regs = -1, local = 0, shared = 0;
+    int regs = -1, local = 0;
     if (a.cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, k->function) == CUDA_SUCCESS) k->facts.registers = regs;
     if (a.cuFuncGetAttribute(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, k->function) == CUDA_SUCCESS)
       k->facts.stack_frame_bytes = local;
-    if (a.cuFuncGetAttribute(&shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k->function) == CUDA_SUCCESS)
-      k->facts.static_shared_bytes = shared;
   }
+  // Static shared memory from the loaded function itself (a carveout is planned from it).
+  if (int shared = 0; a.cuFuncGetAttribute(&shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k->function) == CUDA_SUCCESS)
+    k->facts.static_shared_bytes = shared;
   // The dynamic shared memory a launch may use without raising the limit: 48 KiB less the
   // kernel's static shared memory (a kernel with both must raise it sooner).
   int dyn_limit = 0;
@@ -203,10 +206,16 @@ void launch(LoadedKernel& k, const kernels::LaunchShape& s, void* params, CUstre
   // one-warpgroup attention design: 3 × 73 KB) get them only with the largest carveout, which the
   // driver's default choice need not be; a launch shape may ask for it with less (cluster quantize).
   const bool big = s.dynamic_smem > k.smem_limit_set.load(std::memory_order_relaxed);
-  if ((big || s.max_shared_carveout) && !k.carveout_set.load(std::memory_order_relaxed)) {
-    base::driver::check(a.cuFuncSetAttribute(k.function, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
-                                       CU_SHAREDMEM_CARVEOUT_MAX_SHARED),
-                  ("cuFuncSetAttribute(shared memory carveout) for " + k.key).c_str());
+  if ((big || s.max_shared_carveout || s.planned_ctas_per_sm > 0) && !k.carveout_set.load(std::memory_order_relaxed)) {
+    // A planned CTA count: the smallest carveout (percent of the SM's shared memory) that holds
+    // that many CTAs, each with 1 KB reserved; the driver rounds up to a configuration it has.
+    int percent = CU_SHAREDMEM_CARVEOUT_MAX_SHARED;
+    if (!big && !s.max_shared_carveout) {
+      const double need = s.planned_ctas_per_sm * (k.facts.static_shared_bytes + static_cast<double>(s.dynamic_smem) + 1024.0);
+      percent = std::min(100, static_cast<int>(std::ceil(100.0 * need / k.shared_per_sm)));
+    }
+    base::driver::check(a.cuFuncSetAttribute(k.function, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, percent),
+                        ("cuFuncSetAttribute(shared memory carveout " + std::to_string(percent) + " %) for " + k.key).c_str());
     k.carveout_set.store(true, std::memory_order_relaxed);
   }
   if (big) {

@@ -36,7 +36,8 @@ struct LoadedKernel {
   BuildTier tier = BuildTier::Optimized;
   double load_seconds = 0;            // compile (or disk read) + module load
   std::atomic<std::size_t> smem_limit_set{48 * 1024};  // dynamic smem the function is allowed (the driver's, at load)
-  std::atomic<bool> carveout_set{false};               // the max shared carveout was asked for
+  std::atomic<bool> carveout_set{false};               // a carveout preference was set
+  int shared_per_sm = 0;                               // the arch's shared memory per SM (bytes)
 };
 
 class KernelLoader {

@@ -455,6 +455,12 @@ TEST_CASE("quantize paths: auto's split stage samples the statistics (dense call
   CHECK(stats_cfg.min_ctas == 4);
   CHECK(stats_cfg.stats_ring * stats_cfg.threads * 4 * 16 == 128 * 128 * 2);  // batches of 4 rows × 16 B per thread
   CHECK(ls.dynamic_smem <= 48 * 1024);
+  // Every split quantize launch asks for the carveout of its planned CTAs (kernels/launch.hpp).
+  CHECK(ls.planned_ctas_per_sm == stats_cfg.min_ctas);
+  for (QuantOp op : {QuantOp::QuantizeV, QuantOp::QuantizeK}) {
+    const kernels::KernelSpec qs = kernels::quantize_spec_for(s, op);
+    CHECK(kernels::quantize_launch_shape(qs, bs).planned_ctas_per_sm == kernels::quantize_kernel_config(qs).min_ctas);
+  }
   // at most four tiles: every key in the split stage's own chunks (ceil(300 / 256))
   const kernels::QuantBuffers short_b = kernels::quant_buffers(kernels::QuantProblem{2, 4, 2, 200, 300, 128}, s);
   CHECK(short_b.stats_chunks == 2);
