@@ -207,16 +207,20 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
       c.min_ctas = s.op == QuantOp::Cluster ? std::max(1, 65536 / (f.threads * kClusterRegs)) : 1;
       break;
     }
-    case QuantOp::ChannelStats:
+    case QuantOp::ChannelStats: {
       c.chunks = (s.head_dim + 7) / 8;
       fit_row(c);
-      c.threads = 256;
+      // The sampled walk up to head dim 128 (one KV tile per CTA): 128 threads, 8 CTAs per SM at 64
+      // registers, so B 4 × H 32's 1024 sampled tiles run in one wave instead of two (session 23:
+      // channel_stats 9-20 % faster than 256 threads at 4 CTAs; 256 at 5 CTAs spilled, session 22).
+      // Otherwise 256 threads at 85 registers; wider heads need more (they spill).
+      const bool sampled_walk = s.sampled_stats && c.chunks <= 16;
+      c.threads = sampled_walk ? 128 : 256;
       c.rows = c.threads / c.tpr;
-      // 85 registers; wider heads need more (they spill). The sampled walk up to head dim 128: 64
-      // registers, 4 CTAs (no spills; 5 spilled and measured slower, session 22).
-      c.min_ctas = s.sampled_stats && c.chunks <= 16 ? 4 : c.chunks <= 32 ? 3 : 1;
+      c.min_ctas = sampled_walk ? 8 : c.chunks <= 32 ? 3 : 1;
       plan_stats_ring(s, c);
       break;
+    }
     case QuantOp::QuantizeQ:
     case QuantOp::QuantizeK: {
       c.rows = s.op == QuantOp::QuantizeQ ? s.tile.bq : s.tile.bk;
