@@ -227,6 +227,14 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
       c.chunks = qk_dim_padded(s.head_dim, s.qk_bits) / 8;
       fit_row(c);
       c.threads = std::min(256, c.tpr * c.rows);
+      if (s.op == QuantOp::QuantizeK) {
+        // K sums nothing, so its CTA size is free: the fewest threads (at least 64) that keep a
+        // block's rows in registers (items * cpt <= 8 chunks of 16 bytes). Smaller CTAs fit more
+        // per SM, and a CTA's rows are all in flight at once: hd 64 runs 6 CTAs of 128 threads
+        // (96 KB of rows per SM) where 4 of 256 held 64 KB.
+        const int rpp = (c.rows * c.cpt + 7) / 8;
+        c.threads = std::clamp(c.tpr * pow2_ceil(rpp), 64, 256);
+      }
       const int rpp = c.threads / c.tpr;
       const int items = (c.rows + rpp - 1) / rpp;
       // Keep the loaded rows in registers (items * cpt <= 8 chunks of 16 bytes) when a bigger
