@@ -63,6 +63,9 @@ struct ArchInfo {
 std::span<const ArchInfo> arch_table() noexcept;
 const ArchInfo* find_arch_info(Arch arch) noexcept;
 const ArchInfo& arch_info(Arch arch);  // InvalidArgument for a value outside the table
+// An SM's shared memory as the plans count it without a device: the per-block opt-in plus the
+// 1 KB the driver reserves per CTA (sm_90: 227 + 1 = 228 KB).
+inline int sm_shared_bytes(Arch arch) { return arch_info(arch).max_smem_optin + 1024; }
 // The QK code width and P̃V precision a call gets on `arch` unless it asks: 8-bit everywhere (4-bit
 // only when asked), FP16 P̃V where FP8 is unavailable.
 int default_qk_bits(Arch arch) noexcept;

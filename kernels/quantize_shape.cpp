@@ -21,6 +21,15 @@ void fit_row(QuantizeKernelConfig& c) {
   c.cpt = (c.chunks + c.tpr - 1) / c.tpr;
 }
 
+// K blocks and V tiles sum nothing, so their CTA size is free: the fewest threads (64 to 256)
+// that keep a CTA's rows in registers (items · cpt <= 8 chunks of 16 bytes). A CTA loads all its
+// rows at once, so smaller CTAs, more of them per SM, keep more bytes in flight: at hd 64, 6 CTAs
+// of 128 threads hold 96 KB of rows per SM where 4 of 256 held 64 KB (bench/NOTES.md, session 24).
+int rows_in_registers_threads(const QuantizeKernelConfig& c) {
+  const int rpp = (c.rows * c.cpt + 7) / 8;  // rows per pass for at most 8 chunks per thread
+  return std::clamp(c.tpr * pow2_ceil(rpp), 64, 256);
+}
+
 constexpr std::int64_t kMaxGridX = 2147483647;  // 2^31 - 1
 constexpr std::int64_t kMaxGridYZ = 65535;
 
@@ -51,7 +60,7 @@ void plan_stats_ring(const KernelSpec& s, QuantizeKernelConfig& c) {
   const int red_floats = rpp * c.tpr * c.cpt * 8;
   const int red_bytes = (3 * red_floats * 4 <= 24 * 1024 ? 3 : 1) * red_floats * 4;
   const int fixed = std::max(qk_dim_padded(s.head_dim, s.qk_bits), v_dim_padded(s.head_dim)) * 4 + 16;
-  const int per_cta = (arch_info(s.arch).max_smem_optin + 1024) / c.min_ctas - 1024;
+  const int per_cta = sm_shared_bytes(s.arch) / c.min_ctas - 1024;
   // Sampled statistics walk one KV tile per chunk (once the sequence holds more than the sample):
   // a ring for a whole statistics chunk held shared memory no walk filled, and past 48 KB its
   // launch asks for the largest shared carveout. With it, quantize_v and quantize_k (launched
@@ -226,15 +235,7 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
       c.rows = s.op == QuantOp::QuantizeQ ? s.tile.bq : s.tile.bk;
       c.chunks = qk_dim_padded(s.head_dim, s.qk_bits) / 8;
       fit_row(c);
-      c.threads = std::min(256, c.tpr * c.rows);
-      if (s.op == QuantOp::QuantizeK) {
-        // K sums nothing, so its CTA size is free: the fewest threads (at least 64) that keep a
-        // block's rows in registers (items * cpt <= 8 chunks of 16 bytes). Smaller CTAs fit more
-        // per SM, and a CTA's rows are all in flight at once: hd 64 runs 6 CTAs of 128 threads
-        // (96 KB of rows per SM) where 4 of 256 held 64 KB.
-        const int rpp = (c.rows * c.cpt + 7) / 8;
-        c.threads = std::clamp(c.tpr * pow2_ceil(rpp), 64, 256);
-      }
+      c.threads = s.op == QuantOp::QuantizeK ? rows_in_registers_threads(c) : std::min(256, c.tpr * c.rows);
       const int rpp = c.threads / c.tpr;
       const int items = (c.rows + rpp - 1) / rpp;
       // Keep the loaded rows in registers (items * cpt <= 8 chunks of 16 bytes) when a bigger
@@ -255,7 +256,7 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
       c.rows = quantize_v_split_tile(s.tile.bk, s.head_dim, s.pv_fp16);
       c.chunks = v_dim_padded(s.head_dim) / 8;
       fit_row(c);
-      c.threads = std::min(256, c.tpr * c.rows);
+      c.threads = rows_in_registers_threads(c);
       // <= 80 registers: 3 CTAs of 256. The sampled kernel up to head dim 128: <= 64, 4 CTAs (its
       // screen and exact pass took 72 at 80, the plain kernel 64; at 64 neither spills, hd 128 bf16)
       c.min_ctas = std::max(1, 65536 / (c.threads * (s.sampled_stats && c.chunks <= 16 ? 64 : 80)));

@@ -122,7 +122,7 @@ std::unique_ptr<LoadedKernel> KernelLoader::load(const kernels::KernelSpec& spec
   const auto t0 = std::chrono::steady_clock::now();
   auto k = std::make_unique<LoadedKernel>();
   k->tier = tier;
-  k->shared_per_sm = kernels::arch_info(arch_).max_smem_optin + 1024;  // the SM's (as kernels/ plans it)
+  k->shared_per_sm = kernels::sm_shared_bytes(arch_);  // the SM's (as kernels/ plans it)
   const bool quick = tier == BuildTier::Quick;
   // The source is generated here, once per kernel and context: the disk key hashes it. Quick
   // builds never meet the disk cache (it holds only optimized kernels).
