@@ -241,8 +241,10 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
       // Keep the loaded rows in registers (items * cpt <= 8 chunks of 16 bytes) when a bigger
       // CTA makes that possible.
       if (items * c.cpt > 8 && c.tpr * c.rows >= 512) c.threads = 512;
-      // <= 80 registers (3 CTAs of 256); smooth-Q's block means need more (they spilled at 80)
-      const int regs = s.op == QuantOp::QuantizeQ && s.smooth_q ? 128 : 80;
+      // <= 80 registers (3 CTAs of 256); smooth-Q's block means need more (they spilled at 80).
+      // CTAs of 128 threads or fewer: 64, as many threads per SM as 4 CTAs of 256 (at 80, hd 64's
+      // 6 or 7 CTAs of 128 per SM took 1024 K blocks in two waves: 12.4 -> 18.4 us, session 24).
+      const int regs = s.op == QuantOp::QuantizeQ && s.smooth_q ? 128 : c.threads <= 128 ? 64 : 80;
       c.min_ctas = std::max(1, 65536 / (c.threads * regs));
       break;
     }
@@ -259,7 +261,7 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
       c.threads = rows_in_registers_threads(c);
       // <= 80 registers: 3 CTAs of 256. The sampled kernel up to head dim 128: <= 64, 4 CTAs (its
       // screen and exact pass took 72 at 80, the plain kernel 64; at 64 neither spills, hd 128 bf16)
-      c.min_ctas = std::max(1, 65536 / (c.threads * (s.sampled_stats && c.chunks <= 16 ? 64 : 80)));
+      c.min_ctas = std::max(1, 65536 / (c.threads * (c.threads <= 128 || (s.sampled_stats && c.chunks <= 16) ? 64 : 80)));
       break;
     case QuantOp::None:
       throw Error(ErrorCode::InvalidArgument, "quantize_kernel_config: spec without a quantize op");
