@@ -21,13 +21,24 @@ void fit_row(QuantizeKernelConfig& c) {
   c.cpt = (c.chunks + c.tpr - 1) / c.tpr;
 }
 
-// K blocks and V tiles sum nothing, so their CTA size is free: the fewest threads (64 to 256)
-// that keep a CTA's rows in registers (items · cpt <= 8 chunks of 16 bytes). A CTA loads all its
-// rows at once, so smaller CTAs, more of them per SM, keep more bytes in flight: at hd 64, 6 CTAs
-// of 128 threads hold 96 KB of rows per SM where 4 of 256 held 64 KB (bench/NOTES.md, session 24).
-int rows_in_registers_threads(const QuantizeKernelConfig& c) {
+// The CTA size of quantize_k / quantize_v. K blocks and V tiles sum nothing, so it is free. For
+// the wgmma family: the fewest threads (64 to 256) that keep a CTA's rows in registers (items ·
+// cpt <= 8 chunks of 16 bytes), at <= 64 registers below 256 threads (quantize_kernel_config). A
+// CTA loads all its rows at once, so at as many threads per SM, smaller CTAs keep more bytes in
+// flight: hd 64 runs 8 CTAs of 128 threads, 128 KB of rows per SM, where 4 CTAs of 256 held 64 KB
+// (bench/NOTES.md, session 24: hd 64's stage 6-11 % faster from 4K). The mma family keeps
+// min(256, tpr · rows): its 64-key blocks spill at 64 registers on sm_80 / 89 / 120 (CPU suite),
+// and its archs' SMs (1536 threads on sm_86 / 89 / 120) were not measured with smaller CTAs.
+int kv_quantize_threads(const KernelSpec& s, const QuantizeKernelConfig& c) {
+  if (s.consumer != KernelFamily::AttentionWgmma) return std::min(256, c.tpr * c.rows);
   const int rpp = (c.rows * c.cpt + 7) / 8;  // rows per pass for at most 8 chunks per thread
   return std::clamp(c.tpr * pow2_ceil(rpp), 64, 256);
+}
+// Whether kv_quantize_threads chose a CTA below 256 threads (then <= 64 registers: as many threads
+// per SM as 4 CTAs of 256; at 80, hd 64's 6-7 CTAs of 128 per SM took 1024 K blocks in two waves,
+// 12.4 -> 18.4 us, session 24).
+bool kv_small_cta(const KernelSpec& s, const QuantizeKernelConfig& c) {
+  return s.consumer == KernelFamily::AttentionWgmma && c.threads < 256;
 }
 
 constexpr std::int64_t kMaxGridX = 2147483647;  // 2^31 - 1
@@ -235,16 +246,15 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
       c.rows = s.op == QuantOp::QuantizeQ ? s.tile.bq : s.tile.bk;
       c.chunks = qk_dim_padded(s.head_dim, s.qk_bits) / 8;
       fit_row(c);
-      c.threads = s.op == QuantOp::QuantizeK ? rows_in_registers_threads(c) : std::min(256, c.tpr * c.rows);
+      c.threads = s.op == QuantOp::QuantizeK ? kv_quantize_threads(s, c) : std::min(256, c.tpr * c.rows);
       const int rpp = c.threads / c.tpr;
       const int items = (c.rows + rpp - 1) / rpp;
       // Keep the loaded rows in registers (items * cpt <= 8 chunks of 16 bytes) when a bigger
       // CTA makes that possible.
       if (items * c.cpt > 8 && c.tpr * c.rows >= 512) c.threads = 512;
-      // <= 80 registers (3 CTAs of 256); smooth-Q's block means need more (they spilled at 80).
-      // CTAs of 128 threads or fewer: 64, as many threads per SM as 4 CTAs of 256 (at 80, hd 64's
-      // 6 or 7 CTAs of 128 per SM took 1024 K blocks in two waves: 12.4 -> 18.4 us, session 24).
-      const int regs = s.op == QuantOp::QuantizeQ && s.smooth_q ? 128 : c.threads <= 128 ? 64 : 80;
+      // <= 80 registers (3 CTAs of 256); smooth-Q's block means need more (they spilled at 80);
+      // K's small CTAs 64 (kv_small_cta).
+      const int regs = s.op == QuantOp::QuantizeQ && s.smooth_q ? 128 : s.op == QuantOp::QuantizeK && kv_small_cta(s, c) ? 64 : 80;
       c.min_ctas = std::max(1, 65536 / (c.threads * regs));
       break;
     }
@@ -258,10 +268,10 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
       c.rows = quantize_v_split_tile(s.tile.bk, s.head_dim, s.pv_fp16);
       c.chunks = v_dim_padded(s.head_dim) / 8;
       fit_row(c);
-      c.threads = rows_in_registers_threads(c);
+      c.threads = kv_quantize_threads(s, c);
       // <= 80 registers: 3 CTAs of 256. The sampled kernel up to head dim 128: <= 64, 4 CTAs (its
       // screen and exact pass took 72 at 80, the plain kernel 64; at 64 neither spills, hd 128 bf16)
-      c.min_ctas = std::max(1, 65536 / (c.threads * (c.threads <= 128 || (s.sampled_stats && c.chunks <= 16) ? 64 : 80)));
+      c.min_ctas = std::max(1, 65536 / (c.threads * (kv_small_cta(s, c) || (s.sampled_stats && c.chunks <= 16) ? 64 : 80)));
       break;
     case QuantOp::None:
       throw Error(ErrorCode::InvalidArgument, "quantize_kernel_config: spec without a quantize op");

@@ -169,10 +169,10 @@ TEST_CASE("k group runs: every row of a run and of its lanes has the run's group
     int d, bits, bk;
     int want_items, want_lanes;  // -1: not pinned
   };
-  // (hd 64 and bk 64 blocks run 128-thread CTAs, 8 rows per thread: runs of 4 / 8 items)
+  // (the wgmma family's hd 64 blocks run 128-thread CTAs, 8 rows per thread: runs of 4 items)
   const C cases[] = {{KernelFamily::AttentionWgmma, 128, 8, 128, 4, 32}, {KernelFamily::AttentionWgmma, 64, 8, 128, 4, 16},
                      {KernelFamily::AttentionWgmma, 256, 8, 128, -1, -1}, {KernelFamily::AttentionWgmma, 72, 8, 64, -1, -1},
-                     {KernelFamily::AttentionMma, 128, 8, 64, 8, 32},     {KernelFamily::AttentionMma, 64, 4, 64, -1, -1},
+                     {KernelFamily::AttentionMma, 128, 8, 64, 4, 32},     {KernelFamily::AttentionMma, 64, 4, 64, -1, -1},
                      {KernelFamily::AttentionMma, 96, 8, 32, -1, -1},     {KernelFamily::AttentionMma, 40, 8, 64, -1, -1}};
   for (const C& c : cases) {
     KernelSpec attn;
