@@ -23,7 +23,7 @@ void fit_row(QuantizeKernelConfig& c) {
 
 // The CTA size of quantize_k / quantize_v. K blocks and V tiles sum nothing, so it is free. For
 // the wgmma family: the fewest threads (64 to 256) that keep a CTA's rows in registers (items ·
-// cpt <= 8 chunks of 16 bytes), at <= 64 registers up to hd 128 (kv_lean_registers). A
+// cpt <= 8 chunks of 16 bytes), at <= 64 registers below 256 threads (quantize_kernel_config). A
 // CTA loads all its rows at once, so at as many threads per SM, smaller CTAs keep more bytes in
 // flight: hd 64 runs 8 CTAs of 128 threads, 128 KB of rows per SM, where 4 CTAs of 256 held 64 KB
 // (bench/NOTES.md, session 24: hd 64's stage 6-11 % faster from 4K). The mma family keeps
@@ -34,12 +34,11 @@ int kv_quantize_threads(const KernelSpec& s, const QuantizeKernelConfig& c) {
   const int rpp = (c.rows * c.cpt + 7) / 8;  // rows per pass for at most 8 chunks per thread
   return std::clamp(c.tpr * pow2_ceil(rpp), 64, 256);
 }
-// Whether quantize_k / quantize_v run at <= 64 registers: the wgmma family's up to head dim 128,
-// 1024 threads per SM whatever the CTA size (at 80, hd 64's 6-7 CTAs of 128 per SM took 1024 K
-// blocks in two waves, 12.4 -> 18.4 us; hd 128's K ran 3 CTAs of 256; session 24). Not 256-thread
-// CTAs over ragged rows (chunks not a power of two: hd 72 / 96's K spilled at 64).
-bool kv_lean_registers(const KernelSpec& s, const QuantizeKernelConfig& c) {
-  return s.consumer == KernelFamily::AttentionWgmma && c.chunks <= 16 && (c.threads < 256 || c.tpr * c.cpt == c.chunks);
+// Whether kv_quantize_threads chose a CTA below 256 threads (then <= 64 registers: as many threads
+// per SM as 4 CTAs of 256; at 80, hd 64's 6-7 CTAs of 128 per SM took 1024 K blocks in two waves,
+// 12.4 -> 18.4 us, session 24).
+bool kv_small_cta(const KernelSpec& s, const QuantizeKernelConfig& c) {
+  return s.consumer == KernelFamily::AttentionWgmma && c.threads < 256;
 }
 
 constexpr std::int64_t kMaxGridX = 2147483647;  // 2^31 - 1
@@ -254,8 +253,8 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
       // CTA makes that possible.
       if (items * c.cpt > 8 && c.tpr * c.rows >= 512) c.threads = 512;
       // <= 80 registers (3 CTAs of 256); smooth-Q's block means need more (they spilled at 80);
-      // K 64 where kv_lean_registers.
-      const int regs = s.op == QuantOp::QuantizeQ && s.smooth_q ? 128 : s.op == QuantOp::QuantizeK && kv_lean_registers(s, c) ? 64 : 80;
+      // K's small CTAs 64 (kv_small_cta).
+      const int regs = s.op == QuantOp::QuantizeQ && s.smooth_q ? 128 : s.op == QuantOp::QuantizeK && kv_small_cta(s, c) ? 64 : 80;
       c.min_ctas = std::max(1, 65536 / (c.threads * regs));
       break;
     }
@@ -272,7 +271,7 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
       c.threads = kv_quantize_threads(s, c);
       // <= 80 registers: 3 CTAs of 256. The sampled kernel up to head dim 128: <= 64, 4 CTAs (its
       // screen and exact pass took 72 at 80, the plain kernel 64; at 64 neither spills, hd 128 bf16)
-      c.min_ctas = std::max(1, 65536 / (c.threads * (kv_lean_registers(s, c) || (s.sampled_stats && c.chunks <= 16) ? 64 : 80)));
+      c.min_ctas = std::max(1, 65536 / (c.threads * (kv_small_cta(s, c) || (s.sampled_stats && c.chunks <= 16) ? 64 : 80)));
       break;
     case QuantOp::None:
       throw Error(ErrorCode::InvalidArgument, "quantize_kernel_config: spec without a quantize op");
