@@ -26,7 +26,7 @@ void fit_row(QuantizeKernelConfig& c) {
 // cpt <= 8 chunks of 16 bytes), at <= 64 registers below 256 threads (quantize_kernel_config). A
 // CTA loads all its rows at once, so at as many threads per SM, smaller CTAs keep more bytes in
 // flight: hd 64 runs 8 CTAs of 128 threads, 128 KB of rows per SM, where 4 CTAs of 256 held 64 KB
-// (bench/NOTES.md, session 24: hd 64's stage 6-11 % faster from 4K). The mma family keeps
+// (bench/NOTES.md, session 24: hd 64's stage 4-11 % faster from 4K). The mma family keeps
 // min(256, tpr · rows): its 64-key blocks spill at 64 registers on sm_80 / 89 / 120 (CPU suite),
 // and its archs' SMs (1536 threads on sm_86 / 89 / 120) were not measured with smaller CTAs.
 int kv_quantize_threads(const KernelSpec& s, const QuantizeKernelConfig& c) {
