@@ -133,7 +133,8 @@ DirectLayout direct_layout(const DirectProblem& p, Arch arch, const DirectDevice
                                             : static_cast<int>(std::clamp<std::int64_t>(p.q_len + off, 1, p.kv_len));
   const std::int64_t tiles = (l.kv_limit + tile.bk - 1) / tile.bk;
   // Splits: fill the device once (one wave), at least kDirectMinTilesPerSplit tiles per split.
-  const std::int64_t base = p.batch * p.kv_heads * l.row_blocks;
+  const int parts = dev::direct_o_parts(dev::direct_d_pad(p.head_dim));
+  const std::int64_t base = p.batch * p.kv_heads * l.row_blocks * parts;
   const std::int64_t slots = static_cast<std::int64_t>(std::max(1, device.sm_count)) * l.ctas_per_sm;
   std::int64_t splits = 1;
   if (base < slots) splits = std::min<std::int64_t>(slots / base, std::max<std::int64_t>(1, tiles / kDirectMinTilesPerSplit));
@@ -143,7 +144,7 @@ DirectLayout direct_layout(const DirectProblem& p, Arch arch, const DirectDevice
   l.tiles_per_split = static_cast<int>(tps);
   l.partials = l.splits * l.key_warps;
 
-  const std::int64_t grid_x = static_cast<std::int64_t>(l.row_blocks) * l.splits;
+  const std::int64_t grid_x = static_cast<std::int64_t>(l.row_blocks) * l.splits * parts;
   if (grid_x > kMaxGridX || p.kv_heads > kMaxGridYZ || p.batch > kMaxGridYZ)
     fail(ErrorCode::Unsupported, "grid (" + std::to_string(grid_x) + ", " + std::to_string(p.kv_heads) + ", " +
                                      std::to_string(p.batch) + ") exceeds the launch limits (2^31-1, 65535, 65535)");

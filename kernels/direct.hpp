@@ -25,8 +25,9 @@
 
 namespace sage2::kernels {
 
-// Head dims the direct path runs (its fp32 O accumulator lives in registers).
-constexpr int kDirectMaxHeadDim = 256;
+// Head dims the direct path runs (its fp32 O accumulator lives in registers: above 256 padded
+// channels it is split over CTAs, templates/direct_params.cuh direct_o_parts).
+constexpr int kDirectMaxHeadDim = 512;
 
 // The problem, as the direct path sees it (plan's AttentionProblem, without the quantize options).
 struct DirectProblem : ProblemShape {
@@ -76,7 +77,7 @@ KernelSpec direct_split_spec(const DirectProblem& p, Arch arch, const TileConfig
 KernelSpec direct_merge_spec(const DirectProblem& p, Arch arch);
 
 // The whole layout: tile, key splits (enough CTAs to fill the device once: sm_count × CTAs per SM
-// over B · Hkv · row blocks, never fewer than kDirectMinTilesPerSplit tiles per split), workspace
+// over B · Hkv · row blocks · output parts, never fewer than kDirectMinTilesPerSplit tiles per split), workspace
 // and launch shapes. Throws InvalidArgument / Unsupported naming the reason.
 constexpr int kDirectMinTilesPerSplit = 4;
 DirectLayout direct_layout(const DirectProblem& p, Arch arch, const DirectDevice& device);

@@ -33,7 +33,7 @@ bool choose_direct_path(const AttentionProblem& p, SmallQPath path, kernels::Arc
   }
   const double work = static_cast<double>(p.batch) * static_cast<double>(p.q_heads) * static_cast<double>(p.q_len) *
                       static_cast<double>(p.kv_len) * p.head_dim;
-  return p.mask == 0 && !p.varlen && p.head_dim <= kernels::kDirectMaxHeadDim && auto_prefers_direct(rows, p.kv_len, work, arch);
+  return p.mask == 0 && !p.varlen && p.head_dim <= kDirectAutoMaxHeadDim && auto_prefers_direct(rows, p.kv_len, work, arch);
 }
 
 }  // namespace sage2::plan

@@ -12,8 +12,9 @@ namespace sage2::plan {
 
 struct AttentionProblem;  // plan/attention_problem.hpp
 
-// SmallQPath::Auto takes the direct path for dense calls (no mask, no varlen) with head dim <= 256
-// whose query rows per kv head, R = q_len · q_heads / kv_heads, are at most direct_max_rows(arch),
+// SmallQPath::Auto takes the direct path for dense calls (no mask, no varlen) with head dim <=
+// kDirectAutoMaxHeadDim whose query rows per kv head, R = q_len · q_heads / kv_heads, are at most
+// direct_max_rows(arch),
 // and on sm_90 only where it measured faster (bench/path_crossover.py, H200, 74 shapes:
 // bench/results/2026-11-29-session16/x1-path-crossover-h200). The direct path does unquantized
 // math at about a third of the quantized path's rate but skips the quantize stage, which reads and
@@ -25,6 +26,10 @@ struct AttentionProblem;  // plan/attention_problem.hpp
 // picks quantized, except self-attention at N 197, head dim 64, 512-768 heads (direct, 1.03-1.08)
 // and GQA R 512 over 1K keys (quantized, 0.95). On the other archs (no measurements: f16 with fp32
 // accumulation is a quarter of the INT8/INT4 rate on GeForce parts) only decode-sized R.
+// Head dims Auto considers: those measured (the direct path itself runs up to
+// kernels::kDirectMaxHeadDim, splitting O's channels over CTAs above 256; explicit
+// small_q_path=direct and the tiered compile's first tier use it there).
+constexpr int kDirectAutoMaxHeadDim = 256;
 constexpr std::int64_t kDirectMaxRowsSm90 = 512;
 constexpr std::int64_t kDirectMaxRowsOther = 64;
 constexpr std::int64_t kDirectAnyKeysRowsSm90 = 160;   // R up to this: direct whatever the keys
@@ -36,7 +41,8 @@ bool auto_prefers_direct(std::int64_t rows, std::int64_t kv_len, double work, ke
 
 // Whether a validated dense problem (mask, head dim, shapes and dtype set) runs on the direct path
 // under `path`. Throws InvalidArgument for Direct with a mask, Unsupported for Direct with a head
-// dim above 256. (Varlen calls never take it: validate_attention_varlen refuses Direct.)
+// dim above kernels::kDirectMaxHeadDim. (Varlen calls never take it: validate_attention_varlen
+// refuses Direct.)
 bool choose_direct_path(const AttentionProblem& p, SmallQPath path, kernels::Arch arch);
 
 }  // namespace sage2::plan

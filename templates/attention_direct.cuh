@@ -48,7 +48,7 @@ constexpr bool LSE = SAGE2_RETURN_LSE != 0;
 constexpr float LN2 = 0.693147180559945309f;
 constexpr int NO_BAD = 0x7fffffff;
 
-static_assert(D >= 1 && D <= 256, "the direct path runs head dims 1..256");
+static_assert(D >= 1 && D <= 512, "the direct path runs head dims 1..512");
 
 __device__ __forceinline__ float ninf() { return ptx::bits_f32(0xff800000u); }
 __device__ __forceinline__ float qnan() { return ptx::bits_f32(0x7fffffffu); }
@@ -169,7 +169,10 @@ constexpr int BKW = BK / WK;     // keys per warp and tile
 constexpr int KS = DP / 16;      // k16 steps of Q·Kᵀ
 constexpr int NTS = BKW / 8;     // n8 score tiles per warp
 constexpr int KV = BKW / 16;     // k16 steps of P·V
-constexpr int NO = DP / 8;       // n8 output tiles
+// O's channels per CTA (direct_params.cuh: all of them up to 256; wider heads in parts).
+constexpr int PARTS = sage2::dev::direct_o_parts(DP);
+constexpr int DPO = sage2::dev::direct_o_part_dim(DP);
+constexpr int NO = DPO / 8;      // n8 output tiles of the CTA's part
 constexpr bool Q_REGS = DP <= 128;  // Q fragments kept in registers (wider heads: ldmatrix per use)
 constexpr int MIN_CTAS = THREADS <= 128 ? 2 : 1;
 constexpr sage2::dev::DirectSmem SM = sage2::dev::direct_smem(BR, BK, D, STAGES);
@@ -238,7 +241,10 @@ __device__ __forceinline__ void split_kernel(const DirectParams& p) {
   const u32 smem = ptx::smem_addr(smem_raw);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wr = warp / WK, wk = warp % WK;
-  const int rb = blockIdx.x % p.row_blocks, split = blockIdx.x / p.row_blocks;
+  const int part = PARTS > 1 ? static_cast<int>(blockIdx.x % PARTS) : 0;
+  const int xb = PARTS > 1 ? static_cast<int>(blockIdx.x / PARTS) : static_cast<int>(blockIdx.x);
+  const int rb = xb % p.row_blocks, split = xb / p.row_blocks;
+  const int ch0 = part * DPO;  // the part's first output channel
   const int h = blockIdx.y, b = blockIdx.z;
   const int R = p.rows, G = p.group;
 
@@ -382,8 +388,9 @@ __device__ __forceinline__ void split_kernel(const DirectParams& p) {
         pa[3] = pack2(s[2 * kv + 1][2], s[2 * kv + 1][3]);
 #pragma unroll
         for (int cp = 0; cp < NO / 2; ++cp) {
+          if (PARTS > 1 && ch0 + 16 * cp >= DP) break;  // the last part past the padded head dim
           u32 vb[4];
-          ptx::ldmatrix_x4_trans(vb, stage + v_lane + kv * 16 * PITCH + cp * 32);
+          ptx::ldmatrix_x4_trans(vb, stage + v_lane + kv * 16 * PITCH + (ch0 / 16 + cp) * 32);
           mma16816(o[2 * cp], pa, vb[0], vb[1]);
           mma16816(o[2 * cp + 1], pa, vb[2], vb[3]);
         }
@@ -394,7 +401,9 @@ __device__ __forceinline__ void split_kernel(const DirectParams& p) {
         for (int n = 0; n < NO; ++n) {
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const int bk = ld_shared_s32(bad + (n * 8 + 2 * (lane & 3) + e) * 4);
+            const int ch = ch0 + n * 8 + 2 * (lane & 3) + e;
+            if (PARTS > 1 && ch >= DP) continue;
+            const int bk = ld_shared_s32(bad + ch * 4);
             if (bk != NO_BAD) {
               if (tile0 + bk < kend_a) o[n][e] = qnan();
               if (tile0 + bk < kend_b) o[n][2 + e] = qnan();
@@ -412,7 +421,7 @@ __device__ __forceinline__ void split_kernel(const DirectParams& p) {
   l_b += ptx::shfl_xor(l_b, 1);
   l_b += ptx::shfl_xor(l_b, 2);
 
-  const int c0 = 2 * (lane & 3);
+  const int c0 = ch0 + 2 * (lane & 3);
   if (p.partials == 1) {
     // One split and one key warp: the final O and LSE.
 #pragma unroll
@@ -433,17 +442,19 @@ __device__ __forceinline__ void split_kernel(const DirectParams& p) {
         if (c < D) st_u16(orow + c, from_f32(final_o(o[n][2 * half], inv, poisoned, n_vis)));
         if (c + 1 < D) st_u16(orow + c + 1, from_f32(final_o(o[n][2 * half + 1], inv, poisoned, n_vis)));
       }
-      if (LSE && (lane & 3) == 0)
+      if (LSE && part == 0 && (lane & 3) == 0)
         ptx::st_f32(p.lse + (static_cast<long long>(b) * p.q_heads + h * G + g) * p.q_len + i, row_lse(m, l, n_vis));
     }
   } else {
-    const long long part = (static_cast<long long>(b) * p.kv_heads + h) * p.partials + split * WK + wk;
+    const long long partial = (static_cast<long long>(b) * p.kv_heads + h) * p.partials + split * WK + wk;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int r = half ? rbw : ra;
       if (r >= R) continue;
-      const long long row = part * R + r;
-      if ((lane & 3) == 0) ptx::st_v2(p.part_ml + row * 2, ptx::f32_bits(half ? m_b : m_a), ptx::f32_bits(half ? l_b : l_a));
+      const long long row = partial * R + r;
+      // (every part computes the same m and l: part 0 writes them)
+      if (part == 0 && (lane & 3) == 0)
+        ptx::st_v2(p.part_ml + row * 2, ptx::f32_bits(half ? m_b : m_a), ptx::f32_bits(half ? l_b : l_a));
       float* orow = p.part_o + row * D;
 #pragma unroll
       for (int n = 0; n < NO; ++n) {

@@ -6,9 +6,11 @@
 //
 // Rows: the R = q_len · group query rows that share one kv head (group = Hq / Hkv), row
 // r = i · group + g for query i of q head kv_head · group + g. A CTA of the split kernel takes
-// `bq` consecutive rows (a row block, 16 per row warp) of one (batch, kv head) and one split of
-// the keys; its warps are `bq / 16` row warps × `key_warps` key warps: key warp w of a KV tile of
-// `bk` keys handles keys [w · bk / key_warps, (w + 1) · bk / key_warps).
+// `bq` consecutive rows (a row block, 16 per row warp) of one (batch, kv head), one split of
+// the keys and one part of the output channels (direct_o_parts: 1 up to head dim 256); its
+// warps are `bq / 16` row warps × `key_warps` key warps: key warp w of a KV tile of `bk` keys
+// handles keys [w · bk / key_warps, (w + 1) · bk / key_warps). Grid x = part + parts · (row block
+// + row_blocks · split).
 //
 // Partials (partials > 1): every (split, key warp) writes, for each of its rows r < R, the
 // running max m (log2 domain: max_j s_ij · sm_scale · log2 e; -inf when it saw no visible key),
@@ -55,6 +57,11 @@ constexpr int direct_d_pad(int head_dim) { return (head_dim + 15) / 16 * 16; }
 // Shared-memory rows (Q, K and V, one token each) are padded by 16 bytes: pitch / 16 odd, so the
 // 8 row addresses of an ldmatrix fall into distinct bank groups.
 constexpr int direct_pitch(int d_pad) { return d_pad * 2 + 16; }
+// Output channels per CTA: above 256 padded channels O's fp32 accumulator (128 registers per
+// thread at 256) is split over `direct_o_parts` CTAs, each computing the same scores and its own
+// `direct_o_part_dim` channels (a multiple of 16; the last part may run past d_pad and skips them).
+constexpr int direct_o_parts(int d_pad) { return (d_pad + 255) / 256; }
+constexpr int direct_o_part_dim(int d_pad) { return (d_pad / direct_o_parts(d_pad) + 15) / 16 * 16; }
 constexpr int direct_row_warps(int bq) { return bq / 16; }
 constexpr int direct_key_warps(int bq, int warps) { return warps / direct_row_warps(bq); }
 constexpr int direct_threads(int warps) { return warps * 32; }

@@ -208,7 +208,7 @@ typedef struct sage2_attention_params {
 /* Which path computes a call with few query rows (sage2::SmallQPath in sage2.hpp): AUTO takes
  * DIRECT for dense calls with head dim <= 256 and at most 512 (sm_90; 64 elsewhere) query rows
  * per kv head (q_len * q heads / kv heads), QUANTIZED otherwise; DIRECT computes attention from
- * the fp16/bf16 inputs without quantization (no masks, no varlen, head dim <= 256). */
+ * the fp16/bf16 inputs without quantization (no masks, no varlen, head dim <= 512). */
 typedef enum sage2_small_q_path {
   SAGE2_SMALL_Q_AUTO = 0,
   SAGE2_SMALL_Q_QUANTIZED = 1,

@@ -85,7 +85,7 @@ const char* pv_accum_name(PvAccum a) noexcept;  // "auto", "fp32", "fp16", "pref
 //  Direct    — no quantization: split-KV attention straight from the fp16/bf16 Q, K and V
 //              (mma.sync f16/bf16 with fp32 accumulation, P rounded to the input dtype), then a
 //              merge of the splits. Re-quantizing all of K and V cannot pay when only a few query
-//              rows read them (decode). Head dims up to 256; no masks, no varlen; the
+//              rows read them (decode). Head dims up to 512; no masks, no varlen; the
 //              quantization options (qk_bits, smooth_q/k/v) do not apply to it. Accuracy: the
 //              fp16/bf16 contract of FlashAttention (rel-L1 ~1e-3 fp16, ~5e-3 bf16 vs fp64),
 //              tighter than the 8-bit one.
@@ -242,7 +242,7 @@ struct ContextOptions {
   // the library, or $SAGE2_JIT_WORKER; without one, calls wait), while the optimized ones compile
   // on a background thread; the Context's later calls of that shape use them once they are ready.
   // The quick kernels are the call's own specialisation's (same tiles, possibly other last bits),
-  // or, for a dense unmasked call at head dim <= 256 that runs quantized, the direct path's
+  // or, for a dense unmasked call at head dim <= 512 that runs quantized, the direct path's
   // (unquantized: its first results differ by the quantization error; workspace_size() then covers
   // both). No call waits for the background compile; a CUDA graph captured with the quick kernels
   // keeps running them (they stay loaded while the Context lives); destroying the Context waits for

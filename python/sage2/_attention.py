@@ -98,7 +98,7 @@ def sageattn(q, k, v, tensor_layout="HND", is_causal=False, sm_scale=None, retur
     and R <= 512; elsewhere R <= 64; head dim <= 256; no attn_mask, no kv_lens) WITHOUT quantization:
     split-KV attention straight from the fp16/bf16 inputs (fp16/bf16 P, fp32 accumulation; the
     quantization options do not apply), which is what decode (Nq = 1 over a long KV cache) needs.
-    "quantized" always quantizes; "direct" always takes the direct path (head dim <= 256, dense
+    "quantized" always quantizes; "direct" always takes the direct path (head dim <= 512, dense
     calls only: ValueError with attn_mask or kv_lens).
 
     kv_lens (keyword): an int32 CUDA tensor [B] on q's device; query rows of batch b then see keys

@@ -178,6 +178,17 @@ std::vector<Case> case_matrix() {
                SmallQPath::Auto});
   v.push_back({2, 1200, 1500, 2, 4, 64, DType::BF16, CausalMode::TopLeft, Layout::NHD, Layout::NHD, true, 0,
                SmallQPath::Direct});
+  // Heads above 256: O's channels in two CTAs (templates/direct_params.cuh direct_o_parts) — decode
+  // with a merge, hd 512, hd 272 (the second part runs past the padded head dim), and the
+  // no-merge form at hd 320 (the split kernel's final O and LSE from both parts).
+  v.push_back({1, 1, 4096, 2, 4, 320, DType::F16, CausalMode::None, Layout::HND, Layout::HND, true, 0,
+               SmallQPath::Direct});
+  v.push_back({1, 3, 1000, 1, 2, 512, DType::BF16, CausalMode::BottomRight, Layout::NHD, Layout::Padded, true, 1,
+               SmallQPath::Direct});
+  v.push_back({2, 64, 17, 4, 1, 272, DType::F16, CausalMode::TopLeft, Layout::Odd, Layout::HND, false, 2,
+               SmallQPath::Direct});
+  v.push_back({1, 1200, 1500, 2, 4, 320, DType::BF16, CausalMode::TopLeft, Layout::NHD, Layout::NHD, true, 0,
+               SmallQPath::Direct});
   if (test::reduced()) {  // compute-sanitizer: short sequences, every other case
     std::vector<Case> few;
     for (std::size_t i = 0; i < v.size(); i += 2) {

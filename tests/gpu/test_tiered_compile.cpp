@@ -1,7 +1,7 @@
 // Specification: tiered compilation (issue 40, ContextOptions::tiered_compile).
 //  - a fresh Context with an empty cache directory runs the first call of a new specialisation
 //    on quick kernels (BuildTier::Quick: compiled with --Ofast-compile=max; for a dense unmasked
-//    call at head dim <= 256, the direct path's kernels stand in for the quantized ones) and
+//    call at head dim <= 512, the direct path's kernels stand in for the quantized ones) and
 //    builds the optimized plan in the background; the call's result meets the 8-bit accuracy bar
 //    against exact attention;
 //  - within 60 s the Context's plan for that shape runs the optimized kernels, whose result meets
@@ -193,4 +193,24 @@ TEST_CASE("gpu tiered compile: a Context destroyed with its background compile i
   CHECK(quick_kernels(plain) == 0);
   CHECK(runtime::context_impl(plain).background().running() == 0);
   CHECK(plan_tier(plain, c) == runtime::BuildTier::Optimized);
+}
+
+TEST_CASE("gpu tiered compile: a head dim above 256 (320) also starts on the direct path's quick kernels") {
+  test::TempCacheDir dir("tiered320");
+  Shape sh;
+  sh.d = 320;
+  sh.seed = 41;
+  const Case c(sh);
+  Context ctx(0, ContextOptions{.cache_dir = dir.path, .tiered_compile = true});
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<float> first = c.run(ctx);
+  MESSAGE("first call at hd 320 (quick tier, compile included): "
+          << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s");
+  require_accurate(c.check(first), "quick tier, hd 320");
+  CHECK(quick_kernels(ctx) > 0);
+  for (const auto& k : runtime::context_impl(ctx).kernels().loaded())
+    if (k.tier == runtime::BuildTier::Quick) CHECK(k.key.rfind("direct", 0) == 0);
+  REQUIRE(wait_for_background(ctx, 60.0));
+  CHECK(plan_tier(ctx, c) == runtime::BuildTier::Optimized);
+  require_accurate(c.check(c.run(ctx)), "optimized tier, hd 320");
 }

@@ -82,13 +82,13 @@ void add_kernels(sage2::test::SpecList& list, const DirectProblem& p, Arch arch,
 
 TEST_CASE("direct path: split and merge kernels compile for sm_90a and sm_89; default tiles do not spill") {
   sage2::test::SpecList list;
-  const int dims[] = {1, 16, 40, 64, 80, 96, 128, 160, 200, 256};
+  const int dims[] = {1, 16, 40, 64, 80, 96, 128, 160, 200, 256, 272, 320, 512};
   const std::int64_t rows[] = {1, 4, 24, 64, 512};  // tiles bq 16 / 16 / 32 / 64 / 128
   const CausalMode modes[] = {CausalMode::None, CausalMode::TopLeft, CausalMode::BottomRight};
   for (int ai = 0; ai < 2; ++ai) {
     const Arch arch = ai ? Arch::Sm89 : Arch::Sm90a;
     const DirectDevice& dev = ai ? kAda : kH100;
-    for (int di = 0; di < 10; ++di) {
+    for (int di = 0; di < 13; ++di) {
       const std::int64_t r = rows[(di + ai) % 5];
       const DType dt = ((di % 2) ^ ai) ? DType::BF16 : DType::F16;
       // group 4 where the rows allow it, the queries are rows / group
@@ -195,7 +195,7 @@ TEST_CASE("direct path: spec keys name what the code depends on and ignore the q
       CHECK_MESSAGE(std::string(e.what()).find(what) != std::string::npos, std::string(e.what()));
     }
   };
-  { KernelSpec s = a; s.head_dim = 257; refused(s, "head_dim=257"); }
+  { KernelSpec s = a; s.head_dim = 513; refused(s, "head_dim=513"); }
   { KernelSpec s = a; s.tile.bq = 48; refused(s, "bq=48"); }
   { KernelSpec s = a; s.tile.bq = 32; s.tile.warps = 3; refused(s, "warps=3"); }  // 2 row warps
   { KernelSpec s = a; s.tile.bk = 48; refused(s, "bk=48"); }  // 4 key warps need 16 keys each
@@ -226,7 +226,7 @@ TEST_CASE("direct path: which calls take the direct path (Auto), and the overrid
   CHECK(direct(call(4, 16, 16, 512, 512, 64)));
   CHECK_FALSE(direct(call(1, 32, 32, 513, 513, 64)));
   CHECK_FALSE(direct(call(4, 32, 32, 1024, 1024, 128)));  // the e2e cells stay quantized
-  CHECK_FALSE(direct(call(1, 8, 1, 1, 4096, 257)));  // hd above 256: quantized
+  CHECK_FALSE(direct(call(1, 8, 1, 1, 4096, 257)));  // Auto above hd 256 (not measured): quantized
   CHECK_FALSE(direct(call(1, 8, 8, 1, 4096, 512)));
   // The rule on its numbers: every branch and each bound.
   CHECK(plan::auto_prefers_direct(160, 1, 1e12, Arch::Sm90a));
@@ -266,15 +266,14 @@ TEST_CASE("direct path: which calls take the direct path (Auto), and the overrid
   big.p.small_q_path = SmallQPath::Direct;
   CHECK(direct(big));
   CHECK(direct(big, Arch::Sm89));
+  // Head dims above 256 run on the direct path when asked (O's channels in parts), not on Auto.
   Call wide = call(1, 8, 8, 1, 64, 320);
+  CHECK_FALSE(direct(wide));
   wide.p.small_q_path = SmallQPath::Direct;
-  try {
-    validate_attention(wide.q, wide.k, wide.v, wide.out, wide.p, Arch::Sm90a);
-    FAIL("Direct at head dim 320 accepted");
-  } catch (const Error& e) {
-    CHECK(e.code() == ErrorCode::Unsupported);
-    CHECK(std::string(e.what()).find("256") != std::string::npos);
-  }
+  CHECK(direct(wide));
+  Call widest = call(1, 8, 8, 1, 64, 512);
+  widest.p.small_q_path = SmallQPath::Direct;
+  CHECK(direct(widest));
   for (int bad : {-1, 3, 100}) {
     Call x = call(1, 8, 2, 1, 64, 64);
     x.p.small_q_path = static_cast<SmallQPath>(bad);
@@ -312,8 +311,7 @@ TEST_CASE("direct path: the C ABI passes small_q_path through; sage2_attention_p
   const sage2_tensor o = sage2_tensor_hnd(addr(0x400000000), SAGE2_DTYPE_F16, 1, 4, 1, 320);
   CHECK(sage2_validate_attention_args(&q, &k, &v, &o, &p, Arch::Sm90a) == SAGE2_OK);  // hd 320: quantized
   p.small_q_path = SAGE2_SMALL_Q_DIRECT;
-  CHECK(sage2_validate_attention_args(&q, &k, &v, &o, &p, Arch::Sm90a) == SAGE2_ERROR_UNSUPPORTED);
-  CHECK(std::string(sage2_last_error()).find("small_q_path=direct") != std::string::npos);
+  CHECK(sage2_validate_attention_args(&q, &k, &v, &o, &p, Arch::Sm90a) == SAGE2_OK);  // the direct path runs hd 320
   p.small_q_path = SAGE2_SMALL_Q_QUANTIZED;
   CHECK(sage2_validate_attention_args(&q, &k, &v, &o, &p, Arch::Sm90a) == SAGE2_OK);
   for (int bad : {-1, 3, INT32_MAX}) {
@@ -406,8 +404,27 @@ TEST_CASE("direct path: tile, splits, workspace and launch shapes of the scorebo
       CHECK(l.smem <= std::size_t(kAda.max_smem_optin));
     }
   CHECK(direct_layout(problem(1, 32, 8, 128, 4096, 256), Arch::Sm89, kAda).split_spec.tile.bq == 64);
+  // Heads above 256: O's channels in direct_o_parts CTAs (2 up to 512), which the grid's x counts
+  // (x = part + parts · (row block + row blocks · split)) and the one-wave split choice too.
+  CHECK(dev::direct_o_parts(256) == 1);
+  CHECK(dev::direct_o_part_dim(256) == 256);
+  CHECK(dev::direct_o_parts(272) == 2);
+  CHECK(dev::direct_o_part_dim(272) == 144);  // a multiple of 16; the second part stops at 272
+  CHECK(dev::direct_o_parts(320) == 2);
+  CHECK(dev::direct_o_part_dim(320) == 160);
+  CHECK(dev::direct_o_parts(512) == 2);
+  CHECK(dev::direct_o_part_dim(512) == 256);
+  for (int d : {320, 512}) {
+    const DirectLayout l = direct_layout(problem(4, 32, 8, 1, 8192, d), Arch::Sm90a, kH100);
+    CAPTURE(d);
+    CHECK(l.split_shape.grid[0] == unsigned(2 * l.row_blocks * l.splits));
+    CHECK(std::int64_t(l.split_shape.grid[0]) * l.split_shape.grid[1] * l.split_shape.grid[2] <=
+          std::int64_t(132) * l.ctas_per_sm);
+    CHECK(l.smem <= std::size_t(kH100.max_smem_optin));
+    CHECK(direct_layout(problem(1, 32, 8, 128, 4096, d), Arch::Sm89, kAda).smem <= std::size_t(kAda.max_smem_optin));
+  }
   // Limits.
-  CHECK_THROWS_AS(direct_default_tile(257, 4, 232448), Error);
+  CHECK_THROWS_AS(direct_default_tile(513, 4, 232448), Error);
   CHECK_THROWS_AS(direct_default_tile(128, 4, 20000), Error);
 }
 
