@@ -150,22 +150,16 @@ bool direct_tier_eligible(Context::Impl& ctx, const plan::AttentionProblem& prob
   return true;
 }
 
-// The direct path's quick plan for a call direct_tier_eligible admits; null when its optimized
-// kernels are all at hand (no tier needed) or the direct path cannot run it or its quick build
-// fails (then the caller takes the quantized path's own tiers). Its workspace is the larger of the
-// two paths' (as call_workspace_bytes reports for such a call).
-std::shared_ptr<const CallPlan> quick_direct_plan(Context::Impl& ctx, const plan::AttentionProblem& problem,
-                                                  const plan::AttentionProblem& direct) {
-  CallPlan final_layout;
-  layout_plan(ctx, problem, &final_layout);
-  const std::vector<kernels::KernelSpec> specs =
-      plan::quantized_call_kernels(final_layout.spec, ctx.config().quant_path).all();
-  if (optimized_at_hand(ctx, specs))
-    return nullptr;
+// The direct path's quick plan for a call direct_tier_eligible admits; null when the direct path
+// cannot run it or its quick build fails (then the caller takes the quantized path's own tiers).
+// Its workspace is the larger of the two paths' (as call_workspace_bytes reports for such a call):
+// `final_bytes`, the quantized plan's.
+std::shared_ptr<const CallPlan> quick_direct_plan(Context::Impl& ctx, const plan::AttentionProblem& direct,
+                                                  std::size_t final_bytes) {
   try {
     auto p = std::const_pointer_cast<CallPlan>(build_call_plan(ctx, direct, BuildTier::Quick));
     if (p->tier != BuildTier::Quick) return nullptr;  // (its optimized kernels were at hand: not a tier)
-    p->reserve_bytes = final_layout.total();
+    p->reserve_bytes = final_bytes;
     return p;
   } catch (const Error& e) {
     base::log::warn_once("quick-direct-tier-failed", std::string("tiered compile: the direct path's quick plan failed; "
@@ -189,13 +183,17 @@ std::shared_ptr<const CallPlan> call_plan(Context::Impl& ctx, const TensorRef& q
                          "unset; calls wait for the optimized kernels");
     tiered = false;
   }
-  std::shared_ptr<const CallPlan> built;
-  plan::AttentionProblem direct;
-  if (tiered && direct_tier_eligible(ctx, problem, params, direct)) built = quick_direct_plan(ctx, problem, direct);
-  if (!built) built = build_call_plan(ctx, problem, tiered ? BuildTier::Quick : BuildTier::Optimized);
-  std::shared_ptr<const CallPlan> cached = ctx.call_cache().insert(sig, built);
-  if (cached == built && built->tier == BuildTier::Quick) {
-    // The optimized kernels on a background thread (one per signature); no call waits for it.
+  CallPlan final_layout;  // the call's own plan, without kernels (tiered only)
+  if (tiered) {
+    layout_plan(ctx, problem, &final_layout);
+    check_attention_stage(ctx, final_layout.attention);  // a refused call fails before anything compiles
+    tiered = !optimized_at_hand(ctx, plan::quantized_call_kernels(final_layout.spec, ctx.config().quant_path).all());
+  }
+  if (tiered) {
+    // The optimized kernels compile on a background thread from now on, beside the quick ones
+    // (one task per signature; no call waits for it): the optimized plan is ready a quick build
+    // sooner than if it started after the first call. Whichever plan reaches the cache last
+    // stays, unless it is the quick one: insert() keeps an optimized plan already there.
     Context::Impl* c = &ctx;
     ctx.background().start(sig, [c, problem, sig] {
       try {
@@ -206,7 +204,11 @@ std::shared_ptr<const CallPlan> call_plan(Context::Impl& ctx, const TensorRef& q
       }
     });
   }
-  return cached;
+  std::shared_ptr<const CallPlan> built;
+  plan::AttentionProblem direct;
+  if (tiered && direct_tier_eligible(ctx, problem, params, direct)) built = quick_direct_plan(ctx, direct, final_layout.total());
+  if (!built) built = build_call_plan(ctx, problem, tiered ? BuildTier::Quick : BuildTier::Optimized);
+  return ctx.call_cache().insert(sig, built);
 }
 
 std::size_t call_workspace_bytes(Context::Impl& ctx, const TensorRef& q, const TensorRef& k, const TensorRef& v,

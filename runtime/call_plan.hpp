@@ -76,8 +76,9 @@ std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const plan::
 
 // The Context's plan for these arguments: validates them (every call: the checks that depend on
 // pointers must run each time), then finds the plan by signature or builds and caches it. With
-// ContextOptions::tiered_compile a new plan may run quick kernels; the optimized plan is then built
-// on a background thread (Context::Impl::background) and replaces it in the cache. The quick plan
+// ContextOptions::tiered_compile a new plan may run quick kernels; the optimized plan is built on a
+// background thread (Context::Impl::background), started before the quick builds so that both
+// compile at once, and replaces it in the cache. The quick plan
 // of a dense, unmasked call at head dim <= 512 (kernels::kDirectMaxHeadDim) that Auto sends to the
 // quantized path is the direct path's (one or two kernels, nothing to quantize: the fastest first
 // tier to build; its workspace the larger of the two paths'); otherwise the quick builds of the
