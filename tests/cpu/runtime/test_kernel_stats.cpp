@@ -384,7 +384,9 @@ TEST_CASE("tiered compile child: quick kernels first, the optimized ones in the 
     quantized_call(a);  // nothing cached: the quick builds
     call_kernels = quick_loaded(a);
     CHECK(call_kernels >= 3);  // channel statistics, K, V, Q and attention (split path, mma family)
-    CHECK((!std::filesystem::exists(dir) || entries(dir).empty()));  // quick builds are never stored
+    // Quick builds are never stored; the background, started beside them, may have stored some
+    // optimized ones already (each kernel once: the count below is exact).
+    CHECK((!std::filesystem::exists(dir) || entries(dir).size() <= call_kernels));
     REQUIRE(background_done(a, 120.0));
     CHECK(entries(dir).size() == call_kernels);  // the optimized builds of the same specs
     CHECK(a.kernel_stats().loaded == 2 * call_kernels);
@@ -489,7 +491,10 @@ TEST_CASE("tiered compile child with a failing worker: the call waits for the op
   quantized_call(a);
   CHECK(quick_loaded(a) == 0);
   CHECK(a.kernel_stats().loaded >= 3);
-  CHECK(sage2::runtime::context_impl(a).background().running() == 0);
+  // The background build, started beside the quick ones, shares the optimized kernels the call
+  // waited for: it ends without compiling anything twice.
+  REQUIRE(background_done(a, 120.0));
+  CHECK(a.kernel_stats().compiled == a.kernel_stats().loaded);
 }
 
 TEST_CASE("tiered compile: a worker that fails does not fail the call (child process)") {
