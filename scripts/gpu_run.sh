@@ -56,8 +56,11 @@ if [[ $suite != none ]]; then
     done
     for ((k = 0; k < shards; k++)); do
       wait "${pids[k]}"
-      summary+=("gpu_suite shard $k of $shards (cases $((k * per + 1))-$(((k + 1) * per)) of ${n:-?}) rc=$? $((SECONDS - t0))s")
+      rc=$?
+      summary+=("gpu_suite shard $k of $shards (cases $((k * per + 1))-$(((k + 1) * per)) of ${n:-?}) rc=$rc $((SECONDS - t0))s")
       tail -3 "$out/gpu_suite_shard$k.log"
+      # a failing shard's cases and assertions on stdout too: its log may not travel back
+      ((rc != 0)) && grep -B4 -A12 "ERROR:" "$out/gpu_suite_shard$k.log" | head -80
     done
   else
     step gpu_suite 480 "$bundle/tests/sage2_gpu_tests" "${filter[@]}"

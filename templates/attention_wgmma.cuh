@@ -217,18 +217,22 @@ struct QSource {
   }
 };
 
-// Four consecutive 16-bit inputs as floats, a non-finite one read as 0 (and `bad` set).
-__device__ __forceinline__ void q_sane4(const ptx::u32x2& w, float (&v)[4], u32& bad) {
+// Four consecutive 16-bit inputs with every non-finite one replaced by +0 (what reading it as 0
+// gives), on the bits and without a branch; `bad` becomes nonzero when one was. Branch-free
+// because the prologue and the epilogue apply it to every word of the thread's Q rows: a
+// per-word branch there gave ptxas 56 small blocks to schedule (NVRTC ~0.5 s of the kernel's
+// compile at head dim 200).
+__device__ __forceinline__ ptx::u32x2 q_sane4(ptx::u32x2 w, u32& bad) {
+  const u32 nx = quant_math::nonfinite_bits<IN_BF16>(w.x), ny = quant_math::nonfinite_bits<IN_BF16>(w.y);
+  bad |= nx | ny;
+  // bits 15 / 31 → the whole half: (n >> 15) is 0, 1, 0x10000 or 0x10001; times 0xffff its mask
+  w.x &= ~((nx >> 15) * 0xffffu);
+  w.y &= ~((ny >> 15) * 0xffffu);
+  return w;
+}
+__device__ __forceinline__ void q_floats4(const ptx::u32x2& w, float (&v)[4]) {
   quant_math::unpack2<IN_BF16>(w.x, v[0], v[1]);
   quant_math::unpack2<IN_BF16>(w.y, v[2], v[3]);
-  if ((quant_math::nonfinite_bits<IN_BF16>(w.x) | quant_math::nonfinite_bits<IN_BF16>(w.y)) != 0u) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e)
-      if (quant_math::nonfinite(v[e])) {
-        v[e] = 0.f;
-        bad = 1u;
-      }
-  }
 }
 
 // The epilogue's facts of the thread's rows g (r = 0) and g + 8 (r = 1) (attention_epilogue.cuh
@@ -252,7 +256,7 @@ struct QRowsHere {
       for (int h = 0; h < 2; ++h) {
         const int ch = 32 * ks + 16 * h + 4 * t;
         float v[4];
-        q_sane4(src.load4(ch), v, unused);
+        q_floats4(q_sane4(src.load4(ch), unused), v);
         const ptx::u32x4 kb = ptx::ld_nc_v4(p->k_mean + c->bhk * RB + ch);
         part += v[0] * ptx::bits_f32(kb.x);
         part += v[1] * ptx::bits_f32(kb.y);
@@ -291,14 +295,15 @@ __device__ __forceinline__ float quantize_q_here(const AttentionParams& p, const
   for (int ks = 0; ks < KSTEPS; ++ks)
 #pragma unroll
     for (int i = 0; i < 4; ++i) raw[ks][i] = src[i & 1].load4(32 * ks + 16 * (i >> 1) + 4 * t);
-  // amax and flags over the thread's values, then over the quad
+  // non-finite values read as 0 (flags per row), amax over the thread's values, then over the quad
   u32 amax = 0u, bad[2] = {0u, 0u};
 #pragma unroll
   for (int ks = 0; ks < KSTEPS; ++ks)
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
+      raw[ks][i] = q_sane4(raw[ks][i], bad[i & 1]);
       float v[4];
-      q_sane4(raw[ks][i], v, bad[i & 1]);
+      q_floats4(raw[ks][i], v);
 #pragma unroll
       for (int e = 0; e < 4; ++e) amax = ptx::max_u32(amax, ptx::abs_bits(v[e]));
     }
@@ -312,8 +317,7 @@ __device__ __forceinline__ float quantize_q_here(const AttentionParams& p, const
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       float v[4];
-      u32 unused = 0u;
-      q_sane4(raw[ks][i], v, unused);
+      q_floats4(raw[ks][i], v);
       u32 w = 0u;
 #pragma unroll
       for (int e = 0; e < 4; ++e) w |= (static_cast<u32>(quant_math::quant_int<127>(v[e], inv)) & 0xffu) << (8 * e);
