@@ -250,7 +250,8 @@ struct ContextOptions {
   // deployments and benchmarks: the early calls of a new shape differ from the later ones). Unset:
   // SAGE2_TIERED_COMPILE (1/true/yes/on: on; any other value: off), and on when that is unset too.
   // From C: SAGE2_TIERED_COMPILE. With cold compile caches it cuts an H200 host's first call at a
-  // new head dim from 1.2–2.1 s to 0.24–0.43 s at hd 72–200 (0.62–0.75 s at hd 320) (docs/deploying.md).
+  // new head dim from 1.2–2.1 s to 0.20–0.31 s at hd 72–320; the optimized kernels (compiled
+  // beside the quick ones from the start) serve from 1.1–3.1 s (docs/deploying.md).
   std::optional<bool> tiered_compile;
 };
 
