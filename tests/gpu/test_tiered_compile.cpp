@@ -107,6 +107,20 @@ void require_accurate(const ref::Metrics& m, const char* what) {
   CHECK(m.rel_l1 <= bar.rel_l1_max);
 }
 
+// A dense call's first call with tiering on: its quick plan is the direct path's (every quick
+// kernel loaded is a direct one), accurate within the 8-bit bounds; returns its output.
+std::vector<float> first_call_on_direct_tier(Context& ctx, const Case& c, const char* what) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<float> first = c.run(ctx);
+  MESSAGE(what << " (quick tier, compile included): "
+               << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s");
+  require_accurate(c.check(first), what);
+  CHECK(quick_kernels(ctx) > 0);
+  for (const auto& k : runtime::context_impl(ctx).kernels().loaded())
+    if (k.tier == runtime::BuildTier::Quick) CHECK(k.key.rfind("direct", 0) == 0);
+  return first;
+}
+
 }  // namespace
 
 TEST_CASE("gpu tiered compile: the first call runs quick kernels, the optimized plan takes over, the disk holds "
@@ -117,14 +131,7 @@ TEST_CASE("gpu tiered compile: the first call runs quick kernels, the optimized 
   {
     Context ctx(0, ContextOptions{.cache_dir = dir.path, .tiered_compile = true});
     const auto t0 = std::chrono::steady_clock::now();
-    const std::vector<float> first = c.run(ctx);
-    MESSAGE("first call (quick tier, compile included): "
-            << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s");
-    require_accurate(c.check(first), "quick tier");
-    CHECK(quick_kernels(ctx) > 0);
-    // a dense call at a head dim the direct path runs: its quick plan is the direct path's
-    for (const auto& k : runtime::context_impl(ctx).kernels().loaded())
-      if (k.tier == runtime::BuildTier::Quick) CHECK(k.key.rfind("direct", 0) == 0);
+    const std::vector<float> first = first_call_on_direct_tier(ctx, c, "first call");
     REQUIRE(wait_for_background(ctx, 60.0));
     MESSAGE("optimized plan ready " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
                                     << " s after the first call began");
@@ -202,14 +209,7 @@ TEST_CASE("gpu tiered compile: a head dim above 256 (320) also starts on the dir
   sh.seed = 41;
   const Case c(sh);
   Context ctx(0, ContextOptions{.cache_dir = dir.path, .tiered_compile = true});
-  const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<float> first = c.run(ctx);
-  MESSAGE("first call at hd 320 (quick tier, compile included): "
-          << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s");
-  require_accurate(c.check(first), "quick tier, hd 320");
-  CHECK(quick_kernels(ctx) > 0);
-  for (const auto& k : runtime::context_impl(ctx).kernels().loaded())
-    if (k.tier == runtime::BuildTier::Quick) CHECK(k.key.rfind("direct", 0) == 0);
+  first_call_on_direct_tier(ctx, c, "first call at hd 320");
   REQUIRE(wait_for_background(ctx, 60.0));
   CHECK(plan_tier(ctx, c) == runtime::BuildTier::Optimized);
   require_accurate(c.check(c.run(ctx)), "optimized tier, hd 320");
