@@ -364,7 +364,7 @@ RowState row_state(const Attention& A, const Block& B) {
 
 // Row i's scores against keys [j0, j0 + nt) in the log2 domain (masked: −inf) into s; their max.
 float scores(const Attention& A, const Block& B, std::int64_t i, std::int64_t j0, int nt, std::int64_t j_end,
-             const std::vector<float>& dS, std::vector<float>& s) {
+             const std::vector<float>& dS, std::vector<float>& s, float* dot_f = nullptr, float* f_of = nullptr) {
   const kernels::QuantBuffers& L = A.in.L;
   const detail::Problem& p = A.in.p;
   const bool exact = A.in.opt.exact_qk;
@@ -392,6 +392,10 @@ float scores(const Attention& A, const Block& B, std::int64_t i, std::int64_t j0
       for (int c = 0; c < L.d_qk; ++c) dot += static_cast<std::int32_t>(qc[c]) * static_cast<std::int32_t>(kc[c]);
       const float dq_dk = qscale * A.Ko.scale[sz(B.bhk * L.kv_len_pad + j)];
       sv = static_cast<float>(dot) * (dq_dk * A.c2);
+      if (dot_f) {  // EmulationOptions::fused_exponent: the exponent's operands
+        dot_f[jj] = static_cast<float>(dot);
+        f_of[jj] = dq_dk * A.c2;
+      }
       if (L.smooth_q) sv = sv + dS[sz(j)] * A.c2;
     }
     s[sz(jj)] = sv;
@@ -487,6 +491,9 @@ void tile_step(const Attention& A, const Block& B, std::int64_t t, const std::ve
   const std::int64_t j0 = t * bk;
   const int nt = static_cast<int>(std::min<std::int64_t>(bk, A.in.p.kv_len - j0));   // real keys in the tile
   std::vector<float> s(sz(bk)), pt(sz(bk));
+  // EmulationOptions::fused_exponent (not with smooth Q, not for the exact-QK ablation)
+  const bool fused = A.in.opt.fused_exponent && !A.in.L.smooth_q && !A.in.opt.exact_qk;
+  std::vector<float> dot_f(fused ? sz(bk) : 0), f_of(fused ? sz(bk) : 0);
   std::vector<double> chunk(sz(d)), h(A.acc16 ? sz(d) : 0);
   for (int r = 0; r < B.rows; ++r) {
     if (t >= st.tiles[sz(r)]) continue;
@@ -494,7 +501,8 @@ void tile_step(const Attention& A, const Block& B, std::int64_t t, const std::ve
     float& l = st.l[sz(r)];
     float* acc = st.acc.data() + r * d;
     float* o = st.o.data() + r * d;
-    const float tile_max = scores(A, B, B.i0 + r, j0, nt, st.j_end[sz(r)], dS, s);
+    const float tile_max = scores(A, B, B.i0 + r, j0, nt, st.j_end[sz(r)], dS, s, fused ? dot_f.data() : nullptr,
+                                  fused ? f_of.data() : nullptr);
     const float m_new = std::max(m, tile_max);
     const float m_use = (m_new == kNegInf) ? 0.f : m_new;   // the usual -inf guard
     const float a = std::exp2(m - m_use);
@@ -502,7 +510,9 @@ void tile_step(const Attention& A, const Block& B, std::int64_t t, const std::ve
     const float m_sh = m_use - A.log2_ps;
     float rowsum = 0.f;
     for (int jj = 0; jj < nt; ++jj) {
-      pt[sz(jj)] = std::exp2(s[sz(jj)] - m_sh);
+      // (a masked key's s is −inf: it stays 0 in either form)
+      pt[sz(jj)] = fused && s[sz(jj)] != kNegInf ? std::exp2(std::fma(dot_f[sz(jj)], f_of[sz(jj)], -m_sh))
+                                                 : std::exp2(s[sz(jj)] - m_sh);
       if (!A.in.opt.rowsum_of_phat) rowsum += pt[sz(jj)];
     }
     if (A.in.opt.rowsum_of_phat)   // EmulationOptions::rowsum_of_phat: 16-key steps of P̂

@@ -490,6 +490,13 @@ struct EmulationOptions {
   // sm80 kernel: 16 keys a step, each step's exact sum rounded once into the fp32 tile sum that
   // starts from 0 per tile) instead of the fp32 P̃. Off: the contract above.
   bool rowsum_of_phat = false;
+  // A contract amendment under study (issue 41, the mma.sync family's instruction count): the
+  // dequantisation fused into the exponent. P̃·p_scale = exp2(fma(float(dot), f, −m_sh)) with
+  // f = (δq·δk)·c2, one rounding, instead of exp2(s − m_sh) with s = dot·f rounded first. The row
+  // max m is unchanged (rounding is monotone, so max s = f · max dot per scale group, bit for
+  // bit), so only P̃ moves, by at most one rounding of the exponent's argument. Calls with smooth
+  // Q (ΔS added to s) keep the contract's form. Off: the contract above.
+  bool fused_exponent = false;
   // fp16 accumulation (config.pv_accum Fp16): keys per fp16 rounding of the accumulator; 0: the
   // instruction's k (32 for e4m3 m16n8k32, 16 for FP16 m16n8k16). 16 with FP8 models an e4m3
   // mma lowered into two f16 k16 HMMAs (Hopper's ptxas running compute_89 PTX). 16 or 32.
