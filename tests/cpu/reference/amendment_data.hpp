@@ -21,4 +21,19 @@ inline std::array<DataKind, 3> data_kinds(std::uint64_t seed, std::int64_t n, in
           DataKind{"student-t 3", make_student_t(seed, DType::F16, 1, 2, 2, n, n, d)}};
 }
 
+// The mma.sync kernel config the amendment studies emulate: 8-bit QK (or `bits` with `smooth_q`),
+// tile 128×64, 4 warps; arch "sm_80" gives FP16 P̃V, "sm_89" FP8.
+inline reference::KernelConfig mma_amendment_spec(const char* arch, int d, CausalMode causal, int bits = 8,
+                                                  bool smooth_q = false) {
+  reference::KernelConfig s;
+  s.family = AttentionFamily::Mma;
+  s.arch = arch;
+  s.qk_bits = bits;
+  s.smooth_q = smooth_q;
+  s.head_dim = d;
+  s.tile = reference::KernelTile{128, 64, 4, 1};
+  s.causal = causal;
+  return s;
+}
+
 }  // namespace sage2::test

@@ -20,19 +20,9 @@
 using namespace sage2;
 using namespace sage2::reference;
 
-namespace {
+using sage2::test::mma_amendment_spec;
 
-KernelConfig fused_spec(const char* arch, int d, CausalMode causal, int bits = 8, bool smooth_q = false) {
-  KernelConfig s;
-  s.family = AttentionFamily::Mma;
-  s.arch = arch;   // sm_80: FP16 P̃V; sm_89: FP8
-  s.qk_bits = bits;
-  s.smooth_q = smooth_q;
-  s.head_dim = d;
-  s.tile = KernelTile{128, 64, 4, 1};
-  s.causal = causal;
-  return s;
-}
+namespace {
 
 double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   double worst = 0;
@@ -46,7 +36,7 @@ TEST_CASE("fused exponent: off changes nothing; with smooth Q on changes nothing
   const AttentionInputs in = make_activation_like(7, DType::F16, 1, 2, 1, 100, 300, 64);
   for (const char* arch : {"sm_80", "sm_89"}) {
     CAPTURE(arch);
-    const KernelConfig spec = fused_spec(arch, 64, CausalMode::TopLeft);
+    const KernelConfig spec = mma_amendment_spec(arch, 64, CausalMode::TopLeft);
     EmulationOptions o;
     const EmulationResult base = emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), spec, o);
     o.fused_exponent = false;
@@ -61,7 +51,7 @@ TEST_CASE("fused exponent: off changes nothing; with smooth Q on changes nothing
     for (float x : base.o) scale = std::max(scale, static_cast<double>(std::fabs(x)));
     CHECK(max_abs_diff(fused.o, base.o) <= 0.02 * scale);   // a few P̂ code steps at most
 
-    const KernelConfig sq = fused_spec(arch, 64, CausalMode::None, 4, true);
+    const KernelConfig sq = mma_amendment_spec(arch, 64, CausalMode::None, 4, true);
     EmulationOptions a, b;
     b.fused_exponent = true;
     CHECK(emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), sq, a).o ==
@@ -81,7 +71,7 @@ TEST_CASE("fused exponent: rel-L1 within 2 % of the contract's on three data kin
       const ExactResult e = exact_attention(k.in.q.ref(), k.in.k.ref(), k.in.v.ref(), ao);
       for (const char* arch : {"sm_80", "sm_89"})
         for (bool rowsum : {false, true}) {
-          const KernelConfig spec = fused_spec(arch, d, cm);
+          const KernelConfig spec = mma_amendment_spec(arch, d, cm);
           EmulationOptions o;
           o.accum_mantissa_bits = std::string(arch) == "sm_89" ? 13 : 23;   // the tensor cores' accumulators
           o.rowsum_of_phat = rowsum;

@@ -19,26 +19,13 @@
 using namespace sage2;
 using namespace sage2::reference;
 
-namespace {
-
-KernelConfig rowsum_spec(const char* arch, int d, CausalMode causal) {
-  KernelConfig s;
-  s.family = AttentionFamily::Mma;
-  s.arch = arch;   // sm_80: FP16 P̃V; sm_89: FP8
-  s.qk_bits = 8;
-  s.head_dim = d;
-  s.tile = KernelTile{128, 64, 4, 1};
-  s.causal = causal;
-  return s;
-}
-
-}  // namespace
+using sage2::test::mma_amendment_spec;
 
 TEST_CASE("rowsum: off changes nothing; with unrounded P it only reorders the sum") {
   const AttentionInputs in = make_activation_like(5, DType::F16, 1, 2, 1, 100, 300, 64);
   for (const char* arch : {"sm_80", "sm_89"}) {
     CAPTURE(arch);
-    const KernelConfig spec = rowsum_spec(arch, 64, CausalMode::TopLeft);
+    const KernelConfig spec = mma_amendment_spec(arch, 64, CausalMode::TopLeft);
     EmulationOptions o;
     const EmulationResult base = emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), spec, o);
     const EmulationResult again = emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), spec, o);
@@ -66,7 +53,7 @@ TEST_CASE("rowsum: the sum of P^ keeps rel-L1 within 2 % of the contract's on th
       ao.causal = cm;
       const ExactResult e = exact_attention(k.in.q.ref(), k.in.k.ref(), k.in.v.ref(), ao);
       for (const char* arch : {"sm_80", "sm_89"}) {
-        const KernelConfig spec = rowsum_spec(arch, d, cm);
+        const KernelConfig spec = mma_amendment_spec(arch, d, cm);
         EmulationOptions o;
         o.accum_mantissa_bits = std::string(arch) == "sm_89" ? 13 : 23;   // the tensor cores' accumulators
         const Metrics today = compare(e.o, emulate_attention(k.in.q.ref(), k.in.k.ref(), k.in.v.ref(), spec, o).o);
