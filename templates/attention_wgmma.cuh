@@ -220,8 +220,8 @@ struct QSource {
 // Four consecutive 16-bit inputs with every non-finite one replaced by +0 (what reading it as 0
 // gives), on the bits and without a branch; `bad` becomes nonzero when one was. Branch-free
 // because the prologue and the epilogue apply it to every word of the thread's Q rows: a
-// per-word branch there gave ptxas 56 small blocks to schedule (NVRTC ~0.5 s of the kernel's
-// compile at head dim 200).
+// per-word branch there gave ptxas 56 small blocks to schedule (head dim 200: 8,040 → 7,264 SASS
+// instructions, NVRTC ~1.25 → ~1.15 s; bench/NOTES.md, session 25).
 __device__ __forceinline__ ptx::u32x2 q_sane4(ptx::u32x2 w, u32& bad) {
   const u32 nx = quant_math::nonfinite_bits<IN_BF16>(w.x), ny = quant_math::nonfinite_bits<IN_BF16>(w.y);
   bad |= nx | ny;
