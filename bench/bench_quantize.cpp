@@ -132,8 +132,8 @@ int main(int argc, char** argv) {
           const kernels::KernelSpec qs = kernels::quantize_spec_for(*sp, op);
           runtime::LoadedKernel& kern = impl.kernels().get(qs);
           const kernels::LaunchShape ls = kernels::quantize_launch_shape(qs, b);
-          // channel_stats counts its chunks' arrivals (every key): the counters start at zero (as in a call)
-          const bool clear = kernels::quantize_clears_sync({op}, b.sampled_stats);
+          // channel_stats counts its chunks' arrivals: the counters start at zero (as in a call)
+          const bool clear = kernels::quantize_clears_sync({op});
           const auto sync = reinterpret_cast<CUdeviceptr>(ws + b.offsets().sync);
           const std::size_t sync_bytes = b.offsets().sync_bytes;
           record(sp == &spec ? "auto" : "split", kernels::quant_op_name(op), median_ms([&] {

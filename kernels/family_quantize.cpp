@@ -95,10 +95,8 @@ QuantMapping split_mapping(const KernelSpec& c, const QuantLayout& layout) {
                {"SAGE2_QZ_CPT", q.cpt, "8-channel chunks per thread"},
                {"SAGE2_QZ_CHUNKS", q.chunks, "8-channel chunks per row covered"},
                {"SAGE2_QZ_MIN_CTAS", q.min_ctas, "CTAs per SM the registers must allow"}};
-  // (sampled statistics: quantize_q / k / v combine channel_stats' partials, whose count needs the chunk)
-  if (c.op == QuantOp::ChannelStats || c.sampled_stats)
-    m.defines.push_back({"SAGE2_QZ_STATS_CHUNK", quantize_stats_chunk(c), "tokens per statistics chunk"});
   if (c.op == QuantOp::ChannelStats) {
+    m.defines.push_back({"SAGE2_QZ_STATS_CHUNK", quantize_stats_chunk(c), "tokens per statistics chunk"});
     m.defines.push_back({"SAGE2_QZ_STATS_RING", q.stats_ring, "batches of rows in flight through shared memory"});
     m.defines.push_back({"SAGE2_QZ_DYN_SMEM", q.dynamic_smem, "dynamic shared memory of the launch (bytes)"});
   }

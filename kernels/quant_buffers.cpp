@@ -122,9 +122,9 @@ QuantBuffers::Offsets QuantBuffers::offsets() const {
   return o;
 }
 
-bool quantize_clears_sync(const std::vector<QuantOp>& ops, bool sampled_stats) {
+bool quantize_clears_sync(const std::vector<QuantOp>& ops) {
   for (QuantOp op : ops)
-    if ((op == QuantOp::ChannelStats && !sampled_stats) || op == QuantOp::Fused || op == QuantOp::QuantizeKV) return true;
+    if (op == QuantOp::ChannelStats || op == QuantOp::Fused || op == QuantOp::QuantizeKV) return true;
   return false;
 }
 

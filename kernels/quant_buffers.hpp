@@ -123,8 +123,7 @@ struct QuantBuffers : QuantOptions {
   std::int64_t k_first_bad() const;  // i32 [B][Hkv]             first key with a non-finite element
   std::int64_t v_first_bad() const;  // i32 [B][Hkv][d_v]        per channel: first non-finite key
   // Statistics scratch (the attention stage never reads it): per-chunk partials and the
-  // arrival counters of the split path's channel_stats and of the fused stage (sampled statistics:
-  // quantize_q / k / v combine the partials; nothing arrives).
+  // arrival counters of the split path's channel_stats and of the fused stage.
   std::int64_t stats_part() const;   // f32 [B][Hkv][2][stats_chunks][4][d_v]; varlen: [Hkv][2][slots][4][d_v]
   std::int64_t sync_words() const;   // u32 [1 + 4·B·Hkv]  work ticket, arrivals, ready flags;
                                      // sampled: + [B·Hkv][d_v] V's overflow maxima (f32 bits)
@@ -140,10 +139,9 @@ struct QuantBuffers : QuantOptions {
 
   // Byte offsets of each buffer inside one workspace allocation (each 256-byte aligned). The
   // non-finite flags come after v_stats, the fused stage's scratch after them (appended: the
-  // earlier offsets did not move). `sync` must be zero when channel_stats (every key) or a fused
-  // launch starts: the runtime clears it (sync_bytes) on the stream before each call's quantize
-  // stage (kernels::quantize_clears_sync). Sampled statistics clear nothing: channel_stats leaves
-  // its partials to their readers and sets the first-bad flags and overflow words itself.
+  // earlier offsets did not move). `sync` must be zero when channel_stats or a fused launch
+  // starts: the runtime clears it (sync_bytes) on the stream before each call's quantize stage
+  // (kernels::quantize_clears_sync).
   struct Offsets {
     std::size_t q_codes, q_scale, q_mean, q_kbias, k_codes, k_scale, k_mean, k_stats, v_codes,
         v_scale, v_mean, v_stats, q_bad, k_first_bad, v_first_bad, stats_part, sync, sync_bytes, seqs, q_map,
@@ -156,9 +154,7 @@ struct QuantBuffers : QuantOptions {
 QuantBuffers quant_buffers(const QuantProblem& p, const KernelSpec& attention_spec);
 
 // Whether a quantize stage of these ops counts arrivals in QuantBuffers' `sync` words, which must
-// then be zero when it starts (channel_stats' chunks, the fused stage's items). With sampled
-// statistics channel_stats counts none: its partials' readers combine them, and its chunk-0 CTAs
-// zero the overflow words (templates/quantize_stats.cuh).
-bool quantize_clears_sync(const std::vector<QuantOp>& ops, bool sampled_stats);
+// then be zero when it starts (channel_stats' chunks, the fused stage's items).
+bool quantize_clears_sync(const std::vector<QuantOp>& ops);
 
 }  // namespace sage2::kernels

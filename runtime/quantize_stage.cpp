@@ -17,7 +17,7 @@ void launch_quantize_stage(Context::Impl& ctx, const kernels::KernelSpec& attent
   const std::vector<kernels::QuantOp> ops = quantize_ops(path, attention_spec);
   dev::QuantizeParams params = kernels::make_quantize_params(b, q, k, v, workspace);
   base::driver::ScopedContext scope(ctx.cu_context());
-  if (kernels::quantize_clears_sync(ops, b.sampled_stats)) {
+  if (kernels::quantize_clears_sync(ops)) {
     // The counters must start at zero: a memset node on the same stream (graph-capturable) is
     // robust against any workspace content — a caller's fresh buffer, a call that trapped —
     // where self-resetting counters would trust the previous call.

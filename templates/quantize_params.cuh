@@ -96,7 +96,7 @@ struct QuantizeParams {
   // ---- sampled statistics only (appended; SAGE2_QZ_SAMPLE_TILES > 0, kernels/quant_buffers.hpp)
   float* v_amax;  // [B][Hkv][d_v]  the amax of V's scale (H·A_s, or every key's amax after a fix-up)
   u32* v_over;    // [B][Hkv][d_v]  f32 bits: max |V - μ| of the tiles where a key exceeds H·A_s (0: none;
-                  //                in the sync region, zeroed by channel_stats' chunk-0 CTA of the head)
+                  //                in the sync region: zero at launch)
 };
 
 // Work items of sage2_quantize_fused, in the order the device counter hands them out. A group g

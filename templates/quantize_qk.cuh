@@ -53,10 +53,6 @@ sage2_quantize_k(sage2::dev::QuantizeParams p) {
 #if SAGE2_QUANT_OP == 3
   // Sampled statistics: quantize_v ran before this kernel (plan::quantize_ops), and wait_previous
   // made its codes and overflow maxima visible; block 0 of each head fixes its V channels.
-  // Then the head's k_stats and first bad key from channel_stats' partials (head_stats_out).
-  if (qz::SAMPLE_TILES && blockIdx.x == 0) {
-    qz::v_fixup_head(p, qz::kv_input(p, true), b, h);
-    qz::head_stats_out(p, bh, 0);
-  }
+  if (qz::SAMPLE_TILES && blockIdx.x == 0) qz::v_fixup_head(p, qz::kv_input(p, true), b, h);
 #endif
 }

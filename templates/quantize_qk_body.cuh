@@ -2,7 +2,6 @@
 #pragma once
 
 #include "quantize_common.cuh"
-#include "quantize_partials.cuh"
 
 namespace qz {
 
@@ -236,18 +235,9 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, c
   for (int c = tid; c < D_QK; c += THREADS) {
     // k̄ = sum_K / kv_len (k_stats is read only when smooth_k: it may be null otherwise); sampled
     // statistics: / the sample's keys (a varlen sequence may have no keys: k̄ = 0 then)
-    float ksum = 0.f;
-    if (SAGE2_SMOOTH_K && c < HD) {
-      if constexpr (SPLIT_PARTIALS) {  // the sample's partials (k_stats: head_stats_out)
-        float mn, mx;
-        i32 fb;
-        head_stats<1>(p, kv_bh, 0, c, si.kv_len, ksum, mn, mx, fb);
-      } else {
-        ksum = k_sum ? k_sum[c] : ld_stat(p.k_stats + kv_bh * 3 * D_QK + c);
-      }
-    }
     const float kbar = (SAGE2_SMOOTH_K && c < HD && si.kv_len > 0)
-                           ? ptx::div_rn(ksum, static_cast<float>(stats_keys(si.kv_len)))
+                           ? ptx::div_rn(k_sum ? k_sum[c] : ld_stat(p.k_stats + kv_bh * 3 * D_QK + c),
+                                         static_cast<float>(stats_keys(si.kv_len)))
                            : 0.f;
     if (KBIAS) s_kbar[c] = kbar;
     if (!BLOCK_MEAN) {

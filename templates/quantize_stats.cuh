@@ -125,7 +125,7 @@ namespace qz {
 // statistics: one chunk per sampled KV tile, whose first-bad flags quantize_k / quantize_v then
 // lower over every key; a varlen
 // sequence may be longer than the bound the grid was sized for); the last chunk to arrive writes
-// the statistics (sampled statistics: nothing arrives; the partials' readers combine them). Padded channels get 0, 0, 0. The same walk finds the first non-finite key per
+// the statistics. Padded channels get 0, 0, 0. The same walk finds the first non-finite key per
 // channel: v_first_bad[c] (V; padded channels INT32_MAX) and k_first_bad = min over K's real
 // channels. A sequence without keys has no chunk: its first CTA writes the empty statistics.
 __device__ __forceinline__ void channel_stats(const QuantizeParams p, u8* smem) {
@@ -180,25 +180,6 @@ __device__ __forceinline__ void channel_stats(const QuantizeParams p, u8* smem) 
     if (!is_v && threadIdx.x == 0) p.k_first_bad[bh] = NO_BAD;
     return;
   }
-#if !SAGE2_VARLEN
-  if (SPLIT_PARTIALS) {
-    // Sampled statistics: the partials only; quantize_v / quantize_k / quantize_q combine them
-    // (head_stats) and lower the first-bad flags set here to the sample's and every key's. They
-    // run after this kernel completes (their wait_previous), so no flag or overflow word is read or
-    // lowered before chunk 0's CTA has set it: the stage needs no cleared sync region.
-    if (first == 0u) {
-      if (!is_v && threadIdx.x == 0) p.k_first_bad[bh] = NO_BAD;
-      if (is_v)
-        for (int c = threadIdx.x; c < D_V; c += THREADS) {
-          p.v_first_bad[bh * D_V + c] = NO_BAD;
-          p.v_over[bh * D_V + c] = 0u;
-        }
-    }
-#pragma unroll 1
-    for (u32 c = first; c < chunks; c += step) stats_partials(kv_input(p, is_v), smem, b, h, n0, len, part_g, c);
-    return;
-  }
-#endif
 #pragma unroll 1
   for (u32 c = first; c < chunks; c += step)
     stats_chunk(p, smem, kv_input(p, is_v), is_v, b, h, bh, n0, len, part_g, c, chunks, p.sync + 1 + 2 * bh + kv);

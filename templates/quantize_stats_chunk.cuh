@@ -19,9 +19,8 @@ static_assert(STATS_T % 16 == 0, "statistics chunk");
 // left to right from chunk 0's; min/max/first-bad: order-free) into k_stats / v_stats and the
 // first-bad flags of bh, and returns true (after a barrier: every thread's final statistics are
 // stored). Which CTA is last does not change a bit of the result.
-// The partials alone (stats_rows ends with a barrier after its reads of shared memory).
-__device__ __forceinline__ void stats_partials(const Input& in, u8* smem, i64 b, i64 h, i64 n0, i64 len, float* part_g,
-                                               u32 chunk) {
+__device__ __forceinline__ bool stats_chunk(const QuantizeParams& p, u8* smem, const Input& in, bool is_v, i64 b, i64 h,
+                                            i64 bh, i64 n0, i64 len, float* part_g, u32 chunk, u32 chunks, u32* arrive) {
   const bool tiles = sampled(len);  // (sampled statistics: one chunk per sampled KV tile)
   const i64 span = tiles ? BK : STATS_T;
   const i64 c0 = tiles ? sample_tile(chunk, len) * BK : static_cast<i64>(chunk) * STATS_T;
@@ -29,11 +28,6 @@ __device__ __forceinline__ void stats_partials(const Input& in, u8* smem, i64 b,
   float* part = part_g + static_cast<i64>(chunk) * 4 * D_V;
   stats_rows<MapS>(in, row_ptr(in, b, h, n0), c0, c1, D_V, smem,
                    [&](int s, int c, float v) { ptx::st_f32(part + s * D_V + c, v); });
-}
-
-__device__ __forceinline__ bool stats_chunk(const QuantizeParams& p, u8* smem, const Input& in, bool is_v, i64 b, i64 h,
-                                            i64 bh, i64 n0, i64 len, float* part_g, u32 chunk, u32 chunks, u32* arrive) {
-  stats_partials(in, smem, b, h, n0, len, part_g, chunk);
 
   // Arrive: the CTA's partials (ordered before by the barrier in stats_rows) are released at
   // gpu scope by thread 0's fence + acq_rel add; the last arriver acquires everyone's.

@@ -41,7 +41,4 @@ extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, SAGE2_QZ_MIN_CTAS
   const i64 len_pad = (p.kv_len + SAGE2_BK - 1) / SAGE2_BK * SAGE2_BK;
   if (!qz::block_bh(p.batch, p.kv_heads, b, h, bh) || blockIdx.x >= len_pad / ROWS) return;
   qz::quantize_v<qz::MapS>(p, s_raw, qz::kv_input(p, true), b, h, blockIdx.x, qz::dense_v_item<ROWS>(p, b, h, blockIdx.x));
-#if SAGE2_QZ_SAMPLE_TILES
-  if (blockIdx.x == 0) qz::head_stats_out(p, bh, 1);  // (sampled: channel_stats combines nothing)
-#endif
 }

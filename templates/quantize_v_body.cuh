@@ -2,7 +2,6 @@
 #pragma once
 
 #include "quantize_common.cuh"
-#include "quantize_partials.cuh"
 
 namespace qz {
 
@@ -221,19 +220,9 @@ __device__ __forceinline__ bool v_channel_constants(const QuantizeParams& p, u8*
   for (int c = threadIdx.x; c < D_V; c += THREADS) {
     float mu = 0.f, inv = 0.f, scale = 0.f;
     if (c < HD) {
-      float vsum, vmin, vmax;
-      if constexpr (SPLIT_PARTIALS) {  // the sample's partials (v_stats: head_stats_out)
-        i32 fb;
-        // (smooth-V: 12 loads at once beside the tile's rows spilled at 64 registers; two rounds of 6)
-        if (SAGE2_SMOOTH_V)
-          head_stats<7, 2>(p, bh, 1, c, kv_len, vsum, vmin, vmax, fb);
-        else
-          head_stats<6>(p, bh, 1, c, kv_len, vsum, vmin, vmax, fb);
-      } else {
-        vsum = stats ? stats[c] : ld_stat(st + c);
-        vmin = stats ? stats[D_V + c] : ld_stat(st + D_V + c);
-        vmax = stats ? stats[2 * D_V + c] : ld_stat(st + 2 * D_V + c);
-      }
+      const float vsum = stats ? stats[c] : ld_stat(st + c);
+      const float vmin = stats ? stats[D_V + c] : ld_stat(st + D_V + c);
+      const float vmax = stats ? stats[2 * D_V + c] : ld_stat(st + 2 * D_V + c);
       float amax;
       if (SAGE2_SMOOTH_V) {
         mu = kv_len > 0 ? ptx::div_rn(vsum, static_cast<float>(stats_keys(kv_len))) : 0.f;

@@ -315,7 +315,7 @@ TEST_CASE("quantize_kv launch: one CTA per item (statistics chunks, K blocks and
   CHECK(ls.dynamic_smem == static_cast<std::size_t>(cfg.dynamic_smem));
   CHECK(cfg.stats.stats_ring >= 2);  // sm_90a: rows in flight beside three CTAs per SM
   CHECK(cfg.v.rows == 128);          // the split V tile
-  CHECK(kernels::quantize_clears_sync({kernels::QuantOp::QuantizeKV}, false));
+  CHECK(kernels::quantize_clears_sync({kernels::QuantOp::QuantizeKV}));
   // The statistics use channel_stats's mapping (the split path's sum order, the reference's).
   CHECK(cfg.stats.tpr ==
         kernels::quantize_kernel_config(kernels::quantize_spec_for(s, kernels::QuantOp::ChannelStats)).tpr);
@@ -441,10 +441,7 @@ TEST_CASE("quantize paths: auto's split stage samples the statistics (dense call
   CHECK(o.v_over + 2 * 2 * 128 * 4 == o.sync + o.sync_bytes);
   CHECK(o.v_amax >= o.mask_bias);
   CHECK(o.total >= o.v_amax + std::size_t(bs.v_amax()) * 4);
-  // Sampled: channel_stats counts no arrivals (its partials' readers combine them) and sets the
-  // overflow words itself, so the stage clears nothing; every key's statistics arrive.
-  CHECK_FALSE(kernels::quantize_clears_sync(runtime::quantize_ops(QuantPath::Auto, s), bs.sampled_stats));
-  CHECK(kernels::quantize_clears_sync(runtime::quantize_ops(QuantPath::Auto, s), false));
+  CHECK(kernels::quantize_clears_sync(runtime::quantize_ops(QuantPath::Auto, s)));
   const sage2::dev::QuantizeParams qpar = kernels::make_quantize_params(bs, c.q, c.k, c.v, reinterpret_cast<void*>(0x40000000));
   CHECK(reinterpret_cast<std::uintptr_t>(qpar.v_amax) == 0x40000000 + o.v_amax);
   CHECK(reinterpret_cast<std::uintptr_t>(qpar.v_over) == 0x40000000 + o.v_over);
