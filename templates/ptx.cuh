@@ -325,6 +325,25 @@ SAGE2_DEVICE_INLINE u32x4 ld_nc_v4(const void* p) {
                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
   return r;
 }
+// L2 eviction priorities (sm_80+): a policy for accesses with .L2::cache_hint. evict_last keeps
+// lines a later kernel of the stream reads again; evict_first lets lines read for the last time
+// leave before the others.
+SAGE2_DEVICE_INLINE u64 l2_evict_last_policy() {
+  u64 r;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(r));
+  return r;
+}
+SAGE2_DEVICE_INLINE u64 l2_evict_first_policy() {
+  u64 r;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(r));
+  return r;
+}
+SAGE2_DEVICE_INLINE u32x4 ld_nc_v4_hint(const void* p, u64 policy) {
+  u32x4 r;
+  asm volatile("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "l"(policy));
+  return r;
+}
 SAGE2_DEVICE_INLINE u32x2 ld_nc_v2(const void* p) {
   u32x2 r;
   asm volatile("ld.global.nc.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
@@ -418,6 +437,10 @@ SAGE2_DEVICE_INLINE void red_max_shared_u32(u32 smem, u32 v) {
 // both addresses 16-byte aligned.
 SAGE2_DEVICE_INLINE void cp_async_16(u32 smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem), "l"(gmem) : "memory");
+}
+SAGE2_DEVICE_INLINE void cp_async_16_hint(u32 smem, const void* gmem, u64 policy) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(smem), "l"(gmem), "l"(policy)
+               : "memory");
 }
 // Copies src_bytes (0..16) and zero-fills the rest of the 16 bytes. With src_bytes == 0 nothing
 // is read (pass any valid pointer, e.g. the tensor base) and the destination becomes zeros.

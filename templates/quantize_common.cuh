@@ -129,12 +129,28 @@ __device__ __forceinline__ const u16* row_ptr(const Input& in, i64 b, i64 h, i64
   return in.base + b * in.sb + h * in.sh + n * in.sn;
 }
 
+// L2 eviction priorities of the sampled split stage (dense calls): channel_stats reads the sampled
+// KV tiles with evict_last, so that quantize_v / quantize_k, which read every row once more,
+// find them in L2; those read with evict_first (each row's last use), so that V's rows streaming
+// through do not push K's sample out before quantize_k runs. 0: no hint; 1: evict_last; 2: evict_first.
+constexpr int L2_HINT = (SAMPLE_TILES == 0 || SAGE2_VARLEN) ? 0
+                        : SAGE2_QUANT_OP == 1                        ? 1
+                        : (SAGE2_QUANT_OP == 3 || SAGE2_QUANT_OP == 4) ? 2
+                                                                       : 0;
+__device__ __forceinline__ u64 l2_policy() {
+  return L2_HINT == 1 ? ptx::l2_evict_last_policy() : L2_HINT == 2 ? ptx::l2_evict_first_policy() : 0ull;
+}
+// 16 bytes of a row (16-byte aligned) under the kernel's L2 hint.
+__device__ __forceinline__ ptx::u32x4 ld_row16(const u16* p) {
+  return L2_HINT ? ptx::ld_nc_v4_hint(p, l2_policy()) : ptx::ld_nc_v4(p);
+}
+
 // Raw 16-bit values of channels 8j .. 8j+7 of a row in global memory (channels >= HD read as 0,
 // nothing loaded for them).
 __device__ __forceinline__ ptx::u32x4 load_chunk(const Input& in, const u16* row, int j) {
   ptx::u32x4 r = {0u, 0u, 0u, 0u};
   if (j >= CH_IN) return r;
-  if (VEC_HD && in.vec) return ptx::ld_nc_v4(row + 8 * j);
+  if (VEC_HD && in.vec) return ld_row16(row + 8 * j);
   // Scalar fallback (unaligned base/strides or a head dim that is not a multiple of 8): a short
   // rolled loop keeps the code small; this path is not expected to be fast.
   u64 lo = 0, hi = 0;
@@ -158,7 +174,7 @@ __device__ __forceinline__ ptx::u32x4 load_chunk(const Input& in, const u16* row
 // load_chunk for a caller that checked the vector case once (VEC: in.vec and VEC_HD hold).
 template <bool VEC>
 __device__ __forceinline__ ptx::u32x4 load_chunk_as(const Input& in, const u16* row, int j) {
-  if (VEC) return j < CH_IN ? ptx::ld_nc_v4(row + 8 * j) : ptx::u32x4{0u, 0u, 0u, 0u};
+  if (VEC) return j < CH_IN ? ld_row16(row + 8 * j) : ptx::u32x4{0u, 0u, 0u, 0u};
   return load_chunk(in, row, j);
 }
 
@@ -384,7 +400,12 @@ __device__ __forceinline__ void stats_rows(const Input& in, const u16* row0, i64
 #pragma unroll
         for (int k = 0; k < CPT; ++k) {
           const int j = lane_r + k * M::TPR;
-          if (n < n1 && j < CH_IN) ptx::cp_async_16(piece(sb, u, k), rows_issue + u * step + 8 * j);
+          if (n < n1 && j < CH_IN) {
+            if (L2_HINT)
+              ptx::cp_async_16_hint(piece(sb, u, k), rows_issue + u * step + 8 * j, l2_policy());
+            else
+              ptx::cp_async_16(piece(sb, u, k), rows_issue + u * step + 8 * j);
+          }
         }
       }
       ptx::cp_async_commit();
