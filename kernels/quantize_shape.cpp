@@ -414,6 +414,12 @@ LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b) {
   return ls;
 }
 
+bool quantize_l2_hints(const QuantBuffers& b, std::int64_t l2_bytes) {
+  if (!b.sampled_stats || b.p.varlen || l2_bytes <= 0) return false;
+  const std::int64_t kv_bytes = 2 * b.p.batch * b.p.kv_heads * b.p.kv_len * b.p.head_dim * 2;  // fp16 / bf16 K and V
+  return kv_bytes <= 2 * l2_bytes;
+}
+
 sage2::dev::QuantizeParams make_quantize_params(const QuantBuffers& b, const TensorRef& q,
                                                 const TensorRef& k, const TensorRef& v,
                                                 void* workspace) {

@@ -98,6 +98,7 @@ std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const plan::
   p->quantize_ops = call.ops;
   p->fused_quantize = call.ops.front() == kernels::QuantOp::Fused;
   p->clear_sync = kernels::quantize_clears_sync(call.ops);
+  p->quantize_l2_hints = kernels::quantize_l2_hints(b, ctx.facts().l2_bytes);
   if (p->clear_sync) {
     const kernels::QuantBuffers::Offsets o = b.offsets();
     p->sync_offset = o.sync;
@@ -244,6 +245,7 @@ void build_call_params(const CallPlan& plan, const TensorRef& q, const TensorRef
     throw Error(ErrorCode::InvalidArgument, std::string("call plan: a ") + (b.p.varlen ? "varlen" : "dense") +
                                                 " plan run " + (lens ? "with" : "without") + " sequence lengths");
   cp.quantize = kernels::make_quantize_params(b, q, k, v, workspace);
+  cp.quantize.l2_hints = plan.quantize_l2_hints ? 1u : 0u;
   if (lens) kernels::add_varlen_quantize_params(b, *lens, out, lse, cp.quantize);
   if (b.p.mask) {
     if (!mask) throw Error(ErrorCode::InvalidArgument, "call plan: a masked plan run without its mask");

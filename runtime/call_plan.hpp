@@ -45,6 +45,7 @@ struct CallPlan {
   std::size_t sync_offset = 0, sync_bytes = 0;  // cleared before the stage when clear_sync
   std::vector<Launch> quantize;                 // 1 (fused, cluster) or 3-4 (split) launches
   std::vector<kernels::QuantOp> quantize_ops;       // their ops
+  bool quantize_l2_hints = false;                   // kernels::quantize_l2_hints on this device
 
   // ΔS + attention: the spec's family descriptor, its kernel config, chunks, launches, tensor maps.
   AttentionStagePlan attention;

@@ -16,6 +16,7 @@ void launch_quantize_stage(Context::Impl& ctx, const kernels::KernelSpec& attent
                 "launch_quantize_stage: varlen or masked buffers need the call's lengths or mask (run_call_plan)");
   const std::vector<kernels::QuantOp> ops = quantize_ops(path, attention_spec);
   dev::QuantizeParams params = kernels::make_quantize_params(b, q, k, v, workspace);
+  params.l2_hints = kernels::quantize_l2_hints(b, ctx.facts().l2_bytes) ? 1u : 0u;
   base::driver::ScopedContext scope(ctx.cu_context());
   if (kernels::quantize_clears_sync(ops)) {
     // The counters must start at zero: a memset node on the same stream (graph-capturable) is

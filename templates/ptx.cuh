@@ -333,6 +333,11 @@ SAGE2_DEVICE_INLINE u64 l2_evict_last_policy() {
   asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(r));
   return r;
 }
+SAGE2_DEVICE_INLINE u64 l2_evict_normal_policy() {
+  u64 r;
+  asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(r));
+  return r;
+}
 SAGE2_DEVICE_INLINE u64 l2_evict_first_policy() {
   u64 r;
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(r));

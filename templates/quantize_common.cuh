@@ -108,10 +108,25 @@ __device__ __forceinline__ float ld_stat(const float* p) { return ptx::ld_relaxe
 // ---------------------------------------------------------------------------------------------
 // Input access
 
+// L2 eviction priorities of the sampled split stage (dense calls; QuantizeParams::l2_hints, set
+// where K and V fit twice the L2: kernels::quantize_l2_hints): channel_stats reads the sampled KV
+// tiles with evict_last, so that quantize_v / quantize_k, which read every row once more, find them
+// in L2; those read with evict_first (each row's last use), so that V's rows streaming through do
+// not push K's sample out before quantize_k runs. 0: no hint; 1: evict_last; 2: evict_first.
+constexpr int L2_HINT = (SAMPLE_TILES == 0 || SAGE2_VARLEN) ? 0
+                        : SAGE2_QUANT_OP == 1                        ? 1
+                        : (SAGE2_QUANT_OP == 3 || SAGE2_QUANT_OP == 4) ? 2
+                                                                       : 0;
+__device__ __forceinline__ u64 l2_policy(u32 on) {
+  if (L2_HINT == 0 || on == 0u) return ptx::l2_evict_normal_policy();
+  return L2_HINT == 1 ? ptx::l2_evict_last_policy() : ptx::l2_evict_first_policy();
+}
+
 struct Input {
   const u16* base;
   i64 sb, sh, sn;  // element strides (batch, head, seq)
   bool vec;        // 16-byte vector loads are legal
+  u64 l2_policy;   // the rows' L2 eviction policy (L2_HINT kernels; see ld_row16)
 };
 
 __device__ __forceinline__ Input make_input(const void* p, i64 sb, i64 sh, i64 sn) {
@@ -122,6 +137,7 @@ __device__ __forceinline__ Input make_input(const void* p, i64 sb, i64 sh, i64 s
   in.sn = sn;
   in.vec = VEC_HD && ((reinterpret_cast<u64>(p) & 15u) == 0) && (sb % 8 == 0) && (sh % 8 == 0) &&
            (sn % 8 == 0);
+  in.l2_policy = 0ull;
   return in;
 }
 
@@ -129,20 +145,9 @@ __device__ __forceinline__ const u16* row_ptr(const Input& in, i64 b, i64 h, i64
   return in.base + b * in.sb + h * in.sh + n * in.sn;
 }
 
-// L2 eviction priorities of the sampled split stage (dense calls): channel_stats reads the sampled
-// KV tiles with evict_last, so that quantize_v / quantize_k, which read every row once more,
-// find them in L2; those read with evict_first (each row's last use), so that V's rows streaming
-// through do not push K's sample out before quantize_k runs. 0: no hint; 1: evict_last; 2: evict_first.
-constexpr int L2_HINT = (SAMPLE_TILES == 0 || SAGE2_VARLEN) ? 0
-                        : SAGE2_QUANT_OP == 1                        ? 1
-                        : (SAGE2_QUANT_OP == 3 || SAGE2_QUANT_OP == 4) ? 2
-                                                                       : 0;
-__device__ __forceinline__ u64 l2_policy() {
-  return L2_HINT == 1 ? ptx::l2_evict_last_policy() : L2_HINT == 2 ? ptx::l2_evict_first_policy() : 0ull;
-}
-// 16 bytes of a row (16-byte aligned) under the kernel's L2 hint.
-__device__ __forceinline__ ptx::u32x4 ld_row16(const u16* p) {
-  return L2_HINT ? ptx::ld_nc_v4_hint(p, l2_policy()) : ptx::ld_nc_v4(p);
+// 16 bytes of a row (16-byte aligned) under the input's L2 policy.
+__device__ __forceinline__ ptx::u32x4 ld_row16(const Input& in, const u16* p) {
+  return L2_HINT ? ptx::ld_nc_v4_hint(p, in.l2_policy) : ptx::ld_nc_v4(p);
 }
 
 // Raw 16-bit values of channels 8j .. 8j+7 of a row in global memory (channels >= HD read as 0,
@@ -150,7 +155,7 @@ __device__ __forceinline__ ptx::u32x4 ld_row16(const u16* p) {
 __device__ __forceinline__ ptx::u32x4 load_chunk(const Input& in, const u16* row, int j) {
   ptx::u32x4 r = {0u, 0u, 0u, 0u};
   if (j >= CH_IN) return r;
-  if (VEC_HD && in.vec) return ld_row16(row + 8 * j);
+  if (VEC_HD && in.vec) return ld_row16(in, row + 8 * j);
   // Scalar fallback (unaligned base/strides or a head dim that is not a multiple of 8): a short
   // rolled loop keeps the code small; this path is not expected to be fast.
   u64 lo = 0, hi = 0;
@@ -174,7 +179,7 @@ __device__ __forceinline__ ptx::u32x4 load_chunk(const Input& in, const u16* row
 // load_chunk for a caller that checked the vector case once (VEC: in.vec and VEC_HD hold).
 template <bool VEC>
 __device__ __forceinline__ ptx::u32x4 load_chunk_as(const Input& in, const u16* row, int j) {
-  if (VEC) return j < CH_IN ? ld_row16(row + 8 * j) : ptx::u32x4{0u, 0u, 0u, 0u};
+  if (VEC) return j < CH_IN ? ld_row16(in, row + 8 * j) : ptx::u32x4{0u, 0u, 0u, 0u};
   return load_chunk(in, row, j);
 }
 
@@ -182,8 +187,10 @@ __device__ __forceinline__ Input q_input(const QuantizeParams& p) {
   return make_input(p.q, p.q_stride_batch, p.q_stride_head, p.q_stride_seq);
 }
 __device__ __forceinline__ Input kv_input(const QuantizeParams& p, bool is_v) {
-  return is_v ? make_input(p.v, p.v_stride_batch, p.v_stride_head, p.v_stride_seq)
-              : make_input(p.k, p.k_stride_batch, p.k_stride_head, p.k_stride_seq);
+  Input in = is_v ? make_input(p.v, p.v_stride_batch, p.v_stride_head, p.v_stride_seq)
+                  : make_input(p.k, p.k_stride_batch, p.k_stride_head, p.k_stride_seq);
+  if (L2_HINT) in.l2_policy = l2_policy(p.l2_hints);
+  return in;
 }
 template <bool B>
 struct BoolC {
@@ -402,7 +409,7 @@ __device__ __forceinline__ void stats_rows(const Input& in, const u16* row0, i64
           const int j = lane_r + k * M::TPR;
           if (n < n1 && j < CH_IN) {
             if (L2_HINT)
-              ptx::cp_async_16_hint(piece(sb, u, k), rows_issue + u * step + 8 * j, l2_policy());
+              ptx::cp_async_16_hint(piece(sb, u, k), rows_issue + u * step + 8 * j, in.l2_policy);
             else
               ptx::cp_async_16(piece(sb, u, k), rows_issue + u * step + 8 * j);
           }

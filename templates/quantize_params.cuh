@@ -97,6 +97,7 @@ struct QuantizeParams {
   float* v_amax;  // [B][Hkv][d_v]  the amax of V's scale (H·A_s, or every key's amax after a fix-up)
   u32* v_over;    // [B][Hkv][d_v]  f32 bits: max |V - μ| of the tiles where a key exceeds H·A_s (0: none;
                   //                in the sync region: zero at launch)
+  u32 l2_hints;   // 1: the L2 eviction priorities of the sampled stage (kernels::quantize_l2_hints)
 };
 
 // Work items of sage2_quantize_fused, in the order the device counter hands them out. A group g

@@ -193,7 +193,7 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, c
 #pragma unroll
         for (int k = 0; k < CPT; ++k) {
           const int j = lane_r + k * TPR;
-          cache[CACHE ? i : 0][CACHE ? k : 0] = row && j < CH_IN ? ld_row16(pr + 8 * j) : ptx::u32x4{0u, 0u, 0u, 0u};
+          cache[CACHE ? i : 0][CACHE ? k : 0] = row && j < CH_IN ? ld_row16(in, pr + 8 * j) : ptx::u32x4{0u, 0u, 0u, 0u};
         }
         pr += step;
       }
@@ -210,7 +210,7 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, c
         for (int k = 0; k < CPT; ++k) {
           const int j = lane_r + k * TPR;
           cache[CACHE ? i : 0][CACHE ? k : 0] =
-              (r < valid && j < CH_IN) ? ld_row16(p0 + ii * step + 8 * j) : ptx::u32x4{0u, 0u, 0u, 0u};
+              (r < valid && j < CH_IN) ? ld_row16(in, p0 + ii * step + 8 * j) : ptx::u32x4{0u, 0u, 0u, 0u};
         }
       }
       return;

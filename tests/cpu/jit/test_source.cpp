@@ -189,11 +189,12 @@ TEST_CASE("jit: quantize_params.cuh is one plain C++ definition shared with the 
   using P = sage2::dev::QuantizeParams;
   static_assert(std::is_standard_layout_v<P>);
   static_assert(std::is_trivially_copyable_v<P>);
-  static_assert(sizeof(P) == 64 * 8,
+  static_assert(sizeof(P) == 65 * 8,
                 "3 input pointers, 9 strides, 5 sizes, 12 output pointers, 3 flag pointers, 2 fused-stage "
                 "pointers, the schedule lag, the cluster chunk; varlen: 6 pointers, 4 sizes, the output "
                 "(pointer, 2 sizes, 3 strides) and the LSE (pointer, count); mask: pointer, 4 strides, the "
-                "class table, its head count, the constant tiles' terms; sampled statistics: 2 pointers");
+                "class table, its head count, the constant tiles' terms; sampled statistics: 2 pointers and "
+                "the L2 hints switch (padded to 8 bytes)");
   static_assert(std::is_same_v<sage2::dev::i64, long long>);
   static_assert(sizeof(::i8) == sizeof(int));  // the test's own global i8 is untouched
   P p{};

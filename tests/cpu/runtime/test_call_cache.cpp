@@ -442,6 +442,12 @@ TEST_CASE("quantize paths: auto's split stage samples the statistics (dense call
   CHECK(o.v_amax >= o.mask_bias);
   CHECK(o.total >= o.v_amax + std::size_t(bs.v_amax()) * 4);
   CHECK(kernels::quantize_clears_sync(runtime::quantize_ops(QuantPath::Auto, s)));
+  // L2 eviction priorities: the sampled stage's K and V (2 x 2 x 2 x 1000 x 128 x 2 = 2,048,000
+  // bytes) within twice the L2; never every key's stage, nor a device whose L2 is unknown.
+  CHECK(kernels::quantize_l2_hints(bs, 1024000));
+  CHECK_FALSE(kernels::quantize_l2_hints(bs, 1023999));
+  CHECK_FALSE(kernels::quantize_l2_hints(ba, 50 << 20));
+  CHECK_FALSE(kernels::quantize_l2_hints(bs, 0));
   const sage2::dev::QuantizeParams qpar = kernels::make_quantize_params(bs, c.q, c.k, c.v, reinterpret_cast<void*>(0x40000000));
   CHECK(reinterpret_cast<std::uintptr_t>(qpar.v_amax) == 0x40000000 + o.v_amax);
   CHECK(reinterpret_cast<std::uintptr_t>(qpar.v_over) == 0x40000000 + o.v_over);
