@@ -486,8 +486,13 @@ QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const Tenso
   // with the fused CTA's rows per pass, the split path's channel_stats with its own.
   st.stats_T = opt.cluster_stats_order ? static_cast<int>(kernels::quantize_cluster_plan(L).chunk)
                                        : kernels::quantize_stats_chunk(spec);
+  // The split walk's rows per pass: the sampled stage's channel_stats runs its own CTA size (the
+  // config's spec does not carry sampled_stats: before this, the sampled sums were taken with the
+  // every-key walk's 16 slots against the kernel's 8, which moved a sum's last bit now and then).
+  kernels::KernelSpec walk_spec = spec;
+  walk_spec.sampled_stats = opt.sample_statistics;
   st.stats_P = opt.fused_stats_order || opt.cluster_stats_order ? kernels::quantize_stats_rows_per_pass(spec)
-                                                                : kernels::quantize_split_stats_rows_per_pass(spec);
+                                                                : kernels::quantize_split_stats_rows_per_pass(walk_spec);
   // One pass over K and V knows the first tile before it writes any code: its means are the
   // sample's (softmax and the LSE, corrected by q·k̄ of the same k̄, do not depend on the choice).
   st.stats_keys = opt.kv_tile_statistics ? std::min<std::int64_t>(p.kv_len, L.layout.bk) : p.kv_len;

@@ -1,6 +1,8 @@
 // Specification: the sampled statistics of the quantize stage (QuantizeOptions /
 // EmulationOptions::sample_statistics, under study for issue 39's 3T stage):
-//  - with at most 4 KV tiles the sample is every key (its sums in chunks of one tile, bk keys);
+//  - with at most 4 KV tiles the sample is every key; the sums follow channel_stats' sampled walk
+//    (chunks of quantize_stats_chunk keys, or of one tile of bk keys when sampled, and that walk's
+//    own rows per pass);
 //  - with more, k̄ and μ are the means of KV tiles ⌊i·T/4⌋ (i = 0..3), and q·k̄ uses that k̄;
 //  - V's per-channel scale is the sample's amax with headroom 16, unless a key outside the sample
 //    exceeds it: then the amax over all keys (no code saturates);
@@ -16,6 +18,9 @@
 
 #include "amendment_data.hpp"
 #include "kernels/kernel_spec.hpp"
+#include "kernels/quant_buffers.hpp"
+#include "kernels/quantize_shape.hpp"
+#include "reference/kernel_config.hpp"
 #include "sage2/reference.hpp"
 
 using namespace sage2;
@@ -59,22 +64,77 @@ TEST_CASE("sampled statistics: the reference's defaults are the kernels' sample 
   CHECK(e.v_headroom == sage2::kernels::kVHeadroom);
 }
 
-TEST_CASE("sampled statistics: with at most four KV tiles they are every key's, in the split stage's order") {
+// Channel c's sum over keys `keys` of (0, 0) in the split walk's order: chunks of T keys, each
+// the left-to-right sum of P slot sums (slot s: keys s, s + P, ... of the chunk), chunks left to
+// right (kernels/quant_buffers.hpp).
+namespace {
+float split_order_sum(const HostTensor& t, const std::vector<std::int64_t>& keys, int c, std::size_t T, std::size_t P) {
+  float sum = 0.f;
+  for (std::size_t c0 = 0; c0 < keys.size(); c0 += T) {
+    float chunk = 0.f;
+    for (std::size_t s = 0; s < P; ++s) {
+      float part = 0.f;
+      for (std::size_t i = c0 + s; i < std::min(keys.size(), c0 + T); i += P) part += t.get(0, 0, keys[i], c);
+      chunk = s == 0 ? part : chunk + part;
+    }
+    sum = c0 == 0 ? chunk : sum + chunk;
+  }
+  return sum;
+}
+}  // namespace
+
+TEST_CASE("sampled statistics: with at most four KV tiles they are every key's, in the sampled walk's order") {
   const AttentionInputs in = make_activation_like(21, DType::F16, 1, 2, 1, 90, 4 * 128 - 3, 64);
+  std::vector<std::int64_t> every(4 * 128 - 3);
+  for (std::size_t n = 0; n < every.size(); ++n) every[n] = static_cast<std::int64_t>(n);
   for (bool sv : {false, true}) {
     CAPTURE(sv);
     const KernelConfig spec = sample_spec(64, sv);
+    kernels::KernelSpec walk = kernel_spec(spec);
+    walk.sampled_stats = true;
+    const std::size_t T = static_cast<std::size_t>(kernels::quantize_stats_chunk(walk));
+    const std::size_t P = static_cast<std::size_t>(kernels::quantize_split_stats_rows_per_pass(walk));
     const QuantizedHost today = quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec);
     const QuantizedHost s = sampled(in, spec);
     CHECK(s.sample_statistics);
     for (int c = 0; c < 64; ++c) {
       CAPTURE(c);
-      // the same keys in the same order: the same bits; V's scale with the headroom
-      CHECK(s.k_mean[c] == today.k_mean[c]);
-      CHECK(s.v_mean[c] == today.v_mean[c]);
+      // the same keys, summed as channel_stats' sampled walk does (its own CTA size: P slots)
+      CHECK(s.k_stats[c] == split_order_sum(in.k, every, c, T, P));
+      CHECK(s.v_stats[c] == split_order_sum(in.v, every, c, T, P));
+      CHECK(s.k_mean[c] == doctest::Approx(today.k_mean[c]).epsilon(1e-6));
+      CHECK(s.v_mean[c] == doctest::Approx(today.v_mean[c]).epsilon(1e-6));
       CHECK(s.v_scale[c] == doctest::Approx(16.f * today.v_scale[c]).epsilon(1e-5));
     }
   }
+}
+
+TEST_CASE("sampled statistics: the sums follow channel_stats' sampled walk, whose CTA size is its own") {
+  // Up to head dim 128 the sampled walk runs 128 threads where every key's runs 256: half the row
+  // slots. The reference took every key's (16 at head dim 128 against the kernel's 8) until session
+  // 26, which moved a sum's last bit on a few channels (the GPU quantize test's FP16-V̂ smooth-V
+  // cases failed at some seeds).
+  const int d = 128;
+  const KernelConfig spec = sample_spec(d, true);
+  kernels::KernelSpec walk = kernel_spec(spec), every_key = walk;
+  walk.sampled_stats = true;
+  const std::size_t P = static_cast<std::size_t>(kernels::quantize_split_stats_rows_per_pass(walk));
+  CHECK(P * 2 == static_cast<std::size_t>(kernels::quantize_split_stats_rows_per_pass(every_key)));
+  const std::int64_t n = 4096;
+  const AttentionInputs in = make_activation_like(5, DType::F16, 1, 2, 1, 64, n, d);
+  const QuantizedHost s = sampled(in, spec);
+  std::vector<std::int64_t> keys;  // tiles ⌊i·T/4⌋ of T = 32 tiles of 128 keys
+  for (std::int64_t i = 0; i < 4; ++i)
+    for (std::int64_t k = 0; k < 128; ++k) keys.push_back(i * 32 / 4 * 128 + k);
+  int differ = 0;  // channels where the two slot counts round differently (the test has teeth)
+  for (int c = 0; c < d; ++c) {
+    CAPTURE(c);
+    CHECK(s.k_stats[c] == split_order_sum(in.k, keys, c, 128, P));
+    CHECK(s.v_stats[c] == split_order_sum(in.v, keys, c, 128, P));
+    differ += split_order_sum(in.v, keys, c, 128, P) != split_order_sum(in.v, keys, c, 128, 2 * P);
+  }
+  MESSAGE(differ << " of " << d << " V channels sum differently with every key's slot count");
+  CHECK(differ > 0);
 }
 
 TEST_CASE("sampled statistics: k̄ and μ from tiles ⌊i·T/4⌋, V scaled by the sample's amax with headroom") {
