@@ -325,22 +325,19 @@ SAGE2_DEVICE_INLINE u32x4 ld_nc_v4(const void* p) {
                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
   return r;
 }
-// L2 eviction priorities (sm_80+): a policy for accesses with .L2::cache_hint. evict_last keeps
-// lines a later kernel of the stream reads again; evict_first lets lines read for the last time
-// leave before the others.
-SAGE2_DEVICE_INLINE u64 l2_evict_last_policy() {
+// L2 eviction priorities (sm_80+): a policy for accesses with .L2::cache_hint. PRIORITY 1:
+// evict_last (lines a later kernel of the stream reads again), 2: evict_first (lines read for the
+// last time leave before the others), 0: evict_normal (as without a hint).
+template <int PRIORITY>
+SAGE2_DEVICE_INLINE u64 l2_policy() {
+  static_assert(PRIORITY >= 0 && PRIORITY <= 2, "L2 eviction priority: 0 normal, 1 last, 2 first");
   u64 r;
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(r));
-  return r;
-}
-SAGE2_DEVICE_INLINE u64 l2_evict_normal_policy() {
-  u64 r;
-  asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(r));
-  return r;
-}
-SAGE2_DEVICE_INLINE u64 l2_evict_first_policy() {
-  u64 r;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(r));
+  if constexpr (PRIORITY == 1)
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(r));
+  else if constexpr (PRIORITY == 2)
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(r));
+  else
+    asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(r));
   return r;
 }
 SAGE2_DEVICE_INLINE u32x4 ld_nc_v4_hint(const void* p, u64 policy) {

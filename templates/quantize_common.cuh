@@ -117,10 +117,7 @@ constexpr int L2_HINT = (SAMPLE_TILES == 0 || SAGE2_VARLEN) ? 0
                         : SAGE2_QUANT_OP == 1                        ? 1
                         : (SAGE2_QUANT_OP == 3 || SAGE2_QUANT_OP == 4) ? 2
                                                                        : 0;
-__device__ __forceinline__ u64 l2_policy(u32 on) {
-  if (L2_HINT == 0 || on == 0u) return ptx::l2_evict_normal_policy();
-  return L2_HINT == 1 ? ptx::l2_evict_last_policy() : ptx::l2_evict_first_policy();
-}
+__device__ __forceinline__ u64 l2_policy(u32 on) { return on != 0u ? ptx::l2_policy<L2_HINT>() : ptx::l2_policy<0>(); }
 
 struct Input {
   const u16* base;
