@@ -143,7 +143,8 @@ int quantize_v_split_tile(int bk, int head_dim, bool pv_fp16 = false);
 // Whether the sampled split stage of these buffers runs with its L2 eviction priorities
 // (QuantizeParams::l2_hints; templates/quantize_common.cuh L2_HINT): when K and V together fit
 // twice the device's L2 (l2_bytes). Measured on the H200 (50 MB of L2; bench/NOTES.md, session
-// 26): the stage 1.03-1.14x faster with K + V of 8-67 MB, even at 134 MB, 0.92-0.96x from 268 MB.
+// 26), hints on every call: the stage 1.03-1.14x faster with K + V of 8-67 MB, about 1.00x at
+// 134 MB, 0.92-0.96x from 268 MB.
 bool quantize_l2_hints(const QuantBuffers& b, std::int64_t l2_bytes);
 
 // Fills the parameter struct from the buffers, the inputs and the workspace base pointer
