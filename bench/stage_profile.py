@@ -5,8 +5,9 @@ to overlap their predecessor start early and wait). Also a >= 1 GiB device-to-de
 bandwidth (bytes read + written per second), the byte floor's denominator.
 
     python3 bench/stage_profile.py [--shapes flux,b4h32n1k,...|quant] [--rounds 3] [--out FILE.jsonl]
-Shapes: name=B,H,HKV,HD,N,causal,dtype (built-ins: the scoreboard's REAL shapes and B4 H32 hd 64/128 at
-1K-32K; --shapes quant = the scoreboard's 18 `quant` shapes, the default). Rounds: every shape once per
+Shapes: built-in names (the scoreboard's REAL shapes, B4 H32 hd 64/128 at 1K-32K and three encoder
+shapes); --shapes quant = the scoreboard's 18 `quant` shapes, the default; --shapes encoders = the
+encoder shapes of at most four KV tiles. Rounds: every shape once per
 round, the rounds one after the other (alternated across shapes); a shape's value is the median over
 rounds of its median call. Records per shape: mode "stage_profile" per round (the kernels' list,
 "quant_us" = every kernel but the attention kernel, exposed), then mode "quant_us" (field "us", the
@@ -32,6 +33,13 @@ for _hd in (64, 128):
     for _n in (1024, 2048, 4096, 8192, 16384, 32768):
         SHAPES["b4h32-hd%d-%dk" % (_hd, _n // 1024)] = (4, 32, 32, _hd, _n, False, "fp16")
 QUANT_SHAPES = [k for k in SHAPES]  # the scoreboard's `quant` group: the real shapes and B4 H32 hd 64/128 1K-32K
+# Encoder shapes of at most four KV tiles (not in the group): ViT-B/16 and CLIP-L/14 / ViT-H/14 at 224.
+SHAPES.update({
+    "vit-b16-197": (64, 12, 12, 64, 197, False, "fp16"),
+    "clip-l14-257": (32, 16, 16, 64, 257, False, "fp16"),
+    "vit-h14-257": (32, 16, 16, 80, 257, False, "fp16"),
+})
+ENCODER_SHAPES = ["vit-b16-197", "clip-l14-257", "vit-h14-257", "bert-large-512"]
 
 
 def copy_gbps(torch):
@@ -161,7 +169,7 @@ def main():
     import sage2
     from torch.profiler import ProfilerActivity, profile
 
-    names = QUANT_SHAPES if a.shapes == "quant" else a.shapes.split(",")
+    names = QUANT_SHAPES if a.shapes == "quant" else ENCODER_SHAPES if a.shapes == "encoders" else a.shapes.split(",")
     gbps = copy_gbps(torch)
     print("copy: %.0f GB/s" % gbps)
     run = time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime()) + "-stages"
