@@ -11,11 +11,12 @@ std::int64_t direct_max_rows(kernels::Arch arch) noexcept {
   return arch == kernels::Arch::Sm90a ? kDirectMaxRowsSm90 : kDirectMaxRowsOther;
 }
 
-bool auto_prefers_direct(std::int64_t rows, std::int64_t kv_len, double work, kernels::Arch arch) noexcept {
+bool auto_prefers_direct(std::int64_t rows, std::int64_t kv_len, double work, std::int64_t q_rows,
+                         kernels::Arch arch) noexcept {
   if (rows > direct_max_rows(arch)) return false;
   if (arch != kernels::Arch::Sm90a) return true;
   return rows <= kDirectAnyKeysRowsSm90 || (rows <= kDirectLongKeysRowsSm90 && kv_len >= 2 * rows) ||
-         work <= kDirectSmallWorkSm90;
+         (work <= kDirectSmallWorkSm90 && q_rows <= kDirectSmallWorkQRowsSm90);
 }
 
 bool choose_direct_path(const AttentionProblem& p, SmallQPath path, kernels::Arch arch) {
@@ -33,7 +34,9 @@ bool choose_direct_path(const AttentionProblem& p, SmallQPath path, kernels::Arc
   }
   const double work = static_cast<double>(p.batch) * static_cast<double>(p.q_heads) * static_cast<double>(p.q_len) *
                       static_cast<double>(p.kv_len) * p.head_dim;
-  return p.mask == 0 && !p.varlen && p.head_dim <= kDirectAutoMaxHeadDim && auto_prefers_direct(rows, p.kv_len, work, arch);
+  const std::int64_t q_rows = p.batch * p.q_heads * p.q_len;
+  return p.mask == 0 && !p.varlen && p.head_dim <= kDirectAutoMaxHeadDim &&
+         auto_prefers_direct(rows, p.kv_len, work, q_rows, arch);
 }
 
 }  // namespace sage2::plan

@@ -94,8 +94,8 @@ def sageattn(q, k, v, tensor_layout="HND", is_causal=False, sm_scale=None, retur
     into fp32, faster on GeForce cards, not on sm_90a; "prefer_fp16": fp16 where offered), small_q_path ("auto"/"quantized"/"direct").
 
     small_q_path: "auto" (default) computes calls with few query rows per kv head R = Nq·Hq/Hkv
-    where that is faster (sm_90: R <= 160, or R <= 256 over Nk >= 2R keys, or B·Hq·Nq·Nk·D <= 2e9,
-    and R <= 512; elsewhere R <= 64; head dim <= 256; no attn_mask, no kv_lens) WITHOUT quantization:
+    where that is faster (sm_90: R <= 160, or R <= 256 over Nk >= 2R keys, or B·Hq·Nq·Nk·D <= 2e9 over
+    at most 65536 query rows B·Hq·Nq, and R <= 512; elsewhere R <= 64; head dim <= 256; no attn_mask, no kv_lens) WITHOUT quantization:
     split-KV attention straight from the fp16/bf16 inputs (fp16/bf16 P, fp32 accumulation; the
     quantization options do not apply), which is what decode (Nq = 1 over a long KV cache) needs.
     "quantized" always quantizes; "direct" always takes the direct path (head dim <= 512, dense

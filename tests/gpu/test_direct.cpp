@@ -317,7 +317,9 @@ TEST_CASE("gpu direct path: vs fp64 attention over the case matrix; every elemen
                 n, name.c_str(), r.splits, r.partials, r.m.cos_sim, r.m.rel_l1, r.m.max_abs, r.lse_err, r.worst.c_str());
     const std::int64_t rows = c.nq * c.group;
     const double work = static_cast<double>(c.batch * c.hkv * c.group * c.nq * c.nk) * c.d;  // B·Hq·Nq·Nk·d
-    if (c.path == SmallQPath::Direct || (c.path == SmallQPath::Auto && plan::auto_prefers_direct(rows, c.nk, work, arch)))
+    const std::int64_t q_rows = c.batch * c.hkv * c.group * c.nq;                            // B·Hq·Nq
+    if (c.path == SmallQPath::Direct ||
+        (c.path == SmallQPath::Auto && plan::auto_prefers_direct(rows, c.nk, work, q_rows, arch)))
       CHECK(r.direct);
     CHECK(r.unwritten == 0);
     CHECK(r.padding_touched == 0);

@@ -224,19 +224,27 @@ TEST_CASE("direct path: which calls take the direct path (Auto), and the overrid
   CHECK_FALSE(direct(call(64, 12, 12, 256, 256, 64)));
   CHECK(direct(call(64, 12, 12, 128, 128, 64)));
   CHECK(direct(call(4, 16, 16, 512, 512, 64)));
+  // ViT-B/16 at N 197 (W <= 2e9): direct for a few heads, quantized from 65536 query rows (session
+  // 27: the quantized path 1.08x faster at 384 heads, 1.20-1.26x at 512-768, 0.73x at 192).
+  CHECK(direct(call(16, 12, 12, 197, 197, 64)));
+  CHECK_FALSE(direct(call(32, 12, 12, 197, 197, 64)));
+  CHECK_FALSE(direct(call(32, 16, 16, 197, 197, 64)));
+  CHECK_FALSE(direct(call(64, 12, 12, 197, 197, 64)));
   CHECK_FALSE(direct(call(1, 32, 32, 513, 513, 64)));
   CHECK_FALSE(direct(call(4, 32, 32, 1024, 1024, 128)));  // the e2e cells stay quantized
   CHECK_FALSE(direct(call(1, 8, 1, 1, 4096, 257)));  // Auto above hd 256 (not measured): quantized
   CHECK_FALSE(direct(call(1, 8, 8, 1, 4096, 512)));
   // The rule on its numbers: every branch and each bound.
-  CHECK(plan::auto_prefers_direct(160, 1, 1e12, Arch::Sm90a));
-  CHECK_FALSE(plan::auto_prefers_direct(161, 321, 1e12, Arch::Sm90a));
-  CHECK(plan::auto_prefers_direct(161, 322, 1e12, Arch::Sm90a));
-  CHECK(plan::auto_prefers_direct(256, 512, 1e12, Arch::Sm90a));
-  CHECK_FALSE(plan::auto_prefers_direct(257, 1 << 20, 1e12, Arch::Sm90a));
-  CHECK(plan::auto_prefers_direct(512, 1, 2e9, Arch::Sm90a));
-  CHECK_FALSE(plan::auto_prefers_direct(512, 1, 2.1e9, Arch::Sm90a));
-  CHECK_FALSE(plan::auto_prefers_direct(513, 1, 1, Arch::Sm90a));
+  const std::int64_t many = 1 << 30;  // query rows: the first two branches never look at them
+  CHECK(plan::auto_prefers_direct(160, 1, 1e12, many, Arch::Sm90a));
+  CHECK_FALSE(plan::auto_prefers_direct(161, 321, 1e12, many, Arch::Sm90a));
+  CHECK(plan::auto_prefers_direct(161, 322, 1e12, many, Arch::Sm90a));
+  CHECK(plan::auto_prefers_direct(256, 512, 1e12, many, Arch::Sm90a));
+  CHECK_FALSE(plan::auto_prefers_direct(257, 1 << 20, 1e12, many, Arch::Sm90a));
+  CHECK(plan::auto_prefers_direct(512, 1, 2e9, 65536, Arch::Sm90a));
+  CHECK_FALSE(plan::auto_prefers_direct(512, 1, 2e9, 65537, Arch::Sm90a));
+  CHECK_FALSE(plan::auto_prefers_direct(512, 1, 2.1e9, 1, Arch::Sm90a));
+  CHECK_FALSE(plan::auto_prefers_direct(513, 1, 1, 1, Arch::Sm90a));
   // Other archs: decode-sized R only.
   CHECK(direct(call(4, 32, 8, 16, 4096, 128), Arch::Sm89));   // R = 64
   CHECK_FALSE(direct(call(4, 32, 8, 17, 4096, 128), Arch::Sm89));
