@@ -10,12 +10,12 @@ constexpr ArchInfo kArchTable[] = {
     {Arch::Sm80, "sm_80", 80, "Ampere (A100, A30)", true, false, false, true, false, 163 * 1024},
     {Arch::Sm86, "sm_86", 86, "Ampere (RTX 30, A10, A40, RTX A6000)", true, false, false, true, false, 99 * 1024},
     {Arch::Sm87, "sm_87", 87, "Ampere (Jetson Orin)", true, false, false, true, false, 163 * 1024},
-    {Arch::Sm89, "sm_89", 89, "Ada (RTX 40, L4, L40, RTX 6000 Ada)", true, true, false, true, false, 99 * 1024},
+    {Arch::Sm89, "sm_89", 89, "Ada (RTX 40, L4, L40, RTX 6000 Ada)", true, true, false, true, true, 99 * 1024},
     {Arch::Sm90a, "sm_90a", 90, "Hopper (H100, H200, H20, GH200)", true, true, true, false, false, 227 * 1024},
     {Arch::Sm100, "sm_100", 100, "Blackwell (B200, GB200)", false, true, false, true, false, 227 * 1024},
     {Arch::Sm103, "sm_103", 103, "Blackwell (B300, GB300)", false, true, false, true, false, 227 * 1024},
-    {Arch::Sm120, "sm_120", 120, "Blackwell (RTX 50, RTX PRO 6000)", false, true, false, true, false, 99 * 1024},
-    {Arch::Sm121, "sm_121", 121, "Blackwell (DGX Spark)", false, true, false, true, false, 99 * 1024},
+    {Arch::Sm120, "sm_120", 120, "Blackwell (RTX 50, RTX PRO 6000)", false, true, false, true, true, 99 * 1024},
+    {Arch::Sm121, "sm_121", 121, "Blackwell (DGX Spark)", false, true, false, true, true, 99 * 1024},
 };
 
 std::string cc_text(int cc) { return std::to_string(cc / 10) + "." + std::to_string(cc % 10); }

@@ -55,7 +55,8 @@ struct ArchInfo {
   // and whose ptxas emulates e4m3 mma.sync.
   bool pv_acc16;
   // The accumulation a call gets unless it asks: fp16 where the reference (SageAttention2++)
-  // makes "fp32+fp16" its default, i.e. the GeForce-class FP8 archs.
+  // makes "fp32+fp16" its default, i.e. the GeForce-class FP8 archs (sm_89, sm_120, sm_121; its
+  // error there is fp32 accumulation's: bench/NOTES.md, session 9 g1 and session 10 p3).
   bool pv_acc16_default;
   int max_smem_optin;       // opt-in shared memory per block (bytes): planning without a device
 };

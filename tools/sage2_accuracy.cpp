@@ -191,6 +191,7 @@ ref::KernelConfig int4_spec(int d, CausalMode causal) {
   s.smooth_k = true;
   s.smooth_v = false;
   s.two_level_accum = true;
+  s.pv_accum = PvAccum::Fp32;  // the paper's kernels (FP22 in fp32 registers); Auto on sm_89 is fp16
   return s;
 }
 

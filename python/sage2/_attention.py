@@ -90,8 +90,9 @@ def sageattn(q, k, v, tensor_layout="HND", is_causal=False, sm_scale=None, retur
     sm_scale: default 1/sqrt(D). Options: qk_bits (None/4/8), smooth_q (None/True/False),
     smooth_k (True), smooth_v (False), causal_alignment, pv_precision (None/"auto", "fp8", "fp16":
     P~V in FP16 is about 2x more accurate than FP8, slower; auto is fp16 on Ampere, fp8 elsewhere),
-    pv_accum (None/"auto" = fp32, "fp32", "fp16": accumulated in fp16 inside a KV tile and flushed
-    into fp32, faster on GeForce cards, not on sm_90a; "prefer_fp16": fp16 where offered), small_q_path ("auto"/"quantized"/"direct").
+    pv_accum (None/"auto": fp16 with FP8 P~V on sm_89/120/121 as the reference, fp32 elsewhere;
+    "fp32", "fp16": accumulated in fp16 inside a KV tile and flushed into fp32, faster on GeForce
+    cards, not on sm_90a; "prefer_fp16": fp16 where offered), small_q_path ("auto"/"quantized"/"direct").
 
     small_q_path: "auto" (default) computes calls with few query rows per kv head R = Nq·Hq/Hkv
     where that is faster (sm_90: R <= 160, or R <= 256 over Nk >= 2R keys, or B·Hq·Nq·Nk·D <= 2e9 over

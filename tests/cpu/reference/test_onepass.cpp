@@ -29,6 +29,9 @@ KernelConfig onepass_spec(AttentionFamily fam, int bits, int d, bool sq, bool sv
   KernelConfig s;
   s.family = fam;
   s.arch = fam == AttentionFamily::Wgmma ? "sm_90a" : "sm_89";
+  // fp32 accumulation of P̃V, said explicitly: Auto on sm_89 is fp16 inside a tile (the
+  // reference's default there), which these studies do not vary
+  s.pv_accum = PvAccum::Fp32;
   s.qk_bits = bits;
   s.head_dim = d;
   s.tile = fam == AttentionFamily::Wgmma ? KernelTile{128, 128, 8, 2} : KernelTile{128, 64, 4, 1};

@@ -79,7 +79,13 @@ TEST_CASE("pv acc16: the spec field, its key, its arch rules") {
   kernels::KernelSpec one = attn_spec(Arch::Sm89, false, true);
   one.two_level_accum = false;
   CHECK_THROWS_WITH_AS(one.validate(), doctest::Contains("two_level_accum"), Error);
-  // defaults: fp32 everywhere unless the table says otherwise; never on the FP16 path
+  // defaults: fp16 accumulation on the GeForce-class FP8 archs, as the reference's "fp32+fp16"
+  // (sm_89, sm_120, sm_121); fp32 on every other arch; never on the FP16 path
+  for (Arch arch : {Arch::Sm89, Arch::Sm120, Arch::Sm121}) CHECK(kernels::default_pv_acc16(arch, false));
+  for (Arch arch : {Arch::Sm80, Arch::Sm86, Arch::Sm87, Arch::Sm90a, Arch::Sm100, Arch::Sm103})
+    CHECK_FALSE(kernels::default_pv_acc16(arch, false));
+  CHECK(kernel_spec(config("sm_89", PvPrecision::Auto, PvAccum::Auto, 64)).pv_acc16);
+  CHECK_FALSE(kernel_spec(config("sm_89", PvPrecision::Fp16, PvAccum::Auto, 64)).pv_acc16);
   for (const kernels::ArchInfo& i : kernels::arch_table()) {
     CAPTURE(i.name);
     CHECK_FALSE(kernels::default_pv_acc16(i.arch, true));
