@@ -32,9 +32,8 @@ bool choose_direct_path(const AttentionProblem& p, SmallQPath path, kernels::Arc
                                               std::to_string(p.head_dim));
     return true;
   }
-  const double work = static_cast<double>(p.batch) * static_cast<double>(p.q_heads) * static_cast<double>(p.q_len) *
-                      static_cast<double>(p.kv_len) * p.head_dim;
-  const std::int64_t q_rows = p.batch * p.q_heads * p.q_len;
+  const std::int64_t q_rows = p.batch * p.q_heads * p.q_len;  // B·Hq·Nq (exact in a double: < 2^53)
+  const double work = static_cast<double>(q_rows) * static_cast<double>(p.kv_len) * p.head_dim;
   return p.mask == 0 && !p.varlen && p.head_dim <= kDirectAutoMaxHeadDim &&
          auto_prefers_direct(rows, p.kv_len, work, q_rows, arch);
 }
