@@ -392,7 +392,7 @@ float scores(const Attention& A, const Block& B, std::int64_t i, std::int64_t j0
       for (int c = 0; c < L.d_qk; ++c) dot += static_cast<std::int32_t>(qc[c]) * static_cast<std::int32_t>(kc[c]);
       const float dq_dk = qscale * A.Ko.scale[sz(B.bhk * L.kv_len_pad + j)];
       sv = static_cast<float>(dot) * (dq_dk * A.c2);
-      if (dot_f) {  // EmulationOptions::fused_exponent: the exponent's operands
+      if (dot_f) {  // EmulationOptions::exponent_form fused: the exponent's operands
         dot_f[jj] = static_cast<float>(dot);
         f_of[jj] = dq_dk * A.c2;
       }
@@ -491,8 +491,11 @@ void tile_step(const Attention& A, const Block& B, std::int64_t t, const std::ve
   const std::int64_t j0 = t * bk;
   const int nt = static_cast<int>(std::min<std::int64_t>(bk, A.in.p.kv_len - j0));   // real keys in the tile
   std::vector<float> s(sz(bk)), pt(sz(bk));
-  // EmulationOptions::fused_exponent (not with smooth Q, not for the exact-QK ablation)
-  const bool fused = A.in.opt.fused_exponent && !A.in.L.smooth_q && !A.in.opt.exact_qk;
+  // EmulationOptions::exponent_form (never with smooth Q, nor for the exact-QK ablation)
+  const ExponentForm form = A.in.opt.exponent_form;
+  const bool fused = (form == ExponentForm::Fused ||
+                      (form == ExponentForm::Contract && A.spec.family == kernels::KernelFamily::AttentionMma)) &&
+                     !A.in.L.smooth_q && !A.in.opt.exact_qk;
   std::vector<float> dot_f(fused ? sz(bk) : 0), f_of(fused ? sz(bk) : 0);
   std::vector<double> chunk(sz(d)), h(A.acc16 ? sz(d) : 0);
   for (int r = 0; r < B.rows; ++r) {

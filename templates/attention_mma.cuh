@@ -361,8 +361,18 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
 
       const float2 ks = lds_f32x2(st + SM.ks_off + (t & 1) * 8);
       // the contract's s = dot·((δq·δk)·c2) (+ ΔS·c2): one multiply per score
-      const float dqk0 = score_scale(qs, ks.x, c2);  // even n8 tiles: K group 2·(t%2)
-      const float dqk1 = score_scale(qs, ks.y, c2);  // odd n8 tiles:  K group 2·(t%2)+1
+      // The exponent's argument as one FFMA, fma(dot, δ, −m) (the mma family's contract:
+      // reference::EmulationOptions::exponent_form): the scores stay the integer dot products as
+      // floats, and the row max is taken per K scale group and scaled (max s = δ · max dot, bit for
+      // bit, δ >= 0). Smooth Q adds ΔS to the scaled score, a tensor mask its term: both keep the
+      // unfused form.
+      constexpr bool FUSED_EXP = !SMOOTH_Q && !MASK;
+      // (fused: raised to FLT_MIN, so that a masked key's −inf dot times it stays −inf; a scale of
+      // 0 comes only with codes of 0, whose products stay 0 — as the attention_wgmma.cuh max does)
+      const float dqk0 = FUSED_EXP ? ptx::max_f32(score_scale(qs, ks.x, c2), 1.17549435e-38f)
+                                   : score_scale(qs, ks.x, c2);  // even n8 tiles: K group 2·(t%2)
+      const float dqk1 = FUSED_EXP ? ptx::max_f32(score_scale(qs, ks.y, c2), 1.17549435e-38f)
+                                   : score_scale(qs, ks.y, c2);  // odd n8 tiles:  K group 2·(t%2)+1
       const bool need_mask = tile >= masked_from;
       const int kbase = (t0 + tile) * BK;
       const int cls = MASK ? static_cast<int>(cls_row[tile]) : MASK_CLASS_ALL;
@@ -409,7 +419,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
           if (SMOOTH_Q) ds = lds_f32x2(st + SM.ds_off + (kofs + 4 * t) * 4);
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            float S = static_cast<float>(acc[j][e]) * dqk;
+            float S = FUSED_EXP ? static_cast<float>(acc[j][e]) : static_cast<float>(acc[j][e]) * dqk;
             if (SMOOTH_Q) S = S + ((e & 1) ? ds.y : ds.x) * c2;
             sc[j][e] = S;
           }
@@ -471,14 +481,27 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) {
           float mx = neg_inf();
+          if (FUSED_EXP) {
+            float me = neg_inf(), mo = neg_inf();
 #pragma unroll
-          for (int j = 0; j < NT; ++j) {
-            mx = ptx::max_f32(mx, sc[j][2 * hf]);
-            mx = ptx::max_f32(mx, sc[j][2 * hf + 1]);
+            for (int j = 0; j < NT; j += 2) {
+              me = ptx::max_f32(me, ptx::max_f32(sc[j][2 * hf], sc[j][2 * hf + 1]));
+              mo = ptx::max_f32(mo, ptx::max_f32(sc[j + 1][2 * hf], sc[j + 1][2 * hf + 1]));
+            }
+            mx = ptx::max_f32(me * dqk0, mo * dqk1);
+          } else {
+#pragma unroll
+            for (int j = 0; j < NT; ++j) {
+              mx = ptx::max_f32(mx, sc[j][2 * hf]);
+              mx = ptx::max_f32(mx, sc[j][2 * hf + 1]);
+            }
           }
           m_sh[hf] = update_max(mx, m[mt][hf], alpha[mi][hf], neg_inf());
         }
-        exp2_rowsum(sc, alpha[mi], l[mt], [&](int j, int e) { return sc[j][e] - m_sh[e >> 1]; });
+        if (FUSED_EXP)
+          exp2_rowsum(sc, alpha[mi], l[mt], [&](int j, int e) { return fmaf(sc[j][e], (j % 2) ? dqk1 : dqk0, -m_sh[e >> 1]); });
+        else
+          exp2_rowsum(sc, alpha[mi], l[mt], [&](int j, int e) { return sc[j][e] - m_sh[e >> 1]; });
         pack_p(sc, pf[mi]);  // e4m3 (4 registers a chunk) or fp16 (8): pf's type picks
       }
 

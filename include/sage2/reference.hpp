@@ -50,6 +50,10 @@
 //                                   FP16: p_scale = 1, L = 0
 //    P̃'_ij = exp2(s_ij - (m_use - L))   = p_scale·P̃_ij ∈ [0, p_scale], in one exp2 (the scale
 //                                       folded into the exponent: no multiply per score)
+//            mma family without smooth_q (and without a tensor mask): the dequantisation fused
+//            into the exponent's argument, P̃'_ij = exp2(fma(float(dot_ij), (δq_i·δk_j)·c2,
+//            -(m_use - L))), one rounding instead of two (EmulationOptions::exponent_form); m is
+//            the same (max s = f·max dot per scale group, bit for bit); masked keys stay 0
 //    l     = l·a + rowsum_j(P̃'_ij)  rowsum of the UNquantized P̃', in key order, fp32
 //    P̂_ij  = fmt(P̃'_ij)             RNE, saturating (E4M3); FP16: fp16_rn(P̃_ij) (P̃ <= 1: no overflow)
 //    Tensor-core accumulator with `accum_mantissa_bits` = M (23 = true fp32, 13 = the FP22 the
@@ -461,6 +465,9 @@ enum class PvFormat : int {
 const char* granularity_name(Granularity g) noexcept;
 const char* pv_format_name(PvFormat f) noexcept;
 
+// EmulationOptions::exponent_form.
+enum class ExponentForm : int { Contract = 0, Unfused = 1, Fused = 2 };
+
 struct EmulationOptions {
   Granularity granularity = Granularity::PerThread;
   PvFormat pv_format = PvFormat::Kernel;
@@ -490,13 +497,14 @@ struct EmulationOptions {
   // sm80 kernel: 16 keys a step, each step's exact sum rounded once into the fp32 tile sum that
   // starts from 0 per tile) instead of the fp32 P̃. Off: the contract above.
   bool rowsum_of_phat = false;
-  // A contract amendment under study (issue 41, the mma.sync family's instruction count): the
-  // dequantisation fused into the exponent. P̃·p_scale = exp2(fma(float(dot), f, −m_sh)) with
-  // f = (δq·δk)·c2, one rounding, instead of exp2(s − m_sh) with s = dot·f rounded first. The row
-  // max m is unchanged (rounding is monotone, so max s = f · max dot per scale group, bit for
-  // bit), so only P̃ moves, by at most one rounding of the exponent's argument. Calls with smooth
-  // Q (ΔS added to s) keep the contract's form. Off: the contract above.
-  bool fused_exponent = false;
+  // The exponent's argument (issue 41, the mma.sync family's instruction count). Fused:
+  // P̃·p_scale = exp2(fma(float(dot), f, −m_sh)) with f = (δq·δk)·c2, one rounding, instead of the
+  // unfused exp2(s − m_sh) with s = dot·f rounded first. The row max m is the same in both
+  // (rounding is monotone, so max s = f · max dot per scale group, bit for bit), so only P̃ moves,
+  // by at most one rounding of the exponent's argument. Calls with smooth Q (ΔS added to s) and
+  // the exact-QK ablation are always unfused. Contract: fused in the mma family (its kernel's
+  // form), unfused in the wgmma family; Fused / Unfused force one form (studies).
+  ExponentForm exponent_form = ExponentForm::Contract;
   // fp16 accumulation (config.pv_accum Fp16): keys per fp16 rounding of the accumulator; 0: the
   // instruction's k (32 for e4m3 m16n8k32, 16 for FP16 m16n8k16). 16 with FP8 models an e4m3
   // mma lowered into two f16 k16 HMMAs (Hopper's ptxas running compute_89 PTX). 16 or 32.

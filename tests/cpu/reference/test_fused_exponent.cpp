@@ -1,12 +1,14 @@
-// Specification: the fused-exponent amendment under study for issue 41 (EmulationOptions::
-// fused_exponent: P̃·p_scale = exp2(fma(float(dot), (δq·δk)·c2, −m_sh)), one rounding, instead of
-// rounding the score s = dot·(δq·δk)·c2 first; the row max is the contract's):
-//  - off (the default) nothing changes: the contract's results, bit for bit;
-//  - with smooth Q (ΔS added to the score) the contract's form stays: bit for bit;
-//  - on, only P̃ moves (by one rounding of the exponent's argument): the LSE within 1e-5 of the
-//    contract's, O within a few P̂ code steps of it;
-//  - its O error against fp64 is at most 2 % above the contract's on gaussian, activation-like and
-//    heavy-tailed data, FP16 and FP8 P̃V, alone and with the row-sum amendment (test_rowsum.cpp).
+// Specification: the fused exponent, the mma family's contract since session 27 (issue 41;
+// EmulationOptions::exponent_form: P̃·p_scale = exp2(fma(float(dot), (δq·δk)·c2, −m_sh)), one
+// rounding, instead of rounding the score s = dot·(δq·δk)·c2 first; the row max is the same):
+//  - the contract is the fused form for the mma family, bit for bit Fused; the wgmma family's is
+//    the unfused form;
+//  - with smooth Q (ΔS added to the score) the unfused form stays whatever is asked: bit for bit;
+//  - only P̃ moves between the forms (by one rounding of the exponent's argument): the LSE within
+//    1e-5, O within a few P̂ code steps;
+//  - the fused form's O error against fp64 is at most 2 % above the unfused form's on gaussian,
+//    activation-like and heavy-tailed data, FP16 and FP8 P̃V, alone and with the row-sum
+//    amendment (test_rowsum.cpp).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -32,17 +34,18 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 
 }  // namespace
 
-TEST_CASE("fused exponent: off changes nothing; with smooth Q on changes nothing; on moves only P~") {
+TEST_CASE("fused exponent: the mma family's contract; with smooth Q both forms are the unfused one; only P~ moves") {
   const AttentionInputs in = make_activation_like(7, DType::F16, 1, 2, 1, 100, 300, 64);
   for (const char* arch : {"sm_80", "sm_89"}) {
     CAPTURE(arch);
     const KernelConfig spec = mma_amendment_spec(arch, 64, CausalMode::TopLeft);
     EmulationOptions o;
+    o.exponent_form = ExponentForm::Unfused;
     const EmulationResult base = emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), spec, o);
-    o.fused_exponent = false;
-    CHECK(emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), spec, o).o == base.o);
-    o.fused_exponent = true;
+    o.exponent_form = ExponentForm::Fused;
     const EmulationResult fused = emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), spec, o);
+    o.exponent_form = ExponentForm::Contract;
+    CHECK(emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), spec, o).o == fused.o);  // the mma contract
     CHECK(fused.o != base.o);   // it does something
     double lse = 0;
     for (std::size_t i = 0; i < base.lse.size(); ++i) lse = std::max(lse, static_cast<double>(std::fabs(fused.lse[i] - base.lse[i])));
@@ -53,10 +56,19 @@ TEST_CASE("fused exponent: off changes nothing; with smooth Q on changes nothing
 
     const KernelConfig sq = mma_amendment_spec(arch, 64, CausalMode::None, 4, true);
     EmulationOptions a, b;
-    b.fused_exponent = true;
+    a.exponent_form = ExponentForm::Unfused;
+    b.exponent_form = ExponentForm::Fused;
     CHECK(emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), sq, a).o ==
           emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), sq, b).o);
   }
+  // the wgmma family's contract is the unfused form
+  KernelConfig wg = mma_amendment_spec("sm_89", 64, CausalMode::TopLeft);
+  wg.family = AttentionFamily::Wgmma;
+  wg.arch = "sm_90a";
+  wg.tile = {128, 128, 8, 2};
+  EmulationOptions c, u;
+  u.exponent_form = ExponentForm::Unfused;
+  CHECK(emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), wg, c).o == emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), wg, u).o);
 }
 
 TEST_CASE("fused exponent: rel-L1 within 2 % of the contract's on three data kinds, FP16 and FP8 P~V, with and "
@@ -75,8 +87,9 @@ TEST_CASE("fused exponent: rel-L1 within 2 % of the contract's on three data kin
           EmulationOptions o;
           o.accum_mantissa_bits = std::string(arch) == "sm_89" ? 13 : 23;   // the tensor cores' accumulators
           o.rowsum_of_phat = rowsum;
+          o.exponent_form = ExponentForm::Unfused;
           const EmulationResult today_r = emulate_attention(k.in.q.ref(), k.in.k.ref(), k.in.v.ref(), spec, o);
-          o.fused_exponent = true;
+          o.exponent_form = ExponentForm::Fused;
           const EmulationResult fused_r = emulate_attention(k.in.q.ref(), k.in.k.ref(), k.in.v.ref(), spec, o);
           const Metrics today = compare(e.o, today_r.o), fused = compare(e.o, fused_r.o);
           double lse_today = 0, lse_fused = 0;
