@@ -491,10 +491,11 @@ void tile_step(const Attention& A, const Block& B, std::int64_t t, const std::ve
   const std::int64_t j0 = t * bk;
   const int nt = static_cast<int>(std::min<std::int64_t>(bk, A.in.p.kv_len - j0));   // real keys in the tile
   std::vector<float> s(sz(bk)), pt(sz(bk));
-  // EmulationOptions::exponent_form (never with smooth Q, nor for the exact-QK ablation)
+  // EmulationOptions::exponent_form (never with smooth Q, nor for the exact-QK ablation); the
+  // contract's fused form: the mma family with warps of 16 query rows
   const ExponentForm form = A.in.opt.exponent_form;
-  const bool fused = (form == ExponentForm::Fused ||
-                      (form == ExponentForm::Contract && A.spec.family == kernels::KernelFamily::AttentionMma)) &&
+  const bool mma16 = A.spec.family == kernels::KernelFamily::AttentionMma && A.spec.tile.bq == 16 * A.spec.tile.warps;
+  const bool fused = (form == ExponentForm::Fused || (form == ExponentForm::Contract && mma16)) &&
                      !A.in.L.smooth_q && !A.in.opt.exact_qk;
   std::vector<float> dot_f(fused ? sz(bk) : 0), f_of(fused ? sz(bk) : 0);
   std::vector<double> chunk(sz(d)), h(A.acc16 ? sz(d) : 0);

@@ -365,8 +365,9 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
       // reference::EmulationOptions::exponent_form): the scores stay the integer dot products as
       // floats, and the row max is taken per K scale group and scaled (max s = δ · max dot, bit for
       // bit, δ >= 0). Smooth Q adds ΔS to the scaled score, a tensor mask its term: both keep the
-      // unfused form.
-      constexpr bool FUSED_EXP = !SMOOTH_Q && !MASK;
+      // unfused form, and so do warps of 32 rows (two m tiles), whose hd 128 fp32-accumulation
+      // kernel sits at 255 registers and spilled with the two scales kept to the exponent.
+      constexpr bool FUSED_EXP = !SMOOTH_Q && !MASK && MT == 1;
       // (fused: raised to FLT_MIN, so that a masked key's −inf dot times it stays −inf; a scale of
       // 0 comes only with codes of 0, whose products stay 0 — as the attention_wgmma.cuh max does)
       const float dqk0 = FUSED_EXP ? ptx::max_f32(score_scale(qs, ks.x, c2), 1.17549435e-38f)

@@ -50,7 +50,8 @@
 //                                   FP16: p_scale = 1, L = 0
 //    P̃'_ij = exp2(s_ij - (m_use - L))   = p_scale·P̃_ij ∈ [0, p_scale], in one exp2 (the scale
 //                                       folded into the exponent: no multiply per score)
-//            mma family without smooth_q (and without a tensor mask): the dequantisation fused
+//            mma family with 16-row warps (bq = 16·warps), without smooth_q and without a
+//            tensor mask: the dequantisation fused
 //            into the exponent's argument, P̃'_ij = exp2(fma(float(dot_ij), (δq_i·δk_j)·c2,
 //            -(m_use - L))), one rounding instead of two (EmulationOptions::exponent_form); m is
 //            the same (max s = f·max dot per scale group, bit for bit); masked keys stay 0
@@ -502,8 +503,9 @@ struct EmulationOptions {
   // unfused exp2(s − m_sh) with s = dot·f rounded first. The row max m is the same in both
   // (rounding is monotone, so max s = f · max dot per scale group, bit for bit), so only P̃ moves,
   // by at most one rounding of the exponent's argument. Calls with smooth Q (ΔS added to s) and
-  // the exact-QK ablation are always unfused. Contract: fused in the mma family (its kernel's
-  // form), unfused in the wgmma family; Fused / Unfused force one form (studies).
+  // the exact-QK ablation are always unfused. Contract: fused in the mma family's kernels with
+  // 16-row warps (their form), unfused with 32-row warps (at 255 registers, the two scales kept to
+  // the exponent spilled) and in the wgmma family; Fused / Unfused force one form (studies).
   ExponentForm exponent_form = ExponentForm::Contract;
   // fp16 accumulation (config.pv_accum Fp16): keys per fp16 rounding of the accumulator; 0: the
   // instruction's k (32 for e4m3 m16n8k32, 16 for FP16 m16n8k16). 16 with FP8 models an e4m3

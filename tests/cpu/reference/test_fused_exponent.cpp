@@ -1,8 +1,8 @@
 // Specification: the fused exponent, the mma family's contract since session 27 (issue 41;
 // EmulationOptions::exponent_form: P̃·p_scale = exp2(fma(float(dot), (δq·δk)·c2, −m_sh)), one
 // rounding, instead of rounding the score s = dot·(δq·δk)·c2 first; the row max is the same):
-//  - the contract is the fused form for the mma family, bit for bit Fused; the wgmma family's is
-//    the unfused form;
+//  - the contract is the fused form for the mma family's 16-row warps, bit for bit Fused; with
+//    32-row warps (two m tiles a warp) and in the wgmma family it is the unfused form;
 //  - with smooth Q (ΔS added to the score) the unfused form stays whatever is asked: bit for bit;
 //  - only P̃ moves between the forms (by one rounding of the exponent's argument): the LSE within
 //    1e-5, O within a few P̂ code steps;
@@ -38,7 +38,8 @@ TEST_CASE("fused exponent: the mma family's contract; with smooth Q both forms a
   const AttentionInputs in = make_activation_like(7, DType::F16, 1, 2, 1, 100, 300, 64);
   for (const char* arch : {"sm_80", "sm_89"}) {
     CAPTURE(arch);
-    const KernelConfig spec = mma_amendment_spec(arch, 64, CausalMode::TopLeft);
+    KernelConfig spec = mma_amendment_spec(arch, 64, CausalMode::TopLeft);
+    spec.tile = KernelTile{64, 64, 4, 2};  // 16 rows a warp: the default tiles
     EmulationOptions o;
     o.exponent_form = ExponentForm::Unfused;
     const EmulationResult base = emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), spec, o);
@@ -47,6 +48,12 @@ TEST_CASE("fused exponent: the mma family's contract; with smooth Q both forms a
     o.exponent_form = ExponentForm::Contract;
     CHECK(emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), spec, o).o == fused.o);  // the mma contract
     CHECK(fused.o != base.o);   // it does something
+    KernelConfig rows32 = spec;
+    rows32.tile = KernelTile{128, 64, 4, 2};  // 32 rows a warp: the unfused form
+    EmulationOptions u32;
+    u32.exponent_form = ExponentForm::Unfused;
+    CHECK(emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), rows32, EmulationOptions{}).o ==
+          emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), rows32, u32).o);
     double lse = 0;
     for (std::size_t i = 0; i < base.lse.size(); ++i) lse = std::max(lse, static_cast<double>(std::fabs(fused.lse[i] - base.lse[i])));
     CHECK(lse <= 1e-5);
