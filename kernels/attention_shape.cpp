@@ -158,6 +158,10 @@ dev::AttentionParams make_attention_params(const KernelSpec& spec, const QuantBu
   if (b.p.kv_len >= (std::int64_t(1) << 31) - 1024 || b.p.q_len >= (std::int64_t(1) << 31) - 1024)
     bad("attention params: q_len=" + s(b.p.q_len) + " kv_len=" + s(b.p.kv_len) +
         " (the kernel indexes keys and rows with 32-bit offsets inside a head: < 2^31 - 1024)");
+  // the block coordinates divide (batch·q head) pair indices in 31 bits (dev::DivU31)
+  if (b.p.batch * b.p.q_heads >= (std::int64_t(1) << 31) || b.p.kv_heads < 1 || b.p.q_heads % b.p.kv_heads != 0)
+    bad("attention params: batch=" + s(b.p.batch) + " q_heads=" + s(b.p.q_heads) + " kv_heads=" + s(b.p.kv_heads) +
+        " (batch·q_heads must be < 2^31, q_heads a multiple of kv_heads)");
   if (spec.return_lse && !args.lse) bad("attention params: return_lse is set but lse is null");
   if (spec.smooth_q && !args.delta_s) bad("attention params: smooth_q is set but the ΔS workspace is null");
   if (!(std::isfinite(sm_scale) && sm_scale != 0.f))
@@ -180,6 +184,8 @@ dev::AttentionParams make_attention_params(const KernelSpec& spec, const QuantBu
   set_output(out, p);
   p.lse = spec.return_lse ? args.lse : nullptr;
   b.p.copy_sizes_to(p);
+  p.q_heads_div = dev::div_u31_of(static_cast<dev::u32>(b.p.q_heads));
+  p.group_div = dev::div_u31_of(static_cast<dev::u32>(b.p.q_heads / b.p.kv_heads));
   p.bh_offset = c.bh_offset;
   p.bh_count = c.bh_count;
   p.qb_offset = c.qb_offset;

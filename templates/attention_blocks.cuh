@@ -86,6 +86,16 @@ __device__ __forceinline__ bool block_exists(const AttentionParams& p) {
   return !VARLEN || p.q_map[packed_qblock(p)] != sage2::dev::kNoSeq;
 }
 
+// The divisions by the head counts: the host's multipliers (DivU31: a multiply and a shift) for the
+// mma family, which recomputes the coordinates for every KV tile (MUL_DIV); the u32 division (~15
+// instructions) for the wgmma family, which computes them once a CTA — there the multiplier form
+// made ptxas spill 8 bytes across setmaxnreg in the hd 184/192 producer kernels.
+template <bool MUL_DIV>
+__device__ __forceinline__ u32 head_div(u32 n, u32 d, DivU31 f) {
+  return MUL_DIV ? div_u31(n, f) : n / d;
+}
+
+template <bool MUL_DIV = false>
 __device__ __forceinline__ BlockCoords block_coords(const AttentionParams& p) {
   BlockCoords k;
   const u32 Hq = static_cast<u32>(p.q_heads);
@@ -108,7 +118,7 @@ __device__ __forceinline__ BlockCoords block_coords(const AttentionParams& p) {
     k.b = s;
     k.qbl = k.qb = X - e.q_blk;
     k.bh = k.b * p.q_heads + k.h;
-    const i64 hk = static_cast<i64>(static_cast<u32>(k.h) / (Hq / static_cast<u32>(p.kv_heads)));
+    const i64 hk = static_cast<i64>(head_div<MUL_DIV>(static_cast<u32>(k.h), Hq / static_cast<u32>(p.kv_heads), p.group_div));
     k.bhk = k.b * p.kv_heads + hk;
     k.q_len = e.q_len;
     k.kv_len = e.k_len;
@@ -131,10 +141,12 @@ __device__ __forceinline__ BlockCoords block_coords(const AttentionParams& p) {
   k.qbl = CAUSAL ? p.qb_count - 1 - x : x;  // causal: the longest rows first
   k.bh = p.bh_offset + k.bhl;
   k.qb = p.qb_offset + k.qbl;
-  k.b = static_cast<i64>(static_cast<u32>(k.bh) / Hq);
-  k.h = static_cast<i64>(static_cast<u32>(k.bh) % Hq);
-  // 32-bit divisions (head counts < 2^31): an i64 divide is a ~100-instruction subroutine call
-  const i64 hk = static_cast<i64>(static_cast<u32>(k.h) / (Hq / static_cast<u32>(p.kv_heads)));
+  // 32-bit divisions (pairs < 2^31: make_attention_params checks it): an i64 divide is a
+  // ~100-instruction subroutine call
+  const u32 b = head_div<MUL_DIV>(static_cast<u32>(k.bh), Hq, p.q_heads_div);
+  k.b = static_cast<i64>(b);
+  k.h = static_cast<i64>(static_cast<u32>(k.bh) - b * Hq);
+  const i64 hk = static_cast<i64>(head_div<MUL_DIV>(static_cast<u32>(k.h), Hq / static_cast<u32>(p.kv_heads), p.group_div));
   k.bhk = k.b * p.kv_heads + hk;
   k.q_len = p.q_len;
   k.kv_len = p.kv_len;

@@ -200,7 +200,7 @@ __device__ __forceinline__ void pv_step16(Acc& acc, const u32 (&p)[N], int s, u3
 // registers, the context in shared memory) made ptxas spill on some arch (sm_89 varlen, sm_100,
 // sm_103, which aim at 128 / 96 registers for 128-thread CTAs): bench/NOTES.md, session 10.
 __device__ __forceinline__ Ctx make_ctx(const AttentionParams& p) {
-  const BlockCoords k = block_coords(p);
+  const BlockCoords k = block_coords<true>(p);
   Ctx c;
   c.k_head = p.k_codes + k.k_blk_base * BK * RB;
   c.v_head = p.v_codes + (k.v_row0 * k.v_pitch + k.v_col0) * VB;
@@ -274,7 +274,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
   const int g = lane >> 2, t = lane & 3;
 
   if (!block_exists(p)) return;
-  const BlockCoords k0 = block_coords(p);
+  const BlockCoords k0 = block_coords<true>(p);
   const i64 q_row_base = k0.q_row_base, i0 = k0.i0;
 
   // ---- visible KV range; tiles from mask_from on need the element mask
@@ -430,7 +430,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
           // (recomputed here: key indices fit 32 bits, the host rejects kv_len >= 2^31).
           int rel[2];
           {
-            const BlockCoords km = block_coords(p);
+            const BlockCoords km = block_coords<true>(p);
             const int mtid = static_cast<int>(tid_x());
             const i64 row = km.i0 + (mtid >> 5) * RW + mt * 16 + ((mtid & 31) >> 2);
             const i64 kv_last = seq_kv_len(p, km) - 1;
@@ -449,7 +449,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
         }
         if (MASK && cls != MASK_CLASS_ALL) {
           // the tensor mask's term of each score (an interior all-masked tile: -inf everywhere)
-          const BlockCoords km = block_coords(p);
+          const BlockCoords km = block_coords<true>(p);
           const int mtid = static_cast<int>(tid_x());
           const i64 row0 = km.i0 + (mtid >> 5) * RW + mt * 16 + ((mtid & 31) >> 2);
           const i64 kv_len = seq_kv_len(p, km);
@@ -624,7 +624,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
     // of the thread is query row 16·mt + 8·half + g of its warp; pair n is channels 8n + 2t, +1 of
     // the pass = O registers [mt][n][2·half + {0, 1}].
     {
-      const BlockCoords ke = block_coords(p);
+      const BlockCoords ke = block_coords<true>(p);
       const int etid = static_cast<int>(tid_x());
       const int ewarp = etid >> 5, eg = (etid & 31) >> 2, et = etid & 3;
       const int ch0 = slice * DVS + 2 * et;

@@ -74,6 +74,22 @@ constexpr AttnSmemLayout attn_smem_layout(int bq, int bk, int warps, int row_byt
   return l;
 }
 
+// Division of a numerator n < 2^31 by a launch constant 1 <= d < 2^31 as one wide multiply and a
+// shift (Granlund and Montgomery): with l = ceil(log2 d) and m = ceil(2^(31+l) / d) (< 2^32),
+// n / d = (n·m) >> (31 + l) exactly, because m·d − 2^(31+l) < d <= 2^l. The mma family recomputes
+// its block coordinates for every KV tile (kept in registers they spilled on some archs), and the
+// divisions by the head counts were a tenth of its loop's instructions (bench/NOTES.md).
+struct DivU31 {
+  u32 m, s;
+};
+constexpr DivU31 div_u31_of(u32 d) {
+  u32 l = 0;
+  while ((static_cast<u64>(1) << l) < d) ++l;
+  const u64 num = static_cast<u64>(1) << (31 + l);
+  return DivU31{static_cast<u32>((num + d - 1) / d), 31 + l};
+}
+constexpr u32 div_u31(u32 n, DivU31 f) { return static_cast<u32>((static_cast<u64>(n) * f.m) >> f.s); }
+
 struct AttentionParams {
   // ---- quantize-stage buffers (kernels::QuantBuffers layout)
   const i8* q_codes;      // [B][Hq][q_len_pad][row_bytes]
@@ -125,6 +141,9 @@ struct AttentionParams {
   const void* q_in;
   i64 q_stride_batch, q_stride_head, q_stride_seq;
   const float* k_mean;     // [B][Hkv][row_bytes]
+
+  // ---- the block coordinates' divisions (DivU31): by q_heads, and by q_heads / kv_heads
+  DivU31 q_heads_div, group_div;
 };
 
 // ---------------------------------------------------------------------------------------------

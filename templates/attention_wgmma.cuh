@@ -171,11 +171,8 @@ __device__ __forceinline__ u64 v_desc0(u32 st) {
   return ptx::smem_desc(st + SM.v_off, 8 * BK, ptx::desc_swizzle_code(BK));
 }
 __device__ __forceinline__ u32 v_off(int ch, int kc) { return ch * PVN * BK + kc * 32; }
-// An opaque copy: keeps the compiler from precomputing per-stage values outside the KV loop.
-__device__ __forceinline__ u32 opaque(u32 x) {
-  asm volatile("mov.b32 %0, %0;" : "+r"(x));
-  return x;
-}
+// (ptx::opaque keeps the compiler from precomputing per-stage values outside the KV loop)
+using ptx::opaque;
 
 // Q̂ as wgmma A fragments (4 bytes per register: rows g / g+8, channels 4t.. and 16+4t.. of
 // each 32-byte k-step), straight from global memory.

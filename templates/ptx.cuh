@@ -27,6 +27,13 @@ struct alignas(8) u32x2 {
 };
 
 // ---------------------------------------------------------------------------------------------
+// An opaque copy: the compilers cannot see through it, so what is computed from it is neither
+// hoisted out of a loop nor merged with an earlier computation of the same value.
+SAGE2_DEVICE_INLINE u32 opaque(u32 x) {
+  asm volatile("mov.b32 %0, %0;" : "+r"(x));
+  return x;
+}
+
 // Programmatic dependent launch (sm_90+; nothing on older archs, where the runtime never asks for
 // it). A kernel the runtime launches to overlap the end of the previous kernel on its stream
 // (kernels::LaunchShape::overlap_previous) calls pdl_wait() before it touches any memory an earlier

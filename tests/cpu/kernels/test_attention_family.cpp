@@ -129,17 +129,17 @@ TEST_CASE("attention family: launch shapes, kernel configs and parameters as bef
     bool smooth_q;
     int threads, min_ctas;
     std::size_t smem;
-    std::size_t param_bytes;  // +160 since the descriptors: the varlen, mask and Q-in-kernel fields appended to AttentionParams
+    std::size_t param_bytes;  // +176 since the descriptors: the varlen, mask, Q-in-kernel and division fields appended to AttentionParams (wgmma: its maps 64-byte aligned after them)
     unsigned grid0;
     std::vector<unsigned> grid1;  // per chunk at a 1 MiB ΔS workspace
   };
   const Pinned pinned[] = {
-      {KernelFamily::AttentionMma, {128, 128, 8, 2}, false, 256, 1, 92192, 376, 8, {16}},
-      {KernelFamily::AttentionMma, {128, 128, 8, 2}, true, 256, 1, 93216, 376, 8, {10, 6}},
-      {KernelFamily::AttentionMma, {64, 64, 4, 2}, true, 128, 1, 48672, 376, 16, {5, 5, 5, 1}},
-      {KernelFamily::AttentionWgmma, {128, 128, 8, 2}, false, 384, 1, 66600, 768, 8, {16}},
-      {KernelFamily::AttentionWgmma, {128, 128, 8, 2}, true, 384, 1, 66600, 768, 8, {10, 6}},
-      {KernelFamily::AttentionWgmma, {64, 64, 4, 2}, false, 128, 3, 42024, 768, 16, {16}},
+      {KernelFamily::AttentionMma, {128, 128, 8, 2}, false, 256, 1, 92192, 392, 8, {16}},
+      {KernelFamily::AttentionMma, {128, 128, 8, 2}, true, 256, 1, 93216, 392, 8, {10, 6}},
+      {KernelFamily::AttentionMma, {64, 64, 4, 2}, true, 128, 1, 48672, 392, 16, {5, 5, 5, 1}},
+      {KernelFamily::AttentionWgmma, {128, 128, 8, 2}, false, 384, 1, 66600, 832, 8, {16}},
+      {KernelFamily::AttentionWgmma, {128, 128, 8, 2}, true, 384, 1, 66600, 832, 8, {10, 6}},
+      {KernelFamily::AttentionWgmma, {64, 64, 4, 2}, false, 128, 3, 42024, 832, 16, {16}},
   };
   for (const Pinned& p : pinned) {
     const AttentionFamilyDesc& d = attention_family(p.family);
@@ -183,6 +183,51 @@ TEST_CASE("attention family: launch shapes, kernel configs and parameters as bef
       }
     }
   }
+}
+
+TEST_CASE("attention params: the block coordinates divide by the head counts exactly (one multiply and a shift)") {
+  // dev::div_u31: n / d for every n < 2^31 and 1 <= d < 2^31; the divisors of real calls, every
+  // power of two and its neighbours, and the largest; numerators at and around multiples of d,
+  // the largest, and a spread in between.
+  std::vector<dev::u32> divisors;
+  for (dev::u32 d = 1; d <= 300; ++d) divisors.push_back(d);
+  for (int k = 9; k <= 30; ++k)
+    for (long long e : {-1LL, 0LL, 1LL}) divisors.push_back(static_cast<dev::u32>((1LL << k) + e));
+  divisors.push_back(0x7fffffffu);
+  std::uint64_t rng = 0x9e3779b97f4a7c15ull;
+  for (dev::u32 d : divisors) {
+    const dev::DivU31 f = dev::div_u31_of(d);
+    CAPTURE(d);
+    std::vector<dev::u32> ns = {0u, 1u, d - 1, d, d + 1, 0x7fffffffu, 0x7ffffffeu};
+    for (dev::u32 q : {1u, 2u, 3u, 1000u, 0x7fffffffu / d, 0x7fffffffu / d - 1})
+      for (long long e : {-1LL, 0LL, 1LL}) {
+        const long long n = static_cast<long long>(q) * d + e;
+        if (n >= 0 && n < (1LL << 31)) ns.push_back(static_cast<dev::u32>(n));
+      }
+    for (int i = 0; i < 200; ++i) {
+      rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+      ns.push_back(static_cast<dev::u32>(rng >> 33));
+    }
+    bool all = true;
+    for (dev::u32 n : ns)
+      if (n < (1u << 31) && dev::div_u31(n, f) != n / d) {
+        all = false;
+        CAPTURE(n);
+        CHECK(dev::div_u31(n, f) == n / d);
+        break;
+      }
+    CHECK(all);
+  }
+  static_assert(dev::div_u31(4095u, dev::div_u31_of(28u)) == 146u && dev::div_u31(27u, dev::div_u31_of(7u)) == 3u);
+  // the launch refuses what the divisions cannot hold
+  const KernelSpec s = spec_of(KernelFamily::AttentionMma, 64, {64, 64, 4, 2});
+  const QuantBuffers big = quant_buffers({1 << 20, 1 << 11, 1 << 11, 16, 16, 64}, s);
+  AttentionArgs args = kArgs;
+  args.out.batch = 1 << 20;
+  args.out.heads = 1 << 11;
+  args.out.seq = 16;
+  args.out.dim = 64;
+  CHECK_THROWS_WITH_AS(make_attention_params(s, big, args, attention_chunks(big, 0)[0]), doctest::Contains("2^31"), Error);
 }
 
 TEST_CASE("attention family: a family's descriptor refuses the other family's specs and buffers") {
