@@ -413,14 +413,11 @@ def count(insns, idxs):
     return c, ops
 
 
-def skippable_regions(insns, idxs, labels):
-    """Regions of the loop body a conditional forward branch can jump over (target inside the
-    body): dicts with the range, the instruction count and the class counts of the region. They
-    are counted in the loop totals (static counts) but may run on some iterations only (e.g. the
-    prefetch of the next tile, the masking of the last tile)."""
+def _skippable(insns, idxs, labels):
+    """(branch index, region indices) of every conditional forward branch of the loop body whose
+    target lies inside the body."""
     body = set(idxs)
     idx = {insns[i].addr: i for i in idxs}
-    out = []
     for i in idxs:
         ins = insns[i]
         if base_op(ins.op) != "BRA" or ins.pred in ("", "PT", "UPT", "!PT", "!UPT"):
@@ -429,8 +426,31 @@ def skippable_regions(insns, idxs, labels):
         if t is None or t <= ins.addr or t not in idx:
             continue
         region = [j for j in range(i + 1, idx[t]) if j in body]
-        if not region:
-            continue
+        if region:
+            yield i, region
+
+
+def full_tile_total(insns, idxs, labels):
+    """The loop's total without the skippable regions that hold neither a tensor op nor a copy
+    into shared memory (LDGSTS): what an iteration over a full tile runs when such regions are the
+    masking of a partial or diagonal tile (a kernel that peels those tiles has no such region)."""
+    skip = set()
+    for _, region in _skippable(insns, idxs, labels):
+        c, _ = count(insns, region)
+        if not c["tensor"] and not c["ldgsts"]:
+            skip.update(region)
+    c, _ = count(insns, [i for i in idxs if i not in skip])
+    return c["total"]
+
+
+def skippable_regions(insns, idxs, labels):
+    """Regions of the loop body a conditional forward branch can jump over (target inside the
+    body): dicts with the range, the instruction count and the class counts of the region. They
+    are counted in the loop totals (static counts) but may run on some iterations only (e.g. the
+    prefetch of the next tile, the masking of the last tile)."""
+    out = []
+    for i, region in _skippable(insns, idxs, labels):
+        ins = insns[i]
         c, _ = count(insns, region)
         out.append({"range": f"0x{insns[region[0]].addr:04x}-0x{insns[region[-1]].addr:04x}",
                     "size": c["total"], "branch": f"0x{ins.addr:04x}",
@@ -482,6 +502,7 @@ def census_function(fn, loop_addr=None):
                                and set(L["indices"]) - body],
         "counts": {k: c.get(k, 0) for k, _ in CLASSES},
         "skippable": skippable_regions(fn.insns, main["indices"], fn.labels),
+        "full_tile_total": full_tile_total(fn.insns, main["indices"], fn.labels),
         "opcodes": dict(sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))),
         "stl": sum(1 for i in main["indices"] if base_op(fn.insns[i].op) == "STL"),
         "ldl": sum(1 for i in main["indices"] if base_op(fn.insns[i].op) == "LDL"),
@@ -549,6 +570,17 @@ def markdown(cols, raw=False):
             v = c["loop"]["counts"][k]
             vals.append(fmt(v) if raw or not c["tile_units"] else fmt(v / c["tile_units"]))
         row(name, vals)
+    def full(c):
+        # census JSONs written before this row existed: their total when the loop has no
+        # skippable region, else unknown
+        L = c["loop"]
+        v = L.get("full_tile_total", None if L.get("skippable") else L["counts"]["total"])
+        if v is None:
+            return "-"
+        return fmt(v) if raw or not c["tile_units"] else fmt(v / c["tile_units"])
+
+    row("total a full tile runs (without skippable regions holding no tensor op or copy)",
+        [full(c) if c["loop"] else "-" for c in cols])
     ratios = []
     for c in cols:
         if not c["loop"] or not c["loop"]["counts"]["tensor"]:

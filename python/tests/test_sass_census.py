@@ -151,3 +151,20 @@ def test_classify_edge_cases(sc):
     assert sc.classify("I2FP.F32.S32", "") == "conv"
     assert sc.classify("UIADD3", "") == "uniform"
     assert sc.Insn(0, "@!PT LDS RZ, [RZ]").cls == "nop"
+
+
+def test_full_tile_total_skips_mask_regions_only(sc, tmp_path, capsys):
+    # a loop 0x10..0x90: a copy region the branch at 0x20 may skip (LDGSTS: a full tile runs it),
+    # a mask region the branch at 0x50 may skip (three moves: a full tile skips it)
+    body = ["S2R R0, SR_TID.X", "HMMA.16816.F32 R4, R8, R12, R4", "@P1 BRA 0x40",
+            "LDGSTS.E.BYPASS.128 [R20], [R22.64]", "@P2 BRA 0x80", "IMAD.MOV.U32 R4, RZ, RZ, -0x800000",
+            "IMAD.MOV.U32 R5, RZ, RZ, -0x800000", "IMAD.MOV.U32 R6, RZ, RZ, -0x800000",
+            "ISETP.NE.AND P0, PT, R3, R0, PT", "@P0 BRA 0x10", "EXIT"]
+    text = "\n\tcode for sm_80\n\n\t\tFunction : kernel_c\n\t.headerflags\t@\"EF_CUDA_SM80\"\n"
+    text += "".join(line(16 * i, t) for i, t in enumerate(body)) + "\t\t..........\n"
+    sass = tmp_path / "c.sass"
+    sass.write_text(text)
+    assert sc.main([str(sass), "--kernel", "kernel_c", "--raw"]) == 0
+    out = capsys.readouterr().out
+    assert "| total (no NOP, no @!PT) | 9 |" in out  # 0x10..0x90
+    assert "| total a full tile runs (without skippable regions holding no tensor op or copy) | 6 |" in out
