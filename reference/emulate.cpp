@@ -498,6 +498,10 @@ void tile_step(const Attention& A, const Block& B, std::int64_t t, const std::ve
   const bool fused = (form == ExponentForm::Fused || (form == ExponentForm::Contract && mma16)) &&
                      !A.in.L.smooth_q && !A.in.opt.exact_qk;
   std::vector<float> dot_f(fused ? sz(bk) : 0), f_of(fused ? sz(bk) : 0);
+  // EmulationOptions::row_sum; the contract's sum of P̂: the mma family with FP16 P̃V
+  const RowSumForm rs = A.in.opt.row_sum;
+  const bool of_phat = rs == RowSumForm::OfPHat ||
+                       (rs == RowSumForm::Contract && A.spec.family == kernels::KernelFamily::AttentionMma && A.spec.pv_fp16);
   std::vector<double> chunk(sz(d)), h(A.acc16 ? sz(d) : 0);
   for (int r = 0; r < B.rows; ++r) {
     if (t >= st.tiles[sz(r)]) continue;
@@ -517,9 +521,9 @@ void tile_step(const Attention& A, const Block& B, std::int64_t t, const std::ve
       // (a masked key's s is −inf: it stays 0 in either form)
       pt[sz(jj)] = fused && s[sz(jj)] != kNegInf ? std::exp2(std::fma(dot_f[sz(jj)], f_of[sz(jj)], -m_sh))
                                                  : std::exp2(s[sz(jj)] - m_sh);
-      if (!A.in.opt.rowsum_of_phat) rowsum += pt[sz(jj)];
+      if (!of_phat) rowsum += pt[sz(jj)];
     }
-    if (A.in.opt.rowsum_of_phat)   // EmulationOptions::rowsum_of_phat: 16-key steps of P̂
+    if (of_phat)   // EmulationOptions::row_sum OfPHat: 16-key steps of P̂
       for (int c0 = 0; c0 < nt; c0 += 16) {
         double step = 0;
         for (int jj = c0; jj < std::min(nt, c0 + 16); ++jj) step += A.V.pv.round(pt[sz(jj)]);

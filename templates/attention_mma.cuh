@@ -86,6 +86,10 @@ constexpr int QKP = sage2::dev::attn_qk_pitch(RB);
 constexpr int VB = PV_FP16 ? 2 : 1;  // bytes of one V̂ code
 constexpr int VP = sage2::dev::attn_v_pitch(BK, VB);
 constexpr int PFR = PV_FP16 ? 8 : 4;  // P̂ fragment registers of one k32 chunk
+// The row sum l of FP16 P̃V adds the P̂ the product reads, on the tensor cores (rowsum_of_phat;
+// reference::RowSumForm: O and the LSE as accurate as with the fp32 sum of P̃ for FP16 P̂, while
+// FP8 P̂ would move the LSE); FP8 P̃V keeps the fp32 sum of P̃.
+constexpr bool ROWSUM_PHAT = PV_FP16;
 constexpr bool INT4 = SAGE2_QK_BITS == 4;
 constexpr sage2::dev::AttnSmemLayout SM =
     sage2::dev::attn_smem_layout(BQ, BK, WARPS, RB, D_V, STAGES, SMOOTH_Q, VB);
@@ -193,6 +197,25 @@ __device__ __forceinline__ void pv_step16(Acc& acc, const u32 (&p)[N], int s, u3
     ptx::mma_f16_m16n8k16(acc, a, b);
   }
 }
+
+// FP16 P̃V: the row sums of P̂ on the tensor cores (reference::RowSumForm, the contract for this
+// path): P̂'s A fragments of the tile against a B of ones, 16 keys a step, each step's sum added
+// into an fp32 accumulator that starts from 0 per tile; every lane of a quad gets its rows' whole
+// sums (columns 2t, 2t+1 of row g, row g+8). l = l·alpha + the tile's sum, as the contract's
+// update. One mma a 16 keys instead of an FADD a score.
+template <int KCH>
+__device__ __forceinline__ void rowsum_of_phat(const u32 (&pf)[KCH][8], const float (&alpha)[2], float (&l)[2]) {
+  constexpr u32 ONES = 0x3c003c00u;  // f16x2 (1, 1)
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int kc = 0; kc < KCH; ++kc)
+#pragma unroll
+    for (int s = 0; s < 2; ++s) pv_step16(acc, pf[kc], s, ONES, ONES);
+  l[0] = l[0] * alpha[0] + acc[0];
+  l[1] = l[1] * alpha[1] + acc[2];
+}
+template <int KCH>
+__device__ __forceinline__ void rowsum_of_phat(const u32 (&)[KCH][4], const float (&)[2], float (&)[2]) {}
 
 // Global sources of the KV loads, recomputed per tile from the block coordinates. Computing them
 // once per CTA cuts the loop by ~10 % on sm_80 (three integer divisions and the 64-bit address
@@ -499,11 +522,17 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
           }
           m_sh[hf] = update_max(mx, m[mt][hf], alpha[mi][hf], neg_inf());
         }
-        if (FUSED_EXP)
-          exp2_rowsum(sc, alpha[mi], l[mt], [&](int j, int e) { return fmaf(sc[j][e], (j % 2) ? dqk1 : dqk0, -m_sh[e >> 1]); });
-        else
-          exp2_rowsum(sc, alpha[mi], l[mt], [&](int j, int e) { return sc[j][e] - m_sh[e >> 1]; });
-        pack_p(sc, pf[mi]);  // e4m3 (4 registers a chunk) or fp16 (8): pf's type picks
+        const auto arg = [&](int j, int e) {
+          return FUSED_EXP ? fmaf(sc[j][e], (j % 2) ? dqk1 : dqk0, -m_sh[e >> 1]) : sc[j][e] - m_sh[e >> 1];
+        };
+        if (ROWSUM_PHAT) {
+          exp2_only(sc, arg);
+          pack_p(sc, pf[mi]);
+          rowsum_of_phat(pf[mi], alpha[mi], l[mt]);
+        } else {
+          exp2_rowsum(sc, alpha[mi], l[mt], arg);
+          pack_p(sc, pf[mi]);  // e4m3 (4 registers a chunk) or fp16 (8): pf's type picks
+        }
       }
 
       // ---- P̂ V̂ of the group's m tiles (V fragments shared by the group)
@@ -630,7 +659,9 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
       const int ch0 = slice * DVS + 2 * et;
       epilogue<MT, 1, NV, NSL * DVS, false, false>(
           p, ke, etid & 31, ke.i0 + ewarp * RW + eg, ch0, ke.bhk * D_V + slice * DVS + 2 * et, et == 0 && slice == NSL - 1,
-          [&](int r) { return l[r >> 1][r & 1]; }, [&](int r) { return m[r >> 1][r & 1]; },
+          // (ROWSUM_PHAT: every lane holds its rows' whole sums; lane t = 0 alone brings them to the
+          // epilogue's quad sum, the others 0, so that the sum is exact)
+          [&](int r) { return ROWSUM_PHAT && et != 0 ? 0.f : l[r >> 1][r & 1]; }, [&](int r) { return m[r >> 1][r & 1]; },
           [&](int r, int n, int e) { return o[r >> 1][n][2 * (r & 1) + e]; });
     }
     if (NSL > 1) __syncthreads();  // the next pass refills the stage buffers

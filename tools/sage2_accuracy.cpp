@@ -316,7 +316,7 @@ std::vector<Config> configs(const Args& a) {
       cs.push_back(sample);
     }
   }
-  {  // The row sum of P̂ instead of P̃ (EmulationOptions::rowsum_of_phat; issue 31): each family's
+  {  // The row sum of P̂ instead of P̃ (EmulationOptions::row_sum; issues 31, 41): each family's
      // configuration with the contract's fp32 row sum, then with the sum of the P̂ the product reads.
     ref::EmulationOptions hw = ada;
     hw.accum_mantissa_bits = 13;
@@ -331,8 +331,9 @@ std::vector<Config> configs(const Args& a) {
         {"mma int8, FP16 P~V (sm_80)", mma16, hw16}, {"mma int8, FP8 P~V (sm_89)", mma8, hw}, {"wgmma int8, FP8 P~V", wg, hw}};
     for (const auto& [name, spec, o] : families) {
       Config today{"rowsum", std::string(name) + ", sum of P~", spec, o, {}};
+      today.opt.row_sum = ref::RowSumForm::OfPTilde;
       Config hat{"rowsum", std::string(name) + ", sum of P^", spec, o, {}, today.name};
-      hat.opt.rowsum_of_phat = true;
+      hat.opt.row_sum = ref::RowSumForm::OfPHat;
       cs.push_back(today);
       cs.push_back(hat);
     }

@@ -56,6 +56,8 @@
 //            -(m_use - L))), one rounding instead of two (EmulationOptions::exponent_form); m is
 //            the same (max s = f·max dot per scale group, bit for bit); masked keys stay 0
 //    l     = l·a + rowsum_j(P̃'_ij)  rowsum of the UNquantized P̃', in key order, fp32
+//            mma family with FP16 P̃V: rowsum of P̂ instead, 16 keys a step, each step's exact sum
+//            rounded once into an fp32 tile sum that starts from 0 (EmulationOptions::row_sum)
 //    P̂_ij  = fmt(P̃'_ij)             RNE, saturating (E4M3); FP16: fp16_rn(P̃_ij) (P̃ <= 1: no overflow)
 //    Tensor-core accumulator with `accum_mantissa_bits` = M (23 = true fp32, 13 = the FP22 the
 //    paper measured on Ada for f32.e4m3.e4m3.f32): the tile's keys are consumed in k-chunks of
@@ -468,6 +470,8 @@ const char* pv_format_name(PvFormat f) noexcept;
 
 // EmulationOptions::exponent_form.
 enum class ExponentForm : int { Contract = 0, Unfused = 1, Fused = 2 };
+// EmulationOptions::row_sum.
+enum class RowSumForm : int { Contract = 0, OfPTilde = 1, OfPHat = 2 };
 
 struct EmulationOptions {
   Granularity granularity = Granularity::PerThread;
@@ -493,11 +497,13 @@ struct EmulationOptions {
   bool sample_statistics = false;
   int sample_tiles = 4;
   float v_headroom = 16.f;
-  // A contract amendment under study (issue 31, bench/NOTES.md session 10): the row sum l adds the
-  // P̂ the P̂·V̂ product reads (as a tensor-core row sum of P̂ against ones would, the reference's
-  // sm80 kernel: 16 keys a step, each step's exact sum rounded once into the fp32 tile sum that
-  // starts from 0 per tile) instead of the fp32 P̃. Off: the contract above.
-  bool rowsum_of_phat = false;
+  // The row sum l (issues 31, 41; bench/NOTES.md sessions 10, 28). OfPHat: l adds the P̂ the
+  // P̂·V̂ product reads (a tensor-core row sum of P̂ against ones, as the reference's sm80 kernel:
+  // 16 keys a step, each step's exact sum rounded once into the fp32 tile sum that starts from 0
+  // per tile); OfPTilde: the fp32 sum of P̃ above. Contract: OfPHat for the mma family with FP16
+  // P̃V (its kernels' form: O and the LSE as accurate as with OfPTilde), OfPTilde elsewhere (with
+  // FP8 P̂ the LSE's error would grow).
+  RowSumForm row_sum = RowSumForm::Contract;
   // The exponent's argument (issue 41, the mma.sync family's instruction count). Fused:
   // P̃·p_scale = exp2(fma(float(dot), f, −m_sh)) with f = (δq·δk)·c2, one rounding, instead of the
   // unfused exp2(s − m_sh) with s = dot·f rounded first. The row max m is the same in both

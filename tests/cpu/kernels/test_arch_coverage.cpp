@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -390,7 +391,8 @@ TEST_CASE("pv_acc16: fp16 P̃V accumulation compiles on every arch that offers i
   CHECK(expected.count(Arch::Sm89));
   CHECK(expected.count(Arch::Sm120));
   // PTX of compute_80 (FP16) and compute_89 (FP8, FP16): the f16-accumulator mma, and no P̃V mma
-  // accumulating in fp32
+  // accumulating in fp32 (with FP16 P̃V the row sums of P̂ are f32 mmas against ones: B is one
+  // register twice, where a P̃V mma reads two V̂ fragments)
   std::vector<KernelSpec> ptx;
   for (Arch arch : {Arch::Sm80, Arch::Sm89})
     for (bool pv16 : {false, true}) {
@@ -407,7 +409,14 @@ TEST_CASE("pv_acc16: fp16 P̃V accumulation compiles on every arch that offers i
     CHECK(contains(text, ".target sm_" + std::to_string(arch_cc(r.spec.arch))));
     if (r.spec.pv_fp16) {
       CHECK(contains(text, "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16"));
-      CHECK_FALSE(contains(text, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"));
+      const std::regex f32_mma(R"(mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.f16\.f16\.f32\s*\{[^}]*\},\s*\{[^}]*\},\s*\{([^,}]+),\s*([^}]+)\})");
+      int f32_mmas = 0, ones = 0;
+      for (std::sregex_iterator it(text.begin(), text.end(), f32_mma), end; it != end; ++it) {
+        ++f32_mmas;
+        ones += (*it)[1].str() == (*it)[2].str();
+      }
+      CHECK(f32_mmas > 0);        // the row sums
+      CHECK(ones == f32_mmas);    // and nothing else
     } else {
       CHECK(contains(text, "mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16"));
       CHECK_FALSE(contains(text, "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32"));
