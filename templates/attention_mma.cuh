@@ -129,21 +129,22 @@ __device__ __forceinline__ float2 lds_f32x2(u32 addr) {
   return v;
 }
 
-// The K and V̂ sources of KV tile 0 for one pass, computed once a pass: a tile's are these plus the
-// tile's offset (the next tile's block coordinates and 64-bit address chains were ~90 of the
-// loop's ~500 instructions on sm_80, scripts/sass_census.py). With 4 warps they are the thread's
-// own (its chunk's offsets folded in: 4 registers across the loop); with 8 warps, where ptxas
-// aims at 128 registers and spilled on sm_90a with them (bq128.bk64.w8, hd 64, FP8 P̃V), the
-// CTA's (uniform), and the thread adds its offsets per tile. The K scales' source is kept with 4
-// warps but for smooth Q, whose ΔS row is found from the block coordinates per tile (kept too, or
-// with the K scales', both made ptxas spill on sm_90a: INT4 smooth Q, hd 128); else it is found
-// from them too.
-constexpr bool KV_SRC_OF_THREAD = WARPS <= 4;
-constexpr bool KS_SRC_KEPT = KV_SRC_OF_THREAD && !SMOOTH_Q;
+// The K and V̂ sources of KV tile 0 for one pass, computed once a pass (KV_SRC_KEPT): a tile's are
+// these plus the tile's offset (the next tile's block coordinates and 64-bit address chains were
+// ~90 of the loop's ~500 instructions on sm_80, scripts/sass_census.py). They are the thread's own
+// (its chunk's offsets folded in), so they take 4-6 registers across the loop, and ptxas spilled
+// with them, or with the CTA's, where a kernel sits at its register line: 8 warps (ptxas aims at
+// 128 registers; sm_90a bq128.bk64.w8, hd 64, FP8 P̃V), and the compute_89 FP8 P̃V kernel with fp16
+// accumulation at hd 128 as Hopper's ptxas compiles its PTX (128 registers: spills, or 4 → 3 CTAs
+// an SM; bench/NOTES.md session 29). There every tile finds them from the block coordinates. The
+// K scales' source is kept but for smooth Q, whose ΔS row is found from the block coordinates per
+// tile (kept too, or with the K scales', both made ptxas spill on sm_90a: INT4 smooth Q, hd 128).
+constexpr bool KV_SRC_KEPT = WARPS <= 4 && !(PV_ACC16 && !PV_FP16 && DVS > 64);
+constexpr bool KS_SRC_KEPT = KV_SRC_KEPT && !SMOOTH_Q;
 struct KvSrc {
-  const i8* k;  // K̂: row 0 of the kv head (+ the thread's first chunk)
-  const u8* v;  // V̂ᵀ: channel row 0 of the kv head, key 0 (+ the thread's first row and part of the pass)
-  const float* ks;  // the K scales of tile 0, copied by thread 0 (KS_SRC_KEPT)
+  const i8* k;      // K̂: the thread's first 16-byte chunk (the one-column mapping) or row 0 of the kv head
+  const u8* v;      // V̂ᵀ: the thread's first channel row of the pass, key 0, its 16-byte part
+  const float* ks;  // the K scales of tile 0 (copied by thread 0)
 };
 
 __device__ __forceinline__ void mma_qk(i32 (&acc)[4], const u32 (&a)[4], u32 b0, u32 b1) {
@@ -236,30 +237,22 @@ constexpr int V_CPR = BK * VB / 16;
 constexpr int VRPP = THREADS / V_CPR;
 static_assert(THREADS % V_CPR == 0, "V chunk mapping");
 
-// The thread's offsets from the CTA's sources: its first K chunk (the one-column mapping) and its
-// first V̂ᵀ row and 16-byte part of pass `slice`.
-__device__ __forceinline__ i64 k_thread_offset() { return K_COLUMN ? static_cast<int>(tid_x()) * 16 : 0; }
-__device__ __forceinline__ i64 v_thread_offset(const AttentionParams& p, int slice) {
-  const int tid = static_cast<int>(tid_x());
-  return static_cast<i64>(slice * DVS + tid / V_CPR) * v_pitch(p) * VB + (tid % V_CPR) * 16;
-}
-
 // The sources of pass `slice` (block coordinates: the caller's).
 __device__ __forceinline__ KvSrc make_kv_src(const AttentionParams& p, const BlockCoords& k, int slice) {
+  const int tid = static_cast<int>(tid_x());
   KvSrc s;
-  s.k = p.k_codes + k.k_blk_base * BK * RB;
-  s.v = p.v_codes + (k.v_row0 * k.v_pitch + k.v_col0) * VB;
-  s.ks = KS_SRC_KEPT ? k_scales<4>(p, k) : nullptr;
-  if (KV_SRC_OF_THREAD) {
-    s.k += k_thread_offset();
-    s.v += v_thread_offset(p, slice);
-  }
+  s.k = p.k_codes + k.k_blk_base * BK * RB + (K_COLUMN ? tid * 16 : 0);
+  s.v = p.v_codes + (k.v_row0 * k.v_pitch + k.v_col0) * VB +
+        static_cast<i64>(slice * DVS + tid / V_CPR) * k.v_pitch * VB + (tid % V_CPR) * 16;
+  s.ks = k_scales<4>(p, k);
   return s;
 }
 
 // Issue the cp.async copies of KV tile `tile` (V channels of pass `slice`) into stage `st`.
-__device__ __forceinline__ void load_stage(const AttentionParams& p, const KvSrc& s, int tile, int slice, u32 st) {
+// `kept`: the pass's sources (KV_SRC_KEPT), else unused.
+__device__ __forceinline__ void load_stage(const AttentionParams& p, const KvSrc& kept, int tile, int slice, u32 st) {
   const int tid = static_cast<int>(tid_x());
+  const KvSrc s = KV_SRC_KEPT ? kept : make_kv_src(p, block_coords<true>(p), slice);
   // K: BK rows of RB bytes, contiguous in global memory; row `key` goes to slot k_slot(key).
   constexpr int KCH = BK * K_CPR;
   const i8* ksrc = s.k + static_cast<i64>(tile) * BK * RB;
@@ -267,10 +260,9 @@ __device__ __forceinline__ void load_stage(const AttentionParams& p, const KvSrc
     constexpr int RPP = THREADS / K_CPR;
     const int key0 = tid / K_CPR, part = tid % K_CPR;
     const u32 dst = st + SM.k_off + k_slot(key0) * QKP + part * 16;
-    const i8* src = ksrc + (KV_SRC_OF_THREAD ? 0 : k_thread_offset());
 #pragma unroll
     for (int i = 0; i < (KCH + THREADS - 1) / THREADS; ++i)
-      if (KCH % THREADS == 0 || key0 + i * RPP < BK) ptx::cp_async_16(dst + i * RPP * QKP, src + i * THREADS * 16);
+      if (KCH % THREADS == 0 || key0 + i * RPP < BK) ptx::cp_async_16(dst + i * RPP * QKP, ksrc + i * THREADS * 16);
   } else {
 #pragma unroll 4
     for (int q = tid; q < KCH; q += THREADS) {
@@ -281,7 +273,7 @@ __device__ __forceinline__ void load_stage(const AttentionParams& p, const KvSrc
   // V slice: DVS channel rows of BK codes (row ch of the transposed V, keys of this tile).
   {
     const int r0 = tid / V_CPR, part = tid % V_CPR;
-    const u8* src = s.v + static_cast<i64>(tile) * BK * VB + (KV_SRC_OF_THREAD ? 0 : v_thread_offset(p, slice));
+    const u8* src = s.v + static_cast<i64>(tile) * BK * VB;
     const i64 step = static_cast<i64>(VRPP) * v_pitch(p) * VB;
     const u32 dst = st + SM.v_off + r0 * VP + part * 16;
 #pragma unroll
@@ -297,7 +289,8 @@ __device__ __forceinline__ void load_stage(const AttentionParams& p, const KvSrc
     }
   }
   if (tid == 0)
-    ptx::cp_async_16(st + SM.ks_off, (KS_SRC_KEPT ? s.ks : k_scales<4>(p, block_coords<true>(p))) + static_cast<i64>(tile) * 4);
+    ptx::cp_async_16(st + SM.ks_off, (KV_SRC_KEPT && !KS_SRC_KEPT ? k_scales<4>(p, block_coords<true>(p)) : s.ks) +
+                                         static_cast<i64>(tile) * 4);
   if (SMOOTH_Q) {
     constexpr int DCH = BK / 4;
     const float* dsrc = delta_s_row(p, block_coords<true>(p)) + static_cast<i64>(tile) * BK;
@@ -364,7 +357,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
 
 #pragma unroll 1
   for (int slice = 0; slice < NSL; ++slice) {
-    const KvSrc src = make_kv_src(p, block_coords<true>(p), slice);
+    const KvSrc src = KV_SRC_KEPT ? make_kv_src(p, block_coords<true>(p), slice) : KvSrc{};
     float o[MT][NV][4];
     float m[MT][2], l[MT][2];
 #pragma unroll
