@@ -71,10 +71,17 @@ struct BlockCoords {
   i64 q_row_base;        // Q̂ / q_bad / q_kbias row of query row 0 of (b, h)
   i64 q_blk_base;        // q_scale block of query block 0 of (b, h)
   i64 k_blk_base;        // k_scale block (× BK: K̂ row) of KV tile 0 of (b, kv head)
-  i64 v_row0, v_col0, v_pitch;  // V̂ᵀ: channel-0 row, key-0 column, row pitch (bytes)
+  i64 v_row0, v_col0, v_pitch;  // V̂ᵀ: channel-0 row, key-0 column, row pitch (codes)
   i64 q_len, kv_len;     // varlen: the sequence's lengths (dense: p.q_len, p.kv_len)
   i64 q_start;           // varlen: the sequence's first row in the output / LSE
 };
+
+// The row pitch of V̂ᵀ in codes (BlockCoords::v_pitch): every sequence's keys padded to whole
+// tiles, from the launch's parameters alone (a family can keep a row address and add a tile's
+// columns without keeping the pitch in registers).
+__device__ __forceinline__ i64 v_pitch(const AttentionParams& p) {
+  return VARLEN ? p.k_map_len * BK : (p.kv_len + BK - 1) / BK * BK;
+}
 
 // Varlen: the packed query block of this CTA (grid x); kNoSeq when past the last sequence's.
 __device__ __forceinline__ i64 packed_qblock(const AttentionParams& p) {
@@ -131,7 +138,7 @@ __device__ __forceinline__ BlockCoords block_coords(const AttentionParams& p) {
     k.q_blk_base = k.h * p.q_map_len + e.q_blk;
     k.q_row_base = k.q_blk_base * BQ;
     k.k_blk_base = hk * p.k_map_len + e.k_blk;
-    k.v_pitch = p.k_map_len * BK;
+    k.v_pitch = v_pitch(p);
     k.v_row0 = hk * D_V;
     k.v_col0 = static_cast<i64>(e.k_blk) * BK;
     return k;
@@ -159,7 +166,7 @@ __device__ __forceinline__ BlockCoords block_coords(const AttentionParams& p) {
   k.q_row_base = k.bh * k.q_len_pad;
   k.q_blk_base = k.bh * k.q_blocks;
   k.k_blk_base = k.bhk * k.k_blocks;
-  k.v_pitch = k.kv_len_pad;
+  k.v_pitch = v_pitch(p);  // = kv_len_pad
   k.v_row0 = k.bhk * D_V;
   k.v_col0 = 0;
   return k;

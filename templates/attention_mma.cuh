@@ -129,12 +129,22 @@ __device__ __forceinline__ float2 lds_f32x2(u32 addr) {
   return v;
 }
 
-struct Ctx {
-  const i8* k_head;        // K codes of the kv head, row 0
-  const u8* v_head;        // V codes of the kv head, channel 0
-  const float* ks_head;    // K scales of the kv head, block 0
-  const float* ds_row;     // ΔS row of this (pair, q block), key 0
-  i64 kv_len_pad;  // row pitch of V̂ᵀ (bytes)
+// The K and V̂ sources of KV tile 0 for one pass, computed once a pass (KV_SRC_KEPT): a tile's are
+// these plus the tile's offset (the next tile's block coordinates and 64-bit address chains were
+// ~90 of the loop's ~500 instructions on sm_80, scripts/sass_census.py). They are the thread's own
+// (its chunk's offsets folded in), so they take 4-6 registers across the loop, and ptxas spilled
+// with them, or with the CTA's, where a kernel sits at its register line: 8 warps (ptxas aims at
+// 128 registers; sm_90a bq128.bk64.w8, hd 64, FP8 P̃V), and the compute_89 FP8 P̃V kernel with fp16
+// accumulation at hd 128 as Hopper's ptxas compiles its PTX (128 registers: spills, or 4 → 3 CTAs
+// an SM; bench/NOTES.md session 29). There every tile finds them from the block coordinates. The
+// K scales' source is kept but for smooth Q, whose ΔS row is found from the block coordinates per
+// tile (kept too, or with the K scales', both made ptxas spill on sm_90a: INT4 smooth Q, hd 128).
+constexpr bool KV_SRC_KEPT = WARPS <= 4 && !(PV_ACC16 && !PV_FP16 && DVS > 64);
+constexpr bool KS_SRC_KEPT = KV_SRC_KEPT && !SMOOTH_Q;
+struct KvSrc {
+  const i8* k;      // K̂: the thread's first 16-byte chunk (the one-column mapping) or row 0 of the kv head
+  const u8* v;      // V̂ᵀ: the thread's first channel row of the pass, key 0, its 16-byte part
+  const float* ks;  // the K scales of tile 0 (copied by thread 0)
 };
 
 __device__ __forceinline__ void mma_qk(i32 (&acc)[4], const u32 (&a)[4], u32 b0, u32 b1) {
@@ -217,55 +227,54 @@ __device__ __forceinline__ void rowsum_of_phat(const u32 (&pf)[KCH][8], const fl
 template <int KCH>
 __device__ __forceinline__ void rowsum_of_phat(const u32 (&)[KCH][4], const float (&)[2], float (&)[2]) {}
 
-// Global sources of the KV loads, recomputed per tile from the block coordinates. Computing them
-// once per CTA cuts the loop by ~10 % on sm_80 (three integer divisions and the 64-bit address
-// chains: scripts/sass_census.py), but every form tried (four pointers or two 32-bit indices in
-// registers, the context in shared memory) made ptxas spill on some arch (sm_89 varlen, sm_100,
-// sm_103, which aim at 128 / 96 registers for 128-thread CTAs): bench/NOTES.md, session 10.
-__device__ __forceinline__ Ctx make_ctx(const AttentionParams& p) {
-  const BlockCoords k = block_coords<true>(p);
-  Ctx c;
-  c.k_head = p.k_codes + k.k_blk_base * BK * RB;
-  c.v_head = p.v_codes + (k.v_row0 * k.v_pitch + k.v_col0) * VB;
-  c.ks_head = k_scales<4>(p, k);
-  c.ds_row = SMOOTH_Q ? delta_s_row(p, k) : nullptr;
-  c.kv_len_pad = k.v_pitch * VB;
-  return c;
+// K chunks: with THREADS a multiple of 16 rows' chunks each thread keeps one chunk column (its
+// rows step by a multiple of 16, which k_slot preserves: one invariant destination plus
+// compile-time offsets); else a strided walk over the tile's chunks.
+constexpr int K_CPR = RB / 16;  // 16-byte chunks per K row
+constexpr bool K_COLUMN = THREADS % K_CPR == 0 && (THREADS / K_CPR) % 16 == 0;
+// V̂ᵀ: VRPP channel rows of BK codes at once, each thread one 16-byte part of one row.
+constexpr int V_CPR = BK * VB / 16;
+constexpr int VRPP = THREADS / V_CPR;
+static_assert(THREADS % V_CPR == 0, "V chunk mapping");
+
+// The sources of pass `slice` (block coordinates: the caller's).
+__device__ __forceinline__ KvSrc make_kv_src(const AttentionParams& p, const BlockCoords& k, int slice) {
+  const int tid = static_cast<int>(tid_x());
+  KvSrc s;
+  s.k = p.k_codes + k.k_blk_base * BK * RB + (K_COLUMN ? tid * 16 : 0);
+  s.v = p.v_codes + (k.v_row0 * k.v_pitch + k.v_col0) * VB +
+        static_cast<i64>(slice * DVS + tid / V_CPR) * k.v_pitch * VB + (tid % V_CPR) * 16;
+  s.ks = k_scales<4>(p, k);
+  return s;
 }
 
 // Issue the cp.async copies of KV tile `tile` (V channels of pass `slice`) into stage `st`.
-__device__ __forceinline__ void load_stage(const AttentionParams& p, int tile, int slice, u32 st) {
-  const Ctx c = make_ctx(p);
+// `kept`: the pass's sources (KV_SRC_KEPT), else unused.
+__device__ __forceinline__ void load_stage(const AttentionParams& p, const KvSrc& kept, int tile, int slice, u32 st) {
   const int tid = static_cast<int>(tid_x());
+  const KvSrc s = KV_SRC_KEPT ? kept : make_kv_src(p, block_coords<true>(p), slice);
   // K: BK rows of RB bytes, contiguous in global memory; row `key` goes to slot k_slot(key).
-  constexpr int CPR = RB / 16;          // 16-byte chunks per K row
-  constexpr int KCH = BK * CPR;
-  const i8* ksrc = c.k_head + static_cast<i64>(tile) * BK * RB;
-  if (THREADS % CPR == 0 && (THREADS / CPR) % 16 == 0) {
-    // Each thread keeps one chunk column; its rows step by a multiple of 16, which k_slot
-    // preserves: one invariant destination plus compile-time offsets.
-    constexpr int RPP = THREADS / CPR;
-    const int key0 = tid / CPR, part = tid % CPR;
+  constexpr int KCH = BK * K_CPR;
+  const i8* ksrc = s.k + static_cast<i64>(tile) * BK * RB;
+  if (K_COLUMN) {
+    constexpr int RPP = THREADS / K_CPR;
+    const int key0 = tid / K_CPR, part = tid % K_CPR;
     const u32 dst = st + SM.k_off + k_slot(key0) * QKP + part * 16;
-    const i8* src = ksrc + tid * 16;
 #pragma unroll
     for (int i = 0; i < (KCH + THREADS - 1) / THREADS; ++i)
-      if (KCH % THREADS == 0 || key0 + i * RPP < BK) ptx::cp_async_16(dst + i * RPP * QKP, src + i * THREADS * 16);
+      if (KCH % THREADS == 0 || key0 + i * RPP < BK) ptx::cp_async_16(dst + i * RPP * QKP, ksrc + i * THREADS * 16);
   } else {
 #pragma unroll 4
     for (int q = tid; q < KCH; q += THREADS) {
-      const int key = q / CPR, part = q % CPR;
+      const int key = q / K_CPR, part = q % K_CPR;
       ptx::cp_async_16(st + SM.k_off + k_slot(key) * QKP + part * 16, ksrc + static_cast<i64>(q) * 16);
     }
   }
   // V slice: DVS channel rows of BK codes (row ch of the transposed V, keys of this tile).
-  constexpr int VCPR = BK * VB / 16;
-  constexpr int VRPP = THREADS / VCPR;
-  static_assert(THREADS % VCPR == 0, "V chunk mapping");
   {
-    const int r0 = tid / VCPR, part = tid % VCPR;
-    const u8* src = c.v_head + static_cast<i64>(slice * DVS + r0) * c.kv_len_pad + static_cast<i64>(tile) * BK * VB + part * 16;
-    const i64 step = static_cast<i64>(VRPP) * c.kv_len_pad;
+    const int r0 = tid / V_CPR, part = tid % V_CPR;
+    const u8* src = s.v + static_cast<i64>(tile) * BK * VB;
+    const i64 step = static_cast<i64>(VRPP) * v_pitch(p) * VB;
     const u32 dst = st + SM.v_off + r0 * VP + part * 16;
 #pragma unroll
     for (int i = 0; i < (DVS + VRPP - 1) / VRPP; ++i) {
@@ -274,15 +283,17 @@ __device__ __forceinline__ void load_stage(const AttentionParams& p, int tile, i
         if (NSL * DVS == D_V || slice * DVS + r < D_V)
           ptx::cp_async_16(dst + i * VRPP * VP, src);
         else
-          ptx::cp_async_16_zfill(dst + i * VRPP * VP, c.v_head, 0u);
+          ptx::cp_async_16_zfill(dst + i * VRPP * VP, s.v, 0u);  // past the head dim: zeros
       }
       src += step;
     }
   }
-  if (tid == 0) ptx::cp_async_16(st + SM.ks_off, c.ks_head + static_cast<i64>(tile) * 4);
+  if (tid == 0)
+    ptx::cp_async_16(st + SM.ks_off, (KV_SRC_KEPT && !KS_SRC_KEPT ? k_scales<4>(p, block_coords<true>(p)) : s.ks) +
+                                         static_cast<i64>(tile) * 4);
   if (SMOOTH_Q) {
     constexpr int DCH = BK / 4;
-    const float* dsrc = c.ds_row + static_cast<i64>(tile) * BK;
+    const float* dsrc = delta_s_row(p, block_coords<true>(p)) + static_cast<i64>(tile) * BK;
 #pragma unroll
     for (int q0 = 0; q0 < DCH; q0 += THREADS) {
       const int q = q0 + tid;
@@ -346,6 +357,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
 
 #pragma unroll 1
   for (int slice = 0; slice < NSL; ++slice) {
+    const KvSrc src = KV_SRC_KEPT ? make_kv_src(p, block_coords<true>(p), slice) : KvSrc{};
     float o[MT][NV][4];
     float m[MT][2], l[MT][2];
 #pragma unroll
@@ -361,7 +373,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
     if (STAGES > 1) {
 #pragma unroll
       for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < n_tiles) load_stage(p, t0 + s, slice, stages0 + s * SM.stage_bytes);
+        if (s < n_tiles) load_stage(p, src, t0 + s, slice, stages0 + s * SM.stage_bytes);
         ptx::cp_async_commit();
       }
     }
@@ -369,7 +381,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
 #pragma unroll 1
     for (int tile = 0; tile < n_tiles; ++tile) {
       if (STAGES == 1) {
-        load_stage(p, t0 + tile, slice, stages0);
+        load_stage(p, src, t0 + tile, slice, stages0);
         ptx::cp_async_commit();
         ptx::cp_async_wait<0>();
         __syncthreads();
@@ -377,7 +389,7 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
         ptx::cp_async_wait<(STAGES > 1 ? STAGES - 2 : 0)>();
         __syncthreads();  // tile's data visible to all; everyone is done with tile-1's buffer
         const int nt = tile + STAGES - 1;
-        if (nt < n_tiles) load_stage(p, t0 + nt, slice, stages0 + (nt % STAGES) * SM.stage_bytes);
+        if (nt < n_tiles) load_stage(p, src, t0 + nt, slice, stages0 + (nt % STAGES) * SM.stage_bytes);
         ptx::cp_async_commit();
       }
       const u32 st = stages0 + (STAGES == 1 ? 0 : (tile % STAGES)) * SM.stage_bytes;
