@@ -36,4 +36,13 @@ inline reference::KernelConfig mma_amendment_spec(const char* arch, int d, Causa
   return s;
 }
 
+// The wgmma family's spec for the same (sm_90a, its default bq128.bk128.w8.s2 tile): its contract
+// keeps the unamended forms, which the amendments' tests check against.
+inline reference::KernelConfig wgmma_amendment_spec(int d, CausalMode causal) {
+  reference::KernelConfig s = mma_amendment_spec("sm_90a", d, causal);
+  s.family = AttentionFamily::Wgmma;
+  s.tile = reference::KernelTile{128, 128, 8, 2};
+  return s;
+}
+
 }  // namespace sage2::test

@@ -23,6 +23,7 @@ using namespace sage2;
 using namespace sage2::reference;
 
 using sage2::test::mma_amendment_spec;
+using sage2::test::wgmma_amendment_spec;
 
 namespace {
 
@@ -72,10 +73,7 @@ TEST_CASE("fused exponent: the mma family's contract; with smooth Q both forms a
           emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), sq, b).o);
   }
   // the wgmma family's contract is the unfused form
-  KernelConfig wg = mma_amendment_spec("sm_89", 64, CausalMode::TopLeft);
-  wg.family = AttentionFamily::Wgmma;
-  wg.arch = "sm_90a";
-  wg.tile = {128, 128, 8, 2};
+  const KernelConfig wg = wgmma_amendment_spec(64, CausalMode::TopLeft);
   EmulationOptions c, u;
   u.exponent_form = ExponentForm::Unfused;
   CHECK(emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), wg, c).o == emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), wg, u).o);

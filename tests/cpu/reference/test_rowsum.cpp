@@ -22,6 +22,7 @@ using namespace sage2;
 using namespace sage2::reference;
 
 using sage2::test::mma_amendment_spec;
+using sage2::test::wgmma_amendment_spec;
 
 TEST_CASE("rowsum: the contract is the sum of P^ for FP16 P~V (mma), of P~ otherwise; with unrounded P it only reorders the sum") {
   const AttentionInputs in = make_activation_like(5, DType::F16, 1, 2, 1, 100, 300, 64);
@@ -51,10 +52,7 @@ TEST_CASE("rowsum: the contract is the sum of P^ for FP16 P~V (mma), of P~ other
     CHECK(worst <= 1e-6 * std::max(1.0, scale));
   }
   // the wgmma family's contract is the sum of P~
-  KernelConfig wg = mma_amendment_spec("sm_89", 64, CausalMode::TopLeft);
-  wg.family = AttentionFamily::Wgmma;
-  wg.arch = "sm_90a";
-  wg.tile = {128, 128, 8, 2};
+  const KernelConfig wg = wgmma_amendment_spec(64, CausalMode::TopLeft);
   EmulationOptions c, t;
   t.row_sum = RowSumForm::OfPTilde;
   CHECK(emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), wg, c).o == emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), wg, t).o);
