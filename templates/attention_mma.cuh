@@ -405,10 +405,12 @@ __device__ __forceinline__ void attention(const AttentionParams& p) {
       constexpr bool FUSED_EXP = !SMOOTH_Q && !MASK && MT == 1;
       // (fused: raised to FLT_MIN, so that a masked key's −inf dot times it stays −inf; a scale of
       // 0 comes only with codes of 0, whose products stay 0 — as the attention_wgmma.cuh max does)
-      const float dqk0 = FUSED_EXP ? ptx::max_f32(score_scale(qs, ks.x, c2), 1.17549435e-38f)
-                                   : score_scale(qs, ks.x, c2);  // even n8 tiles: K group 2·(t%2)
-      const float dqk1 = FUSED_EXP ? ptx::max_f32(score_scale(qs, ks.y, c2), 1.17549435e-38f)
-                                   : score_scale(qs, ks.y, c2);  // odd n8 tiles:  K group 2·(t%2)+1
+      const auto dqk_of = [&](float k_scale) {
+        const float d = score_scale(qs, k_scale, c2);
+        return FUSED_EXP ? ptx::max_f32(d, 1.17549435e-38f) : d;
+      };
+      const float dqk0 = dqk_of(ks.x);  // even n8 tiles: K group 2·(t%2)
+      const float dqk1 = dqk_of(ks.y);  // odd n8 tiles:  K group 2·(t%2)+1
       const bool need_mask = tile >= masked_from;
       const int kbase = (t0 + tile) * BK;
       const int cls = MASK ? static_cast<int>(cls_row[tile]) : MASK_CLASS_ALL;

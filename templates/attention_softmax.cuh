@@ -29,9 +29,6 @@ __device__ __forceinline__ float update_max(float mx, float& m, float& alpha, fl
   return m_use - LOG2_P_SCALE;
 }
 
-// x[j][e] = 448·P̃ = exp2(arg(j, e)) (the family's exponent: s − shift of the row half), and
-// l = l·alpha + the thread's row sums of the unquantised 448·P̃, in key order. l is kept per thread
-// (its own keys); the quad's partial sums are added in the epilogue.
 // x[j][e] = exp2(arg(j, e)) alone: the row sum is taken from P̂ afterwards (rowsum_of_phat).
 template <int NT, class Arg>
 __device__ __forceinline__ void exp2_only(float (&x)[NT][4], Arg arg) {
@@ -41,6 +38,9 @@ __device__ __forceinline__ void exp2_only(float (&x)[NT][4], Arg arg) {
     for (int e = 0; e < 4; ++e) x[j][e] = ptx::exp2_approx(arg(j, e));
 }
 
+// x[j][e] = 448·P̃ = exp2(arg(j, e)) (the family's exponent: s − shift of the row half), and
+// l = l·alpha + the thread's row sums of the unquantised 448·P̃, in key order. l is kept per thread
+// (its own keys); the quad's partial sums are added in the epilogue.
 template <int NT, class Arg>
 __device__ __forceinline__ void exp2_rowsum(float (&x)[NT][4], const float (&alpha)[2], float (&l)[2], Arg arg) {
   float rs[2] = {0.f, 0.f};
