@@ -139,9 +139,10 @@ __device__ __forceinline__ float2 lds_f32x2(u32 addr) {
 // an SM; bench/NOTES.md session 29). There every tile finds them from the block coordinates. The
 // K scales' source and the thread's shared-memory destinations are kept too (SRC_ALL_KEPT) but for
 // smooth Q, whose ΔS row is found from the block coordinates per tile (kept too, or with the K
-// scales' or the destinations, each made ptxas spill on sm_90a: INT4 smooth Q, hd 128).
+// scales' or the destinations, each made ptxas spill on sm_90a: INT4 smooth Q, hd 128), and for
+// varlen INT4 (the destinations spilled on sm_89 at hd 64).
 constexpr bool KV_SRC_KEPT = WARPS <= 4 && !(PV_ACC16 && !PV_FP16 && DVS > 64);
-constexpr bool SRC_ALL_KEPT = KV_SRC_KEPT && !SMOOTH_Q;
+constexpr bool SRC_ALL_KEPT = KV_SRC_KEPT && !SMOOTH_Q && !(VARLEN && INT4);
 struct KvSrc {
   const i8* k;      // K̂: the thread's first 16-byte chunk (the one-column mapping) or row 0 of the kv head
   const u8* v;      // V̂ᵀ: the thread's first channel row of the pass, key 0, its 16-byte part
