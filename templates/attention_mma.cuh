@@ -137,14 +137,17 @@ __device__ __forceinline__ float2 lds_f32x2(u32 addr) {
 // 128 registers; sm_90a bq128.bk64.w8, hd 64, FP8 P̃V), and the compute_89 FP8 P̃V kernel with fp16
 // accumulation at hd 128 as Hopper's ptxas compiles its PTX (128 registers: spills, or 4 → 3 CTAs
 // an SM; bench/NOTES.md session 29). There every tile finds them from the block coordinates. The
-// K scales' source is kept but for smooth Q, whose ΔS row is found from the block coordinates per
-// tile (kept too, or with the K scales', both made ptxas spill on sm_90a: INT4 smooth Q, hd 128).
+// K scales' source and the thread's shared-memory destinations are kept too (SRC_ALL_KEPT) but for
+// smooth Q, whose ΔS row is found from the block coordinates per tile (kept too, or with the K
+// scales' or the destinations, each made ptxas spill on sm_90a: INT4 smooth Q, hd 128), and for
+// varlen INT4 (the destinations spilled on sm_89 at hd 64).
 constexpr bool KV_SRC_KEPT = WARPS <= 4 && !(PV_ACC16 && !PV_FP16 && DVS > 64);
-constexpr bool KS_SRC_KEPT = KV_SRC_KEPT && !SMOOTH_Q;
+constexpr bool SRC_ALL_KEPT = KV_SRC_KEPT && !SMOOTH_Q && !(VARLEN && INT4);
 struct KvSrc {
   const i8* k;      // K̂: the thread's first 16-byte chunk (the one-column mapping) or row 0 of the kv head
   const u8* v;      // V̂ᵀ: the thread's first channel row of the pass, key 0, its 16-byte part
   const float* ks;  // the K scales of tile 0 (copied by thread 0)
+  u32 k_dst, v_dst;  // shared-memory offsets of the thread's first K chunk / V̂ᵀ part in a stage (K_COLUMN)
 };
 
 __device__ __forceinline__ void mma_qk(i32 (&acc)[4], const u32 (&a)[4], u32 b0, u32 b1) {
@@ -237,6 +240,10 @@ constexpr int V_CPR = BK * VB / 16;
 constexpr int VRPP = THREADS / V_CPR;
 static_assert(THREADS % V_CPR == 0, "V chunk mapping");
 
+// The thread's shared-memory offsets of its first K chunk (K_COLUMN) and V̂ᵀ part in a stage.
+__device__ __forceinline__ u32 k_dst_of(int tid) { return SM.k_off + k_slot(tid / K_CPR) * QKP + (tid % K_CPR) * 16; }
+__device__ __forceinline__ u32 v_dst_of(int tid) { return SM.v_off + (tid / V_CPR) * VP + (tid % V_CPR) * 16; }
+
 // The sources of pass `slice` (block coordinates: the caller's).
 __device__ __forceinline__ KvSrc make_kv_src(const AttentionParams& p, const BlockCoords& k, int slice) {
   const int tid = static_cast<int>(tid_x());
@@ -245,6 +252,8 @@ __device__ __forceinline__ KvSrc make_kv_src(const AttentionParams& p, const Blo
   s.v = p.v_codes + (k.v_row0 * k.v_pitch + k.v_col0) * VB +
         static_cast<i64>(slice * DVS + tid / V_CPR) * k.v_pitch * VB + (tid % V_CPR) * 16;
   s.ks = k_scales<4>(p, k);
+  s.k_dst = k_dst_of(tid);
+  s.v_dst = v_dst_of(tid);
   return s;
 }
 
@@ -258,8 +267,8 @@ __device__ __forceinline__ void load_stage(const AttentionParams& p, const KvSrc
   const i8* ksrc = s.k + static_cast<i64>(tile) * BK * RB;
   if (K_COLUMN) {
     constexpr int RPP = THREADS / K_CPR;
-    const int key0 = tid / K_CPR, part = tid % K_CPR;
-    const u32 dst = st + SM.k_off + k_slot(key0) * QKP + part * 16;
+    const int key0 = tid / K_CPR;
+    const u32 dst = st + (SRC_ALL_KEPT ? s.k_dst : k_dst_of(tid));
 #pragma unroll
     for (int i = 0; i < (KCH + THREADS - 1) / THREADS; ++i)
       if (KCH % THREADS == 0 || key0 + i * RPP < BK) ptx::cp_async_16(dst + i * RPP * QKP, ksrc + i * THREADS * 16);
@@ -272,10 +281,10 @@ __device__ __forceinline__ void load_stage(const AttentionParams& p, const KvSrc
   }
   // V slice: DVS channel rows of BK codes (row ch of the transposed V, keys of this tile).
   {
-    const int r0 = tid / V_CPR, part = tid % V_CPR;
+    const int r0 = tid / V_CPR;
     const u8* src = s.v + static_cast<i64>(tile) * BK * VB;
     const i64 step = static_cast<i64>(VRPP) * v_pitch(p) * VB;
-    const u32 dst = st + SM.v_off + r0 * VP + part * 16;
+    const u32 dst = st + (SRC_ALL_KEPT ? s.v_dst : v_dst_of(tid));
 #pragma unroll
     for (int i = 0; i < (DVS + VRPP - 1) / VRPP; ++i) {
       const int r = r0 + i * VRPP;
@@ -289,7 +298,7 @@ __device__ __forceinline__ void load_stage(const AttentionParams& p, const KvSrc
     }
   }
   if (tid == 0)
-    ptx::cp_async_16(st + SM.ks_off, (KV_SRC_KEPT && !KS_SRC_KEPT ? k_scales<4>(p, block_coords<true>(p)) : s.ks) +
+    ptx::cp_async_16(st + SM.ks_off, (KV_SRC_KEPT && !SRC_ALL_KEPT ? k_scales<4>(p, block_coords<true>(p)) : s.ks) +
                                          static_cast<i64>(tile) * 4);
   if (SMOOTH_Q) {
     constexpr int DCH = BK / 4;
