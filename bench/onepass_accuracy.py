@@ -24,7 +24,7 @@ BAR = 1.02
 def run(tool, kind, d, causal, seed, a):
     cmd = [tool, "--only", "onepass", "--inputs", kind, "--head-dim", str(d), "--causal", causal,
            "--seed", str(seed), "--q-len", str(a.q_len), "--heads", str(a.heads),
-           "--threads", str(a.threads), "--sample-tiles", str(a.sample_tiles), "--v-headroom", str(a.v_headroom),
+           "--threads", str(a.threads), "--sample-tiles", str(a.sample_tiles), "--sample-unit", str(a.sample_unit), "--v-headroom", str(a.v_headroom),
            "--json", "-"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return " ".join(cmd[1:]), json.loads(out)
@@ -39,6 +39,7 @@ def main():
     p.add_argument("--head-dims", default="64,128")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--sample-tiles", type=int, default=4, help="the sampled rows' KV tiles (sample_statistics)")
+    p.add_argument("--sample-unit", type=int, default=64, help="the sampled rows' keys per unit (0: the KV tile)")
     p.add_argument("--v-headroom", type=float, default=16.0, help="the sampled rows' V headroom")
     p.add_argument("--kinds", default=",".join(KINDS))
     p.add_argument("--causal", default=",".join(CAUSAL))
@@ -73,7 +74,7 @@ def main():
         groups[(c["config"], c["kind"])].append(c)
     print(f"N = {a.q_len}, heads = {a.heads}, head dims {dims}, causal {a.causal}, seeds {seeds}: "
           f"{len(cells) // max(1, len(groups))} cells per row; 13-bit accumulator; sampled rows: "
-          f"{a.sample_tiles} tiles, V headroom {a.v_headroom:g}\n")
+          f"{a.sample_tiles} units of {a.sample_unit or 'bk'} keys, V headroom {a.v_headroom:g}\n")
     print("| configuration | data | rel-L1 today | rel-L1 one-pass | ratio of means | worst cell ratio "
           "| cos today | cos one-pass |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")

@@ -69,7 +69,8 @@ void mask_tiles_rules(const KernelSpec& s) {
 // ---- preamble constants
 // Every op's sampling constants (0 tiles: the statistics over every key; templates/quantize_common.cuh).
 void sample_defines(QuantMapping& m, const KernelSpec& c) {
-  m.defines.push_back({"SAGE2_QZ_SAMPLE_TILES", c.sampled_stats ? kSampleTiles : 0, "KV tiles of the sampled statistics (0: every key)"});
+  m.defines.push_back({"SAGE2_QZ_SAMPLE_TILES", c.sampled_stats ? kSampleTiles : 0, "units of the sampled statistics (0: every key)"});
+  m.defines.push_back({"SAGE2_QZ_SAMPLE_UNIT", kSampleUnit, "keys per unit of the sampled statistics"});
   m.defines.push_back({"SAGE2_QZ_V_HEADROOM", static_cast<int>(kVHeadroom), "V scale headroom of the sampled statistics"});
 }
 void item_maps(QuantMapping& m, std::initializer_list<std::pair<const char*, const QuantizeKernelConfig*>> kinds) {

@@ -173,10 +173,15 @@ constexpr int kPvAcc16Keys = 64;
 constexpr float kV8Acc16Max = 2.25f;
 constexpr int kV16Acc16Exp = 9;
 constexpr int kV16Exp = 15;  // FP16 V̂ with fp32 accumulation: |V̂| < 2^15
-// Sampled statistics (KernelSpec::sampled_stats; kernels/quant_buffers.hpp): the KV tiles sampled
-// per (batch, kv head) and V's scale headroom (a power of two: the headroom changes no e4m3 code
-// above the subnormals; reference::QuantizeOptions' sample_tiles and v_headroom default to these).
+// Sampled statistics (KernelSpec::sampled_stats; kernels/quant_buffers.hpp): the units sampled per
+// (batch, kv head), the keys of a unit, and V's scale headroom (a power of two: the headroom changes
+// no e4m3 code above the subnormals; reference::QuantizeOptions' sample_tiles, sample_unit and
+// v_headroom default to these). The unit is fixed in keys, not the KV tile: the statistics kernel's
+// bytes do not grow with bk (wgmma's 128-key tiles read half of K and V at 1K keys with a tile
+// unit; the emulation's rel-L1 with 64-key units is 0.99-1.01x the every-key statistics', as the
+// tile unit's: bench/NOTES.md, session 30).
 constexpr int kSampleTiles = 4;
+constexpr int kSampleUnit = 64;
 constexpr float kVHeadroom = 16.f;
 
 // Padded head dims (the quantize kernel pads, no extra launches).

@@ -36,9 +36,10 @@ QuantBuffers quant_buffers(const QuantProblem& p, const KernelSpec& s) {
   b.row_bytes = qk_row_bytes(p.head_dim, s.qk_bits);
   b.d_v = v_dim_padded(p.head_dim);
   b.stats_chunk = quantize_stats_chunk(s);
-  // (sampled statistics over more than kSampleTiles tiles: one chunk of bk keys per sampled tile)
-  b.stats_chunks = s.sampled_stats && b.k_blocks > kSampleTiles ? kSampleTiles
-                                                                 : (p.kv_len + b.stats_chunk - 1) / b.stats_chunk;
+  // (sampled statistics over more than kSampleTiles units: one chunk of kSampleUnit keys per sampled unit)
+  b.stats_chunks = s.sampled_stats && (p.kv_len + kSampleUnit - 1) / kSampleUnit > kSampleTiles
+                       ? kSampleTiles
+                       : (p.kv_len + b.stats_chunk - 1) / b.stats_chunk;
   return b;
 }
 

@@ -44,11 +44,12 @@
 //     448, so 64·448·2.25 = 64512 < 65504; FP16: 2^max(0, e - 9) (kV16Acc16Exp) in place of
 //     2^max(0, e - 15), so |V̂| < 2^9 and 64·2^9 = 32768.
 //  Sampled statistics (KernelSpec::sampled_stats: Auto's split stage for dense calls; the
-//  reference's QuantizeOptions::sample_statistics): with T = k_blocks tiles of bk keys, the
-//  statistics stats / k̄ / μ above are taken over the keys of tiles ⌊i·T/S⌋, i < S = kSampleTiles
-//  when T > S (the sampled tiles are then all full), summed in chunks of one sampled tile (T = bk
-//  in the formula above, chunks in sample order), and k̄ / μ divide by the sample's key count;
-//  when T <= S they are the statistics above (every key, the same order). V's amax: A_s from
+//  reference's QuantizeOptions::sample_statistics): with T = ceil(kv_len / U) units of U =
+//  kSampleUnit keys (64, whatever the tile), the statistics stats / k̄ / μ above are taken over
+//  the keys of units ⌊i·T/S⌋, i < S = kSampleTiles when T > S (the sampled units are then all
+//  full), summed in chunks of one sampled unit (T = U in the formula above, chunks in sample
+//  order), and k̄ / μ divide by the sample's key count (S·U); when T <= S they are the statistics
+//  above (every key, the same order). V's amax: A_s from
 //  the sampled statistics as above, H_s = kVHeadroom · A_s where that is finite (else A_s), and
 //  amax = A_all > H_s ? A_all : H_s, A_all = max over every key of |float(V) − μ| (non-finite
 //  inputs read as 0), so no code saturates; v_amax holds it. The flags below still cover every key.

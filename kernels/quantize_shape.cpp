@@ -72,11 +72,11 @@ void plan_stats_ring(const KernelSpec& s, QuantizeKernelConfig& c) {
   const int red_bytes = (3 * red_floats * 4 <= 24 * 1024 ? 3 : 1) * red_floats * 4;
   const int fixed = std::max(qk_dim_padded(s.head_dim, s.qk_bits), v_dim_padded(s.head_dim)) * 4 + 16;
   const int per_cta = sm_shared_bytes(s.arch) / c.min_ctas - 1024;
-  // Sampled statistics walk one KV tile per chunk (once the sequence holds more than the sample):
+  // Sampled statistics walk one unit per chunk (once the sequence holds more than the sample):
   // a ring for a whole statistics chunk held shared memory no walk filled, and past 48 KB its
   // launch asks for the largest shared carveout. With it, quantize_v and quantize_k (launched
   // behind it) ran 15-20 % slower at hd 128; likely the carveout they inherit (session 22's notes).
-  const int walk_rows = s.sampled_stats ? std::min(quantize_stats_chunk(s), s.tile.bk) : quantize_stats_chunk(s);
+  const int walk_rows = s.sampled_stats ? std::min(quantize_stats_chunk(s), kSampleUnit) : quantize_stats_chunk(s);
   const int rows_per_thread = (walk_rows + rpp - 1) / rpp;
   int ring = std::min((rows_per_thread + u - 1) / u, (per_cta - fixed) / batch_bytes);
   if (ring < 2) ring = 0;

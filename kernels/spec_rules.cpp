@@ -151,7 +151,7 @@ std::string KernelSpec::key() const {
   if (c.varlen) k << "|varlen";
   if (c.mask != 0) k << "|mask:" << mask_type_name(static_cast<MaskType>(c.mask));
   if (c.q_in_kernel) k << "|qin";
-  if (c.sampled_stats) k << "|ss" << kSampleTiles;
+  if (c.sampled_stats) k << "|ss" << kSampleTiles << "x" << kSampleUnit;
   if (c.pv_fp16) k << "|pv16";
   if (c.pv_acc16) k << "|acc16";
   if (c.ptx) k << "|ptx";

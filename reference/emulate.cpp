@@ -636,6 +636,7 @@ EmulationResult emulate_attention(const TensorRef& q, const TensorRef& k, const 
     qopt.kv_tile_statistics = opt.kv_tile_statistics;
     qopt.sample_statistics = opt.sample_statistics;
     qopt.sample_tiles = opt.sample_tiles;
+    qopt.sample_unit = opt.sample_unit;
     qopt.v_headroom = opt.v_headroom;
     own = quantize_stage(q, k, v, config, qopt);
   }

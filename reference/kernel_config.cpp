@@ -104,7 +104,7 @@ bool same_layout(const StageLayout& a, const StageLayout& b) {
     c.in_dtype = c.out_dtype = DType::F16;
     c.two_level_accum = true;
     c.return_lse = false;
-    // the statistics' scratch (its chunks: the sampled stage has one per sampled tile), which no
+    // the statistics' scratch (its chunks: the sampled stage has one per sampled unit), which no
     // attention reads
     l.stats_chunk = 0;
     l.stats_chunks = 0;

@@ -498,14 +498,17 @@ QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const Tenso
   st.stats_keys = opt.kv_tile_statistics ? std::min<std::int64_t>(p.kv_len, L.layout.bk) : p.kv_len;
   if (opt.kv_tile_statistics && opt.sample_statistics)
     detail::bad_arg("QuantizeOptions: kv_tile_statistics and sample_statistics are exclusive");
-  if (opt.sample_statistics && (opt.sample_tiles < 1 || !(opt.v_headroom >= 1.f) || !std::isfinite(opt.v_headroom)))
-    detail::bad_arg("QuantizeOptions: sample_tiles=" + std::to_string(opt.sample_tiles) + " (>= 1) and v_headroom=" +
+  if (opt.sample_statistics && (opt.sample_tiles < 1 || !(opt.v_headroom >= 1.f) || !std::isfinite(opt.v_headroom) ||
+                                 opt.sample_unit < 0 || opt.sample_unit % 16 != 0))
+    detail::bad_arg("QuantizeOptions: sample_tiles=" + std::to_string(opt.sample_tiles) + " (>= 1), sample_unit=" +
+                    std::to_string(opt.sample_unit) + " (0 or a positive multiple of 16) and v_headroom=" +
                     std::to_string(opt.v_headroom) + " (finite, >= 1)");
-  if (opt.sample_statistics && L.k_blocks > opt.sample_tiles) {
-    // One chunk per sampled tile (bk keys): the split path's statistics kernel takes each sampled
-    // tile as one contiguous chunk. (T <= S: every key, in the split stage's own order.)
-    st.stats_T = L.layout.bk;
-    st.sample = sampled_keys(p.kv_len, L.layout.bk, opt.sample_tiles);
+  const std::int64_t unit = opt.sample_unit > 0 ? opt.sample_unit : L.layout.bk;
+  if (opt.sample_statistics && (p.kv_len + unit - 1) / unit > opt.sample_tiles) {
+    // One chunk per sampled unit: the split path's statistics kernel takes each sampled unit as
+    // one contiguous chunk. (T <= S: every key, in the split stage's own order.)
+    st.stats_T = static_cast<int>(unit);
+    st.sample = sampled_keys(p.kv_len, unit, opt.sample_tiles);
     st.stats_keys = static_cast<std::int64_t>(st.sample.size());
   }
   QuantizedHost qs;

@@ -66,20 +66,23 @@ using quant_math::quant_int;
 constexpr i32 NO_BAD = 0x7fffffff;             // "no non-finite element" (INT32_MAX)
 
 // Sampled statistics (kernels::KernelSpec::sampled_stats; the contract in kernels/quant_buffers.hpp):
-// k̄, μ and V's amax from SAMPLE_TILES KV tiles of BK keys, V's scale with V_HEADROOM. 0: every key.
+// k̄, μ and V's amax from SAMPLE_TILES units of SAMPLE_UNIT keys, V's scale with V_HEADROOM. 0: every key.
 constexpr int SAMPLE_TILES = SAGE2_QZ_SAMPLE_TILES;
+constexpr int SAMPLE_UNIT = SAGE2_QZ_SAMPLE_UNIT;
 constexpr float V_HEADROOM = SAGE2_QZ_V_HEADROOM;
 static_assert(SAMPLE_TILES == 0 || !SAGE2_VARLEN, "sampled statistics: dense calls only");
-// A sequence of len keys has T = ceil(len / BK) tiles. With T > S the statistics are those of
-// tiles ⌊i·T/S⌋, i < S, one chunk each (all full tiles: the last sampled one, T − ceil(T/S), is
-// never the partial last tile); with T <= S, every key's (the split stage's own chunks).
+static_assert(SAMPLE_UNIT > 0 && SAMPLE_UNIT % 16 == 0, "sample unit");
 __device__ __forceinline__ i64 kv_tiles(i64 len) { return (len + BK - 1) / BK; }
-__device__ __forceinline__ bool sampled(i64 len) { return SAMPLE_TILES != 0 && kv_tiles(len) > SAMPLE_TILES; }
-__device__ __forceinline__ i64 sample_tile(u32 i, i64 len) {
-  return static_cast<i64>(i) * kv_tiles(len) / (SAMPLE_TILES ? SAMPLE_TILES : 1);
+// A sequence of len keys has U = ceil(len / SAMPLE_UNIT) units. With U > S the statistics are those
+// of units ⌊i·U/S⌋, i < S, one chunk each (all full units: the last sampled one, U − ceil(U/S), is
+// never the partial last unit); with U <= S, every key's (the split stage's own chunks).
+__device__ __forceinline__ i64 sample_units(i64 len) { return (len + SAMPLE_UNIT - 1) / SAMPLE_UNIT; }
+__device__ __forceinline__ bool sampled(i64 len) { return SAMPLE_TILES != 0 && sample_units(len) > SAMPLE_TILES; }
+__device__ __forceinline__ i64 sample_unit(u32 i, i64 len) {
+  return static_cast<i64>(i) * sample_units(len) / (SAMPLE_TILES ? SAMPLE_TILES : 1);
 }
 // The keys k̄ and μ divide by: len, or the sample's.
-__device__ __forceinline__ i64 stats_keys(i64 len) { return sampled(len) ? static_cast<i64>(SAMPLE_TILES) * BK : len; }
+__device__ __forceinline__ i64 stats_keys(i64 len) { return sampled(len) ? static_cast<i64>(SAMPLE_TILES) * SAMPLE_UNIT : len; }
 
 static_assert(THREADS % 32 == 0 && THREADS <= 1024, "bad CTA size");
 static_assert(SAGE2_QK_BITS == 8 || SAGE2_QK_BITS == 4, "qk bits");

@@ -122,7 +122,7 @@ namespace qz {
 
 // sage2_channel_stats: blockIdx.x = 2·c + kv (kv 0: K, d_qk outputs; 1: V, d_v outputs) takes
 // statistics chunks c, c + gridDim.x/2, ... of its (sequence, kv head) (stats_chunk; sampled
-// statistics: one chunk per sampled KV tile, whose first-bad flags quantize_k / quantize_v then
+// statistics: one chunk per sampled unit of keys, whose first-bad flags quantize_k / quantize_v then
 // lower over every key; a varlen
 // sequence may be longer than the bound the grid was sized for); the last chunk to arrive writes
 // the statistics. Padded channels get 0, 0, 0. The same walk finds the first non-finite key per

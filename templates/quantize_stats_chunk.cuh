@@ -13,7 +13,7 @@ static_assert(STATS_T % 16 == 0, "statistics chunk");
 
 // Statistics chunk `chunk` of one (sequence, kv head) `bh` of K or V — tokens [chunk·T, min(len,
 // (chunk+1)·T)) of the sequence whose first row is n0 in (b, h); sampled statistics: those of
-// sampled tile sample_tile(chunk) — as partials [4][D_V] (sum, min,
+// sampled unit sample_unit(chunk) — as partials [4][D_V] (sum, min,
 // max, first-bad as i32 bits) at part_g[chunk]. Then the arrival at `arrive` (zero at launch):
 // the last of the sequence's `chunks` chunks to arrive reduces all of them in chunk order (sum:
 // left to right from chunk 0's; min/max/first-bad: order-free) into k_stats / v_stats and the
@@ -21,9 +21,9 @@ static_assert(STATS_T % 16 == 0, "statistics chunk");
 // stored). Which CTA is last does not change a bit of the result.
 __device__ __forceinline__ bool stats_chunk(const QuantizeParams& p, u8* smem, const Input& in, bool is_v, i64 b, i64 h,
                                             i64 bh, i64 n0, i64 len, float* part_g, u32 chunk, u32 chunks, u32* arrive) {
-  const bool tiles = sampled(len);  // (sampled statistics: one chunk per sampled KV tile)
-  const i64 span = tiles ? BK : STATS_T;
-  const i64 c0 = tiles ? sample_tile(chunk, len) * BK : static_cast<i64>(chunk) * STATS_T;
+  const bool units = sampled(len);  // (sampled statistics: one chunk per sampled unit)
+  const i64 span = units ? SAMPLE_UNIT : STATS_T;
+  const i64 c0 = units ? sample_unit(chunk, len) * SAMPLE_UNIT : static_cast<i64>(chunk) * STATS_T;
   const i64 c1 = len - c0 < span ? len : c0 + span;
   float* part = part_g + static_cast<i64>(chunk) * 4 * D_V;
   stats_rows<MapS>(in, row_ptr(in, b, h, n0), c0, c1, D_V, smem,

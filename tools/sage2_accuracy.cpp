@@ -17,7 +17,8 @@
 //                         (reference::ActivationModel; defaults there)
 //     --only SECTION      smoothing | granularity | pv | accumulator | hopper | onepass | rowsum | sanity
 //     --threads T         worker threads (default: all cores)
-//     --sample-tiles S --v-headroom H   the onepass section's sampled rows (defaults 4, 16)
+//     --sample-tiles S --sample-unit U --v-headroom H   the onepass section's sampled rows (defaults
+//                                       4, 64 keys (0: the KV tile), 16)
 //     --json FILE         also write the results as JSON ("-" for stdout, then no text)
 //     --help
 //
@@ -62,7 +63,7 @@ const char* kUsage =
     "                      [--qk-bias X] [--outlier-channels N] [--outlier-factor X] [--qk-noise X]\n"
     "                      [--latent-scale X] [--v-bias X] [--v-outlier-bias X]\n"
     "                      [--v-latent-scale X] [--v-noise X]\n"
-    "                      [--threads T] [--sample-tiles S] [--v-headroom H] [--json FILE|-]\n";
+    "                      [--threads T] [--sample-tiles S] [--sample-unit U] [--v-headroom H] [--json FILE|-]\n";
 
 enum class InputKind { Activation, Gaussian, StudentT };
 
@@ -81,6 +82,7 @@ struct Args {
   int threads = 0;
   int sample_tiles = 4;       // the onepass section's "sampled" rows (QuantizeOptions::sample_tiles)
   double v_headroom = 16.0;   // ... and their QuantizeOptions::v_headroom
+  int sample_unit = 64;       // ... and their QuantizeOptions::sample_unit (0: the KV tile)
   std::string json;
   ref::ActivationModel model;
 };
@@ -126,6 +128,7 @@ Args parse(int argc, char** argv) {
     else if (opt == "--threads") a.threads = static_cast<int>(parse_int(opt, v, 0, 1024));
     else if (opt == "--sample-tiles") a.sample_tiles = static_cast<int>(parse_int(opt, v, 1, 1 << 20));
     else if (opt == "--v-headroom") a.v_headroom = parse_real(opt, v, 1, 1 << 20);
+    else if (opt == "--sample-unit") a.sample_unit = static_cast<int>(parse_int(opt, v, 0, 1 << 20));
     else if (opt == "--json") a.json = v;
     else if (opt == "--qk-bias") a.model.qk_bias = parse_real(opt, v, 0, 1e4);
     else if (opt == "--outlier-channels") a.model.outlier_channels = static_cast<int>(parse_int(opt, v, 0, 512));
@@ -310,6 +313,7 @@ std::vector<Config> configs(const Args& a) {
       Config sample{"onepass", std::string(name) + ", sampled", spec, hw, {}, today.name};
       sample.opt.sample_statistics = true;
       sample.opt.sample_tiles = a.sample_tiles;
+      sample.opt.sample_unit = a.sample_unit;
       sample.opt.v_headroom = static_cast<float>(a.v_headroom);
       cs.push_back(today);
       cs.push_back(one);

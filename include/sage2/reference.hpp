@@ -389,17 +389,19 @@ struct QuantizeOptions {
   bool kv_tile_statistics = false;
   // The split path's sampled statistics (a 3T stage that keeps the attention kernels as they are;
   // what Auto runs for dense calls: kernels::KernelSpec::sampled_stats): k̄, μ and the statistics
-  // k_stats / v_stats are taken over a sample of keys — KV tiles ⌊i·T/S⌋, i = 0..S−1 (S =
-  // sample_tiles), of the T = k_blocks tiles of bk keys, gathered in that order (every key when
-  // T <= S, then summed in the split stage's own order) — and V's per-channel scale from the
+  // k_stats / v_stats are taken over a sample of keys — units ⌊i·T/S⌋, i = 0..S−1 (S =
+  // sample_tiles), of the T = ceil(kv_len / U) units of U = sample_unit keys (U = bk when 0),
+  // gathered in that order (every key when T <= S, then summed in the split stage's own order) —
+  // and V's per-channel scale from the
   // sample's amax A_s with headroom H = v_headroom:
   // with H_s = H·A_s where finite (else A_s), amax = A_all > H_s ? A_all : H_s, where A_all is the
   // amax over all keys (so codes never saturate; the kernel detects A_all > H_s while it writes
   // the codes and redoes that channel). With T > S the sums run in the split stage's order with
-  // one chunk per sampled tile (bk keys). k_first_bad / v_first_bad still cover every key. Exclusive with
+  // one chunk per sampled unit (U keys). k_first_bad / v_first_bad still cover every key. Exclusive with
   // kv_tile_statistics. Default off (the GPU's sampled stage is compared with it on).
   bool sample_statistics = false;
   int sample_tiles = 4;      // S >= 1
+  int sample_unit = 64;      // U: keys per sampled unit, a multiple of 16 (0: the KV tile, bk)
   float v_headroom = 16.f;   // H >= 1 (a power of two keeps the scale's product exact)
 };
 
@@ -492,10 +494,11 @@ struct EmulationOptions {
   // takes each tile's V scale at the flush, O_c = O_c·a + R_c·δV[t][c], so the epilogue is
   // O_ic = (O_c · r) + μ[c]. Needs two_level_accum (a carried accumulator has no flush per tile).
   bool kv_tile_statistics = false;
-  // QuantizeOptions::sample_statistics (with its sample_tiles, v_headroom) for the stage (a
-  // caller's `stage` must have been made with the same setting); the attention part is today's.
+  // QuantizeOptions::sample_statistics (with its sample_tiles, sample_unit, v_headroom) for the
+  // stage (a caller's `stage` must have been made with the same setting); the attention part is today's.
   bool sample_statistics = false;
   int sample_tiles = 4;
+  int sample_unit = 64;
   float v_headroom = 16.f;
   // The row sum l (issues 31, 41; bench/NOTES.md sessions 10, 28). OfPHat: l adds the P̂ the
   // P̂·V̂ product reads (a tensor-core row sum of P̂ against ones, as the reference's sm80 kernel:

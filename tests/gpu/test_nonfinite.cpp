@@ -221,7 +221,7 @@ TEST_CASE("gpu nonfinite: quantize stage flags and statistics equal the CPU refe
        {{'q', 0, 0, 0, -1, kNaN}, {'k', 0, 0, 999, 255, kInf}, {'v', 0, 1, 500, 128, kNaN}}},
   };
   // Every key's statistics (the split path) and the sampled ones (Auto's: the planted keys outside
-  // the sampled tiles reach the flags through quantize_k / quantize_v).
+  // the sampled units reach the flags through quantize_k / quantize_v).
   for (const bool sampled : {false, true})
   for (const QCase& c : qcases) {
     CAPTURE(c.d);

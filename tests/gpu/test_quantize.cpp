@@ -56,7 +56,7 @@ struct Case {
   bool biased;  // channel-biased activations vs plain gaussian
   bool pv16 = false;  // FP16 V̂ (FP16 P̃V, the mma family)
   float v_gain = 1;   // V scaled by this (bf16 values beyond 2^15: FP16 V̂'s power-of-two scale)
-  float v_spike = 0;  // nonzero: V channels 0-3 of key 5N/8 (a tile no sample takes) set to ±this
+  float v_spike = 0;  // nonzero: V channels 0-3 of the last unit's first key (no sample takes it) set to ±this
 };
 
 std::vector<Case> case_matrix() {
@@ -85,7 +85,7 @@ std::vector<Case> case_matrix() {
   cases.push_back({4096, 128, false, 1, 8, DType::F16, false, true, true, false, true, true});
   cases.push_back({1000, 64, true, 4, 8, DType::BF16, false, true, false, false, true, true, 65536.f});
   cases.push_back({777, 96, false, 1, 8, DType::BF16, false, true, true, false, false, true, 1.0e6f});
-  // Keys beyond the sampled statistics' headroom in tiles no sample takes: the sampled stage's
+  // Keys beyond the sampled statistics' headroom in units no sample takes: the sampled stage's
   // fix-up of those channels (FP8 and FP16 V̂, with and without smoothing of V).
   cases.push_back({4096, 128, false, 1, 8, DType::F16, false, true, false, true, true, false, 1, 500.f});
   cases.push_back({3000, 64, true, 2, 8, DType::BF16, false, true, true, false, false, false, 1, -2000.f});
@@ -185,12 +185,12 @@ TEST_CASE("gpu quantize: every variant equals the CPU reference; every output wr
         for (std::int64_t n = 0; n < c.seq; ++n)
           for (int ch = 0; ch < c.head_dim; ++ch) in.v.set(0, h, n, ch, in.v.get(0, h, n, ch) * c.v_gain);
     const auto spec = attention_spec_for(c, arch);
-    // The spike at the first key of the last KV tile, which no sample takes (tiles i·T/4, i < 4,
-    // of T > 4 tiles), whatever the length (the reduced suite's 600 tokens too).
-    const std::int64_t spike_at = (c.seq - 1) / spec.tile.bk * spec.tile.bk;
+    // The spike at the first key of the last unit of 64 keys, which no sample takes (units
+    // ⌊i·T/4⌋, i < 4, of T > 4 units), whatever the length (the reduced suite's 600 tokens too).
+    const std::int64_t spike_at = (c.seq - 1) / sage2::kernels::kSampleUnit * sage2::kernels::kSampleUnit;
     if (c.v_spike != 0)
       for (int ch = 0; ch < std::min(4, c.head_dim); ++ch) in.v.set(0, 0, spike_at, ch, ch % 2 ? -c.v_spike : c.v_spike);
-    // Auto's split stage: the statistics over a sample of KV tiles (KernelSpec::sampled_stats)
+    // Auto's split stage: the statistics over a sample of 64-key units (KernelSpec::sampled_stats)
     kernels::KernelSpec spec_s = spec;
     spec_s.sampled_stats = true;
     ref::QuantizeOptions qs_opt = test::stage_options(spec_s);

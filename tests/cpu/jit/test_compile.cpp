@@ -112,7 +112,7 @@ std::vector<Variant> covering_set() {
       {Q::ChannelStats, S90, 256, 8, false, false, false, F16, MMA, T_DEF},
       {Q::ChannelStats, S89, 512, 8, false, false, false, BF16, MMA, T_DEF},
 
-      // The sampled statistics (one chunk per sampled tile, k̄ / μ over the sample, V's headroom,
+      // The sampled statistics (one chunk per sampled unit, k̄ / μ over the sample, V's headroom,
       // overflow maxima and the last tile's fix-up, first-bad flags by global minima).
       {Q::ChannelStats, S90, 128, 8, false, false, false, BF16, WG, T_WG8, true},
       {Q::ChannelStats, S89, 72, 8, false, false, false, F16, MMA, T_DEF, true},

@@ -1,13 +1,15 @@
 // Specification: the sampled statistics of the quantize stage (QuantizeOptions /
 // EmulationOptions::sample_statistics, under study for issue 39's 3T stage):
-//  - with at most 4 KV tiles the sample is every key; the sums follow channel_stats' sampled walk
-//    (chunks of quantize_stats_chunk keys, or of one tile of bk keys when sampled, and that walk's
-//    own rows per pass);
-//  - with more, k̄ and μ are the means of KV tiles ⌊i·T/4⌋ (i = 0..3), and q·k̄ uses that k̄;
+//  - the sample is made of units of 64 keys whatever the KV tile (these tests' tile is 128 keys);
+//  - with at most 4 units (256 keys) the sample is every key; the sums follow channel_stats'
+//    sampled walk (chunks of quantize_stats_chunk keys, or of one unit when sampled, and that
+//    walk's own rows per pass);
+//  - with more, k̄ and μ are the means of units ⌊i·T/4⌋ (i = 0..3), and q·k̄ uses that k̄;
 //  - V's per-channel scale is the sample's amax with headroom 16, unless a key outside the sample
 //    exceeds it: then the amax over all keys (no code saturates);
 //  - the emulation takes that scale for the P̃V product; with every approximation off it is exact;
-//  - sample_tiles and v_headroom set the sample's size and the headroom (checked: S >= 1, H >= 1);
+//  - sample_tiles, sample_unit and v_headroom set the sample's size, its unit and the headroom
+//    (checked: S >= 1, U 0 (the KV tile) or a positive multiple of 16, H >= 1);
 //  - it excludes kv_tile_statistics, and a stage made without it is refused.
 #include <doctest/doctest.h>
 
@@ -55,26 +57,38 @@ QuantizedHost sampled(const AttentionInputs& in, const KernelConfig& spec) {
 
 }  // namespace
 
-TEST_CASE("sampled statistics: the reference's defaults are the kernels' sample and headroom") {
+TEST_CASE("sampled statistics: the reference's defaults are the kernels' sample, unit and headroom") {
   const QuantizeOptions q;
   const EmulationOptions e;
   CHECK(q.sample_tiles == sage2::kernels::kSampleTiles);
+  CHECK(q.sample_unit == sage2::kernels::kSampleUnit);
   CHECK(q.v_headroom == sage2::kernels::kVHeadroom);
   CHECK(e.sample_tiles == sage2::kernels::kSampleTiles);
+  CHECK(e.sample_unit == sage2::kernels::kSampleUnit);
   CHECK(e.v_headroom == sage2::kernels::kVHeadroom);
+  CHECK(sage2::kernels::kSampleUnit == 64);
+}
+
+// The keys of units `units` of U keys.
+std::vector<std::int64_t> unit_keys(std::initializer_list<std::int64_t> units, std::int64_t U = 64) {
+  std::vector<std::int64_t> keys;
+  for (std::int64_t u : units)
+    for (std::int64_t n = u * U; n < (u + 1) * U; ++n) keys.push_back(n);
+  return keys;
 }
 
 // Channel c's sum over keys `keys` of (0, 0) in the split walk's order: chunks of T keys, each
 // the left-to-right sum of P slot sums (slot s: keys s, s + P, ... of the chunk), chunks left to
 // right (kernels/quant_buffers.hpp).
 namespace {
-float split_order_sum(const HostTensor& t, const std::vector<std::int64_t>& keys, int c, std::size_t T, std::size_t P) {
+float split_order_sum(const HostTensor& t, const std::vector<std::int64_t>& keys, int c, std::size_t T, std::size_t P,
+                      std::int64_t h = 0) {
   float sum = 0.f;
   for (std::size_t c0 = 0; c0 < keys.size(); c0 += T) {
     float chunk = 0.f;
     for (std::size_t s = 0; s < P; ++s) {
       float part = 0.f;
-      for (std::size_t i = c0 + s; i < std::min(keys.size(), c0 + T); i += P) part += t.get(0, 0, keys[i], c);
+      for (std::size_t i = c0 + s; i < std::min(keys.size(), c0 + T); i += P) part += t.get(0, h, keys[i], c);
       chunk = s == 0 ? part : chunk + part;
     }
     sum = c0 == 0 ? chunk : sum + chunk;
@@ -83,9 +97,9 @@ float split_order_sum(const HostTensor& t, const std::vector<std::int64_t>& keys
 }
 }  // namespace
 
-TEST_CASE("sampled statistics: with at most four KV tiles they are every key's, in the sampled walk's order") {
-  const AttentionInputs in = make_activation_like(21, DType::F16, 1, 2, 1, 90, 4 * 128 - 3, 64);
-  std::vector<std::int64_t> every(4 * 128 - 3);
+TEST_CASE("sampled statistics: with at most four units they are every key's, in the sampled walk's order") {
+  const AttentionInputs in = make_activation_like(21, DType::F16, 1, 2, 1, 90, 4 * 64 - 3, 64);
+  std::vector<std::int64_t> every(4 * 64 - 3);
   for (std::size_t n = 0; n < every.size(); ++n) every[n] = static_cast<std::int64_t>(n);
   for (bool sv : {false, true}) {
     CAPTURE(sv);
@@ -121,33 +135,34 @@ TEST_CASE("sampled statistics: the sums follow channel_stats' sampled walk, whos
   const std::size_t P = static_cast<std::size_t>(kernels::quantize_split_stats_rows_per_pass(walk));
   CHECK(P * 2 == static_cast<std::size_t>(kernels::quantize_split_stats_rows_per_pass(every_key)));
   const std::int64_t n = 4096;
-  const AttentionInputs in = make_activation_like(5, DType::F16, 1, 2, 1, 64, n, d);
+  const std::int64_t heads = 4;
+  const AttentionInputs in = make_activation_like(5, DType::F16, 1, heads, heads, 64, n, d);
   const QuantizedHost s = sampled(in, spec);
-  std::vector<std::int64_t> keys;  // tiles ⌊i·T/4⌋ of T = 32 tiles of 128 keys
-  for (std::int64_t i = 0; i < 4; ++i)
-    for (std::int64_t k = 0; k < 128; ++k) keys.push_back(i * 32 / 4 * 128 + k);
-  int differ = 0;  // channels where the two slot counts round differently (the test has teeth)
-  for (int c = 0; c < d; ++c) {
-    CAPTURE(c);
-    CHECK(s.k_stats[c] == split_order_sum(in.k, keys, c, 128, P));
-    CHECK(s.v_stats[c] == split_order_sum(in.v, keys, c, 128, P));
-    differ += split_order_sum(in.v, keys, c, 128, P) != split_order_sum(in.v, keys, c, 128, 2 * P);
-  }
-  MESSAGE(differ << " of " << d << " V channels sum differently with every key's slot count");
+  const std::vector<std::int64_t> keys = unit_keys({0, 16, 32, 48});  // units ⌊i·T/4⌋ of T = 64 units
+  int differ = 0;  // sums the two slot counts round differently (the test has teeth)
+  for (std::int64_t h = 0; h < heads; ++h)
+    for (int c = 0; c < d; ++c) {
+      CAPTURE(h);
+      CAPTURE(c);
+      const std::size_t at = static_cast<std::size_t>(h * 3 * d + c);  // [B][Hkv][3][d]: sum first
+      CHECK(s.k_stats[at] == split_order_sum(in.k, keys, c, 64, P, h));
+      CHECK(s.v_stats[at] == split_order_sum(in.v, keys, c, 64, P, h));
+      differ += split_order_sum(in.k, keys, c, 64, P, h) != split_order_sum(in.k, keys, c, 64, 2 * P, h);
+      differ += split_order_sum(in.v, keys, c, 64, P, h) != split_order_sum(in.v, keys, c, 64, 2 * P, h);
+    }
+  MESSAGE(differ << " of " << 2 * heads * d << " K and V channel sums differ with every key's slot count");
   CHECK(differ > 0);
 }
 
-TEST_CASE("sampled statistics: k̄ and μ from tiles ⌊i·T/4⌋, V scaled by the sample's amax with headroom") {
-  const std::int64_t nk = 10 * 128 + 50;  // T = 11 tiles: the sample is tiles 0, 2, 5, 8
+TEST_CASE("sampled statistics: k̄ and μ from units ⌊i·T/4⌋, V scaled by the sample's amax with headroom") {
+  const std::int64_t nk = 10 * 64 + 50;  // T = 11 units of 64 keys: the sample is units 0, 2, 5, 8
   AttentionInputs in = make_activation_like(22, DType::F32, 1, 2, 1, 70, nk, 64);
-  std::vector<std::int64_t> keys;
-  for (std::int64_t t : {0, 2, 5, 8})
-    for (std::int64_t n = t * 128; n < (t + 1) * 128; ++n) keys.push_back(n);
+  const std::vector<std::int64_t> keys = unit_keys({0, 2, 5, 8});
   // channel 3: one key outside the sample far beyond 16x the sample's amax; channel 4: one just inside
   double a3 = 0, a4 = 0;
   for (std::int64_t n : keys) a3 = std::max(a3, std::fabs(double(in.v.get(0, 0, n, 3)))), a4 = std::max(a4, std::fabs(double(in.v.get(0, 0, n, 4))));
-  in.v.set(0, 0, 1 * 128 + 7, 3, static_cast<float>(40 * a3));
-  in.v.set(0, 0, 9 * 128 + 1, 4, static_cast<float>(15 * a4));
+  in.v.set(0, 0, 1 * 64 + 7, 3, static_cast<float>(40 * a3));
+  in.v.set(0, 0, 9 * 64 + 1, 4, static_cast<float>(15 * a4));
   const KernelConfig spec = sample_spec(64, false);
   const QuantizedHost s = sampled(in, spec);
   for (int c = 0; c < 64; ++c) {
@@ -202,29 +217,38 @@ TEST_CASE("sampled statistics: exclusive with kv_tile_statistics; a stage made w
   CHECK_THROWS_WITH_AS(emulate_attention(in.q.ref(), in.k.ref(), in.v.ref(), spec, o), doctest::Contains("sample_statistics"), Error);
 }
 
-TEST_CASE("sampled statistics: sample_tiles and v_headroom set the sample and the headroom") {
-  const std::int64_t nk = 6 * 128;  // T = 6
+TEST_CASE("sampled statistics: sample_tiles, sample_unit and v_headroom set the sample, its unit and the headroom") {
+  const std::int64_t nk = 6 * 128;  // 6 tiles of 128 keys, 12 units of 64
   const AttentionInputs in = make_activation_like(25, DType::F32, 1, 1, 1, 30, nk, 64);
   const KernelConfig spec = sample_spec(64, false);
   QuantizeOptions o;
   o.sample_statistics = true;
-  o.sample_tiles = 2;  // tiles 0 and 3
+  o.sample_tiles = 2;
   o.v_headroom = 4.f;
-  const QuantizedHost s = quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec, o);
-  std::vector<std::int64_t> keys;
-  for (std::int64_t t : {0, 3})
-    for (std::int64_t n = t * 128; n < (t + 1) * 128; ++n) keys.push_back(n);
-  for (int c = 0; c < 64; ++c) {
-    CHECK(s.k_mean[c] == doctest::Approx(mean_of(in.k, keys, c)).epsilon(1e-5));
-    float a_s = 0, a_all = 0;
-    for (std::int64_t n : keys) a_s = std::max(a_s, std::fabs(in.v.get(0, 0, n, c)));
-    for (std::int64_t n = 0; n < nk; ++n) a_all = std::max(a_all, std::fabs(in.v.get(0, 0, n, c)));
-    CHECK(s.v_amax[c] == (a_all > 4.f * a_s ? a_all : 4.f * a_s));
-  }
-  for (auto bad : {std::pair<int, float>{0, 16.f}, {4, 0.5f}}) {
+  const auto check_sample = [&](const QuantizeOptions& opt, const std::vector<std::int64_t>& keys) {
+    const QuantizedHost s = quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec, opt);
+    for (int c = 0; c < 64; ++c) {
+      CAPTURE(c);
+      CHECK(s.k_mean[c] == doctest::Approx(mean_of(in.k, keys, c)).epsilon(1e-5));
+      float a_s = 0, a_all = 0;
+      for (std::int64_t n : keys) a_s = std::max(a_s, std::fabs(in.v.get(0, 0, n, c)));
+      for (std::int64_t n = 0; n < nk; ++n) a_all = std::max(a_all, std::fabs(in.v.get(0, 0, n, c)));
+      CHECK(s.v_amax[c] == (a_all > 4.f * a_s ? a_all : 4.f * a_s));
+    }
+  };
+  check_sample(o, unit_keys({0, 6}));  // units 0 and 6 of 12
+  QuantizeOptions tile = o;
+  tile.sample_unit = 0;  // the KV tile: tiles 0 and 3 of 6
+  check_sample(tile, unit_keys({0, 3}, 128));
+  QuantizeOptions u32 = o;
+  u32.sample_unit = 32;  // units 0 and 12 of 24
+  check_sample(u32, unit_keys({0, 12}, 32));
+  struct Bad { int tiles, unit; float headroom; };
+  for (const Bad bad : {Bad{0, 64, 16.f}, Bad{4, 64, 0.5f}, Bad{4, 40, 16.f}, Bad{4, -64, 16.f}}) {
     QuantizeOptions b = o;
-    b.sample_tiles = bad.first;
-    b.v_headroom = bad.second;
-    CHECK_THROWS_WITH_AS(quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec, b), doctest::Contains("sample_tiles"), Error);
+    b.sample_tiles = bad.tiles;
+    b.sample_unit = bad.unit;
+    b.v_headroom = bad.headroom;
+    CHECK_THROWS_WITH_AS(quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec, b), doctest::Contains("sample_unit"), Error);
   }
 }

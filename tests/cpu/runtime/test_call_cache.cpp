@@ -400,7 +400,7 @@ TEST_CASE("quantize paths: auto's split stage samples the statistics (dense call
   for (QuantOp op : {QuantOp::ChannelStats, QuantOp::QuantizeQ, QuantOp::QuantizeK, QuantOp::QuantizeV}) {
     const kernels::KernelSpec q = kernels::quantize_spec_for(s, op);
     CHECK(q.sampled_stats);
-    CHECK(q.key().find("|ss4") != std::string::npos);
+    CHECK(q.key().find("|ss4x64") != std::string::npos);
     CHECK(q.key() != kernels::quantize_spec_for(every_key, op).key());
     CHECK_NOTHROW(q.validate());
   }
@@ -419,7 +419,7 @@ TEST_CASE("quantize paths: auto's split stage samples the statistics (dense call
   vq.sampled_stats = true;
   CHECK_THROWS_WITH_AS(vq.validate(), doctest::Contains("varlen"), Error);
 
-  // The buffers: one statistics chunk of bk keys per sampled tile (4 of T = 8 tiles), V's
+  // The buffers: one statistics chunk of 64 keys per sampled unit (4 of T = 16 units), V's
   // amax, and V's overflow maxima in the cleared sync region. V before K: quantize_k's block 0 of
   // each head fixes the channels quantize_v found above the headroom.
   CHECK(runtime::quantize_ops(QuantPath::Auto, s) ==
@@ -451,18 +451,18 @@ TEST_CASE("quantize paths: auto's split stage samples the statistics (dense call
   const sage2::dev::QuantizeParams qpar = kernels::make_quantize_params(bs, c.q, c.k, c.v, reinterpret_cast<void*>(0x40000000));
   CHECK(reinterpret_cast<std::uintptr_t>(qpar.v_amax) == 0x40000000 + o.v_amax);
   CHECK(reinterpret_cast<std::uintptr_t>(qpar.v_over) == 0x40000000 + o.v_over);
-  // channel_stats: one CTA per (sampled tile, K|V); a short sequence samples every tile
+  // channel_stats: one CTA per (sampled unit, K|V); a short sequence samples every key
   const kernels::LaunchShape ls = kernels::quantize_launch_shape(kernels::quantize_spec_for(s, QuantOp::ChannelStats), bs);
   CHECK(ls.grid[0] == 2 * 4);
-  // It walks with 128 threads planned for 8 CTAs per SM at hd 128 (B 4 × H 32's sampled tiles in one
-  // wave), its ring as much of the one KV tile as that leaves room for, and stays within the 48 KB a
+  // It walks with 128 threads planned for 8 CTAs per SM at hd 128 (B 4 × H 32's sampled units in one
+  // wave), its ring as much of the one unit as that leaves room for, and stays within the 48 KB a
   // launch may use without asking for the largest shared carveout (runtime::launch): the V and K
   // kernels behind it ran 15-20 % slower with one (bench/NOTES.md, session 22).
   const kernels::QuantizeKernelConfig stats_cfg = kernels::quantize_kernel_config(kernels::quantize_spec_for(s, QuantOp::ChannelStats));
   CHECK(stats_cfg.threads == 128);
   CHECK(stats_cfg.min_ctas == 8);
   CHECK(stats_cfg.stats_ring >= 2);
-  CHECK(stats_cfg.stats_ring * stats_cfg.threads * 4 * 16 <= 128 * 128 * 2);  // batches of 4 rows × 16 B per thread
+  CHECK(stats_cfg.stats_ring * stats_cfg.threads * 4 * 16 <= 64 * 128 * 2);  // batches of 4 rows × 16 B per thread
   CHECK(8 * (ls.dynamic_smem + 1024) <= 228 * 1024);                          // 8 fit an H100/H200 SM
   CHECK(ls.dynamic_smem <= 48 * 1024);
   // Every split quantize launch asks for the carveout of its planned CTAs (kernels/launch.hpp).
@@ -471,9 +471,12 @@ TEST_CASE("quantize paths: auto's split stage samples the statistics (dense call
     const kernels::KernelSpec qs = kernels::quantize_spec_for(s, op);
     CHECK(kernels::quantize_launch_shape(qs, bs).planned_ctas_per_sm == kernels::quantize_kernel_config(qs).min_ctas);
   }
-  // at most four tiles: every key in the split stage's own chunks (ceil(300 / 256))
-  const kernels::QuantBuffers short_b = kernels::quant_buffers(kernels::QuantProblem{2, 4, 2, 200, 300, 128}, s);
-  CHECK(short_b.stats_chunks == 2);
+  // at most four units (256 keys): every key in the split stage's own chunks (ceil(256 / 256));
+  // one key more samples 4 units of 64 whatever the KV tile (here 3 tiles of 128)
+  const kernels::QuantBuffers short_b = kernels::quant_buffers(kernels::QuantProblem{2, 4, 2, 200, 256, 128}, s);
+  CHECK(short_b.stats_chunk == 256);
+  CHECK(short_b.stats_chunks == 1);
+  CHECK(kernels::quant_buffers(kernels::QuantProblem{2, 4, 2, 200, 257, 128}, s).stats_chunks == 4);
   // the sampled kernels refuse buffers laid out for every key, and the other way round
   CHECK_THROWS_WITH_AS(kernels::quantize_launch_shape(kernels::quantize_spec_for(s, QuantOp::QuantizeV), ba),
                        doctest::Contains("sampled_stats"), Error);
