@@ -5,5 +5,5 @@
 set -eu
 for u in 0 64 32; do for n in 1024 2048; do
   python3 bench/onepass_accuracy.py --tool build/tools/sage2-accuracy --q-len $n --sample-unit $u \
-    --json acc_u${u}_n${n}.json > acc_u${u}_n${n}.md
+    --json acc_u${u}_n${n}.json > acc_u${u}_n${n}.md  # (committed as acc_*.cells.xz)
 done; done
