@@ -72,7 +72,7 @@ std::string generate_source(const KernelSpec& spec) {
   define(o, "SAGE2_CONSUMER", static_cast<int>(c.consumer), "attention family that reads the quantized data");
   define(o, "SAGE2_CONSUMER_WGMMA", layout.shape == MmaShape::WGMMA_M64NK32_S8);
   define(o, "SAGE2_QUANT_OP", static_cast<int>(c.op),
-         "0 none, 1 channel_stats, 2 quantize_q, 3 quantize_k, 4 quantize_v, 5 quantize_fused, 6 quantize_cluster, 7 quantize_kv, 8 mask_tiles, 9 quantize_split_kv");
+         "0 none, 1 channel_stats, 2 quantize_q, 3 quantize_k, 4 quantize_v, 5 quantize_fused, 6 quantize_cluster, 7 quantize_kv, 8 mask_tiles");
   define(o, "SAGE2_HEAD_DIM", c.head_dim, "original head dim");
   define(o, "SAGE2_D_QK", qk_dim_padded(c.head_dim, c.qk_bits), "padded Q/K head dim (elements)");
   define(o, "SAGE2_ROW_BYTES", qk_row_bytes(c.head_dim, c.qk_bits), "bytes of one quantized Q/K row");

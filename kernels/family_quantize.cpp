@@ -62,10 +62,6 @@ void cluster_rules(const KernelSpec& s) {
 }
 void fused_rules(const KernelSpec& s) { split_only(s, "quantize_fused"); }
 void kv_rules(const KernelSpec& s) { split_only(s, "quantize_kv"); }
-void split_kv_rules(const KernelSpec& s) {
-  split_only(s, "quantize_split_kv");
-  if (!s.sampled_stats) bad("quantize_split_kv runs the sampled split stage (sampled_stats): V's fix-up is its own");
-}
 void mask_tiles_rules(const KernelSpec& s) {
   if (s.mask == 0) bad("mask_tiles needs a mask");
 }
@@ -135,17 +131,6 @@ QuantMapping kv_mapping(const KernelSpec& c, const QuantLayout& layout) {
   return m;
 }
 
-QuantMapping split_kv_mapping(const KernelSpec& c, const QuantLayout& layout) {
-  const SplitKvConfig f = split_kv_config(c);
-  QuantMapping m{"split K/V quantize: quantize_k's and quantize_v's items at one CTA size (kernels/quantize_shape: split_kv_config)", {}};
-  m.defines = {{"SAGE2_QZ_THREADS", f.threads, "CTA size"},
-               {"SAGE2_QZ_MIN_CTAS", f.min_ctas, "CTAs per SM the registers must allow"}};
-  item_maps(m, {{"K", &f.k}, {"V", &f.v}});
-  k_runs(m, k_group_runs(layout, f.k));
-  sample_defines(m, c);
-  return m;
-}
-
 // One small entry file per op (templates/quantize_common.cuh lists them and the headers they share).
 constexpr QuantOpDesc kQuantOps[] = {
     {QuantOp::ChannelStats, "channel_stats", "quantize_stats.cuh", false, false, true, stats_fields, no_rules, split_mapping},
@@ -156,7 +141,6 @@ constexpr QuantOpDesc kQuantOps[] = {
     {QuantOp::Cluster, "quantize_cluster", "quantize_cluster.cuh", true, false, false, reads_all, cluster_rules, one_launch_mapping},
     {QuantOp::QuantizeKV, "quantize_kv", "quantize_kv.cuh", true, false, false, kv_fields, kv_rules, kv_mapping},
     {QuantOp::MaskTiles, "mask_tiles", "quantize_mask_tiles.cuh", false, true, false, mask_tiles_fields, mask_tiles_rules, split_mapping},
-    {QuantOp::SplitKV, "quantize_split_kv", "quantize_split_kv.cuh", true, false, true, kv_fields, split_kv_rules, split_kv_mapping},
 };
 
 constexpr AuxFamilyDesc kAuxFamilies[] = {

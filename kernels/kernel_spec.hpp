@@ -47,8 +47,6 @@ enum class QuantOp : int {
   QuantizeKV = 7,    // K and V of a dense call in one launch: split's items in the fused stage's
                      // ticket order, codes lagging their statistics so their rows come from L2
   MaskTiles = 8,     // tensor masks: the class of every (query block, KV tile) of the mask
-  SplitKV = 9,       // the sampled split stage's K blocks and V tiles in one launch after channel_stats
-                     // (neither waits for the other; each head's last V tile runs V's fix-up)
 };
 const char* quant_op_name(QuantOp op) noexcept;
 

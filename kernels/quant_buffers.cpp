@@ -125,7 +125,7 @@ QuantBuffers::Offsets QuantBuffers::offsets() const {
 
 bool quantize_clears_sync(const std::vector<QuantOp>& ops) {
   for (QuantOp op : ops)
-    if (op == QuantOp::ChannelStats || op == QuantOp::Fused || op == QuantOp::QuantizeKV || op == QuantOp::SplitKV) return true;
+    if (op == QuantOp::ChannelStats || op == QuantOp::Fused || op == QuantOp::QuantizeKV) return true;
   return false;
 }
 

@@ -126,8 +126,7 @@ struct QuantBuffers : QuantOptions {
   // Statistics scratch (the attention stage never reads it): per-chunk partials and the
   // arrival counters of the split path's channel_stats and of the fused stage.
   std::int64_t stats_part() const;   // f32 [B][Hkv][2][stats_chunks][4][d_v]; varlen: [Hkv][2][slots][4][d_v]
-  std::int64_t sync_words() const;   // u32 [1 + 4·B·Hkv]  work ticket, arrivals, ready flags (the
-                                     // sampled split stage: [1 + 2·B·Hkv + g] counts group g's done V tiles);
+  std::int64_t sync_words() const;   // u32 [1 + 4·B·Hkv]  work ticket, arrivals, ready flags;
                                      // sampled: + [B·Hkv][d_v] V's overflow maxima (f32 bits)
   // Sampled statistics only (appended):
   std::int64_t v_amax() const;       // f32 [B][Hkv][d_v]  the amax V's scale was made from

@@ -155,19 +155,6 @@ KvQuantizeConfig kv_quantize_config(const KernelSpec& spec) {
   return f;
 }
 
-SplitKvConfig split_kv_config(const KernelSpec& spec) {
-  SplitKvConfig f;
-  f.k = split_config(spec, QuantOp::QuantizeK);
-  f.v = split_config(spec, QuantOp::QuantizeV);
-  f.threads = std::max(f.k.threads, f.v.threads);
-  f.min_ctas = std::min(f.k.min_ctas, f.v.min_ctas);  // the registers of the larger body
-  f.k.threads = f.v.threads = f.threads;
-  f.k.min_ctas = f.v.min_ctas = f.min_ctas;
-  return f;
-}
-
-int SplitKvConfig::v_tiles(const QuantBuffers& b) const { return static_cast<int>(b.kv_len_pad / v.rows); }
-
 sage2::dev::QuantizeSchedule kv_quantize_schedule(const KernelSpec& spec, const QuantBuffers& b) {
   sage2::dev::QuantizeSchedule s = quantize_schedule(b);
   s.v_tiles = static_cast<unsigned>(b.kv_len_pad / kv_quantize_config(spec).v.rows);
@@ -277,11 +264,6 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
     case QuantOp::QuantizeKV:
       c = kv_quantize_config(s).stats;
       break;
-    case QuantOp::SplitKV: {
-      const SplitKvConfig f = split_kv_config(s);
-      c = f.k;  // (the launch takes threads and min_ctas; the items their own maps)
-      break;
-    }
     case QuantOp::QuantizeV:
       c.rows = quantize_v_split_tile(s.tile.bk, s.head_dim, s.pv_fp16);
       c.chunks = v_dim_padded(s.head_dim) / 8;
@@ -316,7 +298,6 @@ std::int64_t quantize_blocks_per_head(const KernelSpec& s, const QuantBuffers& b
     }
     case QuantOp::Cluster: return quantize_cluster_plan(b).size;
     case QuantOp::QuantizeKV: return kv_quantize_items(s, b) / std::max<std::int64_t>(1, b.p.batch * b.p.kv_heads);
-    case QuantOp::SplitKV: return split_kv_config(s).v_tiles(b) + b.k_blocks;
     case QuantOp::MaskTiles: return b.q_blocks * b.k_blocks;
     case QuantOp::None: break;
   }
@@ -338,9 +319,8 @@ LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b) {
   const bool fused = s.op == QuantOp::Fused;
   const bool cluster = s.op == QuantOp::Cluster;
   const bool kv = s.op == QuantOp::QuantizeKV;
-  const bool split_kv = s.op == QuantOp::SplitKV;
   const bool whole = fused || cluster;  // one launch runs every item kind
-  const bool qk = s.op == QuantOp::QuantizeQ || s.op == QuantOp::QuantizeK || whole || kv || split_kv;
+  const bool qk = s.op == QuantOp::QuantizeQ || s.op == QuantOp::QuantizeK || whole || kv;
   std::string mismatch;
   if (s.tile.bk != b.layout.bk) mismatch += " bk";
   if (s.head_dim != b.p.head_dim) mismatch += " head_dim";
@@ -352,7 +332,7 @@ LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b) {
   if (qk && mma_shape_for(s) != b.layout.shape) mismatch += " consumer";
   if (qk && s.smooth_k != b.smooth_k) mismatch += " smooth_k";
   if ((s.op == QuantOp::QuantizeQ || whole) && s.smooth_q != b.smooth_q) mismatch += " smooth_q";
-  if ((s.op == QuantOp::QuantizeV || whole || kv || split_kv) && s.smooth_v != b.smooth_v) mismatch += " smooth_v";
+  if ((s.op == QuantOp::QuantizeV || whole || kv) && s.smooth_v != b.smooth_v) mismatch += " smooth_v";
   if ((fused || kv || s.op == QuantOp::ChannelStats) && quantize_stats_chunk(s) != b.stats_chunk) mismatch += " stats_chunk";
   if (s.varlen != b.p.varlen) mismatch += " varlen";
   // The sampled kernels read and write buffers only a sampled stage has (v_amax, the overflow words)

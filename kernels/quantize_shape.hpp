@@ -86,20 +86,6 @@ struct KvQuantizeConfig {
 KvQuantizeConfig kv_quantize_config(const KernelSpec& spec);
 sage2::dev::QuantizeSchedule kv_quantize_schedule(const KernelSpec& spec, const QuantBuffers& b);
 
-// The sampled split stage's K/V kernel (QuantOp::SplitKV, templates/quantize_split_kv.cuh): after
-// channel_stats, one launch whose CTAs are quantize_v's tiles (x < v_tiles) then quantize_k's
-// blocks of each (batch, kv head), at one CTA size (the larger of the two) and the smaller of their
-// CTAs per SM; so neither waits for the other's kernel (quantize_k used to wait for every V tile
-// for the fix-up, which each head's last V tile now runs). The items are the split kernels' bodies:
-// the same bytes.
-struct SplitKvConfig {
-  int threads = 256;
-  int min_ctas = 1;
-  QuantizeKernelConfig k, v;
-  int v_tiles(const QuantBuffers& b) const;  // V tiles per (batch, kv head)
-};
-SplitKvConfig split_kv_config(const KernelSpec& spec);
-
 // How a K item mapping `k` (rows slot + i·rpp of a thread, rpp = threads / tpr) meets the K scale
 // groups of `layout`: each thread's items come in runs of `items` consecutive i whose rows share a
 // group, and `lanes` consecutive threads (tpr of one row times aligned slots) hold rows of that
@@ -131,7 +117,6 @@ sage2::dev::QuantizeSchedule quantize_schedule(const QuantBuffers& b);
 //   mask_tiles:     x = KV tiles, y = query blocks, z = the mask's (batch, head) pairs
 //   quantize_kv:    1-D grid of kv_quantize_schedule(spec, b).total() CTAs (items from the device
 //                   counter); dynamic shared memory = kv_quantize_config(spec).dynamic_smem
-//   quantize_split_kv: split_kv_config(spec).v_tiles(b) V tiles, then b.k_blocks K blocks
 // Varlen (spec.varlen): quantize_q/k/v cover every head's packed blocks (b.q_blocks, b.k_blocks)
 // with y = head; channel_stats keeps its (sequence, kv head) pairs.
 // and the batch*heads pairs (Hq for quantize_q, Hkv otherwise) numbered

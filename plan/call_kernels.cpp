@@ -11,12 +11,13 @@
 namespace sage2::plan {
 
 namespace {
-// The split path's kernels. With sampled statistics K and V are one launch (quantize_split_kv: each
-// head's last V tile fixes the V channels above the headroom), so neither waits for the other.
+// The split path's kernels. With sampled statistics V comes before K: quantize_k's block 0 of each
+// head then fixes the V channels quantize_v found above the headroom (templates/quantize_qk.cuh),
+// ordered after every V tile by the stream.
 std::vector<kernels::QuantOp> split_ops(const kernels::KernelSpec& attention_spec, bool with_q) {
   using kernels::QuantOp;
   std::vector<QuantOp> ops{QuantOp::ChannelStats, QuantOp::QuantizeK, QuantOp::QuantizeV};
-  if (attention_spec.sampled_stats) ops = {QuantOp::ChannelStats, QuantOp::SplitKV};
+  if (attention_spec.sampled_stats) std::swap(ops[1], ops[2]);
   if (with_q) ops.push_back(QuantOp::QuantizeQ);
   return ops;
 }

@@ -22,9 +22,8 @@ namespace sage2::runtime {
 //  Auto (the default): Split, and where the attention family can (KernelSpec::q_in_kernel, set by
 //    the plan for Auto only) without quantize_q: the attention kernel quantizes Q itself. Dense
 //    calls take sampled statistics (KernelSpec::sampled_stats): channel_stats reads 4 units of 64
-//    keys per (batch, kv head), then quantize_split_kv, V tiles and K blocks in one launch (V's codes
-//    with V's headroom; keys above it recorded; each head's last V tile rewrites the V channels a
-//    key exceeded).
+//    keys per (batch, kv head), then quantize_v (codes with V's headroom; keys above it recorded), then
+//    quantize_k, whose block 0 of each head rewrites the V channels a key exceeded.
 // All write the same buffers; their channel sums differ in float rounding only (another order,
 // which the CPU reference follows), everything else follows from them.
 using QuantPath = sage2::QuantPath;  // public: a Context option

@@ -12,7 +12,6 @@
 //   6 sage2_quantize_cluster quantize_cluster.cuh     the whole stage in one launch of clusters (sm_90a)
 //   7 sage2_quantize_kv      quantize_kv.cuh          K and V in one launch, re-read from L2
 //   8 sage2_mask_tiles       quantize_mask_tiles.cuh  tensor masks: the class of every (query block, KV tile)
-//   9 sage2_quantize_split_kv quantize_split_kv.cuh   the sampled split stage's V tiles and K blocks in one launch
 // Shared headers: quantize_common.cuh (this file), quantize_partials.cuh (combine_partials),
 // quantize_stats_chunk.cuh (stats_chunk, wait_ready), quantize_qk_body.cuh (quantize_qk),
 // quantize_v_body.cuh (quantize_v), quantize_one_launch.cuh (every item body and one item's scratch
@@ -103,7 +102,7 @@ struct Map {
 // per-channel constants, one statistics walk per vector case, codes by cvt.rni alone): the split
 // path's (ops 1-4) and the one-pass K/V kernel (7), as opposed to the one-launch stages (5, 6),
 // which spilled with them under their 80-register bound.
-constexpr bool ROOMY = SAGE2_QUANT_OP <= 4 || SAGE2_QUANT_OP == 7 || SAGE2_QUANT_OP == 9;
+constexpr bool ROOMY = SAGE2_QUANT_OP <= 4 || SAGE2_QUANT_OP == 7;
 
 // Statistics written in this launch by other CTAs (fused path): read at L2, never through the
 // read-only path.
@@ -119,7 +118,7 @@ __device__ __forceinline__ float ld_stat(const float* p) { return ptx::ld_relaxe
 // not push K's sample out before quantize_k runs. 0: no hint; 1: evict_last; 2: evict_first.
 constexpr int L2_HINT = (SAMPLE_TILES == 0 || SAGE2_VARLEN) ? 0
                         : SAGE2_QUANT_OP == 1                        ? 1
-                        : (SAGE2_QUANT_OP == 3 || SAGE2_QUANT_OP == 4 || SAGE2_QUANT_OP == 9) ? 2
+                        : (SAGE2_QUANT_OP == 3 || SAGE2_QUANT_OP == 4) ? 2
                                                                        : 0;
 __device__ __forceinline__ u64 l2_policy(u32 on) { return on != 0u ? ptx::l2_policy<L2_HINT>() : ptx::l2_policy<0>(); }
 
@@ -259,14 +258,14 @@ __device__ __forceinline__ void check_block_dim() {
 // (ptx::pdl_wait: nothing is read or written before that kernel completed), and lets the next
 // one's CTAs start as soon as all of its own are running.
 //
-// The split K and V kernels of a dense call (LATE_WAIT; ops 3, 4 and 9) load their rows before they wait: those
+// The split K and V kernels of a dense call (LATE_WAIT) load their rows before they wait: those
 // are the caller's K and V, complete before the stage's first kernel started (that launch never
 // overlaps: runtime::mark_overlapping_launches), and every earlier kernel of the stage only reads
 // them. So the loads of their first CTAs overlap the end of the previous kernel; nothing an earlier
 // kernel writes is read, and nothing is written, before wait_previous(). (A kernel's dependents
 // still start only once all of its CTAs have started: a waiting CTA never holds back the kernel it
 // waits for.)
-constexpr bool LATE_WAIT = (SAGE2_QUANT_OP == 3 || SAGE2_QUANT_OP == 4 || SAGE2_QUANT_OP == 9) && !SAGE2_VARLEN;
+constexpr bool LATE_WAIT = (SAGE2_QUANT_OP == 3 || SAGE2_QUANT_OP == 4) && !SAGE2_VARLEN;
 __device__ __forceinline__ void enter() {
   check_block_dim();
   if (!LATE_WAIT) ptx::pdl_wait();

@@ -61,8 +61,7 @@ struct QuantizeParams {
 
   // ---- fused stage only (appended; kernels/quant_buffers.hpp stats_part / sync)
   float* stats_part;  // [B][Hkv][2 (K,V)][stats_chunks][4][d_v]: sum, min, max, first-bad (i32 bits)
-  u32* sync;          // [1 + 4·B·Hkv]: work ticket, arrivals per (group, K|V), ready flags (op 9: done V
-                      // tiles per group at [1 + 2·B·Hkv + g]); zero at launch
+  u32* sync;          // [1 + 4·B·Hkv]: work ticket, arrivals per (group, K|V), ready flags; zero at launch
   i64 sched_lag;      // QuantizeSchedule::lag (groups of statistics ahead of the work that needs them)
 
   // ---- cluster stage only (appended; kernels::quantize_cluster_plan)

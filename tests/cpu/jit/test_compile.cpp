@@ -125,12 +125,6 @@ std::vector<Variant> covering_set() {
       {Q::QuantizeV, S90, 64, 8, false, false, false, F16, WG, T_WG8, true},
       {Q::QuantizeV, S90, 128, 8, false, false, false, BF16, WG, T_WG8, true},
       {Q::QuantizeV, S89, 128, 8, false, false, true, F16, MMA, T_DEF, true},
-      // The sampled split stage's K/V launch (V tiles then K blocks, the last V tile's fix-up).
-      {Q::SplitKV, S90, 128, 8, false, true, false, BF16, WG, T_WG8, true},
-      {Q::SplitKV, S90, 64, 8, false, true, true, F16, WG, T_WG8, true},
-      {Q::SplitKV, S89, 128, 8, false, true, false, F16, MMA, T_DEF, true},
-      {Q::SplitKV, S89, 256, 4, false, true, true, BF16, MMA, T_DEF, true},
-      {Q::SplitKV, S90, 512, 8, false, true, false, F16, MMA, T_DEF, true},
   };
 }
 

@@ -228,8 +228,8 @@ TEST_CASE("warm-up: the set is what a call needs, no more than the selection's k
   w.causal = {CausalMode::None};
   const plan::CallSettings s = settings_for(kernels::Arch::Sm90a);
   const plan::WarmupSet set = plan::warmup_kernel_specs(w, s);
-  // The quantized path: channel_stats, quantize_split_kv (K and V in one launch) and the attention
-  // kernel with Q quantized inside (no quantize_q); the direct path: split kernels for 16/32/64/128 rows per
+  // The quantized path: channel_stats, quantize_k, quantize_v and the attention kernel with Q
+  // quantized inside (no quantize_q); the direct path: split kernels for 16/32/64/128 rows per
   // CTA and the merge kernel.
   int attention = 0, quantize = 0, split = 0, merge = 0;
   for (const auto& k : set.specs) {
@@ -241,10 +241,10 @@ TEST_CASE("warm-up: the set is what a call needs, no more than the selection's k
     if (k.family == kernels::KernelFamily::Quantize) CHECK(k.op != kernels::QuantOp::QuantizeQ);
   }
   CHECK(attention == 1);
-  CHECK(quantize == 2);
+  CHECK(quantize == 3);
   CHECK(split == 4);
   CHECK(merge == 1);
-  CHECK(set.specs.size() == 8);
+  CHECK(set.specs.size() == 9);
   CHECK(set.combinations == 1);
   CHECK(set.left_out.empty());
   // A selection the arch cannot run is left out with the reason, not silently dropped.

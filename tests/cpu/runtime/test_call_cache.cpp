@@ -343,7 +343,8 @@ TEST_CASE("quantize paths: with auto, a wgmma plan quantizes Q in the attention 
   CHECK(s.q_in_kernel);
   const std::vector<QuantOp> ops = runtime::quantize_ops(QuantPath::Auto, s);
   CHECK(std::find(ops.begin(), ops.end(), QuantOp::QuantizeQ) == ops.end());
-  CHECK(ops == std::vector<QuantOp>{QuantOp::ChannelStats, QuantOp::SplitKV});  // (sampled: K and V in one launch)
+  CHECK(std::find(ops.begin(), ops.end(), QuantOp::QuantizeK) != ops.end());
+  CHECK(std::find(ops.begin(), ops.end(), QuantOp::QuantizeV) != ops.end());
   CHECK(runtime::quantize_ops(QuantPath::OnePass, s) == std::vector<QuantOp>{QuantOp::QuantizeKV});
   // the one-launch stages write Q̂: refused for such a spec rather than writing past the buffers
   CHECK_THROWS_WITH_AS(runtime::quantize_ops(QuantPath::Fused, s), doctest::Contains("quantizes Q itself"), Error);
@@ -396,7 +397,7 @@ TEST_CASE("quantize paths: auto's split stage samples the statistics (dense call
   every_key.q_in_kernel = s.q_in_kernel;
   CHECK(s.key() == every_key.key());
   // the split ops take it (their keys say so); mask tiles and the one-launch stages never
-  for (QuantOp op : {QuantOp::ChannelStats, QuantOp::QuantizeQ, QuantOp::QuantizeK, QuantOp::QuantizeV, QuantOp::SplitKV}) {
+  for (QuantOp op : {QuantOp::ChannelStats, QuantOp::QuantizeQ, QuantOp::QuantizeK, QuantOp::QuantizeV}) {
     const kernels::KernelSpec q = kernels::quantize_spec_for(s, op);
     CHECK(q.sampled_stats);
     CHECK(q.key().find("|ss4x64") != std::string::npos);
@@ -418,16 +419,11 @@ TEST_CASE("quantize paths: auto's split stage samples the statistics (dense call
   vq.sampled_stats = true;
   CHECK_THROWS_WITH_AS(vq.validate(), doctest::Contains("varlen"), Error);
 
-  // The split K/V launch takes the sample only (its V fix-up reads the sampled stage's words)
-  kernels::KernelSpec kv_every = kernels::quantize_spec_for(s, QuantOp::SplitKV);
-  kv_every.sampled_stats = false;
-  CHECK_THROWS_WITH_AS(kv_every.validate(), doctest::Contains("sampled"), Error);
-
   // The buffers: one statistics chunk of 64 keys per sampled unit (4 of T = 16 units), V's
-  // amax, and V's overflow maxima in the cleared sync region. K and V in one launch after the
-  // statistics: each head's last V tile fixes the channels above the headroom.
-  CHECK(runtime::quantize_ops(QuantPath::Auto, s) == std::vector<QuantOp>{QuantOp::ChannelStats, QuantOp::SplitKV});
-  CHECK(kernels::uses_v_codes(kernels::quantize_spec_for(s, QuantOp::SplitKV)));
+  // amax, and V's overflow maxima in the cleared sync region. V before K: quantize_k's block 0 of
+  // each head fixes the channels quantize_v found above the headroom.
+  CHECK(runtime::quantize_ops(QuantPath::Auto, s) ==
+        std::vector<QuantOp>{QuantOp::ChannelStats, QuantOp::QuantizeV, QuantOp::QuantizeK});
   CHECK(kernels::uses_v_codes(kernels::quantize_spec_for(s, QuantOp::QuantizeK)));
   CHECK_FALSE(kernels::uses_v_codes(kernels::quantize_spec_for(every_key, QuantOp::QuantizeK)));
   const kernels::QuantProblem qp{2, 4, 2, 200, 1000, 128};
@@ -471,24 +467,9 @@ TEST_CASE("quantize paths: auto's split stage samples the statistics (dense call
   CHECK(ls.dynamic_smem <= 48 * 1024);
   // Every split quantize launch asks for the carveout of its planned CTAs (kernels/launch.hpp).
   CHECK(ls.planned_ctas_per_sm == stats_cfg.min_ctas);
-  for (QuantOp op : {QuantOp::QuantizeV, QuantOp::QuantizeK, QuantOp::SplitKV}) {
+  for (QuantOp op : {QuantOp::QuantizeV, QuantOp::QuantizeK}) {
     const kernels::KernelSpec qs = kernels::quantize_spec_for(s, op);
     CHECK(kernels::quantize_launch_shape(qs, bs).planned_ctas_per_sm == kernels::quantize_kernel_config(qs).min_ctas);
-  }
-  // The K/V launch: each head's V tiles (x below their count), then its K blocks; one CTA size, the
-  // larger body's; the CTAs per SM the registers of both allow.
-  {
-    const kernels::KernelSpec ks = kernels::quantize_spec_for(s, QuantOp::SplitKV);
-    const kernels::SplitKvConfig f = kernels::split_kv_config(ks);
-    const kernels::QuantizeKernelConfig k = kernels::quantize_kernel_config(kernels::quantize_spec_for(s, QuantOp::QuantizeK));
-    const kernels::QuantizeKernelConfig v = kernels::quantize_kernel_config(kernels::quantize_spec_for(s, QuantOp::QuantizeV));
-    CHECK(f.threads == std::max(k.threads, v.threads));
-    CHECK(f.min_ctas == std::min(k.min_ctas, v.min_ctas));
-    CHECK(f.v_tiles(bs) == bs.kv_len_pad / v.rows);
-    const kernels::LaunchShape kls = kernels::quantize_launch_shape(ks, bs);
-    CHECK(kls.grid[0] == static_cast<unsigned>(f.v_tiles(bs) + bs.k_blocks));
-    CHECK(kls.grid[1] * kls.grid[2] >= 2 * 2);
-    CHECK(kls.block[0] == static_cast<unsigned>(f.threads));
   }
   // at most four units (256 keys): every key in the split stage's own chunks (ceil(256 / 256));
   // one key more samples 4 units of 64 whatever the KV tile (here 3 tiles of 128)
