@@ -326,7 +326,11 @@ _fast_lock = threading.Lock()
 _Tensor = torch.Tensor
 _F32 = torch.float32
 _U8 = torch.uint8
-_WS_KEEP_MAX = 16 << 20  # a workspace up to this size is kept per thread for its next call
+# A workspace up to this size is kept per thread for its next call: torch's allocation and free of
+# one took ~4-6 µs of host time before the call's first kernel (bench/NOTES.md, sessions 27 and 30),
+# and 64 MiB covers the workspaces of the shapes where that matters (B 4 H 32 hd 128 at 1K: 35 MB,
+# Flux-1024: ~30 MB, BERT-large at B 32: 35 MB); a longer call's allocation is a small share of it.
+_WS_KEEP_MAX = 64 << 20
 _PACKED = "packed"  # the layout name of packed [total, H, D] tensors (sageattn_varlen's custom op)
 
 

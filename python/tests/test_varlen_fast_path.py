@@ -9,7 +9,7 @@ a fresh (uncached) call builds, with the pointers of the new call's q, k, v, out
 length tensors; another max_seqlen_q/k, batch B, option, dtype, stride or layout is another
 signature; equal values of another type are checked again; bad length tensors are still refused;
 the kept workspace follows the dense path's rules (per thread, same device and stream, not while
-capturing, at most 16 MiB, shared with dense calls); autograd, torch.compile and tensor
+capturing, at most C._WS_KEEP_MAX (64 MiB), shared with dense calls); autograd, torch.compile and tensor
 subclasses bypass it; library errors raise the same exceptions; a failed, empty or no-key call
 is not cached; the dense cache and the varlen cache stay apart; each thread has its own structures."""
 from fake_torch import run_driver
@@ -245,17 +245,17 @@ vp(q1, k1, v1, cq1, ck1, max_seqlen_q=60)
 _, _, _, r10, _ = vp(q1, k1, v1, cq1, ck1, max_seqlen_q=60)
 C._raw_stream = raw
 assert r9["stream"] == r10["stream"] == 0 and ws_of(r10) != ws_of(r9), "a kept workspace crossed devices"
-# more than 16 MiB is never kept: each call takes its own, and the small kept one stays
+# more than C._WS_KEEP_MAX is never kept: each call takes its own, and the small kept one stays
 vp(q, k, v, cq, ck, max_seqlen_q=60)
 _, _, _, small, _ = vp(q, k, v, cq, ck, max_seqlen_q=60)
-fake.ws_bytes = (16 << 20) + 256
+fake.ws_bytes = C._WS_KEEP_MAX + 256
 qb, kb, vb, cqb, ckb = packed(tq=64, b=9)
 vp(qb, kb, vb, cqb, ckb)
 fake.ws_bytes = None
 big = []
 for _ in range(2):
     _, n, _, rb, newb = vp(qb, kb, vb, cqb, ckb)
-    assert n == 0 and rb["p"][8] == (16 << 20) + 256 and len(newb) == 2
+    assert n == 0 and rb["p"][8] == C._WS_KEEP_MAX + 256 and len(newb) == 2
     big.append(ws_of(rb))
 assert big[0] != big[1] and ws_of(small) not in big
 _, _, _, r11, _ = vp(q, k, v, cq, ck, max_seqlen_q=60)
