@@ -69,6 +69,21 @@ TEST_CASE("sampled statistics: the reference's defaults are the kernels' sample,
   CHECK(sage2::kernels::kSampleUnit == 64);
 }
 
+namespace {
+
+// V channel c's amax over the sample's keys, over all nk keys, and the contract's rule with headroom
+// H: the sample's times H unless a key exceeds that.
+struct VAmax {
+  float sample = 0, all = 0, rule = 0;
+};
+VAmax v_amax_of(const HostTensor& v, const std::vector<std::int64_t>& keys, std::int64_t nk, int c, float H) {
+  VAmax a;
+  for (std::int64_t n : keys) a.sample = std::max(a.sample, std::fabs(v.get(0, 0, n, c)));
+  for (std::int64_t n = 0; n < nk; ++n) a.all = std::max(a.all, std::fabs(v.get(0, 0, n, c)));
+  a.rule = a.all > H * a.sample ? a.all : H * a.sample;
+  return a;
+}
+
 // The keys of units `units` of U keys.
 std::vector<std::int64_t> unit_keys(std::initializer_list<std::int64_t> units, std::int64_t U = 64) {
   std::vector<std::int64_t> keys;
@@ -76,6 +91,8 @@ std::vector<std::int64_t> unit_keys(std::initializer_list<std::int64_t> units, s
     for (std::int64_t n = u * U; n < (u + 1) * U; ++n) keys.push_back(n);
   return keys;
 }
+
+}  // namespace
 
 // Channel c's sum over keys `keys` of (0, 0) in the split walk's order: chunks of T keys, each
 // the left-to-right sum of P slot sums (slot s: keys s, s + P, ... of the chunk), chunks left to
@@ -168,14 +185,12 @@ TEST_CASE("sampled statistics: k̄ and μ from units ⌊i·T/4⌋, V scaled by t
   for (int c = 0; c < 64; ++c) {
     CAPTURE(c);
     CHECK(s.k_mean[c] == doctest::Approx(mean_of(in.k, keys, c)).epsilon(1e-5));
-    float a_s = 0, a_all = 0;
-    for (std::int64_t n : keys) a_s = std::max(a_s, std::fabs(in.v.get(0, 0, n, c)));
-    for (std::int64_t n = 0; n < nk; ++n) a_all = std::max(a_all, std::fabs(in.v.get(0, 0, n, c)));
-    const float amax = a_all <= 16.f * a_s ? 16.f * a_s : a_all;
+    const VAmax a = v_amax_of(in.v, keys, nk, c, 16.f);
+    const float amax = a.rule;
     CHECK(s.v_amax[c] == amax);
     CHECK(s.v_scale[c] == amax / 448.f);
-    if (c == 3) CHECK(amax == a_all);
-    if (c == 4) CHECK(amax == 16.f * a_s);
+    if (c == 3) CHECK(amax == a.all);
+    if (c == 4) CHECK(amax == 16.f * a.sample);
     for (std::int64_t n = 0; n < nk; n += 13)
       CHECK(s.v_code(0, 0, n, c) == float_to_fp8(in.v.get(0, 0, n, c) * (448.f / amax), Fp8Format::E4M3));
   }
@@ -230,10 +245,7 @@ TEST_CASE("sampled statistics: sample_tiles, sample_unit and v_headroom set the 
     for (int c = 0; c < 64; ++c) {
       CAPTURE(c);
       CHECK(s.k_mean[c] == doctest::Approx(mean_of(in.k, keys, c)).epsilon(1e-5));
-      float a_s = 0, a_all = 0;
-      for (std::int64_t n : keys) a_s = std::max(a_s, std::fabs(in.v.get(0, 0, n, c)));
-      for (std::int64_t n = 0; n < nk; ++n) a_all = std::max(a_all, std::fabs(in.v.get(0, 0, n, c)));
-      CHECK(s.v_amax[c] == (a_all > 4.f * a_s ? a_all : 4.f * a_s));
+      CHECK(s.v_amax[c] == v_amax_of(in.v, keys, nk, c, 4.f).rule);
     }
   };
   check_sample(o, unit_keys({0, 6}));  // units 0 and 6 of 12
