@@ -15,7 +15,8 @@ import os
 
 import pytest
 
-from sage2_testutil import LSE_8BIT, activation_like, capture_graph, report, require_gpu, torch
+from sage2_testutil import (COS_8BIT, LSE_8BIT, RELL1_8BIT, activation_like, capture_graph, metrics, reference, report,
+                            require_gpu, torch)
 
 import sage2
 
@@ -98,7 +99,7 @@ def lse_err(lse, ref):
 
 
 # Varlen calls run the split stage over every key of each sequence; the default dense path (auto)
-# takes V's scale with headroom from a sample of KV tiles (docs/numerics.md, "Sampled statistics").
+# takes k̄ and V's scale with headroom from a sample of 64-key units (docs/numerics.md, "Sampled statistics").
 # So a sequence's result equals the dense call on its slices bit for bit when this process's dense
 # calls run the split path too (SAGE2_QUANT_PATH=split), and otherwise within the accuracy bounds
 # both are held to (below, and the dense suite).
@@ -377,8 +378,14 @@ def test_kv_lens_full_length_equals_plain_call():
     plain = sage2.sageattn(q, k, v, is_causal=True, smooth_q=False, small_q_path="quantized")
     if same_bits_as_dense(512):
         torch.testing.assert_close(out, plain, rtol=0, atol=0)
-    else:  # V's codes with and without the sampled stage's headroom: the same attention to 1e-5
-        assert cosine(out, plain) >= 0.99999, cosine(out, plain)
+    else:
+        # The dense call samples k̄ and V's amax (256 of the 512 keys, V with headroom: docs/numerics.md,
+        # "Sampled statistics"); the key-padded one takes every key. Two quantizations of the same
+        # attention, each within the 8-bit bounds of fp64 attention.
+        ref, _ = reference(q, k, v, is_causal=True)
+        for name, o in (("kv_lens", out), ("dense", plain)):
+            cos, rel, _ = metrics(o, ref)
+            assert cos >= COS_8BIT and rel <= RELL1_8BIT, (name, cos, rel)
 
 
 # ---- CUDA graphs: capture once, replay with new lengths of the same totals -----------------------------
