@@ -478,6 +478,7 @@ TEST_CASE("quantize paths: auto's split stage samples the statistics (dense call
   CHECK(stats_cfg.stats_ring >= 2);
   CHECK(stats_cfg.stats_ring * stats_cfg.threads * 4 * 16 <= 64 * 128 * 2);  // batches of 4 rows × 16 B per thread
   CHECK(8 * (ls.dynamic_smem + 1024) <= 228 * 1024);                          // 8 fit an H100/H200 SM
+  CHECK(8 * (ls.dynamic_smem + 4 * 128 * 4 + 1024) <= 228 * 1024);  // (with the cluster form's [4][d_v] partials)
   CHECK(ls.dynamic_smem <= 48 * 1024);
   // Every split quantize launch asks for the carveout of its planned CTAs (kernels/launch.hpp).
   CHECK(ls.planned_ctas_per_sm == stats_cfg.min_ctas);
