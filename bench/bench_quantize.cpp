@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
           runtime::LoadedKernel& kern = impl.kernels().get(qs);
           const kernels::LaunchShape ls = kernels::quantize_launch_shape(qs, b);
           // channel_stats counts its chunks' arrivals: the counters start at zero (as in a call)
-          const bool clear = kernels::quantize_clears_sync({op});
+          const bool clear = kernels::quantize_clears_sync({op}, *sp, b);
           const auto sync = reinterpret_cast<CUdeviceptr>(ws + b.offsets().sync);
           const std::size_t sync_bytes = b.offsets().sync_bytes;
           record(sp == &spec ? "auto" : "split", kernels::quant_op_name(op), median_ms([&] {

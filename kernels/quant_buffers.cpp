@@ -123,9 +123,25 @@ QuantBuffers::Offsets QuantBuffers::offsets() const {
   return o;
 }
 
-bool quantize_clears_sync(const std::vector<QuantOp>& ops) {
-  for (QuantOp op : ops)
-    if (op == QuantOp::ChannelStats || op == QuantOp::Fused || op == QuantOp::QuantizeKV) return true;
+bool stats_sampled(const QuantBuffers& b) {
+  return b.sampled_stats && (b.p.kv_len + kSampleUnit - 1) / kSampleUnit > kSampleTiles;
+}
+
+bool stats_in_clusters(const KernelSpec& s) {
+  return s.family == KernelFamily::Quantize && s.op == QuantOp::ChannelStats && s.sampled_stats && !s.varlen &&
+         s.arch == Arch::Sm90a;
+}
+
+bool quantize_clears_sync(const std::vector<QuantOp>& ops, const KernelSpec& attention_spec, const QuantBuffers& b) {
+  for (QuantOp op : ops) {
+    if (op == QuantOp::Fused || op == QuantOp::QuantizeKV) return true;
+    if (op == QuantOp::ChannelStats) {
+      KernelSpec s = attention_spec;
+      s.family = KernelFamily::Quantize;
+      s.op = op;
+      if (!(stats_in_clusters(s) && (stats_sampled(b) || b.stats_chunks == 1))) return true;
+    }
+  }
   return false;
 }
 

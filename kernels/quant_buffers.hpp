@@ -154,8 +154,17 @@ struct QuantBuffers : QuantOptions {
 // attention_spec: the spec of the attention kernel that will consume the buffers.
 QuantBuffers quant_buffers(const QuantProblem& p, const KernelSpec& attention_spec);
 
-// Whether a quantize stage of these ops counts arrivals in QuantBuffers' `sync` words, which must
-// then be zero when it starts (channel_stats' chunks, the fused stage's items).
-bool quantize_clears_sync(const std::vector<QuantOp>& ops);
+// Whether the sampled statistics of these buffers take a sample (more than kSampleTiles units of
+// kSampleUnit keys; else every key).
+bool stats_sampled(const QuantBuffers& b);
+// Whether channel_stats (quantize spec `stats_spec`) combines a sampled head's units in a thread-block
+// cluster (sm_90a): one CTA per unit, the partials in distributed shared memory, combined by rank 0
+// in the contract's order — no partials in global memory, no arrival counter.
+bool stats_in_clusters(const KernelSpec& stats_spec);
+// Whether a quantize stage of these ops, for the attention spec and buffers, counts arrivals in
+// QuantBuffers' `sync` words or needs V's overflow maxima zero, which must then be zero when it
+// starts (channel_stats' chunks, the fused stage's items). Not for channel_stats in clusters over
+// a sampled head or over a single chunk: no counter, and its V statistics zero the overflow maxima.
+bool quantize_clears_sync(const std::vector<QuantOp>& ops, const KernelSpec& attention_spec, const QuantBuffers& b);
 
 }  // namespace sage2::kernels

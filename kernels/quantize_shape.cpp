@@ -411,6 +411,8 @@ LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b) {
   ls.block[2] = 1;
   ls.dynamic_smem = static_cast<std::size_t>(c.dynamic_smem);  // channel_stats' ring; the others: static only
   ls.planned_ctas_per_sm = c.min_ctas;                         // (the rest of the SM stays L1: launch.hpp)
+  // A sampled head's statistics in clusters: x = kv · kSampleTiles + unit, one cluster per (head, K|V).
+  if (stats_in_clusters(s) && stats_sampled(b)) ls.cluster_x = static_cast<unsigned>(kSampleTiles);
   return ls;
 }
 

@@ -97,7 +97,7 @@ std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const plan::
   p->tier = tier;
   p->quantize_ops = call.ops;
   p->fused_quantize = call.ops.front() == kernels::QuantOp::Fused;
-  p->clear_sync = kernels::quantize_clears_sync(call.ops);
+  p->clear_sync = kernels::quantize_clears_sync(call.ops, p->spec, b);
   p->quantize_l2_hints = kernels::quantize_l2_hints(b, ctx.facts().l2_bytes);
   if (p->clear_sync) {
     const kernels::QuantBuffers::Offsets o = b.offsets();

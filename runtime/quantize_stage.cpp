@@ -18,7 +18,7 @@ void launch_quantize_stage(Context::Impl& ctx, const kernels::KernelSpec& attent
   dev::QuantizeParams params = kernels::make_quantize_params(b, q, k, v, workspace);
   params.l2_hints = kernels::quantize_l2_hints(b, ctx.facts().l2_bytes) ? 1u : 0u;
   base::driver::ScopedContext scope(ctx.cu_context());
-  if (kernels::quantize_clears_sync(ops)) {
+  if (kernels::quantize_clears_sync(ops, attention_spec, b)) {
     // The counters must start at zero: a memset node on the same stream (graph-capturable) is
     // robust against any workspace content — a caller's fresh buffer, a call that trapped —
     // where self-resetting counters would trust the previous call.

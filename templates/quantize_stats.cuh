@@ -120,6 +120,7 @@ __device__ __forceinline__ void varlen_table(const QuantizeParams& p) {
 
 namespace qz {
 
+
 // sage2_channel_stats: blockIdx.x = 2·c + kv (kv 0: K, d_qk outputs; 1: V, d_v outputs) takes
 // statistics chunks c, c + gridDim.x/2, ... of its (sequence, kv head) (stats_chunk; sampled
 // statistics: one chunk per sampled unit of keys, whose first-bad flags quantize_k / quantize_v then
@@ -128,11 +129,11 @@ namespace qz {
 // the statistics. Padded channels get 0, 0, 0. The same walk finds the first non-finite key per
 // channel: v_first_bad[c] (V; padded channels INT32_MAX) and k_first_bad = min over K's real
 // channels. A sequence without keys has no chunk: its first CTA writes the empty statistics.
-__device__ __forceinline__ void channel_stats(const QuantizeParams p, u8* smem) {
+__device__ __forceinline__ void channel_stats(const QuantizeParams p, u8* smem, float* s_part) {
   i64 b, h, bh;
   if (!block_bh(p.batch, p.kv_heads, b, h, bh)) return;
-  const bool is_v = (blockIdx.x & 1u) != 0u;
-  const int kv = is_v ? 1 : 0;
+  bool is_v = (blockIdx.x & 1u) != 0u;
+  int kv = is_v ? 1 : 0;
   i64 n0 = 0, len = p.kv_len;
 #if SAGE2_VARLEN
   if (bh == 0 && blockIdx.x == 0) varlen_table(p);
@@ -161,7 +162,21 @@ __device__ __forceinline__ void channel_stats(const QuantizeParams p, u8* smem) 
   float* part_g = p.stats_part + (bh * 2 + kv) * head_chunks * 4 * D_V;
 #endif
   const u32 chunks = sampled(len) ? SAMPLE_TILES : static_cast<u32>((len + STATS_T - 1) / STATS_T);
-  const u32 first = blockIdx.x >> 1, step = gridDim.x >> 1;
+  u32 first = blockIdx.x >> 1, step = gridDim.x >> 1;
+#if SAGE2_QZ_STATS_CLUSTER
+  // A sampled head in clusters (kernels::stats_in_clusters, quantize_launch_shape): x = kv ·
+  // SAMPLE_TILES + unit, one cluster of SAMPLE_TILES CTAs per (head, K|V), rank = unit.
+  if (sampled(len)) {
+    is_v = blockIdx.x >= static_cast<u32>(SAMPLE_TILES);
+    kv = is_v ? 1 : 0;
+    first = blockIdx.x % SAMPLE_TILES;
+    step = SAMPLE_TILES;
+  } else {
+    s_part = nullptr;
+  }
+#else
+  s_part = nullptr;
+#endif
   if (chunks == 0u) {
     if (first != 0u) return;
     // No keys (varlen): what the walk gives for no rows — sum 0, min +Inf, max -Inf (padded
@@ -182,8 +197,9 @@ __device__ __forceinline__ void channel_stats(const QuantizeParams p, u8* smem) 
   }
 #pragma unroll 1
   for (u32 c = first; c < chunks; c += step)
-    stats_chunk(p, smem, kv_input(p, is_v), is_v, b, h, bh, n0, len, part_g, c, chunks, p.sync + 1 + 2 * bh + kv);
+    stats_chunk(p, smem, kv_input(p, is_v), is_v, b, h, bh, n0, len, part_g, c, chunks, p.sync + 1 + 2 * bh + kv, s_part);
 }
+
 
 }  // namespace qz
 
@@ -195,5 +211,10 @@ extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, SAGE2_QZ_MIN_CTAS
   // sizes it, and the launch gives SAGE2_QZ_DYN_SMEM bytes).
   static_assert(qz::stats_smem_bytes<qz::MapS>() <= SAGE2_QZ_DYN_SMEM, "channel_stats: the launch's shared memory is too small");
   extern __shared__ __align__(16) u8 s_dyn[];
-  qz::channel_stats(p, s_dyn);
+#if SAGE2_QZ_STATS_CLUSTER
+  __shared__ __align__(16) float s_part[4 * qz::D_V];  // this unit's partials, read by the cluster's rank 0
+#else
+  float* s_part = nullptr;
+#endif
+  qz::channel_stats(p, s_dyn, s_part);
 }

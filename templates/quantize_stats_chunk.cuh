@@ -11,6 +11,37 @@ namespace qz {
 constexpr int STATS_T = SAGE2_QZ_STATS_CHUNK;  // tokens per statistics chunk (kernels::quantize_stats_chunk)
 static_assert(STATS_T % 16 == 0, "statistics chunk");
 
+// The final statistics of (sequence, kv head) `bh` of K or V from its `chunks` partials — chunk k's
+// statistic s of channel c read by load(k, s, c) — in the contract's order (combine_partials) into
+// k_stats / v_stats and the first-bad flags; `s_kfb` (shared, NO_BAD on entry, the CTA's barrier
+// between) gathers K's first bad key over the channels. V's writer also zeroes the head's overflow
+// maxima when the stage clears no sync words (SAGE2_QZ_STATS_CLUSTER: kernels::quantize_clears_sync),
+// before quantize_v, which runs after this kernel, raises them.
+template <class Load>
+__device__ __forceinline__ void write_stats(const QuantizeParams& p, bool is_v, i64 bh, u32 chunks, i32* s_kfb, Load&& load) {
+  const int d_out = is_v ? D_V : D_QK;
+  float* out = (is_v ? p.v_stats : p.k_stats) + bh * 3 * d_out;
+#pragma unroll 1
+  for (int c = threadIdx.x; c < d_out; c += THREADS) {
+    float sum = 0.f, mn = 0.f, mx = 0.f;
+    i32 fb = NO_BAD;
+    if (c < HD) combine_partials(chunks, [&](u32 k, int s) { return load(k, s, c); }, sum, mn, mx, fb);
+    out[c] = sum;
+    out[d_out + c] = mn;
+    out[2 * d_out + c] = mx;
+    if (is_v) {
+      p.v_first_bad[bh * D_V + c] = fb;
+#if SAGE2_QZ_STATS_CLUSTER
+      if (SAMPLE_TILES) p.v_over[bh * D_V + c] = 0u;
+#endif
+    } else if (fb != NO_BAD) {
+      red_min_shared_s32(ptx::smem_addr(s_kfb), fb);
+    }
+  }
+  __syncthreads();
+  if (!is_v && threadIdx.x == 0) p.k_first_bad[bh] = *s_kfb;
+}
+
 // Statistics chunk `chunk` of one (sequence, kv head) `bh` of K or V — tokens [chunk·T, min(len,
 // (chunk+1)·T)) of the sequence whose first row is n0 in (b, h); sampled statistics: those of
 // sampled unit sample_unit(chunk) — as partials [4][D_V] (sum, min,
@@ -19,50 +50,63 @@ static_assert(STATS_T % 16 == 0, "statistics chunk");
 // left to right from chunk 0's; min/max/first-bad: order-free) into k_stats / v_stats and the
 // first-bad flags of bh, and returns true (after a barrier: every thread's final statistics are
 // stored). Which CTA is last does not change a bit of the result.
+// In a cluster (s_part non-null: channel_stats with SAGE2_QZ_STATS_CLUSTER over a sampled head,
+// the cluster's rank r = chunk r): the partials go to the CTA's own s_part [4][D_V], and after the
+// cluster barrier rank 0 combines the ranks' in rank order through distributed shared memory (the
+// same order and bits); the second barrier keeps every rank's s_part until rank 0 has read it. No
+// partials in global memory, no arrival counter.
 __device__ __forceinline__ bool stats_chunk(const QuantizeParams& p, u8* smem, const Input& in, bool is_v, i64 b, i64 h,
-                                            i64 bh, i64 n0, i64 len, float* part_g, u32 chunk, u32 chunks, u32* arrive) {
+                                            i64 bh, i64 n0, i64 len, float* part_g, u32 chunk, u32 chunks, u32* arrive,
+                                            float* s_part = nullptr) {
+  const bool in_cluster = SAGE2_QZ_STATS_CLUSTER && s_part != nullptr;
   const bool units = sampled(len);  // (sampled statistics: one chunk per sampled unit)
   const i64 span = units ? SAMPLE_UNIT : STATS_T;
   const i64 c0 = units ? sample_unit(chunk, len) * SAMPLE_UNIT : static_cast<i64>(chunk) * STATS_T;
   const i64 c1 = len - c0 < span ? len : c0 + span;
   float* part = part_g + static_cast<i64>(chunk) * 4 * D_V;
-  stats_rows<MapS>(in, row_ptr(in, b, h, n0), c0, c1, D_V, smem,
-                   [&](int s, int c, float v) { ptx::st_f32(part + s * D_V + c, v); });
+  stats_rows<MapS>(in, row_ptr(in, b, h, n0), c0, c1, D_V, smem, [&](int s, int c, float v) {
+    if (in_cluster)
+      s_part[s * D_V + c] = v;
+    else
+      ptx::st_f32(part + s * D_V + c, v);
+  });
+#if SAGE2_QZ_STATS_CLUSTER
+  if (in_cluster) {
+    i32* s_kfb = reinterpret_cast<i32*>(smem + stats_smem_bytes<MapS>() - 12);
+    if (threadIdx.x == 0) *s_kfb = NO_BAD;
+    ptx::cluster_arrive_release();  // (stats_rows ended with a barrier: every partial is written)
+    ptx::cluster_wait_acquire();
+    const bool rank0 = ptx::cluster_ctarank() == 0;
+    if (rank0) {
+      const u32 part0 = ptx::smem_addr(s_part);
+      write_stats(p, is_v, bh, chunks, s_kfb, [&](u32 k, int s, int c) {
+        return ptx::ld_cluster_f32(ptx::mapa_shared(part0 + static_cast<u32>((s * D_V + c) * 4), k));
+      });
+    }
+    ptx::cluster_arrive_release();
+    ptx::cluster_wait_acquire();
+    return rank0;
+  }
+#endif
 
   // Arrive: the CTA's partials (ordered before by the barrier in stats_rows) are released at
-  // gpu scope by thread 0's fence + acq_rel add; the last arriver acquires everyone's.
+  // gpu scope by thread 0's fence + acq_rel add; the last arriver acquires everyone's. A single
+  // chunk is its own last: no counter (the stage then needs no cleared sync words).
   u32* s_last = reinterpret_cast<u32*>(smem + stats_smem_bytes<MapS>() - 16);
   i32* s_kfb = reinterpret_cast<i32*>(smem + stats_smem_bytes<MapS>() - 12);
   if (threadIdx.x == 0) {
-    ptx::fence_acq_rel_gpu();
-    const u32 before = ptx::atom_add_acq_rel_gpu_u32(arrive, 1u);
-    *s_last = before + 1u == chunks ? 1u : 0u;
+    if (chunks == 1u) {
+      *s_last = 1u;
+    } else {
+      ptx::fence_acq_rel_gpu();
+      const u32 before = ptx::atom_add_acq_rel_gpu_u32(arrive, 1u);
+      *s_last = before + 1u == chunks ? 1u : 0u;
+    }
     *s_kfb = NO_BAD;
   }
   __syncthreads();
   if (*s_last == 0u) return false;
-
-  const int d_out = is_v ? D_V : D_QK;
-  float* out = (is_v ? p.v_stats : p.k_stats) + bh * 3 * d_out;
-#pragma unroll 1
-  for (int c = threadIdx.x; c < d_out; c += THREADS) {
-    float sum = 0.f, mn = 0.f, mx = 0.f;
-    i32 fb = NO_BAD;
-    if (c < HD) {
-      const float* pc = part_g + c;
-      combine_partials(chunks, [&](u32 k, int s) { return ld_stat(pc + (static_cast<i64>(k) * 4 + s) * D_V); },
-                       sum, mn, mx, fb);
-    }
-    out[c] = sum;
-    out[d_out + c] = mn;
-    out[2 * d_out + c] = mx;
-    if (is_v)
-      p.v_first_bad[bh * D_V + c] = fb;
-    else if (fb != NO_BAD)
-      red_min_shared_s32(ptx::smem_addr(s_kfb), fb);
-  }
-  __syncthreads();
-  if (!is_v && threadIdx.x == 0) p.k_first_bad[bh] = *s_kfb;
+  write_stats(p, is_v, bh, chunks, s_kfb, [&](u32 k, int s, int c) { return ld_stat(part_g + (static_cast<i64>(k) * 4 + s) * D_V + c); });
   return true;
 }
 

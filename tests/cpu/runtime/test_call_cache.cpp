@@ -315,7 +315,7 @@ TEST_CASE("quantize_kv launch: one CTA per item (statistics chunks, K blocks and
   CHECK(ls.dynamic_smem == static_cast<std::size_t>(cfg.dynamic_smem));
   CHECK(cfg.stats.stats_ring >= 2);  // sm_90a: rows in flight beside three CTAs per SM
   CHECK(cfg.v.rows == 128);          // the split V tile
-  CHECK(kernels::quantize_clears_sync({kernels::QuantOp::QuantizeKV}));
+  CHECK(kernels::quantize_clears_sync({kernels::QuantOp::QuantizeKV}, s, b));
   // The statistics use channel_stats's mapping (the split path's sum order, the reference's).
   CHECK(cfg.stats.tpr ==
         kernels::quantize_kernel_config(kernels::quantize_spec_for(s, kernels::QuantOp::ChannelStats)).tpr);
@@ -441,7 +441,19 @@ TEST_CASE("quantize paths: auto's split stage samples the statistics (dense call
   CHECK(o.v_over + 2 * 2 * 128 * 4 == o.sync + o.sync_bytes);
   CHECK(o.v_amax >= o.mask_bias);
   CHECK(o.total >= o.v_amax + std::size_t(bs.v_amax()) * 4);
-  CHECK(kernels::quantize_clears_sync(runtime::quantize_ops(QuantPath::Auto, s)));
+  // sm_90a: the sampled head's statistics combine in a cluster (no counter) and V's statistics zero
+  // the overflow maxima, so auto's stage clears no sync words; split (every key) counts its
+  // chunks' arrivals, and so does the sampled stage on the other archs.
+  CHECK(kernels::stats_sampled(bs));
+  CHECK(kernels::stats_in_clusters(kernels::quantize_spec_for(s, QuantOp::ChannelStats)));
+  CHECK_FALSE(kernels::quantize_clears_sync(runtime::quantize_ops(QuantPath::Auto, s), s, bs));
+  CHECK(kernels::quantize_clears_sync(runtime::quantize_ops(QuantPath::Split, every_key), every_key, ba));
+  {
+    kernels::KernelSpec s89 = s;
+    s89.arch = kernels::Arch::Sm89;
+    CHECK_FALSE(kernels::stats_in_clusters(kernels::quantize_spec_for(s89, QuantOp::ChannelStats)));
+    CHECK(kernels::quantize_clears_sync(runtime::quantize_ops(QuantPath::Auto, s89), s89, bs));
+  }
   // L2 eviction priorities: the sampled stage's K and V (2 x 2 x 2 x 1000 x 128 x 2 = 2,048,000
   // bytes) within twice the L2; never every key's stage, nor a device whose L2 is unknown.
   CHECK(kernels::quantize_l2_hints(bs, 1024000));
@@ -451,9 +463,11 @@ TEST_CASE("quantize paths: auto's split stage samples the statistics (dense call
   const sage2::dev::QuantizeParams qpar = kernels::make_quantize_params(bs, c.q, c.k, c.v, reinterpret_cast<void*>(0x40000000));
   CHECK(reinterpret_cast<std::uintptr_t>(qpar.v_amax) == 0x40000000 + o.v_amax);
   CHECK(reinterpret_cast<std::uintptr_t>(qpar.v_over) == 0x40000000 + o.v_over);
-  // channel_stats: one CTA per (sampled unit, K|V); a short sequence samples every key
+  // channel_stats: one CTA per (sampled unit, K|V), in a cluster of the head's 4 units (sm_90a);
+  // a short sequence takes every key, without clusters
   const kernels::LaunchShape ls = kernels::quantize_launch_shape(kernels::quantize_spec_for(s, QuantOp::ChannelStats), bs);
   CHECK(ls.grid[0] == 2 * 4);
+  CHECK(ls.cluster_x == 4u);
   // It walks with 128 threads planned for 8 CTAs per SM at hd 128 (B 4 × H 32's sampled units in one
   // wave), its ring as much of the one unit as that leaves room for, and stays within the 48 KB a
   // launch may use without asking for the largest shared carveout (runtime::launch): the V and K
@@ -464,6 +478,7 @@ TEST_CASE("quantize paths: auto's split stage samples the statistics (dense call
   CHECK(stats_cfg.stats_ring >= 2);
   CHECK(stats_cfg.stats_ring * stats_cfg.threads * 4 * 16 <= 64 * 128 * 2);  // batches of 4 rows × 16 B per thread
   CHECK(8 * (ls.dynamic_smem + 1024) <= 228 * 1024);                          // 8 fit an H100/H200 SM
+  CHECK(8 * (ls.dynamic_smem + 4 * 128 * 4 + 1024) <= 228 * 1024);  // (with the cluster form's [4][d_v] partials)
   CHECK(ls.dynamic_smem <= 48 * 1024);
   // Every split quantize launch asks for the carveout of its planned CTAs (kernels/launch.hpp).
   CHECK(ls.planned_ctas_per_sm == stats_cfg.min_ctas);
@@ -476,6 +491,10 @@ TEST_CASE("quantize paths: auto's split stage samples the statistics (dense call
   const kernels::QuantBuffers short_b = kernels::quant_buffers(kernels::QuantProblem{2, 4, 2, 200, 256, 128}, s);
   CHECK(short_b.stats_chunk == 256);
   CHECK(short_b.stats_chunks == 1);
+  CHECK_FALSE(kernels::stats_sampled(short_b));
+  CHECK(kernels::quantize_launch_shape(kernels::quantize_spec_for(s, QuantOp::ChannelStats), short_b).cluster_x <= 1u);
+  // (one chunk is its own last arriver: no counter, so no cleared sync words either)
+  CHECK_FALSE(kernels::quantize_clears_sync(runtime::quantize_ops(QuantPath::Auto, s), s, short_b));
   CHECK(kernels::quant_buffers(kernels::QuantProblem{2, 4, 2, 200, 257, 128}, s).stats_chunks == 4);
   // the sampled kernels refuse buffers laid out for every key, and the other way round
   CHECK_THROWS_WITH_AS(kernels::quantize_launch_shape(kernels::quantize_spec_for(s, QuantOp::QuantizeV), ba),
