@@ -288,38 +288,88 @@ __device__ __forceinline__ float quantize_q_here(const AttentionParams& p, const
                                                  u32 (&qw)[KSTEPS][4], u32& bad_bits) {
   const QSource src[2] = {QSource(p, c, row), QSource(p, c, row + 8)};
   ptx::u32x2 raw[KSTEPS][4];
+  if (src[0].vec) {
+    // 8-byte loads at constant offsets from the thread's two row pointers (one predicate per
+    // load, no per-chunk address arithmetic): the prologue runs in lockstep on every CTA of a
+    // wave, so its instructions are the kernel's at short sequences (bench/NOTES.md, session 31).
+    const u16* const at[2] = {src[0].row_ptr + 4 * t, src[1].row_ptr + 4 * t};
+#pragma unroll
+    for (int ks = 0; ks < KSTEPS; ++ks)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int ch0 = 32 * ks + 16 * (i >> 1);  // the chunk's first channel, less 4t
+        const bool in_head = HD % 16 == 0 ? ch0 < HD : ch0 + 4 * t < HD;
+        raw[ks][i] = in_head && src[i & 1].live ? ptx::ld_nc_v2(at[i & 1] + ch0) : ptx::u32x2{0u, 0u};
+      }
+  } else {
+#pragma unroll
+    for (int ks = 0; ks < KSTEPS; ++ks)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) raw[ks][i] = src[i & 1].load4(32 * ks + 16 * (i >> 1) + 4 * t);
+  }
+  // The largest |value| of each row on the packed 16-bit words (NaN-propagating): a non-finite
+  // value makes it non-finite, and only then do the words need sanitising (the checked form).
+  u32 m2[2] = {0u, 0u};
 #pragma unroll
   for (int ks = 0; ks < KSTEPS; ++ks)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) raw[ks][i] = src[i & 1].load4(32 * ks + 16 * (i >> 1) + 4 * t);
-  // non-finite values read as 0 (flags per row), amax over the thread's values, then over the quad
-  u32 amax = 0u, bad[2] = {0u, 0u};
+    for (int i = 0; i < 4; ++i)
+      m2[i & 1] = ptx::max_abs_nan_x2<IN_BF16>(ptx::max_abs_nan_x2<IN_BF16>(m2[i & 1], raw[ks][i].x), raw[ks][i].y);
+  u32 amax, bad[2] = {0u, 0u};
+  if ((quant_math::nonfinite_bits<IN_BF16>(m2[0]) | quant_math::nonfinite_bits<IN_BF16>(m2[1])) == 0u) {
+    // (|x| >= 0: the larger half of the two rows' maxima, as a float — the float amax exactly)
+    const u32 r = ptx::max_nan_x2<IN_BF16>(m2[0], m2[1]);
+    const u32 m = ptx::max_nan_x2<IN_BF16>(r, r >> 16);
+    float lo, hi;
+    quant_math::unpack2<IN_BF16>(m & 0xffffu, lo, hi);
+    amax = ptx::abs_bits(lo);
+  } else {
+    // non-finite values read as 0 (flags per row), amax over the thread's values
+    amax = 0u;
 #pragma unroll
-  for (int ks = 0; ks < KSTEPS; ++ks)
+    for (int ks = 0; ks < KSTEPS; ++ks)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      raw[ks][i] = q_sane4(raw[ks][i], bad[i & 1]);
-      float v[4];
-      q_floats4(raw[ks][i], v);
+      for (int i = 0; i < 4; ++i) {
+        raw[ks][i] = q_sane4(raw[ks][i], bad[i & 1]);
+        float v[4];
+        q_floats4(raw[ks][i], v);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) amax = ptx::max_u32(amax, ptx::abs_bits(v[e]));
-    }
-  amax = ptx::group_max_u32<4>(amax);
+        for (int e = 0; e < 4; ++e) amax = ptx::max_u32(amax, ptx::abs_bits(v[e]));
+      }
+  }
+  amax = ptx::group_max_u32<4>(amax);  // over the quad
   const float am = ptx::bits_f32(amax);
   const float inv = quant_math::group_inv<127>(am);
-  bad_bits = (ptx::group_max_u32<4>(bad[0]) != 0u ? 1u : 0u) | (ptx::group_max_u32<4>(bad[1]) != 0u ? 2u : 0u);
-  // codes
+  bad_bits = (bad[0] != 0u ? 1u : 0u) | (bad[1] != 0u ? 2u : 0u);
+  bad_bits |= ptx::shfl_xor(bad_bits, 2);  // either row's flag over the quad
+  bad_bits |= ptx::shfl_xor(bad_bits, 1);
+  // codes: every value is finite and |x| <= amax, so with a finite inv the code byte comes from a
+  // multiply and an add (quant_math::code_byte_finite), four bytes packed by three byte permutes;
+  // an infinite inv (a tiny bf16 amax) takes quant_int itself
+  if (quant_math::group_inv_finite(inv)) {
 #pragma unroll
-  for (int ks = 0; ks < KSTEPS; ++ks)
+    for (int ks = 0; ks < KSTEPS; ++ks)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float v[4];
-      q_floats4(raw[ks][i], v);
-      u32 w = 0u;
+      for (int i = 0; i < 4; ++i) {
+        float v[4];
+        q_floats4(raw[ks][i], v);
+        const u32 lo = ptx::prmt(quant_math::code_byte_finite(v[0], inv), quant_math::code_byte_finite(v[1], inv), 0x0040u);
+        const u32 hi = ptx::prmt(quant_math::code_byte_finite(v[2], inv), quant_math::code_byte_finite(v[3], inv), 0x0040u);
+        qw[ks][i] = ptx::prmt(lo, hi, 0x5410u);
+      }
+  } else {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) w |= (static_cast<u32>(quant_math::quant_int<127>(v[e], inv)) & 0xffu) << (8 * e);
-      qw[ks][i] = w;
-    }
+    for (int ks = 0; ks < KSTEPS; ++ks)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        float v[4];
+        q_floats4(raw[ks][i], v);
+        u32 w = 0u;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) w |= (static_cast<u32>(quant_math::quant_int<127>(v[e], inv)) & 0xffu) << (8 * e);
+        qw[ks][i] = w;
+      }
+  }
   return quant_math::group_scale<127>(am);
 }
 
