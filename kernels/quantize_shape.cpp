@@ -71,9 +71,7 @@ void plan_stats_ring(const KernelSpec& s, QuantizeKernelConfig& c) {
   const int red_floats = rpp * c.tpr * c.cpt * 8;
   const int red_bytes = (3 * red_floats * 4 <= 24 * 1024 ? 3 : 1) * red_floats * 4;
   const int fixed = std::max(qk_dim_padded(s.head_dim, s.qk_bits), v_dim_padded(s.head_dim)) * 4 + 16;
-  // (the cluster form's static partials, [4][d_v] floats, beside the 1 KB the SM reserves per CTA)
-  const int partials = stats_in_clusters(s) ? 4 * v_dim_padded(s.head_dim) * 4 : 0;
-  const int per_cta = sm_shared_bytes(s.arch) / c.min_ctas - 1024 - partials;
+  const int per_cta = sm_shared_bytes(s.arch) / c.min_ctas - 1024;
   // Sampled statistics walk one unit per chunk (once the sequence holds more than the sample):
   // a ring for a whole statistics chunk held shared memory no walk filled, and past 48 KB its
   // launch asks for the largest shared carveout. With it, quantize_v and quantize_k (launched
@@ -239,9 +237,7 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
       const bool sampled_walk = s.sampled_stats && c.chunks <= 16;
       c.threads = sampled_walk ? 128 : 256;
       c.rows = c.threads / c.tpr;
-      // In clusters of a head's 4 units (sm_90a), 9 CTAs per SM (56 registers): at 8 the H200
-      // keeps only 248 clusters of 4 active (ncu), so B 4 × H 32's 256 took a second wave.
-      c.min_ctas = sampled_walk ? (stats_in_clusters(s) ? 9 : 8) : c.chunks <= 32 ? 3 : 1;
+      c.min_ctas = sampled_walk ? 8 : c.chunks <= 32 ? 3 : 1;
       plan_stats_ring(s, c);
       break;
     }
