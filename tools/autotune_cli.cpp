@@ -114,7 +114,7 @@ void add_options(CommandLine& c) {
          "compile every candidate's quantize/ΔS/attention kernels into the cache");
   c.value("--arch", "LIST", kGroupCompileOnly,
           "archs of the table: sm_80, sm_86, sm_87, sm_89, sm_90a, sm_100, sm_103,\nsm_120, sm_121 (required with "
-          "--compile-only; several: one cache for a\nfleet of mixed GPUs); without --compile-only: the device's arch");
+          "--compile-only; several: one cache for a\nfleet of mixed GPUs); without --compile-only: the arch the device\nruns (the device's, or SAGE2_TARGET_ARCH's through PTX)");
   c.value("--max-smem", "BYTES", kGroupCompileOnly,
           "opt-in shared memory per block to filter with (default: the arch's,\ne.g. 99 KiB for sm_86/89/120, 163 KiB "
           "for sm_80, 227 KiB for sm_90a/100)");

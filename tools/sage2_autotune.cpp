@@ -192,12 +192,17 @@ std::optional<int> check_device(const Options& o, runtime::DeviceFacts& facts) {
                  facts.cc_string().c_str(), facts.target_note.c_str());
     return kExitNoGpu;
   }
-  if (o.arch && *o.arch != *facts.arch) {
-    std::fprintf(stderr, "sage2-autotune: --arch %s but device %d is %s (use --compile-only to compile for another arch)\n",
-                 kernels::arch_name(*o.arch), o.device, kernels::arch_name(*facts.arch));
-    return kExitUsage;
-  }
   return std::nullopt;
+}
+
+// --arch against the arch the Context generates code for: the device's, or SAGE2_TARGET_ARCH's
+// (PTX the driver compiles); nullopt when they agree.
+std::optional<int> check_arch(const Options& o, int device, kernels::Arch arch, const runtime::DeviceFacts& facts) {
+  if (!o.arch || *o.arch == arch) return std::nullopt;
+  const bool target = arch != *facts.arch;
+  std::fprintf(stderr, "sage2-autotune: --arch %s but device %d %s %s (use --compile-only to compile for another arch)\n",
+               kernels::arch_name(*o.arch), device, target ? "runs SAGE2_TARGET_ARCH's" : "is", kernels::arch_name(arch));
+  return kExitUsage;
 }
 
 autotune::TuneRequest tune_request(const Options& o, kernels::Arch arch, Progress& progress) {
@@ -233,13 +238,17 @@ autotune::TuneRequest tune_request(const Options& o, kernels::Arch arch, Progres
 int run_tune(const Options& o, Progress& progress) {
   runtime::DeviceFacts facts;
   if (const auto rc = check_device(o, facts)) return *rc;
-  const kernels::Arch arch = *facts.arch;
-  if (const auto why = why_selection_is_empty(o, arch))  // the device's arch is known only now
-    return tools::usage_error("sage2-autotune", "device " + std::to_string(o.device) + " is " +
-                                                    kernels::arch_name(arch) + ": the selection tunes nothing: " + *why);
   ContextOptions copt;
   copt.cache_dir = o.cache_dir;
   Context ctx(o.device, copt);
+  // The arch whose kernels the Context builds and runs — the device's, or SAGE2_TARGET_ARCH's
+  // through PTX — decides the table, the defaults (--pv auto) and the report, as for its calls.
+  const kernels::Arch arch = runtime::context_impl(ctx).arch();
+  if (const auto rc = check_arch(o, o.device, arch, facts)) return *rc;
+  if (const auto why = why_selection_is_empty(o, arch))  // the arch is known only now
+    return tools::usage_error("sage2-autotune", "device " + std::to_string(o.device) +
+                                                    (arch == *facts.arch ? " is " : " runs SAGE2_TARGET_ARCH's ") +
+                                                    kernels::arch_name(arch) + ": the selection tunes nothing: " + *why);
   if (ctx.cache_dir().empty())
     progress.message("sage2-autotune: the disk cache is disabled (SAGE2_DISABLE_DISK_CACHE): kernels stay in memory "
                      "and no tuning database is written");

@@ -232,6 +232,34 @@ TEST_CASE("autotune: a selection that tunes nothing on the device's arch is refu
   CHECK(::stat(plan::db_path(cache.path, kFakeName, kernels::Arch::Sm90a).c_str(), &st) != 0);  // no database
 }
 
+TEST_CASE("autotune: under SAGE2_TARGET_ARCH it tunes that arch's kernels with that arch's defaults and says so") {
+  REQUIRE_MESSAGE(!fake().lib.empty(), fake().problem);
+  FdDir cache;
+  // The fake sm_90 device running sm_80's code through PTX: --pv auto is sm_80's FP16 P̃V (FP8 does
+  // not exist there), the family the mma one, and the table and the report name sm_80.
+  const std::string args = "--device 0 --head-dims 64 --dtypes f16 --causal none --tiles 64x64x4x2 --seq-lens 256 "
+                           "--heads 2 --batch 1 --no-db --no-progress --jobs 2 --cache-dir '" + cache.path + "'";
+  const Out r = run_tool(args + " --json", "SAGE2_TARGET_ARCH=sm_80");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  CHECK(j["arch"] == "sm_80");
+  REQUIRE(j["results"].size() == 1);
+  CHECK(j["results"][0]["specialisation"].get<std::string>().find("pv16") != std::string::npos);
+  REQUIRE_FALSE(j["kernels"]["keys"].empty());
+  for (const auto& k : j["kernels"]["keys"]) {
+    const std::string key = k.get<std::string>();
+    CAPTURE(key);
+    CHECK(key.find("|sm_80|") != std::string::npos);
+    CHECK(key.find("|ptx|") != std::string::npos);
+  }
+  // --arch names the arch the calls run: the target's, not the device's
+  CHECK(run_tool(args + " --arch sm_80", "SAGE2_TARGET_ARCH=sm_80").code == 0);
+  const Out wrong = run_tool(args + " --arch sm_90a", "SAGE2_TARGET_ARCH=sm_80");
+  CHECK(wrong.code == 2);
+  CHECK(wrong.err.find("runs SAGE2_TARGET_ARCH's sm_80") != std::string::npos);
+}
+
 TEST_CASE("autotune: Ctrl-C while tuning keeps the finished problems in the database and exits 130") {
   REQUIRE_MESSAGE(!fake().lib.empty(), fake().problem);
   FdDir cache, io;
