@@ -373,34 +373,6 @@ __device__ __forceinline__ float quantize_q_here(const AttentionParams& p, const
   return quant_math::group_scale<127>(am);
 }
 
-// Q of the block one wave of resident CTAs (SM ids × MIN_CTAS) later in launch order — the one
-// most likely to take this CTA's slot — prefetched into L2 by warp 0. At short sequences the CTAs
-// of a wave start together, and each wave's Q loads (fp16, one read per CTA) reached DRAM at once
-// ahead of the first QKᵀ (bench/NOTES.md, session 31); prefetched during the previous wave they
-// hit L2. A hint: nothing waits on it and the next block may run elsewhere. Dense Q, the
-// one-warpgroup design (head dims to 128; the producer design's wide heads spilled with it).
-__device__ __forceinline__ void prefetch_next_wave_q(const AttentionParams& p, int tid) {
-  if (VARLEN || WS || tid >= 32) return;
-  const u32 gx = gridDim.x, gy = gridDim.y;
-  const u64 lin = static_cast<u64>(blockIdx.y) * gx + blockIdx.x + static_cast<u64>(ptx::nsmid()) * MIN_CTAS;
-  if (lin >= static_cast<u64>(gx) * gy || lin >= (u64(1) << 32)) return;
-  const u32 y = static_cast<u32>(lin) / gx, x = static_cast<u32>(lin) - y * gx;
-  if (static_cast<i64>(y) >= p.bh_count || static_cast<i64>(x) >= p.qb_count) return;
-  const i64 qb = p.qb_offset + (CAUSAL ? p.qb_count - 1 - x : x);
-  const u32 bh = static_cast<u32>(p.bh_offset + y), Hq = static_cast<u32>(p.q_heads);
-  const u32 b = bh / Hq, h = bh - b * Hq;
-  const u16* base = static_cast<const u16*>(p.q_in) + b * p.q_stride_batch + h * p.q_stride_head;
-#pragma unroll 1
-  for (int r = tid; r < BQ; r += 32) {
-    const i64 row = qb * BQ + r;
-    if (row >= p.q_len) break;
-    const char* rp = reinterpret_cast<const char*>(base + row * p.q_stride_seq);
-#pragma unroll
-    for (int off = 0; off < HD * 2; off += 128) ptx::prefetch_l2(rp + off);
-    ptx::prefetch_l2(rp + HD * 2 - 1);  // the row's last line when it starts mid-line
-  }
-}
-
 // Writes the thread's Q̂ words (quantize_q_here) into its warpgroup's shared-memory Q̂ tile `qt`
 // (1024-aligned), where the TMA copy of issue_q() would have put them: panel pn = column / PANEL
 // of [64 rows][PANEL bytes], each 16-byte chunk swizzled like the map (address bits 4.. xor the
@@ -806,7 +778,6 @@ __device__ __forceinline__ void consume(const WgmmaAttentionParams& P, const Blo
     if (Q_IN_KERNEL) {
       u32 qw[KSTEPS][4];
       rc.qs = quantize_q_here(p, c, row, t, qw, q_bad_bits);
-      prefetch_next_wave_q(p, tid);
       if (Q_IN_REGS) {
 #pragma unroll
         for (int ks = 0; ks < (Q_IN_REGS ? KSTEPS : 1); ++ks)

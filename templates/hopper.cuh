@@ -70,14 +70,6 @@ SAGE2_DEVICE_INLINE void bulk_load(u32 dst, const void* src, u32 bytes, u32 bar)
                "l"(src), "r"(bytes), "r"(bar)
                : "memory");
 }
-// A hint: the L2 line holding `p` fetched from memory (nothing waits on it, nothing faults).
-SAGE2_DEVICE_INLINE void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
-// The number of SM identifiers (%nsmid: at least the SM count; ids may have gaps).
-SAGE2_DEVICE_INLINE u32 nsmid() {
-  u32 r;
-  asm("mov.u32 %0, %%nsmid;" : "=r"(r));
-  return r;
-}
 SAGE2_DEVICE_INLINE void prefetch_tensormap(const void* tmap) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(tmap) : "memory");
 }
