@@ -23,3 +23,5 @@ tar czf $OUT/s31a1_hg.tgz -C /tmp s31a1
 timeout 320 bash scripts/gpu_run.sh $O/suite --bundle .dev --suite "" --shards 4 > $O/gpu_run.log 2>&1; t gpu_run $?
 tail -12 $O/gpu_run.log
 tar czf $OUT/s31a1.tgz -C /tmp s31a1
+# .scratch/s31/host_graph.py is session 30's script unchanged:
+# bench/results/2026-11-30-session30/a2-host-share-graph-h200/host_graph.py
