@@ -100,8 +100,8 @@ QuantMapping split_mapping(const KernelSpec& c, const QuantLayout& layout) {
     m.defines.push_back({"SAGE2_QZ_STATS_CHUNK", quantize_stats_chunk(c), "tokens per statistics chunk"});
     m.defines.push_back({"SAGE2_QZ_STATS_RING", q.stats_ring, "batches of rows in flight through shared memory"});
     m.defines.push_back({"SAGE2_QZ_DYN_SMEM", q.dynamic_smem, "dynamic shared memory of the launch (bytes)"});
-    m.defines.push_back({"SAGE2_QZ_STATS_CLUSTER", stats_in_clusters(c) ? 1 : 0,
-                         "a sampled head's units combined in a cluster (kernels::stats_in_clusters)"});
+    m.defines.push_back({"SAGE2_QZ_STATS_WHOLE_HEAD", stats_whole_head(c) ? 1 : 0,
+                         "a sampled head's units walked by one CTA (kernels::stats_whole_head)"});
   }
   k_runs(m, c.op == QuantOp::QuantizeK ? k_group_runs(layout, q) : KGroupRuns{});
   sample_defines(m, c);

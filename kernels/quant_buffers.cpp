@@ -127,9 +127,8 @@ bool stats_sampled(const QuantBuffers& b) {
   return b.sampled_stats && (b.p.kv_len + kSampleUnit - 1) / kSampleUnit > kSampleTiles;
 }
 
-bool stats_in_clusters(const KernelSpec& s) {
-  return s.family == KernelFamily::Quantize && s.op == QuantOp::ChannelStats && s.sampled_stats && !s.varlen &&
-         s.arch == Arch::Sm90a;
+bool stats_whole_head(const KernelSpec& s) {
+  return s.family == KernelFamily::Quantize && s.op == QuantOp::ChannelStats && s.sampled_stats && !s.varlen;
 }
 
 bool quantize_clears_sync(const std::vector<QuantOp>& ops, const KernelSpec& attention_spec, const QuantBuffers& b) {
@@ -139,7 +138,7 @@ bool quantize_clears_sync(const std::vector<QuantOp>& ops, const KernelSpec& att
       KernelSpec s = attention_spec;
       s.family = KernelFamily::Quantize;
       s.op = op;
-      if (!(stats_in_clusters(s) && (stats_sampled(b) || b.stats_chunks == 1))) return true;
+      if (!(stats_whole_head(s) && (stats_sampled(b) || b.stats_chunks == 1))) return true;
     }
   }
   return false;

@@ -157,14 +157,15 @@ QuantBuffers quant_buffers(const QuantProblem& p, const KernelSpec& attention_sp
 // Whether the sampled statistics of these buffers take a sample (more than kSampleTiles units of
 // kSampleUnit keys; else every key).
 bool stats_sampled(const QuantBuffers& b);
-// Whether channel_stats (quantize spec `stats_spec`) combines a sampled head's units in a thread-block
-// cluster (sm_90a): one CTA per unit, the partials in distributed shared memory, combined by rank 0
-// in the contract's order — no partials in global memory, no arrival counter.
-bool stats_in_clusters(const KernelSpec& stats_spec);
+// Whether channel_stats (quantize spec `stats_spec`) walks a sampled head's units in one CTA (dense
+// sampled statistics, every arch): one CTA per (head, K|V) takes the kSampleTiles units in turn,
+// keeps their partials in its shared memory and combines them in the contract's order — no
+// partials in global memory, no arrival counter, no cluster.
+bool stats_whole_head(const KernelSpec& stats_spec);
 // Whether a quantize stage of these ops, for the attention spec and buffers, counts arrivals in
 // QuantBuffers' `sync` words or needs V's overflow maxima zero, which must then be zero when it
-// starts (channel_stats' chunks, the fused stage's items). Not for channel_stats in clusters over
-// a sampled head or over a single chunk: no counter, and its V statistics zero the overflow maxima.
+// starts (channel_stats' chunks, the fused stage's items). Not for channel_stats over a sampled
+// head in one CTA or over a single chunk: no counter, and its V statistics zero the overflow maxima.
 bool quantize_clears_sync(const std::vector<QuantOp>& ops, const KernelSpec& attention_spec, const QuantBuffers& b);
 
 }  // namespace sage2::kernels

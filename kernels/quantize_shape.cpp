@@ -71,7 +71,10 @@ void plan_stats_ring(const KernelSpec& s, QuantizeKernelConfig& c) {
   const int red_floats = rpp * c.tpr * c.cpt * 8;
   const int red_bytes = (3 * red_floats * 4 <= 24 * 1024 ? 3 : 1) * red_floats * 4;
   const int fixed = std::max(qk_dim_padded(s.head_dim, s.qk_bits), v_dim_padded(s.head_dim)) * 4 + 16;
-  const int per_cta = sm_shared_bytes(s.arch) / c.min_ctas - 1024;
+  // (the whole-head walk's static partials, [kSampleTiles][4][d_v] floats, beside the 1 KB the SM
+  // reserves per CTA)
+  const int partials = stats_whole_head(s) ? kSampleTiles * 4 * v_dim_padded(s.head_dim) * 4 : 0;
+  const int per_cta = sm_shared_bytes(s.arch) / c.min_ctas - 1024 - partials;
   // Sampled statistics walk one unit per chunk (once the sequence holds more than the sample):
   // a ring for a whole statistics chunk held shared memory no walk filled, and past 48 KB its
   // launch asks for the largest shared carveout. With it, quantize_v and quantize_k (launched
@@ -287,8 +290,9 @@ std::int64_t quantize_pairs(const KernelSpec& s, const QuantBuffers& b) {
 
 std::int64_t quantize_blocks_per_head(const KernelSpec& s, const QuantBuffers& b) {
   switch (s.op) {
-    case QuantOp::ChannelStats:  // K and V, one CTA per statistics chunk (varlen: of the bound)
-      return 2 * std::max<std::int64_t>(1, b.stats_chunks);
+    case QuantOp::ChannelStats:  // K and V, one CTA per statistics chunk (varlen: of the bound), or
+      // per sampled head (stats_whole_head)
+      return stats_whole_head(s) && stats_sampled(b) ? 2 : 2 * std::max<std::int64_t>(1, b.stats_chunks);
     case QuantOp::QuantizeQ: return b.q_blocks;
     case QuantOp::QuantizeK: return b.k_blocks;
     case QuantOp::QuantizeV: return b.kv_len_pad / quantize_v_split_tile(s.tile.bk, s.head_dim, s.pv_fp16);
@@ -411,8 +415,6 @@ LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b) {
   ls.block[2] = 1;
   ls.dynamic_smem = static_cast<std::size_t>(c.dynamic_smem);  // channel_stats' ring; the others: static only
   ls.planned_ctas_per_sm = c.min_ctas;                         // (the rest of the SM stays L1: launch.hpp)
-  // A sampled head's statistics in clusters: x = kv · kSampleTiles + unit, one cluster per (head, K|V).
-  if (stats_in_clusters(s) && stats_sampled(b)) ls.cluster_x = static_cast<unsigned>(kSampleTiles);
   return ls;
 }
 

@@ -107,9 +107,8 @@ sage2::dev::QuantizeSchedule quantize_schedule(const QuantBuffers& b);
 // quantize spec was derived from; a mismatch in tile, head dim, bits, consumer or smoothing is
 // an InvalidArgument). Grid: x = token blocks of one (batch, head) sequence —
 //   channel_stats: 2 · stats_chunks (chunk c of K at 2c, of V at 2c + 1; varlen: chunks of the
-//                  length bound, a longer sequence's CTAs take several); in clusters over a sampled
-//                  head (stats_in_clusters, stats_sampled): unit u of K at u, of V at kSampleTiles + u,
-//                  cluster_x = kSampleTiles
+//                  length bound, a longer sequence's CTAs take several); 2 over a sampled head
+//                  walked by one CTA (stats_whole_head, stats_sampled): K at 0, V at 1
 //   quantize_q: q_blocks      quantize_k: k_blocks
 //   quantize_v:    kv_len_pad / quantize_v_split_tile(bk, head_dim)
 //   quantize_fused: 1-D grid of quantize_schedule(b).total() CTAs (items come from a device

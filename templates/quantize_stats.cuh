@@ -123,7 +123,8 @@ namespace qz {
 
 // sage2_channel_stats: blockIdx.x = 2·c + kv (kv 0: K, d_qk outputs; 1: V, d_v outputs) takes
 // statistics chunks c, c + gridDim.x/2, ... of its (sequence, kv head) (stats_chunk; sampled
-// statistics: one chunk per sampled unit of keys, whose first-bad flags quantize_k / quantize_v then
+// statistics: one chunk per sampled unit of keys, all of a head's in one CTA when
+// SAGE2_QZ_STATS_WHOLE_HEAD, whose first-bad flags quantize_k / quantize_v then
 // lower over every key; a varlen
 // sequence may be longer than the bound the grid was sized for); the last chunk to arrive writes
 // the statistics. Padded channels get 0, 0, 0. The same walk finds the first non-finite key per
@@ -162,21 +163,10 @@ __device__ __forceinline__ void channel_stats(const QuantizeParams p, u8* smem, 
   float* part_g = p.stats_part + (bh * 2 + kv) * head_chunks * 4 * D_V;
 #endif
   const u32 chunks = sampled(len) ? SAMPLE_TILES : static_cast<u32>((len + STATS_T - 1) / STATS_T);
-  u32 first = blockIdx.x >> 1, step = gridDim.x >> 1;
-#if SAGE2_QZ_STATS_CLUSTER
-  // A sampled head in clusters (kernels::stats_in_clusters, quantize_launch_shape): x = kv ·
-  // SAMPLE_TILES + unit, one cluster of SAMPLE_TILES CTAs per (head, K|V), rank = unit.
-  if (sampled(len)) {
-    is_v = blockIdx.x >= static_cast<u32>(SAMPLE_TILES);
-    kv = is_v ? 1 : 0;
-    first = blockIdx.x % SAMPLE_TILES;
-    step = SAMPLE_TILES;
-  } else {
-    s_part = nullptr;
-  }
-#else
-  s_part = nullptr;
-#endif
+  // (a sampled head walked by one CTA — kernels::stats_whole_head — has x = kv, so this CTA takes
+  // every unit, its partials in s_part)
+  const u32 first = blockIdx.x >> 1, step = gridDim.x >> 1;
+  if (!SAGE2_QZ_STATS_WHOLE_HEAD || !sampled(len)) s_part = nullptr;
   if (chunks == 0u) {
     if (first != 0u) return;
     // No keys (varlen): what the walk gives for no rows — sum 0, min +Inf, max -Inf (padded
@@ -211,8 +201,8 @@ extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, SAGE2_QZ_MIN_CTAS
   // sizes it, and the launch gives SAGE2_QZ_DYN_SMEM bytes).
   static_assert(qz::stats_smem_bytes<qz::MapS>() <= SAGE2_QZ_DYN_SMEM, "channel_stats: the launch's shared memory is too small");
   extern __shared__ __align__(16) u8 s_dyn[];
-#if SAGE2_QZ_STATS_CLUSTER
-  __shared__ __align__(16) float s_part[4 * qz::D_V];  // this unit's partials, read by the cluster's rank 0
+#if SAGE2_QZ_STATS_WHOLE_HEAD
+  __shared__ __align__(16) float s_part[qz::SAMPLE_TILES * 4 * qz::D_V];  // the units' partials (stats_chunk)
 #else
   float* s_part = nullptr;
 #endif

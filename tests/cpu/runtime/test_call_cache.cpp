@@ -441,18 +441,18 @@ TEST_CASE("quantize paths: auto's split stage samples the statistics (dense call
   CHECK(o.v_over + 2 * 2 * 128 * 4 == o.sync + o.sync_bytes);
   CHECK(o.v_amax >= o.mask_bias);
   CHECK(o.total >= o.v_amax + std::size_t(bs.v_amax()) * 4);
-  // sm_90a: the sampled head's statistics combine in a cluster (no counter) and V's statistics zero
-  // the overflow maxima, so auto's stage clears no sync words; split (every key) counts its
-  // chunks' arrivals, and so does the sampled stage on the other archs.
+  // Every arch: one CTA walks a sampled head's units and combines them (no counter), and V's
+  // statistics zero the overflow maxima, so auto's stage clears no sync words; split (every key)
+  // counts its chunks' arrivals.
   CHECK(kernels::stats_sampled(bs));
-  CHECK(kernels::stats_in_clusters(kernels::quantize_spec_for(s, QuantOp::ChannelStats)));
+  CHECK(kernels::stats_whole_head(kernels::quantize_spec_for(s, QuantOp::ChannelStats)));
   CHECK_FALSE(kernels::quantize_clears_sync(runtime::quantize_ops(QuantPath::Auto, s), s, bs));
   CHECK(kernels::quantize_clears_sync(runtime::quantize_ops(QuantPath::Split, every_key), every_key, ba));
   {
     kernels::KernelSpec s89 = s;
     s89.arch = kernels::Arch::Sm89;
-    CHECK_FALSE(kernels::stats_in_clusters(kernels::quantize_spec_for(s89, QuantOp::ChannelStats)));
-    CHECK(kernels::quantize_clears_sync(runtime::quantize_ops(QuantPath::Auto, s89), s89, bs));
+    CHECK(kernels::stats_whole_head(kernels::quantize_spec_for(s89, QuantOp::ChannelStats)));
+    CHECK_FALSE(kernels::quantize_clears_sync(runtime::quantize_ops(QuantPath::Auto, s89), s89, bs));
   }
   // L2 eviction priorities: the sampled stage's K and V (2 x 2 x 2 x 1000 x 128 x 2 = 2,048,000
   // bytes) within twice the L2; never every key's stage, nor a device whose L2 is unknown.
@@ -463,13 +463,13 @@ TEST_CASE("quantize paths: auto's split stage samples the statistics (dense call
   const sage2::dev::QuantizeParams qpar = kernels::make_quantize_params(bs, c.q, c.k, c.v, reinterpret_cast<void*>(0x40000000));
   CHECK(reinterpret_cast<std::uintptr_t>(qpar.v_amax) == 0x40000000 + o.v_amax);
   CHECK(reinterpret_cast<std::uintptr_t>(qpar.v_over) == 0x40000000 + o.v_over);
-  // channel_stats: one CTA per (sampled unit, K|V), in a cluster of the head's 4 units (sm_90a);
-  // a short sequence takes every key, without clusters
+  // channel_stats: one CTA per (sampled head, K|V) takes the head's 4 units in turn; a short
+  // sequence takes every key in one chunk
   const kernels::LaunchShape ls = kernels::quantize_launch_shape(kernels::quantize_spec_for(s, QuantOp::ChannelStats), bs);
-  CHECK(ls.grid[0] == 2 * 4);
-  CHECK(ls.cluster_x == 4u);
-  // It walks with 128 threads planned for 8 CTAs per SM at hd 128 (B 4 × H 32's sampled units in one
-  // wave), its ring as much of the one unit as that leaves room for, and stays within the 48 KB a
+  CHECK(ls.grid[0] == 2);
+  CHECK(ls.cluster_x == 1u);
+  // It walks with 128 threads planned for 8 CTAs per SM at hd 128, its ring as much of one unit as
+  // that leaves room for beside the static [4][4][d_v] partials, and stays within the 48 KB a
   // launch may use without asking for the largest shared carveout (runtime::launch): the V and K
   // kernels behind it ran 15-20 % slower with one (bench/NOTES.md, session 22).
   const kernels::QuantizeKernelConfig stats_cfg = kernels::quantize_kernel_config(kernels::quantize_spec_for(s, QuantOp::ChannelStats));
@@ -477,8 +477,7 @@ TEST_CASE("quantize paths: auto's split stage samples the statistics (dense call
   CHECK(stats_cfg.min_ctas == 8);
   CHECK(stats_cfg.stats_ring >= 2);
   CHECK(stats_cfg.stats_ring * stats_cfg.threads * 4 * 16 <= 64 * 128 * 2);  // batches of 4 rows × 16 B per thread
-  CHECK(8 * (ls.dynamic_smem + 1024) <= 228 * 1024);                          // 8 fit an H100/H200 SM
-  CHECK(8 * (ls.dynamic_smem + 4 * 128 * 4 + 1024) <= 228 * 1024);  // (with the cluster form's [4][d_v] partials)
+  CHECK(8 * (ls.dynamic_smem + 4 * 4 * 128 * 4 + 1024) <= 228 * 1024);  // 8 fit an H100/H200 SM
   CHECK(ls.dynamic_smem <= 48 * 1024);
   // Every split quantize launch asks for the carveout of its planned CTAs (kernels/launch.hpp).
   CHECK(ls.planned_ctas_per_sm == stats_cfg.min_ctas);
@@ -492,7 +491,7 @@ TEST_CASE("quantize paths: auto's split stage samples the statistics (dense call
   CHECK(short_b.stats_chunk == 256);
   CHECK(short_b.stats_chunks == 1);
   CHECK_FALSE(kernels::stats_sampled(short_b));
-  CHECK(kernels::quantize_launch_shape(kernels::quantize_spec_for(s, QuantOp::ChannelStats), short_b).cluster_x <= 1u);
+  CHECK(kernels::quantize_launch_shape(kernels::quantize_spec_for(s, QuantOp::ChannelStats), short_b).grid[0] == 2);
   // (one chunk is its own last arriver: no counter, so no cleared sync words either)
   CHECK_FALSE(kernels::quantize_clears_sync(runtime::quantize_ops(QuantPath::Auto, s), s, short_b));
   CHECK(kernels::quant_buffers(kernels::QuantProblem{2, 4, 2, 200, 257, 128}, s).stats_chunks == 4);
