@@ -37,9 +37,7 @@ QuantBuffers quant_buffers(const QuantProblem& p, const KernelSpec& s) {
   b.d_v = v_dim_padded(p.head_dim);
   b.stats_chunk = quantize_stats_chunk(s);
   // (sampled statistics over more than kSampleTiles units: one chunk of kSampleUnit keys per sampled unit)
-  b.stats_chunks = s.sampled_stats && (p.kv_len + kSampleUnit - 1) / kSampleUnit > kSampleTiles
-                       ? kSampleTiles
-                       : (p.kv_len + b.stats_chunk - 1) / b.stats_chunk;
+  b.stats_chunks = stats_sampled(b) ? kSampleTiles : (p.kv_len + b.stats_chunk - 1) / b.stats_chunk;
   return b;
 }
 

@@ -120,7 +120,6 @@ __device__ __forceinline__ void varlen_table(const QuantizeParams& p) {
 
 namespace qz {
 
-
 // sage2_channel_stats: blockIdx.x = 2·c + kv (kv 0: K, d_qk outputs; 1: V, d_v outputs) takes
 // statistics chunks c, c + gridDim.x/2, ... of its (sequence, kv head) (stats_chunk; sampled
 // statistics: one chunk per sampled unit of keys, all of a head's in one CTA when
