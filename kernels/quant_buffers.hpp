@@ -157,10 +157,11 @@ QuantBuffers quant_buffers(const QuantProblem& p, const KernelSpec& attention_sp
 // Whether the sampled statistics of these buffers take a sample (more than kSampleTiles units of
 // kSampleUnit keys; else every key).
 bool stats_sampled(const QuantBuffers& b);
-// Whether channel_stats (quantize spec `stats_spec`) walks a sampled head's units in one CTA (dense
-// sampled statistics, every arch): one CTA per (head, K|V) takes the kSampleTiles units in turn,
-// keeps their partials in its shared memory and combines them in the contract's order — no
-// partials in global memory, no arrival counter, no cluster.
+// Whether channel_stats (quantize spec `stats_spec`) keeps a sampled head's partials in shared
+// memory (dense sampled statistics, every arch): one CTA per (head, K|V) takes the kSampleTiles
+// units in turn and combines their partials in the contract's order, or on sm_90a a cluster of
+// kSampleTiles CTAs, one per unit, combines them over distributed shared memory (the launch's
+// choice: kernels::stats_in_clusters) — no partials in global memory, no arrival counter.
 bool stats_whole_head(const KernelSpec& stats_spec);
 // Whether a quantize stage of these ops, for the attention spec and buffers, counts arrivals in
 // QuantBuffers' `sync` words or needs V's overflow maxima zero, which must then be zero when it

@@ -105,7 +105,7 @@ std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const plan::
     p->sync_bytes = o.sync_bytes;
   }
   for (std::size_t i = 0; i < call.quantize.size(); ++i)
-    p->quantize.push_back({loaded[i], kernels::quantize_launch_shape(call.quantize[i], b)});
+    p->quantize.push_back({loaded[i], kernels::quantize_launch_shape(call.quantize[i], b, ctx.facts().sm_count)});
 
   // Attention stage (runtime/attention_stage.cpp).
   load_attention_stage(ctx, b, p->attention, loaded[call.quantize.size()],

@@ -29,7 +29,7 @@ void launch_quantize_stage(Context::Impl& ctx, const kernels::KernelSpec& attent
   for (kernels::QuantOp op : ops) {
     const kernels::KernelSpec spec = kernels::quantize_spec_for(attention_spec, op);
     LoadedKernel& kernel = ctx.kernels().get(spec);
-    launch(kernel, kernels::quantize_launch_shape(spec, b), &params, stream);
+    launch(kernel, kernels::quantize_launch_shape(spec, b, ctx.facts().sm_count), &params, stream);
   }
 }
 

@@ -122,7 +122,7 @@ namespace qz {
 
 // sage2_channel_stats: blockIdx.x = 2·c + kv (kv 0: K, d_qk outputs; 1: V, d_v outputs) takes
 // statistics chunks c, c + gridDim.x/2, ... of its (sequence, kv head) (stats_chunk; sampled
-// statistics: one chunk per sampled unit of keys, all of a head's in one CTA when
+// statistics: one chunk per sampled unit of keys, a head's partials in shared memory when
 // SAGE2_QZ_STATS_WHOLE_HEAD, whose first-bad flags quantize_k / quantize_v then
 // lower over every key; a varlen
 // sequence may be longer than the bound the grid was sized for); the last chunk to arrive writes
@@ -162,10 +162,21 @@ __device__ __forceinline__ void channel_stats(const QuantizeParams p, u8* smem, 
   float* part_g = p.stats_part + (bh * 2 + kv) * head_chunks * 4 * D_V;
 #endif
   const u32 chunks = sampled(len) ? SAMPLE_TILES : static_cast<u32>((len + STATS_T - 1) / STATS_T);
-  // (a sampled head walked by one CTA — kernels::stats_whole_head — has x = kv, so this CTA takes
-  // every unit, its partials in s_part)
-  const u32 first = blockIdx.x >> 1, step = gridDim.x >> 1;
-  if (!SAGE2_QZ_STATS_WHOLE_HEAD || !sampled(len)) s_part = nullptr;
+  u32 first = blockIdx.x >> 1, step = gridDim.x >> 1;
+  // A sampled head's partials in shared memory (kernels::stats_whole_head): walked by one CTA
+  // (x = kv: this CTA takes every unit), or on sm_90a by a cluster of SAMPLE_TILES CTAs, one per
+  // unit, when the launch has 2 · SAMPLE_TILES of them (kernels::stats_in_clusters: x = kv ·
+  // SAMPLE_TILES + unit).
+  PartsIn form = SAGE2_QZ_STATS_WHOLE_HEAD && sampled(len) ? PartsIn::OwnCta : PartsIn::Global;
+#if SAGE2_QZ_STATS_CLUSTER
+  if (form == PartsIn::OwnCta && gridDim.x == 2u * SAMPLE_TILES) {
+    form = PartsIn::Cluster;
+    is_v = blockIdx.x >= static_cast<u32>(SAMPLE_TILES);
+    kv = is_v ? 1 : 0;
+    first = blockIdx.x % SAMPLE_TILES;
+    step = SAMPLE_TILES;
+  }
+#endif
   if (chunks == 0u) {
     if (first != 0u) return;
     // No keys (varlen): what the walk gives for no rows — sum 0, min +Inf, max -Inf (padded
@@ -186,7 +197,7 @@ __device__ __forceinline__ void channel_stats(const QuantizeParams p, u8* smem, 
   }
 #pragma unroll 1
   for (u32 c = first; c < chunks; c += step)
-    stats_chunk(p, smem, kv_input(p, is_v), is_v, b, h, bh, n0, len, part_g, c, chunks, p.sync + 1 + 2 * bh + kv, s_part);
+    stats_chunk(p, smem, kv_input(p, is_v), is_v, b, h, bh, n0, len, part_g, c, chunks, p.sync + 1 + 2 * bh + kv, s_part, form);
 }
 
 

@@ -465,9 +465,36 @@ TEST_CASE("quantize paths: auto's split stage samples the statistics (dense call
   CHECK(reinterpret_cast<std::uintptr_t>(qpar.v_over) == 0x40000000 + o.v_over);
   // channel_stats: one CTA per (sampled head, K|V) takes the head's 4 units in turn; a short
   // sequence takes every key in one chunk
-  const kernels::LaunchShape ls = kernels::quantize_launch_shape(kernels::quantize_spec_for(s, QuantOp::ChannelStats), bs);
+  const kernels::KernelSpec stats_spec = kernels::quantize_spec_for(s, QuantOp::ChannelStats);
+  const kernels::LaunchShape ls = kernels::quantize_launch_shape(stats_spec, bs);
   CHECK(ls.grid[0] == 2);
   CHECK(ls.cluster_x == 1u);
+  // On sm_90a a device that holds every cluster at once takes one cluster of 4 CTAs per (sampled
+  // head, K|V), one CTA per unit: its 2 x 2 heads need 32 CTAs against 7/8 of 132 SMs x 8.
+  CHECK(kernels::stats_in_clusters(stats_spec, bs, 132));
+  const kernels::LaunchShape lc = kernels::quantize_launch_shape(stats_spec, bs, 132);
+  CHECK(lc.grid[0] == 8);
+  CHECK(lc.cluster_x == 4u);
+  CHECK(lc.grid[1] * lc.grid[2] >= 4u);
+  {
+    // 115 (batch, kv head) pairs: 920 CTAs <= 7/8 x 1056, clusters; 116: 928, one CTA per head
+    const kernels::QuantBuffers fits = kernels::quant_buffers(kernels::QuantProblem{5, 23, 23, 512, 1000, 128}, s);
+    const kernels::QuantBuffers over = kernels::quant_buffers(kernels::QuantProblem{4, 29, 29, 512, 1000, 128}, s);
+    CHECK(kernels::stats_in_clusters(stats_spec, fits, 132));
+    CHECK_FALSE(kernels::stats_in_clusters(stats_spec, over, 132));
+    CHECK(kernels::quantize_launch_shape(stats_spec, over, 132).grid[0] == 2);
+    CHECK(kernels::quantize_launch_shape(stats_spec, over, 132).cluster_x == 1u);
+    // no SM count, no sample, or another arch: never clusters
+    CHECK_FALSE(kernels::stats_in_clusters(stats_spec, bs, 0));
+    CHECK_FALSE(kernels::stats_in_clusters(stats_spec, kernels::quant_buffers(kernels::QuantProblem{2, 4, 2, 200, 256, 128}, s), 132));
+    kernels::KernelSpec s89 = s;
+    s89.arch = kernels::Arch::Sm89;
+    CHECK_FALSE(kernels::stats_in_clusters(kernels::quantize_spec_for(s89, QuantOp::ChannelStats), bs, 132));
+    // the other quantize ops keep their grids whatever the SM count
+    const kernels::KernelSpec kq = kernels::quantize_spec_for(s, QuantOp::QuantizeK);
+    CHECK(kernels::quantize_launch_shape(kq, bs, 132).grid[0] == kernels::quantize_launch_shape(kq, bs).grid[0]);
+    CHECK(kernels::quantize_launch_shape(kq, bs, 132).cluster_x == 1u);
+  }
   // It walks with 128 threads planned for 8 CTAs per SM at hd 128, its ring as much of one unit as
   // that leaves room for beside the static [4][4][d_v] partials, and stays within the 48 KB a
   // launch may use without asking for the largest shared carveout (runtime::launch): the V and K
