@@ -10,7 +10,7 @@ namespace sage2::runtime {
 // a change here belongs there too.
 void launch_quantize_stage(Context::Impl& ctx, const kernels::KernelSpec& attention_spec, const kernels::QuantBuffers& b,
                            const TensorRef& q, const TensorRef& k, const TensorRef& v, void* workspace,
-                           CUstream stream, QuantPath path) {
+                           CUstream stream, QuantPath path, int sm_count) {
   if (b.p.varlen || b.p.mask)
     throw Error(ErrorCode::InvalidArgument,
                 "launch_quantize_stage: varlen or masked buffers need the call's lengths or mask (run_call_plan)");
@@ -29,7 +29,7 @@ void launch_quantize_stage(Context::Impl& ctx, const kernels::KernelSpec& attent
   for (kernels::QuantOp op : ops) {
     const kernels::KernelSpec spec = kernels::quantize_spec_for(attention_spec, op);
     LoadedKernel& kernel = ctx.kernels().get(spec);
-    launch(kernel, kernels::quantize_launch_shape(spec, b, ctx.facts().sm_count), &params, stream);
+    launch(kernel, kernels::quantize_launch_shape(spec, b, sm_count < 0 ? ctx.facts().sm_count : sm_count), &params, stream);
   }
 }
 

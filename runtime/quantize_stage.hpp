@@ -32,10 +32,12 @@ using QuantPath = sage2::QuantPath;  // public: a Context option
 using plan::quantize_ops;
 
 // `workspace` is a device pointer with at least b.offsets().total bytes, 256-byte aligned. Inputs
-// are device tensors matching b.p. No host synchronisation.
+// are device tensors matching b.p. No host synchronisation. `sm_count`: the SMs the launches plan
+// for (kernels::quantize_launch_shape), -1 for the device's (0: channel_stats never in clusters,
+// which lets the GPU tests run both of its forms).
 void launch_quantize_stage(Context::Impl& ctx, const kernels::KernelSpec& attention_spec, const kernels::QuantBuffers& b,
                            const TensorRef& q, const TensorRef& k, const TensorRef& v, void* workspace,
-                           CUstream stream, QuantPath path);
+                           CUstream stream, QuantPath path, int sm_count = -1);
 inline void launch_quantize_stage(Context::Impl& ctx, const kernels::KernelSpec& attention_spec,
                                   const kernels::QuantBuffers& b, const TensorRef& q, const TensorRef& k,
                                   const TensorRef& v, void* workspace, CUstream stream) {
