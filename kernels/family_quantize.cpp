@@ -103,7 +103,7 @@ QuantMapping split_mapping(const KernelSpec& c, const QuantLayout& layout) {
     m.defines.push_back({"SAGE2_QZ_STATS_WHOLE_HEAD", stats_whole_head(c) ? 1 : 0,
                          "a sampled head's partials in shared memory (kernels::stats_whole_head)"});
     m.defines.push_back({"SAGE2_QZ_STATS_CLUSTER", stats_whole_head(c) && c.arch == Arch::Sm90a ? 1 : 0,
-                         "launched in clusters over a sampled head (kernels::stats_in_clusters)"});
+                         "launched in clusters over a sampled head (kernels::stats_cluster_size)"});
   }
   k_runs(m, c.op == QuantOp::QuantizeK ? k_group_runs(layout, q) : KGroupRuns{});
   sample_defines(m, c);

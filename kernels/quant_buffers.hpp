@@ -160,8 +160,8 @@ bool stats_sampled(const QuantBuffers& b);
 // Whether channel_stats (quantize spec `stats_spec`) keeps a sampled head's partials in shared
 // memory (dense sampled statistics, every arch): one CTA per (head, K|V) takes the kSampleTiles
 // units in turn and combines their partials in the contract's order, or on sm_90a a cluster of
-// kSampleTiles CTAs, one per unit, combines them over distributed shared memory (the launch's
-// choice: kernels::stats_in_clusters) — no partials in global memory, no arrival counter.
+// 2 or kSampleTiles CTAs walks them and combines them over distributed shared memory (the launch's
+// choice: kernels::stats_cluster_size) — no partials in global memory, no arrival counter.
 bool stats_whole_head(const KernelSpec& stats_spec);
 // Whether a quantize stage of these ops, for the attention spec and buffers, counts arrivals in
 // QuantBuffers' `sync` words or needs V's overflow maxima zero, which must then be zero when it

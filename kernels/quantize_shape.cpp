@@ -316,10 +316,13 @@ std::int64_t quantize_work_ctas(const KernelSpec& s, const QuantBuffers& b) {
   return quantize_blocks_per_head(s, b) * quantize_pairs(s, b);
 }
 
-bool stats_in_clusters(const KernelSpec& s, const QuantBuffers& b, int sm_count) {
-  if (s.arch != Arch::Sm90a || !stats_whole_head(s) || !stats_sampled(b) || sm_count <= 0) return false;
-  const std::int64_t ctas = 2 * std::max<std::int64_t>(1, b.p.batch * b.p.kv_heads) * kSampleTiles;
-  return 8 * ctas <= 7 * static_cast<std::int64_t>(sm_count) * quantize_kernel_config(s).min_ctas;
+int stats_cluster_size(const KernelSpec& s, const QuantBuffers& b, int sm_count) {
+  if (s.arch != Arch::Sm90a || !stats_whole_head(s) || !stats_sampled(b) || sm_count <= 0) return 0;
+  const std::int64_t heads = 2 * std::max<std::int64_t>(1, b.p.batch * b.p.kv_heads);  // (head, K|V) pairs
+  const std::int64_t room = 7 * static_cast<std::int64_t>(sm_count) * quantize_kernel_config(s).min_ctas;
+  for (int size = kSampleTiles; size >= 2; size /= 2)
+    if (8 * heads * size <= room) return size;
+  return 0;
 }
 
 LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b, int sm_count) {
@@ -402,8 +405,8 @@ LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b, in
     ls.block[0] = static_cast<unsigned>(c.threads);
     return ls;
   }
-  const bool clusters = s.op == QuantOp::ChannelStats && stats_in_clusters(s, b, sm_count);
-  const std::int64_t per_head = clusters ? 2 * kSampleTiles : std::max<std::int64_t>(1, quantize_blocks_per_head(s, b));
+  const int stats_cluster = s.op == QuantOp::ChannelStats ? stats_cluster_size(s, b, sm_count) : 0;
+  const std::int64_t per_head = stats_cluster ? 2 * stats_cluster : std::max<std::int64_t>(1, quantize_blocks_per_head(s, b));
   const std::int64_t bh = std::max<std::int64_t>(1, quantize_pairs(s, b));
   if (per_head > kMaxGridX)
     throw Error(ErrorCode::InvalidArgument, "quantize launch needs " + std::to_string(per_head) +
@@ -422,7 +425,7 @@ LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b, in
   ls.block[2] = 1;
   ls.dynamic_smem = static_cast<std::size_t>(c.dynamic_smem);  // channel_stats' ring; the others: static only
   ls.planned_ctas_per_sm = c.min_ctas;                         // (the rest of the SM stays L1: launch.hpp)
-  if (clusters) ls.cluster_x = static_cast<unsigned>(kSampleTiles);
+  if (stats_cluster) ls.cluster_x = static_cast<unsigned>(stats_cluster);
   return ls;
 }
 

@@ -109,8 +109,7 @@ sage2::dev::QuantizeSchedule quantize_schedule(const QuantBuffers& b);
 //   channel_stats: 2 · stats_chunks (chunk c of K at 2c, of V at 2c + 1; varlen: chunks of the
 //                  length bound, a longer sequence's CTAs take several); 2 over a sampled head
 //                  walked by one CTA (stats_whole_head, stats_sampled): K at 0, V at 1; in clusters
-//                  (stats_in_clusters): unit u of K at u, of V at kSampleTiles + u, cluster_x =
-//                  kSampleTiles
+//                  (stats_cluster_size S): rank r of K at r, of V at S + r, cluster_x = S
 //   quantize_q: q_blocks      quantize_k: k_blocks
 //   quantize_v:    kv_len_pad / quantize_v_split_tile(bk, head_dim)
 //   quantize_fused: 1-D grid of quantize_schedule(b).total() CTAs (items come from a device
@@ -127,14 +126,15 @@ sage2::dev::QuantizeSchedule quantize_schedule(const QuantBuffers& b);
 // block = (quantize_kernel_config(spec).threads, 1, 1); no dynamic shared memory.
 // sm_count: the device's SMs (0: unknown), for channel_stats' choice of clusters.
 LaunchShape quantize_launch_shape(const KernelSpec& quantize_spec, const QuantBuffers& b, int sm_count = 0);
-// Whether channel_stats (quantize spec `stats_spec`) over the buffers `b` runs in thread-block
-// clusters on a device of `sm_count` SMs: on sm_90a, a sampled dense head's kSampleTiles units
-// walked by a cluster of as many CTAs (partials combined over distributed shared memory) when every
-// cluster of the launch is resident at once — its CTAs within 7/8 of the SMs' planned CTAs (a
-// cluster stays in one GPC: the H200 holds 248 clusters of 4 at 8 CTAs per SM, 94 % of 264).
-// Otherwise one CTA per (head, K|V) walks the units in turn: with more clusters than fit, their
-// second wave cost more than the walk (bench/NOTES.md, session 32). False for sm_count 0.
-bool stats_in_clusters(const KernelSpec& stats_spec, const QuantBuffers& b, int sm_count);
+// The thread-block clusters channel_stats (quantize spec `stats_spec`) over the buffers `b` runs
+// in on a device of `sm_count` SMs: on sm_90a, a sampled dense head's kSampleTiles units walked
+// by a cluster of S CTAs (rank r takes units r, r + S, ...; the partials combined over
+// distributed shared memory), S the largest of kSampleTiles and 2 for which every cluster of the
+// launch is resident at once — its 2·B·H_kv·S CTAs within 7/8 of the SMs' planned CTAs (a cluster
+// stays in one GPC: the H200 holds 248 clusters of 4 at 8 CTAs per SM, 94 % of 264). Returns S,
+// or 0: one CTA per (head, K|V) walks the units in turn (a second wave of clusters cost more than
+// the walk, bench/NOTES.md, session 32). 0 for sm_count 0.
+int stats_cluster_size(const KernelSpec& stats_spec, const QuantBuffers& b, int sm_count);
 
 // (batch, head) pairs of one quantize launch's grid: per (sequence, kv head) for the statistics,
 // per head for the varlen token ops (their x covers the packed blocks).

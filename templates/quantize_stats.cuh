@@ -164,17 +164,17 @@ __device__ __forceinline__ void channel_stats(const QuantizeParams p, u8* smem, 
   const u32 chunks = sampled(len) ? SAMPLE_TILES : static_cast<u32>((len + STATS_T - 1) / STATS_T);
   u32 first = blockIdx.x >> 1, step = gridDim.x >> 1;
   // A sampled head's partials in shared memory (kernels::stats_whole_head): walked by one CTA
-  // (x = kv: this CTA takes every unit), or on sm_90a by a cluster of SAMPLE_TILES CTAs, one per
-  // unit, when the launch has 2 · SAMPLE_TILES of them (kernels::stats_in_clusters: x = kv ·
-  // SAMPLE_TILES + unit).
+  // (x = kv: this CTA takes every unit), or on sm_90a by a cluster of S = 2 or SAMPLE_TILES CTAs
+  // when the launch has 2 · S of them (kernels::stats_cluster_size: x = kv · S + rank; rank r
+  // takes units r, r + S, ...).
   PartsIn form = SAGE2_QZ_STATS_WHOLE_HEAD && sampled(len) ? PartsIn::OwnCta : PartsIn::Global;
 #if SAGE2_QZ_STATS_CLUSTER
-  if (form == PartsIn::OwnCta && gridDim.x == 2u * SAMPLE_TILES) {
+  if (form == PartsIn::OwnCta && gridDim.x > 2u) {
     form = PartsIn::Cluster;
-    is_v = blockIdx.x >= static_cast<u32>(SAMPLE_TILES);
+    step = gridDim.x >> 1;
+    is_v = blockIdx.x >= step;
     kv = is_v ? 1 : 0;
-    first = blockIdx.x % SAMPLE_TILES;
-    step = SAMPLE_TILES;
+    first = blockIdx.x % step;
   }
 #endif
   if (chunks == 0u) {
@@ -197,7 +197,8 @@ __device__ __forceinline__ void channel_stats(const QuantizeParams p, u8* smem, 
   }
 #pragma unroll 1
   for (u32 c = first; c < chunks; c += step)
-    stats_chunk(p, smem, kv_input(p, is_v), is_v, b, h, bh, n0, len, part_g, c, chunks, p.sync + 1 + 2 * bh + kv, s_part, form);
+    stats_chunk(p, smem, kv_input(p, is_v), is_v, b, h, bh, n0, len, part_g, c, chunks, p.sync + 1 + 2 * bh + kv, s_part, form,
+                step);
 }
 
 

@@ -51,48 +51,53 @@ __device__ __forceinline__ void write_stats(const QuantizeParams& p, bool is_v, 
 // first-bad flags of bh, and returns true (after a barrier: every thread's final statistics are
 // stored). Which CTA is last does not change a bit of the result.
 // A sampled head's partials in shared memory (channel_stats with SAGE2_QZ_STATS_WHOLE_HEAD; no
-// partials in global memory, no arrival counter), in one of two forms:
-//  PartsIn::OwnCta   one CTA walks chunks 0 .. chunks-1 in turn; chunk k's partials go to
-//                    s_part [k][4][D_V], and after the last chunk the CTA combines them in chunk
-//                    order from its own shared memory (the same order and bits as the last arriver's).
-//  PartsIn::Cluster  (sm_90a) a cluster of `chunks` CTAs, rank r = chunk r: each CTA's partials go
-//                    to its s_part [4][D_V]; after the cluster barrier rank 0 combines the ranks' in
-//                    rank order through distributed shared memory (the same order and bits); the
-//                    second barrier keeps every rank's s_part until rank 0 has read it.
+// partials in global memory, no arrival counter): the CTA walks chunks first, first + step, ...
+// (channel_stats' loop) and puts chunk k's partials in its s_part [k][4][D_V]; after its last
+// chunk (chunk + step >= chunks) they are combined in chunk order (the same order and bits as the
+// last arriver's), in one of two forms:
+//  PartsIn::OwnCta   step 1: the CTA walked every chunk and combines them from its own s_part.
+//  PartsIn::Cluster  (sm_90a) a cluster of `step` CTAs, rank r walked chunks r, r + step, ...:
+//                    after the cluster barrier rank 0 combines chunk k from rank k % step's
+//                    (step a power of two)
+//                    s_part [k] through distributed shared memory; the second barrier keeps every
+//                    rank's s_part until rank 0 has read it.
 enum class PartsIn { Global, OwnCta, Cluster };
 __device__ __forceinline__ bool stats_chunk(const QuantizeParams& p, u8* smem, const Input& in, bool is_v, i64 b, i64 h,
                                             i64 bh, i64 n0, i64 len, float* part_g, u32 chunk, u32 chunks, u32* arrive,
-                                            float* s_part = nullptr, PartsIn form = PartsIn::Global) {
+                                            float* s_part = nullptr, PartsIn form = PartsIn::Global, u32 step = 1) {
   const bool units = sampled(len);  // (sampled statistics: one chunk per sampled unit)
   const i64 span = units ? SAMPLE_UNIT : STATS_T;
   const i64 c0 = units ? sample_unit(chunk, len) * SAMPLE_UNIT : static_cast<i64>(chunk) * STATS_T;
   const i64 c1 = len - c0 < span ? len : c0 + span;
   float* part = part_g + static_cast<i64>(chunk) * 4 * D_V;
-  float* own = form == PartsIn::OwnCta ? s_part + static_cast<i64>(chunk) * 4 * D_V : s_part;
+  float* own = s_part + static_cast<i64>(chunk) * 4 * D_V;
   i32* s_kfb = reinterpret_cast<i32*>(smem + stats_smem_bytes<MapS>() - 12);
-  // (set before the walk: its barriers order it before write_stats reads it)
-  if (form != PartsIn::Global && (form == PartsIn::Cluster || chunk + 1u == chunks) && threadIdx.x == 0) *s_kfb = NO_BAD;
+  // (set before each walk — only write_stats, after the last, gathers into it — whose barriers
+  // order it before write_stats reads it)
+  if (form != PartsIn::Global && threadIdx.x == 0) *s_kfb = NO_BAD;
   stats_rows<MapS>(in, row_ptr(in, b, h, n0), c0, c1, D_V, smem, [&](int s, int c, float v) {
     if (form != PartsIn::Global)
       own[s * D_V + c] = v;
     else
       ptx::st_f32(part + s * D_V + c, v);
   });
+  const bool last_here = chunk + step >= chunks;  // this CTA's last chunk
   if (form == PartsIn::OwnCta) {
-    if (chunk + 1u < chunks) return false;
+    if (!last_here) return false;
     // (stats_rows ended with a barrier: every chunk's partials are written)
     write_stats(p, is_v, bh, chunks, s_kfb, [&](u32 k, int s, int c) { return s_part[(static_cast<int>(k) * 4 + s) * D_V + c]; });
     return true;
   }
 #if SAGE2_QZ_STATS_CLUSTER
   if (form == PartsIn::Cluster) {
+    if (!last_here) return false;
     ptx::cluster_arrive_release();  // (stats_rows ended with a barrier: every partial is written)
     ptx::cluster_wait_acquire();
     const bool rank0 = ptx::cluster_ctarank() == 0;
     if (rank0) {
       const u32 part0 = ptx::smem_addr(s_part);
       write_stats(p, is_v, bh, chunks, s_kfb, [&](u32 k, int s, int c) {
-        return ptx::ld_cluster_f32(ptx::mapa_shared(part0 + static_cast<u32>((s * D_V + c) * 4), k));
+        return ptx::ld_cluster_f32(ptx::mapa_shared(part0 + static_cast<u32>(((static_cast<int>(k) * 4 + s) * D_V + c) * 4), k & (step - 1u)));
       });
     }
     ptx::cluster_arrive_release();

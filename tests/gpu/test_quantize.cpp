@@ -245,14 +245,15 @@ TEST_CASE("gpu quantize: every variant equals the CPU reference; every output wr
     std::vector<std::uint8_t> first_run[4];
     struct Run {
       QP path;
-      bool sampled;          // the split kernels of spec_s (Auto's), into b_s
-      bool one_cta = false;  // (sampled) channel_stats with one CTA per (head, K|V), never in clusters
+      bool sampled;       // the split kernels of spec_s (Auto's), into b_s
+      int sm_count = -1;  // (sampled) the SMs its launches plan for (-1: the device's)
     };
-    // The sampled stage's channel_stats in both its forms (kernels::stats_in_clusters: on sm_90a
-    // these few heads take clusters), which must write the same bytes.
+    // The sampled stage's channel_stats in each of its forms (kernels::stats_cluster_size: on
+    // sm_90a these 2 heads take clusters of 4 CTAs on the device, of 2 when planned for 2 SMs, one
+    // CTA per (head, K|V) for 0), which must write the same bytes.
     for (const Run run : {Run{QP::Cluster, false}, Run{QP::Cluster, false}, Run{QP::Fused, false}, Run{QP::Fused, false},
                           Run{QP::OnePass, false}, Run{QP::OnePass, false}, Run{QP::Split, false}, Run{QP::Split, true},
-                          Run{QP::Split, true}, Run{QP::Split, true, true}}) {
+                          Run{QP::Split, true}, Run{QP::Split, true, 2}, Run{QP::Split, true, 0}}) {
       const QP path = run.path;
       if (path == QP::Cluster && !clusters) continue;
       if (path == QP::Fused && only_onepass_split) continue;
@@ -261,7 +262,10 @@ TEST_CASE("gpu quantize: every variant equals the CPU reference; every output wr
       // (the sampled stage: its atomics are order-free, so it is deterministic too)
       std::vector<std::uint8_t>& first = first_run[run.sampled ? 3 : path == QP::Cluster ? 1 : path == QP::OnePass ? 2 : 0];
       const bool repeat = (fused || run.sampled) && !first.empty();
-      const char* path_name = run.one_cta ? "sampled, one CTA per head" : run.sampled ? "sampled" : quant_path_name(path);
+      const char* path_name = run.sm_count == 0 ? "sampled, one CTA per head"
+                              : run.sm_count > 0 ? "sampled, planned for 2 SMs"
+                              : run.sampled      ? "sampled"
+                                                 : quant_path_name(path);
       CAPTURE(path_name);
       const ref::QuantizedHost& cpu =  // the sum order of that path (onepass: split's)
           run.sampled ? cpu_sampled : path == QP::Cluster ? cpu_cluster : (path == QP::Fused ? cpu_fused : cpu_split);
@@ -271,7 +275,7 @@ TEST_CASE("gpu quantize: every variant equals the CPU reference; every output wr
       ws.poison();
       runtime::launch_quantize_stage(runtime::context_impl(ctx), run.sampled ? spec_s : spec, b, device_ref(in.q, *dq),
                                      device_ref(in.k, *dk), device_ref(in.v, *dv), ws.get(), nullptr, path,
-                                     run.one_cta ? 0 : -1);
+                                     run.sm_count);
       test::synchronize();
       if (path == QP::Split && !run.sampled && !first_run[2].empty()) {
         // The one-pass kernel computes split's numbers in split's order: the same bytes.

@@ -470,26 +470,36 @@ TEST_CASE("quantize paths: auto's split stage samples the statistics (dense call
   CHECK(ls.grid[0] == 2);
   CHECK(ls.cluster_x == 1u);
   // On sm_90a a device that holds every cluster at once takes one cluster of 4 CTAs per (sampled
-  // head, K|V), one CTA per unit: its 2 x 2 heads need 32 CTAs against 7/8 of 132 SMs x 8.
-  CHECK(kernels::stats_in_clusters(stats_spec, bs, 132));
+  // head, K|V), one CTA per unit: its 2 x 2 heads need 32 CTAs against 7/8 of 132 SMs x 8; with
+  // more heads, clusters of 2 CTAs (two units each), then one CTA per head.
+  CHECK(kernels::stats_cluster_size(stats_spec, bs, 132) == 4);
   const kernels::LaunchShape lc = kernels::quantize_launch_shape(stats_spec, bs, 132);
   CHECK(lc.grid[0] == 8);
   CHECK(lc.cluster_x == 4u);
   CHECK(lc.grid[1] * lc.grid[2] >= 4u);
   {
-    // 115 (batch, kv head) pairs: 920 CTAs <= 7/8 x 1056, clusters; 116: 928, one CTA per head
-    const kernels::QuantBuffers fits = kernels::quant_buffers(kernels::QuantProblem{5, 23, 23, 512, 1000, 128}, s);
-    const kernels::QuantBuffers over = kernels::quant_buffers(kernels::QuantProblem{4, 29, 29, 512, 1000, 128}, s);
-    CHECK(kernels::stats_in_clusters(stats_spec, fits, 132));
-    CHECK_FALSE(kernels::stats_in_clusters(stats_spec, over, 132));
-    CHECK(kernels::quantize_launch_shape(stats_spec, over, 132).grid[0] == 2);
-    CHECK(kernels::quantize_launch_shape(stats_spec, over, 132).cluster_x == 1u);
+    // (batch, kv head) pairs x 2 x S CTAs within 7/8 x 1056: 115 pairs take 4, 116 and 231 take 2, 232 none
+    auto pairs = [&](std::int64_t batch, std::int64_t heads) {
+      return kernels::quant_buffers(kernels::QuantProblem{batch, heads, heads, 512, 1000, 128}, s);
+    };
+    CHECK(kernels::stats_cluster_size(stats_spec, pairs(5, 23), 132) == 4);
+    CHECK(kernels::stats_cluster_size(stats_spec, pairs(4, 29), 132) == 2);
+    CHECK(kernels::stats_cluster_size(stats_spec, pairs(3, 77), 132) == 2);
+    CHECK(kernels::stats_cluster_size(stats_spec, pairs(8, 29), 132) == 0);
+    const kernels::LaunchShape l2 = kernels::quantize_launch_shape(stats_spec, pairs(4, 29), 132);
+    CHECK(l2.grid[0] == 4);
+    CHECK(l2.cluster_x == 2u);
+    CHECK(kernels::quantize_launch_shape(stats_spec, pairs(8, 29), 132).grid[0] == 2);
+    CHECK(kernels::quantize_launch_shape(stats_spec, pairs(8, 29), 132).cluster_x == 1u);
+    // (the GPU quantize test forces each form on its 2 heads: 2 SMs take clusters of 2, 0 none)
+    CHECK(kernels::stats_cluster_size(stats_spec, pairs(1, 2), 2) == 2);
+    CHECK(kernels::stats_cluster_size(stats_spec, pairs(1, 2), 3) == 4);
     // no SM count, no sample, or another arch: never clusters
-    CHECK_FALSE(kernels::stats_in_clusters(stats_spec, bs, 0));
-    CHECK_FALSE(kernels::stats_in_clusters(stats_spec, kernels::quant_buffers(kernels::QuantProblem{2, 4, 2, 200, 256, 128}, s), 132));
+    CHECK(kernels::stats_cluster_size(stats_spec, bs, 0) == 0);
+    CHECK(kernels::stats_cluster_size(stats_spec, kernels::quant_buffers(kernels::QuantProblem{2, 4, 2, 200, 256, 128}, s), 132) == 0);
     kernels::KernelSpec s89 = s;
     s89.arch = kernels::Arch::Sm89;
-    CHECK_FALSE(kernels::stats_in_clusters(kernels::quantize_spec_for(s89, QuantOp::ChannelStats), bs, 132));
+    CHECK(kernels::stats_cluster_size(kernels::quantize_spec_for(s89, QuantOp::ChannelStats), bs, 132) == 0);
     // the other quantize ops keep their grids whatever the SM count
     const kernels::KernelSpec kq = kernels::quantize_spec_for(s, QuantOp::QuantizeK);
     CHECK(kernels::quantize_launch_shape(kq, bs, 132).grid[0] == kernels::quantize_launch_shape(kq, bs).grid[0]);
