@@ -1,8 +1,9 @@
 // sage2-bench-attention: throughput of sage2 attention on the GPU, end to end (everything the
 // user's call does: quantize, ΔS, attention) and the attention kernel alone.
 //   sage2-bench-attention [--head-dims 64,128] [--seq-lens 1024,...] [--causal 0,1] [--batch 4]
-//                         [--heads 32] [--bits 8] [--reps 20] [--json FILE] [--command "..."]
+//                         [--heads 32] [--kv-heads H] [--bits 8] [--reps 20] [--json FILE] [--command "..."]
 //                         [--run ID] [--modes e2e,kernel] [--flush-l2 MB] [--host-calls N]
+// --kv-heads: K and V heads (GQA; default --heads, which it must divide).
 // --run tags every record with a run id (bench/scoreboard_bench.py); --flush-l2 overwrites an MB-sized
 // scratch buffer before each timed call so no problem is timed from a warm L2; --host-calls N adds
 // a host_us record (method sage2_cpp): Context::attention at B=1, H=1, N=128, d=64, N back-to-back
@@ -35,7 +36,7 @@ using bench::parse_list;
 
 int main(int argc, char** argv) {
   std::vector<long> dims = {64, 128}, lens = {1024, 2048, 4096, 8192, 16384, 32768}, causals = {0, 1};
-  long batch = 4, heads = 32, bits = 8;
+  long batch = 4, heads = 32, kv_heads = 0, bits = 8;
   int reps = 20;
   std::string json_path, command = "sage2-bench-attention", run, modes = "e2e,kernel";
   long flush_mb = 0, host_calls = 0;
@@ -50,6 +51,7 @@ int main(int argc, char** argv) {
     else if (a == "--causal") causals = parse_list(next());
     else if (a == "--batch") batch = std::stol(next());
     else if (a == "--heads") heads = std::stol(next());
+    else if (a == "--kv-heads") kv_heads = std::stol(next());
     else if (a == "--bits") bits = std::stol(next());
     else if (a == "--reps") reps = std::stoi(next());
     else if (a == "--json") json_path = next();
@@ -59,6 +61,11 @@ int main(int argc, char** argv) {
     else if (a == "--flush-l2") flush_mb = std::stol(next());
     else if (a == "--host-calls") host_calls = std::stol(next());
     else { std::fprintf(stderr, "unknown argument %s\n", a.c_str()); return 2; }
+  }
+  if (kv_heads == 0) kv_heads = heads;
+  if (heads < 1 || kv_heads < 1 || heads % kv_heads != 0) {
+    std::fprintf(stderr, "--heads %ld must be a positive multiple of --kv-heads %ld\n", heads, kv_heads);
+    return 2;
   }
   const bool do_e2e = ("," + modes + ",").find(",e2e,") != std::string::npos;
   const bool do_kernel = ("," + modes + ",").find(",kernel,") != std::string::npos;
@@ -140,7 +147,7 @@ int main(int argc, char** argv) {
     for (long d : dims)
       for (long causal : causals)
         for (long n : lens) {
-          auto t = [&](int i) { return TensorRef::hnd(buf[i], DType::F16, batch, heads, n, d); };
+          auto t = [&](int i) { return TensorRef::hnd(buf[i], DType::F16, batch, i == 1 || i == 2 ? kv_heads : heads, n, d); };
           const TensorRef q = t(0), k = t(1), v = t(2), out = t(3);
           AttentionParams p;
           p.causal = causal ? CausalMode::TopLeft : CausalMode::None;
@@ -150,7 +157,7 @@ int main(int argc, char** argv) {
           // Kernel alone: the same plan's attention stage over an already quantized workspace.
           const auto prob = plan::validate_attention(q, k, v, out, p, impl.arch());
           const auto spec = runtime::plan_attention(prob, impl.arch(), impl.facts());
-          kernels::QuantProblem qp{{batch, heads, heads, n, n, static_cast<int>(d)}};
+          kernels::QuantProblem qp{{batch, heads, kv_heads, n, n, static_cast<int>(d)}};
           const auto qb = kernels::quant_buffers(qp, spec);
           const std::size_t qbytes = (qb.offsets().total + 255) / 256 * 256;
           const std::size_t dsb = runtime::delta_s_workspace_bytes(qb);
@@ -174,10 +181,10 @@ int main(int argc, char** argv) {
             char rec[1024];
             std::snprintf(rec, sizeof rec,
                           "{\"method\": \"sage2\", \"mode\": \"%s\", \"head_dim\": %ld, \"causal\": %s, \"seq_len\": %ld, "
-                          "\"batch\": %ld, \"heads\": %ld, \"dtype\": \"fp16\", \"qk_bits\": %ld, \"family\": \"%s\", "
+                          "\"batch\": %ld, \"heads\": %ld, \"kv_heads\": %ld, \"dtype\": \"fp16\", \"qk_bits\": %ld, \"family\": \"%s\", "
                           "\"tile\": \"bq%d.bk%d.w%d.s%d\", "
                           "\"ms\": %.4f, \"tops\": %.2f, \"device\": \"%s\", \"command\": \"%s\"}",
-                          mode == 0 ? "e2e" : "kernel", d, causal ? "true" : "false", n, batch, heads, bits,
+                          mode == 0 ? "e2e" : "kernel", d, causal ? "true" : "false", n, batch, heads, kv_heads, bits,
                           kernels::family_name(spec.family), spec.tile.bq, spec.tile.bk, spec.tile.warps, spec.tile.stages, ms, tops,
                           ctx.device().name.c_str(), command.c_str());
             emit(rec);
