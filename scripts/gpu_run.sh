@@ -2,17 +2,21 @@
 # One device call's worth of checks and measurements on the GPU machine, each step bounded in time
 # and logged under OUT (files come back from there):
 #   bash scripts/gpu_run.sh OUT [--bundle .dev] [--suite FILTER|none] [--shards N] [--pytest] [--quantize]
+#                           [--stage-ab BASE_BUNDLE] [--quant-records]
 #                           [--scoreboard "scoreboard_bench.py options"|none]
 # --suite: doctest -tc filter for sage2_gpu_tests ("" = the whole suite); --shards N: its test cases
 # in N processes at once on the one GPU (doctest --first/--last ranges in file order; the suite is
 # bound by NVRTC compiles on the host's cores, and each process has its own Contexts; logs
 # gpu_suite_shardK.log; the whole suite no longer fits one 10-minute call in one process), --pytest: the Python
-# suite, --quantize: sage2-bench-quantize (every quantize path, hd 128, N 1K..32K), --scoreboard:
+# suite, --quantize: sage2-bench-quantize (every quantize path, hd 128, N 1K..32K), --stage-ab: the
+# quantize stage of BASE_BUNDLE against the bundle, 3 rounds alternated, first (bench/stage_ab.sh
+# into OUT/ab, bench/stage_compare.py → OUT/ab/compare.txt), --quant-records: the `quant` records
+# (3 rounds of bench/stage_profile.py merged into OUT/quant_final.jsonl), --scoreboard:
 # bench/scoreboard_run.sh with those options. A summary of exit codes is printed last.
 set -uo pipefail
 out=${1:?usage: gpu_run.sh OUT [options]}
 shift
-bundle=.dev suite=none shards=1 pytest=0 quant=0 sb=none
+bundle=.dev suite=none shards=1 pytest=0 quant=0 sb=none stage_base='' quant_records=0
 while (($#)); do
   case $1 in
     --bundle) bundle=$2; shift 2 ;;
@@ -21,6 +25,8 @@ while (($#)); do
     --pytest) pytest=1; shift ;;
     --quantize) quant=1; shift ;;
     --scoreboard) sb=$2; shift 2 ;;
+    --stage-ab) stage_base=$2; shift 2 ;;
+    --quant-records) quant_records=1; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -37,6 +43,19 @@ step() {  # step NAME TIMEOUT_S COMMAND...
   tail -4 "$out/$name.log"
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv >"$out/gpu.txt" 2>&1
+if [[ -n $stage_base ]]; then  # (timed before anything else loads the GPU)
+  step stage_ab 200 bash bench/stage_ab.sh "$out/ab" 3 base="$stage_base" new="$bundle"
+  python3 bench/stage_compare.py "$out/ab/stage_base_r*.jsonl" "$out/ab/stage_new_r*.jsonl" >"$out/ab/compare.txt" 2>&1
+  cat "$out/ab/compare.txt"
+fi
+if [[ $quant_records == 1 ]]; then
+  for r in 1 2 3; do
+    step "stage_r$r" 100 env PYTHONPATH="$PWD/python" SAGE2_LIBRARY="$(cd "$bundle" && pwd)/libsage2.so" SAGE2_TIERED_COMPILE=0 \
+      python3 bench/stage_profile.py --shapes quant --rounds 1 --calls 3 --out "$out/stage_r$r.jsonl"
+  done
+  step quant_merge 30 python3 bench/stage_profile.py --merge "$out/stage_r1.jsonl" "$out/stage_r2.jsonl" \
+    "$out/stage_r3.jsonl" --out "$out/quant_final.jsonl"
+fi
 if [[ $quant == 1 ]]; then
   step quantize 240 "$bundle/bench/sage2-bench-quantize" --seq-lens 1024,2048,4096,8192,32768 --reps 20 \
     --json "$out/quantize.jsonl" --command "sage2-bench-quantize --seq-lens 1024,2048,4096,8192,32768 --reps 20"
