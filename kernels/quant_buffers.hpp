@@ -166,7 +166,8 @@ bool stats_whole_head(const KernelSpec& stats_spec);
 // Whether a quantize stage of these ops, for the attention spec and buffers, counts arrivals in
 // QuantBuffers' `sync` words or needs V's overflow maxima zero, which must then be zero when it
 // starts (channel_stats' chunks, the fused stage's items). Not for channel_stats over a sampled
-// head in one CTA or over a single chunk: no counter, and its V statistics zero the overflow maxima.
+// head (its partials in shared memory, in any of stats_whole_head's forms) or over a single chunk:
+// no counter, and its V statistics zero the overflow maxima.
 bool quantize_clears_sync(const std::vector<QuantOp>& ops, const KernelSpec& attention_spec, const QuantBuffers& b);
 
 }  // namespace sage2::kernels
