@@ -134,6 +134,17 @@ LaunchShape delta_s_launch_shape(const KernelSpec& ds, const QuantBuffers& b, co
   return ls;
 }
 
+std::int64_t causal_band_pairs(const KernelSpec& spec, const QuantBuffers& b, const AttentionChunk& c) {
+  if (spec.family != KernelFamily::AttentionWgmma || spec.causal == CausalMode::None || spec.varlen || spec.mask ||
+      c.bh_count < 1 || c.qb_count < 1 ||
+      c.bh_count * c.qb_count >= (std::int64_t(1) << 31))
+    return 0;
+  const std::int64_t group = b.p.q_heads / std::max<std::int64_t>(1, b.p.kv_heads);
+  const std::int64_t kv_head_bytes = b.kv_len_pad * (b.row_bytes + b.d_v * v_code_bytes(spec.pv_fp16));
+  const std::int64_t kv_heads = std::max<std::int64_t>(1, kCausalBandBytes / std::max<std::int64_t>(1, kv_head_bytes));
+  return std::min(c.bh_count, kv_heads * group);
+}
+
 dev::AttentionParams make_attention_params(const KernelSpec& spec, const QuantBuffers& b, const AttentionArgs& args,
                                            const AttentionChunk& c) {
   check_buffers_match(spec, b, "attention params");
@@ -190,6 +201,7 @@ dev::AttentionParams make_attention_params(const KernelSpec& spec, const QuantBu
   p.bh_count = c.bh_count;
   p.qb_offset = c.qb_offset;
   p.qb_count = c.qb_count;
+  p.band_pairs = static_cast<dev::u32>(causal_band_pairs(spec, b, c));
   p.sm_scale = sm_scale;
   p.c2 = sm_scale * 1.44269504088896340736f;  // fp32(sm_scale) · fp32(log2 e), as the contract says
   if (spec.mask != b.p.mask || (spec.mask && (static_cast<int>(args.mask.type) != spec.mask || !args.mask.data)))

@@ -81,6 +81,18 @@ struct AttentionArgs {
   TensorRef q;
 };
 
+// Dense causal launches start their CTAs band by band (dev::AttentionParams::band_pairs): each
+// band's longest query blocks first across its pairs, so that the shortest blocks start last —
+// in the pair-by-pair order a long block that starts near the end runs alone after the rest
+// (simulated: 6-10 % of the kernel at 1K-2K with B 4 H 32, 16-22 % with 28 heads; bench/NOTES.md
+// session 32) — and a band's K̂ and V̂ (kCausalBandBytes, whole kv heads) stay in the L2 while its
+// CTAs run. The pairs of a band for the chunk; 0: the pair-by-pair order (non-causal, varlen,
+// tensor masks — their kernels have no registers to spare: 132 bytes of spills at hd 128 —, more
+// than 2^31 blocks, or the mma family: it recomputes the coordinates for every KV tile, and the
+// mapping made its sm_80 causal loop 4-5 % longer).
+constexpr std::int64_t kCausalBandBytes = 8ll << 20;
+std::int64_t causal_band_pairs(const KernelSpec& attention_spec, const QuantBuffers& b, const AttentionChunk& chunk);
+
 // The AttentionParams every family's kernel reads (buffers, outputs, sizes, chunk). Shapes are
 // checked (InvalidArgument naming the value).
 sage2::dev::AttentionParams make_attention_params(const KernelSpec& attention_spec, const QuantBuffers& b,

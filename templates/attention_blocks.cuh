@@ -146,6 +146,23 @@ __device__ __forceinline__ BlockCoords block_coords(const AttentionParams& p) {
   k.bhl = static_cast<i64>(ctaid_y());
   const i64 x = static_cast<i64>(ctaid_x());
   k.qbl = CAUSAL ? p.qb_count - 1 - x : x;  // causal: the longest rows first
+  // (kernels::causal_band_pairs: not in masked kernels, no registers to spare; not where the
+  // coordinates are recomputed for every KV tile, MUL_DIV: the mma family's loop, +4 % instructions)
+  if (CAUSAL && !MASK && !MUL_DIV && p.band_pairs != 0u) {
+    // CTAs start in linear block order: band by band, each band's longest query blocks (of all
+    // its pairs) first, so that the last CTAs to start are the shortest (a long block starting
+    // last would run alone at the end) and a band's K̂ / V̂ stay in the L2 while its CTAs run.
+    const u32 nb = static_cast<u32>(p.qb_count), G = p.band_pairs;
+    const u32 lin = static_cast<u32>(x) + static_cast<u32>(k.bhl) * nb;  // < 2^31 (kernels::causal_band_pairs)
+    const u32 band = lin / (G * nb);
+    const u32 r = lin - band * G * nb;
+    const u32 rest = static_cast<u32>(p.bh_count) - band * G;  // pairs from this band on
+    const bool last = rest <= G;
+    const u32 here = last ? rest : G;
+    const u32 xq = r / here;
+    k.bhl = static_cast<i64>(band * G + (r - xq * here));
+    k.qbl = p.qb_count - 1 - static_cast<i64>(xq);
+  }
   k.bh = p.bh_offset + k.bhl;
   k.qb = p.qb_offset + k.qbl;
   // 32-bit divisions (pairs < 2^31: make_attention_params checks it): an i64 divide is a

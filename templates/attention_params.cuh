@@ -144,6 +144,11 @@ struct AttentionParams {
 
   // ---- the block coordinates' divisions (DivU31): by q_heads, and by q_heads / kv_heads
   DivU31 q_heads_div, group_div;
+  // ---- dense causal launches: the order CTAs start in (attention_blocks.cuh block_coords;
+  // kernels::causal_band_pairs). band_pairs 0: x = query block (reversed), y = pair. Else the
+  // linear block index x + y·qb_count walks bands of band_pairs pairs (the last band the rest),
+  // each from its longest query blocks to its shortest across the band's pairs.
+  u32 band_pairs;
 };
 
 // ---------------------------------------------------------------------------------------------

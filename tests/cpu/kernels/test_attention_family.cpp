@@ -129,14 +129,14 @@ TEST_CASE("attention family: launch shapes, kernel configs and parameters as bef
     bool smooth_q;
     int threads, min_ctas;
     std::size_t smem;
-    std::size_t param_bytes;  // +176 since the descriptors: the varlen, mask, Q-in-kernel and division fields appended to AttentionParams (wgmma: its maps 64-byte aligned after them)
+    std::size_t param_bytes;  // +184 since the descriptors: the varlen, mask, Q-in-kernel, division and causal-order fields appended to AttentionParams (wgmma: its maps 64-byte aligned after them)
     unsigned grid0;
     std::vector<unsigned> grid1;  // per chunk at a 1 MiB ΔS workspace
   };
   const Pinned pinned[] = {
-      {KernelFamily::AttentionMma, {128, 128, 8, 2}, false, 256, 1, 92192, 392, 8, {16}},
-      {KernelFamily::AttentionMma, {128, 128, 8, 2}, true, 256, 1, 93216, 392, 8, {10, 6}},
-      {KernelFamily::AttentionMma, {64, 64, 4, 2}, true, 128, 1, 48672, 392, 16, {5, 5, 5, 1}},
+      {KernelFamily::AttentionMma, {128, 128, 8, 2}, false, 256, 1, 92192, 400, 8, {16}},
+      {KernelFamily::AttentionMma, {128, 128, 8, 2}, true, 256, 1, 93216, 400, 8, {10, 6}},
+      {KernelFamily::AttentionMma, {64, 64, 4, 2}, true, 128, 1, 48672, 400, 16, {5, 5, 5, 1}},
       {KernelFamily::AttentionWgmma, {128, 128, 8, 2}, false, 384, 1, 66600, 832, 8, {16}},
       {KernelFamily::AttentionWgmma, {128, 128, 8, 2}, true, 384, 1, 66600, 832, 8, {10, 6}},
       {KernelFamily::AttentionWgmma, {64, 64, 4, 2}, false, 128, 3, 42024, 832, 16, {16}},
@@ -228,6 +228,81 @@ TEST_CASE("attention params: the block coordinates divide by the head counts exa
   args.out.seq = 16;
   args.out.dim = 64;
   CHECK_THROWS_WITH_AS(make_attention_params(s, big, args, attention_chunks(big, 0)[0]), doctest::Contains("2^31"), Error);
+}
+
+TEST_CASE("attention params: dense causal CTAs start band by band, each band's longest query blocks first") {
+  // The order of block_coords (templates/attention_blocks.cuh) from the parameters: linear block
+  // index lin = x + y·qb_count (the order CTAs start in) → band lin / (G·nb), then within the band
+  // xq = r / (its pairs), pair r mod (its pairs); query block nb - 1 - xq.
+  auto order = [](const dev::AttentionParams& a, dev::u32 lin, dev::u32& pair, dev::u32& qb) {
+    const dev::u32 nb = static_cast<dev::u32>(a.qb_count), G = a.band_pairs;
+    const dev::u32 band = lin / (G * nb), r = lin - band * G * nb;
+    const dev::u32 rest = static_cast<dev::u32>(a.bh_count) - band * G;
+    const dev::u32 here = rest <= G ? rest : G;
+    const dev::u32 xq = r / here;
+    pair = band * G + (r - xq * here);
+    qb = nb - 1 - xq;
+  };
+  struct Shape {
+    std::int64_t batch, q_heads, kv_heads, n, head_dim;
+  };
+  for (const Shape& sh : {Shape{4, 32, 32, 1024, 128}, Shape{1, 28, 4, 4096, 128}, Shape{1, 28, 4, 3000, 128},
+                          Shape{4, 32, 32, 8192, 64}, Shape{2, 5, 5, 700, 96}, Shape{1, 1, 1, 64, 64}}) {
+    {
+      KernelSpec s = spec_of(KernelFamily::AttentionWgmma, static_cast<int>(sh.head_dim), TileConfig{64, 128, 4, 2});
+      s.smooth_q = s.return_lse = false;
+      s.causal = CausalMode::TopLeft;
+      const QuantBuffers b = quant_buffers({sh.batch, sh.q_heads, sh.kv_heads, sh.n, sh.n, sh.head_dim}, s);
+      AttentionArgs args = kArgs;
+      args.out = TensorRef::hnd(kOut.data, DType::F16, sh.batch, sh.q_heads, sh.n, sh.head_dim);
+      const auto chunks = attention_chunks(b, 0);
+      REQUIRE(chunks.size() == 1);
+      const AttentionChunk& c = chunks[0];
+      const dev::AttentionParams a = make_attention_params(s, b, args, c);
+      CAPTURE(s.key());
+      CAPTURE(sh.n);
+      // whole kv heads whose K̂ and V̂ fit kCausalBandBytes (at least one), at most every pair
+      const std::int64_t group = sh.q_heads / sh.kv_heads;
+      const std::int64_t per_kv = b.kv_len_pad * (b.row_bytes + b.d_v * v_code_bytes(s.pv_fp16));
+      CHECK(a.band_pairs == static_cast<dev::u32>(causal_band_pairs(s, b, c)));
+      CHECK(a.band_pairs == std::min<std::int64_t>(c.bh_count, std::max<std::int64_t>(1, kCausalBandBytes / per_kv) * group));
+      CHECK((a.band_pairs % group == 0 || a.band_pairs == c.bh_count));
+      // every (pair, block) once; within a band the blocks start from the longest
+      const dev::u32 nb = static_cast<dev::u32>(c.qb_count), pairs = static_cast<dev::u32>(c.bh_count);
+      std::vector<char> seen(static_cast<std::size_t>(nb) * pairs, 0);
+      bool once = true, longest_first = true;
+      dev::u32 prev_band = 0, prev_xq = 0;
+      for (dev::u32 lin = 0; lin < nb * pairs; ++lin) {
+        dev::u32 pair = 0, qb = 0;
+        order(a, lin, pair, qb);
+        if (pair >= pairs || qb >= nb || seen[static_cast<std::size_t>(pair) * nb + qb]++) once = false;
+        const dev::u32 band = pair / a.band_pairs, xq = nb - 1 - qb;
+        if (band == prev_band && xq < prev_xq) longest_first = false;
+        if (band != prev_band && (band != prev_band + 1 || xq != 0)) longest_first = false;
+        prev_band = band;
+        prev_xq = xq;
+      }
+      CHECK(once);
+      CHECK(longest_first);
+    }
+  }
+  // non-causal, varlen and masked launches keep the pair-by-pair order, and so does the mma family
+  // (it recomputes the coordinates for every KV tile)
+  KernelSpec s = spec_of(KernelFamily::AttentionWgmma, 128, {64, 128, 4, 2});
+  const QuantBuffers b = quant_buffers({2, 8, 4, 1000, 3000, 128}, s);
+  CHECK(causal_band_pairs(s, b, attention_chunks(b, 0)[0]) == 0);
+  CHECK(make_attention_params(s, b, kArgs, attention_chunks(b, 0)[0]).band_pairs == 0u);
+  s.causal = CausalMode::TopLeft;
+  CHECK(causal_band_pairs(s, b, attention_chunks(b, 0)[0]) > 0);
+  s.mask = 1;
+  CHECK(causal_band_pairs(s, b, attention_chunks(b, 0)[0]) == 0);
+  s.mask = 0;
+  s.varlen = true;
+  CHECK(causal_band_pairs(s, b, attention_chunks(b, 0)[0]) == 0);
+  KernelSpec m = spec_of(KernelFamily::AttentionMma, 128, {64, 64, 4, 2});
+  m.causal = CausalMode::TopLeft;
+  const QuantBuffers bm = quant_buffers({2, 8, 4, 1000, 3000, 128}, m);
+  CHECK(causal_band_pairs(m, bm, attention_chunks(bm, 0)[0]) == 0);
 }
 
 TEST_CASE("attention family: a family's descriptor refuses the other family's specs and buffers") {
