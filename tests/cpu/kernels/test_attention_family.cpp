@@ -246,44 +246,45 @@ TEST_CASE("attention params: dense causal CTAs start band by band, each band's l
   struct Shape {
     std::int64_t batch, q_heads, kv_heads, n, head_dim;
   };
+  // every (pair, block) of the chunk started once; within a band the blocks start from the longest
+  auto check_chunk = [&](const KernelSpec& s, const QuantBuffers& b, const dev::AttentionParams& a, const AttentionChunk& c) {
+    const std::int64_t group = b.p.q_heads / b.p.kv_heads;
+    const std::int64_t per_kv = b.kv_len_pad * (b.row_bytes + b.d_v * v_code_bytes(s.pv_fp16));
+    CHECK(a.band_pairs == static_cast<dev::u32>(causal_band_pairs(s, b, c)));
+    // whole kv heads whose K̂ and V̂ fit kCausalBandBytes (at least one), at most the chunk's pairs
+    CHECK(a.band_pairs == std::min<std::int64_t>(c.bh_count, std::max<std::int64_t>(1, kCausalBandBytes / per_kv) * group));
+    CHECK((a.band_pairs % group == 0 || a.band_pairs == c.bh_count));
+    const dev::u32 nb = static_cast<dev::u32>(c.qb_count), pairs = static_cast<dev::u32>(c.bh_count);
+    std::vector<char> seen(static_cast<std::size_t>(nb) * pairs, 0);
+    bool once = true, longest_first = true;
+    dev::u32 prev_band = 0, prev_xq = 0;
+    for (dev::u32 lin = 0; lin < nb * pairs; ++lin) {
+      dev::u32 pair = 0, qb = 0;
+      order(a, lin, pair, qb);
+      if (pair >= pairs || qb >= nb || seen[static_cast<std::size_t>(pair) * nb + qb]++) once = false;
+      const dev::u32 band = pair / a.band_pairs, xq = nb - 1 - qb;
+      if (band == prev_band && xq < prev_xq) longest_first = false;
+      if (band != prev_band && (band != prev_band + 1 || xq != 0)) longest_first = false;
+      prev_band = band;
+      prev_xq = xq;
+    }
+    CHECK(once);
+    CHECK(longest_first);
+  };
   for (const Shape& sh : {Shape{4, 32, 32, 1024, 128}, Shape{1, 28, 4, 4096, 128}, Shape{1, 28, 4, 3000, 128},
                           Shape{4, 32, 32, 8192, 64}, Shape{2, 5, 5, 700, 96}, Shape{1, 1, 1, 64, 64}}) {
-    {
-      KernelSpec s = spec_of(KernelFamily::AttentionWgmma, static_cast<int>(sh.head_dim), TileConfig{64, 128, 4, 2});
-      s.smooth_q = s.return_lse = false;
+    for (const bool smooth_q : {false, true}) {
+      KernelSpec s = spec_of(KernelFamily::AttentionWgmma, static_cast<int>(sh.head_dim), TileConfig{64, 128, 4, 2}, smooth_q);
       s.causal = CausalMode::TopLeft;
       const QuantBuffers b = quant_buffers({sh.batch, sh.q_heads, sh.kv_heads, sh.n, sh.n, sh.head_dim}, s);
       AttentionArgs args = kArgs;
       args.out = TensorRef::hnd(kOut.data, DType::F16, sh.batch, sh.q_heads, sh.n, sh.head_dim);
-      const auto chunks = attention_chunks(b, 0);
-      REQUIRE(chunks.size() == 1);
-      const AttentionChunk& c = chunks[0];
-      const dev::AttentionParams a = make_attention_params(s, b, args, c);
+      // smooth Q: chunks of pairs or of query blocks (ΔS in a 1 MiB workspace), each its own order
+      const auto chunks = attention_chunks(b, smooth_q ? delta_s_workspace_bytes(b, std::size_t(1) << 20) : 0);
       CAPTURE(s.key());
       CAPTURE(sh.n);
-      // whole kv heads whose K̂ and V̂ fit kCausalBandBytes (at least one), at most every pair
-      const std::int64_t group = sh.q_heads / sh.kv_heads;
-      const std::int64_t per_kv = b.kv_len_pad * (b.row_bytes + b.d_v * v_code_bytes(s.pv_fp16));
-      CHECK(a.band_pairs == static_cast<dev::u32>(causal_band_pairs(s, b, c)));
-      CHECK(a.band_pairs == std::min<std::int64_t>(c.bh_count, std::max<std::int64_t>(1, kCausalBandBytes / per_kv) * group));
-      CHECK((a.band_pairs % group == 0 || a.band_pairs == c.bh_count));
-      // every (pair, block) once; within a band the blocks start from the longest
-      const dev::u32 nb = static_cast<dev::u32>(c.qb_count), pairs = static_cast<dev::u32>(c.bh_count);
-      std::vector<char> seen(static_cast<std::size_t>(nb) * pairs, 0);
-      bool once = true, longest_first = true;
-      dev::u32 prev_band = 0, prev_xq = 0;
-      for (dev::u32 lin = 0; lin < nb * pairs; ++lin) {
-        dev::u32 pair = 0, qb = 0;
-        order(a, lin, pair, qb);
-        if (pair >= pairs || qb >= nb || seen[static_cast<std::size_t>(pair) * nb + qb]++) once = false;
-        const dev::u32 band = pair / a.band_pairs, xq = nb - 1 - qb;
-        if (band == prev_band && xq < prev_xq) longest_first = false;
-        if (band != prev_band && (band != prev_band + 1 || xq != 0)) longest_first = false;
-        prev_band = band;
-        prev_xq = xq;
-      }
-      CHECK(once);
-      CHECK(longest_first);
+      CHECK((smooth_q || chunks.size() == 1));
+      for (const AttentionChunk& c : chunks) check_chunk(s, b, make_attention_params(s, b, args, c), c);
     }
   }
   // non-causal, varlen and masked launches keep the pair-by-pair order, and so does the mma family
