@@ -291,7 +291,8 @@ std::int64_t quantize_pairs(const KernelSpec& s, const QuantBuffers& b) {
 std::int64_t quantize_blocks_per_head(const KernelSpec& s, const QuantBuffers& b) {
   switch (s.op) {
     case QuantOp::ChannelStats:  // K and V, one CTA per statistics chunk (varlen: of the bound), or
-      // per sampled head (stats_whole_head)
+      // per sampled head (stats_whole_head; quantize_launch_shape widens that to a cluster of
+      // stats_cluster_size CTAs when one is chosen for the GPU)
       return stats_whole_head(s) && stats_sampled(b) ? 2 : 2 * std::max<std::int64_t>(1, b.stats_chunks);
     case QuantOp::QuantizeQ: return b.q_blocks;
     case QuantOp::QuantizeK: return b.k_blocks;

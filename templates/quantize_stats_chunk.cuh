@@ -58,9 +58,8 @@ __device__ __forceinline__ void write_stats(const QuantizeParams& p, bool is_v, 
 //  PartsIn::OwnCta   step 1: the CTA walked every chunk and combines them from its own s_part.
 //  PartsIn::Cluster  (sm_90a) a cluster of `step` CTAs, rank r walked chunks r, r + step, ...:
 //                    after the cluster barrier rank 0 combines chunk k from rank k % step's
-//                    (step a power of two)
-//                    s_part [k] through distributed shared memory; the second barrier keeps every
-//                    rank's s_part until rank 0 has read it.
+//                    s_part [k] (step a power of two) through distributed shared memory; the
+//                    second barrier keeps every rank's s_part until rank 0 has read it.
 enum class PartsIn { Global, OwnCta, Cluster };
 __device__ __forceinline__ bool stats_chunk(const QuantizeParams& p, u8* smem, const Input& in, bool is_v, i64 b, i64 h,
                                             i64 bh, i64 n0, i64 len, float* part_g, u32 chunk, u32 chunks, u32* arrive,
@@ -70,7 +69,7 @@ __device__ __forceinline__ bool stats_chunk(const QuantizeParams& p, u8* smem, c
   const i64 c0 = units ? sample_unit(chunk, len) * SAMPLE_UNIT : static_cast<i64>(chunk) * STATS_T;
   const i64 c1 = len - c0 < span ? len : c0 + span;
   float* part = part_g + static_cast<i64>(chunk) * 4 * D_V;
-  float* own = s_part + static_cast<i64>(chunk) * 4 * D_V;
+  float* own = form != PartsIn::Global ? s_part + static_cast<i64>(chunk) * 4 * D_V : nullptr;
   i32* s_kfb = reinterpret_cast<i32*>(smem + stats_smem_bytes<MapS>() - 12);
   // (set before each walk — only write_stats, after the last, gathers into it — whose barriers
   // order it before write_stats reads it)
