@@ -128,12 +128,12 @@ def span(values, suffix="×"):
 # Each takes the repository root and returns (lines of the table, [sources], [records used]).
 
 S7R6 = RESULTS + "/2026-11-25-session7/r6/sb/"
-S32A4 = RESULTS + "/2026-11-30-session32/a4-records-h200/sb/"
+S33B3 = RESULTS + "/2026-11-30-session33/b3-records-h200/sb/"
 
 
 def table_prefill_hd128(root):
     """End to end through sage2 vs cuDNN at hd 128: cuDNN's median ms / sage2's median ms."""
-    full, causal = Source(root, S32A4 + "hd128_full.jsonl"), Source(root, S32A4 + "hd128_causal.jsonl")
+    full, causal = Source(root, S33B3 + "hd128_full.jsonl"), Source(root, S33B3 + "hd128_causal.jsonl")
     used, rows = [], []
     ns = sorted({r["seq_len"] for r in full.select(method="sage2", mode="e2e")})
     for label, src, c in (("non-causal, × cuDNN", full, False), ("causal, × cuDNN", causal, True)):
