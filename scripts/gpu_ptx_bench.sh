@@ -20,8 +20,8 @@ mkdir -p "$OUT"
 [ -e .dev/libsage2.so ] || { echo "gpu_ptx_bench: no .dev/libsage2.so (scripts/dev_bundle.sh build .dev)" >&2; exit 2; }
 [ -e "$REF/setup.py" ] || { echo "gpu_ptx_bench: no reference sources in $REF" >&2; exit 2; }
 
-# A tarball of the two extensions from an earlier build (ref_mma_so.tar.xz, which this script's
-# first run can write: see below) saves the build; _fused (the quantize kernels) may be the sm_90a
+# A tarball of the two extensions from an earlier build (ref_mma_so.tar.xz: a build leaves it in
+# OUT; copy it into $REF and carry it) saves the build; _fused (the quantize kernels) may be the sm_90a
 # anchor's (../shared/anchors/sageattention-ref/sageattention/), native on this GPU.
 if [ -e "$REF/ref_mma_so.tar.xz" ] && ! ls "$REF"/sageattention/_qattn_sm80*.so >/dev/null 2>&1; then
   (cd "$REF" && tar xJf ref_mma_so.tar.xz)
@@ -33,6 +33,10 @@ if ! ls "$REF"/sageattention/_qattn_sm80*.so "$REF"/sageattention/_qattn_sm89*.s
       python3 setup.py build_ext --inplace) > "$OUT/ref_build.log" 2>&1
   echo "reference sm80/sm89 build: $(( $(date +%s) - start )) s"
   dump_sass=1
+  # Keep the build for the next session: OUT/ref_mma_so.tar.xz, to copy into $REF and carry.
+  out_abs=$(cd "$OUT" && pwd)
+  (cd "$REF" && tar cJf "$out_abs/ref_mma_so.tar.xz" sageattention/_qattn_sm80*.so sageattention/_qattn_sm89*.so \
+      sageattention/_fused*.so) || true
 fi
 if [ "${dump_sass:-0}" = 1 ] && command -v cuobjdump >/dev/null; then  # after a build only
   for a in 80 89; do
