@@ -207,7 +207,7 @@ PTX_PATHS = (("sm_80", "fp32", "fp32"), ("sm_80", "fp16", "fp16 inside a tile"),
 
 def table_ptx(root):
     """The sm_80 / sm_89 paths through PTX vs the reference's kernels: reference ms / sage2 ms, e2e."""
-    src = Source(root, RESULTS + "/2026-11-30-session28/a5-ptx-group-87c3605-h200/ptx.jsonl")
+    src = Source(root, RESULTS + "/2026-11-30-session33/b5-ptx-group-ffc728e-h200/ptx.jsonl")
     used, rows = [], []
     for arch, accum, label in PTX_PATHS:
         ratios, below = [], []
