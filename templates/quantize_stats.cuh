@@ -171,7 +171,6 @@ __device__ __forceinline__ void channel_stats(const QuantizeParams p, u8* smem, 
 #if SAGE2_QZ_STATS_CLUSTER
   if (form == PartsIn::OwnCta && gridDim.x > 2u) {
     form = PartsIn::Cluster;
-    step = gridDim.x >> 1;
     is_v = blockIdx.x >= step;
     kv = is_v ? 1 : 0;
     first = blockIdx.x % step;
