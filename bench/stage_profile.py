@@ -39,6 +39,12 @@ SHAPES.update({
     "clip-l14-257": (32, 16, 16, 64, 257, False, "fp16"),
     "vit-h14-257": (32, 16, 16, 80, 257, False, "fp16"),
 })
+# Other head dims (not in the group): a padded one and the wide ones, whose K CTAs are the largest.
+SHAPES.update({
+    "b4h16-hd96-2k": (4, 16, 16, 96, 2048, False, "fp16"),
+    "b2h16-hd192-4k": (2, 16, 16, 192, 4096, False, "bf16"),
+    "b2h16-hd256-4k": (2, 16, 16, 256, 4096, False, "bf16"),
+})
 ENCODER_SHAPES = ["vit-b16-197", "clip-l14-257", "vit-h14-257", "bert-large-512"]
 
 

@@ -256,8 +256,13 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
       // CTA makes that possible.
       if (items * c.cpt > 8 && c.tpr * c.rows >= 512) c.threads = 512;
       // <= 80 registers (3 CTAs of 256); smooth-Q's block means need more (they spilled at 80);
-      // K's small CTAs 64 (kv_small_cta).
-      const int regs = s.op == QuantOp::QuantizeQ && s.smooth_q ? 128 : s.op == QuantOp::QuantizeK && kv_small_cta(s, c) ? 64 : 80;
+      // the wgmma family's K 64 at any CTA size (8 of 128, 4 of 256, 2 of 512; none spills at hd
+      // 16-256): a K CTA's chain (rows, statistics, maxima, scales, codes) is latency, so more CTAs
+      // per SM overlap more of them (DiT's hd 72 K 19.3 -> 17.2 us at 4 CTAs of 256 instead of 3;
+      // hd 128's within noise, sessions 24 and 35 in bench/NOTES.md).
+      const int regs = s.op == QuantOp::QuantizeQ && s.smooth_q                          ? 128
+                       : s.op == QuantOp::QuantizeK && s.consumer == KernelFamily::AttentionWgmma ? 64
+                                                                                            : 80;
       c.min_ctas = std::max(1, 65536 / (c.threads * regs));
       break;
     }
