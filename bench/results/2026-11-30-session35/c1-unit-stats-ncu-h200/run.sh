@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# stalls.py FILE KERNEL N: warp-stall samples by reason and the N top instructions; code_runs.py FILE: runs of executed (X) / never-executed (.) SASS instructions with their no_inst samples
+# ncu_source.py reads the source-counter CSVs: "stalls FILE KERNEL N" (samples by reason, N top instructions), "runs FILE" (executed / never-executed SASS runs with their no_inst samples)
 # Session 35 c1 (discovery, branch s34-unit-stats e40d731 + an env switch): why the in-kernel
 # statistics cost quantize_k / quantize_v 20-30 % per CTA. ncu --set full of one call's quantize_v
 # and quantize_k under main (.dev-base), the branch with its statistics (br) and the branch with
