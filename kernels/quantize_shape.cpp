@@ -257,9 +257,10 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
       if (items * c.cpt > 8 && c.tpr * c.rows >= 512) c.threads = 512;
       // <= 80 registers (3 CTAs of 256); smooth-Q's block means need more (they spilled at 80);
       // the wgmma family's K 64 at any CTA size (8 of 128, 4 of 256, 2 of 512; none spills at hd
-      // 16-256): a K CTA's chain (rows, statistics, maxima, scales, codes) is latency, so more CTAs
-      // per SM overlap more of them (DiT's hd 72 K 19.3 -> 17.2 us at 4 CTAs of 256 instead of 3;
-      // hd 128's within noise, sessions 24 and 35 in bench/NOTES.md).
+      // 16-256, bk 64 / 128): a K CTA's chain (rows, statistics, maxima, scales, codes) is latency,
+      // so more CTAs per SM overlap more of them (4 of 256 instead of 3: DiT's hd 72 K 19.3 -> 17.2
+      // us, hd 192 / 256 at 4K 59 -> 47 / 53 -> 44; hd 128's within noise; bench/NOTES.md, sessions
+      // 24 and 35).
       const int regs = s.op == QuantOp::QuantizeQ && s.smooth_q                          ? 128
                        : s.op == QuantOp::QuantizeK && s.consumer == KernelFamily::AttentionWgmma ? 64
                                                                                             : 80;

@@ -205,3 +205,29 @@ TEST_CASE("k group runs: every row of a run and of its lanes has the run's group
       }
   }
 }
+
+TEST_CASE("quantize_k of the wgmma family plans 64 registers: 8 CTAs of 128, 4 of 256 or 2 of 512 per SM") {
+  // K's per-CTA chain is latency, so the budget is set by residency (bench/NOTES.md, session 35:
+  // hd 72's and hd 192 / 256's K 4 CTAs of 256 instead of 3); the CPU suite's
+  // "every quantize variant compiles ... without spills" holds it to that budget. The mma
+  // family's 64-key blocks keep 80 (they spilled at 64 on sm_80 / 89 / 120).
+  struct C {
+    KernelFamily fam;
+    int d, bk, threads, min_ctas;
+  };
+  const C cases[] = {{KernelFamily::AttentionWgmma, 64, 128, 128, 8},  {KernelFamily::AttentionWgmma, 72, 128, 256, 4},
+                     {KernelFamily::AttentionWgmma, 128, 128, 256, 4}, {KernelFamily::AttentionWgmma, 256, 64, 256, 4},
+                     {KernelFamily::AttentionWgmma, 256, 128, 512, 2}, {KernelFamily::AttentionMma, 128, 64, 256, 3}};
+  for (const C& c : cases) {
+    KernelSpec attn;
+    attn.family = c.fam;
+    attn.arch = c.fam == KernelFamily::AttentionWgmma ? Arch::Sm90a : Arch::Sm89;
+    attn.head_dim = c.d;
+    attn.qk_bits = 8;
+    attn.tile = c.fam == KernelFamily::AttentionWgmma ? TileConfig{128, c.bk, 8, 2} : TileConfig{64, c.bk, 4, 2};
+    const QuantizeKernelConfig k = quantize_kernel_config(quantize_spec_for(attn, QuantOp::QuantizeK));
+    CAPTURE(c.d);
+    CHECK(k.threads == c.threads);
+    CHECK(k.min_ctas == c.min_ctas);
+  }
+}
