@@ -277,6 +277,10 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
       c.rows = quantize_v_split_tile(s.tile.bk, s.head_dim, s.pv_fp16);
       c.chunks = v_dim_padded(s.head_dim) / 8;
       fit_row(c);
+      // The wgmma family's rows of 12 chunks (head dims 65-96): 4 lanes x 3 chunks, not 16 lanes
+      // with 4 idle; quantize_v 1.11-1.17x faster (DiT's hd 72, ViT-H's hd 80, hd 96;
+      // bench/NOTES.md, session 35). Other non-power-of-two rows were not measured so.
+      if (s.consumer == KernelFamily::AttentionWgmma && c.chunks == 12) c.tpr = 4, c.cpt = 3;
       c.threads = kv_quantize_threads(s, c);
       // <= 80 registers: 3 CTAs of 256. The sampled kernel up to head dim 128: <= 64, 4 CTAs (its
       // screen and exact pass took 72 at 80, the plain kernel 64; at 64 neither spills, hd 128 bf16)

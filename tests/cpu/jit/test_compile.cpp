@@ -102,6 +102,7 @@ std::vector<Variant> covering_set() {
       {Q::QuantizeV, S90, 40, 8, false, false, false, BF16, WG, T_WG8},
       {Q::QuantizeV, S89, 80, 8, false, false, false, BF16, MMA, T_SMALL},
       {Q::QuantizeV, S90, 128, 8, false, false, true, F16, WG, T_WG8},
+      {Q::QuantizeV, S90, 72, 8, false, false, false, F16, WG, T_WG8},  // 12 chunks: 4 lanes x 3
       {Q::QuantizeV, S89, 256, 8, false, false, true, F16, MMA, T_BK32},
       {Q::QuantizeV, S90, 512, 8, false, false, false, BF16, MMA, T_DEF},
 

@@ -231,3 +231,28 @@ TEST_CASE("quantize_k of the wgmma family plans 64 registers: 8 CTAs of 128, 4 o
     CHECK(k.min_ctas == c.min_ctas);
   }
 }
+
+TEST_CASE("quantize_v of the wgmma family maps a row of 12 chunks to 4 lanes x 3 chunks; powers of two keep one chunk a lane") {
+  // (head dims 65-96: 16 lanes of one chunk left 4 of them idle; bench/NOTES.md, session 35)
+  struct C {
+    KernelFamily fam;
+    int d, tpr, cpt;
+  };
+  const C cases[] = {{KernelFamily::AttentionWgmma, 72, 4, 3},  {KernelFamily::AttentionWgmma, 96, 4, 3},
+                     {KernelFamily::AttentionWgmma, 64, 8, 1},  {KernelFamily::AttentionWgmma, 128, 16, 1},
+                     {KernelFamily::AttentionWgmma, 160, 32, 1}, {KernelFamily::AttentionMma, 72, 16, 1}};
+  for (const C& c : cases) {
+    KernelSpec attn;
+    attn.family = c.fam;
+    attn.arch = c.fam == KernelFamily::AttentionWgmma ? Arch::Sm90a : Arch::Sm89;
+    attn.head_dim = c.d;
+    attn.qk_bits = 8;
+    attn.tile = c.fam == KernelFamily::AttentionWgmma ? TileConfig{128, 128, 8, 2} : TileConfig{64, 64, 4, 2};
+    const QuantizeKernelConfig v = quantize_kernel_config(quantize_spec_for(attn, QuantOp::QuantizeV));
+    CAPTURE(c.d);
+    CHECK(v.tpr == c.tpr);
+    CHECK(v.cpt == c.cpt);
+    CHECK(v.tpr * v.cpt >= v.chunks);  // every chunk of the row has a lane
+    CHECK(v.threads % v.tpr == 0);
+  }
+}
