@@ -206,6 +206,18 @@ TEST_CASE("k group runs: every row of a run and of its lanes has the run's group
   }
 }
 
+// The split quantize config of `op` for an 8-bit attention spec of `fam` (its arch: sm_90a for
+// wgmma, sm_89 for mma) at head dim d with KV tile bk.
+static QuantizeKernelConfig split_op_config(KernelFamily fam, int d, int bk, QuantOp op) {
+  KernelSpec attn;
+  attn.family = fam;
+  attn.arch = fam == KernelFamily::AttentionWgmma ? Arch::Sm90a : Arch::Sm89;
+  attn.head_dim = d;
+  attn.qk_bits = 8;
+  attn.tile = fam == KernelFamily::AttentionWgmma ? TileConfig{128, bk, 8, 2} : TileConfig{64, bk, 4, 2};
+  return quantize_kernel_config(quantize_spec_for(attn, op));
+}
+
 TEST_CASE("quantize_k of the wgmma family plans 64 registers: 8 CTAs of 128, 4 of 256 or 2 of 512 per SM") {
   // K's per-CTA chain is latency, so the budget is set by residency (bench/NOTES.md, session 35:
   // hd 72's and hd 192 / 256's K 4 CTAs of 256 instead of 3); the CPU suite's
@@ -219,13 +231,7 @@ TEST_CASE("quantize_k of the wgmma family plans 64 registers: 8 CTAs of 128, 4 o
                      {KernelFamily::AttentionWgmma, 128, 128, 256, 4}, {KernelFamily::AttentionWgmma, 256, 64, 256, 4},
                      {KernelFamily::AttentionWgmma, 256, 128, 512, 2}, {KernelFamily::AttentionMma, 128, 64, 256, 3}};
   for (const C& c : cases) {
-    KernelSpec attn;
-    attn.family = c.fam;
-    attn.arch = c.fam == KernelFamily::AttentionWgmma ? Arch::Sm90a : Arch::Sm89;
-    attn.head_dim = c.d;
-    attn.qk_bits = 8;
-    attn.tile = c.fam == KernelFamily::AttentionWgmma ? TileConfig{128, c.bk, 8, 2} : TileConfig{64, c.bk, 4, 2};
-    const QuantizeKernelConfig k = quantize_kernel_config(quantize_spec_for(attn, QuantOp::QuantizeK));
+    const QuantizeKernelConfig k = split_op_config(c.fam, c.d, c.bk, QuantOp::QuantizeK);
     CAPTURE(c.d);
     CHECK(k.threads == c.threads);
     CHECK(k.min_ctas == c.min_ctas);
@@ -242,13 +248,7 @@ TEST_CASE("quantize_v of the wgmma family maps a row of 12 chunks to 4 lanes x 3
                      {KernelFamily::AttentionWgmma, 64, 8, 1},  {KernelFamily::AttentionWgmma, 128, 16, 1},
                      {KernelFamily::AttentionWgmma, 160, 32, 1}, {KernelFamily::AttentionMma, 72, 16, 1}};
   for (const C& c : cases) {
-    KernelSpec attn;
-    attn.family = c.fam;
-    attn.arch = c.fam == KernelFamily::AttentionWgmma ? Arch::Sm90a : Arch::Sm89;
-    attn.head_dim = c.d;
-    attn.qk_bits = 8;
-    attn.tile = c.fam == KernelFamily::AttentionWgmma ? TileConfig{128, 128, 8, 2} : TileConfig{64, 64, 4, 2};
-    const QuantizeKernelConfig v = quantize_kernel_config(quantize_spec_for(attn, QuantOp::QuantizeV));
+    const QuantizeKernelConfig v = split_op_config(c.fam, c.d, c.fam == KernelFamily::AttentionWgmma ? 128 : 64, QuantOp::QuantizeV);
     CAPTURE(c.d);
     CHECK(v.tpr == c.tpr);
     CHECK(v.cpt == c.cpt);
