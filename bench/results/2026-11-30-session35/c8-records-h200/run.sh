@@ -1,14 +1,5 @@
 #!/usr/bin/env bash
-# Session 35 c8: the scoreboard records (e2e / kernel / real / small, with heads) of 34cc008 (quantize_v
-# at rows of 12 chunks: 4 lanes x 3; its whole C++ GPU suite and `quant` records ran in c7) against
-# cuDNN, FA2 and the reference in the same call.
-set -u
-[[ -d .anchors-ref ]] || tar xJf .scratch/anchors.tar.xz
-O=/tmp/s35c8; mkdir -p $O
-export CUDA_CACHE_PATH=/tmp/s35-nvcache8 SAGE2_TIERED_COMPILE=0
-t() { echo "[$(date +%T)] $1 rc=$2" | tee -a $O/steps.txt; }
-PYTHONPATH=$PWD/python SAGE2_LIBRARY=$PWD/.dev-sb/libsage2.so python3 -c "import sage2; print(sage2.library_version(), sage2.build_commit())" > $O/version.txt 2>&1
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > $O/gpu.txt
-timeout 400 bash bench/scoreboard_run.sh --out $O/sb --build .dev-sb --modes e2e,kernel,real,small --budget-s 330 > $O/sb_run.log 2>&1; t scoreboard $?
-tail -5 $O/sb_run.log
-tar cJf $OUT/s35c8.tar.xz -C /tmp s35c8
+# Session 35 c8: the scoreboard records (e2e / kernel / real / small, with heads) of 34cc008
+# (quantize_v at rows of 12 chunks: 4 lanes x 3; its whole C++ GPU suite and `quant` records ran
+# in c7), with .dev-sb rebuilt from 34cc008: c4's script under another tag.
+RECORDS_TAG=s35c8 bash "$(dirname "$0")/../c4-records-h200/run.sh"
