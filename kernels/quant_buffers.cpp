@@ -36,8 +36,10 @@ QuantBuffers quant_buffers(const QuantProblem& p, const KernelSpec& s) {
   b.row_bytes = qk_row_bytes(p.head_dim, s.qk_bits);
   b.d_v = v_dim_padded(p.head_dim);
   b.stats_chunk = quantize_stats_chunk(s);
-  // (sampled statistics over more than kSampleTiles units: one chunk of kSampleUnit keys per sampled unit)
-  b.stats_chunks = stats_sampled(b) ? kSampleTiles : (p.kv_len + b.stats_chunk - 1) / b.stats_chunk;
+  // (sampled statistics: one chunk of kSampleUnit keys per sampled unit, or per unit of a sequence
+  // of at most kSampleTiles units)
+  b.stats_chunks = b.sampled_stats ? std::min<std::int64_t>(kSampleTiles, (p.kv_len + kSampleUnit - 1) / kSampleUnit)
+                                   : (p.kv_len + b.stats_chunk - 1) / b.stats_chunk;
   return b;
 }
 
@@ -129,14 +131,18 @@ bool stats_whole_head(const KernelSpec& s) {
   return s.family == KernelFamily::Quantize && s.op == QuantOp::ChannelStats && s.sampled_stats && !s.varlen;
 }
 
-bool quantize_clears_sync(const std::vector<QuantOp>& ops, const KernelSpec& attention_spec, const QuantBuffers& b) {
+bool stats_units_at_once(const KernelSpec& s) {
+  return stats_whole_head(s) && (s.head_dim + 7) / 8 <= 32;
+}
+
+bool quantize_clears_sync(const std::vector<QuantOp>& ops, const KernelSpec& attention_spec, [[maybe_unused]] const QuantBuffers& b) {
   for (QuantOp op : ops) {
     if (op == QuantOp::Fused || op == QuantOp::QuantizeKV) return true;
     if (op == QuantOp::ChannelStats) {
       KernelSpec s = attention_spec;
       s.family = KernelFamily::Quantize;
       s.op = op;
-      if (!(stats_whole_head(s) && (stats_sampled(b) || b.stats_chunks == 1))) return true;
+      if (!stats_whole_head(s)) return true;
     }
   }
   return false;

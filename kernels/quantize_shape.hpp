@@ -107,8 +107,8 @@ sage2::dev::QuantizeSchedule quantize_schedule(const QuantBuffers& b);
 // quantize spec was derived from; a mismatch in tile, head dim, bits, consumer or smoothing is
 // an InvalidArgument). Grid: x = token blocks of one (batch, head) sequence —
 //   channel_stats: 2 · stats_chunks (chunk c of K at 2c, of V at 2c + 1; varlen: chunks of the
-//                  length bound, a longer sequence's CTAs take several); 2 over a sampled head
-//                  walked by one CTA (stats_whole_head, stats_sampled): K at 0, V at 1; in clusters
+//                  length bound, a longer sequence's CTAs take several); 2 over a dense sampled
+//                  head (stats_whole_head): K at 0, V at 1; in clusters
 //                  (stats_cluster_size S): rank r of K at r, of V at S + r, cluster_x = S
 //   quantize_q: q_blocks      quantize_k: k_blocks
 //   quantize_v:    kv_len_pad / quantize_v_split_tile(bk, head_dim)
@@ -127,7 +127,8 @@ sage2::dev::QuantizeSchedule quantize_schedule(const QuantBuffers& b);
 // sm_count: the device's SMs (0: unknown), for channel_stats' choice of clusters.
 LaunchShape quantize_launch_shape(const KernelSpec& quantize_spec, const QuantBuffers& b, int sm_count = 0);
 // The thread-block clusters channel_stats (quantize spec `stats_spec`) over the buffers `b` runs
-// in on a device of `sm_count` SMs: on sm_90a, a sampled dense head's kSampleTiles units walked
+// in on a device of `sm_count` SMs: on sm_90a, without stats_units_at_once (head dims above 256),
+// a sampled dense head's kSampleTiles units walked
 // by a cluster of S CTAs (rank r takes units r, r + S, ...; the partials combined over
 // distributed shared memory), S the largest of kSampleTiles and 2 for which every cluster of the
 // launch is resident at once — its 2·B·H_kv·S CTAs within 7/8 of the SMs' planned CTAs (a cluster
