@@ -132,7 +132,9 @@ bool stats_whole_head(const KernelSpec& s) {
 }
 
 bool stats_units_at_once(const KernelSpec& s) {
-  return stats_whole_head(s) && (s.head_dim + 7) / 8 <= 32;
+  // (one 8-channel chunk per thread; from 2 chunks on the walk's row slots, at most 64, divide a unit)
+  const int chunks = (s.head_dim + 7) / 8;
+  return stats_whole_head(s) && chunks >= 2 && chunks <= 32;
 }
 
 bool quantize_clears_sync(const std::vector<QuantOp>& ops, const KernelSpec& attention_spec, [[maybe_unused]] const QuantBuffers& b) {

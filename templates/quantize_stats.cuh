@@ -249,7 +249,7 @@ __device__ __forceinline__ void units_stats(const QuantizeParams& p, u8* smem, b
       const u32* pl = s_lo + static_cast<int>(k) * UP * U_SLOT_W / 2 + c / 2;
       float s = ps[0];
       u32 h2 = ph[0], l2 = pl[0];
-#pragma unroll
+#pragma unroll 4
       for (int sl = 1; sl < UP; ++sl) {
         s += ps[sl * U_SLOT_W];
         h2 = ptx::max_nan_x2<IN_BF16>(h2, ph[sl * U_SLOT_W / 2]);

@@ -468,6 +468,13 @@ TEST_CASE("quantize paths: auto's split stage samples the statistics (dense call
   // registers, the slot values of every unit in dynamic shared memory, no ring, no clusters
   const kernels::KernelSpec stats_spec = kernels::quantize_spec_for(s, QuantOp::ChannelStats);
   CHECK(kernels::stats_units_at_once(stats_spec));
+  for (const auto& [hd, at_once] : {std::pair{8, false}, {9, true}, {256, true}, {264, false}}) {
+    // one 8-channel chunk per thread, and row slots that divide a 64-key unit (128 at 1 chunk)
+    CAPTURE(hd);
+    kernels::KernelSpec w = stats_spec;
+    w.head_dim = hd;
+    CHECK(kernels::stats_units_at_once(w) == at_once);
+  }
   const kernels::LaunchShape ls = kernels::quantize_launch_shape(stats_spec, bs);
   CHECK(ls.grid[0] == 2);
   CHECK(ls.cluster_x == 1u);
