@@ -347,6 +347,7 @@ __device__ __forceinline__ void channel_stats(const QuantizeParams p, u8* smem, 
     return;
   }
 #if SAGE2_QZ_STATS_UNITS
+  (void)n0;  // (dense: every sequence starts at row 0)
   units_stats(p, smem, is_v, b, h, bh);
 #else
 #pragma unroll 1
