@@ -36,10 +36,8 @@ QuantBuffers quant_buffers(const QuantProblem& p, const KernelSpec& s) {
   b.row_bytes = qk_row_bytes(p.head_dim, s.qk_bits);
   b.d_v = v_dim_padded(p.head_dim);
   b.stats_chunk = quantize_stats_chunk(s);
-  // (sampled statistics: one chunk of kSampleUnit keys per sampled unit, or per unit of a sequence
-  // of at most kSampleTiles units)
-  b.stats_chunks = b.sampled_stats ? std::min<std::int64_t>(kSampleTiles, (p.kv_len + kSampleUnit - 1) / kSampleUnit)
-                                   : (p.kv_len + b.stats_chunk - 1) / b.stats_chunk;
+  // (sampled statistics over more than kSampleTiles units: one chunk of kSampleUnit keys per sampled unit)
+  b.stats_chunks = stats_sampled(b) ? kSampleTiles : (p.kv_len + b.stats_chunk - 1) / b.stats_chunk;
   return b;
 }
 
@@ -134,17 +132,17 @@ bool stats_whole_head(const KernelSpec& s) {
 bool stats_units_at_once(const KernelSpec& s) {
   // (one 8-channel chunk per thread; from 2 chunks on the walk's row slots, at most 64, divide a unit)
   const int chunks = (s.head_dim + 7) / 8;
-  return stats_whole_head(s) && chunks >= 2 && chunks <= 32;
+  return stats_whole_head(s) && s.stats_at_once && chunks >= 2 && chunks <= 32;
 }
 
-bool quantize_clears_sync(const std::vector<QuantOp>& ops, const KernelSpec& attention_spec, [[maybe_unused]] const QuantBuffers& b) {
+bool quantize_clears_sync(const std::vector<QuantOp>& ops, const KernelSpec& attention_spec, const QuantBuffers& b) {
   for (QuantOp op : ops) {
     if (op == QuantOp::Fused || op == QuantOp::QuantizeKV) return true;
     if (op == QuantOp::ChannelStats) {
       KernelSpec s = attention_spec;
       s.family = KernelFamily::Quantize;
       s.op = op;
-      if (!stats_whole_head(s)) return true;
+      if (!(stats_whole_head(s) && (stats_sampled(b) || b.stats_chunks == 1))) return true;
     }
   }
   return false;

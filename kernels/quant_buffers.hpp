@@ -48,8 +48,8 @@
 //  kSampleUnit keys (64, whatever the tile), the statistics stats / k̄ / μ above are taken over
 //  the keys of units ⌊i·T/S⌋, i < S = kSampleTiles when T > S (the sampled units are then all
 //  full), summed in chunks of one sampled unit (T = U in the formula above, chunks in sample
-//  order), and k̄ / μ divide by the sample's key count (S·U); when T <= S they are every key's,
-//  summed in chunks of one unit (T = U, the last one partial). V's amax: A_s from
+//  order), and k̄ / μ divide by the sample's key count (S·U); when T <= S they are the statistics
+//  above (every key, the same order). V's amax: A_s from
 //  the sampled statistics as above, H_s = kVHeadroom · A_s where that is finite (else A_s), and
 //  amax = A_all > H_s ? A_all : H_s, A_all = max over every key of |float(V) − μ| (non-finite
 //  inputs read as 0), so no code saturates; v_amax holds it. The flags below still cover every key.
@@ -99,7 +99,7 @@ struct QuantBuffers : QuantOptions {
   int row_bytes = 0;   // bytes of one quantized Q/K row
   int d_v = 0;         // padded V head dim
   int stats_chunk = 0;            // tokens per statistics chunk (kernels::quantize_stats_chunk)
-  std::int64_t stats_chunks = 0;  // ceil(kv_len / stats_chunk); sampled: min(kSampleTiles, units of kSampleUnit keys)
+  std::int64_t stats_chunks = 0;  // ceil(kv_len / stats_chunk); sampled over k_blocks > kSampleTiles: kSampleTiles
 
   // Batch entries of the per-token and per-block buffers: p.batch, 1 for varlen (packed rows).
   std::int64_t token_batch() const { return p.varlen ? 1 : p.batch; }
@@ -157,21 +157,22 @@ QuantBuffers quant_buffers(const QuantProblem& p, const KernelSpec& attention_sp
 // Whether the sampled statistics of these buffers take a sample (more than kSampleTiles units of
 // kSampleUnit keys; else every key).
 bool stats_sampled(const QuantBuffers& b);
-// Whether channel_stats (quantize spec `stats_spec`) keeps a head's sampled statistics in shared
-// memory (dense sampled statistics, every arch; a chunk per unit, the sampled ones or every unit of
-// a shorter sequence): no partials in global memory, no arrival counter. In one of two forms:
-// stats_units_at_once, or (wider heads) one CTA per (head, K|V) walking the units in turn, or on
-// sm_90a a cluster of 2 or kSampleTiles CTAs walking them and combining their partials over
-// distributed shared memory (the launch's choice: kernels::stats_cluster_size).
+// Whether channel_stats (quantize spec `stats_spec`) keeps a sampled head's partials in shared
+// memory (dense sampled statistics, every arch): one CTA per (head, K|V) takes the kSampleTiles
+// units in turn and combines their partials in the contract's order, or on sm_90a a cluster of
+// 2 or kSampleTiles CTAs walks them and combines them over distributed shared memory (the launch's
+// choice: kernels::stats_cluster_size) — no partials in global memory, no arrival counter.
 bool stats_whole_head(const KernelSpec& stats_spec);
-// Whether stats_whole_head's CTA is kSampleTiles groups of the walk's threads, each group loading
-// every row of its unit at once, with one barrier before the combine (head dims up to 256: one
-// 8-channel chunk per thread).
+// Whether such a channel_stats spec runs its at-once form (KernelSpec::stats_at_once, head dims 9 to
+// 256: one 8-channel chunk per thread and row slots that divide a unit): one CTA per (head, K|V) of
+// kSampleTiles groups of the walk's threads, group u loading every row of sampled unit u at once,
+// one barrier before the combine (the walk's order and bits); no ring, no clusters.
 bool stats_units_at_once(const KernelSpec& stats_spec);
 // Whether a quantize stage of these ops, for the attention spec and buffers, counts arrivals in
 // QuantBuffers' `sync` words or needs V's overflow maxima zero, which must then be zero when it
-// starts (channel_stats' chunks, the fused stage's items). Not for channel_stats over a dense
-// sampled head (stats_whole_head): no counter, and its V statistics zero the overflow maxima.
+// starts (channel_stats' chunks, the fused stage's items). Not for channel_stats over a sampled
+// head (its partials in shared memory, in any of stats_whole_head's forms) or over a single chunk:
+// no counter, and its V statistics zero the overflow maxima.
 bool quantize_clears_sync(const std::vector<QuantOp>& ops, const KernelSpec& attention_spec, const QuantBuffers& b);
 
 }  // namespace sage2::kernels

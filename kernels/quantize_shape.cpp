@@ -315,7 +315,7 @@ std::int64_t quantize_blocks_per_head(const KernelSpec& s, const QuantBuffers& b
     case QuantOp::ChannelStats:  // K and V, one CTA per statistics chunk (varlen: of the bound), or
       // per sampled head (stats_whole_head; quantize_launch_shape widens that to a cluster of
       // stats_cluster_size CTAs when one is chosen for the GPU)
-      return stats_whole_head(s) ? 2 : 2 * std::max<std::int64_t>(1, b.stats_chunks);
+      return stats_whole_head(s) && stats_sampled(b) ? 2 : 2 * std::max<std::int64_t>(1, b.stats_chunks);
     case QuantOp::QuantizeQ: return b.q_blocks;
     case QuantOp::QuantizeK: return b.k_blocks;
     case QuantOp::QuantizeV: return b.kv_len_pad / quantize_v_split_tile(s.tile.bk, s.head_dim, s.pv_fp16);
@@ -348,6 +348,25 @@ int stats_cluster_size(const KernelSpec& s, const QuantBuffers& b, int sm_count)
   return 0;
 }
 
+std::optional<KernelSpec> stats_at_once_spec(const KernelSpec& attention_spec) {
+  KernelSpec s = attention_spec;
+  s.stats_at_once = true;
+  s = quantize_spec_for(s, QuantOp::ChannelStats);
+  if (!s.stats_at_once) return std::nullopt;
+  return s;
+}
+
+KernelSpec stats_spec_for(const KernelSpec& attention_spec, const QuantBuffers& b, int sm_count) {
+  const std::optional<KernelSpec> at_once = stats_at_once_spec(attention_spec);
+  if (at_once && stats_sampled(b) && sm_count > 0) {
+    const std::int64_t ctas = 2 * std::max<std::int64_t>(1, b.p.batch * b.p.kv_heads);
+    if (ctas <= static_cast<std::int64_t>(sm_count) * quantize_kernel_config(*at_once).min_ctas) return *at_once;
+  }
+  KernelSpec walk = attention_spec;
+  walk.stats_at_once = false;
+  return quantize_spec_for(walk, QuantOp::ChannelStats);
+}
+
 LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b, int sm_count) {
   if (s.family != KernelFamily::Quantize)
     throw Error(ErrorCode::InvalidArgument,
@@ -374,6 +393,8 @@ LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b, in
   // The sampled kernels read and write buffers only a sampled stage has (v_amax, the overflow words)
   if (s.sampled_stats != (b.sampled_stats && op_samples_stats(s.op)))
     mismatch += " sampled_stats";
+  // (the at-once form takes the sample's units: a head of at most kSampleTiles units is the walk's)
+  if (s.stats_at_once && !stats_sampled(b)) mismatch += " stats_at_once (the head takes no sample)";
   if (!mismatch.empty())
     throw Error(ErrorCode::InvalidArgument, "quantize_launch_shape: the quantize spec (" + s.key() +
                                                 ") does not match the buffers in:" + mismatch);

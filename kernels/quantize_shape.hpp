@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "kernels/kernel_spec.hpp"
 #include "kernels/launch.hpp"
@@ -107,8 +108,8 @@ sage2::dev::QuantizeSchedule quantize_schedule(const QuantBuffers& b);
 // quantize spec was derived from; a mismatch in tile, head dim, bits, consumer or smoothing is
 // an InvalidArgument). Grid: x = token blocks of one (batch, head) sequence —
 //   channel_stats: 2 · stats_chunks (chunk c of K at 2c, of V at 2c + 1; varlen: chunks of the
-//                  length bound, a longer sequence's CTAs take several); 2 over a dense sampled
-//                  head (stats_whole_head): K at 0, V at 1; in clusters
+//                  length bound, a longer sequence's CTAs take several); 2 over a sampled head
+//                  walked by one CTA (stats_whole_head, stats_sampled): K at 0, V at 1; in clusters
 //                  (stats_cluster_size S): rank r of K at r, of V at S + r, cluster_x = S
 //   quantize_q: q_blocks      quantize_k: k_blocks
 //   quantize_v:    kv_len_pad / quantize_v_split_tile(bk, head_dim)
@@ -127,8 +128,7 @@ sage2::dev::QuantizeSchedule quantize_schedule(const QuantBuffers& b);
 // sm_count: the device's SMs (0: unknown), for channel_stats' choice of clusters.
 LaunchShape quantize_launch_shape(const KernelSpec& quantize_spec, const QuantBuffers& b, int sm_count = 0);
 // The thread-block clusters channel_stats (quantize spec `stats_spec`) over the buffers `b` runs
-// in on a device of `sm_count` SMs: on sm_90a, without stats_units_at_once (head dims above 256),
-// a sampled dense head's kSampleTiles units walked
+// in on a device of `sm_count` SMs: on sm_90a, a sampled dense head's kSampleTiles units walked
 // by a cluster of S CTAs (rank r takes units r, r + S, ...; the partials combined over
 // distributed shared memory), S the largest of kSampleTiles and 2 for which every cluster of the
 // launch is resident at once — its 2·B·H_kv·S CTAs within 7/8 of the SMs' planned CTAs (a cluster
@@ -136,6 +136,17 @@ LaunchShape quantize_launch_shape(const KernelSpec& quantize_spec, const QuantBu
 // or 0: one CTA per (head, K|V) walks the units in turn (a second wave of clusters cost more than
 // the walk, bench/NOTES.md, session 32). 0 for sm_count 0.
 int stats_cluster_size(const KernelSpec& stats_spec, const QuantBuffers& b, int sm_count);
+
+// channel_stats' at-once form (KernelSpec::stats_at_once) of the call with `attention_spec`, where
+// its spec admits one (a dense sampled call of a head dim from 9 to 256), else nullopt.
+std::optional<KernelSpec> stats_at_once_spec(const KernelSpec& attention_spec);
+// The channel_stats spec a call over buffers `b` launches on a device of `sm_count` SMs: the
+// at-once form where the head takes a sample and its 2·B·H_kv CTAs fit one wave at the form's
+// planned CTAs per SM, else the walk (quantize_spec_for). At few heads the at-once form took
+// channel_stats 1.3-1.6x faster (one load round trip and one barrier per CTA); at many its 512-
+// or 1024-thread CTAs took 2-6 waves where the walk's 128-thread CTAs at 8 per SM took one, and
+// lost (bench/NOTES.md, session 36). sm_count <= 0: the walk.
+KernelSpec stats_spec_for(const KernelSpec& attention_spec, const QuantBuffers& b, int sm_count);
 
 // (batch, head) pairs of one quantize launch's grid: per (sequence, kv head) for the statistics,
 // per head for the varlen token ops (their x covers the packed blocks).

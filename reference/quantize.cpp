@@ -504,10 +504,10 @@ QuantizedHost quantize_stage(const TensorRef& q, const TensorRef& k, const Tenso
                     std::to_string(opt.sample_unit) + " (0 or a positive multiple of 16) and v_headroom=" +
                     std::to_string(opt.v_headroom) + " (finite, >= 1)");
   const std::int64_t unit = opt.sample_unit > 0 ? opt.sample_unit : L.layout.bk;
-  // One chunk per unit: the split path's statistics kernel takes each sampled unit as one
-  // contiguous chunk, and every unit of a sequence of at most S units.
-  if (opt.sample_statistics) st.stats_T = static_cast<int>(unit);
   if (opt.sample_statistics && (p.kv_len + unit - 1) / unit > opt.sample_tiles) {
+    // One chunk per sampled unit: the split path's statistics kernel takes each sampled unit as
+    // one contiguous chunk. (T <= S: every key, in the split stage's own order.)
+    st.stats_T = static_cast<int>(unit);
     st.sample = sampled_keys(p.kv_len, unit, opt.sample_tiles);
     st.stats_keys = static_cast<std::int64_t>(st.sample.size());
   }

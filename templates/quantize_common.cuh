@@ -75,15 +75,12 @@ static_assert(SAMPLE_UNIT > 0 && SAMPLE_UNIT % 16 == 0, "sample unit");
 __device__ __forceinline__ i64 kv_tiles(i64 len) { return (len + BK - 1) / BK; }
 // A sequence of len keys has U = ceil(len / SAMPLE_UNIT) units. With U > S the statistics are those
 // of units ⌊i·U/S⌋, i < S, one chunk each (all full units: the last sampled one, U − ceil(U/S), is
-// never the partial last unit); with U <= S, every key's, one chunk per unit (stats_unit).
+// never the partial last unit); with U <= S, every key's (the split stage's own chunks).
 __device__ __forceinline__ i64 sample_units(i64 len) { return (len + SAMPLE_UNIT - 1) / SAMPLE_UNIT; }
 __device__ __forceinline__ bool sampled(i64 len) { return SAMPLE_TILES != 0 && sample_units(len) > SAMPLE_TILES; }
 __device__ __forceinline__ i64 sample_unit(u32 i, i64 len) {
   return static_cast<i64>(i) * sample_units(len) / (SAMPLE_TILES ? SAMPLE_TILES : 1);
 }
-// The sampled statistics' chunks (S, or every unit of a shorter sequence) and chunk i's unit.
-__device__ __forceinline__ u32 stats_units(i64 len) { return sampled(len) ? static_cast<u32>(SAMPLE_TILES) : static_cast<u32>(sample_units(len)); }
-__device__ __forceinline__ i64 stats_unit(u32 i, i64 len) { return sampled(len) ? sample_unit(i, len) : static_cast<i64>(i); }
 // The keys k̄ and μ divide by: len, or the sample's.
 __device__ __forceinline__ i64 stats_keys(i64 len) { return sampled(len) ? static_cast<i64>(SAMPLE_TILES) * SAMPLE_UNIT : len; }
 

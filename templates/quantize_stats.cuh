@@ -122,9 +122,9 @@ namespace qz {
 
 #if SAGE2_QZ_STATS_UNITS
 // ---------------------------------------------------------------------------------------------
-// A dense head's sampled statistics with every unit at once (kernels::stats_units_at_once): the CTA
-// is SAMPLE_TILES groups of UNIT_T threads, group u takes chunk u (unit stats_unit(u): the sampled
-// units, or every unit of a shorter sequence) and each of its threads loads all of its rows of the
+// A dense head's sampled statistics with every unit at once (kernels::stats_units_at_once; launched
+// for sampled heads only: kernels::quantize_launch_shape): the CTA is SAMPLE_TILES groups of UNIT_T
+// threads, group u takes chunk u (sampled unit sample_unit(u)) and each of its threads loads all of its rows of the
 // unit before it adds any: slot s = t / TPR holds rows s, s + P, ... (P = SAGE2_QZ_ROWS, the
 // contract's row slots), summed from 0.f in increasing row order; min / max as packed 16-bit
 // max.NaN / min.NaN of the raw inputs (exact). After one barrier, the thread of channel c adds
@@ -159,10 +159,10 @@ __device__ __forceinline__ void units_stats(const QuantizeParams& p, u8* smem, b
   i32* s_kfb = s_fb + STATS_D_MAX;
   const int tid = threadIdx.x, u = tid / UNIT_T, t = tid % UNIT_T, slot = t / U_TPR, j = t % U_TPR;
   const i64 len = p.kv_len;
-  const u32 units = stats_units(len);
+  if (!sampled(len)) asm volatile("trap;");  // (the launch refuses such buffers first)
+  const u32 units = SAMPLE_TILES;
   const Input in = kv_input(p, is_v);
-  // group u >= units has no rows (n_first >= len)
-  const i64 n_first = static_cast<u32>(u) < units ? stats_unit(static_cast<u32>(u), len) * SAMPLE_UNIT + slot : len;
+  const i64 n_first = sample_unit(static_cast<u32>(u), len) * SAMPLE_UNIT + slot;
   const i64 n_end = len - n_first + slot < SAMPLE_UNIT ? len : n_first - slot + SAMPLE_UNIT;
   const u16* row = row_ptr(in, b, h, n_first < len ? n_first : 0);
   // the thread's rows n_first + i·P, i < rows (32-bit from here on), one pointer step apart
@@ -313,13 +313,13 @@ __device__ __forceinline__ void channel_stats(const QuantizeParams p, u8* smem, 
   const i64 head_chunks = sampled(p.kv_len) ? SAMPLE_TILES : (p.kv_len + STATS_T - 1) / STATS_T;
   float* part_g = p.stats_part + (bh * 2 + kv) * head_chunks * 4 * D_V;
 #endif
-  const u32 chunks = SAMPLE_TILES ? stats_units(len) : static_cast<u32>((len + STATS_T - 1) / STATS_T);
+  const u32 chunks = sampled(len) ? SAMPLE_TILES : static_cast<u32>((len + STATS_T - 1) / STATS_T);
   u32 first = blockIdx.x >> 1, step = gridDim.x >> 1;
   // A sampled head's partials in shared memory (kernels::stats_whole_head): walked by one CTA
   // (x = kv: this CTA takes every unit), or on sm_90a by a cluster of S = 2 or SAMPLE_TILES CTAs
   // when the launch has 2 · S of them (kernels::stats_cluster_size: x = kv · S + rank; rank r
   // takes units r, r + S, ...).
-  PartsIn form = SAGE2_QZ_STATS_WHOLE_HEAD ? PartsIn::OwnCta : PartsIn::Global;
+  PartsIn form = SAGE2_QZ_STATS_WHOLE_HEAD && sampled(len) ? PartsIn::OwnCta : PartsIn::Global;
 #if SAGE2_QZ_STATS_CLUSTER
   if (form == PartsIn::OwnCta && gridDim.x > 2u) {
     form = PartsIn::Cluster;

@@ -53,7 +53,7 @@ __device__ __forceinline__ void write_stats(const QuantizeParams& p, bool is_v, 
 
 // Statistics chunk `chunk` of one (sequence, kv head) `bh` of K or V — tokens [chunk·T, min(len,
 // (chunk+1)·T)) of the sequence whose first row is n0 in (b, h); sampled statistics: those of
-// unit stats_unit(chunk) — as partials [4][D_V] (sum, min,
+// sampled unit sample_unit(chunk) — as partials [4][D_V] (sum, min,
 // max, first-bad as i32 bits) at part_g[chunk]. Then the arrival at `arrive` (zero at launch):
 // the last of the sequence's `chunks` chunks to arrive reduces all of them in chunk order (sum:
 // left to right from chunk 0's; min/max/first-bad: order-free) into k_stats / v_stats and the
@@ -73,9 +73,9 @@ enum class PartsIn { Global, OwnCta, Cluster };
 __device__ __forceinline__ bool stats_chunk(const QuantizeParams& p, u8* smem, const Input& in, bool is_v, i64 b, i64 h,
                                             i64 bh, i64 n0, i64 len, float* part_g, u32 chunk, u32 chunks, u32* arrive,
                                             float* s_part = nullptr, PartsIn form = PartsIn::Global, u32 step = 1) {
-  const bool units = SAMPLE_TILES != 0;  // (sampled statistics: one chunk per unit, stats_unit)
+  const bool units = sampled(len);  // (sampled statistics: one chunk per sampled unit)
   const i64 span = units ? SAMPLE_UNIT : STATS_T;
-  const i64 c0 = units ? stats_unit(chunk, len) * SAMPLE_UNIT : static_cast<i64>(chunk) * STATS_T;
+  const i64 c0 = units ? sample_unit(chunk, len) * SAMPLE_UNIT : static_cast<i64>(chunk) * STATS_T;
   const i64 c1 = len - c0 < span ? len : c0 + span;
   float* part = part_g + static_cast<i64>(chunk) * 4 * D_V;
   float* own = form != PartsIn::Global ? s_part + static_cast<i64>(chunk) * 4 * D_V : nullptr;

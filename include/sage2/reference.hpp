@@ -391,12 +391,13 @@ struct QuantizeOptions {
   // what Auto runs for dense calls: kernels::KernelSpec::sampled_stats): k̄, μ and the statistics
   // k_stats / v_stats are taken over a sample of keys — units ⌊i·T/S⌋, i = 0..S−1 (S =
   // sample_tiles), of the T = ceil(kv_len / U) units of U = sample_unit keys (U = bk when 0),
-  // gathered in that order (every key when T <= S) — and V's per-channel scale from the
+  // gathered in that order (every key when T <= S, then summed in the split stage's own order) —
+  // and V's per-channel scale from the
   // sample's amax A_s with headroom H = v_headroom:
   // with H_s = H·A_s where finite (else A_s), amax = A_all > H_s ? A_all : H_s, where A_all is the
   // amax over all keys (so codes never saturate; the kernel detects A_all > H_s while it writes
-  // the codes and redoes that channel). The sums run in the split stage's order with one chunk
-  // per unit (U keys: the sampled units, or every unit when T <= S). k_first_bad / v_first_bad still cover every key. Exclusive with
+  // the codes and redoes that channel). With T > S the sums run in the split stage's order with
+  // one chunk per sampled unit (U keys). k_first_bad / v_first_bad still cover every key. Exclusive with
   // kv_tile_statistics. Default off (the GPU's sampled stage is compared with it on).
   bool sample_statistics = false;
   int sample_tiles = 4;      // S >= 1

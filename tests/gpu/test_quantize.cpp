@@ -248,10 +248,9 @@ TEST_CASE("gpu quantize: every variant equals the CPU reference; every output wr
       bool sampled;       // the split kernels of spec_s (Auto's), into b_s
       int sm_count = -1;  // (sampled) the SMs its launches plan for (-1: the device's)
     };
-    // The sampled stage's channel_stats in each of its forms, which must write the same bytes: up
-    // to head dim 256 one CTA per (head, K|V) with every unit at once whatever the SM count
-    // (kernels::stats_units_at_once); above it, on sm_90a, kernels::stats_cluster_size's clusters
-    // of 4 or 2 CTAs, or one CTA walking the units (planned for 0 SMs).
+    // The sampled stage's channel_stats in each of its forms (kernels::stats_cluster_size: on
+    // sm_90a these 2 heads take clusters of 4 CTAs on the device, of 2 when planned for 2 SMs, one
+    // CTA per (head, K|V) for 0), which must write the same bytes.
     for (const Run run : {Run{QP::Cluster, false}, Run{QP::Cluster, false}, Run{QP::Fused, false}, Run{QP::Fused, false},
                           Run{QP::OnePass, false}, Run{QP::OnePass, false}, Run{QP::Split, false}, Run{QP::Split, true},
                           Run{QP::Split, true}, Run{QP::Split, true, 2}, Run{QP::Split, true, 0}}) {

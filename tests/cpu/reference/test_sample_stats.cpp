@@ -114,7 +114,7 @@ float split_order_sum(const HostTensor& t, const std::vector<std::int64_t>& keys
 }
 }  // namespace
 
-TEST_CASE("sampled statistics: with at most four units they are every key's, summed in chunks of one unit") {
+TEST_CASE("sampled statistics: with at most four units they are every key's, in the sampled walk's order") {
   const AttentionInputs in = make_activation_like(21, DType::F16, 1, 2, 1, 90, 4 * 64 - 3, 64);
   std::vector<std::int64_t> every(4 * 64 - 3);
   for (std::size_t n = 0; n < every.size(); ++n) every[n] = static_cast<std::int64_t>(n);
@@ -123,16 +123,14 @@ TEST_CASE("sampled statistics: with at most four units they are every key's, sum
     const KernelConfig spec = sample_spec(64, sv);
     kernels::KernelSpec walk = kernel_spec(spec);
     walk.sampled_stats = true;
-    // one chunk per 64-key unit (the last one partial), as for a sample: channel_stats takes every
-    // dense head's units at once
-    const std::size_t T = static_cast<std::size_t>(kernels::kSampleUnit);
+    const std::size_t T = static_cast<std::size_t>(kernels::quantize_stats_chunk(walk));
     const std::size_t P = static_cast<std::size_t>(kernels::quantize_split_stats_rows_per_pass(walk));
     const QuantizedHost today = quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), spec);
     const QuantizedHost s = sampled(in, spec);
     CHECK(s.sample_statistics);
     for (int c = 0; c < 64; ++c) {
       CAPTURE(c);
-      // the same keys, summed as channel_stats does (its walk's P slots)
+      // the same keys, summed as channel_stats' sampled walk does (its own CTA size: P slots)
       CHECK(s.k_stats[c] == split_order_sum(in.k, every, c, T, P));
       CHECK(s.v_stats[c] == split_order_sum(in.v, every, c, T, P));
       CHECK(s.k_mean[c] == doctest::Approx(today.k_mean[c]).epsilon(1e-6));

@@ -15,6 +15,7 @@
 #include "kernels/attention_family.hpp"
 #include "kernels/quantize_shape.hpp"
 #include "plan/attention_spec.hpp"
+#include "plan/call_kernels.hpp"
 #include "plan/candidates.hpp"
 #include "runtime/attention_plan.hpp"
 #include "plan/attention_validate.hpp"
@@ -463,80 +464,125 @@ TEST_CASE("quantize paths: auto's split stage samples the statistics (dense call
   const sage2::dev::QuantizeParams qpar = kernels::make_quantize_params(bs, c.q, c.k, c.v, reinterpret_cast<void*>(0x40000000));
   CHECK(reinterpret_cast<std::uintptr_t>(qpar.v_amax) == 0x40000000 + o.v_amax);
   CHECK(reinterpret_cast<std::uintptr_t>(qpar.v_over) == 0x40000000 + o.v_over);
-  // channel_stats: one CTA per (dense sampled head, K|V), 4 groups of the walk's 128 threads (its
-  // P = 8 row slots at hd 128), each loading one unit's rows at once; 2 CTAs per SM at 64
-  // registers, the slot values of every unit in dynamic shared memory, no ring, no clusters
+  // channel_stats: one CTA per (sampled head, K|V) takes the head's 4 units in turn; a short
+  // sequence takes every key in one chunk
   const kernels::KernelSpec stats_spec = kernels::quantize_spec_for(s, QuantOp::ChannelStats);
-  CHECK(kernels::stats_units_at_once(stats_spec));
-  for (const auto& [hd, at_once] : {std::pair{8, false}, {9, true}, {256, true}, {264, false}}) {
-    // one 8-channel chunk per thread, and row slots that divide a 64-key unit (128 at 1 chunk)
-    CAPTURE(hd);
-    kernels::KernelSpec w = stats_spec;
-    w.head_dim = hd;
-    CHECK(kernels::stats_units_at_once(w) == at_once);
-  }
   const kernels::LaunchShape ls = kernels::quantize_launch_shape(stats_spec, bs);
   CHECK(ls.grid[0] == 2);
   CHECK(ls.cluster_x == 1u);
-  const kernels::QuantizeKernelConfig stats_cfg = kernels::quantize_kernel_config(stats_spec);
-  CHECK(stats_cfg.threads == 4 * 128);
-  CHECK(stats_cfg.rows == 8);
-  CHECK(kernels::quantize_split_stats_rows_per_pass(s) == 8);
-  CHECK(stats_cfg.min_ctas == 2);
-  CHECK(stats_cfg.stats_ring == 0);
-  CHECK(ls.dynamic_smem == std::size_t(4 * 8 * 128 * 8 + 128 * 4 + 16));
-  CHECK(2 * (ls.dynamic_smem + 1024) <= 228 * 1024);
-  CHECK(kernels::stats_cluster_size(stats_spec, bs, 132) == 0);
-  CHECK(kernels::quantize_launch_shape(stats_spec, bs, 132).cluster_x == 1u);
-  // Every split quantize launch asks for the carveout of its planned CTAs (kernels/launch.hpp).
-  CHECK(ls.planned_ctas_per_sm == stats_cfg.min_ctas);
-  for (QuantOp op : {QuantOp::QuantizeV, QuantOp::QuantizeK}) {
-    const kernels::QuantizeKernelConfig kc = kernels::quantize_kernel_config(kernels::quantize_spec_for(s, op));
-    CHECK(kernels::quantize_launch_shape(kernels::quantize_spec_for(s, op), bs).planned_ctas_per_sm == kc.min_ctas);
-  }
+  // On sm_90a a device that holds every cluster at once takes one cluster of 4 CTAs per (sampled
+  // head, K|V), one CTA per unit: its 2 x 2 heads need 32 CTAs against 7/8 of 132 SMs x 8; with
+  // more heads, clusters of 2 CTAs (two units each), then one CTA per head.
+  CHECK(kernels::stats_cluster_size(stats_spec, bs, 132) == 4);
+  const kernels::LaunchShape lc = kernels::quantize_launch_shape(stats_spec, bs, 132);
+  CHECK(lc.grid[0] == 8);
+  CHECK(lc.cluster_x == 4u);
+  CHECK(lc.grid[1] * lc.grid[2] >= 4u);
   {
-    // Above head dim 256 (two 8-channel chunks per thread) the walk takes the units in turn: on
-    // sm_90a a device that holds every cluster at once takes one cluster of 4 CTAs per (sampled
-    // head, K|V), one CTA per unit (2·pairs·4 CTAs within 7/8 of 132 SMs × 1); with more heads
-    // clusters of 2 (two units each), then one CTA per head.
-    kernels::KernelSpec w = s;
-    w.head_dim = 320;
-    const kernels::KernelSpec wide = kernels::quantize_spec_for(w, QuantOp::ChannelStats);
-    CHECK(kernels::stats_whole_head(wide));
-    CHECK_FALSE(kernels::stats_units_at_once(wide));
+    // (batch, kv head) pairs x 2 x S CTAs within 7/8 x 1056: 115 pairs take 4, 116 and 231 take 2, 232 none
     auto pairs = [&](std::int64_t batch, std::int64_t heads) {
-      return kernels::quant_buffers(kernels::QuantProblem{batch, heads, heads, 512, 1000, 320}, w);
+      return kernels::quant_buffers(kernels::QuantProblem{batch, heads, heads, 512, 1000, 128}, s);
     };
-    CHECK(kernels::stats_cluster_size(wide, pairs(2, 7), 132) == 4);
-    CHECK(kernels::stats_cluster_size(wide, pairs(3, 5), 132) == 2);
-    CHECK(kernels::stats_cluster_size(wide, pairs(4, 7), 132) == 2);
-    CHECK(kernels::stats_cluster_size(wide, pairs(29, 1), 132) == 0);
-    const kernels::LaunchShape lc = kernels::quantize_launch_shape(wide, pairs(2, 7), 132);
-    CHECK(lc.grid[0] == 8);
-    CHECK(lc.cluster_x == 4u);
-    CHECK(kernels::quantize_launch_shape(wide, pairs(29, 1), 132).grid[0] == 2);
+    CHECK(kernels::stats_cluster_size(stats_spec, pairs(5, 23), 132) == 4);
+    CHECK(kernels::stats_cluster_size(stats_spec, pairs(4, 29), 132) == 2);
+    CHECK(kernels::stats_cluster_size(stats_spec, pairs(3, 77), 132) == 2);
+    CHECK(kernels::stats_cluster_size(stats_spec, pairs(8, 29), 132) == 0);
+    const kernels::LaunchShape l2 = kernels::quantize_launch_shape(stats_spec, pairs(4, 29), 132);
+    CHECK(l2.grid[0] == 4);
+    CHECK(l2.cluster_x == 2u);
+    CHECK(kernels::quantize_launch_shape(stats_spec, pairs(8, 29), 132).grid[0] == 2);
+    CHECK(kernels::quantize_launch_shape(stats_spec, pairs(8, 29), 132).cluster_x == 1u);
+    // (the GPU quantize test forces each form on its 2 heads: 2 SMs take clusters of 2, 0 none)
+    CHECK(kernels::stats_cluster_size(stats_spec, pairs(1, 2), 2) == 2);
+    CHECK(kernels::stats_cluster_size(stats_spec, pairs(1, 2), 3) == 4);
     // no SM count, no sample, or another arch: never clusters
-    CHECK(kernels::stats_cluster_size(wide, pairs(2, 7), 0) == 0);
-    CHECK(kernels::stats_cluster_size(wide, kernels::quant_buffers(kernels::QuantProblem{2, 7, 7, 200, 256, 320}, w), 132) == 0);
-    kernels::KernelSpec w89 = w;
-    w89.arch = kernels::Arch::Sm89;
-    CHECK(kernels::stats_cluster_size(kernels::quantize_spec_for(w89, QuantOp::ChannelStats), pairs(2, 7), 132) == 0);
+    CHECK(kernels::stats_cluster_size(stats_spec, bs, 0) == 0);
+    CHECK(kernels::stats_cluster_size(stats_spec, kernels::quant_buffers(kernels::QuantProblem{2, 4, 2, 200, 256, 128}, s), 132) == 0);
+    kernels::KernelSpec s89 = s;
+    s89.arch = kernels::Arch::Sm89;
+    CHECK(kernels::stats_cluster_size(kernels::quantize_spec_for(s89, QuantOp::ChannelStats), bs, 132) == 0);
     // the other quantize ops keep their grids whatever the SM count
     const kernels::KernelSpec kq = kernels::quantize_spec_for(s, QuantOp::QuantizeK);
     CHECK(kernels::quantize_launch_shape(kq, bs, 132).grid[0] == kernels::quantize_launch_shape(kq, bs).grid[0]);
     CHECK(kernels::quantize_launch_shape(kq, bs, 132).cluster_x == 1u);
   }
-  // At most four units (256 keys): every key, one chunk per unit as for a sample (4 of 64); one key
-  // more samples 4 units of 64 whatever the KV tile (here 3 tiles of 128). Either way no counter,
-  // so no cleared sync words.
+  // It walks with 128 threads planned for 8 CTAs per SM at hd 128, its ring as much of one unit as
+  // that leaves room for beside the static [4][4][d_v] partials, and stays within the 48 KB a
+  // launch may use without asking for the largest shared carveout (runtime::launch): the V and K
+  // kernels behind it ran 15-20 % slower with one (bench/NOTES.md, session 22).
+  const kernels::QuantizeKernelConfig stats_cfg = kernels::quantize_kernel_config(kernels::quantize_spec_for(s, QuantOp::ChannelStats));
+  CHECK(stats_cfg.threads == 128);
+  CHECK(stats_cfg.min_ctas == 8);
+  CHECK(stats_cfg.stats_ring >= 2);
+  CHECK(stats_cfg.stats_ring * stats_cfg.threads * 4 * 16 <= 64 * 128 * 2);  // batches of 4 rows × 16 B per thread
+  CHECK(8 * (ls.dynamic_smem + 4 * 4 * 128 * 4 + 1024) <= 228 * 1024);  // 8 fit an H100/H200 SM
+  CHECK(ls.dynamic_smem <= 48 * 1024);
+  // Every split quantize launch asks for the carveout of its planned CTAs (kernels/launch.hpp).
+  CHECK(ls.planned_ctas_per_sm == stats_cfg.min_ctas);
+  for (QuantOp op : {QuantOp::QuantizeV, QuantOp::QuantizeK}) {
+    const kernels::KernelSpec qs = kernels::quantize_spec_for(s, op);
+    CHECK(kernels::quantize_launch_shape(qs, bs).planned_ctas_per_sm == kernels::quantize_kernel_config(qs).min_ctas);
+  }
+  // at most four units (256 keys): every key in the split stage's own chunks (ceil(256 / 256));
+  // one key more samples 4 units of 64 whatever the KV tile (here 3 tiles of 128)
   const kernels::QuantBuffers short_b = kernels::quant_buffers(kernels::QuantProblem{2, 4, 2, 200, 256, 128}, s);
-  CHECK(short_b.stats_chunks == 4);
+  CHECK(short_b.stats_chunk == 256);
+  CHECK(short_b.stats_chunks == 1);
   CHECK_FALSE(kernels::stats_sampled(short_b));
-  CHECK(kernels::quantize_launch_shape(stats_spec, short_b).grid[0] == 2);
+  CHECK(kernels::quantize_launch_shape(kernels::quantize_spec_for(s, QuantOp::ChannelStats), short_b).grid[0] == 2);
+  // (one chunk is its own last arriver: no counter, so no cleared sync words either)
   CHECK_FALSE(kernels::quantize_clears_sync(runtime::quantize_ops(QuantPath::Auto, s), s, short_b));
-  CHECK(kernels::quant_buffers(kernels::QuantProblem{2, 4, 2, 200, 200, 128}, s).stats_chunks == 4);
-  CHECK(kernels::quant_buffers(kernels::QuantProblem{2, 4, 2, 200, 100, 128}, s).stats_chunks == 2);
   CHECK(kernels::quant_buffers(kernels::QuantProblem{2, 4, 2, 200, 257, 128}, s).stats_chunks == 4);
+  {
+    // channel_stats' at-once form (the same statistics): one CTA per (sampled head, K|V) of 4
+    // groups of the walk's 128 threads (its P = 8 row slots at hd 128), 2 per SM at 64 registers,
+    // the slot values in dynamic shared memory, no ring, no clusters. A call takes it where its
+    // 2·B·H_kv CTAs fit one wave at 2 per SM, else the walk; never over a head without a sample.
+    const std::optional<kernels::KernelSpec> at_once = kernels::stats_at_once_spec(s);
+    REQUIRE(at_once);
+    CHECK(at_once->stats_at_once);
+    CHECK(kernels::stats_units_at_once(*at_once));
+    CHECK(at_once->key() == stats_spec.key() + "|su");
+    CHECK_FALSE(stats_spec.stats_at_once);
+    const kernels::QuantizeKernelConfig ac = kernels::quantize_kernel_config(*at_once);
+    CHECK(ac.threads == 4 * 128);
+    CHECK(ac.rows == stats_cfg.rows);  // the same row slots: the same sums
+    CHECK(ac.min_ctas == 2);
+    CHECK(ac.stats_ring == 0);
+    const kernels::LaunchShape la = kernels::quantize_launch_shape(*at_once, bs, 132);
+    CHECK(la.grid[0] == 2);
+    CHECK(la.cluster_x == 1u);
+    CHECK(la.dynamic_smem == std::size_t(4 * 8 * 128 * 8 + 128 * 4 + 16));
+    auto pairs = [&](std::int64_t batch, std::int64_t heads) {
+      return kernels::quant_buffers(kernels::QuantProblem{batch, heads, heads, 512, 1000, 128}, s);
+    };
+    CHECK(kernels::stats_spec_for(s, bs, 132) == *at_once);
+    CHECK(kernels::stats_spec_for(s, pairs(4, 33), 132) == *at_once);  // 264 CTAs: one wave
+    CHECK(kernels::stats_spec_for(s, pairs(1, 133), 132) == stats_spec);  // 266: the walk
+    CHECK(kernels::stats_spec_for(s, bs, 0) == stats_spec);  // SMs unknown: the walk
+    CHECK(kernels::stats_spec_for(s, short_b, 132) == stats_spec);  // no sample: the walk
+    CHECK_THROWS_WITH_AS(kernels::quantize_launch_shape(*at_once, short_b, 132), doctest::Contains("stats_at_once"), Error);
+    CHECK(kernels::stats_spec_for(every_key, ba, 132) == kernels::quantize_spec_for(every_key, QuantOp::ChannelStats));
+    // the attention and the other quantize kernels never carry it
+    kernels::KernelSpec a = s;
+    a.stats_at_once = true;
+    CHECK(a.canonical() == s.canonical());
+    CHECK(kernels::quantize_spec_for(a, QuantOp::QuantizeK) == kernels::quantize_spec_for(s, QuantOp::QuantizeK));
+    // head dims 9-256 (one 8-channel chunk per thread; P divides a 64-key unit)
+    for (const auto& [hd, ok] : {std::pair{8, false}, {9, true}, {256, true}, {264, false}}) {
+      CAPTURE(hd);
+      kernels::KernelSpec w = s;
+      w.head_dim = hd;
+      CHECK(kernels::stats_at_once_spec(w).has_value() == ok);
+    }
+    // the call's kernels: the chosen form in place of the walk, warm-ups take both
+    plan::QuantizedCallKernels k = plan::quantized_call_kernels(s, QuantPath::Auto);
+    REQUIRE(k.stats_at_once);
+    CHECK(k.quantize.front() == stats_spec);
+    CHECK(k.with_alternatives().size() == k.all().size() + 1);
+    k.choose_stats_form(bs, 132);
+    CHECK(k.quantize.front() == *at_once);
+  }
   // the sampled kernels refuse buffers laid out for every key, and the other way round
   CHECK_THROWS_WITH_AS(kernels::quantize_launch_shape(kernels::quantize_spec_for(s, QuantOp::QuantizeV), ba),
                        doctest::Contains("sampled_stats"), Error);
