@@ -127,6 +127,11 @@ struct KernelSpec : QuantOptions, PvOptions {
   // quantize_spec_for hands to them, and no part of the attention kernel's code (canonical()
   // clears it there).
   bool sampled_stats = false;
+  // channel_stats over a dense sampled head: every sampled unit at once, one CTA of kSampleTiles
+  // groups of the walk's threads, instead of the walk over the units (kernels::stats_units_at_once;
+  // the same statistics bit for bit). A launch's choice by the head count (kernels::stats_spec_for);
+  // canonical() clears it on every other spec.
+  bool stats_at_once = false;
   // (QuantOptions: qk_bits, smooth_q/k/v; PvOptions: pv_fp16, pv_acc16)
   // Emit PTX for the arch's virtual architecture (compute_NN) instead of a cubin: the driver
   // JIT-compiles it for the device (a GPU newer than the arch table, an NVRTC too old for the

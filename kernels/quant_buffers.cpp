@@ -129,6 +129,12 @@ bool stats_whole_head(const KernelSpec& s) {
   return s.family == KernelFamily::Quantize && s.op == QuantOp::ChannelStats && s.sampled_stats && !s.varlen;
 }
 
+bool stats_units_at_once(const KernelSpec& s) {
+  // (one 8-channel chunk per thread; from 2 chunks on the walk's row slots, at most 64, divide a unit)
+  const int chunks = (s.head_dim + 7) / 8;
+  return stats_whole_head(s) && s.stats_at_once && chunks >= 2 && chunks <= 32;
+}
+
 bool quantize_clears_sync(const std::vector<QuantOp>& ops, const KernelSpec& attention_spec, const QuantBuffers& b) {
   for (QuantOp op : ops) {
     if (op == QuantOp::Fused || op == QuantOp::QuantizeKV) return true;

@@ -163,6 +163,11 @@ bool stats_sampled(const QuantBuffers& b);
 // 2 or kSampleTiles CTAs walks them and combines them over distributed shared memory (the launch's
 // choice: kernels::stats_cluster_size) — no partials in global memory, no arrival counter.
 bool stats_whole_head(const KernelSpec& stats_spec);
+// Whether such a channel_stats spec runs its at-once form (KernelSpec::stats_at_once, head dims 9 to
+// 256: one 8-channel chunk per thread and row slots that divide a unit): one CTA per (head, K|V) of
+// kSampleTiles groups of the walk's threads, group u loading every row of sampled unit u at once,
+// one barrier before the combine (the walk's order and bits); no ring, no clusters.
+bool stats_units_at_once(const KernelSpec& stats_spec);
 // Whether a quantize stage of these ops, for the attention spec and buffers, counts arrivals in
 // QuantBuffers' `sync` words or needs V's overflow maxima zero, which must then be zero when it
 // starts (channel_stats' chunks, the fused stage's items). Not for channel_stats over a sampled

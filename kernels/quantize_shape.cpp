@@ -139,8 +139,7 @@ int quantize_stats_rows_per_pass(const KernelSpec& spec) {
 }
 
 int quantize_split_stats_rows_per_pass(const KernelSpec& spec) {
-  const QuantizeKernelConfig c = quantize_kernel_config(quantize_spec_for(spec, QuantOp::ChannelStats));
-  return c.threads / c.tpr;
+  return quantize_kernel_config(quantize_spec_for(spec, QuantOp::ChannelStats)).rows;
 }
 
 KvQuantizeConfig kv_quantize_config(const KernelSpec& spec) {
@@ -239,8 +238,21 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
       // Otherwise 256 threads at 85 registers; wider heads need more (they spill).
       const bool sampled_walk = s.sampled_stats && c.chunks <= 16;
       c.threads = sampled_walk ? 128 : 256;
-      c.rows = c.threads / c.tpr;
+      c.rows = c.threads / c.tpr;  // the row slots P of the sum order (kernels/quant_buffers.hpp)
       c.min_ctas = sampled_walk ? 8 : c.chunks <= 32 ? 3 : 1;
+      if (stats_units_at_once(s)) {
+        // A group of those threads per sampled unit, every row loaded at once (at most 8 of 16
+        // bytes per thread in registers: 64 at 512 threads, 2 CTAs per SM; 1 of 1024): the walk
+        // one unit after another, or a cluster exchanging the units' partials, was a chain of ~2,000
+        // instructions per warp at 7.6 cycles each (bench/NOTES.md, session 33). The slot sums and
+        // packed 16-bit maxima / minima of every unit, then the first bad rows, in shared memory.
+        c.threads *= kSampleTiles;
+        c.min_ctas = c.threads >= 1024 ? 1 : 2;
+        c.stats_ring = 0;
+        c.dynamic_smem = kSampleTiles * c.rows * c.tpr * 8 * 8 +
+                         std::max(qk_dim_padded(s.head_dim, s.qk_bits), v_dim_padded(s.head_dim)) * 4 + 16;
+        break;
+      }
       plan_stats_ring(s, c);
       break;
     }
@@ -328,12 +340,31 @@ std::int64_t quantize_work_ctas(const KernelSpec& s, const QuantBuffers& b) {
 }
 
 int stats_cluster_size(const KernelSpec& s, const QuantBuffers& b, int sm_count) {
-  if (s.arch != Arch::Sm90a || !stats_whole_head(s) || !stats_sampled(b) || sm_count <= 0) return 0;
+  if (s.arch != Arch::Sm90a || !stats_whole_head(s) || stats_units_at_once(s) || !stats_sampled(b) || sm_count <= 0) return 0;
   const std::int64_t heads = 2 * std::max<std::int64_t>(1, b.p.batch * b.p.kv_heads);  // (head, K|V) pairs
   const std::int64_t room = 7 * static_cast<std::int64_t>(sm_count) * quantize_kernel_config(s).min_ctas;
   for (int size = kSampleTiles; size >= 2; size /= 2)
     if (8 * heads * size <= room) return size;
   return 0;
+}
+
+std::optional<KernelSpec> stats_at_once_spec(const KernelSpec& attention_spec) {
+  KernelSpec s = attention_spec;
+  s.stats_at_once = true;
+  s = quantize_spec_for(s, QuantOp::ChannelStats);
+  if (!s.stats_at_once) return std::nullopt;
+  return s;
+}
+
+KernelSpec stats_spec_for(const KernelSpec& attention_spec, const QuantBuffers& b, int sm_count) {
+  const std::optional<KernelSpec> at_once = stats_at_once_spec(attention_spec);
+  if (at_once && stats_sampled(b) && sm_count > 0) {
+    const std::int64_t ctas = 2 * std::max<std::int64_t>(1, b.p.batch * b.p.kv_heads);
+    if (ctas <= static_cast<std::int64_t>(sm_count) * quantize_kernel_config(*at_once).min_ctas) return *at_once;
+  }
+  KernelSpec walk = attention_spec;
+  walk.stats_at_once = false;
+  return quantize_spec_for(walk, QuantOp::ChannelStats);
 }
 
 LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b, int sm_count) {
@@ -362,6 +393,8 @@ LaunchShape quantize_launch_shape(const KernelSpec& s, const QuantBuffers& b, in
   // The sampled kernels read and write buffers only a sampled stage has (v_amax, the overflow words)
   if (s.sampled_stats != (b.sampled_stats && op_samples_stats(s.op)))
     mismatch += " sampled_stats";
+  // (the at-once form takes the sample's units: a head of at most kSampleTiles units is the walk's)
+  if (s.stats_at_once && !stats_sampled(b)) mismatch += " stats_at_once (the head takes no sample)";
   if (!mismatch.empty())
     throw Error(ErrorCode::InvalidArgument, "quantize_launch_shape: the quantize spec (" + s.key() +
                                                 ") does not match the buffers in:" + mismatch);

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "kernels/kernel_spec.hpp"
 #include "kernels/launch.hpp"
@@ -135,6 +136,17 @@ LaunchShape quantize_launch_shape(const KernelSpec& quantize_spec, const QuantBu
 // or 0: one CTA per (head, K|V) walks the units in turn (a second wave of clusters cost more than
 // the walk, bench/NOTES.md, session 32). 0 for sm_count 0.
 int stats_cluster_size(const KernelSpec& stats_spec, const QuantBuffers& b, int sm_count);
+
+// channel_stats' at-once form (KernelSpec::stats_at_once) of the call with `attention_spec`, where
+// its spec admits one (a dense sampled call of a head dim from 9 to 256), else nullopt.
+std::optional<KernelSpec> stats_at_once_spec(const KernelSpec& attention_spec);
+// The channel_stats spec a call over buffers `b` launches on a device of `sm_count` SMs: the
+// at-once form where the head takes a sample and its 2·B·H_kv CTAs fit one wave at the form's
+// planned CTAs per SM, else the walk (quantize_spec_for). At few heads the at-once form took
+// channel_stats 1.3-1.6x faster (one load round trip and one barrier per CTA); at many its 512-
+// or 1024-thread CTAs took 2-6 waves where the walk's 128-thread CTAs at 8 per SM took one, and
+// lost (bench/NOTES.md, session 36). sm_count <= 0: the walk.
+KernelSpec stats_spec_for(const KernelSpec& attention_spec, const QuantBuffers& b, int sm_count);
 
 // (batch, head) pairs of one quantize launch's grid: per (sequence, kv head) for the statistics,
 // per head for the varlen token ops (their x covers the packed blocks).

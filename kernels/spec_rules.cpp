@@ -78,6 +78,8 @@ KernelSpec KernelSpec::canonical() const {
   if (family == KernelFamily::DeltaS) c.varlen = false;  // smooth-Q only: never varlen
   // Only the split path's statistics, Q, K and V kernels read the sampling (their own rule below).
   if (!(family == KernelFamily::Quantize && op_samples_stats(op))) c.sampled_stats = false;
+  // Only channel_stats over a sampled head of a head dim its at-once form runs (its own rule).
+  if (c.stats_at_once && !stats_units_at_once(c)) c.stats_at_once = false;
   // Only the attention kernels and the quantize ops that write V̂ read the P̃V precision.
   if (!uses_v_codes(c)) c.pv_fp16 = c.pv_acc16 = false;
   // Only the attention kernels and the tile classification read the mask.
@@ -152,6 +154,7 @@ std::string KernelSpec::key() const {
   if (c.mask != 0) k << "|mask:" << mask_type_name(static_cast<MaskType>(c.mask));
   if (c.q_in_kernel) k << "|qin";
   if (c.sampled_stats) k << "|ss" << kSampleTiles << "x" << kSampleUnit;
+  if (c.stats_at_once) k << "|su";
   if (c.pv_fp16) k << "|pv16";
   if (c.pv_acc16) k << "|acc16";
   if (c.ptx) k << "|ptx";

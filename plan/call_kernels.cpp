@@ -109,10 +109,23 @@ std::vector<kernels::KernelSpec> QuantizedCallKernels::all() const {
   return v;
 }
 
+std::vector<kernels::KernelSpec> QuantizedCallKernels::with_alternatives() const {
+  std::vector<kernels::KernelSpec> v = all();
+  if (stats_at_once) v.push_back(*stats_at_once);
+  return v;
+}
+
+void QuantizedCallKernels::choose_stats_form(const kernels::QuantBuffers& b, int sm_count) {
+  for (std::size_t i = 0; i < ops.size(); ++i)
+    if (ops[i] == kernels::QuantOp::ChannelStats) quantize[i] = kernels::stats_spec_for(attention, b, sm_count);
+}
+
 QuantizedCallKernels quantized_call_kernels(const kernels::KernelSpec& a, QuantPath path) {
   QuantizedCallKernels k;
   k.ops = quantize_ops(path, a);
   for (kernels::QuantOp op : k.ops) k.quantize.push_back(kernels::quantize_spec_for(a, op));
+  if (std::find(k.ops.begin(), k.ops.end(), kernels::QuantOp::ChannelStats) != k.ops.end())
+    k.stats_at_once = kernels::stats_at_once_spec(a);
   k.attention = a;
   if (a.smooth_q) k.delta_s = kernels::delta_s_spec_for(a);
   return k;
@@ -125,7 +138,7 @@ std::vector<kernels::KernelSpec> direct_call_kernels(const kernels::DirectLayout
 }
 
 std::vector<kernels::KernelSpec> companion_specs(const kernels::KernelSpec& attention_spec, QuantPath path) {
-  std::vector<kernels::KernelSpec> v = quantized_call_kernels(attention_spec, path).all();
+  std::vector<kernels::KernelSpec> v = quantized_call_kernels(attention_spec, path).with_alternatives();
   v.erase(std::remove(v.begin(), v.end(), attention_spec), v.end());
   return v;
 }
@@ -135,7 +148,10 @@ std::vector<kernels::KernelSpec> call_kernel_specs(const AttentionProblem& p, co
   if (p.direct) {
     v = direct_call_kernels(kernels::direct_layout(p.direct_problem(), s.arch, s.device));
   } else {
-    v = quantized_call_kernels(planned_attention_spec(p, s), s.quant_path).all();
+    const kernels::KernelSpec a = planned_attention_spec(p, s);
+    QuantizedCallKernels k = quantized_call_kernels(a, s.quant_path);
+    k.choose_stats_form(kernels::quant_buffers(p.quant_problem(), a), s.device.sm_count);
+    v = k.all();
   }
   for (auto& k : v) k.ptx = s.ptx;  // the loader's code form (KernelLoader::get overrides it too)
   return v;

@@ -50,10 +50,17 @@ kernels::KernelSpec planned_attention_spec(const AttentionProblem& p, const Call
 // in launch order: the quantize ops, then ΔS (smooth-Q) and the attention kernel.
 struct QuantizedCallKernels {
   std::vector<kernels::QuantOp> ops;       // quantize_ops(path, a)
-  std::vector<kernels::KernelSpec> quantize;  // their specs, one per op
+  std::vector<kernels::KernelSpec> quantize;  // their specs, one per op (channel_stats: the walk)
   std::optional<kernels::KernelSpec> delta_s;
   kernels::KernelSpec attention;
+  // channel_stats' at-once form where the spec admits one (kernels::stats_at_once_spec): a call
+  // launches it instead of the walk by its head count (choose_stats_form), so warm-ups compile both.
+  std::optional<kernels::KernelSpec> stats_at_once;
   std::vector<kernels::KernelSpec> all() const;  // quantize..., attention, ΔS
+  std::vector<kernels::KernelSpec> with_alternatives() const;  // all(), then stats_at_once
+  // The channel_stats form the call over buffers `b` launches on a device of `sm_count` SMs
+  // (kernels::stats_spec_for) in place of the walk.
+  void choose_stats_form(const kernels::QuantBuffers& b, int sm_count);
 };
 QuantizedCallKernels quantized_call_kernels(const kernels::KernelSpec& a, QuantPath path);
 
@@ -63,7 +70,7 @@ std::vector<kernels::KernelSpec> direct_call_kernels(const kernels::DirectLayout
 
 // The kernels one attention call with `attention_spec` (tile and q_in_kernel set) launches
 // besides the attention kernel itself under quantize path `path`: the quantize kernels, and ΔS
-// with smooth Q (what the tuner prepares beside a candidate).
+// with smooth Q (what the tuner prepares beside a candidate), channel_stats in both forms.
 std::vector<kernels::KernelSpec> companion_specs(const kernels::KernelSpec& attention_spec,
                                                  QuantPath path = QuantPath::Auto);
 

@@ -126,11 +126,14 @@ WarmupSet warmup_kernel_specs(const WarmupSelection& sel, const CallSettings& se
                                 p = validate_attention(q, k, v, o, params, s.arch);
                               }
                               add(call_kernel_specs(p, s));
+                              // channel_stats in both forms: the call's head count picks one
+                              if (!p.direct)
+                                add(quantized_call_kernels(planned_attention_spec(p, s), s.quant_path).with_alternatives());
                               if (!p.direct && s.planner) {
                                 // Every tile the tuning database can give this specialisation at some size.
                                 for (const kernels::TileConfig& t :
                                      s.planner->tuned_tiles(attention_spec_for(p, s.arch, s.family), p))
-                                  add(quantized_call_kernels(attention_call_spec(p, s, t), s.quant_path).all());
+                                  add(quantized_call_kernels(attention_call_spec(p, s, t), s.quant_path).with_alternatives());
                               }
                               ran = true;
                             } catch (const Error& e) {

@@ -76,7 +76,8 @@ std::shared_ptr<const CallPlan> build_call_plan(Context::Impl& ctx, const plan::
 
   // Every kernel of the call (plan/call_kernels.hpp: the list warm-ups compile), compiled at
   // once (a cold call waits for the slowest, not the sum).
-  const plan::QuantizedCallKernels call = plan::quantized_call_kernels(p->spec, ctx.config().quant_path);
+  plan::QuantizedCallKernels call = plan::quantized_call_kernels(p->spec, ctx.config().quant_path);
+  call.choose_stats_form(b, ctx.facts().sm_count);
   const std::vector<kernels::KernelSpec> specs = call.all();
   if (tier == BuildTier::Quick &&
       optimized_at_hand(ctx, specs))
@@ -188,7 +189,9 @@ std::shared_ptr<const CallPlan> call_plan(Context::Impl& ctx, const TensorRef& q
   if (tiered) {
     layout_plan(ctx, problem, &final_layout);
     check_attention_stage(ctx, final_layout.attention);  // a refused call fails before anything compiles
-    tiered = !optimized_at_hand(ctx, plan::quantized_call_kernels(final_layout.spec, ctx.config().quant_path).all());
+    plan::QuantizedCallKernels call = plan::quantized_call_kernels(final_layout.spec, ctx.config().quant_path);
+    call.choose_stats_form(final_layout.buffers, ctx.facts().sm_count);
+    tiered = !optimized_at_hand(ctx, call.all());
   }
   if (tiered) {
     // The optimized kernels compile on a background thread from now on, beside the quick ones

@@ -26,10 +26,12 @@ void launch_quantize_stage(Context::Impl& ctx, const kernels::KernelSpec& attent
     const auto sync = reinterpret_cast<CUdeviceptr>(static_cast<char*>(workspace) + o.sync);
     base::driver::check(base::driver::api().cuMemsetD8Async(sync, 0, o.sync_bytes, stream), "cuMemsetD8Async (quantize sync)");
   }
+  const int sms = sm_count < 0 ? ctx.facts().sm_count : sm_count;
   for (kernels::QuantOp op : ops) {
-    const kernels::KernelSpec spec = kernels::quantize_spec_for(attention_spec, op);
+    const kernels::KernelSpec spec = op == kernels::QuantOp::ChannelStats ? kernels::stats_spec_for(attention_spec, b, sms)
+                                                                          : kernels::quantize_spec_for(attention_spec, op);
     LoadedKernel& kernel = ctx.kernels().get(spec);
-    launch(kernel, kernels::quantize_launch_shape(spec, b, sm_count < 0 ? ctx.facts().sm_count : sm_count), &params, stream);
+    launch(kernel, kernels::quantize_launch_shape(spec, b, sms), &params, stream);
   }
 }
 

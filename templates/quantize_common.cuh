@@ -337,6 +337,9 @@ constexpr int stats_batch_rows() { return M::CPT == 1 ? 4 : 2; }
 #ifndef SAGE2_QZ_STATS_WHOLE_HEAD  // (channel_stats only: kernels::stats_whole_head)
 #define SAGE2_QZ_STATS_WHOLE_HEAD 0
 #endif
+#ifndef SAGE2_QZ_STATS_UNITS  // (channel_stats only: kernels::stats_units_at_once)
+#define SAGE2_QZ_STATS_UNITS 0
+#endif
 #ifndef SAGE2_QZ_STATS_CLUSTER  // (channel_stats on sm_90a: may be launched in clusters, kernels::stats_cluster_size)
 #define SAGE2_QZ_STATS_CLUSTER 0
 #endif

@@ -120,6 +120,158 @@ __device__ __forceinline__ void varlen_table(const QuantizeParams& p) {
 
 namespace qz {
 
+#if SAGE2_QZ_STATS_UNITS
+// ---------------------------------------------------------------------------------------------
+// A dense head's sampled statistics with every unit at once (kernels::stats_units_at_once; launched
+// for sampled heads only: kernels::quantize_launch_shape): the CTA is SAMPLE_TILES groups of UNIT_T
+// threads, group u takes chunk u (sampled unit sample_unit(u)) and each of its threads loads all of its rows of the
+// unit before it adds any: slot s = t / TPR holds rows s, s + P, ... (P = SAGE2_QZ_ROWS, the
+// contract's row slots), summed from 0.f in increasing row order; min / max as packed 16-bit
+// max.NaN / min.NaN of the raw inputs (exact). After one barrier, the thread of channel c adds
+// unit k's P slot sums left to right from slot 0's and the units' sums left to right from unit 0's
+// (the order of kernels/quant_buffers.hpp, as the one-unit-at-a-time walk). No ring, no cluster,
+// no partials in global memory: one load round trip and one barrier per CTA.
+constexpr int UP = SAGE2_QZ_ROWS;        // row slots of a chunk (P)
+constexpr int U_TPR = SAGE2_QZ_TPR;
+constexpr int UNIT_T = UP * U_TPR;       // threads per unit
+constexpr int U_RPT = SAMPLE_UNIT / UP;  // rows per thread
+constexpr int U_RB = U_RPT < 4 ? U_RPT : 4;  // rows loaded per batch (8: spills at 64 registers on sm_80 / sm_120)
+constexpr int U_SLOT_W = U_TPR * 8;      // channels of a slot row in shared memory
+static_assert(SAGE2_QZ_CPT == 1 && U_TPR * 8 >= HD, "units at once: one 8-channel chunk per thread");
+static_assert(SAMPLE_TILES > 0 && THREADS == SAMPLE_TILES * UNIT_T && SAMPLE_UNIT % UP == 0 && U_RPT % U_RB == 0,
+              "units at once: SAMPLE_TILES groups of P row slots (kernels::quantize_kernel_config)");
+// Slot sums [S][P][U_SLOT_W] floats, packed max and min [S][P][U_SLOT_W / 2] each, first bad rows
+// [STATS_D_MAX], K's first bad key.
+constexpr int UNITS_SMEM = SAMPLE_TILES * UP * U_SLOT_W * 8 + STATS_D_MAX * 4 + 16;
+
+// 16-bit lanes of w that hold a NaN / Inf replaced by +0 (what every statistic reads them as).
+__device__ __forceinline__ u32 sane_pair(u32 w) {
+  const u32 bad = quant_math::nonfinite_bits<IN_BF16>(w);  // bit 15 / 31 per non-finite lane
+  return w & ~((bad >> 15) * 0xffffu);
+}
+
+__device__ __forceinline__ void units_stats(const QuantizeParams& p, u8* smem, bool is_v, i64 b, i64 h, i64 bh) {
+  constexpr int SLOTS = SAMPLE_TILES * UP;
+  float* s_sum = reinterpret_cast<float*>(smem);
+  u32* s_hi = reinterpret_cast<u32*>(smem + SLOTS * U_SLOT_W * 4);
+  u32* s_lo = s_hi + SLOTS * U_SLOT_W / 2;
+  i32* s_fb = reinterpret_cast<i32*>(s_lo + SLOTS * U_SLOT_W / 2);
+  i32* s_kfb = s_fb + STATS_D_MAX;
+  const int tid = threadIdx.x, u = tid / UNIT_T, t = tid % UNIT_T, slot = t / U_TPR, j = t % U_TPR;
+  const i64 len = p.kv_len;
+  if (!sampled(len)) asm volatile("trap;");  // (the launch refuses such buffers first)
+  const u32 units = SAMPLE_TILES;
+  const Input in = kv_input(p, is_v);
+  const i64 n_first = sample_unit(static_cast<u32>(u), len) * SAMPLE_UNIT + slot;
+  const i64 n_end = len - n_first + slot < SAMPLE_UNIT ? len : n_first - slot + SAMPLE_UNIT;
+  const u16* row = row_ptr(in, b, h, n_first < len ? n_first : 0);
+  // the thread's rows n_first + i·P, i < rows (32-bit from here on), one pointer step apart
+  const int rows = n_first < n_end ? static_cast<int>((n_end - n_first + UP - 1) / UP) : 0;
+  const i64 step = static_cast<i64>(UP) * in.sn;
+  constexpr u32 NEG_INF2 = IN_BF16 ? 0xff80ff80u : 0xfc00fc00u;
+  constexpr u32 POS_INF2 = IN_BF16 ? 0x7f807f80u : 0x7c007c00u;
+  float sum[8];
+  u32 hi[4], lo[4];
+  // One pass over the thread's rows; CHECKED reads non-finite values as 0 and records their rows.
+  auto pass = [&](auto vec, auto checked) {
+    constexpr bool VEC = decltype(vec)::value;
+    constexpr bool CHECKED = decltype(checked)::value;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) sum[e] = 0.f;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) hi[w] = NEG_INF2, lo[w] = POS_INF2;
+    const u16* rp = row;
+#pragma unroll
+    for (int i0 = 0; i0 < U_RPT; i0 += U_RB) {
+      ptx::u32x4 raw[U_RB];
+#pragma unroll
+      for (int r = 0; r < U_RB; ++r) {
+        raw[r] = i0 + r < rows ? load_chunk_as<VEC>(in, rp, j) : ptx::u32x4{0u, 0u, 0u, 0u};
+        rp += step;
+      }
+#pragma unroll
+      for (int r = 0; r < U_RB; ++r) {
+        if (i0 + r >= rows) continue;
+        const i64 n = n_first + static_cast<i64>(i0 + r) * UP;
+        u32 v[4] = {raw[r].x, raw[r].y, raw[r].z, raw[r].w};
+        if (CHECKED) {
+#pragma unroll
+          for (int w = 0; w < 4; ++w) {
+            const u32 bad = quant_math::nonfinite_bits<IN_BF16>(v[w]);
+            if (bad & 0x8000u) red_min_shared_s32(ptx::smem_addr(&s_fb[j * 8 + 2 * w]), static_cast<i32>(n));
+            if (bad & 0x80000000u) red_min_shared_s32(ptx::smem_addr(&s_fb[j * 8 + 2 * w + 1]), static_cast<i32>(n));
+            v[w] = sane_pair(v[w]);
+          }
+        }
+        float x[8];
+        to_f32x8(ptx::u32x4{v[0], v[1], v[2], v[3]}, x);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) sum[e] += x[e];
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+          hi[w] = ptx::max_nan_x2<IN_BF16>(hi[w], v[w]);
+          lo[w] = ptx::min_nan_x2<IN_BF16>(lo[w], v[w]);
+        }
+      }
+    }
+  };
+  // The vector-or-scalar choice once (uniform over the CTA: the barrier below is in both).
+  auto walk = [&](auto vec) {
+    pass(vec, BoolC<false>{});
+    for (int c = tid; c < STATS_D_MAX; c += THREADS) s_fb[c] = NO_BAD;
+    if (tid == 0) *s_kfb = NO_BAD;
+    __syncthreads();  // s_fb set before a checked pass records into it
+    // A NaN / ±Inf input leaves an all-ones exponent in hi or lo (a thread without rows keeps ±Inf:
+    // it has nothing to check). Rare: walk the rows again from memory in the checked form.
+    u32 nonfinite = 0u;
+#pragma unroll
+    for (int w = 0; w < 4; ++w)
+      nonfinite |= quant_math::nonfinite_bits<IN_BF16>(hi[w]) | quant_math::nonfinite_bits<IN_BF16>(lo[w]);
+    if (nonfinite != 0u && rows > 0) pass(vec, BoolC<true>{});
+  };
+  if (VEC_HD && in.vec)
+    walk(BoolC<VEC_HD>{});
+  else
+    walk(BoolC<false>{});
+  const int srow = u * UP + slot;
+  ptx::st_shared_v4(ptx::smem_addr(s_sum + srow * U_SLOT_W + j * 8),
+                    ptx::u32x4{ptx::f32_bits(sum[0]), ptx::f32_bits(sum[1]), ptx::f32_bits(sum[2]), ptx::f32_bits(sum[3])});
+  ptx::st_shared_v4(ptx::smem_addr(s_sum + srow * U_SLOT_W + j * 8 + 4),
+                    ptx::u32x4{ptx::f32_bits(sum[4]), ptx::f32_bits(sum[5]), ptx::f32_bits(sum[6]), ptx::f32_bits(sum[7])});
+  ptx::st_shared_v4(ptx::smem_addr(s_hi + srow * U_SLOT_W / 2 + j * 4), ptx::u32x4{hi[0], hi[1], hi[2], hi[3]});
+  ptx::st_shared_v4(ptx::smem_addr(s_lo + srow * U_SLOT_W / 2 + j * 4), ptx::u32x4{lo[0], lo[1], lo[2], lo[3]});
+  __syncthreads();
+  write_stats_of(p, is_v, bh, s_kfb, [&](int c, float& sum_c, float& mn, float& mx, i32& fb) {
+#pragma unroll 1
+    for (u32 k = 0; k < units; ++k) {
+      const float* ps = s_sum + static_cast<int>(k) * UP * U_SLOT_W + c;
+      const u32* ph = s_hi + static_cast<int>(k) * UP * U_SLOT_W / 2 + c / 2;
+      const u32* pl = s_lo + static_cast<int>(k) * UP * U_SLOT_W / 2 + c / 2;
+      float s = ps[0];
+      u32 h2 = ph[0], l2 = pl[0];
+#pragma unroll 4
+      for (int sl = 1; sl < UP; ++sl) {
+        s += ps[sl * U_SLOT_W];
+        h2 = ptx::max_nan_x2<IN_BF16>(h2, ph[sl * U_SLOT_W / 2]);
+        l2 = ptx::min_nan_x2<IN_BF16>(l2, pl[sl * U_SLOT_W / 2]);
+      }
+      float h0, h1, l0, l1;
+      quant_math::unpack2<IN_BF16>(h2, h0, h1);
+      quant_math::unpack2<IN_BF16>(l2, l0, l1);
+      const float hk = (c & 1) ? h1 : h0, lk = (c & 1) ? l1 : l0;
+      if (k == 0) {
+        sum_c = s, mn = lk, mx = hk;
+      } else {
+        sum_c += s;
+        mn = ptx::min_nan(mn, lk);
+        mx = ptx::max_nan(mx, hk);
+      }
+    }
+    fb = s_fb[c];
+  });
+}
+#endif
+
 // sage2_channel_stats: blockIdx.x = 2·c + kv (kv 0: K, d_qk outputs; 1: V, d_v outputs) takes
 // statistics chunks c, c + gridDim.x/2, ... of its (sequence, kv head) (stats_chunk; sampled
 // statistics: one chunk per sampled unit of keys, a head's partials in shared memory when
@@ -194,10 +346,15 @@ __device__ __forceinline__ void channel_stats(const QuantizeParams p, u8* smem, 
     if (!is_v && threadIdx.x == 0) p.k_first_bad[bh] = NO_BAD;
     return;
   }
+#if SAGE2_QZ_STATS_UNITS
+  (void)n0;  // (dense: every sequence starts at row 0)
+  units_stats(p, smem, is_v, b, h, bh);
+#else
 #pragma unroll 1
   for (u32 c = first; c < chunks; c += step)
     stats_chunk(p, smem, kv_input(p, is_v), is_v, b, h, bh, n0, len, part_g, c, chunks, p.sync + 1 + 2 * bh + kv, s_part, form,
                 step);
+#endif
 }
 
 
@@ -209,9 +366,13 @@ extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, SAGE2_QZ_MIN_CTAS
   qz::enter();
   // Dynamic: the walk's ring can exceed static shared memory's 48 KB (kernels::quantize_kernel_config
   // sizes it, and the launch gives SAGE2_QZ_DYN_SMEM bytes).
+#if SAGE2_QZ_STATS_UNITS
+  static_assert(qz::UNITS_SMEM <= SAGE2_QZ_DYN_SMEM, "channel_stats: the launch's shared memory is too small");
+#else
   static_assert(qz::stats_smem_bytes<qz::MapS>() <= SAGE2_QZ_DYN_SMEM, "channel_stats: the launch's shared memory is too small");
+#endif
   extern __shared__ __align__(16) u8 s_dyn[];
-#if SAGE2_QZ_STATS_WHOLE_HEAD
+#if SAGE2_QZ_STATS_WHOLE_HEAD && !SAGE2_QZ_STATS_UNITS
   __shared__ __align__(16) float s_part[qz::SAMPLE_TILES * 4 * qz::D_V];  // the units' partials (stats_chunk)
 #else
   float* s_part = nullptr;

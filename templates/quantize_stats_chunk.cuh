@@ -11,21 +11,21 @@ namespace qz {
 constexpr int STATS_T = SAGE2_QZ_STATS_CHUNK;  // tokens per statistics chunk (kernels::quantize_stats_chunk)
 static_assert(STATS_T % 16 == 0, "statistics chunk");
 
-// The final statistics of (sequence, kv head) `bh` of K or V from its `chunks` partials — chunk k's
-// statistic s of channel c read by load(k, s, c) — in the contract's order (combine_partials) into
-// k_stats / v_stats and the first-bad flags; `s_kfb` (shared, NO_BAD on entry, the CTA's barrier
-// between) gathers K's first bad key over the channels. V's writer also zeroes the head's overflow
-// maxima when the stage clears no sync words (SAGE2_QZ_STATS_WHOLE_HEAD: kernels::quantize_clears_sync),
-// before quantize_v, which runs after this kernel, raises them.
-template <class Load>
-__device__ __forceinline__ void write_stats(const QuantizeParams& p, bool is_v, i64 bh, u32 chunks, i32* s_kfb, Load&& load) {
+// The final statistics of (sequence, kv head) `bh` of K or V: channel(c, sum, min, max, first_bad)
+// gives real channel c's (padded channels get 0, 0, 0, NO_BAD), written to k_stats / v_stats and
+// the first-bad flags; `s_kfb` (shared, NO_BAD on entry, the CTA's barrier between) gathers K's
+// first bad key over the channels. V's writer also zeroes the head's overflow maxima when the
+// stage clears no sync words (SAGE2_QZ_STATS_WHOLE_HEAD: kernels::quantize_clears_sync), before
+// quantize_v, which runs after this kernel, raises them.
+template <class Channel>
+__device__ __forceinline__ void write_stats_of(const QuantizeParams& p, bool is_v, i64 bh, i32* s_kfb, Channel&& channel) {
   const int d_out = is_v ? D_V : D_QK;
   float* out = (is_v ? p.v_stats : p.k_stats) + bh * 3 * d_out;
 #pragma unroll 1
   for (int c = threadIdx.x; c < d_out; c += THREADS) {
     float sum = 0.f, mn = 0.f, mx = 0.f;
     i32 fb = NO_BAD;
-    if (c < HD) combine_partials(chunks, [&](u32 k, int s) { return load(k, s, c); }, sum, mn, mx, fb);
+    if (c < HD) channel(c, sum, mn, mx, fb);
     out[c] = sum;
     out[d_out + c] = mn;
     out[2 * d_out + c] = mx;
@@ -40,6 +40,15 @@ __device__ __forceinline__ void write_stats(const QuantizeParams& p, bool is_v, 
   }
   __syncthreads();
   if (!is_v && threadIdx.x == 0) p.k_first_bad[bh] = *s_kfb;
+}
+
+// write_stats_of from `chunks` partials — chunk k's statistic s of channel c read by load(k, s, c)
+// — combined in the contract's order (combine_partials).
+template <class Load>
+__device__ __forceinline__ void write_stats(const QuantizeParams& p, bool is_v, i64 bh, u32 chunks, i32* s_kfb, Load&& load) {
+  write_stats_of(p, is_v, bh, s_kfb, [&](int c, float& sum, float& mn, float& mx, i32& fb) {
+    combine_partials(chunks, [&](u32 k, int s) { return load(k, s, c); }, sum, mn, mx, fb);
+  });
 }
 
 // Statistics chunk `chunk` of one (sequence, kv head) `bh` of K or V — tokens [chunk·T, min(len,

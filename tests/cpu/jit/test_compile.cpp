@@ -41,6 +41,7 @@ struct Variant {
   KernelFamily consumer;
   TileConfig tile;
   bool sampled = false;  // KernelSpec::sampled_stats (Auto's split stage)
+  bool at_once = false;  // KernelSpec::stats_at_once (channel_stats over a sampled head, few heads)
 };
 
 KernelSpec to_spec(const Variant& v) {
@@ -57,6 +58,7 @@ KernelSpec to_spec(const Variant& v) {
   s.consumer = v.consumer;
   s.tile = v.tile;
   s.sampled_stats = v.sampled;
+  s.stats_at_once = v.at_once;
   return s;
 }
 
@@ -117,6 +119,11 @@ std::vector<Variant> covering_set() {
       // overflow maxima and the last tile's fix-up, first-bad flags by global minima).
       {Q::ChannelStats, S90, 128, 8, false, false, false, BF16, WG, T_WG8, true},
       {Q::ChannelStats, S89, 72, 8, false, false, false, F16, MMA, T_DEF, true},
+      // ... and its at-once form (every sampled unit at once: 512 threads up to hd 128, 1024 above)
+      {Q::ChannelStats, S90, 64, 8, false, false, false, F16, WG, T_WG8, true, true},
+      {Q::ChannelStats, S89, 128, 8, false, false, false, BF16, MMA, T_DEF, true, true},
+      {Q::ChannelStats, S90, 256, 8, false, false, false, BF16, MMA, T_DEF, true, true},
+      {Q::ChannelStats, S89, 40, 8, false, false, false, F16, MMA, T_DEF, true, true},
       {Q::QuantizeQ, S89, 128, 4, true, true, false, F16, MMA, T_DEF, true},
       {Q::QuantizeK, S90, 128, 8, false, true, false, F16, WG, T_WG8, true},
       {Q::QuantizeK, S89, 256, 4, false, true, false, BF16, MMA, T_DEF, true},

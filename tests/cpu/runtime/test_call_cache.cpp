@@ -15,6 +15,7 @@
 #include "kernels/attention_family.hpp"
 #include "kernels/quantize_shape.hpp"
 #include "plan/attention_spec.hpp"
+#include "plan/call_kernels.hpp"
 #include "plan/candidates.hpp"
 #include "runtime/attention_plan.hpp"
 #include "plan/attention_validate.hpp"
@@ -532,6 +533,56 @@ TEST_CASE("quantize paths: auto's split stage samples the statistics (dense call
   // (one chunk is its own last arriver: no counter, so no cleared sync words either)
   CHECK_FALSE(kernels::quantize_clears_sync(runtime::quantize_ops(QuantPath::Auto, s), s, short_b));
   CHECK(kernels::quant_buffers(kernels::QuantProblem{2, 4, 2, 200, 257, 128}, s).stats_chunks == 4);
+  {
+    // channel_stats' at-once form (the same statistics): one CTA per (sampled head, K|V) of 4
+    // groups of the walk's 128 threads (its P = 8 row slots at hd 128), 2 per SM at 64 registers,
+    // the slot values in dynamic shared memory, no ring, no clusters. A call takes it where its
+    // 2·B·H_kv CTAs fit one wave at 2 per SM, else the walk; never over a head without a sample.
+    const std::optional<kernels::KernelSpec> at_once = kernels::stats_at_once_spec(s);
+    REQUIRE(at_once);
+    CHECK(at_once->stats_at_once);
+    CHECK(kernels::stats_units_at_once(*at_once));
+    CHECK(at_once->key() == stats_spec.key() + "|su");
+    CHECK_FALSE(stats_spec.stats_at_once);
+    const kernels::QuantizeKernelConfig ac = kernels::quantize_kernel_config(*at_once);
+    CHECK(ac.threads == 4 * 128);
+    CHECK(ac.rows == stats_cfg.rows);  // the same row slots: the same sums
+    CHECK(ac.min_ctas == 2);
+    CHECK(ac.stats_ring == 0);
+    const kernels::LaunchShape la = kernels::quantize_launch_shape(*at_once, bs, 132);
+    CHECK(la.grid[0] == 2);
+    CHECK(la.cluster_x == 1u);
+    CHECK(la.dynamic_smem == std::size_t(4 * 8 * 128 * 8 + 128 * 4 + 16));
+    auto pairs = [&](std::int64_t batch, std::int64_t heads) {
+      return kernels::quant_buffers(kernels::QuantProblem{batch, heads, heads, 512, 1000, 128}, s);
+    };
+    CHECK(kernels::stats_spec_for(s, bs, 132) == *at_once);
+    CHECK(kernels::stats_spec_for(s, pairs(4, 33), 132) == *at_once);  // 264 CTAs: one wave
+    CHECK(kernels::stats_spec_for(s, pairs(1, 133), 132) == stats_spec);  // 266: the walk
+    CHECK(kernels::stats_spec_for(s, bs, 0) == stats_spec);  // SMs unknown: the walk
+    CHECK(kernels::stats_spec_for(s, short_b, 132) == stats_spec);  // no sample: the walk
+    CHECK_THROWS_WITH_AS(kernels::quantize_launch_shape(*at_once, short_b, 132), doctest::Contains("stats_at_once"), Error);
+    CHECK(kernels::stats_spec_for(every_key, ba, 132) == kernels::quantize_spec_for(every_key, QuantOp::ChannelStats));
+    // the attention and the other quantize kernels never carry it
+    kernels::KernelSpec a = s;
+    a.stats_at_once = true;
+    CHECK(a.canonical() == s.canonical());
+    CHECK(kernels::quantize_spec_for(a, QuantOp::QuantizeK) == kernels::quantize_spec_for(s, QuantOp::QuantizeK));
+    // head dims 9-256 (one 8-channel chunk per thread; P divides a 64-key unit)
+    for (const auto& [hd, ok] : {std::pair{8, false}, {9, true}, {256, true}, {264, false}}) {
+      CAPTURE(hd);
+      kernels::KernelSpec w = s;
+      w.head_dim = hd;
+      CHECK(kernels::stats_at_once_spec(w).has_value() == ok);
+    }
+    // the call's kernels: the chosen form in place of the walk, warm-ups take both
+    plan::QuantizedCallKernels k = plan::quantized_call_kernels(s, QuantPath::Auto);
+    REQUIRE(k.stats_at_once);
+    CHECK(k.quantize.front() == stats_spec);
+    CHECK(k.with_alternatives().size() == k.all().size() + 1);
+    k.choose_stats_form(bs, 132);
+    CHECK(k.quantize.front() == *at_once);
+  }
   // the sampled kernels refuse buffers laid out for every key, and the other way round
   CHECK_THROWS_WITH_AS(kernels::quantize_launch_shape(kernels::quantize_spec_for(s, QuantOp::QuantizeV), ba),
                        doctest::Contains("sampled_stats"), Error);
