@@ -1,14 +1,7 @@
 #!/usr/bin/env bash
-# Session 36 c5: the scoreboard records (e2e / kernel / real / small, with heads) of 48a4059 (channel_stats
-# at once by the head count; its whole C++ GPU suite and `quant` records ran in c4) against
-# cuDNN, FA2 and the reference in the same call.
+# Session 36 c5: the scoreboard records (e2e / kernel / real / small, with heads) of 48a4059
+# (channel_stats at once by the head count; its whole C++ GPU suite and `quant` records ran in c4)
+# against cuDNN, FA2 and the reference in the same call: session 35's records script, this tag
+# (.dev-sb: a slim bundle of 48a4059's build).
 set -u
-[[ -d .anchors-ref ]] || tar xJf .scratch/anchors.tar.xz
-T=${RECORDS_TAG:-s36c5}; O=/tmp/$T; mkdir -p $O
-export CUDA_CACHE_PATH=/tmp/$T-nvcache SAGE2_TIERED_COMPILE=0
-t() { echo "[$(date +%T)] $1 rc=$2" | tee -a $O/steps.txt; }
-PYTHONPATH=$PWD/python SAGE2_LIBRARY=$PWD/.dev-sb/libsage2.so python3 -c "import sage2; print(sage2.library_version(), sage2.build_commit())" > $O/version.txt 2>&1
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > $O/gpu.txt
-timeout 400 bash bench/scoreboard_run.sh --out $O/sb --build .dev-sb --modes e2e,kernel,real,small --budget-s 330 > $O/sb_run.log 2>&1; t scoreboard $?
-tail -5 $O/sb_run.log
-tar cJf $OUT/$T.tar.xz -C /tmp $T
+RECORDS_TAG=s36c5 bash bench/results/2026-11-30-session35/c4-records-h200/run.sh
