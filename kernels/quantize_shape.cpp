@@ -241,11 +241,12 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
       c.rows = c.threads / c.tpr;  // the row slots P of the sum order (kernels/quant_buffers.hpp)
       c.min_ctas = sampled_walk ? 8 : c.chunks <= 32 ? 3 : 1;
       if (stats_units_at_once(s)) {
-        // A group of those threads per sampled unit, every row loaded at once (at most 8 of 16
-        // bytes per thread in registers: 64 at 512 threads, 2 CTAs per SM; 1 of 1024): the walk
-        // one unit after another, or a cluster exchanging the units' partials, was a chain of ~2,000
-        // instructions per warp at 7.6 cycles each (bench/NOTES.md, session 33). The slot sums and
-        // packed 16-bit maxima / minima of every unit, then the first bad rows, in shared memory.
+        // The at-once form (KernelSpec::stats_at_once): a group of those threads per sampled unit,
+        // its rows loaded 4 at a time into registers (8 spilled at 64 registers on sm_80 / sm_120;
+        // 64 at 512 threads: 2 CTAs per SM, 1 of 1024): the walk one unit after another, or a
+        // cluster exchanging the units' partials, was a chain of ~2,000 instructions per warp at 7.6
+        // cycles each (bench/NOTES.md, session 33). The slot sums and packed 16-bit maxima /
+        // minima of every unit, then the first bad rows, in shared memory.
         c.threads *= kSampleTiles;
         c.min_ctas = c.threads >= 1024 ? 1 : 2;
         c.stats_ring = 0;

@@ -248,9 +248,11 @@ TEST_CASE("gpu quantize: every variant equals the CPU reference; every output wr
       bool sampled;       // the split kernels of spec_s (Auto's), into b_s
       int sm_count = -1;  // (sampled) the SMs its launches plan for (-1: the device's)
     };
-    // The sampled stage's channel_stats in each of its forms (kernels::stats_cluster_size: on
-    // sm_90a these 2 heads take clusters of 4 CTAs on the device, of 2 when planned for 2 SMs, one
-    // CTA per (head, K|V) for 0), which must write the same bytes.
+    // The sampled stage's channel_stats in its forms, which must write the same bytes: these 2
+    // heads take the at-once form on the device and when planned for 2 SMs
+    // (kernels::stats_spec_for), the walk in one CTA per (head, K|V) when planned for 0. (The walk's
+    // clusters, kernels::stats_cluster_size, take sm_90a calls of one to two waves of heads: not
+    // these 2.)
     for (const Run run : {Run{QP::Cluster, false}, Run{QP::Cluster, false}, Run{QP::Fused, false}, Run{QP::Fused, false},
                           Run{QP::OnePass, false}, Run{QP::OnePass, false}, Run{QP::Split, false}, Run{QP::Split, true},
                           Run{QP::Split, true}, Run{QP::Split, true, 2}, Run{QP::Split, true, 0}}) {
