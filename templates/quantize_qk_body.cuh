@@ -134,6 +134,185 @@ __device__ __forceinline__ void k_run_codes(const ptx::u32x4 (&cache)[M::ITEMS][
   }
 }
 
+// ---- K, warp-group form (the split K kernel where every warp can hold whole scale groups). A K
+// scale group is 16 rows of one 64-key unit, 64·(g/4) + 8m + 2·(g%4) + e (m < 8, e < 2: the wgmma
+// S fragment's keys of one thread, kernels::QuantLayout::k_group). Here warp w takes groups
+// w·GW .. w·GW + GW − 1, lane (s, j) = (lane / TPR, lane % TPR) chunk j of the group's rows
+// q = s + S·i (i < RUN), so a group's maximum is one warp reduction: no shared memory, no barrier,
+// each warp loads, reads its channels' k̄, takes its maxima and writes its codes on its own (the
+// CTA-wide form waited three times for its slowest thread). The same bits: maxima are order-free,
+// scales and codes the same float ops; a group with a non-finite maximum takes the per-row form
+// (non-finite inputs read as 0, their codes 0), as the CTA-wide form does for the whole CTA.
+constexpr bool k_groups_of_16_rows() {
+  for (int r = 0; r < BK; ++r)
+    if (sage2_k_group_table[r] != (r % 8) / 2 + 4 * (r / 64)) return false;
+  return true;
+}
+template <class M>
+struct KWarpGroups {
+  static constexpr int S = 32 / M::TPR;                 // row slots of a warp
+  static constexpr int RUN = S <= 16 ? 16 / S : 1;      // a lane's rows of one group
+  static constexpr int GW = M::ITEMS / RUN;             // groups per warp
+  // (rows of 8 or 16 real chunks, head dims 64 and 128: other rows spilled at 64 registers)
+  static constexpr bool value = SAGE2_QUANT_OP == 3 && SAGE2_QK_BITS == 8 && M::CPT == 1 && M::TPR == M::CHUNKS &&
+                                CH_IN == M::CHUNKS && (M::TPR == 8 || M::TPR == 16) && M::ROWS == BK && BK % 64 == 0 &&
+                                M::ROWS % M::RPP == 0 && M::ITEMS <= 8 && M::ITEMS % RUN == 0 &&
+                                (THREADS / 32) * GW * 16 == BK && SAGE2_K_GROUPS == BK / 16 && k_groups_of_16_rows();
+};
+
+// VEC: 16-byte rows, kept in registers; else (rare: unaligned rows, or a head dim that is not a
+// multiple of 8) each pass reads the rows again through load_chunk, so no rows stay live.
+template <class M, bool VEC>
+__device__ __forceinline__ void quantize_k_warp_groups(const QuantizeParams& p, const Input& in, i64 b, i64 h, i64 blk,
+                                                       const SeqItem& si) {
+  using W = KWarpGroups<M>;
+  constexpr int TPR = M::TPR, S = W::S, RUN = W::RUN, GW = W::GW, ROWS = M::ROWS, GROUPS = SAGE2_K_GROUPS;
+  constexpr u32 NEG_INF2 = IN_BF16 ? 0xff80ff80u : 0xfc00fc00u;
+  constexpr u32 POS_INF2 = IN_BF16 ? 0x7f807f80u : 0x7c007c00u;
+  const i64 row0 = blk * ROWS;
+  const int valid = static_cast<int>(si.len - row0 < ROWS ? si.len - row0 : ROWS);
+  const i64 kv_bh = b * p.kv_heads + h;
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  const int s = lane / TPR, j = lane % TPR;
+  // group a's rows of this lane: first + 4·S·i (i < RUN)
+  int first[GW];
+#pragma unroll
+  for (int a = 0; a < GW; ++a) {
+    const int g = warp * GW + a;
+    first[a] = 64 * (g / 4) + 2 * (g % 4) + s % 2 + 8 * (s / 2);
+  }
+
+  // The rows first (they are the caller's K: complete before the stage began, see wait_previous).
+  // A row past the end holds a copy of the lane's first row of its group (k_run_maxima's rule), so
+  // that the maxima need no per-row test; its code is 0 anyway.
+  const u16* base = row_ptr(in, b, h, si.n0 + row0);
+  ptx::u32x4 cache[VEC ? GW : 1][VEC ? RUN : 1];
+  // bit a·RUN + i: the lane's row i of group a is a valid row
+  u32 vmask = 0u;
+#pragma unroll
+  for (int a = 0; a < GW; ++a)
+#pragma unroll
+    for (int i = 0; i < RUN; ++i) vmask |= first[a] + 4 * S * i < valid ? 1u << (a * RUN + i) : 0u;
+  auto ok = [&](int a, int i) { return ((vmask >> (a * RUN + i)) & 1u) != 0u; };
+  auto row_of = [&](int a, int i) { return ok(a, i) ? first[a] + 4 * S * i : first[a]; };
+  auto load = [&](int a, int i) -> ptx::u32x4 {
+    const int r = row_of(a, i);
+    if (!ok(a, 0)) return ptx::u32x4{0u, 0u, 0u, 0u};
+    return VEC ? (j < CH_IN ? ld_row16(in, base + static_cast<i64>(r) * in.sn + 8 * j) : ptx::u32x4{0u, 0u, 0u, 0u})
+               : load_chunk(in, base + static_cast<i64>(r) * in.sn, j);
+  };
+  if (VEC)
+#pragma unroll
+    for (int a = 0; a < GW; ++a)
+#pragma unroll
+      for (int i = 0; i < RUN; ++i) cache[VEC ? a : 0][VEC ? i : 0] = load(a, i);
+  auto chunk = [&](int a, int i) -> ptx::u32x4 { return VEC ? cache[VEC ? a : 0][VEC ? i : 0] : load(a, i); };
+  wait_previous();
+
+  // k̄ of this lane's 8 channels (k_stats is read only when smooth_k: it may be null otherwise). The
+  // sample's key count is a power of two: dividing by it is a multiply by its exact inverse, the
+  // same correctly rounded value.
+  float mean_r[8];
+  {
+    constexpr i64 SAMPLE_KEYS = static_cast<i64>(SAMPLE_TILES) * SAMPLE_UNIT;
+    static_assert((SAMPLE_KEYS & (SAMPLE_KEYS - 1)) == 0 && SAMPLE_KEYS <= (1 << 20), "the sample's keys: a power of two");
+    constexpr float SAMPLE_INV = SAMPLE_KEYS > 0 ? 1.f / static_cast<float>(SAMPLE_KEYS) : 0.f;
+    const bool by_sample = sampled(si.kv_len);
+    const float keys = static_cast<float>(stats_keys(si.kv_len));
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const int c = 8 * j + e;
+      float kb = 0.f;
+      if (SAGE2_SMOOTH_K && c < HD && si.kv_len > 0) {
+        const float sum = ld_stat(p.k_stats + kv_bh * 3 * D_QK + c);
+        kb = by_sample ? ptx::mul_rn(sum, SAMPLE_INV) : ptx::div_rn(sum, keys);
+      }
+      mean_r[e] = kb;
+    }
+    if (blk == 0 && warp == 0 && s == 0)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) p.k_mean[kv_bh * D_QK + 8 * j + e] = mean_r[e];
+  }
+
+  i8* codes = p.k_codes + si.out_blk * ROWS * ROW_BYTES + j * 8;
+#pragma unroll
+  for (int a = 0; a < GW; ++a) {
+    const int g = warp * GW + a;
+    // The group maximum from packed per-channel maxima and minima of the raw inputs (k_run_maxima's
+    // identity).
+    u32 hi[4] = {NEG_INF2, NEG_INF2, NEG_INF2, NEG_INF2}, lo[4] = {POS_INF2, POS_INF2, POS_INF2, POS_INF2};
+#pragma unroll
+    for (int i = 0; i < RUN; ++i) {
+      const u32 v[4] = {chunk(a, i).x, chunk(a, i).y, chunk(a, i).z, chunk(a, i).w};
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        hi[w] = ptx::max_nan_x2<IN_BF16>(hi[w], v[w]);
+        lo[w] = ptx::min_nan_x2<IN_BF16>(lo[w], v[w]);
+      }
+    }
+    float am = 0.f;
+    if (ok(a, 0) && j < CH_IN) {
+      float xh[8], xl[8];
+      to_f32x8(ptx::u32x4{hi[0], hi[1], hi[2], hi[3]}, xh);
+      to_f32x8(ptx::u32x4{lo[0], lo[1], lo[2], lo[3]}, xl);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) am = ptx::max_nan(am, ptx::max_nan(xh[e] - mean_r[e], mean_r[e] - xl[e]));
+    }
+    // The scale, then the codes: every input of the group finite (`lean`) and a finite inverse, by
+    // code_byte_finite; else per element (non-finite inputs: 0). Rows past the end: 0.
+    auto scale_and_codes = [&](float amax, bool lean) {
+      const float inv = quant_math::group_inv<127>(amax);
+      if (lane == 0) p.k_scale[si.out_blk * GROUPS + g] = quant_math::group_scale<127>(amax);
+      if (lean && quant_math::group_inv_finite(inv)) {
+#pragma unroll
+        for (int i = 0; i < RUN; ++i) {
+          const int r = first[a] + 4 * S * i;
+          float x[8];
+          to_f32x8(chunk(a, i), x);
+          u32 q[8];
+#pragma unroll
+          for (int e = 0; e < 8; ++e) q[e] = quant_math::code_byte_finite(x[e] - mean_r[e], inv);
+          const bool row = ok(a, i);  // (a group past the end may have an infinite k̄: no x·0 here)
+          ptx::st_v2(codes + static_cast<i64>(r) * ROW_BYTES, row ? quant_math::pack_low_bytes(q[0], q[1], q[2], q[3]) : 0u,
+                     row ? quant_math::pack_low_bytes(q[4], q[5], q[6], q[7]) : 0u);
+        }
+      } else {  // rare: non-finite inputs or a group of tiny values (an infinite inverse)
+#pragma unroll
+        for (int i = 0; i < RUN; ++i) {
+          const int r = first[a] + 4 * S * i;
+          float x[8];
+          const u32 bad = to_f32x8_sane(chunk(a, i), x);
+          // sampled statistics saw only the sample's keys: every key's first bad row (a min)
+          if (SAMPLE_TILES && bad != 0u && ok(a, i) && j < CH_IN)
+            ptx::red_min_gpu_s32(p.k_first_bad + kv_bh, static_cast<i32>(row0 + r));
+          u32 q[8];
+#pragma unroll
+          for (int e = 0; e < 8; ++e)
+            q[e] = static_cast<u32>(ok(a, i) && j < CH_IN && ((bad >> e) & 1u) == 0u ? quant_int<127>(x[e] - mean_r[e], inv) : 0);
+          ptx::st_v2(codes + static_cast<i64>(r) * ROW_BYTES, quant_math::pack_low_bytes(q[0], q[1], q[2], q[3]),
+                     quant_math::pack_low_bytes(q[4], q[5], q[6], q[7]));
+        }
+      }
+    };
+    const u32 m = ptx::group_max_u32<32>(ptx::abs_bits(am));
+    if (m < 0x7f800000u) {  // (NaN bits order above +Inf)
+      scale_and_codes(ptx::bits_f32(m), true);
+    } else {  // rare: the per-row maximum, non-finite inputs read as 0
+      u32 mr = 0u;
+#pragma unroll
+      for (int i = 0; i < RUN; ++i) {
+        if (ok(a, i) && j < CH_IN) {
+          float x[8];
+          to_f32x8_sane(chunk(a, i), x);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) mr = ptx::max_u32(mr, ptx::abs_bits(x[e] - mean_r[e]));
+        }
+      }
+      scale_and_codes(ptx::bits_f32(ptx::group_max_u32<32>(mr)), false);
+    }
+  }
+}
+
 // One block `blk` of head h of batch b (Q: a q head; K: a kv head). `k_sum`: the K channel sums
 // of the block's kv head when the caller holds them in shared memory (the cluster stage), else
 // null: they are read from k_stats in global memory.
@@ -156,6 +335,13 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, c
   static_assert(!LEAN || (ITEMS % K_RUN == 0 && K_LANES >= TPR && K_LANES <= 32), "bad K runs");
   static_assert(ROWS == (IS_Q ? BQ : BK), "rows per CTA must be the quantization block");
   static_assert(CHUNKS * 8 == D_QK, "Q/K mapping covers the padded head dim");
+  if constexpr (!IS_Q && KWarpGroups<M>::value) {  // (the split K kernel: k_sum is null there)
+    if (VEC_HD && in.vec)  // 16-byte rows
+      quantize_k_warp_groups<M, true>(p, in, b, h, blk, si);
+    else
+      quantize_k_warp_groups<M, false>(p, in, b, h, blk, si);
+    return;
+  }
 
   float* s_mean = reinterpret_cast<float*>(smem);            // [D_QK]
   float* s_kbar = s_mean + D_QK;                             // [D_QK] (KBIAS)

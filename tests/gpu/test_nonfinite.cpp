@@ -222,24 +222,30 @@ TEST_CASE("gpu nonfinite: quantize stage flags and statistics equal the CPU refe
   };
   // Every key's statistics (the split path) and the sampled ones (Auto's: the planted keys outside
   // the sampled units reach the flags through quantize_k / quantize_v).
+  // On Hopper the 8-bit cases also run the wgmma family's layout (its split K kernel's warp-group
+  // form at head dim 64: its per-group fall-back to the per-row maxima).
+  const bool hopper = runtime::context_impl(ctx).arch() == kernels::Arch::Sm90a;
+  for (const bool wg : {false, true})
   for (const bool sampled : {false, true})
   for (const QCase& c : qcases) {
+    if (wg && (!hopper || c.bits != 8)) continue;
     CAPTURE(c.d);
     CAPTURE(c.bits);
     CAPTURE(sampled);
+    CAPTURE(wg);
     ref::AttentionInputs in = ref::make_activation_like(7, c.dt, 1, 8, 2, c.nq, c.nk, c.d, {}, c.nhd);
     apply(in, c.plants, false);
     kernels::KernelSpec spec;
-    spec.family = kernels::KernelFamily::AttentionMma;
+    spec.family = wg ? kernels::KernelFamily::AttentionWgmma : kernels::KernelFamily::AttentionMma;
     spec.arch = runtime::context_impl(ctx).arch();
-    spec.pv_fp16 = kernels::default_pv_fp16(spec.arch);  // the Context's path (SAGE2_TARGET_ARCH=sm_80: FP16)
+    spec.pv_fp16 = !wg && kernels::default_pv_fp16(spec.arch);  // the Context's path (SAGE2_TARGET_ARCH=sm_80: FP16)
     spec.head_dim = c.d;
     spec.qk_bits = c.bits;
     spec.smooth_q = c.sq;
     spec.smooth_k = c.sk;
     spec.smooth_v = c.sv;
     spec.in_dtype = spec.out_dtype = c.dt;
-    spec.tile = {64, 64, 4, 2};
+    spec.tile = wg ? kernels::TileConfig{128, 128, 8, 2} : kernels::TileConfig{64, 64, 4, 2};
     spec.sampled_stats = sampled;
     ref::QuantizeOptions qo = test::stage_options(spec);
     qo.margins = true;
@@ -335,9 +341,30 @@ TEST_CASE("gpu nonfinite: quantize stage flags and statistics equal the CPU refe
           (mg < 0.02f ? near : mismatches) += 1;
         }
       }
-    std::printf("gpu nonfinite quantize d=%d int%d sampled=%d: %lld codes, %lld near-boundary, %lld mismatches\n", c.d,
-                c.bits, int(sampled), (long long)codes, (long long)near, (long long)mismatches);
+    std::printf("gpu nonfinite quantize d=%d int%d sampled=%d %s: %lld codes, %lld near-boundary, %lld mismatches\n", c.d,
+                c.bits, int(sampled), wg ? "wgmma" : "mma", (long long)codes, (long long)near, (long long)mismatches);
     CHECK(mismatches == 0);
+    if (wg) {
+      // The same K from a base 2 bytes off 16-byte alignment (rows read element by element): the
+      // same bytes in every K output as the aligned run's.
+      test::DeviceBuffer k_odd(k.bytes() + 16);
+      k_odd.upload(in.k.ref().data, k.bytes(), 2);
+      TensorRef kr = k.ref();
+      kr.data = static_cast<const char*>(k_odd.get()) + 2;
+      test::DeviceBuffer ws2(off.total);
+      ws2.poison();
+      runtime::launch_quantize_stage(runtime::context_impl(ctx), spec, b, q.ref(), kr, v.ref(), ws2.get(), nullptr);
+      test::synchronize();
+      auto same = [&](std::size_t o, std::size_t bytes, const char* what) {
+        std::vector<std::uint8_t> x(bytes), y(bytes);
+        if (bytes) ws.download(x.data(), bytes, o), ws2.download(y.data(), bytes, o);
+        CHECK_MESSAGE(x == y, what << " (K at a misaligned base)");
+      };
+      same(off.k_codes, static_cast<std::size_t>(b.k_codes()), "k_codes");
+      same(off.k_scale, static_cast<std::size_t>(b.k_scale()) * 4, "k_scale");
+      same(off.k_mean, static_cast<std::size_t>(b.k_mean()) * 4, "k_mean");
+      same(off.k_first_bad, cpu.k_first_bad.size() * 4, "k_first_bad");
+    }
   }
 }
 

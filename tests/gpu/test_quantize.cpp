@@ -405,9 +405,14 @@ TEST_CASE("gpu quantize: groups of tiny values (an infinite inverse scale) get t
   // A group whose amax is below R / FLT_MAX has inv = R / amax = +Inf. The kernels' fast code path
   // (cvt.rni of x·inv, exact whenever inv is finite) would turn x·inv = ±Inf into wrapped bytes;
   // such groups take quant_int (NaN → 0, clamp to ±R): nonzero values get ±R, zeros 0.
+  // (On Hopper also the wgmma family's layout: its split K kernel's warp-group form.)
   Context& ctx = test::gpu_context();
+  const bool hopper = runtime::context_impl(ctx).arch() == kernels::Arch::Sm90a;
+  for (const bool wg : {false, true})
   for (const int bits : {8, 4}) {
+    if (wg && (!hopper || bits != 8)) continue;
     CAPTURE(bits);
+    CAPTURE(wg);
     ref::AttentionInputs in = ref::make_gaussian(11, DType::BF16, 1, 2, 2, 128, 128, 64, false);
     std::int64_t tiny = 0;
     for (ref::HostTensor* t : {&in.q, &in.k})
@@ -418,14 +423,14 @@ TEST_CASE("gpu quantize: groups of tiny values (an infinite inverse scale) get t
           tiny += r != 0;
         }
     kernels::KernelSpec spec;
-    spec.family = kernels::KernelFamily::AttentionMma;
+    spec.family = wg ? kernels::KernelFamily::AttentionWgmma : kernels::KernelFamily::AttentionMma;
     spec.arch = runtime::context_impl(ctx).arch();
-    spec.pv_fp16 = kernels::default_pv_fp16(spec.arch);
+    spec.pv_fp16 = !wg && kernels::default_pv_fp16(spec.arch);
     spec.head_dim = 64;
     spec.qk_bits = bits;
     spec.smooth_q = spec.smooth_k = spec.smooth_v = false;  // x = the input: no mean to round
     spec.in_dtype = spec.out_dtype = DType::BF16;
-    spec.tile = {64, 64, 4, 2};
+    spec.tile = wg ? kernels::TileConfig{128, 128, 8, 2} : kernels::TileConfig{64, 64, 4, 2};
     const ref::QuantizedHost cpu = ref::quantize_stage(in.q.ref(), in.k.ref(), in.v.ref(), ref::kernel_config(spec), {});
     const kernels::QuantBuffers b = ref::quant_buffers(cpu.layout);
     const auto off = b.offsets();
