@@ -178,24 +178,34 @@ SAGE2_DEVICE_INLINE float rcp_rn(float x) {
 // handled) gives RN(a/b). a = 0, ±Inf, NaN take the plain product (0, ±Inf, NaN as IEEE).
 // (Checked on the host against float division with an emulated 8..20-bit rcp: 6e7 pairs
 // including subnormals, huge quotients and the R/amax forms, no mismatch.)
-SAGE2_DEVICE_INLINE float div_rn(float a, float b) {
-  double ad, bd, y, e, q, r;
-  asm("cvt.f64.f32 %0, %1;" : "=d"(ad) : "f"(a));
-  asm("cvt.f64.f32 %0, %1;" : "=d"(bd) : "f"(b));
-  asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(y) : "d"(bd));
-  asm("fma.rn.f64 %0, %1, %2, 0d3FF0000000000000;" : "=d"(e) : "d"(-bd), "d"(y));
-  asm("fma.rn.f64 %0, %1, %2, %1;" : "=d"(y) : "d"(y), "d"(e));
-  asm("fma.rn.f64 %0, %1, %2, 0d3FF0000000000000;" : "=d"(e) : "d"(-bd), "d"(y));
-  asm("fma.rn.f64 %0, %1, %2, %1;" : "=d"(y) : "d"(y), "d"(e));
-  asm("mul.rn.f64 %0, %1, %2;" : "=d"(q) : "d"(ad), "d"(y));
-  if (a != 0.f && abs_f32(a) <= 3.402823466e+38f) {
-    asm("fma.rn.f64 %0, %1, %2, %3;" : "=d"(r) : "d"(-q), "d"(bd), "d"(ad));
-    asm("fma.rn.f64 %0, %1, %2, %3;" : "=d"(q) : "d"(r), "d"(y), "d"(q));
+SAGE2_DEVICE_INLINE float div_rn(float a, float b);
+// div_rn in two steps, for quotients by one divisor: DivRn(b) once (y depends on b alone), then
+// .of(a) per dividend — div_rn's own float ops (it is DivRn(b).of(a)), so the same bits.
+struct DivRn {
+  double bd, y;
+  SAGE2_DEVICE_INLINE explicit DivRn(float b) {
+    double e;
+    asm("cvt.f64.f32 %0, %1;" : "=d"(bd) : "f"(b));
+    asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(y) : "d"(bd));
+    asm("fma.rn.f64 %0, %1, %2, 0d3FF0000000000000;" : "=d"(e) : "d"(-bd), "d"(y));
+    asm("fma.rn.f64 %0, %1, %2, %1;" : "=d"(y) : "d"(y), "d"(e));
+    asm("fma.rn.f64 %0, %1, %2, 0d3FF0000000000000;" : "=d"(e) : "d"(-bd), "d"(y));
+    asm("fma.rn.f64 %0, %1, %2, %1;" : "=d"(y) : "d"(y), "d"(e));
   }
-  float res;
-  asm("cvt.rn.f32.f64 %0, %1;" : "=f"(res) : "d"(q));
-  return res;
-}
+  SAGE2_DEVICE_INLINE float of(float a) const {
+    double ad, q, r;
+    asm("cvt.f64.f32 %0, %1;" : "=d"(ad) : "f"(a));
+    asm("mul.rn.f64 %0, %1, %2;" : "=d"(q) : "d"(ad), "d"(y));
+    if (a != 0.f && abs_f32(a) <= 3.402823466e+38f) {
+      asm("fma.rn.f64 %0, %1, %2, %3;" : "=d"(r) : "d"(-q), "d"(bd), "d"(ad));
+      asm("fma.rn.f64 %0, %1, %2, %3;" : "=d"(q) : "d"(r), "d"(y), "d"(q));
+    }
+    float res;
+    asm("cvt.rn.f32.f64 %0, %1;" : "=f"(res) : "d"(q));
+    return res;
+  }
+};
+SAGE2_DEVICE_INLINE float div_rn(float a, float b) { return DivRn(b).of(a); }
 
 // ---------------------------------------------------------------------------------------------
 // Conversions

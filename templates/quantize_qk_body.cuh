@@ -182,6 +182,8 @@ __device__ __forceinline__ void quantize_k_warp_groups(const QuantizeParams& p, 
     first[a] = 64 * (g / 4) + 2 * (g % 4) + s % 2 + 8 * (s / 2);
   }
 
+  // 1 / (the keys k̄ divides by), before the rows: the quotients below then hold fewer registers.
+  const ptx::DivRn by_keys(static_cast<float>(stats_keys(si.kv_len)));
   // The rows first (they are the caller's K: complete before the stage began, see wait_previous).
   // A row past the end holds a copy of the lane's first row of its group (k_run_maxima's rule), so
   // that the maxima need no per-row test; its code is 0 anyway.
@@ -209,31 +211,39 @@ __device__ __forceinline__ void quantize_k_warp_groups(const QuantizeParams& p, 
   auto chunk = [&](int a, int i) -> ptx::u32x4 { return VEC ? cache[VEC ? a : 0][VEC ? i : 0] : load(a, i); };
   wait_previous();
 
-  // k̄ of this lane's 8 channels (k_stats is read only when smooth_k: it may be null otherwise). The
-  // sample's key count is a power of two: dividing by it is a multiply by its exact inverse, the
-  // same correctly rounded value.
-  float mean_r[8];
+  // k̄ (k_stats is read only when smooth_k: it may be null otherwise): lane l of each warp finds
+  // channels l, l + 32, ... one at a time into the warp's row of shared memory (the quotients'
+  // registers would crowd the rows'), then every lane reads its chunk's 8. The sample's key count
+  // is a power of two: dividing by it is a multiply by its exact inverse, the same rounded value.
+  __shared__ alignas(16) float s_kbar[THREADS / 32][D_QK];
   {
     constexpr i64 SAMPLE_KEYS = static_cast<i64>(SAMPLE_TILES) * SAMPLE_UNIT;
     static_assert((SAMPLE_KEYS & (SAMPLE_KEYS - 1)) == 0 && SAMPLE_KEYS <= (1 << 20), "the sample's keys: a power of two");
     constexpr float SAMPLE_INV = SAMPLE_KEYS > 0 ? 1.f / static_cast<float>(SAMPLE_KEYS) : 0.f;
     const bool by_sample = sampled(si.kv_len);
-    const float keys = static_cast<float>(stats_keys(si.kv_len));
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const int c = 8 * j + e;
+#pragma unroll 1
+    for (int c = lane; c < D_QK; c += 32) {
       float kb = 0.f;
       if (SAGE2_SMOOTH_K && c < HD && si.kv_len > 0) {
         const float sum = ld_stat(p.k_stats + kv_bh * 3 * D_QK + c);
-        kb = by_sample ? ptx::mul_rn(sum, SAMPLE_INV) : ptx::div_rn(sum, keys);
+        kb = by_sample ? ptx::mul_rn(sum, SAMPLE_INV) : by_keys.of(sum);
       }
-      mean_r[e] = kb;
+      s_kbar[warp][c] = kb;
+      if (blk == 0 && warp == 0) p.k_mean[kv_bh * D_QK + c] = kb;
     }
-    if (blk == 0 && warp == 0 && s == 0)
-#pragma unroll
-      for (int e = 0; e < 8; ++e) p.k_mean[kv_bh * D_QK + 8 * j + e] = mean_r[e];
+    __syncwarp();
   }
+  // This lane's 8 k̄, read where they are used (8 registers fewer across the rows' passes).
+  const u32 kbar_at = ptx::smem_addr(&s_kbar[warp][8 * j]);
+  auto load_mean = [&](float (&mean_r)[8]) {
+    const ptx::u32x4 m0 = ptx::ld_shared_v4(kbar_at), m1 = ptx::ld_shared_v4(kbar_at + 16);
+    const u32 mb[8] = {m0.x, m0.y, m0.z, m0.w, m1.x, m1.y, m1.z, m1.w};
+#pragma unroll
+    for (int e = 0; e < 8; ++e) mean_r[e] = ptx::bits_f32(mb[e]);
+  };
 
+  // (the per-row loops: unrolled over rows in registers (VEC), else rolled: a load each)
+  constexpr int UNROLL_SLOW = VEC ? RUN : 1;
   i8* codes = p.k_codes + si.out_blk * ROWS * ROW_BYTES + j * 8;
 #pragma unroll
   for (int a = 0; a < GW; ++a) {
@@ -242,7 +252,7 @@ __device__ __forceinline__ void quantize_k_warp_groups(const QuantizeParams& p, 
     // identity).
     u32 hi[4] = {NEG_INF2, NEG_INF2, NEG_INF2, NEG_INF2}, lo[4] = {POS_INF2, POS_INF2, POS_INF2, POS_INF2};
 #pragma unroll
-    for (int i = 0; i < RUN; ++i) {
+    for (int i = 0; i < (VEC ? RUN : 0); ++i) {
       const u32 v[4] = {chunk(a, i).x, chunk(a, i).y, chunk(a, i).z, chunk(a, i).w};
 #pragma unroll
       for (int w = 0; w < 4; ++w) {
@@ -251,8 +261,9 @@ __device__ __forceinline__ void quantize_k_warp_groups(const QuantizeParams& p, 
       }
     }
     float am = 0.f;
-    if (ok(a, 0) && j < CH_IN) {
-      float xh[8], xl[8];
+    if (VEC && ok(a, 0) && j < CH_IN) {
+      float xh[8], xl[8], mean_r[8];
+      load_mean(mean_r);
       to_f32x8(ptx::u32x4{hi[0], hi[1], hi[2], hi[3]}, xh);
       to_f32x8(ptx::u32x4{lo[0], lo[1], lo[2], lo[3]}, xl);
 #pragma unroll
@@ -267,8 +278,9 @@ __device__ __forceinline__ void quantize_k_warp_groups(const QuantizeParams& p, 
 #pragma unroll
         for (int i = 0; i < RUN; ++i) {
           const int r = first[a] + 4 * S * i;
-          float x[8];
+          float x[8], mean_r[8];
           to_f32x8(chunk(a, i), x);
+          load_mean(mean_r);
           u32 q[8];
 #pragma unroll
           for (int e = 0; e < 8; ++e) q[e] = quant_math::code_byte_finite(x[e] - mean_r[e], inv);
@@ -277,11 +289,12 @@ __device__ __forceinline__ void quantize_k_warp_groups(const QuantizeParams& p, 
                      row ? quant_math::pack_low_bytes(q[4], q[5], q[6], q[7]) : 0u);
         }
       } else {  // rare: non-finite inputs or a group of tiny values (an infinite inverse)
-#pragma unroll
+#pragma unroll UNROLL_SLOW
         for (int i = 0; i < RUN; ++i) {
           const int r = first[a] + 4 * S * i;
-          float x[8];
+          float x[8], mean_r[8];
           const u32 bad = to_f32x8_sane(chunk(a, i), x);
+          load_mean(mean_r);
           // sampled statistics saw only the sample's keys: every key's first bad row (a min)
           if (SAMPLE_TILES && bad != 0u && ok(a, i) && j < CH_IN)
             ptx::red_min_gpu_s32(p.k_first_bad + kv_bh, static_cast<i32>(row0 + r));
@@ -294,16 +307,18 @@ __device__ __forceinline__ void quantize_k_warp_groups(const QuantizeParams& p, 
         }
       }
     };
-    const u32 m = ptx::group_max_u32<32>(ptx::abs_bits(am));
+    // (without VEC, every group takes the per-row form: one load per pass, a shorter program)
+    const u32 m = VEC ? ptx::group_max_u32<32>(ptx::abs_bits(am)) : 0x7f800000u;
     if (m < 0x7f800000u) {  // (NaN bits order above +Inf)
       scale_and_codes(ptx::bits_f32(m), true);
     } else {  // rare: the per-row maximum, non-finite inputs read as 0
       u32 mr = 0u;
-#pragma unroll
+#pragma unroll UNROLL_SLOW
       for (int i = 0; i < RUN; ++i) {
         if (ok(a, i) && j < CH_IN) {
-          float x[8];
+          float x[8], mean_r[8];
           to_f32x8_sane(chunk(a, i), x);
+          load_mean(mean_r);
 #pragma unroll
           for (int e = 0; e < 8; ++e) mr = ptx::max_u32(mr, ptx::abs_bits(x[e] - mean_r[e]));
         }
