@@ -203,17 +203,21 @@ __device__ __forceinline__ void quantize_k_warp_groups(const QuantizeParams& p, 
     return VEC ? (j < CH_IN ? ld_row16(in, base + static_cast<i64>(r) * in.sn + 8 * j) : ptx::u32x4{0u, 0u, 0u, 0u})
                : load_chunk(in, base + static_cast<i64>(r) * in.sn, j);
   };
-  if (VEC)
+  if (VEC)  // (unpredicated, so that ptxas keeps them above the wait: predicated loads went below
+             // griddepcontrol.wait and the k̄ reads, one L2 round trip more per CTA, NOTES session 37)
 #pragma unroll
     for (int a = 0; a < GW; ++a)
 #pragma unroll
-      for (int i = 0; i < RUN; ++i) cache[VEC ? a : 0][VEC ? i : 0] = load(a, i);
+      for (int i = 0; i < RUN; ++i) {
+        const int r = ok(a, i) ? first[a] + 4 * S * i : ok(a, 0) ? first[a] : 0;  // (row 0: a lane past the end)
+        cache[VEC ? a : 0][VEC ? i : 0] = ld_row16(in, base + static_cast<i64>(r) * in.sn + 8 * j);
+      }
   auto chunk = [&](int a, int i) -> ptx::u32x4 { return VEC ? cache[VEC ? a : 0][VEC ? i : 0] : load(a, i); };
   wait_previous();
 
   // k̄ (k_stats is read only when smooth_k: it may be null otherwise): lane l of each warp finds
-  // channels l, l + 32, ... one at a time into the warp's row of shared memory (the quotients'
-  // registers would crowd the rows'), then every lane reads its chunk's 8. The sample's key count
+  // channels l, l + 32, ... into the warp's row of shared memory (8 quotients a lane would crowd
+  // the rows' registers), then every lane reads its chunk's 8 where it uses them. The sample's key count
   // is a power of two: dividing by it is a multiply by its exact inverse, the same rounded value.
   __shared__ alignas(16) float s_kbar[THREADS / 32][D_QK];
   {
@@ -221,15 +225,21 @@ __device__ __forceinline__ void quantize_k_warp_groups(const QuantizeParams& p, 
     static_assert((SAMPLE_KEYS & (SAMPLE_KEYS - 1)) == 0 && SAMPLE_KEYS <= (1 << 20), "the sample's keys: a power of two");
     constexpr float SAMPLE_INV = SAMPLE_KEYS > 0 ? 1.f / static_cast<float>(SAMPLE_KEYS) : 0.f;
     const bool by_sample = sampled(si.kv_len);
-#pragma unroll 1
-    for (int c = lane; c < D_QK; c += 32) {
-      float kb = 0.f;
-      if (SAGE2_SMOOTH_K && c < HD && si.kv_len > 0) {
-        const float sum = ld_stat(p.k_stats + kv_bh * 3 * D_QK + c);
-        kb = by_sample ? ptx::mul_rn(sum, SAMPLE_INV) : by_keys.of(sum);
+    constexpr int CPL = (D_QK + 31) / 32;  // channels per lane
+    float sum[CPL];
+#pragma unroll
+    for (int t = 0; t < CPL; ++t) {  // every load issued before the first use: one L2 round trip
+      const int c = lane + 32 * t;
+      sum[t] = SAGE2_SMOOTH_K && c < HD && si.kv_len > 0 ? ld_stat(p.k_stats + kv_bh * 3 * D_QK + c) : 0.f;
+    }
+#pragma unroll
+    for (int t = 0; t < CPL; ++t) {
+      const int c = lane + 32 * t;
+      if (c < D_QK) {
+        const float kb = SAGE2_SMOOTH_K && c < HD && si.kv_len > 0 ? (by_sample ? ptx::mul_rn(sum[t], SAMPLE_INV) : by_keys.of(sum[t])) : 0.f;
+        s_kbar[warp][c] = kb;
+        if (blk == 0 && warp == 0) p.k_mean[kv_bh * D_QK + c] = kb;
       }
-      s_kbar[warp][c] = kb;
-      if (blk == 0 && warp == 0) p.k_mean[kv_bh * D_QK + c] = kb;
     }
     __syncwarp();
   }
