@@ -20,14 +20,6 @@ namespace qz {
 // re-read in rolled loops (the re-reads hit L1/L2; this keeps big head dims quick to compile).
 
 
-template <bool IS_Q, class M>
-constexpr int qk_smem_bytes() {
-  constexpr int GROUPS = IS_Q ? SAGE2_Q_GROUPS : SAGE2_K_GROUPS;
-  constexpr bool BLOCK_MEAN = IS_Q && SAGE2_SMOOTH_Q;
-  constexpr bool KBIAS = IS_Q && SAGE2_SMOOTH_K;
-  return 4 * (D_QK + (KBIAS ? D_QK : 0) + 2 * GROUPS + (BLOCK_MEAN ? M::RPP * M::CHUNKS * 8 : 0));
-}
-
 // ---- K, lean form (kernels::k_group_runs: each thread's rows come in runs of K_RUN items of one
 // scale group, and K_LANES consecutive lanes hold rows of that group too; every row in registers).
 // Rows past the end hold a copy of their run's first row (quantize_qk's load_rows), so that
@@ -160,11 +152,23 @@ struct KWarpGroups {
                                 (THREADS / 32) * GW * 16 == BK && SAGE2_K_GROUPS == BK / 16 && k_groups_of_16_rows();
 };
 
+// Shared memory of the Q / K item bodies: the CTA-wide form's per-channel and per-group words, or
+// the warp-group form's k̄ rows, one of D_QK floats per warp (KWarpGroups).
+template <bool IS_Q, class M>
+constexpr int qk_smem_bytes() {
+  constexpr int GROUPS = IS_Q ? SAGE2_Q_GROUPS : SAGE2_K_GROUPS;
+  constexpr bool BLOCK_MEAN = IS_Q && SAGE2_SMOOTH_Q;
+  constexpr bool KBIAS = IS_Q && SAGE2_SMOOTH_K;
+  constexpr int cta_wide = 4 * (D_QK + (KBIAS ? D_QK : 0) + 2 * GROUPS + (BLOCK_MEAN ? M::RPP * M::CHUNKS * 8 : 0));
+  constexpr int warp_rows = !IS_Q && KWarpGroups<M>::value ? 4 * (THREADS / 32) * D_QK : 0;
+  return cta_wide > warp_rows ? cta_wide : warp_rows;
+}
+
 // VEC: 16-byte rows, kept in registers; else (rare: unaligned rows, or a head dim that is not a
 // multiple of 8) each pass reads the rows again through load_chunk, so no rows stay live.
 template <class M, bool VEC>
-__device__ __forceinline__ void quantize_k_warp_groups(const QuantizeParams& p, const Input& in, i64 b, i64 h, i64 blk,
-                                                       const SeqItem& si) {
+__device__ __forceinline__ void quantize_k_warp_groups(const QuantizeParams& p, u8* smem, const Input& in, i64 b,
+                                                       i64 h, i64 blk, const SeqItem& si) {
   using W = KWarpGroups<M>;
   constexpr int TPR = M::TPR, S = W::S, RUN = W::RUN, GW = W::GW, ROWS = M::ROWS, GROUPS = SAGE2_K_GROUPS;
   constexpr u32 NEG_INF2 = IN_BF16 ? 0xff80ff80u : 0xfc00fc00u;
@@ -185,8 +189,8 @@ __device__ __forceinline__ void quantize_k_warp_groups(const QuantizeParams& p, 
   // 1 / (the keys k̄ divides by), before the rows: the quotients below then hold fewer registers.
   const ptx::DivRn by_keys(static_cast<float>(stats_keys(si.kv_len)));
   // The rows first (they are the caller's K: complete before the stage began, see wait_previous).
-  // A row past the end holds a copy of the lane's first row of its group (k_run_maxima's rule), so
-  // that the maxima need no per-row test; its code is 0 anyway.
+  // A row past the end reads the lane's first row of its group (k_run_maxima's rule), so that the
+  // maxima need no per-row test, or row 0 when that is past the end too; its code is 0 anyway.
   const u16* base = row_ptr(in, b, h, si.n0 + row0);
   ptx::u32x4 cache[VEC ? GW : 1][VEC ? RUN : 1];
   // bit a·RUN + i: the lane's row i of group a is a valid row
@@ -196,30 +200,23 @@ __device__ __forceinline__ void quantize_k_warp_groups(const QuantizeParams& p, 
 #pragma unroll
     for (int i = 0; i < RUN; ++i) vmask |= first[a] + 4 * S * i < valid ? 1u << (a * RUN + i) : 0u;
   auto ok = [&](int a, int i) { return ((vmask >> (a * RUN + i)) & 1u) != 0u; };
-  auto row_of = [&](int a, int i) { return ok(a, i) ? first[a] + 4 * S * i : first[a]; };
-  auto load = [&](int a, int i) -> ptx::u32x4 {
-    const int r = row_of(a, i);
-    if (!ok(a, 0)) return ptx::u32x4{0u, 0u, 0u, 0u};
-    return VEC ? (j < CH_IN ? ld_row16(in, base + static_cast<i64>(r) * in.sn + 8 * j) : ptx::u32x4{0u, 0u, 0u, 0u})
-               : load_chunk(in, base + static_cast<i64>(r) * in.sn, j);
+  auto row_at = [&](int a, int i) {
+    return base + static_cast<i64>(ok(a, i) ? first[a] + 4 * S * i : ok(a, 0) ? first[a] : 0) * in.sn;
   };
   if (VEC)  // (unpredicated, so that ptxas keeps them above the wait: predicated loads went below
              // griddepcontrol.wait and the k̄ reads, one L2 round trip more per CTA, NOTES session 37)
 #pragma unroll
     for (int a = 0; a < GW; ++a)
 #pragma unroll
-      for (int i = 0; i < RUN; ++i) {
-        const int r = ok(a, i) ? first[a] + 4 * S * i : ok(a, 0) ? first[a] : 0;  // (row 0: a lane past the end)
-        cache[VEC ? a : 0][VEC ? i : 0] = ld_row16(in, base + static_cast<i64>(r) * in.sn + 8 * j);
-      }
-  auto chunk = [&](int a, int i) -> ptx::u32x4 { return VEC ? cache[VEC ? a : 0][VEC ? i : 0] : load(a, i); };
+      for (int i = 0; i < RUN; ++i) cache[VEC ? a : 0][VEC ? i : 0] = ld_row16(in, row_at(a, i) + 8 * j);
+  auto chunk = [&](int a, int i) -> ptx::u32x4 { return VEC ? cache[VEC ? a : 0][VEC ? i : 0] : load_chunk(in, row_at(a, i), j); };
   wait_previous();
 
   // k̄ (k_stats is read only when smooth_k: it may be null otherwise): lane l of each warp finds
   // channels l, l + 32, ... into the warp's row of shared memory (8 quotients a lane would crowd
   // the rows' registers), then every lane reads its chunk's 8 where it uses them. The sample's key count
   // is a power of two: dividing by it is a multiply by its exact inverse, the same rounded value.
-  __shared__ alignas(16) float s_kbar[THREADS / 32][D_QK];
+  float* s_kbar = reinterpret_cast<float*>(smem) + warp * D_QK;  // (qk_smem_bytes)
   {
     constexpr i64 SAMPLE_KEYS = static_cast<i64>(SAMPLE_TILES) * SAMPLE_UNIT;
     static_assert((SAMPLE_KEYS & (SAMPLE_KEYS - 1)) == 0 && SAMPLE_KEYS <= (1 << 20), "the sample's keys: a power of two");
@@ -237,14 +234,14 @@ __device__ __forceinline__ void quantize_k_warp_groups(const QuantizeParams& p, 
       const int c = lane + 32 * t;
       if (c < D_QK) {
         const float kb = SAGE2_SMOOTH_K && c < HD && si.kv_len > 0 ? (by_sample ? ptx::mul_rn(sum[t], SAMPLE_INV) : by_keys.of(sum[t])) : 0.f;
-        s_kbar[warp][c] = kb;
+        s_kbar[c] = kb;
         if (blk == 0 && warp == 0) p.k_mean[kv_bh * D_QK + c] = kb;
       }
     }
     __syncwarp();
   }
   // This lane's 8 k̄, read where they are used (8 registers fewer across the rows' passes).
-  const u32 kbar_at = ptx::smem_addr(&s_kbar[warp][8 * j]);
+  const u32 kbar_at = ptx::smem_addr(s_kbar + 8 * j);
   auto load_mean = [&](float (&mean_r)[8]) {
     const ptx::u32x4 m0 = ptx::ld_shared_v4(kbar_at), m1 = ptx::ld_shared_v4(kbar_at + 16);
     const u32 mb[8] = {m0.x, m0.y, m0.z, m0.w, m1.x, m1.y, m1.z, m1.w};
@@ -362,9 +359,9 @@ __device__ __forceinline__ void quantize_qk(const QuantizeParams& p, u8* smem, c
   static_assert(CHUNKS * 8 == D_QK, "Q/K mapping covers the padded head dim");
   if constexpr (!IS_Q && KWarpGroups<M>::value) {  // (the split K kernel: k_sum is null there)
     if (VEC_HD && in.vec)  // 16-byte rows
-      quantize_k_warp_groups<M, true>(p, in, b, h, blk, si);
+      quantize_k_warp_groups<M, true>(p, smem, in, b, h, blk, si);
     else
-      quantize_k_warp_groups<M, false>(p, in, b, h, blk, si);
+      quantize_k_warp_groups<M, false>(p, smem, in, b, h, blk, si);
     return;
   }
 
