@@ -265,25 +265,15 @@ __device__ __forceinline__ void check_block_dim() {
 // kernel writes is read, and nothing is written, before wait_previous(). (A kernel's dependents
 // still start only once all of its CTAs have started: a waiting CTA never holds back the kernel it
 // waits for.)
-//
-// With sampled statistics that stage runs channel_stats -> quantize_v -> quantize_k, and K reads
-// only channel_stats' words, but for V's fix-up by block 0 of each head (K_BESIDE_V). So quantize_v
-// lets K start only once every V CTA has waited (channel_stats complete: the k_stats K reads are
-// written), and K's CTAs do not wait for V: they run beside V's tail. Only the fix-up blocks wait
-// (wait_for_v), so K's grid still completes after V's, and what follows K finds both done.
 constexpr bool LATE_WAIT = (SAGE2_QUANT_OP == 3 || SAGE2_QUANT_OP == 4) && !SAGE2_VARLEN;
-constexpr bool K_BESIDE_V = LATE_WAIT && SAMPLE_TILES;
 __device__ __forceinline__ void enter() {
   check_block_dim();
   if (!LATE_WAIT) ptx::pdl_wait();
-  if (!(K_BESIDE_V && SAGE2_QUANT_OP == 4)) ptx::pdl_launch_dependents();
+  ptx::pdl_launch_dependents();
 }
 __device__ __forceinline__ void wait_previous() {
-  if (LATE_WAIT && !(K_BESIDE_V && SAGE2_QUANT_OP == 3)) ptx::pdl_wait();
-  if (K_BESIDE_V && SAGE2_QUANT_OP == 4) ptx::pdl_launch_dependents();
+  if (LATE_WAIT) ptx::pdl_wait();
 }
-// quantize_k, before it reads what quantize_v wrote (the fix-up).
-__device__ __forceinline__ void wait_for_v() { ptx::pdl_wait(); }
 
 // Where an item's sequence lies. Dense calls: the launch's lengths, token 0 of batch entry b,
 // and block (b·H + h)·nblk + blk of the per-block buffers (dense_*_item); varlen calls: the

@@ -53,9 +53,6 @@ sage2_quantize_k(sage2::dev::QuantizeParams p) {
 #if SAGE2_QUANT_OP == 3
   // Sampled statistics: quantize_v ran before this kernel (plan::quantize_ops), and wait_previous
   // made its codes and overflow maxima visible; block 0 of each head fixes its V channels.
-  if (qz::SAMPLE_TILES && blockIdx.x == 0) {
-    if (qz::K_BESIDE_V) qz::wait_for_v();  // (the other K blocks ran beside V: qz::enter)
-    qz::v_fixup_head(p, qz::kv_input(p, true), b, h);
-  }
+  if (qz::SAMPLE_TILES && blockIdx.x == 0) qz::v_fixup_head(p, qz::kv_input(p, true), b, h);
 #endif
 }
