@@ -317,7 +317,9 @@ TEST_CASE("gpu arch paths: the Ada/Blackwell mma path (target sm_89: INT8 QK + F
 TEST_CASE("gpu arch paths: FP16 P̃V is more accurate than FP8 on channel-biased inputs, on every path") {
   // Same inputs through: the device's default path, the FP16 option on the device's own target
   // (the mma family), the sm_89 path with FP8 and with FP16, and the sm_80 path.
-  const std::uint64_t seed = test::base_seed() + 1000;
+  const std::uint64_t base = test::base_seed();
+  MESSAGE("base seed " << base << " (SAGE2_TEST_SEED=" << base << " replays it)");
+  const std::uint64_t seed = base + 1000;
   struct Run {
     const char* what;
     std::string target;
@@ -383,7 +385,9 @@ TEST_CASE("gpu arch paths: fp16 P̃V accumulation (SageAttention2++) on the sm_8
     PvPrecision pv;
   };
   const Path paths[] = {{"sm_89", PvPrecision::Fp8}, {"sm_89", PvPrecision::Fp16}, {"sm_80", PvPrecision::Auto}};
-  const std::uint64_t seed = test::base_seed() + 2000;
+  const std::uint64_t base = test::base_seed();
+  MESSAGE("base seed " << base << " (SAGE2_TEST_SEED=" << base << " replays it)");
+  const std::uint64_t seed = base + 2000;
   int n = 0;
   for (const Path& path : paths) {
     std::string why;

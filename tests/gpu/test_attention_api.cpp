@@ -38,7 +38,12 @@ using test::target;
 
 namespace {
 
-std::uint64_t fresh_seed() { return test::base_seed(); }
+// A fresh base seed, printed so that a failure can be replayed (SAGE2_TEST_SEED).
+std::uint64_t fresh_seed() {
+  const std::uint64_t seed = test::base_seed();
+  MESSAGE("base seed " << seed << " (SAGE2_TEST_SEED=" << seed << " replays it)");
+  return seed;
+}
 
 struct Case {
   int bits;
@@ -180,7 +185,6 @@ Outcome run_case(const Case& c, std::uint64_t seed) {
 
 TEST_CASE("gpu attention: matrix vs emulation (same spec) and vs fp64 attention") {
   const std::uint64_t seed = fresh_seed();
-  MESSAGE("base seed " << seed);
   int n = 0;
   for (const Case& c : case_matrix()) {
     const std::string name = describe(c);
