@@ -107,8 +107,6 @@ QuantMapping split_mapping(const KernelSpec& c, const QuantLayout& layout) {
     m.defines.push_back({"SAGE2_QZ_STATS_CLUSTER", stats_whole_head(c) && !stats_units_at_once(c) && c.arch == Arch::Sm90a ? 1 : 0,
                          "launched in clusters over a sampled head (kernels::stats_cluster_size)"});
   }
-  if (c.op == QuantOp::QuantizeV)
-    m.defines.push_back({"SAGE2_QZ_V_SCOPE_WARPS", q.v_scope_warps, "warps that share a V tile's barriers (kernels::v_scope_warps)"});
   k_runs(m, c.op == QuantOp::QuantizeK ? k_group_runs(layout, q) : KGroupRuns{});
   sample_defines(m, c);
   return m;

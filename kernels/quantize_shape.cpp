@@ -41,24 +41,6 @@ bool kv_small_cta(const KernelSpec& s, const QuantizeKernelConfig& c) {
   return s.consumer == KernelFamily::AttentionWgmma && c.threads < 256;
 }
 
-// The split V kernel's scope (templates/quantize_v_body.cuh VScope): the fewest warps, from
-// kVScopeMinWarps, that own whole 16-key groups of the tile, whose threads cover those rows
-// exactly, and whose copies of the per-channel constants (v_smem_bytes) fit the static shared
-// memory beside the tile; else the CTA. A scope waits at its barriers only for its own warps.
-// Rows of several chunks per thread keep the CTA (hd 72's spilled 4 bytes at 64 registers).
-constexpr int kVScopeMinWarps = 1;
-int v_scope_warps(const KernelSpec& s, const QuantizeKernelConfig& c) {
-  if (c.cpt != 1) return c.threads / 32;
-  const int warps = c.threads / 32, segs = c.rows / 16, rpp = c.threads / c.tpr, items = (c.rows + rpp - 1) / rpp;
-  const int d_v = v_dim_padded(s.head_dim);
-  const int const_bytes = (s.sampled_stats ? 12 : 8) * d_v, tile_bytes = c.rows * d_v * v_code_bytes(s.pv_fp16);
-  for (int p = kVScopeMinWarps; p < warps; p *= 2) {
-    if (warps % p != 0 || segs % (warps / p) != 0 || (32 * p) % c.tpr != 0) continue;
-    if ((32 * p / c.tpr) * items == segs / (warps / p) * 16 && (warps / p) * const_bytes + tile_bytes <= 48 * 1024) return p;
-  }
-  return warps;
-}
-
 constexpr std::int64_t kMaxGridX = 2147483647;  // 2^31 - 1
 constexpr std::int64_t kMaxGridYZ = 65535;
 
@@ -316,7 +298,6 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
       // <= 80 registers: 3 CTAs of 256. The sampled kernel up to head dim 128: <= 64, 4 CTAs (its
       // screen and exact pass took 72 at 80, the plain kernel 64; at 64 neither spills, hd 128 bf16)
       c.min_ctas = std::max(1, 65536 / (c.threads * (kv_small_cta(s, c) || (s.sampled_stats && c.chunks <= 16) ? 64 : 80)));
-      c.v_scope_warps = v_scope_warps(s, c);
       break;
     case QuantOp::None:
       throw Error(ErrorCode::InvalidArgument, "quantize_kernel_config: spec without a quantize op");

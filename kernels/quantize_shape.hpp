@@ -35,9 +35,6 @@ struct QuantizeKernelConfig {
   // spec's arch (0: rows loaded into registers), and the dynamic shared memory its launch gives.
   int stats_ring = 0;
   int dynamic_smem = 0;
-  // The split V kernel: warps per scope, the threads that share a tile's shared memory and barriers
-  // (templates/quantize_v_body.cuh VScope; threads / 32: the whole CTA).
-  int v_scope_warps = 0;
 };
 // For QuantOp::Fused: threads = the fused CTA size, the other fields those of the statistics
 // items (fused_quantize_config has all four).

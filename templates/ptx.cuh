@@ -267,19 +267,6 @@ SAGE2_DEVICE_INLINE u32 e4m3x2_to_f16x2(u16 v) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Named barriers: the `threads` threads (whole warps) that use barrier `id` (0 is __syncthreads').
-SAGE2_DEVICE_INLINE void bar_sync(u32 id, u32 threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-// bar_sync that also returns whether pred is true in any of those threads.
-SAGE2_DEVICE_INLINE bool bar_red_or(u32 id, u32 threads, bool pred) {
-  u32 r;
-  asm volatile("{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n bar.red.or.pred q, %2, %3, p;\n selp.u32 %0, 1, 0, q;\n}"
-               : "=r"(r) : "r"(static_cast<u32>(pred)), "r"(id), "r"(threads) : "memory");
-  return r != 0u;
-}
-
-// ---------------------------------------------------------------------------------------------
 // Warp shuffles (full-warp variants take the member mask explicitly; default all lanes).
 // The lanes of `members` whose pred is true, as a bit mask (every member must execute it).
 SAGE2_DEVICE_INLINE u32 ballot(bool pred, u32 members = 0xffffffffu) {

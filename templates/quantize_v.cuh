@@ -19,7 +19,7 @@ using MapS = Map<SAGE2_QZ_ROWS, SAGE2_QZ_TPR, SAGE2_QZ_CPT, SAGE2_QZ_CHUNKS>;
 // (kernels::quantize_launch_shape); surplus CTAs exit.
 extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, SAGE2_QZ_MIN_CTAS) sage2_quantize_v(sage2::dev::QuantizeParams p) {
   qz::enter();
-  __shared__ alignas(16) u8 s_raw[qz::v_smem_bytes<qz::MapS, SAGE2_QZ_V_SCOPE_WARPS>()];
+  __shared__ alignas(16) u8 s_raw[qz::v_smem_bytes<qz::MapS>()];
   constexpr int ROWS = qz::MapS::ROWS;
   if (SAGE2_VARLEN) {  // x = packed V tile (BK / ROWS per KV block), y = kv head
     constexpr i64 TPB = SAGE2_BK / ROWS;
@@ -34,12 +34,11 @@ extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, SAGE2_QZ_MIN_CTAS
     si.v_pitch = p.k_map_len * SAGE2_BK;
     si.v_row0 = h * qz::D_V;
     si.out_blk = X * ROWS;
-    qz::quantize_v<qz::MapS, SAGE2_QZ_V_SCOPE_WARPS>(p, s_raw, qz::kv_input(p, true), s, h, X - e.k_blk * TPB, si);
+    qz::quantize_v<qz::MapS>(p, s_raw, qz::kv_input(p, true), s, h, X - e.k_blk * TPB, si);
     return;
   }
   i64 b, h, bh;
   const i64 len_pad = (p.kv_len + SAGE2_BK - 1) / SAGE2_BK * SAGE2_BK;
   if (!qz::block_bh(p.batch, p.kv_heads, b, h, bh) || blockIdx.x >= len_pad / ROWS) return;
-  qz::quantize_v<qz::MapS, SAGE2_QZ_V_SCOPE_WARPS>(p, s_raw, qz::kv_input(p, true), b, h, blockIdx.x,
-                                                  qz::dense_v_item<ROWS>(p, b, h, blockIdx.x));
+  qz::quantize_v<qz::MapS>(p, s_raw, qz::kv_input(p, true), b, h, blockIdx.x, qz::dense_v_item<ROWS>(p, b, h, blockIdx.x));
 }

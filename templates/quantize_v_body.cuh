@@ -38,43 +38,8 @@ constexpr bool V_SCREEN = SAMPLE_TILES && !V_FP16;
 // raw 16-bit words (NaN-propagating, so a non-finite input fails it too) and multiplies once per
 // channel at the end. A non-finite input's code is then set to 0 by the exact pass, not per element.
 constexpr bool V_RAW_SCREEN = V_SCREEN && !SAGE2_SMOOTH_V;
-
-// The threads that share a V tile's shared memory: a scope of P warps (P = THREADS / 32: the CTA,
-// every V item body but the split V kernel's, kernels::QuantizeKernelConfig::v_scope_warps).
-// Scope k owns the tile's 16-key groups k·GS .. k·GS + GS − 1: its threads code those rows, take
-// their own copy of the per-channel constants and write those groups out, so a scope waits only
-// for its own P warps (the CTA-wide form waited twice for the slowest of all).
-template <class M, int P>
-struct VScope {
-  static constexpr int WARPS = THREADS / 32, SCOPES = WARPS / P, N = 32 * P;
-  static constexpr int SEGS = M::ROWS / 16, GS = SEGS / SCOPES;  // 16-key groups of a scope
-  static constexpr int SLOTS = N / M::TPR;                         // row slots of a scope
-  static_assert(P >= 1 && WARPS % P == 0 && SEGS % SCOPES == 0 && N % M::TPR == 0, "a V scope owns whole 16-key groups");
-  static_assert(P == WARPS || SLOTS * M::ITEMS == GS * 16, "a V scope's threads cover its rows exactly");
-  static_assert(SCOPES <= 15, "named barriers 1 .. SCOPES");
-  __device__ static int index() { return static_cast<int>(threadIdx.x) / N; }
-  __device__ static int t() { return static_cast<int>(threadIdx.x) % N; }
-  // The tile row of the thread's item i (the CTA: slot + i·RPP).
-  __device__ static int row(int i) { return index() * GS * 16 + t() / M::TPR + SLOTS * i; }
-  __device__ static void sync() {
-    if (P == WARPS) __syncthreads();
-    else if (P == 1) __syncwarp();
-    else ptx::bar_sync(static_cast<u32>(1 + index()), N);
-  }
-  // sync(), and whether x holds in any thread of the scope.
-  __device__ static bool any(bool x) {
-    if (P == WARPS) return __syncthreads_or(x) != 0;
-    if (P == 1) {
-      __syncwarp();
-      return ptx::ballot(x) != 0u;
-    }
-    return ptx::bar_red_or(static_cast<u32>(1 + index()), N, x);
-  }
-};
 template <class M>
-using VCta = VScope<M, THREADS / 32>;
-template <class M, int P = THREADS / 32>
-constexpr int v_smem_bytes() { return V_CONST_BYTES * VScope<M, P>::SCOPES + M::ROWS * D_V * V_BYTES; }
+constexpr int v_smem_bytes() { return V_CONST_BYTES + M::ROWS * D_V * V_BYTES; }
 
 // FP16 V̂'s per-channel power-of-two scale δ for a finite positive amax (see above).
 __device__ __forceinline__ float v16_scale(float amax) {
@@ -155,36 +120,36 @@ __device__ __forceinline__ void v_fixup_head(const QuantizeParams& p, const Inpu
 
 // e4m3 codes of the tile in shared memory: token-major rows of D_V bytes whose 4-byte words are
 // permuted per 16-key group g of the row (word w at w ^ v_word_mask(g)), so that the write-out's
-// lanes, which take a scope's GS groups of consecutive channel groups (32 / GS per group), read
-// different banks. The mask stays below the largest power of two (<= 32) dividing the row's words,
-// so a word never leaves its row, and it is a multiple of 2 words, so a thread's 8 codes of a
-// chunk stay one aligned 8-byte store.
+// lanes of one channel group, one per 16-key group, read different banks. The mask stays below the
+// largest power of two (<= 32) dividing the row's words, so a word never leaves its row, and it is
+// a multiple of 2 words, so a thread's 8 codes of a chunk stay one aligned 8-byte store.
 constexpr int V_ROW_WORDS = D_V / 4;
 constexpr int V_SWZ_SPAN = (V_ROW_WORDS & -V_ROW_WORDS) < 32 ? (V_ROW_WORDS & -V_ROW_WORDS) : 32;
-template <int GS>
+template <int ROWS>
 __device__ __forceinline__ int v_word_mask(int g) {
-  return V_FP16 ? 0 : ((g % GS) * (32 / GS)) & (V_SWZ_SPAN - 1) & ~1;
+  constexpr int LANES_PER_GROUP = 32 / (ROWS / 16);  // write-out lanes of one 16-key group in a warp
+  return V_FP16 ? 0 : (g * LANES_PER_GROUP) & (V_SWZ_SPAN - 1) & ~1;
 }
 // Byte offset of code (row r, channel c) in that layout.
-template <int GS>
+template <int ROWS>
 __device__ __forceinline__ int v_code_at(int r, int c) {
-  return r * D_V + (((c >> 2) ^ v_word_mask<GS>(r >> 4)) << 2) + (c & 3);
+  return r * D_V + (((c >> 2) ^ v_word_mask<ROWS>(r >> 4)) << 2) + (c & 3);
 }
 
-// The scope's 16-key groups of the tile's codes (token-major in shared memory) to V̂, transposed:
-// each channel's codes of a group, in the layout's slot order (kernels::QuantLayout::v_slot), at si.
-template <class M, class S>
+// The tile's codes (token-major in shared memory) to V̂, transposed: each channel's ROWS codes in
+// 16-key groups, in the layout's slot order (kernels::QuantLayout::v_slot), at si.
+template <int ROWS>
 __device__ __forceinline__ void v_write_out(const QuantizeParams& p, const u8* s_t, const SeqItem& si) {
-  constexpr int GS = S::GS;
-  const int tid = S::t(), seg0 = S::index() * GS;
+  const int tid = threadIdx.x;
   if (V_FP16) {  // the same write-out, two bytes per code: 32 bytes per 16-key group
+    constexpr int SEGS = ROWS / 16;
     const u16* s_t16 = reinterpret_cast<const u16*>(s_t);
     u16* dst = reinterpret_cast<u16*>(p.v_codes) + si.v_row0 * si.v_pitch + si.out_blk;
 #pragma unroll 1
-    for (int c = tid; c < D_V; c += S::N) {
+    for (int c = tid; c < D_V; c += THREADS) {
       u16* drow = dst + static_cast<i64>(c) * si.v_pitch;
 #pragma unroll
-      for (int seg = seg0; seg < seg0 + GS; ++seg) {
+      for (int seg = 0; seg < SEGS; ++seg) {
         u32 w[8];
 #pragma unroll
         for (int q = 0; q < 8; ++q)  // column 2q, 2q+1 of the group hold the layout's keys (v_slot)
@@ -201,16 +166,16 @@ __device__ __forceinline__ void v_write_out(const QuantizeParams& p, const u8* s
   // those 4 channels (one 32-bit shared load each; the permuted words keep a warp's lanes on
   // different banks) and transposes each 4×4 byte block with byte permutes, so that every
   // channel's 16 codes (in the layout's slot order, v_slot) leave as one 16-byte store.
-  // Consecutive lanes take consecutive 16-key groups of a channel group: a warp's store of the CTA
-  // scope fills whole 128-byte lines of ROWS = 128 (a scope of one warp writes 16-byte pieces).
-  // Every thread has work when ROWS·D_V = 64·THREADS (128-token tiles at head dim 128).
-  constexpr int CG = D_V / 4;
+  // Consecutive lanes take consecutive 16-key groups of a channel group: a warp's store fills whole
+  // 128-byte lines of ROWS = 128 (16-byte pieces of many channels' rows filled half sectors).
+  // Every thread of the CTA has work when ROWS·D_V = 64·THREADS (128-token tiles at head dim 128).
+  constexpr int SEGS = ROWS / 16, CG = D_V / 4;
   u8* dst = p.v_codes + si.v_row0 * si.v_pitch + si.out_blk;
   const u32 s_base = ptx::smem_addr(s_t);
 #pragma unroll 1
-  for (int it = tid; it < CG * GS; it += S::N) {
-    const int seg = seg0 + it % GS, cg = it / GS;
-    const u32 word = static_cast<u32>((cg ^ v_word_mask<GS>(seg)) * 4);
+  for (int it = tid; it < CG * SEGS; it += THREADS) {
+    const int seg = it % SEGS, cg = it / SEGS;
+    const u32 word = static_cast<u32>((cg ^ v_word_mask<ROWS>(seg)) * 4);
     u32 w[4][4];  // [channel e of the group][word q]: keys of slots 4q .. 4q+3
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
@@ -231,33 +196,28 @@ __device__ __forceinline__ void v_write_out(const QuantizeParams& p, const u8* s
   }
 }
 
-// Shared memory of the V item bodies: per scope [s_mu | s_inv | s_ha] per-channel constants
-// (V_CONST_BYTES each), then the tile's codes token-major [ROWS][D_V] (e4m3: words permuted per
-// 16-key group, v_code_at; written 8 bytes per thread along a row). `cs`: a scope's constants.
-__device__ __forceinline__ float* v_smem_mu(u8* cs) { return reinterpret_cast<float*>(cs); }
-__device__ __forceinline__ float* v_smem_inv(u8* cs) { return v_smem_mu(cs) + D_V; }
-__device__ __forceinline__ float* v_smem_ha(u8* cs) { return v_smem_mu(cs) + 2 * D_V; }  // sampled: H·A_s
-template <class S>
-__device__ __forceinline__ u8* v_smem_consts(u8* smem) { return smem + S::index() * V_CONST_BYTES; }
-template <class S>
-__device__ __forceinline__ u8* v_smem_codes(u8* smem) { return smem + S::SCOPES * V_CONST_BYTES; }  // 16-byte aligned
+// Shared memory of the V item bodies: [s_mu | s_inv | s_ha] per-channel constants (V_CONST_BYTES),
+// then the tile's codes token-major [ROWS][D_V] (e4m3: words permuted per 16-key group, v_code_at;
+// written 8 bytes per thread along a row).
+__device__ __forceinline__ float* v_smem_mu(u8* smem) { return reinterpret_cast<float*>(smem); }
+__device__ __forceinline__ float* v_smem_inv(u8* smem) { return v_smem_mu(smem) + D_V; }
+__device__ __forceinline__ float* v_smem_ha(u8* smem) { return v_smem_mu(smem) + 2 * D_V; }  // sampled: H·A_s
+__device__ __forceinline__ u8* v_smem_codes(u8* smem) { return smem + V_CONST_BYTES; }       // 16-byte aligned
 
-// The per-channel constants of V of (batch·kv head) bh into the scope's shared memory `cs` (μ, inv;
-// sampled: H·A_s), one channel per thread of the scope; `writes_globals` (scope 0 of the CTA of
-// tile 0) also stores v_scale, v_mean and v_amax. `stats`: the head's V statistics [3][D_V] in
-// shared memory (the cluster stage), else null: read from v_stats. Returns (after the scope's
-// barrier) whether every element of the head needs the exact check (a channel with H_s = 0 escapes
-// the e4m3 screen).
-template <class S>
-__device__ __forceinline__ bool v_channel_constants(const QuantizeParams& p, u8* cs, i64 bh, i64 kv_len,
+// The per-channel constants of V of (batch·kv head) bh into shared memory (μ, inv; sampled: H·A_s);
+// `writes_globals` (the CTA of tile 0) also stores v_scale, v_mean and v_amax. `stats`: the head's
+// V statistics [3][D_V] in shared memory (the cluster stage), else null: read from v_stats. Returns
+// (after a barrier) whether every element of the head needs the exact check (a channel with H_s =
+// 0 escapes the e4m3 screen).
+__device__ __forceinline__ bool v_channel_constants(const QuantizeParams& p, u8* smem, i64 bh, i64 kv_len,
                                                     bool writes_globals, const float* stats) {
-  float* s_mu = v_smem_mu(cs);
-  float* s_inv = v_smem_inv(cs);
-  float* s_ha = v_smem_ha(cs);
+  float* s_mu = v_smem_mu(smem);
+  float* s_inv = v_smem_inv(smem);
+  float* s_ha = v_smem_ha(smem);
   const float* st = p.v_stats + bh * 3 * D_V;
   int zero_hs = 0;  // sampled: a channel of this thread with H_s = 0
 #pragma unroll 1
-  for (int c = S::t(); c < D_V; c += S::N) {
+  for (int c = threadIdx.x; c < D_V; c += THREADS) {
     float mu = 0.f, inv = 0.f, scale = 0.f;
     if (c < HD) {
       const float vsum = stats ? stats[c] : ld_stat(st + c);
@@ -290,8 +250,8 @@ __device__ __forceinline__ bool v_channel_constants(const QuantizeParams& p, u8*
       if (SAMPLE_TILES && c >= HD) p.v_amax[bh * D_V + c] = 0.f;
     }
   }
-  // (the screen misses a channel with H_s = 0: then every thread of the scope checks exactly)
-  return V_SCREEN ? S::any(zero_hs != 0) : (S::sync(), false);
+  // (the screen misses a channel with H_s = 0: then every thread of the CTA checks exactly)
+  return V_SCREEN ? __syncthreads_or(zero_hs) != 0 : (__syncthreads(), false);
 }
 
 // A thread's channels are the same for all its rows: their constants in registers. Without
@@ -299,35 +259,33 @@ __device__ __forceinline__ bool v_channel_constants(const QuantizeParams& p, u8*
 template <class M>
 struct VRegs {
   float mu[M::CPT][8], inv[M::CPT][8];
-  __device__ __forceinline__ void load(u8* cs) {
+  __device__ __forceinline__ void load(u8* smem) {
     const int lane_r = threadIdx.x % M::TPR;
 #pragma unroll
     for (int k = 0; k < M::CPT; ++k) {
       const int j = lane_r + k * M::TPR;
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
-        mu[k][e] = SAGE2_SMOOTH_V && j < M::CHUNKS ? v_smem_mu(cs)[j * 8 + e] : 0.f;
-        inv[k][e] = j < M::CHUNKS ? v_smem_inv(cs)[j * 8 + e] : 0.f;
+        mu[k][e] = SAGE2_SMOOTH_V && j < M::CHUNKS ? v_smem_mu(smem)[j * 8 + e] : 0.f;
+        inv[k][e] = j < M::CHUNKS ? v_smem_inv(smem)[j * 8 + e] : 0.f;
       }
     }
   }
 };
 
 // One V tile of ROWS tokens from token n0 of (batch·kv head) bh, `valid` of them real (rows from
-// `base`), as far as scope S owns it: the codes from raw(i, k) (the 16 bytes of the thread's row
-// S::row(i), chunk lane_r + k·TPR; only called for real rows and channels) into shared memory, the
-// sampled screen and its exact pass, then the transposed write-out at si. Ends after the
-// write-out (no barrier after it).
-template <class M, class S, class Raw>
+// `base`): the codes from raw(i, k) (the 16 bytes of the thread's row slot + i·RPP, chunk lane_r +
+// k·TPR; only called for real rows and channels) into shared memory, the sampled screen and its
+// exact pass, then the transposed write-out at si. Ends after the write-out (no barrier after it).
+template <class M, class Raw>
 __device__ __forceinline__ void v_tile(const QuantizeParams& p, u8* smem, const Input& in, i64 bh, i64 n0, int valid,
                                        const u16* base, const SeqItem& si, bool exact_all, const VRegs<M>& vr,
                                        Raw&& raw) {
   constexpr int ROWS = M::ROWS, TPR = M::TPR, CPT = M::CPT, CHUNKS = M::CHUNKS, RPP = M::RPP, ITEMS = M::ITEMS;
-  constexpr int GS = S::GS;
-  const float* s_mu = v_smem_mu(v_smem_consts<S>(smem));
-  const float* s_ha = v_smem_ha(v_smem_consts<S>(smem));
-  u8* s_t = v_smem_codes<S>(smem);
-  const int lane_r = threadIdx.x % TPR;
+  const float* s_mu = v_smem_mu(smem);
+  const float* s_ha = v_smem_ha(smem);
+  u8* s_t = v_smem_codes(smem);
+  const int tid = threadIdx.x, lane_r = tid % TPR, slot = tid / TPR;
 
   // Sampled statistics: this thread's max |V − μ| per channel (FP16 V̂), or its max |(V − μ)·inv|
   // (the e4m3 screen); non-finite inputs read as 0.
@@ -350,10 +308,10 @@ __device__ __forceinline__ void v_tile(const QuantizeParams& p, u8* smem, const 
   static_assert(ITEMS <= 32, "one bit per row of the thread");
   u32 real_rows = 0u;
 #pragma unroll
-  for (int i = 0; i < ITEMS; ++i) real_rows |= (S::row(i) < valid ? 1u : 0u) << i;
+  for (int i = 0; i < ITEMS; ++i) real_rows |= (slot + i * RPP < valid ? 1u : 0u) << i;
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
-    const int r = S::row(i);
+    const int r = slot + i * RPP;
     if (ITEMS * RPP != ROWS && r >= ROWS) continue;
 #pragma unroll
     for (int k = 0; k < CPT; ++k) {
@@ -405,7 +363,7 @@ __device__ __forceinline__ void v_tile(const QuantizeParams& p, u8* smem, const 
         d16[3] = pair[3];
         continue;
       }
-      u32* d8 = reinterpret_cast<u32*>(&s_t[v_code_at<GS>(r, j * 8)]);
+      u32* d8 = reinterpret_cast<u32*>(&s_t[v_code_at<ROWS>(r, j * 8)]);
       d8[0] = pair[0];
       d8[1] = pair[1];
     }
@@ -439,7 +397,7 @@ __device__ __forceinline__ void v_tile(const QuantizeParams& p, u8* smem, const 
   if (SAMPLE_TILES && (recheck || (V_SCREEN && (ymax >= V8_MAX || exact_all)))) {
 #pragma unroll 1
     for (int i = 0; i < ITEMS; ++i) {
-      const int r = S::row(i);
+      const int r = slot + i * RPP;
       if (r >= valid) continue;
 #pragma unroll 1
       for (int k = 0; k < CPT; ++k) {
@@ -451,7 +409,7 @@ __device__ __forceinline__ void v_tile(const QuantizeParams& p, u8* smem, const 
         for (int e = 0; e < 8; ++e) {
           if ((bad >> e) & 1u) {
             ptx::red_min_gpu_s32(p.v_first_bad + bh * D_V + j * 8 + e, static_cast<i32>(n0 + r));
-            if (V_RAW_SCREEN) s_t[v_code_at<GS>(r, j * 8 + e)] = 0;
+            if (V_RAW_SCREEN) s_t[v_code_at<ROWS>(r, j * 8 + e)] = 0;
           }
           if (!V_SCREEN) continue;  // (FP16 V̂: its exact maxima above)
           const float d = ptx::abs_f32(x[e] - s_mu[j * 8 + e]);
@@ -460,26 +418,25 @@ __device__ __forceinline__ void v_tile(const QuantizeParams& p, u8* smem, const 
       }
     }
   }
-  S::sync();
-  v_write_out<M, S>(p, s_t, si);
+  __syncthreads();
+  v_write_out<ROWS>(p, s_t, si);
 }
 
 // `stats`: the head's V statistics [3][D_V] in shared memory (the cluster stage), else null:
 // read from v_stats in global memory. One tile per call (the dense split kernel, the one-launch
-// stages, varlen tiles), by scopes of P warps (VScope; the CTA unless the split kernel says).
-template <class M, int P = THREADS / 32>
+// stages, varlen tiles).
+template <class M>
 __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, const Input& in, i64 b, i64 h, i64 tile,
                                            const SeqItem& si, const float* stats = nullptr) {
-  using S = VScope<M, P>;
-  constexpr int ROWS = M::ROWS, TPR = M::TPR, CPT = M::CPT, CHUNKS = M::CHUNKS, ITEMS = M::ITEMS;
+  constexpr int ROWS = M::ROWS, TPR = M::TPR, CPT = M::CPT, CHUNKS = M::CHUNKS, RPP = M::RPP, ITEMS = M::ITEMS;
   static_assert(ROWS % 16 == 0, "V tile must be a multiple of 16 tokens");
   static_assert(CHUNKS * 8 == D_V, "V mapping covers the padded head dim");
-  static_assert(v_smem_bytes<M, P>() <= 48 * 1024, "V tile exceeds static shared memory");
+  static_assert(v_smem_bytes<M>() <= 48 * 1024, "V tile exceeds static shared memory");
   const i64 bh = b * p.kv_heads + h;
   const i64 n0 = tile * ROWS;
   const i64 kv_len = si.len;
   const int valid = static_cast<int>(kv_len - n0 <= 0 ? 0 : (kv_len - n0 < ROWS ? kv_len - n0 : ROWS));
-  const int lane_r = threadIdx.x % TPR;
+  const int tid = threadIdx.x, lane_r = tid % TPR, slot = tid / TPR;
 
   // The tile's rows are loaded first when they fit 8 chunks of 16 bytes per thread: their latency
   // then overlaps the per-channel constants' (v_stats reads and divisions).
@@ -487,21 +444,21 @@ __device__ __forceinline__ void quantize_v(const QuantizeParams& p, u8* smem, co
   const u16* base = row_ptr(in, b, h, si.n0 + n0);
   ptx::u32x4 pre[PRELOAD ? ITEMS : 1][PRELOAD ? CPT : 1];
   auto load_rc = [&](int i, int k) {
-    return load_chunk(in, base + static_cast<i64>(S::row(i)) * in.sn, lane_r + k * TPR);
+    return load_chunk(in, base + static_cast<i64>(slot + i * RPP) * in.sn, lane_r + k * TPR);
   };
   if (PRELOAD) {
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i)
 #pragma unroll
       for (int k = 0; k < CPT; ++k)
-        if (S::row(i) < valid) pre[PRELOAD ? i : 0][PRELOAD ? k : 0] = load_rc(i, k);
+        if (slot + i * RPP < valid) pre[PRELOAD ? i : 0][PRELOAD ? k : 0] = load_rc(i, k);
   }
 
   wait_previous();  // (the split V kernel: its rows are in flight; the statistics are read below)
-  const bool exact_all = v_channel_constants<S>(p, v_smem_consts<S>(smem), bh, kv_len, tile == 0 && S::index() == 0, stats);
+  const bool exact_all = v_channel_constants(p, smem, bh, kv_len, tile == 0, stats);
   VRegs<M> vr;
-  vr.load(v_smem_consts<S>(smem));
-  v_tile<M, S>(p, smem, in, bh, n0, valid, base, si, exact_all, vr,
+  vr.load(smem);
+  v_tile<M>(p, smem, in, bh, n0, valid, base, si, exact_all, vr,
             [&](int i, int k) { return PRELOAD ? pre[PRELOAD ? i : 0][PRELOAD ? k : 0] : load_rc(i, k); });
 }
 
