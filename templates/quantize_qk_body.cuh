@@ -145,9 +145,10 @@ struct KWarpGroups {
   static constexpr int S = 32 / M::TPR;                 // row slots of a warp
   static constexpr int RUN = S <= 16 ? 16 / S : 1;      // a lane's rows of one group
   static constexpr int GW = M::ITEMS / RUN;             // groups per warp
-  // (rows of 8 or 16 real chunks, head dims 64 and 128: other rows spilled at 64 registers)
-  static constexpr bool value = SAGE2_QUANT_OP == 3 && SAGE2_QK_BITS == 8 && M::CPT == 1 && M::TPR == M::CHUNKS &&
-                                CH_IN == M::CHUNKS && (M::TPR == 8 || M::TPR == 16) && M::ROWS == BK && BK % 64 == 0 &&
+  // (rows of 8 or 16 lanes, more than half of them on real channels: head dims 33-128; the
+  // narrower rows' 4-lane groups were not measured)
+  static constexpr bool value = SAGE2_QUANT_OP == 3 && SAGE2_QK_BITS == 8 && M::CPT == 1 && M::TPR >= M::CHUNKS &&
+                                (M::TPR == 8 || M::TPR == 16) && 2 * CH_IN > M::TPR && M::ROWS == BK && BK % 64 == 0 &&
                                 M::ROWS % M::RPP == 0 && M::ITEMS <= 8 && M::ITEMS % RUN == 0 &&
                                 (THREADS / 32) * GW * 16 == BK && SAGE2_K_GROUPS == BK / 16 && k_groups_of_16_rows();
 };
@@ -178,6 +179,11 @@ __device__ __forceinline__ void quantize_k_warp_groups(const QuantizeParams& p, 
   const i64 kv_bh = b * p.kv_heads + h;
   const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
   const int s = lane / TPR, j = lane % TPR;
+  // Rows of fewer chunks than lanes (hd 65-96: 12 over 16): lanes past the row's chunks load a real
+  // chunk (unpredicated loads, see below) and store nothing; chunks of padded channels (past CH_IN)
+  // get code 0.
+  const bool lane_stores = j < M::CHUNKS;
+  const int j_in = j < CH_IN ? j : CH_IN - 1;
   // group a's rows of this lane: first + 4·S·i (i < RUN)
   int first[GW];
 #pragma unroll
@@ -208,7 +214,7 @@ __device__ __forceinline__ void quantize_k_warp_groups(const QuantizeParams& p, 
 #pragma unroll
     for (int a = 0; a < GW; ++a)
 #pragma unroll
-      for (int i = 0; i < RUN; ++i) cache[VEC ? a : 0][VEC ? i : 0] = ld_row16(in, row_at(a, i) + 8 * j);
+      for (int i = 0; i < RUN; ++i) cache[VEC ? a : 0][VEC ? i : 0] = ld_row16(in, row_at(a, i) + 8 * j_in);
   auto chunk = [&](int a, int i) -> ptx::u32x4 { return VEC ? cache[VEC ? a : 0][VEC ? i : 0] : load_chunk(in, row_at(a, i), j); };
   wait_previous();
 
@@ -241,7 +247,7 @@ __device__ __forceinline__ void quantize_k_warp_groups(const QuantizeParams& p, 
     __syncwarp();
   }
   // This lane's 8 k̄, read where they are used (8 registers fewer across the rows' passes).
-  const u32 kbar_at = ptx::smem_addr(s_kbar + 8 * j);
+  const u32 kbar_at = ptx::smem_addr(s_kbar + 8 * (lane_stores ? j : 0));
   auto load_mean = [&](float (&mean_r)[8]) {
     const ptx::u32x4 m0 = ptx::ld_shared_v4(kbar_at), m1 = ptx::ld_shared_v4(kbar_at + 16);
     const u32 mb[8] = {m0.x, m0.y, m0.z, m0.w, m1.x, m1.y, m1.z, m1.w};
@@ -291,9 +297,11 @@ __device__ __forceinline__ void quantize_k_warp_groups(const QuantizeParams& p, 
           u32 q[8];
 #pragma unroll
           for (int e = 0; e < 8; ++e) q[e] = quant_math::code_byte_finite(x[e] - mean_r[e], inv);
-          const bool row = ok(a, i);  // (a group past the end may have an infinite k̄: no x·0 here)
-          ptx::st_v2(codes + static_cast<i64>(r) * ROW_BYTES, row ? quant_math::pack_low_bytes(q[0], q[1], q[2], q[3]) : 0u,
-                     row ? quant_math::pack_low_bytes(q[4], q[5], q[6], q[7]) : 0u);
+          // (a group past the end may have an infinite k̄: no x·0 here)
+          const bool row = ok(a, i) && j < CH_IN;
+          if (lane_stores)
+            ptx::st_v2(codes + static_cast<i64>(r) * ROW_BYTES, row ? quant_math::pack_low_bytes(q[0], q[1], q[2], q[3]) : 0u,
+                       row ? quant_math::pack_low_bytes(q[4], q[5], q[6], q[7]) : 0u);
         }
       } else {  // rare: non-finite inputs or a group of tiny values (an infinite inverse)
 #pragma unroll UNROLL_SLOW
@@ -309,8 +317,9 @@ __device__ __forceinline__ void quantize_k_warp_groups(const QuantizeParams& p, 
 #pragma unroll
           for (int e = 0; e < 8; ++e)
             q[e] = static_cast<u32>(ok(a, i) && j < CH_IN && ((bad >> e) & 1u) == 0u ? quant_int<127>(x[e] - mean_r[e], inv) : 0);
-          ptx::st_v2(codes + static_cast<i64>(r) * ROW_BYTES, quant_math::pack_low_bytes(q[0], q[1], q[2], q[3]),
-                     quant_math::pack_low_bytes(q[4], q[5], q[6], q[7]));
+          if (lane_stores)
+            ptx::st_v2(codes + static_cast<i64>(r) * ROW_BYTES, quant_math::pack_low_bytes(q[0], q[1], q[2], q[3]),
+                       quant_math::pack_low_bytes(q[4], q[5], q[6], q[7]));
         }
       }
     };
