@@ -431,13 +431,6 @@ SAGE2_DEVICE_INLINE float ld_relaxed_gpu_f32(const float* p) {
   asm volatile("ld.relaxed.gpu.global.f32 %0, [%1];" : "=f"(r) : "l"(p) : "memory");
   return r;
 }
-// Four consecutive floats (16-byte aligned), relaxed at gpu scope: one request where four were.
-SAGE2_DEVICE_INLINE u32x4 ld_relaxed_gpu_v4(const float* p) {
-  u32x4 r;
-  asm volatile("ld.relaxed.gpu.global.v4.b32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p) : "memory");
-  return r;
-}
 SAGE2_DEVICE_INLINE u32 ld_relaxed_gpu_u32(const u32* p) {
   u32 r;
   asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(r) : "l"(p) : "memory");

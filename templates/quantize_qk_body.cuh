@@ -194,6 +194,7 @@ __device__ __forceinline__ void quantize_k_warp_groups(const QuantizeParams& p, 
 
   // 1 / (the keys k̄ divides by), before the rows: the quotients below then hold fewer registers.
   const ptx::DivRn by_keys(static_cast<float>(stats_keys(si.kv_len)));
+  // The rows first (they are the caller's K: complete before the stage began, see wait_previous).
   // A row past the end reads the lane's first row of its group (k_run_maxima's rule), so that the
   // maxima need no per-row test, or row 0 when that is past the end too; its code is 0 anyway.
   const u16* base = row_ptr(in, b, h, si.n0 + row0);
@@ -208,51 +209,39 @@ __device__ __forceinline__ void quantize_k_warp_groups(const QuantizeParams& p, 
   auto row_at = [&](int a, int i) {
     return base + static_cast<i64>(ok(a, i) ? first[a] + 4 * S * i : ok(a, 0) ? first[a] : 0) * in.sn;
   };
+  if (VEC)  // (unpredicated, so that ptxas keeps them above the wait: predicated loads went below
+             // griddepcontrol.wait and the k̄ reads, one L2 round trip more per CTA, NOTES session 37)
+#pragma unroll
+    for (int a = 0; a < GW; ++a)
+#pragma unroll
+      for (int i = 0; i < RUN; ++i) cache[VEC ? a : 0][VEC ? i : 0] = ld_row16(in, row_at(a, i) + 8 * j_in);
   auto chunk = [&](int a, int i) -> ptx::u32x4 { return VEC ? cache[VEC ? a : 0][VEC ? i : 0] : load_chunk(in, row_at(a, i), j); };
   wait_previous();
 
   // k̄ (k_stats is read only when smooth_k: it may be null otherwise): lane l of each warp finds
-  // channels 4l .. 4l + 3 (+ 128 per step) into the warp's row of shared memory (8 quotients a lane
-  // would crowd the rows' registers), then every lane reads its chunk's 8 where it uses them. The
-  // sample's key count is a power of two: dividing by it is a multiply by its exact inverse, the
-  // same rounded value.
+  // channels l, l + 32, ... into the warp's row of shared memory (8 quotients a lane would crowd
+  // the rows' registers), then every lane reads its chunk's 8 where it uses them. The sample's key count
+  // is a power of two: dividing by it is a multiply by its exact inverse, the same rounded value.
   float* s_kbar = reinterpret_cast<float*>(smem) + warp * D_QK;  // (qk_smem_bytes)
   {
     constexpr i64 SAMPLE_KEYS = static_cast<i64>(SAMPLE_TILES) * SAMPLE_UNIT;
     static_assert((SAMPLE_KEYS & (SAMPLE_KEYS - 1)) == 0 && SAMPLE_KEYS <= (1 << 20), "the sample's keys: a power of two");
     constexpr float SAMPLE_INV = SAMPLE_KEYS > 0 ? 1.f / static_cast<float>(SAMPLE_KEYS) : 0.f;
     const bool by_sample = sampled(si.kv_len);
-    constexpr int STEPS = (D_QK + 127) / 128;  // 4-channel groups per lane
-    static_assert(D_QK % 4 == 0, "k_stats rows of whole 16-byte groups");
-    ptx::u32x4 sum[STEPS];
+    constexpr int CPL = (D_QK + 31) / 32;  // channels per lane
+    float sum[CPL];
 #pragma unroll
-    for (int t = 0; t < STEPS; ++t) {  // one 16-byte load a step, issued first: one L2 round trip
-      const int c = 4 * lane + 128 * t;
-      sum[t] = SAGE2_SMOOTH_K && c < HD && si.kv_len > 0 ? ptx::ld_relaxed_gpu_v4(p.k_stats + kv_bh * 3 * D_QK + c)
-                                                        : ptx::u32x4{0u, 0u, 0u, 0u};
+    for (int t = 0; t < CPL; ++t) {  // every load issued before the first use: one L2 round trip
+      const int c = lane + 32 * t;
+      sum[t] = SAGE2_SMOOTH_K && c < HD && si.kv_len > 0 ? ld_stat(p.k_stats + kv_bh * 3 * D_QK + c) : 0.f;
     }
-    // Then the rows (unpredicated). ptxas places them after the wait wherever they stand in the
-    // source; issued behind the k̄ loads, those return from L2 first. With one of four k̄ loads
-    // queued behind the rows, hd 128's K ran 20 % longer from 4K (bench/NOTES.md, session 38).
-    if (VEC)
 #pragma unroll
-      for (int a = 0; a < GW; ++a)
-#pragma unroll
-        for (int i = 0; i < RUN; ++i) cache[VEC ? a : 0][VEC ? i : 0] = ld_row16(in, row_at(a, i) + 8 * j_in);
-#pragma unroll
-    for (int t = 0; t < STEPS; ++t) {
-      const int c = 4 * lane + 128 * t;
+    for (int t = 0; t < CPL; ++t) {
+      const int c = lane + 32 * t;
       if (c < D_QK) {
-        const u32 w[4] = {sum[t].x, sum[t].y, sum[t].z, sum[t].w};
-        float kb[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float sm = ptx::bits_f32(w[e]);
-          kb[e] = SAGE2_SMOOTH_K && c + e < HD && si.kv_len > 0 ? (by_sample ? ptx::mul_rn(sm, SAMPLE_INV) : by_keys.of(sm)) : 0.f;
-        }
-        const ptx::u32x4 kv = {ptx::f32_bits(kb[0]), ptx::f32_bits(kb[1]), ptx::f32_bits(kb[2]), ptx::f32_bits(kb[3])};
-        ptx::st_shared_v4(ptx::smem_addr(s_kbar + c), kv);
-        if (blk == 0 && warp == 0) ptx::st_v4(p.k_mean + kv_bh * D_QK + c, kv);
+        const float kb = SAGE2_SMOOTH_K && c < HD && si.kv_len > 0 ? (by_sample ? ptx::mul_rn(sum[t], SAMPLE_INV) : by_keys.of(sum[t])) : 0.f;
+        s_kbar[c] = kb;
+        if (blk == 0 && warp == 0) p.k_mean[kv_bh * D_QK + c] = kb;
       }
     }
     __syncwarp();
