@@ -161,7 +161,7 @@ constexpr int qk_smem_bytes() {
   constexpr bool BLOCK_MEAN = IS_Q && SAGE2_SMOOTH_Q;
   constexpr bool KBIAS = IS_Q && SAGE2_SMOOTH_K;
   constexpr int cta_wide = 4 * (D_QK + (KBIAS ? D_QK : 0) + 2 * GROUPS + (BLOCK_MEAN ? M::RPP * M::CHUNKS * 8 : 0));
-  constexpr int warp_rows = !IS_Q && KWarpGroups<M>::value ? 4 * (THREADS / 32) * D_QK : 0;
+  constexpr int warp_rows = !IS_Q && KWarpGroups<M>::value && !(M::TPR == M::CHUNKS && CH_IN == M::CHUNKS) ? 4 * (THREADS / 32) * D_QK : 0;
   return cta_wide > warp_rows ? cta_wide : warp_rows;
 }
 
@@ -222,7 +222,13 @@ __device__ __forceinline__ void quantize_k_warp_groups(const QuantizeParams& p, 
   // channels l, l + 32, ... into the warp's row of shared memory (8 quotients a lane would crowd
   // the rows' registers), then every lane reads its chunk's 8 where it uses them. The sample's key count
   // is a power of two: dividing by it is a multiply by its exact inverse, the same rounded value.
-  float* s_kbar = reinterpret_cast<float*>(smem) + warp * D_QK;  // (qk_smem_bytes)
+  // Where the lanes match the row's real chunks (hd 64, 128) the rows are a static array of their
+  // own: ptxas then issues the k̄ loads ahead of the rows (fp16 hd 128's K ran 20 % longer from 4K
+  // with one k̄ load behind them, with the rows in `smem`); elsewhere `smem` (qk_smem_bytes), where
+  // the static array cost 4-8 bytes of spills (bench/NOTES.md, session 38).
+  constexpr bool OWN_ROWS = TPR == M::CHUNKS && CH_IN == M::CHUNKS;
+  __shared__ alignas(16) float s_kbar_rows[OWN_ROWS ? THREADS / 32 : 1][OWN_ROWS ? D_QK : 1];
+  float* s_kbar = OWN_ROWS ? s_kbar_rows[OWN_ROWS ? warp : 0] : reinterpret_cast<float*>(smem) + warp * D_QK;
   {
     constexpr i64 SAMPLE_KEYS = static_cast<i64>(SAMPLE_TILES) * SAMPLE_UNIT;
     static_assert((SAMPLE_KEYS & (SAMPLE_KEYS - 1)) == 0 && SAMPLE_KEYS <= (1 << 20), "the sample's keys: a power of two");
