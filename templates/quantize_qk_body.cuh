@@ -151,6 +151,12 @@ struct KWarpGroups {
                                 (M::TPR == 8 || M::TPR == 16) && 2 * CH_IN > M::TPR && M::ROWS == BK && BK % 64 == 0 &&
                                 M::ROWS % M::RPP == 0 && M::ITEMS <= 8 && M::ITEMS % RUN == 0 &&
                                 (THREADS / 32) * GW * 16 == BK && SAGE2_K_GROUPS == BK / 16 && k_groups_of_16_rows();
+  // The k̄ rows: a static array of their own where the lanes match the row's real chunks (hd 64,
+  // 128: ptxas then issues the k̄ loads ahead of the rows; fp16 hd 128's K ran 20 % longer from 4K
+  // with one k̄ load behind them, with the rows in the item's shared memory), else the item's
+  // shared memory (qk_smem_bytes: the static array cost 4-8 bytes of spills; bench/NOTES.md,
+  // session 38).
+  static constexpr bool OWN_KBAR_ROWS = M::TPR == M::CHUNKS && CH_IN == M::CHUNKS;
 };
 
 // Shared memory of the Q / K item bodies: the CTA-wide form's per-channel and per-group words, or
@@ -161,7 +167,7 @@ constexpr int qk_smem_bytes() {
   constexpr bool BLOCK_MEAN = IS_Q && SAGE2_SMOOTH_Q;
   constexpr bool KBIAS = IS_Q && SAGE2_SMOOTH_K;
   constexpr int cta_wide = 4 * (D_QK + (KBIAS ? D_QK : 0) + 2 * GROUPS + (BLOCK_MEAN ? M::RPP * M::CHUNKS * 8 : 0));
-  constexpr int warp_rows = !IS_Q && KWarpGroups<M>::value && !(M::TPR == M::CHUNKS && CH_IN == M::CHUNKS) ? 4 * (THREADS / 32) * D_QK : 0;
+  constexpr int warp_rows = !IS_Q && KWarpGroups<M>::value && !KWarpGroups<M>::OWN_KBAR_ROWS ? 4 * (THREADS / 32) * D_QK : 0;
   return cta_wide > warp_rows ? cta_wide : warp_rows;
 }
 
@@ -222,11 +228,7 @@ __device__ __forceinline__ void quantize_k_warp_groups(const QuantizeParams& p, 
   // channels l, l + 32, ... into the warp's row of shared memory (8 quotients a lane would crowd
   // the rows' registers), then every lane reads its chunk's 8 where it uses them. The sample's key count
   // is a power of two: dividing by it is a multiply by its exact inverse, the same rounded value.
-  // Where the lanes match the row's real chunks (hd 64, 128) the rows are a static array of their
-  // own: ptxas then issues the k̄ loads ahead of the rows (fp16 hd 128's K ran 20 % longer from 4K
-  // with one k̄ load behind them, with the rows in `smem`); elsewhere `smem` (qk_smem_bytes), where
-  // the static array cost 4-8 bytes of spills (bench/NOTES.md, session 38).
-  constexpr bool OWN_ROWS = TPR == M::CHUNKS && CH_IN == M::CHUNKS;
+  constexpr bool OWN_ROWS = W::OWN_KBAR_ROWS;
   __shared__ alignas(16) float s_kbar_rows[OWN_ROWS ? THREADS / 32 : 1][OWN_ROWS ? D_QK : 1];
   float* s_kbar = OWN_ROWS ? s_kbar_rows[OWN_ROWS ? warp : 0] : reinterpret_cast<float*>(smem) + warp * D_QK;
   {
