@@ -39,6 +39,12 @@ SHAPES.update({
     "clip-l14-257": (32, 16, 16, 64, 257, False, "fp16"),
     "vit-h14-257": (32, 16, 16, 80, 257, False, "fp16"),
 })
+# Heads between one and two waves of channel_stats CTAs (not in the group): 192 (batch, kv head)
+# pairs, which the walk takes (the at-once form up to 132 on an H200; clusters on sm_90a up to 173).
+SHAPES.update({
+    "b8h24-hd128-2k": (8, 24, 24, 128, 2048, False, "bf16"),
+    "b16h12-hd64-1k": (16, 12, 12, 64, 1024, False, "fp16"),
+})
 # Other head dims (not in the group): a padded one and the wide ones, whose K CTAs are the largest.
 SHAPES.update({
     "b4h16-hd96-2k": (4, 16, 16, 96, 2048, False, "fp16"),

@@ -102,9 +102,9 @@ QuantMapping split_mapping(const KernelSpec& c, const QuantLayout& layout) {
     m.defines.push_back({"SAGE2_QZ_DYN_SMEM", q.dynamic_smem, "dynamic shared memory of the launch (bytes)"});
     m.defines.push_back({"SAGE2_QZ_STATS_WHOLE_HEAD", stats_whole_head(c) ? 1 : 0,
                          "a sampled head's partials in shared memory (kernels::stats_whole_head)"});
-    m.defines.push_back({"SAGE2_QZ_STATS_UNITS", stats_units_at_once(c) ? 1 : 0,
-                         "every sampled unit at once, one group of threads each (kernels::stats_units_at_once)"});
-    m.defines.push_back({"SAGE2_QZ_STATS_CLUSTER", stats_whole_head(c) && !stats_units_at_once(c) && c.arch == Arch::Sm90a ? 1 : 0,
+    m.defines.push_back({"SAGE2_QZ_STATS_UNITS", stats_units_groups(c),
+                         "thread groups of the one-pass form over a head, 0: none (kernels::stats_units_groups)"});
+    m.defines.push_back({"SAGE2_QZ_STATS_CLUSTER", stats_whole_head(c) && stats_units_groups(c) == 0 && c.arch == Arch::Sm90a ? 1 : 0,
                          "launched in clusters over a sampled head (kernels::stats_cluster_size)"});
   }
   k_runs(m, c.op == QuantOp::QuantizeK ? k_group_runs(layout, q) : KGroupRuns{});

@@ -129,10 +129,19 @@ bool stats_whole_head(const KernelSpec& s) {
   return s.family == KernelFamily::Quantize && s.op == QuantOp::ChannelStats && s.sampled_stats && !s.varlen;
 }
 
-bool stats_units_at_once(const KernelSpec& s) {
-  // (one 8-channel chunk per thread; from 2 chunks on the walk's row slots, at most 64, divide a unit)
+namespace {
+// (one 8-channel chunk per thread; from 2 chunks on the walk's row slots, at most 64, divide a unit)
+bool stats_units_fit(const KernelSpec& s) {
   const int chunks = (s.head_dim + 7) / 8;
-  return stats_whole_head(s) && s.stats_at_once && chunks >= 2 && chunks <= 32;
+  return stats_whole_head(s) && chunks >= 2 && chunks <= 32;
+}
+}  // namespace
+
+bool stats_units_at_once(const KernelSpec& s) { return stats_units_fit(s) && s.stats_at_once; }
+
+int stats_units_groups(const KernelSpec& s) {
+  if (!stats_units_fit(s)) return 0;
+  return s.stats_at_once ? kSampleTiles : 1;
 }
 
 bool quantize_clears_sync(const std::vector<QuantOp>& ops, const KernelSpec& attention_spec, const QuantBuffers& b) {

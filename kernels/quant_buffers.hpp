@@ -159,15 +159,22 @@ QuantBuffers quant_buffers(const QuantProblem& p, const KernelSpec& attention_sp
 bool stats_sampled(const QuantBuffers& b);
 // Whether channel_stats (quantize spec `stats_spec`) keeps a sampled head's partials in shared
 // memory (dense sampled statistics, every arch): one CTA per (head, K|V) takes the kSampleTiles
-// units in turn and combines their partials in the contract's order, or on sm_90a a cluster of
-// 2 or kSampleTiles CTAs walks them and combines them over distributed shared memory (the launch's
-// choice: kernels::stats_cluster_size) — no partials in global memory, no arrival counter.
+// units in one pass (stats_units_groups, head dims 9-256), or elsewhere in turn, combining their
+// partials in the contract's order, there on sm_90a also as a cluster of 2 or kSampleTiles CTAs
+// that combine them over distributed shared memory (the launch's choice:
+// kernels::stats_cluster_size) — no partials in global memory, no arrival counter.
 bool stats_whole_head(const KernelSpec& stats_spec);
 // Whether such a channel_stats spec runs its at-once form (KernelSpec::stats_at_once, head dims 9 to
 // 256: one 8-channel chunk per thread and row slots that divide a unit): one CTA per (head, K|V) of
 // kSampleTiles groups of the walk's threads, group u loading every row of sampled unit u at once,
 // one barrier before the combine (the walk's order and bits); no ring, no clusters.
 bool stats_units_at_once(const KernelSpec& stats_spec);
+// The thread groups of channel_stats' one-pass form over a whole head (templates/quantize_stats.cuh
+// units_stats; SAGE2_QZ_STATS_UNITS): kSampleTiles for the at-once form, 1 for the walk (head dims
+// 9 to 256: one CTA per (head, K|V) takes its chunks one after another, the next batch of rows in
+// flight while it adds the current one, one barrier before the combine; on sm_90a the same kernel
+// may also be launched in clusters, kernels::stats_cluster_size), 0 where neither applies.
+int stats_units_groups(const KernelSpec& stats_spec);
 // Whether a quantize stage of these ops, for the attention spec and buffers, counts arrivals in
 // QuantBuffers' `sync` words or needs V's overflow maxima zero, which must then be zero when it
 // starts (channel_stats' chunks, the fused stage's items). Not for channel_stats over a sampled

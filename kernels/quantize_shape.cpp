@@ -87,6 +87,15 @@ void plan_stats_ring(const KernelSpec& s, QuantizeKernelConfig& c) {
   c.dynamic_smem = std::max(ring * batch_bytes, red_bytes) + fixed;
 }
 
+// templates/quantize_stats.cuh UNITS_SMEM: the slot sums of every chunk [kSampleTiles][P][W]
+// floats, the packed maxima and minima of each group's slots [groups][P][W / 2] u32 each (W =
+// tpr · 8 channels), the first bad rows and K's first bad key.
+int stats_units_smem(const KernelSpec& s, const QuantizeKernelConfig& c) {
+  const int slot_w = c.tpr * 8;
+  return kSampleTiles * c.rows * slot_w * 4 + stats_units_groups(s) * c.rows * slot_w * 4 +
+         std::max(qk_dim_padded(s.head_dim, s.qk_bits), v_dim_padded(s.head_dim)) * 4 + 16;
+}
+
 }  // namespace
 
 // Registers per thread the cluster stage is compiled for (min CTAs per SM = 65536 / (threads · this)).
@@ -113,11 +122,52 @@ int quantize_v_split_tile(int bk, int head_dim, bool pv_fp16) {
 
 // The split kernel `op`'s configuration for any spec of the stage (the one-launch kernels start
 // from their item kinds' split configurations).
+// channel_stats' configuration; one_pass: the split kernel's (its one-pass walk over a whole head,
+// kernels::stats_units_groups), else the chunk walk the one-launch stages' statistics items take.
+QuantizeKernelConfig channel_stats_config(const KernelSpec& s, bool one_pass) {
+  QuantizeKernelConfig c;
+  c.chunks = (s.head_dim + 7) / 8;
+  fit_row(c);
+  // The sampled walk up to head dim 128 (one KV tile per CTA): 128 threads, 8 CTAs per SM at 64
+  // registers, so B 4 × H 32's 1024 sampled tiles run in one wave instead of two (session 23:
+  // channel_stats 9-20 % faster than 256 threads at 4 CTAs; 256 at 5 CTAs spilled, session 22).
+  // Otherwise 256 threads at 85 registers; wider heads need more (they spill).
+  const bool sampled_walk = s.sampled_stats && c.chunks <= 16;
+  c.threads = sampled_walk ? 128 : 256;
+  c.rows = c.threads / c.tpr;  // the row slots P of the sum order (kernels/quant_buffers.hpp)
+  c.min_ctas = sampled_walk ? 8 : c.chunks <= 32 ? 3 : 1;
+  if (stats_units_at_once(s)) {
+    // The at-once form (KernelSpec::stats_at_once): a group of those threads per sampled unit,
+    // its rows loaded 4 at a time into registers (8 spilled at 64 registers on sm_80 / sm_120;
+    // 64 at 512 threads: 2 CTAs per SM, 1 of 1024): the walk one unit after another, or a
+    // cluster exchanging the units' partials, was a chain of ~2,000 instructions per warp at 7.6
+    // cycles each (bench/NOTES.md, session 33). The slot sums and packed 16-bit maxima /
+    // minima of every unit, then the first bad rows, in shared memory.
+    c.threads *= kSampleTiles;
+    c.min_ctas = c.threads >= 1024 ? 1 : 2;
+    c.stats_ring = 0;
+    c.dynamic_smem = stats_units_smem(s, c);
+    return c;
+  }
+  if (one_pass && stats_units_groups(s) == 1) {
+    // The one-pass walk over a whole head (one CTA per (head, K|V), never in clusters): two
+    // batches of 4 rows in registers, so <= 80 registers (6 CTAs of 128 per SM); the
+    // chunk-at-a-time walk loaded one batch per sampled unit and waited for it (bench/NOTES.md,
+    // session 39).
+    if (sampled_walk) c.min_ctas = 6;
+    c.stats_ring = 0;
+    c.dynamic_smem = stats_units_smem(s, c);
+    return c;
+  }
+  plan_stats_ring(s, c);
+  return c;
+}
+
 QuantizeKernelConfig split_config(const KernelSpec& spec, QuantOp op) {
   KernelSpec s = spec;
   s.family = KernelFamily::Quantize;
   s.op = op;
-  return quantize_kernel_config(s);
+  return op == QuantOp::ChannelStats ? channel_stats_config(s, false) : quantize_kernel_config(s);
 }
 
 FusedQuantizeConfig fused_quantize_config(const KernelSpec& spec) {
@@ -229,34 +279,9 @@ QuantizeKernelConfig quantize_kernel_config(const KernelSpec& s) {
       c.min_ctas = s.op == QuantOp::Cluster ? std::max(1, 65536 / (f.threads * kClusterRegs)) : 1;
       break;
     }
-    case QuantOp::ChannelStats: {
-      c.chunks = (s.head_dim + 7) / 8;
-      fit_row(c);
-      // The sampled walk up to head dim 128 (one KV tile per CTA): 128 threads, 8 CTAs per SM at 64
-      // registers, so B 4 × H 32's 1024 sampled tiles run in one wave instead of two (session 23:
-      // channel_stats 9-20 % faster than 256 threads at 4 CTAs; 256 at 5 CTAs spilled, session 22).
-      // Otherwise 256 threads at 85 registers; wider heads need more (they spill).
-      const bool sampled_walk = s.sampled_stats && c.chunks <= 16;
-      c.threads = sampled_walk ? 128 : 256;
-      c.rows = c.threads / c.tpr;  // the row slots P of the sum order (kernels/quant_buffers.hpp)
-      c.min_ctas = sampled_walk ? 8 : c.chunks <= 32 ? 3 : 1;
-      if (stats_units_at_once(s)) {
-        // The at-once form (KernelSpec::stats_at_once): a group of those threads per sampled unit,
-        // its rows loaded 4 at a time into registers (8 spilled at 64 registers on sm_80 / sm_120;
-        // 64 at 512 threads: 2 CTAs per SM, 1 of 1024): the walk one unit after another, or a
-        // cluster exchanging the units' partials, was a chain of ~2,000 instructions per warp at 7.6
-        // cycles each (bench/NOTES.md, session 33). The slot sums and packed 16-bit maxima /
-        // minima of every unit, then the first bad rows, in shared memory.
-        c.threads *= kSampleTiles;
-        c.min_ctas = c.threads >= 1024 ? 1 : 2;
-        c.stats_ring = 0;
-        c.dynamic_smem = kSampleTiles * c.rows * c.tpr * 8 * 8 +
-                         std::max(qk_dim_padded(s.head_dim, s.qk_bits), v_dim_padded(s.head_dim)) * 4 + 16;
-        break;
-      }
-      plan_stats_ring(s, c);
+    case QuantOp::ChannelStats:
+      c = channel_stats_config(s, true);
       break;
-    }
     case QuantOp::QuantizeQ:
     case QuantOp::QuantizeK: {
       c.rows = s.op == QuantOp::QuantizeQ ? s.tile.bq : s.tile.bk;
@@ -341,7 +366,7 @@ std::int64_t quantize_work_ctas(const KernelSpec& s, const QuantBuffers& b) {
 }
 
 int stats_cluster_size(const KernelSpec& s, const QuantBuffers& b, int sm_count) {
-  if (s.arch != Arch::Sm90a || !stats_whole_head(s) || stats_units_at_once(s) || !stats_sampled(b) || sm_count <= 0) return 0;
+  if (s.arch != Arch::Sm90a || !stats_whole_head(s) || stats_units_groups(s) != 0 || !stats_sampled(b) || sm_count <= 0) return 0;
   const std::int64_t heads = 2 * std::max<std::int64_t>(1, b.p.batch * b.p.kv_heads);  // (head, K|V) pairs
   const std::int64_t room = 7 * static_cast<std::int64_t>(sm_count) * quantize_kernel_config(s).min_ctas;
   for (int size = kSampleTiles; size >= 2; size /= 2)

@@ -91,7 +91,7 @@ for f in sorted(os.listdir(cache)):
     keep = [f[0], f[1], f[2], f[4], f[5], f[7], f[8].replace("causal:", "")]
     if "lse:1" in key:
         keep.append("lse")
-    keep += [x for x in f[10:] if x in ("pv16", "acc16")]
+    keep += [x for x in f[10:] if x in ("pv16", "acc16", "su")]  # (su: channel_stats at once)
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", "_".join(keep))
     open(os.path.join(out, name + ".cubin"), "wb").write(cubin)
     json.dump({"key": key, "entry": meta.get("entry"), "facts": meta.get("facts")},

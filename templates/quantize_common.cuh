@@ -234,6 +234,17 @@ __device__ __forceinline__ u32 to_f32x8_sane(const ptx::u32x4& v, float (&x)[8])
 __device__ __forceinline__ void red_min_shared_s32(u32 smem, i32 v) {
   asm volatile("red.shared.min.s32 [%0], %1;" ::"r"(smem), "r"(v) : "memory");
 }
+// The first non-finite row of each of 8 channels whose bit is set in `bad`: s_fb8 = the shared
+// address of their 8 consecutive i32 minima, each reached by an immediate offset. (With 8 computed
+// addresses ptxas hoisted them out of the walks' loops and spilled them at 80 registers; out of
+// line, the call's ABI spilled instead: session 39.)
+template <int E = 0>
+__device__ __forceinline__ void record_first_bad8(u32 s_fb8, u32 bad, i32 row) {
+  if constexpr (E < 8) {
+    if ((bad >> E) & 1u) asm volatile("red.shared.min.s32 [%0+%2], %1;" ::"r"(s_fb8), "r"(row), "n"(4 * E) : "memory");
+    record_first_bad8<E + 1>(s_fb8, bad, row);
+  }
+}
 
 // Grid (kernels::quantize_launch_shape): blockIdx.x = block of tokens within one (batch, head)
 // sequence (channel_stats: 0 = K, 1 = V); (batch, head) pairs are numbered
@@ -484,9 +495,7 @@ __device__ __forceinline__ void stats_rows(const Input& in, const u16* row0, i64
             }
             if (bad != 0u) {  // rare: off the common path; the first bad row is order-free (a min)
               const int j = lane_r + k * M::TPR;
-#pragma unroll
-              for (int e = 0; e < 8; ++e)
-                if ((bad >> e) & 1u) red_min_shared_s32(ptx::smem_addr(&s_fb[j * 8 + e]), n32);
+              record_first_bad8(ptx::smem_addr(s_fb) + static_cast<u32>(j) * 32u, bad, n32);
             }
           }
         }

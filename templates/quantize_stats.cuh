@@ -122,27 +122,34 @@ namespace qz {
 
 #if SAGE2_QZ_STATS_UNITS
 // ---------------------------------------------------------------------------------------------
-// A dense head's sampled statistics with every unit at once (kernels::stats_units_at_once; launched
-// for sampled heads only: kernels::quantize_launch_shape): the CTA is SAMPLE_TILES groups of UNIT_T
-// threads, group u takes chunk u (sampled unit sample_unit(u)) and each of its threads loads all of its rows of the
-// unit before it adds any: slot s = t / TPR holds rows s, s + P, ... (P = SAGE2_QZ_ROWS, the
-// contract's row slots), summed from 0.f in increasing row order; min / max as packed 16-bit
-// max.NaN / min.NaN of the raw inputs (exact). After one barrier, the thread of channel c adds
-// unit k's P slot sums left to right from slot 0's and the units' sums left to right from unit 0's
-// (the order of kernels/quant_buffers.hpp, as the one-unit-at-a-time walk). No ring, no cluster,
-// no partials in global memory: one load round trip and one barrier per CTA.
+// A dense head's statistics in one pass of one CTA (kernels::stats_units_groups), no partials in
+// global memory: its chunks are the SAMPLE_TILES sampled units of SAMPLE_UNIT keys, or, for a head
+// of at most SAMPLE_TILES units (no sample), one chunk of every key. The CTA is U_GROUPS groups of
+// UNIT_T threads; group g takes chunks g, g + U_GROUPS, ... (the at-once form: one sampled unit
+// per group; the walk: one group, every chunk). Thread slot s = t / TPR holds rows s, s + P, ... of
+// a chunk (P = SAGE2_QZ_ROWS, the contract's row slots), summed from 0.f in increasing row order,
+// and stores its slot sums at the chunk's end; min / max as packed 16-bit max.NaN / min.NaN of
+// the raw inputs (exact, order-free) over all its rows. After one barrier, the thread of channel c
+// adds chunk k's P slot sums left to right from slot 0's and the chunks' sums left to right from
+// chunk 0's (the order of kernels/quant_buffers.hpp, as the old one-chunk-at-a-time walk).
+// The walk (U_PIPE) loads its next batch of rows before it adds the current one, so every thread
+// keeps two batches in flight across chunk boundaries: the chunk-at-a-time walk waited for each
+// unit's loads and combined it behind two barriers (bench/NOTES.md, session 39).
+constexpr int U_GROUPS = SAGE2_QZ_STATS_UNITS;  // SAMPLE_TILES (at once) or 1 (the walk)
+constexpr bool U_PIPE = U_GROUPS == 1;
 constexpr int UP = SAGE2_QZ_ROWS;        // row slots of a chunk (P)
 constexpr int U_TPR = SAGE2_QZ_TPR;
-constexpr int UNIT_T = UP * U_TPR;       // threads per unit
-constexpr int U_RPT = SAMPLE_UNIT / UP;  // rows per thread
-constexpr int U_RB = U_RPT < 4 ? U_RPT : 4;  // rows loaded per batch (8: spills at 64 registers on sm_80 / sm_120)
+constexpr int UNIT_T = UP * U_TPR;       // threads per group
+constexpr int U_RPT = SAMPLE_UNIT / UP;  // rows per thread of a sampled unit
+constexpr int U_RB = 4;                  // rows per batch (8 in registers spilled at 64 registers on sm_80 / sm_120)
 constexpr int U_SLOT_W = U_TPR * 8;      // channels of a slot row in shared memory
-static_assert(SAGE2_QZ_CPT == 1 && U_TPR * 8 >= HD, "units at once: one 8-channel chunk per thread");
-static_assert(SAMPLE_TILES > 0 && THREADS == SAMPLE_TILES * UNIT_T && SAMPLE_UNIT % UP == 0 && U_RPT % U_RB == 0,
-              "units at once: SAMPLE_TILES groups of P row slots (kernels::quantize_kernel_config)");
-// Slot sums [S][P][U_SLOT_W] floats, packed max and min [S][P][U_SLOT_W / 2] each, first bad rows
-// [STATS_D_MAX], K's first bad key.
-constexpr int UNITS_SMEM = SAMPLE_TILES * UP * U_SLOT_W * 8 + STATS_D_MAX * 4 + 16;
+static_assert(SAGE2_QZ_CPT == 1 && U_TPR * 8 >= HD, "units: one 8-channel chunk per thread");
+static_assert(SAMPLE_TILES > 0 && (U_GROUPS == 1 || U_GROUPS == SAMPLE_TILES) && THREADS == U_GROUPS * UNIT_T &&
+                  SAMPLE_UNIT % UP == 0,
+              "units: 1 or SAMPLE_TILES groups of P row slots (kernels::quantize_kernel_config)");
+// Slot sums [SAMPLE_TILES][P][U_SLOT_W] floats, packed max and min [U_GROUPS][P][U_SLOT_W / 2]
+// each, first bad rows [STATS_D_MAX], K's first bad key (kernels::stats_units_smem).
+constexpr int UNITS_SMEM = SAMPLE_TILES * UP * U_SLOT_W * 4 + U_GROUPS * UP * U_SLOT_W * 4 + STATS_D_MAX * 4 + 16;
 
 // 16-bit lanes of w that hold a NaN / Inf replaced by +0 (what every statistic reads them as).
 __device__ __forceinline__ u32 sane_pair(u32 w) {
@@ -150,24 +157,35 @@ __device__ __forceinline__ u32 sane_pair(u32 w) {
   return w & ~((bad >> 15) * 0xffffu);
 }
 
-__device__ __forceinline__ void units_stats(const QuantizeParams& p, u8* smem, bool is_v, i64 b, i64 h, i64 bh) {
-  constexpr int SLOTS = SAMPLE_TILES * UP;
+__device__ __forceinline__ void units_stats(const QuantizeParams& p, u8* smem, bool is_v, i64 b, i64 h) {
   float* s_sum = reinterpret_cast<float*>(smem);
-  u32* s_hi = reinterpret_cast<u32*>(smem + SLOTS * U_SLOT_W * 4);
-  u32* s_lo = s_hi + SLOTS * U_SLOT_W / 2;
-  i32* s_fb = reinterpret_cast<i32*>(s_lo + SLOTS * U_SLOT_W / 2);
+  u32* s_hi = reinterpret_cast<u32*>(smem + SAMPLE_TILES * UP * U_SLOT_W * 4);
+  u32* s_lo = s_hi + U_GROUPS * UP * U_SLOT_W / 2;
+  i32* s_fb = reinterpret_cast<i32*>(s_lo + U_GROUPS * UP * U_SLOT_W / 2);
   i32* s_kfb = s_fb + STATS_D_MAX;
-  const int tid = threadIdx.x, u = tid / UNIT_T, t = tid % UNIT_T, slot = t / U_TPR, j = t % U_TPR;
+  // (unsigned: shifts and masks)
+  const int tid = threadIdx.x, g = threadIdx.x / UNIT_T, slot = threadIdx.x % UNIT_T / U_TPR, j = threadIdx.x % U_TPR;
   const i64 len = p.kv_len;
-  if (!sampled(len)) asm volatile("trap;");  // (the launch refuses such buffers first)
-  const u32 units = SAMPLE_TILES;
+  const bool smp = sampled(len);
+  if (U_GROUPS > 1 && !smp) asm volatile("trap;");  // (the launch refuses such buffers first)
+  // This thread's chunks g + i·U_GROUPS, i < own, of rpc rows each (a head without a sample has at
+  // most SAMPLE_TILES · SAMPLE_UNIT keys); rows past those are never read.
+  const int chunks = smp ? SAMPLE_TILES : 1;
+  const int own = chunks > g ? (chunks - g + U_GROUPS - 1) / U_GROUPS : 0;
+  const int rpc = smp ? U_RPT : (len > slot ? static_cast<int>((len - slot + UP - 1) / UP) : 0);
+  const int rows = own * rpc;
   const Input in = kv_input(p, is_v);
-  const i64 n_first = sample_unit(static_cast<u32>(u), len) * SAMPLE_UNIT + slot;
-  const i64 n_end = len - n_first + slot < SAMPLE_UNIT ? len : n_first - slot + SAMPLE_UNIT;
-  const u16* row = row_ptr(in, b, h, n_first < len ? n_first : 0);
-  // the thread's rows n_first + i·P, i < rows (32-bit from here on), one pointer step apart
-  const int rows = n_first < n_end ? static_cast<int>((n_end - n_first + UP - 1) / UP) : 0;
+  const u16* head = row_ptr(in, b, h, 0);
+  const u32 units = static_cast<u32>(sample_units(len));  // (< 2^32: the launch limits rows to 2^31)
   const i64 step = static_cast<i64>(UP) * in.sn;
+  // The key of the thread's q-th row (its chunk q / rpc; from 64-bit arithmetic on the fly: the
+  // chunks' first keys held in registers spilled at 80 registers).
+  auto key_of = [&](int q) -> i64 {
+    if (!smp) return slot + static_cast<i64>(q) * UP;
+    const u32 k = static_cast<u32>(q) / U_RPT;
+    const i64 unit = static_cast<i64>(static_cast<u64>(g + k * U_GROUPS) * units / SAMPLE_TILES);  // sample_unit
+    return unit * SAMPLE_UNIT + slot + static_cast<i64>(static_cast<u32>(q) % U_RPT) * UP;
+  };
   constexpr u32 NEG_INF2 = IN_BF16 ? 0xff80ff80u : 0xfc00fc00u;
   constexpr u32 POS_INF2 = IN_BF16 ? 0x7f807f80u : 0x7c007c00u;
   float sum[8];
@@ -180,28 +198,41 @@ __device__ __forceinline__ void units_stats(const QuantizeParams& p, u8* smem, b
     for (int e = 0; e < 8; ++e) sum[e] = 0.f;
 #pragma unroll
     for (int w = 0; w < 4; ++w) hi[w] = NEG_INF2, lo[w] = POS_INF2;
-    const u16* rp = row;
-#pragma unroll
-    for (int i0 = 0; i0 < U_RPT; i0 += U_RB) {
-      ptx::u32x4 raw[U_RB];
+    // (a slot without rows adds 0.f: the contract sums every slot)
+    if (rpc == 0)
+      for (int i = 0; i < own; ++i) {
+        float* d = s_sum + ((g + i * U_GROUPS) * UP + slot) * U_SLOT_W + j * 8;
+        ptx::st_shared_v4(ptx::smem_addr(d), ptx::u32x4{0u, 0u, 0u, 0u});
+        ptx::st_shared_v4(ptx::smem_addr(d + 4), ptx::u32x4{0u, 0u, 0u, 0u});
+      }
+    // The next row's address: the walk finds each batch's first (a batch lies in one chunk unless
+    // a unit holds fewer rows of a thread than a batch: then each row's), the at-once form steps
+    // through its one chunk.
+    const u16* rp = head + key_of(0) * in.sn;
+    auto load = [&](ptx::u32x4 (&raw)[U_RB], int q0) {
+      if (U_PIPE) rp = head + key_of(q0) * in.sn;
 #pragma unroll
       for (int r = 0; r < U_RB; ++r) {
-        raw[r] = i0 + r < rows ? load_chunk_as<VEC>(in, rp, j) : ptx::u32x4{0u, 0u, 0u, 0u};
+        if (U_PIPE && smp && U_RPT < U_RB && r > 0) rp = head + key_of(q0 + r) * in.sn;
+        raw[r] = q0 + r < rows ? load_chunk_as<VEC>(in, rp, j) : ptx::u32x4{0u, 0u, 0u, 0u};
         rp += step;
       }
+    };
+    auto add = [&](const ptx::u32x4 (&raw)[U_RB], int q0) {
 #pragma unroll
       for (int r = 0; r < U_RB; ++r) {
-        if (i0 + r >= rows) continue;
-        const i64 n = n_first + static_cast<i64>(i0 + r) * UP;
+        const int q = q0 + r;
+        if (q >= rows) continue;
         u32 v[4] = {raw[r].x, raw[r].y, raw[r].z, raw[r].w};
         if (CHECKED) {
+          u32 bad8 = 0u;  // bit e: channel j·8 + e
 #pragma unroll
           for (int w = 0; w < 4; ++w) {
             const u32 bad = quant_math::nonfinite_bits<IN_BF16>(v[w]);
-            if (bad & 0x8000u) red_min_shared_s32(ptx::smem_addr(&s_fb[j * 8 + 2 * w]), static_cast<i32>(n));
-            if (bad & 0x80000000u) red_min_shared_s32(ptx::smem_addr(&s_fb[j * 8 + 2 * w + 1]), static_cast<i32>(n));
+            bad8 |= ((bad >> 15) & 1u) << (2 * w) | ((bad >> 31) & 1u) << (2 * w + 1);
             v[w] = sane_pair(v[w]);
           }
+          if (bad8 != 0u) record_first_bad8(ptx::smem_addr(s_fb) + static_cast<u32>(j) * 32u, bad8, static_cast<i32>(key_of(q)));
         }
         float x[8];
         to_f32x8(ptx::u32x4{v[0], v[1], v[2], v[3]}, x);
@@ -212,6 +243,39 @@ __device__ __forceinline__ void units_stats(const QuantizeParams& p, u8* smem, b
           hi[w] = ptx::max_nan_x2<IN_BF16>(hi[w], v[w]);
           lo[w] = ptx::min_nan_x2<IN_BF16>(lo[w], v[w]);
         }
+        if (smp ? (static_cast<u32>(q) + 1u) % U_RPT == 0u : q + 1 == rows) {  // the chunk's slot sums; the next from 0.f
+          const int k = smp ? static_cast<int>(static_cast<u32>(q) / U_RPT) : 0;
+          float* d = s_sum + ((g + k * U_GROUPS) * UP + slot) * U_SLOT_W + j * 8;
+          ptx::st_shared_v4(ptx::smem_addr(d), ptx::u32x4{ptx::f32_bits(sum[0]), ptx::f32_bits(sum[1]),
+                                                          ptx::f32_bits(sum[2]), ptx::f32_bits(sum[3])});
+          ptx::st_shared_v4(ptx::smem_addr(d + 4), ptx::u32x4{ptx::f32_bits(sum[4]), ptx::f32_bits(sum[5]),
+                                                              ptx::f32_bits(sum[6]), ptx::f32_bits(sum[7])});
+#pragma unroll
+          for (int e = 0; e < 8; ++e) sum[e] = 0.f;
+        }
+      }
+    };
+    ptx::u32x4 ra[U_RB], rb[U_RB];
+    if (U_PIPE && VEC) {
+      load(ra, 0);
+#pragma unroll 1
+      for (int q0 = 0; q0 < rows; q0 += 2 * U_RB) {
+        load(rb, q0 + U_RB);
+        add(ra, q0);
+        load(ra, q0 + 2 * U_RB);
+        add(rb, q0 + U_RB);
+      }
+    } else if (U_PIPE) {  // (rows read element by element: one batch at a time, as their registers allow)
+#pragma unroll 1
+      for (int q0 = 0; q0 < rows; q0 += U_RB) {
+        load(ra, q0);
+        add(ra, q0);
+      }
+    } else {
+#pragma unroll
+      for (int q0 = 0; q0 < U_RPT; q0 += U_RB) {
+        load(ra, q0);
+        add(ra, q0);
       }
     }
   };
@@ -233,40 +297,34 @@ __device__ __forceinline__ void units_stats(const QuantizeParams& p, u8* smem, b
     walk(BoolC<VEC_HD>{});
   else
     walk(BoolC<false>{});
-  const int srow = u * UP + slot;
-  ptx::st_shared_v4(ptx::smem_addr(s_sum + srow * U_SLOT_W + j * 8),
-                    ptx::u32x4{ptx::f32_bits(sum[0]), ptx::f32_bits(sum[1]), ptx::f32_bits(sum[2]), ptx::f32_bits(sum[3])});
-  ptx::st_shared_v4(ptx::smem_addr(s_sum + srow * U_SLOT_W + j * 8 + 4),
-                    ptx::u32x4{ptx::f32_bits(sum[4]), ptx::f32_bits(sum[5]), ptx::f32_bits(sum[6]), ptx::f32_bits(sum[7])});
-  ptx::st_shared_v4(ptx::smem_addr(s_hi + srow * U_SLOT_W / 2 + j * 4), ptx::u32x4{hi[0], hi[1], hi[2], hi[3]});
-  ptx::st_shared_v4(ptx::smem_addr(s_lo + srow * U_SLOT_W / 2 + j * 4), ptx::u32x4{lo[0], lo[1], lo[2], lo[3]});
+  const int mrow = g * UP + slot;
+  ptx::st_shared_v4(ptx::smem_addr(s_hi + mrow * U_SLOT_W / 2 + j * 4), ptx::u32x4{hi[0], hi[1], hi[2], hi[3]});
+  ptx::st_shared_v4(ptx::smem_addr(s_lo + mrow * U_SLOT_W / 2 + j * 4), ptx::u32x4{lo[0], lo[1], lo[2], lo[3]});
   __syncthreads();
+  // (the pair's index again, not held through the walk: at 80 registers it spilled)
+  const i64 bh = static_cast<i64>(blockIdx.z * gridDim.y + blockIdx.y);
   write_stats_of(p, is_v, bh, s_kfb, [&](int c, float& sum_c, float& mn, float& mx, i32& fb) {
 #pragma unroll 1
-    for (u32 k = 0; k < units; ++k) {
-      const float* ps = s_sum + static_cast<int>(k) * UP * U_SLOT_W + c;
-      const u32* ph = s_hi + static_cast<int>(k) * UP * U_SLOT_W / 2 + c / 2;
-      const u32* pl = s_lo + static_cast<int>(k) * UP * U_SLOT_W / 2 + c / 2;
+    for (int k = 0; k < chunks; ++k) {
+      const float* ps = s_sum + k * UP * U_SLOT_W + c;
       float s = ps[0];
-      u32 h2 = ph[0], l2 = pl[0];
 #pragma unroll 4
-      for (int sl = 1; sl < UP; ++sl) {
-        s += ps[sl * U_SLOT_W];
-        h2 = ptx::max_nan_x2<IN_BF16>(h2, ph[sl * U_SLOT_W / 2]);
-        l2 = ptx::min_nan_x2<IN_BF16>(l2, pl[sl * U_SLOT_W / 2]);
-      }
-      float h0, h1, l0, l1;
-      quant_math::unpack2<IN_BF16>(h2, h0, h1);
-      quant_math::unpack2<IN_BF16>(l2, l0, l1);
-      const float hk = (c & 1) ? h1 : h0, lk = (c & 1) ? l1 : l0;
-      if (k == 0) {
-        sum_c = s, mn = lk, mx = hk;
-      } else {
-        sum_c += s;
-        mn = ptx::min_nan(mn, lk);
-        mx = ptx::max_nan(mx, hk);
-      }
+      for (int sl = 1; sl < UP; ++sl) s += ps[sl * U_SLOT_W];
+      sum_c = k == 0 ? s : sum_c + s;
     }
+    const u32* ph = s_hi + c / 2;
+    const u32* pl = s_lo + c / 2;
+    u32 h2 = ph[0], l2 = pl[0];
+#pragma unroll 4
+    for (int r = 1; r < U_GROUPS * UP; ++r) {
+      h2 = ptx::max_nan_x2<IN_BF16>(h2, ph[r * U_SLOT_W / 2]);
+      l2 = ptx::min_nan_x2<IN_BF16>(l2, pl[r * U_SLOT_W / 2]);
+    }
+    float h0, h1, l0, l1;
+    quant_math::unpack2<IN_BF16>(h2, h0, h1);
+    quant_math::unpack2<IN_BF16>(l2, l0, l1);
+    mx = (c & 1) ? h1 : h0;
+    mn = (c & 1) ? l1 : l0;
     fb = s_fb[c];
   });
 }
@@ -348,7 +406,9 @@ __device__ __forceinline__ void channel_stats(const QuantizeParams p, u8* smem, 
   }
 #if SAGE2_QZ_STATS_UNITS
   (void)n0;  // (dense: every sequence starts at row 0)
-  units_stats(p, smem, is_v, b, h, bh);
+  (void)part_g;
+  (void)s_part;
+  units_stats(p, smem, is_v, b, h);
 #else
 #pragma unroll 1
   for (u32 c = first; c < chunks; c += step)
@@ -368,6 +428,7 @@ extern "C" __global__ void __launch_bounds__(SAGE2_QZ_THREADS, SAGE2_QZ_MIN_CTAS
   // sizes it, and the launch gives SAGE2_QZ_DYN_SMEM bytes).
 #if SAGE2_QZ_STATS_UNITS
   static_assert(qz::UNITS_SMEM <= SAGE2_QZ_DYN_SMEM, "channel_stats: the launch's shared memory is too small");
+  static_assert(!SAGE2_QZ_STATS_CLUSTER, "channel_stats: the one-pass forms are never launched in clusters");
 #else
   static_assert(qz::stats_smem_bytes<qz::MapS>() <= SAGE2_QZ_DYN_SMEM, "channel_stats: the launch's shared memory is too small");
 #endif

@@ -250,9 +250,9 @@ TEST_CASE("gpu quantize: every variant equals the CPU reference; every output wr
     };
     // The sampled stage's channel_stats in its forms, which must write the same bytes: these 2
     // heads take the at-once form on the device and when planned for 2 SMs
-    // (kernels::stats_spec_for), the walk in one CTA per (head, K|V) when planned for 0. (The walk's
-    // clusters, kernels::stats_cluster_size, take sm_90a calls of one to two waves of heads: not
-    // these 2.)
+    // (kernels::stats_spec_for), the one-pass walk in one CTA per (head, K|V) when planned for 0
+    // (kernels::stats_units_groups; head dims 1-8 and above 256 walk one unit at a time, in
+    // clusters on sm_90a where kernels::stats_cluster_size says so).
     for (const Run run : {Run{QP::Cluster, false}, Run{QP::Cluster, false}, Run{QP::Fused, false}, Run{QP::Fused, false},
                           Run{QP::OnePass, false}, Run{QP::OnePass, false}, Run{QP::Split, false}, Run{QP::Split, true},
                           Run{QP::Split, true}, Run{QP::Split, true, 2}, Run{QP::Split, true, 0}}) {

@@ -464,59 +464,72 @@ TEST_CASE("quantize paths: auto's split stage samples the statistics (dense call
   const sage2::dev::QuantizeParams qpar = kernels::make_quantize_params(bs, c.q, c.k, c.v, reinterpret_cast<void*>(0x40000000));
   CHECK(reinterpret_cast<std::uintptr_t>(qpar.v_amax) == 0x40000000 + o.v_amax);
   CHECK(reinterpret_cast<std::uintptr_t>(qpar.v_over) == 0x40000000 + o.v_over);
-  // channel_stats: one CTA per (sampled head, K|V) takes the head's 4 units in turn; a short
-  // sequence takes every key in one chunk
+  // channel_stats: one CTA per (sampled head, K|V) takes the head's 4 units in one pass
+  // (kernels::stats_units_groups); a short sequence takes every key in one chunk. Never in clusters.
   const kernels::KernelSpec stats_spec = kernels::quantize_spec_for(s, QuantOp::ChannelStats);
   const kernels::LaunchShape ls = kernels::quantize_launch_shape(stats_spec, bs);
   CHECK(ls.grid[0] == 2);
   CHECK(ls.cluster_x == 1u);
-  // On sm_90a a device that holds every cluster at once takes one cluster of 4 CTAs per (sampled
-  // head, K|V), one CTA per unit: its 2 x 2 heads need 32 CTAs against 7/8 of 132 SMs x 8; with
-  // more heads, clusters of 2 CTAs (two units each), then one CTA per head.
-  CHECK(kernels::stats_cluster_size(stats_spec, bs, 132) == 4);
-  const kernels::LaunchShape lc = kernels::quantize_launch_shape(stats_spec, bs, 132);
-  CHECK(lc.grid[0] == 8);
-  CHECK(lc.cluster_x == 4u);
-  CHECK(lc.grid[1] * lc.grid[2] >= 4u);
+  CHECK(kernels::stats_cluster_size(stats_spec, bs, 132) == 0);
+  CHECK(kernels::quantize_launch_shape(stats_spec, bs, 132).grid[0] == 2);
+  CHECK(kernels::quantize_launch_shape(stats_spec, bs, 132).cluster_x == 1u);
   {
-    // (batch, kv head) pairs x 2 x S CTAs within 7/8 x 1056: 115 pairs take 4, 116 and 231 take 2, 232 none
+    // Head dims without a one-pass form (1-8 and above 256: kernels::stats_units_groups 0) walk
+    // the units one at a time. On sm_90a a device that holds every cluster at once takes one
+    // cluster of 4 CTAs per (sampled head, K|V), one CTA per unit: 2 x 2 heads need 32 CTAs
+    // against 7/8 of 132 SMs x 8; with more heads, clusters of 2 CTAs (two units each), then one
+    // CTA per head. (batch, kv head) pairs x 2 x S CTAs within 7/8 x 1056: 115 pairs take 4, 116
+    // and 231 take 2, 232 none.
+    kernels::KernelSpec s8 = s;
+    s8.head_dim = 8;
+    const kernels::KernelSpec stats8 = kernels::quantize_spec_for(s8, QuantOp::ChannelStats);
+    CHECK(kernels::stats_units_groups(stats8) == 0);
     auto pairs = [&](std::int64_t batch, std::int64_t heads) {
-      return kernels::quant_buffers(kernels::QuantProblem{batch, heads, heads, 512, 1000, 128}, s);
+      return kernels::quant_buffers(kernels::QuantProblem{batch, heads, heads, 512, 1000, 8}, s8);
     };
-    CHECK(kernels::stats_cluster_size(stats_spec, pairs(5, 23), 132) == 4);
-    CHECK(kernels::stats_cluster_size(stats_spec, pairs(4, 29), 132) == 2);
-    CHECK(kernels::stats_cluster_size(stats_spec, pairs(3, 77), 132) == 2);
-    CHECK(kernels::stats_cluster_size(stats_spec, pairs(8, 29), 132) == 0);
-    const kernels::LaunchShape l2 = kernels::quantize_launch_shape(stats_spec, pairs(4, 29), 132);
+    CHECK(kernels::stats_cluster_size(stats8, pairs(2, 2), 132) == 4);
+    const kernels::LaunchShape lc = kernels::quantize_launch_shape(stats8, pairs(2, 2), 132);
+    CHECK(lc.grid[0] == 8);
+    CHECK(lc.cluster_x == 4u);
+    CHECK(lc.grid[1] * lc.grid[2] >= 4u);
+    CHECK(kernels::stats_cluster_size(stats8, pairs(5, 23), 132) == 4);
+    CHECK(kernels::stats_cluster_size(stats8, pairs(4, 29), 132) == 2);
+    CHECK(kernels::stats_cluster_size(stats8, pairs(3, 77), 132) == 2);
+    CHECK(kernels::stats_cluster_size(stats8, pairs(8, 29), 132) == 0);
+    const kernels::LaunchShape l2 = kernels::quantize_launch_shape(stats8, pairs(4, 29), 132);
     CHECK(l2.grid[0] == 4);
     CHECK(l2.cluster_x == 2u);
-    CHECK(kernels::quantize_launch_shape(stats_spec, pairs(8, 29), 132).grid[0] == 2);
-    CHECK(kernels::quantize_launch_shape(stats_spec, pairs(8, 29), 132).cluster_x == 1u);
-    // (the GPU quantize test forces each form on its 2 heads: 2 SMs take clusters of 2, 0 none)
-    CHECK(kernels::stats_cluster_size(stats_spec, pairs(1, 2), 2) == 2);
-    CHECK(kernels::stats_cluster_size(stats_spec, pairs(1, 2), 3) == 4);
+    CHECK(kernels::quantize_launch_shape(stats8, pairs(8, 29), 132).grid[0] == 2);
+    CHECK(kernels::quantize_launch_shape(stats8, pairs(8, 29), 132).cluster_x == 1u);
+    CHECK(kernels::stats_cluster_size(stats8, pairs(1, 2), 2) == 2);
+    CHECK(kernels::stats_cluster_size(stats8, pairs(1, 2), 3) == 4);
     // no SM count, no sample, or another arch: never clusters
-    CHECK(kernels::stats_cluster_size(stats_spec, bs, 0) == 0);
-    CHECK(kernels::stats_cluster_size(stats_spec, kernels::quant_buffers(kernels::QuantProblem{2, 4, 2, 200, 256, 128}, s), 132) == 0);
-    kernels::KernelSpec s89 = s;
+    CHECK(kernels::stats_cluster_size(stats8, pairs(2, 2), 0) == 0);
+    CHECK(kernels::stats_cluster_size(stats8, kernels::quant_buffers(kernels::QuantProblem{2, 4, 2, 200, 256, 8}, s8), 132) == 0);
+    kernels::KernelSpec s89 = s8;
     s89.arch = kernels::Arch::Sm89;
-    CHECK(kernels::stats_cluster_size(kernels::quantize_spec_for(s89, QuantOp::ChannelStats), bs, 132) == 0);
+    CHECK(kernels::stats_cluster_size(kernels::quantize_spec_for(s89, QuantOp::ChannelStats), pairs(2, 2), 132) == 0);
     // the other quantize ops keep their grids whatever the SM count
     const kernels::KernelSpec kq = kernels::quantize_spec_for(s, QuantOp::QuantizeK);
     CHECK(kernels::quantize_launch_shape(kq, bs, 132).grid[0] == kernels::quantize_launch_shape(kq, bs).grid[0]);
     CHECK(kernels::quantize_launch_shape(kq, bs, 132).cluster_x == 1u);
   }
-  // It walks with 128 threads planned for 8 CTAs per SM at hd 128, its ring as much of one unit as
-  // that leaves room for beside the static [4][4][d_v] partials, and stays within the 48 KB a
+  // It walks with 128 threads planned for 6 CTAs per SM at hd 128 (one pass over the head, two
+  // batches of rows in registers: 80 registers), no ring; its shared memory holds the slot sums of
+  // every unit ([4][P][d] floats, P = 8) and the packed extremes of its P slots, within the 48 KB a
   // launch may use without asking for the largest shared carveout (runtime::launch): the V and K
   // kernels behind it ran 15-20 % slower with one (bench/NOTES.md, session 22).
   const kernels::QuantizeKernelConfig stats_cfg = kernels::quantize_kernel_config(kernels::quantize_spec_for(s, QuantOp::ChannelStats));
+  CHECK(kernels::stats_units_groups(kernels::quantize_spec_for(s, QuantOp::ChannelStats)) == 1);
   CHECK(stats_cfg.threads == 128);
-  CHECK(stats_cfg.min_ctas == 8);
-  CHECK(stats_cfg.stats_ring >= 2);
-  CHECK(stats_cfg.stats_ring * stats_cfg.threads * 4 * 16 <= 64 * 128 * 2);  // batches of 4 rows × 16 B per thread
-  CHECK(8 * (ls.dynamic_smem + 4 * 4 * 128 * 4 + 1024) <= 228 * 1024);  // 8 fit an H100/H200 SM
+  CHECK(stats_cfg.rows == 8);
+  CHECK(stats_cfg.min_ctas == 6);
+  CHECK(stats_cfg.stats_ring == 0);
+  CHECK(ls.dynamic_smem == std::size_t(4 * 8 * 128 * 4 + 8 * 128 * 4 + 128 * 4 + 16));
+  CHECK(6 * (ls.dynamic_smem + 1024) <= 228 * 1024);  // 6 fit an H100/H200 SM
   CHECK(ls.dynamic_smem <= 48 * 1024);
+  // The one-launch stages' statistics items keep the chunk walk's configuration (8 CTAs per SM).
+  CHECK(kernels::fused_quantize_config(s).stats.min_ctas == 8);
   // Every split quantize launch asks for the carveout of its planned CTAs (kernels/launch.hpp).
   CHECK(ls.planned_ctas_per_sm == stats_cfg.min_ctas);
   for (QuantOp op : {QuantOp::QuantizeV, QuantOp::QuantizeK}) {
