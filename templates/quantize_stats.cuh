@@ -141,7 +141,9 @@ constexpr int UP = SAGE2_QZ_ROWS;        // row slots of a chunk (P)
 constexpr int U_TPR = SAGE2_QZ_TPR;
 constexpr int UNIT_T = UP * U_TPR;       // threads per group
 constexpr int U_RPT = SAMPLE_UNIT / UP;  // rows per thread of a sampled unit
-constexpr int U_RB = 4;                  // rows per batch (8 in registers spilled at 64 registers on sm_80 / sm_120)
+// Rows per batch: 4 (8 in registers spilled at 64 registers on sm_80 / sm_120); the walk's batches
+// lie within a unit (at head dims 17-32 batches across units spilled at 80 registers).
+constexpr int U_RB = U_PIPE && U_RPT < 4 ? U_RPT : 4;
 constexpr int U_SLOT_W = U_TPR * 8;      // channels of a slot row in shared memory
 static_assert(SAGE2_QZ_CPT == 1 && U_TPR * 8 >= HD, "units: one 8-channel chunk per thread");
 static_assert(SAMPLE_TILES > 0 && (U_GROUPS == 1 || U_GROUPS == SAMPLE_TILES) && THREADS == U_GROUPS * UNIT_T &&
@@ -205,15 +207,13 @@ __device__ __forceinline__ void units_stats(const QuantizeParams& p, u8* smem, b
         ptx::st_shared_v4(ptx::smem_addr(d), ptx::u32x4{0u, 0u, 0u, 0u});
         ptx::st_shared_v4(ptx::smem_addr(d + 4), ptx::u32x4{0u, 0u, 0u, 0u});
       }
-    // The next row's address: the walk finds each batch's first (a batch lies in one chunk unless
-    // a unit holds fewer rows of a thread than a batch: then each row's), the at-once form steps
-    // through its one chunk.
+    // The next row's address: the walk finds each batch's first (a batch lies in one chunk), the
+    // at-once form steps through its one chunk.
     const u16* rp = head + key_of(0) * in.sn;
     auto load = [&](ptx::u32x4 (&raw)[U_RB], int q0) {
       if (U_PIPE) rp = head + key_of(q0) * in.sn;
 #pragma unroll
       for (int r = 0; r < U_RB; ++r) {
-        if (U_PIPE && smp && U_RPT < U_RB && r > 0) rp = head + key_of(q0 + r) * in.sn;
         raw[r] = q0 + r < rows ? load_chunk_as<VEC>(in, rp, j) : ptx::u32x4{0u, 0u, 0u, 0u};
         rp += step;
       }
