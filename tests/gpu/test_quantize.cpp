@@ -90,6 +90,11 @@ std::vector<Case> case_matrix() {
   cases.push_back({4096, 128, false, 1, 8, DType::F16, false, true, false, true, true, false, 1, 500.f});
   cases.push_back({3000, 64, true, 2, 8, DType::BF16, false, true, true, false, false, false, 1, -2000.f});
   cases.push_back({2048, 96, false, 1, 8, DType::F16, false, true, true, false, true, true, 1, 300.f});
+  // Head dims 33-39 on the wgmma family: K's warp-group form loads their rows (not multiples of 8
+  // elements) one element at a time, 5 real chunks over rows of 8 lanes; the sampled walk's one
+  // pass at P = 16 row slots.
+  cases.push_back({1000, 36, false, 1, 8, DType::F16, false, true, false, true, true});
+  cases.push_back({300, 39, true, 2, 8, DType::BF16, false, true, true, true, false});
   // The longest sequence with the largest head dims that are still cheap, and head dim 512.
   cases.push_back({29040, 128, false, 4, 8, DType::BF16, true, true, true, false, true});
   cases.push_back({127, 512, true, 1, 4, DType::F16, true, true, false, false, true});
