@@ -172,8 +172,9 @@ bool stats_units_at_once(const KernelSpec& stats_spec);
 // The thread groups of channel_stats' one-pass form over a whole head (templates/quantize_stats.cuh
 // units_stats; SAGE2_QZ_STATS_UNITS): kSampleTiles for the at-once form, 1 for the walk (head dims
 // 9 to 256: one CTA per (head, K|V) takes its chunks one after another, the next batch of rows in
-// flight while it adds the current one, one barrier before the combine; on sm_90a the same kernel
-// may also be launched in clusters, kernels::stats_cluster_size), 0 where neither applies.
+// flight while it adds the current one, one barrier before the combine; never in clusters), 0 where
+// neither applies (those walk the units one at a time, on sm_90a possibly in clusters:
+// kernels::stats_cluster_size).
 int stats_units_groups(const KernelSpec& stats_spec);
 // Whether a quantize stage of these ops, for the attention spec and buffers, counts arrivals in
 // QuantBuffers' `sync` words or needs V's overflow maxima zero, which must then be zero when it

@@ -120,8 +120,6 @@ int quantize_v_split_tile(int bk, int head_dim, bool pv_fp16) {
   return quantize_v_tile(bk, d_v, pv_fp16);
 }
 
-// The split kernel `op`'s configuration for any spec of the stage (the one-launch kernels start
-// from their item kinds' split configurations).
 // channel_stats' configuration; one_pass: the split kernel's (its one-pass walk over a whole head,
 // kernels::stats_units_groups), else the chunk walk the one-launch stages' statistics items take.
 QuantizeKernelConfig channel_stats_config(const KernelSpec& s, bool one_pass) {
@@ -129,8 +127,9 @@ QuantizeKernelConfig channel_stats_config(const KernelSpec& s, bool one_pass) {
   c.chunks = (s.head_dim + 7) / 8;
   fit_row(c);
   // The sampled walk up to head dim 128 (one KV tile per CTA): 128 threads, 8 CTAs per SM at 64
-  // registers, so B 4 × H 32's 1024 sampled tiles run in one wave instead of two (session 23:
-  // channel_stats 9-20 % faster than 256 threads at 4 CTAs; 256 at 5 CTAs spilled, session 22).
+  // registers for the chunk walk (the one-pass walk below takes 6), so B 4 × H 32's 1024 sampled
+  // tiles run in one wave instead of two (session 23: channel_stats 9-20 % faster than 256 threads
+  // at 4 CTAs; 256 at 5 CTAs spilled, session 22).
   // Otherwise 256 threads at 85 registers; wider heads need more (they spill).
   const bool sampled_walk = s.sampled_stats && c.chunks <= 16;
   c.threads = sampled_walk ? 128 : 256;
@@ -163,6 +162,8 @@ QuantizeKernelConfig channel_stats_config(const KernelSpec& s, bool one_pass) {
   return c;
 }
 
+// The split kernel `op`'s configuration for any spec of the stage (the one-launch kernels start
+// from their item kinds' split configurations).
 QuantizeKernelConfig split_config(const KernelSpec& spec, QuantOp op) {
   KernelSpec s = spec;
   s.family = KernelFamily::Quantize;
