@@ -181,13 +181,14 @@ __device__ __forceinline__ void units_stats(const QuantizeParams& p, u8* smem, b
   const u16* head = row_ptr(in, b, h, 0);
   const u32 units = static_cast<u32>(sample_units(len));  // (< 2^32: the launch limits rows to 2^31)
   const i64 step = static_cast<i64>(UP) * in.sn;
+  // The sampled unit of the thread's i-th chunk (sample_unit, from 32-bit parts).
+  auto unit_of = [&](int i) -> i64 { return static_cast<i64>(static_cast<u64>(g + i * U_GROUPS) * units / SAMPLE_TILES); };
   // The key of the thread's q-th row (its chunk q / rpc; from 64-bit arithmetic on the fly: the
   // chunks' first keys held in registers spilled at 80 registers).
   auto key_of = [&](int q) -> i64 {
     if (!smp) return slot + static_cast<i64>(q) * UP;
-    const u32 k = static_cast<u32>(q) / U_RPT;
-    const i64 unit = static_cast<i64>(static_cast<u64>(g + k * U_GROUPS) * units / SAMPLE_TILES);  // sample_unit
-    return unit * SAMPLE_UNIT + slot + static_cast<i64>(static_cast<u32>(q) % U_RPT) * UP;
+    return unit_of(static_cast<int>(static_cast<u32>(q) / U_RPT)) * SAMPLE_UNIT + slot +
+           static_cast<i64>(static_cast<u32>(q) % U_RPT) * UP;
   };
   constexpr u32 NEG_INF2 = IN_BF16 ? 0xff80ff80u : 0xfc00fc00u;
   constexpr u32 POS_INF2 = IN_BF16 ? 0x7f807f80u : 0x7c007c00u;
@@ -208,6 +209,18 @@ __device__ __forceinline__ void units_stats(const QuantizeParams& p, u8* smem, b
         ptx::st_shared_v4(ptx::smem_addr(d), ptx::u32x4{0u, 0u, 0u, 0u});
         ptx::st_shared_v4(ptx::smem_addr(d + 4), ptx::u32x4{0u, 0u, 0u, 0u});
       }
+    // One row's 8 channels (v: raw 16-bit pairs, non-finite ones already read as 0 where checked).
+    auto accumulate = [&](const u32 (&v)[4]) {
+      float x[8];
+      to_f32x8(ptx::u32x4{v[0], v[1], v[2], v[3]}, x);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) sum[e] += x[e];
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        hi[w] = ptx::max_nan_x2<IN_BF16>(hi[w], v[w]);
+        lo[w] = ptx::min_nan_x2<IN_BF16>(lo[w], v[w]);
+      }
+    };
     // The thread's slot sums of its i-th chunk, then the next chunk's from 0.f.
     auto store_sums = [&](int i) {
       float* d = s_sum + ((g + i * U_GROUPS) * UP + slot) * U_SLOT_W + j * 8;
@@ -245,15 +258,7 @@ __device__ __forceinline__ void units_stats(const QuantizeParams& p, u8* smem, b
           }
           if (bad8 != 0u) record_first_bad8(ptx::smem_addr(s_fb) + static_cast<u32>(j) * 32u, bad8, static_cast<i32>(key_of(q)));
         }
-        float x[8];
-        to_f32x8(ptx::u32x4{v[0], v[1], v[2], v[3]}, x);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) sum[e] += x[e];
-#pragma unroll
-        for (int w = 0; w < 4; ++w) {
-          hi[w] = ptx::max_nan_x2<IN_BF16>(hi[w], v[w]);
-          lo[w] = ptx::min_nan_x2<IN_BF16>(lo[w], v[w]);
-        }
+        accumulate(v);
         if (smp ? (static_cast<u32>(q) + 1u) % U_RPT == 0u : q + 1 == rows)  // the chunk's slot sums; the next from 0.f
           store_sums(smp ? static_cast<int>(static_cast<u32>(q) / U_RPT) : 0);
       }
@@ -267,8 +272,7 @@ __device__ __forceinline__ void units_stats(const QuantizeParams& p, u8* smem, b
       int k_load = 0, k_add = 0;
       auto load_full = [&](ptx::u32x4 (&raw)[U_RB], bool unit_start) {
         if (unit_start) {
-          const i64 unit = static_cast<i64>(static_cast<u64>(g + k_load * U_GROUPS) * units / SAMPLE_TILES);
-          rp = head + (unit * SAMPLE_UNIT + slot) * in.sn;
+          rp = head + (unit_of(k_load) * SAMPLE_UNIT + slot) * in.sn;
           ++k_load;
         }
 #pragma unroll
@@ -281,15 +285,7 @@ __device__ __forceinline__ void units_stats(const QuantizeParams& p, u8* smem, b
 #pragma unroll
         for (int r = 0; r < U_RB; ++r) {
           const u32 v[4] = {raw[r].x, raw[r].y, raw[r].z, raw[r].w};
-          float x[8];
-          to_f32x8(raw[r], x);
-#pragma unroll
-          for (int e = 0; e < 8; ++e) sum[e] += x[e];
-#pragma unroll
-          for (int w = 0; w < 4; ++w) {
-            hi[w] = ptx::max_nan_x2<IN_BF16>(hi[w], v[w]);
-            lo[w] = ptx::min_nan_x2<IN_BF16>(lo[w], v[w]);
-          }
+          accumulate(v);
         }
         if (unit_end) {
           store_sums(k_add);
